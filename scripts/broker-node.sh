@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Start, stop or query a private RabbitMQ node for tests and local runs.
+#
+# The node lives entirely under DIR (data, logs, Erlang cookie, config) and
+# listens only on 127.0.0.1, on ports derived from BASE_PORT:
+#   BASE_PORT      AMQP            BASE_PORT+1  management HTTP
+#   BASE_PORT+2    Erlang dist     BASE_PORT+3  stream
+#   BASE_PORT+4    AMQPS (TLS), only when DIR/tls/ holds ca.pem, server.pem, server.key
+# It never touches a node it did not start: stop only signals the pid it recorded.
+#
+# usage: broker-node.sh start DIR BASE_PORT [NODENAME]
+#        broker-node.sh stop DIR
+#        broker-node.sh env DIR     (prints the shell variables of a started node)
+set -euo pipefail
+
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|env DIR [BASE_PORT] [NODENAME]" >&2; exit 2; }
+
+rabbit_bin=/usr/lib/rabbitmq/bin
+
+node_env() {
+    # shellcheck disable=SC1091
+    . "$dir/node.env"
+    export HOME="$dir/home" RABBITMQ_NODENAME
+}
+
+wait_ready() {
+    local deadline=$((SECONDS + ${DLQB_BROKER_START_TIMEOUT:-90}))
+    while [ $SECONDS -lt $deadline ]; do
+        if ! kill -0 "$(cat "$dir/server.pid")" 2>/dev/null; then
+            echo "broker-node: node exited during start; see $dir/log/" >&2
+            tail -n 20 "$dir/server.out" >&2 || true
+            return 1
+        fi
+        # The management API answers only once the node has booted its apps;
+        # aliveness-test also proves the default vhost accepts AMQP work.
+        if curl -fsS -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/aliveness-test/%2F" >/dev/null 2>&1; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "broker-node: node did not answer within ${DLQB_BROKER_START_TIMEOUT:-90}s" >&2
+    return 1
+}
+
+case "$cmd" in
+start)
+    base=${3:?BASE_PORT required}
+    name=${4:-dlqb-test-$base}
+    mkdir -p "$dir/mnesia" "$dir/log" "$dir/home"
+    if [ -f "$dir/server.pid" ] && kill -0 "$(cat "$dir/server.pid")" 2>/dev/null; then
+        echo "broker-node: already running in $dir" >&2
+        exit 0
+    fi
+    tls_conf=""
+    if [ -f "$dir/tls/ca.pem" ] && [ -f "$dir/tls/server.pem" ] && [ -f "$dir/tls/server.key" ]; then
+        tls_conf="listeners.ssl.default = 127.0.0.1:$((base + 4))
+ssl_options.cacertfile = $dir/tls/ca.pem
+ssl_options.certfile = $dir/tls/server.pem
+ssl_options.keyfile = $dir/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+ssl_options.versions.1 = tlsv1.2
+ssl_options.versions.2 = tlsv1.3"
+    fi
+    cat > "$dir/rabbitmq.conf" <<EOF
+listeners.tcp.default = 127.0.0.1:$base
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $((base + 1))
+stream.listeners.tcp.default = 127.0.0.1:$((base + 3))
+loopback_users = none
+log.file.level = warning
+log.console = false
+vm_memory_high_watermark.relative = 0.4
+disk_free_limit.absolute = 50MB
+$tls_conf
+EOF
+    echo "[rabbitmq_management,rabbitmq_stream,rabbitmq_shovel,rabbitmq_shovel_management]." > "$dir/enabled_plugins"
+    cat > "$dir/node.env" <<EOF
+RABBITMQ_NODENAME=$name@localhost
+AMQP_PORT=$base
+MGMT_PORT=$((base + 1))
+DIST_PORT=$((base + 2))
+STREAM_PORT=$((base + 3))
+AMQPS_PORT=$((base + 4))
+NODE_DIR=$dir
+EOF
+    node_env
+    (
+        export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+        export RABBITMQ_NODE_PORT=$base
+        export RABBITMQ_DIST_PORT=$((base + 2))
+        export RABBITMQ_MNESIA_BASE="$dir/mnesia"
+        export RABBITMQ_LOG_BASE="$dir/log"
+        export RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"
+        export RABBITMQ_CONFIG_FILE="$dir/rabbitmq"
+        export RABBITMQ_PID_FILE="$dir/rabbit.pid"
+        export ERL_EPMD_ADDRESS=127.0.0.1
+        setsid "$rabbit_bin/rabbitmq-server" > "$dir/server.out" 2>&1 &
+        echo $! > "$dir/server.pid"
+    )
+    . "$dir/node.env"
+    wait_ready
+    ;;
+stop)
+    [ -f "$dir/node.env" ] || exit 0
+    node_env
+    if [ -f "$dir/server.pid" ]; then
+        pid=$(cat "$dir/server.pid")
+        if kill -0 "$pid" 2>/dev/null; then
+            "$rabbit_bin/rabbitmqctl" -n "$RABBITMQ_NODENAME" stop >/dev/null 2>&1 || true
+            for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+            # The wrapper was started with setsid: its process group is the node.
+            kill -- -"$pid" 2>/dev/null || true
+        fi
+        rm -f "$dir/server.pid"
+    fi
+    ;;
+kill)
+    # Hard stop, as a crash or power loss would do; used by fault tests.
+    [ -f "$dir/server.pid" ] || exit 0
+    kill -9 -- -"$(cat "$dir/server.pid")" 2>/dev/null || true
+    rm -f "$dir/server.pid"
+    ;;
+env)
+    cat "$dir/node.env"
+    ;;
+*)
+    echo "usage: $0 start|stop|kill|env DIR [BASE_PORT] [NODENAME]" >&2
+    exit 2
+    ;;
+esac
