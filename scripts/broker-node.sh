@@ -6,6 +6,7 @@
 #   BASE_PORT      AMQP            BASE_PORT+1  management HTTP
 #   BASE_PORT+2    Erlang dist     BASE_PORT+3  stream
 #   BASE_PORT+4    AMQPS (TLS), only when DIR/tls/ holds ca.pem, server.pem, server.key
+# except that BASE_PORT 5672 gets RabbitMQ's usual ports (15672, 25672, 5552, 5671).
 # It never touches a node it did not start: stop only signals the pid it recorded.
 #
 # usage: broker-node.sh start DIR BASE_PORT [NODENAME]
@@ -48,6 +49,8 @@ case "$cmd" in
 start)
     base=${3:?BASE_PORT required}
     name=${4:-dlqb-test-$base}
+    mgmt=$((base + 1)) dist=$((base + 2)) stream=$((base + 3)) amqps=$((base + 4))
+    if [ "$base" = 5672 ]; then mgmt=15672 dist=25672 stream=5552 amqps=5671; fi
     mkdir -p "$dir/mnesia" "$dir/log" "$dir/home"
     if [ -f "$dir/server.pid" ] && kill -0 "$(cat "$dir/server.pid")" 2>/dev/null; then
         echo "broker-node: already running in $dir" >&2
@@ -55,7 +58,7 @@ start)
     fi
     tls_conf=""
     if [ -f "$dir/tls/ca.pem" ] && [ -f "$dir/tls/server.pem" ] && [ -f "$dir/tls/server.key" ]; then
-        tls_conf="listeners.ssl.default = 127.0.0.1:$((base + 4))
+        tls_conf="listeners.ssl.default = 127.0.0.1:$amqps
 ssl_options.cacertfile = $dir/tls/ca.pem
 ssl_options.certfile = $dir/tls/server.pem
 ssl_options.keyfile = $dir/tls/server.key
@@ -67,8 +70,8 @@ ssl_options.versions.2 = tlsv1.3"
     cat > "$dir/rabbitmq.conf" <<EOF
 listeners.tcp.default = 127.0.0.1:$base
 management.tcp.ip = 127.0.0.1
-management.tcp.port = $((base + 1))
-stream.listeners.tcp.default = 127.0.0.1:$((base + 3))
+management.tcp.port = $mgmt
+stream.listeners.tcp.default = 127.0.0.1:$stream
 loopback_users = none
 log.file.level = warning
 log.console = false
@@ -80,17 +83,17 @@ EOF
     cat > "$dir/node.env" <<EOF
 RABBITMQ_NODENAME=$name@localhost
 AMQP_PORT=$base
-MGMT_PORT=$((base + 1))
-DIST_PORT=$((base + 2))
-STREAM_PORT=$((base + 3))
-AMQPS_PORT=$((base + 4))
+MGMT_PORT=$mgmt
+DIST_PORT=$dist
+STREAM_PORT=$stream
+AMQPS_PORT=$amqps
 NODE_DIR=$dir
 EOF
     node_env
     (
         export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
         export RABBITMQ_NODE_PORT=$base
-        export RABBITMQ_DIST_PORT=$((base + 2))
+        export RABBITMQ_DIST_PORT=$dist
         export RABBITMQ_MNESIA_BASE="$dir/mnesia"
         export RABBITMQ_LOG_BASE="$dir/log"
         export RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"

@@ -29,7 +29,7 @@ typedef struct {
   int poison_threshold; /* consumer crashes before the broker dead-letters */
   uint64_t retry_delays_ms[DLQB_MAX_RETRY_DELAYS];
   size_t retry_delay_count;  /* >= 1; the last delay repeats */
-  int retry_jitter_percent;  /* 0..100: a delay d becomes uniform in [d*(1-j), d] */
+  int retry_jitter_percent;  /* 0..90: a delay d becomes uniform in [d*(1-j), d] */
   uint64_t sla_budget_ms;    /* a retry may not land past first_seen_at + this */
   int prefetch;              /* in-flight window of the router */
   uint64_t dlq_sla_ms;       /* DLQ items older than this are escalated */
@@ -54,28 +54,40 @@ typedef struct {
 /* The settings table, terminated by a row with key == NULL. */
 const dlqb_config_setting *dlqb_config_settings(void);
 
-/* Fills c with the built-in defaults. Never fails. */
+/* Fills c with the built-in defaults (the table's default texts, parsed).
+ * Never fails. */
 void dlqb_config_defaults(dlqb_config *c);
 
 /* Sets one setting by its JSON key from text, validating type and bounds.
  * The error names the setting by `source_name` (an env var, a flag or a
- * key: the name the user typed). */
+ * key: the name the user typed), e.g. "--max-attempts: '0' is not an
+ * integer from 1 to 1000"; a rejected URL is quoted redacted. Integers are
+ * decimal with optional surrounding whitespace; text longer than its field
+ * is an error, never truncated. On failure c is unchanged. */
 dlqb_status dlqb_config_set(dlqb_config *c, const char *key, const char *value,
                             const char *source_name, dlqb_error *err);
 
 /* Applies a JSON object's members (text of len bytes). Unknown keys, wrong
- * JSON types and bad values are errors naming the key. Numbers may be JSON
- * numbers or strings; durations are strings. */
+ * JSON types and bad values are errors naming the key ("key 'prefetch':
+ * ..."). Numbers may be JSON numbers or strings; durations are strings;
+ * retry_delays may also be an array of strings; metrics_addr may be false
+ * (off). On failure c is unchanged. */
 dlqb_status dlqb_config_apply_json(dlqb_config *c, const char *text, size_t len,
                                    dlqb_error *err);
 
-/* Reads and applies a JSON config file. */
+/* Reads and applies a JSON config file (at most 1 MiB). Errors start with
+ * "config file 'PATH': ". On failure c is unchanged. */
 dlqb_status dlqb_config_apply_file(dlqb_config *c, const char *path, dlqb_error *err);
 
 /* Applies every setting whose environment variable lookup(name) returns
- * non-NULL. Pass getenv for the real environment. */
+ * non-NULL (an empty value counts as set). Pass dlqb_config_getenv for the
+ * real environment. Errors name the variable. On failure c is unchanged. */
 dlqb_status dlqb_config_apply_env(dlqb_config *c, const char *(*lookup)(const char *name),
                                   dlqb_error *err);
+
+/* getenv with the const-returning signature apply_env takes (getenv itself
+ * returns char * and so does not convert without a warning). */
+const char *dlqb_config_getenv(const char *name);
 
 /* Finds the setting whose flag is `flag` (without dashes); NULL if none. */
 const dlqb_config_setting *dlqb_config_find_flag(const char *flag);
@@ -84,7 +96,10 @@ const dlqb_config_setting *dlqb_config_find_flag(const char *flag);
  * together). Call after all sources are applied. */
 dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err);
 
-/* Copies url into buf with any password replaced by "***". */
+/* Copies url into buf (NUL-terminated, truncated to len) with any password
+ * replaced by "***": "amqp://u:secret@h/vh" -> "amqp://u:***@h/vh". Any
+ * input is safe; when a password holds an unencoded '/', '?' or '#', more
+ * than the password is hidden rather than part of it shown. Returns buf. */
 char *dlqb_url_redact(const char *url, char *buf, size_t len);
 
 #endif

@@ -1,0 +1,41 @@
+/* A hop: one message moved (or settled) by the bridge or an ops command.
+ * It is what the audit trail records and the metrics count, copied out of
+ * the message so it outlives the broker's buffers. Never holds payloads. */
+#ifndef DLQB_HOP_H
+#define DLQB_HOP_H
+
+#include <stdint.h>
+
+#include "dlqb/envelope.h"
+#include "dlqb/topology.h"
+
+typedef enum {
+  DLQB_EV_RETRY_SCHEDULED, /* failure seen, sent to a delay queue */
+  DLQB_EV_DEAD_LETTERED,   /* failure seen, attempts or SLA budget exhausted */
+  DLQB_EV_POISON,          /* dead-lettered by the broker's delivery limit */
+  DLQB_EV_INVALID,         /* envelope failed validation */
+  DLQB_EV_REPLAYED,        /* DLQ -> work queue by an operator */
+  DLQB_EV_SKIPPED_COMPLETE,/* DLQ item already in the completion ledger */
+  DLQB_EV_ESCALATED,       /* DLQ -> compliance_review (operator or SLA) */
+  DLQB_EV_RESOLVED,        /* removed from the DLQ with a note */
+  DLQB_EV__COUNT
+} dlqb_event;
+
+typedef struct {
+  dlqb_event event;
+  char message_id[128];
+  char request_id[DLQB_ID_MAX + 1];
+  char source_system[DLQB_ID_MAX + 1];
+  char legal_basis[16];
+  int64_t attempt;
+  char reason[DLQB_LAST_ERROR_MAX + 1];
+  char from[DLQB_NAME_MAX];
+  char to[DLQB_NAME_MAX];
+  char actor[128];
+  long long published_mono_ms; /* for confirm latency */
+} dlqb_hop;
+
+/* Stable lower-case name of an event ("retry_scheduled", ...). */
+const char *dlqb_event_name(dlqb_event ev);
+
+#endif

@@ -1,0 +1,63 @@
+/* The one module that talks to rabbitmq-c's connection API: opening a
+ * connection (TCP or verified TLS) with credentials kept out of argv and
+ * logs, and translating rabbitmq-c's three error conventions (int status,
+ * amqp_rpc_reply_t, NULL + amqp_get_rpc_reply) into dlqb_status + one line.
+ *
+ * A link is one connection with one channel (DLQB_CHANNEL); it is not
+ * thread-safe. Everything above this file deals in dlqb_status. */
+#ifndef DLQB_LINK_H
+#define DLQB_LINK_H
+
+#include <amqp.h>
+#include <stdbool.h>
+
+#include "dlqb/config.h"
+#include "dlqb/error.h"
+
+#define DLQB_CHANNEL 1
+
+typedef struct dlqb_link dlqb_link;
+
+/* Connects to cfg->url (password from cfg->password_file when set), logs in
+ * with connection name `purpose` (shown in the management UI), opens
+ * DLQB_CHANNEL. TLS (amqps://) verifies peer and hostname and needs TLS 1.2
+ * or later. On failure *out is NULL and err says what failed, without the
+ * password. The caller frees with dlqb_link_close or dlqb_link_abort. */
+dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_link **out,
+                           dlqb_error *err);
+
+/* Closes channel and connection politely, then frees. NULL-safe. */
+void dlqb_link_close(dlqb_link *link);
+
+/* Frees without the closing handshake (the connection is known dead, or a
+ * test wants a crash). NULL-safe. */
+void dlqb_link_abort(dlqb_link *link);
+
+amqp_connection_state_t dlqb_link_conn(dlqb_link *link);
+
+/* The broker's major version from its server properties (3, 4, ...); 0 when
+ * unknown. */
+int dlqb_link_broker_major(const dlqb_link *link);
+
+/* Translates an RPC reply; `what` names the operation for the message, e.g.
+ * "declare queue 'dsr.work'". A channel or connection close from the
+ * broker becomes DLQB_EBROKER with its reply text; after a channel close
+ * the channel is reopened so the link stays usable. */
+dlqb_status dlqb_link_reply(dlqb_link *link, amqp_rpc_reply_t reply, const char *what,
+                            dlqb_error *err);
+
+/* Translates an int status from rabbitmq-c (AMQP_STATUS_*). */
+dlqb_status dlqb_link_status(int status, const char *what, dlqb_error *err);
+
+/* Puts the channel in confirm mode; publishes are then numbered from 1. */
+dlqb_status dlqb_link_confirm_select(dlqb_link *link, dlqb_error *err);
+
+/* Passive declare: *depth and *consumers of an existing queue. A missing
+ * queue is DLQB_EBROKER ("no queue 'x'"), and the channel is reopened. */
+dlqb_status dlqb_link_queue_depth(dlqb_link *link, const char *queue, uint32_t *depth,
+                                  uint32_t *consumers, dlqb_error *err);
+
+/* amqp_bytes_t view of a C string (no copy). */
+amqp_bytes_t dlqb_bytes(const char *s);
+
+#endif

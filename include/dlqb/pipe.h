@@ -1,0 +1,91 @@
+/* The confirm-before-ack pipeline: consume one queue on the link's channel,
+ * let a handler decide each delivery, republish with publisher confirms and
+ * `mandatory`, and ack originals only once their republish is confirmed.
+ * The daemon's router and every ops command that moves messages run on it.
+ *
+ * Many publishes are in flight at once (up to the prefetch window) and acks
+ * go out in batches (`multiple`) for the contiguous confirmed prefix. A
+ * basic.nack or basic.return ends the run with DLQB_EBROKER after acking
+ * only what was confirmed before it; the caller reconnects, and the
+ * unconfirmed originals are redelivered. Nothing unconfirmed is acked. */
+#ifndef DLQB_PIPE_H
+#define DLQB_PIPE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dlqb/hop.h"
+#include "dlqb/link.h"
+
+typedef struct dlqb_pipe dlqb_pipe;
+
+/* One delivery, valid only during the handler call. */
+typedef struct {
+  uint64_t delivery_tag;
+  bool redelivered;
+  const amqp_basic_properties_t *props;
+  amqp_bytes_t body;
+} dlqb_delivery;
+
+typedef struct {
+  /* Called once per delivery; must settle it exactly once through
+   * dlqb_pipe_forward, dlqb_pipe_ack or dlqb_pipe_hold before returning.
+   * A non-OK return stops the run (the delivery stays unacked). */
+  dlqb_status (*on_delivery)(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
+                             dlqb_error *err);
+  /* Called with the hops about to be acked, before the ack is sent (the
+   * audit trail's write-and-fsync point). Non-OK: nothing is acked now; the
+   * pipe retries later. May be NULL. */
+  dlqb_status (*before_ack)(void *ctx, const dlqb_hop *const *hops, size_t n, dlqb_error *err);
+  /* Called after the ack is sent, with each hop's confirm latency in
+   * seconds (negative when nothing was published). May be NULL. */
+  void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
+  /* Called about once a second while running. May be NULL. */
+  void (*on_tick)(void *ctx);
+  void *ctx;
+} dlqb_pipe_handler;
+
+typedef struct {
+  const char *queue;     /* queue to consume */
+  int prefetch;          /* in-flight window, >= 1 */
+  uint64_t max_messages; /* stop after this many deliveries are settled; 0 = no limit */
+  long idle_stop_ms;     /* stop after this long without deliveries; 0 = never */
+  /* A consumer on a stream or ordered replay needs "x-stream-offset" etc.:
+   * optional consume arguments. */
+  const amqp_table_t *consume_args;
+} dlqb_pipe_options;
+
+/* Creates a pipe on an open link (puts its channel in confirm mode and sets
+ * the prefetch). Frees nothing of the link. */
+dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
+                          const dlqb_pipe_handler *h, dlqb_pipe **out, dlqb_error *err);
+void dlqb_pipe_free(dlqb_pipe *pipe);
+
+/* Consumes until *stop is set (then cancels the consumer, finishes what is
+ * in flight and returns DLQB_OK), until max_messages or idle_stop_ms is
+ * reached (DLQB_OK), or until the connection fails (DLQB_ECONN /
+ * DLQB_EBROKER: the caller reconnects). HOLD deliveries return to the
+ * queue, in their order, when the caller closes the link. */
+dlqb_status dlqb_pipe_run(dlqb_pipe *pipe, volatile sig_atomic_t *stop, dlqb_error *err);
+
+/* Settles d by publishing (exchange, routing_key, props, body) with
+ * mandatory; hop is copied and reported when the original is acked. */
+dlqb_status dlqb_pipe_forward(dlqb_pipe *pipe, const dlqb_delivery *d, const char *exchange,
+                              const char *routing_key, const amqp_basic_properties_t *props,
+                              amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err);
+
+/* Settles d by acking it with nothing published (resolve, skip as complete). */
+void dlqb_pipe_ack(dlqb_pipe *pipe, const dlqb_delivery *d, const dlqb_hop *hop);
+
+/* Settles d by leaving it unacked: it returns to the queue when the link
+ * closes (replay's unselected items). */
+void dlqb_pipe_hold(dlqb_pipe *pipe, const dlqb_delivery *d);
+
+/* Counters since dlqb_pipe_new. */
+typedef struct {
+  uint64_t delivered, forwarded, acked, held;
+} dlqb_pipe_stats;
+void dlqb_pipe_get_stats(const dlqb_pipe *pipe, dlqb_pipe_stats *out);
+
+#endif

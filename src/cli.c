@@ -1,0 +1,191 @@
+/* Command-line parsing shared by every dlq-bridge command. */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlqb/log.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+volatile sig_atomic_t *cli_stop_flag(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  return &stop_requested;
+}
+
+void cli_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("dlq-bridge: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+int cli_finish(int code) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    if (errno != EPIPE) cli_error("cannot write output: %s", strerror(errno));
+    return code == EXIT_OK ? EXIT_FAILURE_ : code;
+  }
+  return code;
+}
+
+void cli_print_help(const cli_spec *spec, FILE *out) {
+  fprintf(out, "usage: %s\n\n%s\n", spec->usage, spec->summary);
+  if (spec->details) fprintf(out, "\n%s\n", spec->details);
+  if (spec->flags && spec->flags[0].name) {
+    fprintf(out, "\noptions:\n");
+    for (const cli_flag *f = spec->flags; f->name; f++) {
+      char left[64];
+      snprintf(left, sizeof left, "--%s%s%s", f->name, f->takes_value ? " " : "",
+               f->takes_value ? f->metavar : "");
+      fprintf(out, "  %-26s %s\n", left, f->help);
+    }
+  }
+  fprintf(out, "  %-26s %s\n", "--help", "show this help and exit");
+  if (spec->settings) {
+    fprintf(out, "\nsettings (flag, environment variable, default; flags beat the environment,\n"
+                 "which beats the --config file):\n");
+    fprintf(out, "  %-26s %s\n", "--config FILE", "JSON config file (also DLQ_BRIDGE_CONFIG)");
+    for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
+      char left[64];
+      snprintf(left, sizeof left, "--%s VALUE", s->flag);
+      fprintf(out, "  %-26s %s\n  %-26s %s (default: %s)\n", left, s->help, "", s->env,
+              s->dflt[0] ? s->dflt : "none");
+    }
+  }
+  fprintf(out, "\nexit status: 0 success, 1 failure (e.g. broker unreachable), 2 usage or "
+               "configuration error\n");
+}
+
+static const cli_flag *find_cmd_flag(const cli_spec *spec, const char *name) {
+  for (const cli_flag *f = spec->flags; f && f->name; f++)
+    if (strcmp(f->name, name) == 0) return f;
+  return NULL;
+}
+
+/* Splits "--name=value" / "--name value"; returns the value or NULL and
+ * advances *i when the value is the next argument. */
+static const char *flag_value(int argc, char **argv, int *i, char *name, size_t cap) {
+  const char *arg = argv[*i] + 2;
+  const char *eq = strchr(arg, '=');
+  if (eq != NULL) {
+    snprintf(name, cap, "%.*s", (int)(eq - arg), arg);
+    return eq + 1;
+  }
+  snprintf(name, cap, "%s", arg);
+  if (*i + 1 < argc) return argv[++*i];
+  return NULL;
+}
+
+static bool has_inline_value(const char *arg) { return strchr(arg, '=') != NULL; }
+
+int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_flag_fn on_flag,
+             void *ctx, bool *help) {
+  dlqb_error err = {{0}};
+  *help = false;
+  dlqb_config_defaults(cfg);
+
+  /* Pass 1: --help and --config, which decide what else happens. */
+  const char *config_file = getenv("DLQ_BRIDGE_CONFIG");
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      *help = true;
+      return EXIT_OK;
+    }
+    if (strcmp(argv[i], "--") == 0) break;
+    if (strncmp(argv[i], "--config", 8) == 0 && (argv[i][8] == '\0' || argv[i][8] == '=')) {
+      char name[64];
+      int j = i;
+      const char *v = flag_value(argc, argv, &j, name, sizeof name);
+      if (v == NULL) {
+        cli_error("--config needs a file");
+        return EXIT_USAGE;
+      }
+      config_file = v;
+    }
+  }
+  if (spec->settings) {
+    if (config_file != NULL && config_file[0] != '\0' &&
+        dlqb_config_apply_file(cfg, config_file, &err) != DLQB_OK)
+      goto bad;
+    if (dlqb_config_apply_env(cfg, (const char *(*)(const char *))getenv, &err) != DLQB_OK) goto bad;
+  }
+
+  /* Pass 2: every flag in order, settings and command flags alike. */
+  bool positional_only = false;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (!positional_only && strcmp(arg, "--") == 0) {
+      positional_only = true;
+      continue;
+    }
+    if (positional_only || strncmp(arg, "--", 2) != 0) {
+      if (on_flag == NULL) {
+        cli_error("unexpected argument '%s' (see 'dlq-bridge %s --help')", arg, spec->name);
+        return EXIT_USAGE;
+      }
+      if (on_flag(ctx, NULL, arg, &err) != DLQB_OK) goto bad;
+      continue;
+    }
+    char name[64];
+    const char *base = arg + 2;
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(base, "="), base);
+    const cli_flag *cf = find_cmd_flag(spec, name);
+    const dlqb_config_setting *s = spec->settings ? dlqb_config_find_flag(name) : NULL;
+    if (strcmp(name, "config") == 0 && spec->settings) {
+      if (!has_inline_value(arg)) i++;
+      continue;
+    }
+    if (cf == NULL && s == NULL) {
+      cli_error("unknown option '--%s' (see 'dlq-bridge %s --help')", name, spec->name);
+      return EXIT_USAGE;
+    }
+    const char *value = NULL;
+    if ((cf && cf->takes_value) || s) {
+      value = flag_value(argc, argv, &i, name, sizeof name);
+      if (value == NULL) {
+        cli_error("--%s needs a value", name);
+        return EXIT_USAGE;
+      }
+    } else if (has_inline_value(arg)) {
+      cli_error("--%s takes no value", name);
+      return EXIT_USAGE;
+    }
+    char source[80];
+    snprintf(source, sizeof source, "--%s", name);
+    if (cf != NULL) {
+      if (on_flag(ctx, name, value, &err) != DLQB_OK) goto bad;
+    } else if (dlqb_config_set(cfg, s->key, value, source, &err) != DLQB_OK) {
+      goto bad;
+    }
+  }
+  if (spec->settings && dlqb_config_validate(cfg, &err) != DLQB_OK) goto bad;
+  if (cfg->instance[0] == '\0') {
+    char host[200] = "localhost";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(cfg->instance, sizeof cfg->instance, "%s:%ld", host, (long)getpid());
+  }
+  dlqb_log_setup(cfg->log_format, cfg->log_level, cfg->instance);
+  return EXIT_OK;
+bad:
+  cli_error("%s", err.msg);
+  return EXIT_USAGE;
+}

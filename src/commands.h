@@ -1,0 +1,18 @@
+/* The command table: one entry per `dlq-bridge COMMAND`, each implemented
+ * in its own cmd_<name>.c. */
+#ifndef DLQB_COMMANDS_H
+#define DLQB_COMMANDS_H
+
+#include "cli.h"
+
+typedef struct {
+  const cli_spec *spec;
+  int (*run)(int argc, char **argv);
+} command;
+
+extern const cli_spec cmd_run_spec;
+int cmd_run(int argc, char **argv);
+extern const cli_spec cmd_declare_spec;
+int cmd_declare(int argc, char **argv);
+
+#endif

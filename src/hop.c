@@ -1,0 +1,17 @@
+/* Names of hop events, as they appear in logs, metrics and the audit trail. */
+#include "dlqb/hop.h"
+
+static const char *const event_names[DLQB_EV__COUNT] = {
+    [DLQB_EV_RETRY_SCHEDULED] = "retry_scheduled",
+    [DLQB_EV_DEAD_LETTERED] = "dead_lettered",
+    [DLQB_EV_POISON] = "poison",
+    [DLQB_EV_INVALID] = "invalid_envelope",
+    [DLQB_EV_REPLAYED] = "replayed",
+    [DLQB_EV_SKIPPED_COMPLETE] = "skipped_complete",
+    [DLQB_EV_ESCALATED] = "escalated",
+    [DLQB_EV_RESOLVED] = "resolved",
+};
+
+const char *dlqb_event_name(dlqb_event ev) {
+  return (ev >= 0 && ev < DLQB_EV__COUNT) ? event_names[ev] : "unknown";
+}

@@ -1,0 +1,66 @@
+/* Event logging to stderr, as text or JSON lines. */
+#include "dlqb/log.h"
+
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlqb/envelope.h"
+
+/* Written once by dlqb_log_setup before any concurrent use. */
+static struct {
+  dlqb_log_format format;
+  int level;
+  char instance[256];
+} log_state = {DLQB_LOG_TEXT, DLQB_LOG_INFO, ""};
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+void dlqb_log_setup(dlqb_log_format format, int level, const char *instance) {
+  log_state.format = format;
+  log_state.level = level;
+  snprintf(log_state.instance, sizeof log_state.instance, "%s", instance ? instance : "");
+}
+
+long long dlqb_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long dlqb_mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void dlqb_log(int level, const char *event, const char *fmt, ...) {
+  if (level > log_state.level || level < 0) return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  char when[DLQB_ISO_TIME_MAX];
+  dlqb_iso_time(dlqb_now_ms(), when, sizeof when);
+
+  if (log_state.format == DLQB_LOG_JSON) {
+    /* json-c escapes the message, so a hostile header quoted in an error
+     * cannot forge a second log record. */
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "time", json_object_new_string(when));
+    json_object_object_add(o, "level", json_object_new_string(level_names[level]));
+    json_object_object_add(o, "event", json_object_new_string(event));
+    json_object_object_add(o, "instance", json_object_new_string(log_state.instance));
+    json_object_object_add(o, "msg", json_object_new_string(msg));
+    fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    json_object_put(o);
+  } else {
+    /* Text form: newlines inside a message would split a record. */
+    for (char *p = msg; *p; p++)
+      if (*p == '\n' || *p == '\r') *p = ' ';
+    fprintf(stderr, "%s %-5s %s: %s\n", when, level_names[level], event, msg);
+  }
+}

@@ -1,0 +1,67 @@
+/* dlq-bridge: dispatches to a command; only here is the exit code decided. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+#ifndef DLQB_VERSION
+#define DLQB_VERSION "0.1.0"
+#endif
+
+static const command commands[] = {
+    {&cmd_run_spec, cmd_run},
+    {&cmd_declare_spec, cmd_declare},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: dlq-bridge COMMAND [options]\n\n"
+          "A dead-letter bridge for RabbitMQ: bounded retries with backoff, poison\n"
+          "isolation, a dead-letter queue and escalation, confirm-before-ack on every hop.\n\n"
+          "commands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(out, "  %-10s %s\n", commands[i].spec->name, commands[i].spec->summary);
+  fprintf(out, "  %-10s %s\n", "help", "show the help of a command: dlq-bridge help COMMAND");
+  fprintf(out, "  %-10s %s\n", "version", "print the version");
+  fprintf(out,
+          "\nEvery command takes --help. Settings come from flags, DLQ_BRIDGE_* environment\n"
+          "variables and a JSON --config file, in that order of precedence.\n"
+          "exit status: 0 success, 1 failure, 2 usage or configuration error\n");
+}
+
+static const command *find(const char *name) {
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (strcmp(commands[i].spec->name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return cli_finish(argc < 2 ? EXIT_USAGE : EXIT_OK);
+  }
+  if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("dlq-bridge %s\n", DLQB_VERSION);
+    return cli_finish(EXIT_OK);
+  }
+  if (strcmp(argv[1], "help") == 0) {
+    if (argc < 3) {
+      usage(stdout);
+      return cli_finish(EXIT_OK);
+    }
+    const command *c = find(argv[2]);
+    if (c == NULL) {
+      cli_error("unknown command '%s' (see dlq-bridge --help)", argv[2]);
+      return EXIT_USAGE;
+    }
+    cli_print_help(c->spec, stdout);
+    return cli_finish(EXIT_OK);
+  }
+  const command *c = find(argv[1]);
+  if (c == NULL) {
+    cli_error("unknown command '%s' (see dlq-bridge --help)", argv[1]);
+    return EXIT_USAGE;
+  }
+  return cli_finish(c->run(argc - 1, argv + 1));
+}

@@ -1,0 +1,397 @@
+/* The confirm-before-ack pipeline shared by the router and the ops commands. */
+#include "dlqb/pipe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "dlqb/log.h"
+
+#define MAX_BODY_BYTES (512u * 1024u * 1024u) /* above RabbitMQ's own max_message_size */
+#define DRAIN_TIMEOUT_MS 30000
+#define IDLE_WAIT_MS 100
+#define BEFORE_ACK_RETRY_MS 500
+
+typedef enum { E_PUBLISHED, E_CONFIRMED, E_HELD } entry_state;
+
+typedef struct {
+  uint64_t tag;
+  uint64_t seq; /* publish sequence number; 0 when nothing was published */
+  entry_state state;
+  bool has_hop;
+  dlqb_hop hop;
+} entry;
+
+struct dlqb_pipe {
+  dlqb_link *link;
+  amqp_connection_state_t conn;
+  dlqb_pipe_options opt;
+  dlqb_pipe_handler h;
+  entry *ring; /* deliveries not yet acked, in delivery order */
+  size_t cap, head, count;
+  size_t held;           /* entries in state E_HELD */
+  size_t confirmed_run;  /* length of the confirmed/held prefix from head, if known */
+  uint64_t next_seq;
+  unsigned char *body;
+  size_t body_cap;
+  bool settled_now;     /* the handler settled the current delivery */
+  bool cancel_sent;
+  bool consuming;
+  uint64_t settled_total;
+  long long last_delivery_ms, last_tick_ms, before_ack_retry_at;
+  const dlqb_hop **ack_hops; /* scratch for before_ack, cap entries */
+  dlqb_pipe_stats stats;
+};
+
+static entry *at(dlqb_pipe *p, size_t i) { return &p->ring[(p->head + i) % p->cap]; }
+
+dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
+                          const dlqb_pipe_handler *h, dlqb_pipe **out, dlqb_error *err) {
+  *out = NULL;
+  dlqb_pipe *p = calloc(1, sizeof *p);
+  if (p == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  p->link = link;
+  p->conn = dlqb_link_conn(link);
+  p->opt = *opt;
+  p->h = *h;
+  p->cap = (size_t)(opt->prefetch > 0 ? opt->prefetch : 1);
+  p->ring = calloc(p->cap, sizeof *p->ring);
+  p->ack_hops = calloc(p->cap, sizeof *p->ack_hops);
+  if (p->ring == NULL || p->ack_hops == NULL) {
+    dlqb_pipe_free(p);
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  }
+  dlqb_status st = dlqb_link_confirm_select(link, err);
+  if (st == DLQB_OK) {
+    amqp_basic_qos(p->conn, DLQB_CHANNEL, 0, (uint16_t)p->cap, 0);
+    st = dlqb_link_reply(link, amqp_get_rpc_reply(p->conn), "set prefetch", err);
+  }
+  if (st != DLQB_OK) {
+    dlqb_pipe_free(p);
+    return st;
+  }
+  *out = p;
+  return DLQB_OK;
+}
+
+void dlqb_pipe_free(dlqb_pipe *p) {
+  if (p == NULL) return;
+  free(p->ring);
+  free(p->ack_hops);
+  free(p->body);
+  free(p);
+}
+
+void dlqb_pipe_get_stats(const dlqb_pipe *p, dlqb_pipe_stats *out) { *out = p->stats; }
+
+static entry *push_entry(dlqb_pipe *p, const dlqb_delivery *d, entry_state st, const dlqb_hop *hop) {
+  /* The broker never has more than `prefetch` unacked deliveries out, and
+   * every ring entry is one of them, so the ring cannot overflow. */
+  entry *e = at(p, p->count);
+  p->count++;
+  e->tag = d->delivery_tag;
+  e->seq = 0;
+  e->state = st;
+  e->has_hop = hop != NULL;
+  if (hop != NULL) e->hop = *hop;
+  p->settled_now = true;
+  p->settled_total++;
+  return e;
+}
+
+dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
+                              const char *routing_key, const amqp_basic_properties_t *props,
+                              amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err) {
+  int rc = amqp_basic_publish(p->conn, DLQB_CHANNEL, dlqb_bytes(exchange), dlqb_bytes(routing_key),
+                              1, 0, props, body);
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "publish", err);
+  entry *e = push_entry(p, d, E_PUBLISHED, hop);
+  e->seq = ++p->next_seq;
+  e->hop.published_mono_ms = dlqb_mono_ms();
+  p->stats.forwarded++;
+  return DLQB_OK;
+}
+
+void dlqb_pipe_ack(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_hop *hop) {
+  entry *e = push_entry(p, d, E_CONFIRMED, hop);
+  e->hop.published_mono_ms = 0;
+}
+
+void dlqb_pipe_hold(dlqb_pipe *p, const dlqb_delivery *d) {
+  push_entry(p, d, E_HELD, NULL);
+  p->held++;
+  p->stats.held++;
+}
+
+/* Marks publishes up to seq (or exactly seq) confirmed. Sequence numbers
+ * grow along the ring, so the scan stops at the first larger one. */
+static void on_confirm(dlqb_pipe *p, uint64_t seq, bool multiple) {
+  for (size_t i = 0; i < p->count; i++) {
+    entry *e = at(p, i);
+    if (e->seq == 0) continue;
+    if (e->seq > seq) break;
+    if (e->state == E_PUBLISHED && (multiple || e->seq == seq)) e->state = E_CONFIRMED;
+  }
+}
+
+/* Acks the confirmed prefix of the ring. HELD entries in the prefix are
+ * skipped over but never acked, so a `multiple` ack is used only when the
+ * prefix holds none. */
+static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
+  size_t run = 0, nhops = 0, nheld = 0;
+  while (run < p->count && at(p, run)->state != E_PUBLISHED) {
+    entry *e = at(p, run);
+    if (e->state == E_HELD) nheld++;
+    else if (e->has_hop) p->ack_hops[nhops++] = &e->hop;
+    run++;
+  }
+  if (run == 0 || run == nheld) {
+    /* Only held entries: drop them from the ring, they need nothing more. */
+    p->head = (p->head + run) % p->cap;
+    p->count -= run;
+    return DLQB_OK;
+  }
+  if (p->h.before_ack != NULL && nhops > 0) {
+    long long now = dlqb_mono_ms();
+    if (now < p->before_ack_retry_at) return DLQB_OK;
+    dlqb_error why;
+    if (p->h.before_ack(p->h.ctx, p->ack_hops, nhops, &why) != DLQB_OK) {
+      /* Fail closed: the hops are not durable, so the originals stay unacked
+       * and the window fills; we try again shortly. */
+      p->before_ack_retry_at = now + BEFORE_ACK_RETRY_MS;
+      return DLQB_OK;
+    }
+  }
+  int rc = AMQP_STATUS_OK;
+  if (nheld == 0) {
+    rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, at(p, run - 1)->tag, 1);
+  } else {
+    for (size_t i = 0; i < run && rc == AMQP_STATUS_OK; i++)
+      if (at(p, i)->state == E_CONFIRMED) rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, at(p, i)->tag, 0);
+  }
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "ack", err);
+  long long now = dlqb_mono_ms();
+  for (size_t i = 0; i < run; i++) {
+    entry *e = at(p, i);
+    if (e->state == E_HELD) continue;
+    p->stats.acked++;
+    if (p->h.after_ack != NULL && e->has_hop) {
+      double lat = e->seq ? (double)(now - e->hop.published_mono_ms) / 1000.0 : -1.0;
+      p->h.after_ack(p->h.ctx, &e->hop, lat);
+    }
+  }
+  p->head = (p->head + run) % p->cap;
+  p->count -= run;
+  return DLQB_OK;
+}
+
+static size_t confirmed_prefix(dlqb_pipe *p) {
+  size_t run = 0;
+  while (run < p->count && at(p, run)->state != E_PUBLISHED) run++;
+  return run;
+}
+
+static void log_connection_method(const amqp_frame_t *f) {
+  if (f->payload.method.id == AMQP_CONNECTION_BLOCKED_METHOD) {
+    const amqp_connection_blocked_t *b = f->payload.method.decoded;
+    dlqb_log_warn("broker_blocked", "broker blocked publishing: %.*s", (int)b->reason.len,
+                  (const char *)b->reason.bytes);
+  } else if (f->payload.method.id == AMQP_CONNECTION_UNBLOCKED_METHOD) {
+    dlqb_log_info("broker_unblocked", "broker unblocked publishing");
+  }
+}
+
+static dlqb_status closed_by_broker(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
+  if (f->payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    const amqp_connection_close_t *c = f->payload.method.decoded;
+    amqp_connection_close_ok_t ok = {0};
+    amqp_send_method(p->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+    return dlqb_fail(err, DLQB_ECONN, "connection closed by broker: %.*s", (int)c->reply_text.len,
+                     (const char *)c->reply_text.bytes);
+  }
+  const amqp_channel_close_t *c = f->payload.method.decoded;
+  amqp_channel_close_ok_t ok = {0};
+  amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+  return dlqb_fail(err, DLQB_ECONN, "channel closed by broker: %.*s", (int)c->reply_text.len,
+                   (const char *)c->reply_text.bytes);
+}
+
+/* Waits for the next content frame of our channel, passing over the
+ * connection-level notices the broker may interleave. */
+static dlqb_status content_frame(dlqb_pipe *p, uint8_t type, amqp_frame_t *f, dlqb_error *err) {
+  for (;;) {
+    int rc = amqp_simple_wait_frame(p->conn, f);
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "read message", err);
+    if (f->channel == 0 && f->frame_type == AMQP_FRAME_METHOD) {
+      if (f->payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) return closed_by_broker(p, f, err);
+      log_connection_method(f);
+      continue;
+    }
+    if (f->channel != DLQB_CHANNEL || f->frame_type != type)
+      return dlqb_fail(err, DLQB_ECONN, "protocol error: unexpected frame type %d while reading a message",
+                       f->frame_type);
+    return DLQB_OK;
+  }
+}
+
+static dlqb_status read_content(dlqb_pipe *p, const amqp_basic_properties_t **props,
+                                amqp_bytes_t *body, dlqb_error *err) {
+  amqp_frame_t f;
+  dlqb_status st = content_frame(p, AMQP_FRAME_HEADER, &f, err);
+  if (st != DLQB_OK) return st;
+  *props = f.payload.properties.decoded;
+  uint64_t size = f.payload.properties.body_size;
+  if (size > MAX_BODY_BYTES)
+    return dlqb_fail(err, DLQB_ECONN, "message body of %llu bytes exceeds the %u byte limit",
+                     (unsigned long long)size, MAX_BODY_BYTES);
+  if (size > p->body_cap) {
+    /* The buffer only grows, so steady traffic allocates nothing. */
+    unsigned char *nb = realloc(p->body, size);
+    if (nb == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a %llu byte message",
+                                     (unsigned long long)size);
+    p->body = nb;
+    p->body_cap = size;
+  }
+  size_t got = 0;
+  while (got < size) {
+    st = content_frame(p, AMQP_FRAME_BODY, &f, err);
+    if (st != DLQB_OK) return st;
+    amqp_bytes_t frag = f.payload.body_fragment;
+    if (frag.len > size - got) return dlqb_fail(err, DLQB_ECONN, "protocol error: body overrun");
+    memcpy(p->body + got, frag.bytes, frag.len);
+    got += frag.len;
+  }
+  body->len = size;
+  body->bytes = p->body;
+  return DLQB_OK;
+}
+
+static dlqb_status on_deliver(dlqb_pipe *p, const amqp_basic_deliver_t *m, dlqb_error *err) {
+  dlqb_delivery d = {.delivery_tag = m->delivery_tag, .redelivered = m->redelivered};
+  dlqb_status st = read_content(p, &d.props, &d.body, err);
+  if (st != DLQB_OK) return st;
+  p->stats.delivered++;
+  p->last_delivery_ms = dlqb_mono_ms();
+  /* Past the limit or after a cancel: leave it for the queue. */
+  if (p->cancel_sent) {
+    dlqb_pipe_hold(p, &d);
+    return DLQB_OK;
+  }
+  p->settled_now = false;
+  st = p->h.on_delivery(p->h.ctx, p, &d, err);
+  if (st != DLQB_OK) return st;
+  if (!p->settled_now) return dlqb_fail(err, DLQB_EINVAL, "internal error: delivery not settled");
+  return DLQB_OK;
+}
+
+static dlqb_status send_cancel(dlqb_pipe *p, dlqb_error *err) {
+  if (p->cancel_sent) return DLQB_OK;
+  p->cancel_sent = true;
+  amqp_basic_cancel_t c = {.consumer_tag = dlqb_bytes("dlqb"), .nowait = 0};
+  int rc = amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_BASIC_CANCEL_METHOD, &c);
+  return dlqb_link_status(rc, "cancel consumer", err);
+}
+
+static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
+  if (f->frame_type != AMQP_FRAME_METHOD) return DLQB_OK;
+  switch (f->payload.method.id) {
+  case AMQP_BASIC_DELIVER_METHOD:
+    return on_deliver(p, f->payload.method.decoded, err);
+  case AMQP_BASIC_ACK_METHOD: {
+    const amqp_basic_ack_t *a = f->payload.method.decoded;
+    on_confirm(p, a->delivery_tag, a->multiple);
+    return DLQB_OK;
+  }
+  case AMQP_BASIC_NACK_METHOD:
+    return dlqb_fail(err, DLQB_EBROKER, "broker refused a publish (basic.nack)");
+  case AMQP_BASIC_RETURN_METHOD: {
+    const amqp_basic_return_t *r = f->payload.method.decoded;
+    return dlqb_fail(err, DLQB_EBROKER, "publish to '%.*s' was returned: %.*s (is the queue declared?)",
+                     (int)r->routing_key.len, (const char *)r->routing_key.bytes,
+                     (int)r->reply_text.len, (const char *)r->reply_text.bytes);
+  }
+  case AMQP_BASIC_CANCEL_OK_METHOD:
+    p->consuming = false;
+    return DLQB_OK;
+  case AMQP_BASIC_CANCEL_METHOD:
+    return dlqb_fail(err, DLQB_ECONN, "broker cancelled the consumer on '%s' (queue deleted?)",
+                     p->opt.queue);
+  case AMQP_CHANNEL_CLOSE_METHOD:
+  case AMQP_CONNECTION_CLOSE_METHOD:
+    return closed_by_broker(p, f, err);
+  default:
+    log_connection_method(f);
+    return DLQB_OK;
+  }
+}
+
+static dlqb_status start_consumer(dlqb_pipe *p, dlqb_error *err) {
+  char what[160];
+  snprintf(what, sizeof what, "consume queue '%s'", p->opt.queue);
+  amqp_basic_consume(p->conn, DLQB_CHANNEL, dlqb_bytes(p->opt.queue), dlqb_bytes("dlqb"), 0, 0, 0,
+                     p->opt.consume_args ? *p->opt.consume_args : amqp_empty_table);
+  dlqb_status st = dlqb_link_reply(p->link, amqp_get_rpc_reply(p->conn), what, err);
+  if (st == DLQB_OK) p->consuming = true;
+  return st;
+}
+
+static bool limit_reached(const dlqb_pipe *p) {
+  return p->opt.max_messages > 0 && p->settled_total >= p->opt.max_messages;
+}
+
+dlqb_status dlqb_pipe_run(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error *err) {
+  dlqb_status st = start_consumer(p, err);
+  if (st != DLQB_OK) return st;
+  long long drain_deadline = 0;
+  p->last_delivery_ms = p->last_tick_ms = dlqb_mono_ms();
+  for (;;) {
+    /* Decoded frames live in per-channel pools; recycling them between
+     * frames keeps memory flat whatever the traffic. */
+    amqp_maybe_release_buffers_on_channel(p->conn, DLQB_CHANNEL);
+    amqp_maybe_release_buffers_on_channel(p->conn, 0);
+    long long now = dlqb_mono_ms();
+
+    bool idle_out = p->opt.idle_stop_ms > 0 && p->count == p->held &&
+                    now - p->last_delivery_ms >= p->opt.idle_stop_ms;
+    if ((stop != NULL && *stop) || limit_reached(p) || idle_out) {
+      if ((st = send_cancel(p, err)) != DLQB_OK) return st;
+      if (drain_deadline == 0) drain_deadline = now + DRAIN_TIMEOUT_MS;
+      if (p->count == p->held && !p->consuming) return DLQB_OK;
+      if (now > drain_deadline) {
+        dlqb_log_warn("drain_timeout", "%zu messages still unconfirmed after %d ms; leaving them "
+                      "unacked for redelivery", p->count - p->held, DRAIN_TIMEOUT_MS);
+        return DLQB_OK;
+      }
+    }
+    if (now - p->last_tick_ms >= 1000) {
+      p->last_tick_ms = now;
+      if (p->h.on_tick != NULL) p->h.on_tick(p->h.ctx);
+    }
+
+    /* While the audit sink refuses (fail closed), do not spin on acks. */
+    bool can_ack = now >= p->before_ack_retry_at;
+    size_t ready = can_ack ? confirmed_prefix(p) : 0;
+    /* Batch acks: flush when a quarter of the window is ready, or when the
+     * socket has nothing more for us right now. */
+    if (ready > 0 && ready >= (p->cap + 3) / 4) {
+      if ((st = flush_acks(p, err)) != DLQB_OK) return st;
+      ready = confirmed_prefix(p);
+    }
+    struct timeval tv = {0, ready > 0 ? 0 : IDLE_WAIT_MS * 1000};
+    amqp_frame_t f;
+    int rc = amqp_simple_wait_frame_noblock(p->conn, &f, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) {
+      if (ready > 0 && (st = flush_acks(p, err)) != DLQB_OK) return st;
+      continue;
+    }
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "read from broker", err);
+    st = dispatch(p, &f, err);
+    if (st != DLQB_OK) {
+      /* Ack what was confirmed before the failure; the rest is redelivered. */
+      dlqb_error ignored;
+      if (st == DLQB_EBROKER) flush_acks(p, &ignored);
+      return st;
+    }
+  }
+}

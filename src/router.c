@@ -1,0 +1,208 @@
+/* The daemon's routing loop over the confirm-before-ack pipeline. */
+#include "dlqb/router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlqb/link.h"
+#include "dlqb/log.h"
+#include "dlqb/pipe.h"
+#include "dlqb/policy.h"
+#include "dlqb/topology.h"
+
+#define BACKOFF_MIN_MS 200
+#define BACKOFF_MAX_MS 30000
+
+typedef struct {
+  const dlqb_config *cfg;
+  const dlqb_router_hooks *hooks;
+  uint64_t rng;
+  amqp_table_entry_t *scratch; /* header table of the message being routed */
+  size_t scratch_cap;
+} router;
+
+static uint32_t next_random(router *r) {
+  /* xorshift64*: jitter needs spread, not secrecy. */
+  r->rng ^= r->rng >> 12;
+  r->rng ^= r->rng << 25;
+  r->rng ^= r->rng >> 27;
+  return (uint32_t)((r->rng * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+static void copy_bytes(char *dst, size_t cap, amqp_bytes_t b) {
+  dlqb_text_sanitize(dst, cap, b.bytes, b.len);
+}
+
+static dlqb_event event_of(const dlqb_decision *d) {
+  if (d->route == DLQB_ROUTE_RETRY) return DLQB_EV_RETRY_SCHEDULED;
+  if (d->reason == DLQB_REASON_POISON) return DLQB_EV_POISON;
+  if (d->reason == DLQB_REASON_INVALID) return DLQB_EV_INVALID;
+  return DLQB_EV_DEAD_LETTERED;
+}
+
+static dlqb_status grow_scratch(router *r, size_t need, dlqb_error *err) {
+  if (need <= r->scratch_cap) return DLQB_OK;
+  size_t cap = need < 64 ? 64 : need * 2;
+  amqp_table_entry_t *n = realloc(r->scratch, cap * sizeof *n);
+  if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  r->scratch = n;
+  r->scratch_cap = cap;
+  return DLQB_OK;
+}
+
+static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d, dlqb_error *err) {
+  router *r = ctx;
+  const amqp_table_t *headers =
+      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
+  long long now = dlqb_now_ms();
+
+  dlqb_envelope env;
+  dlqb_error why;
+  bool valid = dlqb_envelope_parse(headers, r->cfg->max_attempts, &env, &why) == DLQB_OK;
+  dlqb_failure failure;
+  dlqb_failure_read(headers, &failure);
+  dlqb_decision dec;
+  dlqb_policy_decide(r->cfg, valid ? &env : NULL, why.msg, &failure, now, next_random(r), &dec);
+
+  char now_iso[DLQB_ISO_TIME_MAX], expiration[24];
+  char target[DLQB_NAME_MAX];
+  dlqb_iso_time(now, now_iso, sizeof now_iso);
+  dlqb_hset sets[8];
+  size_t n = 0;
+  sets[n++] = (dlqb_hset){DLQB_H_LAST_ERROR, DLQB_HSET_STRING, dec.last_error, 0};
+  if (valid) {
+    sets[n++] = (dlqb_hset){DLQB_H_ATTEMPT, DLQB_HSET_INT, NULL, dec.attempt};
+    /* Stamped so the bound travels with the task and a config change cannot
+     * move it mid-flight. */
+    sets[n++] = (dlqb_hset){DLQB_H_MAX_ATTEMPTS, DLQB_HSET_INT, NULL, env.max_attempts};
+    if (!env.has_first_seen_at) {
+      sets[n++] = (dlqb_hset){DLQB_H_FIRST_SEEN_AT, DLQB_HSET_STRING, now_iso, 0};
+    }
+    /* The worker's text now lives in last_error; a stale copy would be
+     * mistaken for the next failure's. */
+    sets[n++] = (dlqb_hset){DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0};
+  }
+  amqp_basic_properties_t props = *d->props;
+  props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  if (dec.route == DLQB_ROUTE_RETRY) {
+    dlqb_retry_queue_name(r->cfg->retry_delays_ms[dec.delay_tier], target, sizeof target);
+    snprintf(expiration, sizeof expiration, "%llu", (unsigned long long)dec.delay_ms);
+    props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
+    props.expiration = dlqb_bytes(expiration);
+    sets[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
+  } else {
+    snprintf(target, sizeof target, "%s", DLQB_Q_DLQ);
+    /* Nothing may expire out of the DLQ. */
+    props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
+    sets[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_STRING, dlqb_reason_name(dec.reason), 0};
+    sets[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_STRING, now_iso, 0};
+  }
+
+  size_t need = (headers ? (size_t)headers->num_entries : 0) + n;
+  dlqb_status st = grow_scratch(r, need, err);
+  if (st != DLQB_OK) return st;
+  if (dlqb_headers_apply(headers, sets, n, r->scratch, r->scratch_cap, &props.headers) != DLQB_OK)
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: header table too small");
+
+  dlqb_hop hop;
+  memset(&hop, 0, sizeof hop);
+  hop.event = event_of(&dec);
+  if (d->props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+    copy_bytes(hop.message_id, sizeof hop.message_id, d->props->message_id);
+  if (valid) {
+    memcpy(hop.request_id, env.request_id, sizeof hop.request_id);
+    memcpy(hop.source_system, env.source_system, sizeof hop.source_system);
+    memcpy(hop.legal_basis, env.legal_basis, sizeof hop.legal_basis);
+  }
+  hop.attempt = dec.attempt;
+  snprintf(hop.reason, sizeof hop.reason, "%s", dec.last_error);
+  snprintf(hop.from, sizeof hop.from, "%s", DLQB_Q_FAILED);
+  snprintf(hop.to, sizeof hop.to, "%s", target);
+  snprintf(hop.actor, sizeof hop.actor, "system");
+  return dlqb_pipe_forward(pipe, d, "", target, &props, d->body, &hop, err);
+}
+
+static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
+  router *r = ctx;
+  int level = hop->event == DLQB_EV_RETRY_SCHEDULED ? DLQB_LOG_DEBUG : DLQB_LOG_INFO;
+  dlqb_log(level, dlqb_event_name(hop->event),
+           "message_id=%s request_id=%s attempt=%lld to=%s reason=\"%s\"",
+           hop->message_id, hop->request_id, (long long)hop->attempt, hop->to, hop->reason);
+  if (r->hooks && r->hooks->after_ack) r->hooks->after_ack(r->hooks->ctx, hop, confirm_seconds);
+}
+
+static dlqb_status before_ack(void *ctx, const dlqb_hop *const *hops, size_t n, dlqb_error *err) {
+  router *r = ctx;
+  if (r->hooks && r->hooks->before_ack) return r->hooks->before_ack(r->hooks->ctx, hops, n, err);
+  return DLQB_OK;
+}
+
+static void on_tick(void *ctx) {
+  router *r = ctx;
+  if (r->hooks && r->hooks->on_tick) r->hooks->on_tick(r->hooks->ctx);
+}
+
+static void set_connected(router *r, int up) {
+  if (r->hooks && r->hooks->on_connected) r->hooks->on_connected(r->hooks->ctx, up);
+}
+
+/* One connected session: declare, consume, route until stop or failure. */
+static dlqb_status session(router *r, bool no_declare, volatile sig_atomic_t *stop, bool *connected,
+                           dlqb_error *err) {
+  dlqb_link *link = NULL;
+  dlqb_pipe *pipe = NULL;
+  char name[320];
+  snprintf(name, sizeof name, "dlq-bridge router %s", r->cfg->instance);
+  dlqb_status st = dlqb_link_open(r->cfg, name, &link, err);
+  if (st != DLQB_OK) return st;
+  *connected = true;
+  if (!no_declare) {
+    dlqb_topology topo;
+    dlqb_topology_build(r->cfg, &topo);
+    st = dlqb_topology_declare(link, &topo, err);
+  }
+  dlqb_pipe_options opt = {.queue = DLQB_Q_FAILED, .prefetch = r->cfg->prefetch};
+  dlqb_pipe_handler h = {.on_delivery = route_one, .before_ack = before_ack,
+                         .after_ack = log_hop, .on_tick = on_tick, .ctx = r};
+  if (st == DLQB_OK) st = dlqb_pipe_new(link, &opt, &h, &pipe, err);
+  if (st == DLQB_OK) {
+    set_connected(r, 1);
+    dlqb_log_info("connected", "routing from %s (prefetch %d)", DLQB_Q_FAILED, r->cfg->prefetch);
+    st = dlqb_pipe_run(pipe, stop, err);
+    set_connected(r, 0);
+  }
+  dlqb_pipe_free(pipe);
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  else dlqb_link_abort(link);
+  return st;
+}
+
+dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
+                            const dlqb_router_hooks *hooks, volatile sig_atomic_t *stop,
+                            dlqb_error *err) {
+  router r = {.cfg = cfg, .hooks = hooks};
+  r.rng = (uint64_t)dlqb_now_ms() * 2654435761u ^ (uint64_t)getpid() << 32 ^ 0x9E3779B97F4A7C15ULL;
+  bool ever_connected = false;
+  long backoff = BACKOFF_MIN_MS;
+  dlqb_status st = DLQB_OK;
+  while (!*stop) {
+    bool connected = false;
+    st = session(&r, no_declare, stop, &connected, err);
+    if (st == DLQB_OK) break;
+    if (st == DLQB_ECONFLICT || st == DLQB_EINVAL) break; /* retrying cannot fix these */
+    if (connected) ever_connected = true;
+    else if (!ever_connected) break; /* first contact failed: say so and exit */
+    if (connected) backoff = BACKOFF_MIN_MS;
+    long wait = backoff / 2 + (long)(next_random(&r) % (uint32_t)(backoff / 2 + 1));
+    dlqb_log_warn("disconnected", "%s; reconnecting in %ld ms", err->msg, wait);
+    for (long slept = 0; slept < wait && !*stop; slept += 50) usleep(50 * 1000);
+    backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    st = DLQB_OK;
+  }
+  free(r.scratch);
+  return st;
+}
