@@ -125,7 +125,7 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     if (config_file != NULL && config_file[0] != '\0' &&
         dlqb_config_apply_file(cfg, config_file, &err) != DLQB_OK)
       goto bad;
-    if (dlqb_config_apply_env(cfg, (const char *(*)(const char *))getenv, &err) != DLQB_OK) goto bad;
+    if (dlqb_config_apply_env(cfg, dlqb_config_getenv, &err) != DLQB_OK) goto bad;
   }
 
   /* Pass 2: every flag in order, settings and command flags alike. */

@@ -1,0 +1,819 @@
+/* The settings table and what follows from it: defaults, parsing from text,
+ * a JSON file and the environment, and the cross-setting checks. */
+#include "dlqb/config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlqb/duration.h"
+
+/* A config file is a few hundred bytes; the cap stops a wrong path (a log,
+ * a device) from being read whole. */
+#define CONFIG_FILE_MAX (1024 * 1024)
+
+/* Quoted input is cut to this many bytes so an error stays one short line. */
+#define QUOTE_MAX 64
+#define QUOTE_BUF (QUOTE_MAX + 4)
+
+#define MS_PER_HOUR INT64_C(3600000)
+
+typedef enum {
+  KIND_URL,        /* amqp:// or amqps:// URL */
+  KIND_PATH,       /* a file path, "" = unset */
+  KIND_INT,        /* a decimal integer in [min, max] */
+  KIND_DURATION,   /* one duration > 0 */
+  KIND_DELAYS,     /* the retry delay list, each in (0, max] ms */
+  KIND_ADDR,       /* host:port, or "" / "off" for off */
+  KIND_LOG_FORMAT, /* text | json */
+  KIND_LOG_LEVEL,  /* error | warn | info | debug */
+  KIND_NAME        /* printable ASCII */
+} setting_kind;
+
+/* X(key, field, env, flag, default, kind, min, max, help), one per setting.
+ * The public table and the rule table are both generated from this list,
+ * so names, defaults and rules cannot drift apart. */
+#define DLQB_SETTINGS(X)                                                                    \
+  X(url, url, "DLQ_BRIDGE_URL", "url", "amqp://guest:guest@localhost:5672/%2f", KIND_URL,   \
+    0, 0, "broker URL, amqp:// or amqps://")                                                \
+  X(password_file, password_file, "DLQ_BRIDGE_PASSWORD_FILE", "password-file", "",          \
+    KIND_PATH, 0, 0, "file holding the broker password; empty = the URL's password")        \
+  X(tls_ca_file, tls_ca_file, "DLQ_BRIDGE_TLS_CA_FILE", "tls-ca-file", "", KIND_PATH, 0, 0, \
+    "CA certificates (PEM) to verify the broker; needs an amqps:// URL")                    \
+  X(tls_cert_file, tls_cert_file, "DLQ_BRIDGE_TLS_CERT_FILE", "tls-cert-file", "",          \
+    KIND_PATH, 0, 0, "client certificate (PEM); needs tls_key_file and amqps://")           \
+  X(tls_key_file, tls_key_file, "DLQ_BRIDGE_TLS_KEY_FILE", "tls-key-file", "", KIND_PATH,   \
+    0, 0, "client private key (PEM); needs tls_cert_file and amqps://")                     \
+  X(max_attempts, max_attempts, "DLQ_BRIDGE_MAX_ATTEMPTS", "max-attempts", "5", KIND_INT,   \
+    1, 1000, "attempts before the DLQ when an envelope has no max_attempts (1 to 1000)")    \
+  X(poison_threshold, poison_threshold, "DLQ_BRIDGE_POISON_THRESHOLD", "poison-threshold",  \
+    "2", KIND_INT, 1, 100, "consumer crashes on a message before it is poison (1 to 100)")  \
+  X(retry_delays, retry_delays_ms, "DLQ_BRIDGE_RETRY_DELAYS", "retry-delays",               \
+    "1s,5s,30s,2m", KIND_DELAYS, 0, 24 * MS_PER_HOUR,                                       \
+    "retry delays, comma-separated, each up to 24h, at most 16; the last repeats")          \
+  X(retry_jitter, retry_jitter_percent, "DLQ_BRIDGE_RETRY_JITTER", "retry-jitter", "20",    \
+    KIND_INT, 0, 90, "percent by which a retry delay may be randomly shortened (0 to 90)")  \
+  X(sla_budget, sla_budget_ms, "DLQ_BRIDGE_SLA_BUDGET", "sla-budget", "30d", KIND_DURATION, \
+    0, 0, "no retry lands later than this after a task first failed")                       \
+  X(prefetch, prefetch, "DLQ_BRIDGE_PREFETCH", "prefetch", "500", KIND_INT, 1, 10000,       \
+    "messages in flight in the router (1 to 10000)")                                        \
+  X(dlq_sla, dlq_sla_ms, "DLQ_BRIDGE_DLQ_SLA", "dlq-sla", "24h", KIND_DURATION, 0, 0,       \
+    "DLQ items older than this are escalated")                                              \
+  X(max_replays, max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1,    \
+    1000, "replays of a task before its next failure escalates (1 to 1000)")                \
+  X(audit_log, audit_log, "DLQ_BRIDGE_AUDIT_LOG", "audit-log", "", KIND_PATH, 0, 0,         \
+    "audit log file; empty = no audit log")                                                 \
+  X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "",      \
+    KIND_PATH, 0, 0, "key file for signing the audit log; required with audit_log")         \
+  X(metrics_addr, metrics_addr, "DLQ_BRIDGE_METRICS_ADDR", "metrics-addr",                  \
+    "127.0.0.1:9464", KIND_ADDR, 0, 0, "host:port of the metrics endpoint, or off")         \
+  X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, \
+    0, 0, "log line format: text or json")                                                  \
+  X(log_level, log_level, "DLQ_BRIDGE_LOG_LEVEL", "log-level", "info", KIND_LOG_LEVEL, 0,   \
+    0, "least severe level logged: error, warn, info or debug")                             \
+  X(instance, instance, "DLQ_BRIDGE_INSTANCE", "instance", "", KIND_NAME, 0, 0,             \
+    "instance name in logs and audit; empty = hostname:pid")
+
+typedef struct {
+  setting_kind kind;
+  size_t offset; /* of the field in dlqb_config */
+  size_t size;   /* of the field; text must be shorter */
+  int64_t min;   /* KIND_INT: lowest value; unused otherwise */
+  int64_t max;   /* KIND_INT: highest; KIND_DELAYS: longest delay in ms */
+} setting_rule;
+
+#define PUBLIC_ROW(key, field, env, flag, dflt, kind, min, max, help) \
+  {#key, env, flag, dflt, help},
+#define RULE_ROW(key, field, env, flag, dflt, kind, min, max, help)                     \
+  {kind, offsetof(dlqb_config, field), sizeof(((dlqb_config *)0)->field), (min), (max)},
+
+static const dlqb_config_setting settings[] = {
+    DLQB_SETTINGS(PUBLIC_ROW){NULL, NULL, NULL, NULL, NULL},
+};
+
+static const setting_rule rules[] = {DLQB_SETTINGS(RULE_ROW)};
+
+#define SETTING_COUNT (sizeof rules / sizeof rules[0])
+
+_Static_assert(sizeof settings / sizeof settings[0] == SETTING_COUNT + 1,
+               "one public row per rule plus the terminator");
+
+static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
+
+const dlqb_config_setting *dlqb_config_settings(void) { return settings; }
+
+/* ---- small text helpers ---- */
+
+static bool is_space(char ch) {
+  return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+static bool is_control(unsigned char ch) { return ch < 0x20 || ch == 0x7f; }
+
+/* Copies s into buf for quoting in an error: control bytes become '?' so
+ * the message stays on one line, and long text is cut with "...". */
+static const char *quote(const char *s, char *buf) {
+  size_t i = 0;
+  for (; s[i] != '\0' && i < QUOTE_MAX; i++) {
+    buf[i] = is_control((unsigned char)s[i]) ? '?' : s[i];
+  }
+  if (s[i] != '\0') {
+    memcpy(buf + i, "...", 3);
+    i += 3;
+  }
+  buf[i] = '\0';
+  return buf;
+}
+
+/* Narrows s to its text without surrounding whitespace: [*start, *start+*n). */
+static void trim(const char *s, const char **start, size_t *n) {
+  const char *end = s + strlen(s);
+  while (*s != '\0' && is_space(*s)) {
+    s++;
+  }
+  while (end > s && is_space(end[-1])) {
+    end--;
+  }
+  *start = s;
+  *n = (size_t)(end - s);
+}
+
+static bool trimmed_equals(const char *s, const char *word) {
+  const char *p;
+  size_t n;
+  trim(s, &p, &n);
+  return n == strlen(word) && memcmp(p, word, n) == 0;
+}
+
+/* Parses a decimal integer in [min, max] with optional surrounding
+ * whitespace. Accumulates negatively so INT64_MIN fits, and stops at the
+ * bounds so nothing can overflow. */
+static bool parse_int(const char *s, int64_t min, int64_t max, int64_t *out) {
+  const char *p;
+  size_t n;
+  trim(s, &p, &n);
+  bool neg = n > 0 && *p == '-';
+  size_t i = neg ? 1 : 0;
+  int64_t v = 0;
+  if (i == n) {
+    return false;
+  }
+  for (; i < n; i++) {
+    if (p[i] < '0' || p[i] > '9') {
+      return false;
+    }
+    if (v < (INT64_MIN + (p[i] - '0')) / 10) {
+      return false;
+    }
+    v = v * 10 - (p[i] - '0');
+  }
+  if (!neg) {
+    if (v < -INT64_MAX) {
+      return false;
+    }
+    v = -v;
+  }
+  if (v < min || v > max) {
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+static bool has_prefix(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* ---- one parser per kind; errors name no source, dlqb_config_set adds it ---- */
+
+static dlqb_status check_length(const char *value, const setting_rule *r, const char *shown,
+                                dlqb_error *err) {
+  char q[QUOTE_BUF];
+  if (strlen(value) >= r->size) {
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' is longer than %zu bytes", quote(shown, q),
+                     r->size - 1);
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status set_url(char *field, const char *value, const setting_rule *r,
+                           dlqb_error *err) {
+  /* Errors quote the redacted form: a rejected URL may still hold a real
+   * password, and error lines end up in logs. */
+  char shown[DLQB_CONFIG_STR_MAX];
+  char q[QUOTE_BUF];
+  dlqb_url_redact(value, shown, sizeof shown);
+  dlqb_status st = check_length(value, r, shown, err);
+  if (st != DLQB_OK) {
+    return st;
+  }
+  if (!has_prefix(value, "amqp://") && !has_prefix(value, "amqps://")) {
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' does not start with amqp:// or amqps://",
+                     quote(shown, q));
+  }
+  for (const char *p = value; *p != '\0'; p++) {
+    if (is_space(*p) || is_control((unsigned char)*p)) {
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "'%s' contains a space or control character (percent-encode it)",
+                       quote(shown, q));
+    }
+  }
+  memcpy(field, value, strlen(value) + 1);
+  return DLQB_OK;
+}
+
+/* Paths are kept verbatim; control characters are refused because they are
+ * almost always a pasting accident (a trailing CR) rather than a file name. */
+static dlqb_status set_text(char *field, const char *value, const setting_rule *r,
+                            dlqb_error *err) {
+  char q[QUOTE_BUF];
+  dlqb_status st = check_length(value, r, value, err);
+  if (st != DLQB_OK) {
+    return st;
+  }
+  for (const char *p = value; *p != '\0'; p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (is_control(ch) || (r->kind == KIND_NAME && ch >= 0x80)) {
+      return dlqb_fail(err, DLQB_EINVAL, "'%s' contains a %s character", quote(value, q),
+                       r->kind == KIND_NAME ? "non-printable or non-ascii" : "control");
+    }
+  }
+  memcpy(field, value, strlen(value) + 1);
+  return DLQB_OK;
+}
+
+static dlqb_status set_int(int *field, const char *value, const setting_rule *r,
+                           dlqb_error *err) {
+  char q[QUOTE_BUF];
+  int64_t v = 0;
+  if (!parse_int(value, r->min, r->max, &v)) {
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' is not an integer from %" PRId64 " to %" PRId64,
+                     quote(value, q), r->min, r->max);
+  }
+  *field = (int)v;
+  return DLQB_OK;
+}
+
+static dlqb_status set_duration(uint64_t *field, const char *value, dlqb_error *err) {
+  char q[QUOTE_BUF];
+  uint64_t ms = 0;
+  dlqb_status st = dlqb_duration_parse(value, &ms, err);
+  if (st != DLQB_OK) {
+    return st;
+  }
+  if (ms == 0) {
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' must be greater than zero", quote(value, q));
+  }
+  *field = ms;
+  return DLQB_OK;
+}
+
+static dlqb_status set_delays(dlqb_config *c, const char *value, const setting_rule *r,
+                              dlqb_error *err) {
+  uint64_t delays[DLQB_MAX_RETRY_DELAYS];
+  size_t count = 0;
+  dlqb_status st = dlqb_duration_parse_list(value, delays, DLQB_MAX_RETRY_DELAYS, &count, err);
+  if (st != DLQB_OK) {
+    return st;
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (delays[i] > (uint64_t)r->max) {
+      /* The limit is a whole number of hours, and "24h" reads better than the
+       * "1d" that the shortest format would give. */
+      char got[32];
+      return dlqb_fail(err, DLQB_EINVAL, "delay %zu (%s) is longer than %" PRId64 "h", i + 1,
+                       dlqb_duration_format(delays[i], got, sizeof got), r->max / MS_PER_HOUR);
+    }
+  }
+  memcpy(c->retry_delays_ms, delays, count * sizeof delays[0]);
+  c->retry_delay_count = count;
+  return DLQB_OK;
+}
+
+/* Checks "host:port": the port after the last ':' in 1..65535 (digits
+ * only), the host non-empty, and an IPv6 host in brackets. */
+static bool valid_addr(const char *value) {
+  const char *colon = strrchr(value, ':');
+  int64_t port = 0;
+  if (colon == NULL || colon == value || colon[1] == '\0') {
+    return false;
+  }
+  for (const char *p = colon + 1; *p != '\0'; p++) {
+    if (*p < '0' || *p > '9') {
+      return false;
+    }
+  }
+  if (!parse_int(colon + 1, 1, 65535, &port)) {
+    return false;
+  }
+  size_t host_len = (size_t)(colon - value);
+  bool bracketed = value[0] == '[';
+  if (bracketed && (host_len < 3 || value[host_len - 1] != ']')) {
+    return false;
+  }
+  for (size_t i = 0; i < host_len; i++) {
+    unsigned char ch = (unsigned char)value[i];
+    if (is_space((char)ch) || is_control(ch) || (!bracketed && ch == ':')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+static dlqb_status set_addr(char *field, const char *value, const setting_rule *r,
+                            dlqb_error *err) {
+  char q[QUOTE_BUF];
+  if (value[0] == '\0' || strcmp(value, "off") == 0) {
+    field[0] = '\0';
+    return DLQB_OK;
+  }
+  dlqb_status st = check_length(value, r, value, err);
+  if (st != DLQB_OK) {
+    return st;
+  }
+  if (!valid_addr(value)) {
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "'%s' is not host:port with a port from 1 to 65535, or off",
+                     quote(value, q));
+  }
+  memcpy(field, value, strlen(value) + 1);
+  return DLQB_OK;
+}
+
+static dlqb_status set_log_format(dlqb_log_format *field, const char *value, dlqb_error *err) {
+  char q[QUOTE_BUF];
+  if (trimmed_equals(value, "text")) {
+    *field = DLQB_LOG_TEXT;
+  } else if (trimmed_equals(value, "json")) {
+    *field = DLQB_LOG_JSON;
+  } else {
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' is not a log format (use text or json)",
+                     quote(value, q));
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status set_log_level(int *field, const char *value, dlqb_error *err) {
+  char q[QUOTE_BUF];
+  for (size_t i = 0; i < sizeof log_level_names / sizeof log_level_names[0]; i++) {
+    if (trimmed_equals(value, log_level_names[i])) {
+      *field = (int)i;
+      return DLQB_OK;
+    }
+  }
+  return dlqb_fail(err, DLQB_EINVAL, "'%s' is not a log level (use error, warn, info or debug)",
+                   quote(value, q));
+}
+
+/* Parses value into its field; on failure the field is untouched. */
+static dlqb_status set_by_rule(dlqb_config *c, const setting_rule *r, const char *value,
+                               dlqb_error *err) {
+  char *field = (char *)c + r->offset;
+  switch (r->kind) {
+  case KIND_URL:
+    return set_url(field, value, r, err);
+  case KIND_PATH:
+  case KIND_NAME:
+    return set_text(field, value, r, err);
+  case KIND_INT:
+    return set_int((int *)(void *)field, value, r, err);
+  case KIND_DURATION:
+    return set_duration((uint64_t *)(void *)field, value, err);
+  case KIND_DELAYS:
+    return set_delays(c, value, r, err);
+  case KIND_ADDR:
+    return set_addr(field, value, r, err);
+  case KIND_LOG_FORMAT:
+    return set_log_format((dlqb_log_format *)(void *)field, value, err);
+  case KIND_LOG_LEVEL:
+    return set_log_level((int *)(void *)field, value, err);
+  }
+  return dlqb_fail(err, DLQB_EINVAL, "internal error: unknown setting kind");
+}
+
+static long find_key(const char *key) {
+  for (size_t i = 0; key != NULL && i < SETTING_COUNT; i++) {
+    if (strcmp(settings[i].key, key) == 0) {
+      return (long)i;
+    }
+  }
+  return -1;
+}
+
+/* ---- public API ---- */
+
+void dlqb_config_defaults(dlqb_config *c) {
+  memset(c, 0, sizeof *c);
+  /* The documented default texts are the defaults: they go through the same
+   * parser as user input (the unit tests check that they all parse). */
+  for (size_t i = 0; i < SETTING_COUNT; i++) {
+    (void)set_by_rule(c, &rules[i], settings[i].dflt, NULL);
+  }
+}
+
+dlqb_status dlqb_config_set(dlqb_config *c, const char *key, const char *value,
+                            const char *source_name, dlqb_error *err) {
+  char q[QUOTE_BUF];
+  const char *src = source_name != NULL ? source_name : (key != NULL ? key : "config");
+  long i = find_key(key);
+  if (c == NULL) {
+    return dlqb_fail(err, DLQB_EINVAL, "%s: no config to set", src);
+  }
+  if (i < 0) {
+    return dlqb_fail(err, DLQB_EINVAL, "%s: unknown setting '%s'", src,
+                     quote(key != NULL ? key : "", q));
+  }
+  if (value == NULL) {
+    return dlqb_fail(err, DLQB_EINVAL, "%s: no value given", src);
+  }
+  dlqb_error detail;
+  dlqb_status st = set_by_rule(c, &rules[i], value, &detail);
+  if (st != DLQB_OK) {
+    return dlqb_fail(err, st, "%s: %s", src, detail.msg);
+  }
+  return DLQB_OK;
+}
+
+static const char *json_type_phrase(enum json_type t) {
+  switch (t) {
+  case json_type_null:
+    return "null";
+  case json_type_boolean:
+    return "a boolean";
+  case json_type_double:
+    return "a fractional number";
+  case json_type_int:
+    return "an integer";
+  case json_type_object:
+    return "an object";
+  case json_type_array:
+    return "an array";
+  case json_type_string:
+    return "a string";
+  }
+  return "an unknown json value";
+}
+
+static const char *json_expected_phrase(setting_kind kind) {
+  switch (kind) {
+  case KIND_INT:
+    return "an integer or a string";
+  case KIND_DELAYS:
+    return "a string or an array of strings";
+  case KIND_ADDR:
+    return "a string or false";
+  default:
+    return "a string";
+  }
+}
+
+/* JSON strings may hold "\u0000", which C text would silently cut short. */
+static bool json_string_has_nul(json_object *v) {
+  return strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v);
+}
+
+/* Joins an array of duration strings with commas, so ["1s", "5s"] means
+ * the same as "1s,5s". */
+static dlqb_status join_delays(json_object *arr, char *buf, size_t len, const char *src,
+                               dlqb_error *err) {
+  size_t n = json_object_array_length(arr);
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    json_object *item = json_object_array_get_idx(arr, i);
+    if (!json_object_is_type(item, json_type_string) || json_string_has_nul(item)) {
+      return dlqb_fail(err, DLQB_EINVAL, "%s: item %zu of the array is not a plain string", src,
+                       i + 1);
+    }
+    const char *s = json_object_get_string(item);
+    size_t need = strlen(s) + (i > 0 ? 1 : 0);
+    if (used + need >= len) {
+      return dlqb_fail(err, DLQB_EINVAL, "%s: the list is longer than %zu bytes", src, len - 1);
+    }
+    if (i > 0) {
+      buf[used++] = ',';
+    }
+    memcpy(buf + used, s, strlen(s) + 1);
+    used += strlen(s);
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status apply_member(dlqb_config *c, const char *key, json_object *v,
+                                dlqb_error *err) {
+  char q[QUOTE_BUF];
+  char src[QUOTE_BUF + 8];
+  long i = find_key(key);
+  if (i < 0) {
+    return dlqb_fail(err, DLQB_EINVAL, "unknown key '%s'", quote(key, q));
+  }
+  snprintf(src, sizeof src, "key '%s'", key);
+  const setting_rule *r = &rules[i];
+  enum json_type t = json_object_get_type(v);
+  if (t == json_type_string) {
+    if (json_string_has_nul(v)) {
+      return dlqb_fail(err, DLQB_EINVAL, "%s: the string contains a nul character", src);
+    }
+    return dlqb_config_set(c, key, json_object_get_string(v), src, err);
+  }
+  if (t == json_type_int && r->kind == KIND_INT) {
+    char num[32];
+    snprintf(num, sizeof num, "%" PRId64, json_object_get_int64(v));
+    return dlqb_config_set(c, key, num, src, err);
+  }
+  if (t == json_type_boolean && r->kind == KIND_ADDR && !json_object_get_boolean(v)) {
+    return dlqb_config_set(c, key, "off", src, err);
+  }
+  if (t == json_type_array && r->kind == KIND_DELAYS) {
+    char list[DLQB_CONFIG_STR_MAX];
+    dlqb_status st = join_delays(v, list, sizeof list, src, err);
+    return st != DLQB_OK ? st : dlqb_config_set(c, key, list, src, err);
+  }
+  return dlqb_fail(err, DLQB_EINVAL, "%s: expected %s, got %s", src,
+                   json_expected_phrase(r->kind), json_type_phrase(t));
+}
+
+static dlqb_status apply_object(dlqb_config *c, json_object *root, dlqb_error *err) {
+  struct json_object_iterator it = json_object_iter_begin(root);
+  struct json_object_iterator end = json_object_iter_end(root);
+  for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it)) {
+    dlqb_status st = apply_member(c, json_object_iter_peek_name(&it),
+                                  json_object_iter_peek_value(&it), err);
+    if (st != DLQB_OK) {
+      return st;
+    }
+  }
+  return DLQB_OK;
+}
+
+static int line_of(const char *text, size_t offset) {
+  int line = 1;
+  for (size_t i = 0; i < offset; i++) {
+    line += text[i] == '\n';
+  }
+  return line;
+}
+
+/* Parses text[0..len) as one JSON value followed only by whitespace. */
+static dlqb_status parse_json(const char *text, size_t len, json_object **out,
+                              dlqb_error *err) {
+  json_tokener *tok = json_tokener_new();
+  if (tok == NULL) {
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory parsing json");
+  }
+  /* Strict: no trailing commas, single quotes or bare words, so a file that
+   * other tools reject is not quietly accepted here. */
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+  json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  size_t end = json_tokener_get_parse_end(tok);
+  if (jerr == json_tokener_continue) {
+    /* The end of input ends a top-level number; feeding the terminator
+     * tells the tokener so, and anything else still open is truncation. */
+    root = json_tokener_parse_ex(tok, "", 1);
+    jerr = json_tokener_get_error(tok);
+    end = len;
+  }
+  dlqb_status st = DLQB_OK;
+  if (jerr != json_tokener_success) {
+    st = dlqb_fail(err, DLQB_EINVAL, "not valid json at line %d: %s", line_of(text, end),
+                   json_tokener_error_desc(jerr));
+  } else {
+    while (end < len && is_space(text[end])) {
+      end++;
+    }
+    if (end < len) {
+      st = dlqb_fail(err, DLQB_EINVAL, "not valid json at line %d: unexpected text after the value",
+                     line_of(text, end));
+    }
+  }
+  json_tokener_free(tok);
+  if (st != DLQB_OK) {
+    json_object_put(root);
+    return st;
+  }
+  *out = root;
+  return DLQB_OK;
+}
+
+dlqb_status dlqb_config_apply_json(dlqb_config *c, const char *text, size_t len,
+                                   dlqb_error *err) {
+  json_object *root = NULL;
+  if (c == NULL || (text == NULL && len > 0)) {
+    return dlqb_fail(err, DLQB_EINVAL, "no config text given");
+  }
+  if (len > (size_t)INT_MAX) {
+    return dlqb_fail(err, DLQB_EINVAL, "the config is too large");
+  }
+  const char *p = text;
+  size_t n = len;
+  while (n > 0 && is_space(*p)) {
+    p++;
+    n--;
+  }
+  if (n == 0) {
+    return dlqb_fail(err, DLQB_EINVAL, "the config is empty (expected a json object)");
+  }
+  dlqb_status st = parse_json(text, len, &root, err);
+  if (st != DLQB_OK) {
+    return st;
+  }
+  if (!json_object_is_type(root, json_type_object)) {
+    st = dlqb_fail(err, DLQB_EINVAL, "the top level is %s, not a json object",
+                   json_type_phrase(json_object_get_type(root)));
+  } else {
+    /* Apply to a copy so a bad member leaves c as it was. */
+    dlqb_config work = *c;
+    st = apply_object(&work, root, err);
+    if (st == DLQB_OK) {
+      *c = work;
+    }
+  }
+  json_object_put(root);
+  return st;
+}
+
+/* strerror's text, lower-cased to fit the one-line error style. */
+static const char *errno_text(int e, char *buf, size_t len) {
+  snprintf(buf, len, "%s", strerror(e));
+  if (buf[0] >= 'A' && buf[0] <= 'Z') {
+    buf[0] = (char)(buf[0] - 'A' + 'a');
+  }
+  return buf;
+}
+
+/* Reads at most CONFIG_FILE_MAX bytes of path into a malloc'd *out. */
+static dlqb_status read_file(const char *path, char **out, size_t *out_len, dlqb_error *err) {
+  char why[128];
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    return dlqb_fail(err, DLQB_EIO, "cannot open: %s", errno_text(errno, why, sizeof why));
+  }
+  dlqb_status st = DLQB_OK;
+  char *buf = malloc(CONFIG_FILE_MAX + 1);
+  size_t n = 0;
+  if (buf == NULL) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    goto done;
+  }
+  n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+  if (ferror(f)) {
+    st = dlqb_fail(err, DLQB_EIO, "cannot read: %s", errno_text(errno, why, sizeof why));
+  } else if (n > CONFIG_FILE_MAX) {
+    st = dlqb_fail(err, DLQB_EINVAL, "is larger than %d bytes", CONFIG_FILE_MAX);
+  }
+done:
+  fclose(f);
+  if (st != DLQB_OK) {
+    free(buf);
+    return st;
+  }
+  *out = buf;
+  *out_len = n;
+  return DLQB_OK;
+}
+
+dlqb_status dlqb_config_apply_file(dlqb_config *c, const char *path, dlqb_error *err) {
+  char q[QUOTE_BUF];
+  char *text = NULL;
+  size_t len = 0;
+  dlqb_error detail;
+  if (path == NULL) {
+    return dlqb_fail(err, DLQB_EINVAL, "no config file given");
+  }
+  dlqb_status st = read_file(path, &text, &len, &detail);
+  if (st == DLQB_OK) {
+    st = dlqb_config_apply_json(c, text, len, &detail);
+    free(text);
+  }
+  if (st != DLQB_OK) {
+    return dlqb_fail(err, st, "config file '%s': %s", quote(path, q), detail.msg);
+  }
+  return DLQB_OK;
+}
+
+const char *dlqb_config_getenv(const char *name) { return getenv(name); }
+
+dlqb_status dlqb_config_apply_env(dlqb_config *c, const char *(*lookup)(const char *name),
+                                  dlqb_error *err) {
+  if (c == NULL || lookup == NULL) {
+    return dlqb_fail(err, DLQB_EINVAL, "no config or environment lookup given");
+  }
+  /* Apply to a copy so a bad variable leaves c as it was. */
+  dlqb_config work = *c;
+  for (size_t i = 0; i < SETTING_COUNT; i++) {
+    const char *value = lookup(settings[i].env);
+    if (value != NULL) {
+      dlqb_status st = dlqb_config_set(&work, settings[i].key, value, settings[i].env, err);
+      if (st != DLQB_OK) {
+        return st;
+      }
+    }
+  }
+  *c = work;
+  return DLQB_OK;
+}
+
+const dlqb_config_setting *dlqb_config_find_flag(const char *flag) {
+  for (size_t i = 0; flag != NULL && i < SETTING_COUNT; i++) {
+    if (strcmp(settings[i].flag, flag) == 0) {
+      return &settings[i];
+    }
+  }
+  return NULL;
+}
+
+dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err) {
+  if (c == NULL) {
+    return dlqb_fail(err, DLQB_EINVAL, "no config given");
+  }
+  bool cert = c->tls_cert_file[0] != '\0';
+  bool key = c->tls_key_file[0] != '\0';
+  if ((c->tls_ca_file[0] != '\0' || cert || key) && !has_prefix(c->url, "amqps://")) {
+    return dlqb_fail(err, DLQB_EINVAL, "tls files are set but the url is not amqps://");
+  }
+  if (cert != key) {
+    return dlqb_fail(err, DLQB_EINVAL, "tls_cert_file and tls_key_file must be given together");
+  }
+  if (c->audit_log[0] != '\0' && c->audit_key_file[0] == '\0') {
+    return dlqb_fail(err, DLQB_EINVAL, "audit_key_file is required when audit_log is set");
+  }
+  return DLQB_OK;
+}
+
+/* ---- URL redaction ---- */
+
+static const char *last_at(const char *s, const char *end) {
+  const char *found = NULL;
+  for (const char *p = s; p < end; p++) {
+    if (*p == '@') {
+      found = p;
+    }
+  }
+  return found;
+}
+
+static bool all_digits(const char *s, const char *end) {
+  if (s == end) {
+    return false;
+  }
+  for (const char *p = s; p < end; p++) {
+    if (*p < '0' || *p > '9') {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Finds the password in url as [*pw, *pw_end); false when there is none.
+ * The userinfo normally ends at the last '@' before the path. A password
+ * with an unencoded '/', '?' or '#' would hide that '@' in the "path", so
+ * when the authority has a ':' not followed by a port and an '@' comes
+ * later, everything up to the last '@' is taken as userinfo: hiding too much
+ * is better than leaking part of a password. */
+static bool find_password(const char *url, const char **pw, const char **pw_end) {
+  const char *scheme_end = strstr(url, "://");
+  const char *auth = scheme_end != NULL ? scheme_end + 3 : url;
+  const char *auth_end = auth + strcspn(auth, "/?#");
+  const char *at = last_at(auth, auth_end);
+  if (at == NULL) {
+    const char *colon = memchr(auth, ':', (size_t)(auth_end - auth));
+    if (colon == NULL || all_digits(colon + 1, auth_end)) {
+      return false;
+    }
+    at = last_at(auth_end, auth_end + strlen(auth_end));
+    if (at == NULL) {
+      return false;
+    }
+  }
+  const char *colon = memchr(auth, ':', (size_t)(at - auth));
+  if (colon == NULL || colon + 1 == at) {
+    return false;
+  }
+  *pw = colon + 1;
+  *pw_end = at;
+  return true;
+}
+
+char *dlqb_url_redact(const char *url, char *buf, size_t len) {
+  const char *pw = NULL;
+  const char *pw_end = NULL;
+  if (buf == NULL || len == 0) {
+    return buf;
+  }
+  if (url == NULL) {
+    buf[0] = '\0';
+    return buf;
+  }
+  if (!find_password(url, &pw, &pw_end)) {
+    snprintf(buf, len, "%s", url);
+    return buf;
+  }
+  /* Truncation may cut the "***" but can never expose the password. */
+  snprintf(buf, len, "%.*s***%s", (int)(pw - url), url, pw_end);
+  return buf;
+}
