@@ -127,19 +127,24 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
   *out = NULL;
   char url[DLQB_CONFIG_STR_MAX];
   char redacted[DLQB_CONFIG_STR_MAX];
-  char password[512];
+  char password[512] = "";
   struct amqp_connection_info ci;
   dlqb_status st = DLQB_OK;
 
   snprintf(url, sizeof url, "%s", cfg->url);
   dlqb_url_redact(cfg->url, redacted, sizeof redacted);
   amqp_default_connection_info(&ci);
-  if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK)
+  if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK) {
+    explicit_bzero(url, sizeof url);
     return dlqb_fail(err, DLQB_EINVAL, "invalid broker url '%s'", redacted);
+  }
   const char *pw = ci.password;
   if (cfg->password_file[0] != '\0') {
     st = read_password_file(cfg->password_file, password, sizeof password, err);
-    if (st != DLQB_OK) return st;
+    if (st != DLQB_OK) {
+      explicit_bzero(url, sizeof url);
+      return st;
+    }
     pw = password;
   }
 
@@ -208,10 +213,12 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
   st = dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), "open channel", err);
   if (st != DLQB_OK) goto fail;
   *out = link;
+  explicit_bzero(url, sizeof url); /* it held the password */
   return DLQB_OK;
 
 fail:
   explicit_bzero(url, sizeof url);
+  explicit_bzero(password, sizeof password);
   dlqb_link_abort(link);
   return st;
 }
