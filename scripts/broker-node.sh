@@ -7,6 +7,9 @@
 #   BASE_PORT+2    Erlang dist     BASE_PORT+3  stream
 #   BASE_PORT+4    AMQPS (TLS), only when DIR/tls/ holds ca.pem, server.pem, server.key
 # except that BASE_PORT 5672 gets RabbitMQ's usual ports (15672, 25672, 5552, 5671).
+# The TLS listener asks for no client certificate unless DLQB_BROKER_TLS_VERIFY
+# is verify_peer (a certificate is then checked when sent, but not required).
+# DIR/extra.conf, when present, is appended to the node's rabbitmq.conf.
 # It never touches a node it did not start: stop only signals the pid it recorded.
 #
 # usage: broker-node.sh start DIR BASE_PORT [NODENAME]
@@ -62,7 +65,7 @@ start)
 ssl_options.cacertfile = $dir/tls/ca.pem
 ssl_options.certfile = $dir/tls/server.pem
 ssl_options.keyfile = $dir/tls/server.key
-ssl_options.verify = verify_none
+ssl_options.verify = ${DLQB_BROKER_TLS_VERIFY:-verify_none}
 ssl_options.fail_if_no_peer_cert = false
 ssl_options.versions.1 = tlsv1.2
 ssl_options.versions.2 = tlsv1.3"
@@ -78,6 +81,7 @@ log.console = false
 vm_memory_high_watermark.relative = 0.4
 disk_free_limit.absolute = 50MB
 $tls_conf
+$(cat "$dir/extra.conf" 2>/dev/null || true)
 EOF
     echo "[rabbitmq_management,rabbitmq_stream,rabbitmq_shovel,rabbitmq_shovel_management]." > "$dir/enabled_plugins"
     cat > "$dir/node.env" <<EOF

@@ -74,6 +74,32 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
                "configuration error\n");
 }
 
+/* Writes s for a markdown table cell: '|' would end the cell. */
+static void md_cell(FILE *out, const char *s) {
+  for (; *s != '\0'; s++) {
+    if (*s == '|') fputc('\\', out);
+    fputc(*s, out);
+  }
+}
+
+void cli_print_settings_markdown(FILE *out) {
+  fprintf(out, "| config key | environment variable | flag | default | meaning |\n"
+               "| --- | --- | --- | --- | --- |\n"
+               "| | `DLQ_BRIDGE_CONFIG` | `--config FILE` | | JSON config file with any of the "
+               "keys below |\n");
+  for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
+    fprintf(out, "| `%s` | `%s` | `--%s` | ", s->key, s->env, s->flag);
+    if (s->dflt[0] != '\0') {
+      fputc('`', out);
+      md_cell(out, s->dflt);
+      fputc('`', out);
+    }
+    fputs(" | ", out);
+    md_cell(out, s->help);
+    fputs(" |\n", out);
+  }
+}
+
 static const cli_flag *find_cmd_flag(const cli_spec *spec, const char *name) {
   for (const cli_flag *f = spec->flags; f && f->name; f++)
     if (strcmp(f->name, name) == 0) return f;

@@ -46,6 +46,10 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
 /* Prints the command's --help text to out. */
 void cli_print_help(const cli_spec *spec, FILE *out);
 
+/* Prints the settings reference as a markdown table (one row per setting,
+ * and --config): the generated part of docs/configuration.md. */
+void cli_print_settings_markdown(FILE *out);
+
 /* Prints "dlq-bridge: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -3,8 +3,15 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/audit.h"
+#include "dlqb/escalator.h"
 #include "dlqb/log.h"
+#include "dlqb/metrics.h"
 #include "dlqb/router.h"
+
+#ifndef DLQB_VERSION
+#define DLQB_VERSION "0.1.0"
+#endif
 
 static const cli_flag flags[] = {
     {"no-declare", false, NULL,
@@ -23,6 +30,57 @@ const cli_spec cmd_run_spec = {
     .flags = flags,
     .settings = true,
 };
+
+/* What the router's hooks reach (dlqb_router_hooks.ctx). */
+typedef struct {
+  dlqb_metrics *metrics; /* NULL when metrics are off */
+  dlqb_audit *audit;     /* NULL when audit is off */
+  bool audit_failing;    /* logged once when it starts, once when it ends */
+} run_ctx;
+
+/* Records the hops and fsyncs before the router acks their originals. A
+ * failure makes the pipe hold its acks and retry every 500 ms: fail closed,
+ * resume by itself. */
+static dlqb_status hook_before_ack(void *ctx, const dlqb_hop *const *hops, size_t n,
+                                   dlqb_error *err) {
+  run_ctx *rc = ctx;
+  dlqb_status st = dlqb_audit_record(rc->audit, hops, n, err);
+  bool failing = st != DLQB_OK;
+  if (failing && !rc->audit_failing)
+    dlqb_log_error("audit_failing", "%s; not acking until the audit log can be written",
+                   err->msg);
+  else if (!failing && rc->audit_failing)
+    dlqb_log_info("audit_recovered", "the audit log is writable again; acking resumes");
+  rc->audit_failing = failing;
+  if (rc->metrics != NULL) dlqb_metrics_set_audit_writable(rc->metrics, !failing);
+  return st;
+}
+
+static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
+  run_ctx *rc = ctx;
+  if (rc->metrics != NULL) dlqb_metrics_count_hop(rc->metrics, hop, confirm_seconds);
+}
+
+static void hook_on_connected(void *ctx, int connected) {
+  run_ctx *rc = ctx;
+  if (rc->metrics != NULL) dlqb_metrics_set_connected(rc->metrics, connected != 0);
+}
+
+/* Starts the metrics endpoint and the queue refresher when metrics_addr is
+ * set. A port that cannot be bound is an error: a bridge that silently
+ * serves no metrics would leave its alerts blind. */
+static dlqb_status metrics_start(const dlqb_config *cfg, run_ctx *rc, dlqb_metrics_server **srv,
+                                 dlqb_metrics_refresher **ref, dlqb_error *err) {
+  if (cfg->metrics_addr[0] == '\0') return DLQB_OK;
+  rc->metrics = dlqb_metrics_new(DLQB_VERSION);
+  if (rc->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  dlqb_status st = dlqb_metrics_server_start(rc->metrics, cfg->metrics_addr, srv, err);
+  if (st == DLQB_OK)
+    st = dlqb_metrics_refresher_start(rc->metrics, cfg, DLQB_METRICS_REFRESH_MS, ref, err);
+  if (st == DLQB_OK)
+    dlqb_log_info("metrics", "serving http://%s/metrics and /healthz", cfg->metrics_addr);
+  return st;
+}
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   if (flag == NULL) return dlqb_fail(err, DLQB_EINVAL, "unexpected argument '%s'", value);
@@ -44,7 +102,41 @@ int cmd_run(int argc, char **argv) {
   dlqb_log_info("starting", "dlq-bridge run: broker %s, max_attempts %d, poison_threshold %d",
                 dlqb_url_redact(cfg.url, url, sizeof url), cfg.max_attempts, cfg.poison_threshold);
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_router_run(&cfg, no_declare, NULL, stop, &err);
+  run_ctx hctx = {0};
+  dlqb_metrics_server *metrics_server = NULL;
+  dlqb_metrics_refresher *refresher = NULL;
+  dlqb_router_hooks hooks = {.before_ack = hook_before_ack,
+                             .after_ack = hook_after_ack,
+                             .on_connected = hook_on_connected,
+                             .ctx = &hctx};
+  /* A key readable by others, or a log that cannot be opened, stops the
+   * start: better than a bridge that cannot ack anything. */
+  dlqb_status st = dlqb_audit_open(&cfg, cfg.instance, &hctx.audit, &err);
+  if (st != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+  }
+  if (hctx.audit != NULL) {
+    dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
+    if (!dlqb_audit_healthy(hctx.audit)) {
+      hctx.audit_failing = true;
+      dlqb_log_error("audit_failing", "cannot write the audit log %s yet; not acking until it "
+                     "can", cfg.audit_log);
+    }
+  }
+  st = metrics_start(&cfg, &hctx, &metrics_server, &refresher, &err);
+  if (st == DLQB_OK && hctx.metrics != NULL && hctx.audit_failing)
+    dlqb_metrics_set_audit_writable(hctx.metrics, false);
+  /* DLQ items past DLQ_BRIDGE_DLQ_SLA go to compliance_review, from a
+   * thread with its own connection (dlqb/escalator.h). */
+  dlqb_escalator *escalator = NULL;
+  if (st == DLQB_OK) st = dlqb_escalator_start(&cfg, hook_after_ack, &hctx, &escalator, &err);
+  if (st == DLQB_OK) st = dlqb_router_run(&cfg, no_declare, &hooks, stop, &err);
+  dlqb_escalator_stop(escalator);
+  dlqb_metrics_refresher_stop(refresher);
+  dlqb_metrics_server_stop(metrics_server);
+  dlqb_metrics_free(hctx.metrics);
+  dlqb_audit_close(hctx.audit);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;

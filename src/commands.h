@@ -14,5 +14,17 @@ extern const cli_spec cmd_run_spec;
 int cmd_run(int argc, char **argv);
 extern const cli_spec cmd_declare_spec;
 int cmd_declare(int argc, char **argv);
+extern const cli_spec cmd_audit_spec;
+int cmd_audit(int argc, char **argv);
+extern const cli_spec cmd_replay_spec;
+int cmd_replay(int argc, char **argv);
+extern const cli_spec cmd_escalate_spec;
+int cmd_escalate(int argc, char **argv);
+extern const cli_spec cmd_inspect_spec;
+int cmd_inspect(int argc, char **argv);
+extern const cli_spec cmd_stats_spec;
+int cmd_stats(int argc, char **argv);
+extern const cli_spec cmd_resolve_spec;
+int cmd_resolve(int argc, char **argv);
 
 #endif

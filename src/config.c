@@ -69,6 +69,9 @@ typedef enum {
     "audit log file; empty = no audit log")                                                 \
   X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "",      \
     KIND_PATH, 0, 0, "key file for signing the audit log; required with audit_log")         \
+  X(audit_rotate_bytes, audit_rotate_bytes, "DLQ_BRIDGE_AUDIT_ROTATE_BYTES",                \
+    "audit-rotate-bytes", "67108864", KIND_INT, 0, INT_MAX,                                 \
+    "rotate the audit log once it reaches this many bytes; 0 = never")                      \
   X(metrics_addr, metrics_addr, "DLQ_BRIDGE_METRICS_ADDR", "metrics-addr",                  \
     "127.0.0.1:9464", KIND_ADDR, 0, 0, "host:port of the metrics endpoint, or off")         \
   X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, \

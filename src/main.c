@@ -11,6 +11,12 @@
 static const command commands[] = {
     {&cmd_run_spec, cmd_run},
     {&cmd_declare_spec, cmd_declare},
+    {&cmd_audit_spec, cmd_audit},
+    {&cmd_replay_spec, cmd_replay},
+    {&cmd_escalate_spec, cmd_escalate},
+    {&cmd_inspect_spec, cmd_inspect},
+    {&cmd_stats_spec, cmd_stats},
+    {&cmd_resolve_spec, cmd_resolve},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -24,6 +30,7 @@ static void usage(FILE *out) {
     fprintf(out, "  %-10s %s\n", commands[i].spec->name, commands[i].spec->summary);
   fprintf(out, "  %-10s %s\n", "help", "show the help of a command: dlq-bridge help COMMAND");
   fprintf(out, "  %-10s %s\n", "version", "print the version");
+  fprintf(out, "\n'dlq-bridge help settings' prints every setting as a markdown table.\n");
   fprintf(out,
           "\nEvery command takes --help. Settings come from flags, DLQ_BRIDGE_* environment\n"
           "variables and a JSON --config file, in that order of precedence.\n"
@@ -48,6 +55,10 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "help") == 0) {
     if (argc < 3) {
       usage(stdout);
+      return cli_finish(EXIT_OK);
+    }
+    if (strcmp(argv[2], "settings") == 0) {
+      cli_print_settings_markdown(stdout);
       return cli_finish(EXIT_OK);
     }
     const command *c = find(argv[2]);

@@ -31,6 +31,9 @@ struct dlqb_pipe {
   entry *ring; /* deliveries not yet acked, in delivery order */
   size_t cap, head, count;
   size_t held;           /* entries in state E_HELD */
+  uint64_t first_held_tag; /* lowest delivery tag ever held (0 = none): held
+                            * deliveries are never acked, so a multiple ack
+                            * must never reach past it */
   size_t confirmed_run;  /* length of the confirmed/held prefix from head, if known */
   uint64_t next_seq;
   unsigned char *body;
@@ -120,6 +123,7 @@ void dlqb_pipe_ack(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_hop *hop) {
 
 void dlqb_pipe_hold(dlqb_pipe *p, const dlqb_delivery *d) {
   push_entry(p, d, E_HELD, NULL);
+  if (p->first_held_tag == 0) p->first_held_tag = d->delivery_tag;
   p->held++;
   p->stats.held++;
 }
@@ -147,9 +151,12 @@ static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
     run++;
   }
   if (run == 0 || run == nheld) {
-    /* Only held entries: drop them from the ring, they need nothing more. */
+    /* Only held entries: drop them from the ring, they need nothing more.
+     * p->held counts held entries still in the ring, so it drops too
+     * (otherwise count == held, the drain and idle test, never holds again). */
     p->head = (p->head + run) % p->cap;
     p->count -= run;
+    p->held -= nheld;
     return DLQB_OK;
   }
   if (p->h.before_ack != NULL && nhops > 0) {
@@ -164,8 +171,11 @@ static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
     }
   }
   int rc = AMQP_STATUS_OK;
-  if (nheld == 0) {
-    rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, at(p, run - 1)->tag, 1);
+  /* A held entry dropped from the ring earlier is still unacked at the
+   * broker: `multiple` would ack it (and lose it) if its tag is lower. */
+  uint64_t last = at(p, run - 1)->tag;
+  if (nheld == 0 && (p->first_held_tag == 0 || p->first_held_tag > last)) {
+    rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, last, 1);
   } else {
     for (size_t i = 0; i < run && rc == AMQP_STATUS_OK; i++)
       if (at(p, i)->state == E_CONFIRMED) rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, at(p, i)->tag, 0);
@@ -183,6 +193,7 @@ static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
   }
   p->head = (p->head + run) % p->cap;
   p->count -= run;
+  p->held -= nheld;
   return DLQB_OK;
 }
 

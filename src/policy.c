@@ -126,9 +126,9 @@ static void set_sla_text(const char *failure, int64_t deadline, dlqb_decision *o
   memcpy(out->last_error + flen, suffix, slen + 1);
 }
 
-void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env,
-                        const char *invalid_why, const dlqb_failure *f, int64_t now_ms,
-                        uint32_t random, dlqb_decision *out) {
+static void decide_route(const dlqb_config *cfg, const dlqb_envelope *env,
+                         const char *invalid_why, const dlqb_failure *f, int64_t now_ms,
+                         uint32_t random, dlqb_decision *out) {
   char text[DLQB_LAST_ERROR_MAX + 1];
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
@@ -171,4 +171,14 @@ void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env,
   out->delay_ms = delay;
   out->delay_tier = tier;
   memcpy(out->last_error, text, sizeof text);
+}
+
+void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env,
+                        const char *invalid_why, const dlqb_failure *f, int64_t now_ms,
+                        uint32_t random, dlqb_decision *out) {
+  if (out == NULL) return;
+  decide_route(cfg, env, invalid_why, f, now_ms, random, out);
+  /* Replayed that often and failed for good again: a person decides. */
+  out->escalate = out->route == DLQB_ROUTE_DLQ && env != NULL && cfg != NULL &&
+                  cfg->max_replays > 0 && env->replay_count >= cfg->max_replays;
 }

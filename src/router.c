@@ -70,7 +70,7 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   char now_iso[DLQB_ISO_TIME_MAX], expiration[24];
   char target[DLQB_NAME_MAX];
   dlqb_iso_time(now, now_iso, sizeof now_iso);
-  dlqb_hset sets[8];
+  dlqb_hset sets[12];
   size_t n = 0;
   sets[n++] = (dlqb_hset){DLQB_H_LAST_ERROR, DLQB_HSET_STRING, dec.last_error, 0};
   if (valid) {
@@ -100,6 +100,13 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
     props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
     sets[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_STRING, dlqb_reason_name(dec.reason), 0};
     sets[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_STRING, now_iso, 0};
+    if (dec.escalate) {
+      /* Poison at the replay level: replays did not help, a person decides. */
+      snprintf(target, sizeof target, "%s", DLQB_Q_REVIEW);
+      sets[n++] = (dlqb_hset){"escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0};
+      sets[n++] = (dlqb_hset){"escalated_at", DLQB_HSET_STRING, now_iso, 0};
+      sets[n++] = (dlqb_hset){"escalation_reason", DLQB_HSET_STRING, "max_replays", 0};
+    }
   }
 
   size_t need = (headers ? (size_t)headers->num_entries : 0) + n;
@@ -120,6 +127,11 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   }
   hop.attempt = dec.attempt;
   snprintf(hop.reason, sizeof hop.reason, "%s", dec.last_error);
+  snprintf(hop.cause, sizeof hop.cause, "%s", dlqb_reason_name(dec.reason));
+  if (dec.escalate) {
+    hop.event = DLQB_EV_ESCALATED;
+    snprintf(hop.cause, sizeof hop.cause, "max_replays");
+  }
   snprintf(hop.from, sizeof hop.from, "%s", DLQB_Q_FAILED);
   snprintf(hop.to, sizeof hop.to, "%s", target);
   snprintf(hop.actor, sizeof hop.actor, "system");

@@ -141,6 +141,14 @@ dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vho
   json_object *queues = json_object_new_array();
   json_object *exchanges = json_object_new_array();
   json_object *bindings = json_object_new_array();
+  json_object *vhosts = json_object_new_array();
+
+  /* The vhost itself: a node that loads definitions at boot seeds no
+   * default vhost, and queues cannot be imported into a missing one. A
+   * vhost-scoped import (POST /api/definitions/<vhost>) ignores this. */
+  json_object *v = json_object_new_object();
+  json_object_object_add(v, "name", json_object_new_string(vhost));
+  json_object_array_add(vhosts, v);
 
   json_object *x = json_object_new_object();
   json_object_object_add(x, "name", json_object_new_string(DLQB_X_DLX));
@@ -179,6 +187,7 @@ dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vho
       json_object_array_add(bindings, b);
     }
   }
+  json_object_object_add(root, "vhosts", vhosts);
   json_object_object_add(root, "queues", queues);
   json_object_object_add(root, "exchanges", exchanges);
   json_object_object_add(root, "bindings", bindings);

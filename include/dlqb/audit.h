@@ -34,6 +34,90 @@ dlqb_status dlqb_audit_record(dlqb_audit *a, const dlqb_hop *const *hops, size_t
 /* True when the last write succeeded (for /healthz). */
 int dlqb_audit_healthy(const dlqb_audit *a);
 
+/* Writes the chain_end record (best effort: a log that cannot be written
+ * then simply shows the chain open), then frees. NULL-safe. */
 void dlqb_audit_close(dlqb_audit *a);
+
+/* ---- format and key (docs/audit.md is the reference) ------------------- */
+
+#define DLQB_AUDIT_VERSION 1
+#define DLQB_AUDIT_KEY_MIN 16       /* bytes of key material, at least */
+#define DLQB_AUDIT_KEY_MAX 1024
+#define DLQB_AUDIT_MAC_HEX 64       /* HMAC-SHA256 as lower-case hex */
+#define DLQB_AUDIT_CHAIN_HEX 32     /* 128 random bits per writer start */
+#define DLQB_AUDIT_KEY_ID_HEX 16    /* non-secret key fingerprint */
+#define DLQB_AUDIT_SEAL_SUFFIX ".seal"
+/* Rotated files are named <log>.<YYYYmmddTHHMMSS.mmmZ>[-N]: sorting the
+ * names sorts them oldest first. */
+#define DLQB_AUDIT_ROTATED_INFIX "."
+
+/* Reads the key file: its bytes, less trailing whitespace (so a hex key
+ * written by `openssl rand -hex 32 > key` works), at least
+ * DLQB_AUDIT_KEY_MIN and at most DLQB_AUDIT_KEY_MAX bytes. Refused
+ * (DLQB_EINVAL) when it is not a regular file or group or others have any
+ * permission on it (st_mode & 077). */
+dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_KEY_MAX],
+                                size_t *key_len, dlqb_error *err);
+
+/* The key's public fingerprint (HMAC of a fixed label), written into every
+ * record so that verify can tell "wrong key" from "edited". out needs
+ * DLQB_AUDIT_KEY_ID_HEX + 1 bytes. */
+void dlqb_audit_key_id(const unsigned char *key, size_t key_len, char *out);
+
+/* ---- verification: pure over lines (fuzzable), see audit_verify.c ------- */
+
+typedef struct dlqb_audit_verifier dlqb_audit_verifier;
+
+typedef struct {
+  unsigned long files;
+  unsigned long records;     /* chain records, file_start links excluded */
+  unsigned long chains;
+  unsigned long chains_ended;/* with a chain_end: the writer closed cleanly */
+  unsigned long sealed;      /* chains the seal vouched for */
+  unsigned long rotations;   /* file_start links checked */
+  int partial;               /* started at a rotation (--partial) */
+  int seal_checked;
+} dlqb_audit_summary;
+
+/* A verifier for one key (copied). partial: accept a first file that
+ * begins with a file_start link (older files archived away) and take the
+ * chain states it carries as given. NULL when out of memory. */
+dlqb_audit_verifier *dlqb_audit_verifier_new(const unsigned char *key, size_t key_len,
+                                             int partial);
+void dlqb_audit_verifier_free(dlqb_audit_verifier *v);
+
+/* Feeds one line of the seal file (without its newline); call for every
+ * seal line before the first log line. err: "seal line N: ...". */
+dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *line, size_t len,
+                                          dlqb_error *err);
+
+/* Starts the next log file, oldest first; name is used in messages (copied). */
+void dlqb_audit_verifier_begin_file(dlqb_audit_verifier *v, const char *name);
+
+/* Feeds one log line without its newline. `complete` is false for a last
+ * line that had no newline (a torn write or a cut file). On the first
+ * problem returns DLQB_EINVAL with err = "NAME: line N: what". After a
+ * failure the verifier accepts nothing more. */
+dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, size_t len,
+                                     int complete, dlqb_error *err);
+
+/* Ends the input: checks that every sealed chain reached its seal (tail
+ * truncation) and fills *sum. */
+dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summary *sum,
+                                       dlqb_error *err);
+
+/* Reads and verifies files (oldest first) against seal_path (NULL: no
+ * seal check). DLQB_EINVAL: tampering, err names file and line; DLQB_EIO:
+ * a file cannot be read. */
+dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
+                                    const char *const *files, size_t nfiles,
+                                    const char *seal_path, int partial,
+                                    dlqb_audit_summary *sum, dlqb_error *err);
+
+/* Lists the files of the log at path, oldest first: its rotated siblings
+ * (sorted by name), then path itself when it exists. *out is malloc'd, each
+ * string too; free with dlqb_audit_files_free. */
+dlqb_status dlqb_audit_list_files(const char *path, char ***out, size_t *n, dlqb_error *err);
+void dlqb_audit_files_free(char **files, size_t n);
 
 #endif

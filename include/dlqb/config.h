@@ -36,6 +36,7 @@ typedef struct {
   int max_replays;           /* failures after this many replays escalate */
   char audit_log[DLQB_CONFIG_STR_MAX];      /* "" = audit off */
   char audit_key_file[DLQB_CONFIG_STR_MAX];
+  int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */
   char metrics_addr[DLQB_CONFIG_STR_MAX];   /* host:port, "" = off */
   dlqb_log_format log_format;
   int log_level;            /* 0 error, 1 warn, 2 info, 3 debug */

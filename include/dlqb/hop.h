@@ -29,6 +29,11 @@ typedef struct {
   char legal_basis[16];
   int64_t attempt;
   char reason[DLQB_LAST_ERROR_MAX + 1];
+  /* Machine-readable category, for metrics labels and audit queries: the
+   * dlq_reason ("max_attempts", "sla_budget", "poison", "invalid_envelope")
+   * for hops into the DLQ; who escalated ("operator", "sla", "max_replays")
+   * for DLQB_EV_ESCALATED; "" otherwise. */
+  char cause[24];
   char from[DLQB_NAME_MAX];
   char to[DLQB_NAME_MAX];
   char actor[128];

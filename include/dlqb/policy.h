@@ -27,6 +27,11 @@ typedef struct {
   uint64_t delay_ms;      /* retry: jittered delay */
   size_t delay_tier;      /* retry: index in cfg->retry_delays_ms (the delay queue) */
   char last_error[DLQB_LAST_ERROR_MAX + 1];
+  /* DLQ route of a valid task already replayed cfg->max_replays times or
+   * more: poison at the replay level, so it goes to compliance_review
+   * (escalation_reason max_replays) instead of waiting for another replay.
+   * reason still says why this attempt was the last. */
+  bool escalate;
 } dlqb_decision;
 
 /* Decides the route of one failed task.
@@ -38,7 +43,9 @@ typedef struct {
  * Rules, in order: invalid -> DLQ; delivery_limit -> DLQ "poison: repeated
  * consumer crash"; attempt+1 >= max_attempts -> DLQ; now + delay past
  * first_seen_at + sla_budget -> DLQ; otherwise retry on tier
- * min(attempt, count-1) with delay uniform in [d*(1-jitter), d]. */
+ * min(attempt, count-1) with delay uniform in [d*(1-jitter), d]. A DLQ
+ * route of a valid envelope with replay_count >= cfg->max_replays sets
+ * escalate. */
 void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env,
                         const char *invalid_why, const dlqb_failure *f, int64_t now_ms,
                         uint32_t random, dlqb_decision *out);

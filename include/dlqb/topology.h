@@ -71,7 +71,9 @@ char *dlqb_retry_queue_name(uint64_t delay_ms, char *buf, size_t len);
  * broker's one-line reason; nothing is ever deleted or purged. */
 dlqb_status dlqb_topology_declare(dlqb_link *link, const dlqb_topology *topo, dlqb_error *err);
 
-/* Writes the topology in RabbitMQ's definitions format (JSON) for vhost. */
+/* Writes the topology in RabbitMQ's definitions format (JSON) for vhost,
+ * the vhost itself included (a node importing definitions at boot creates no
+ * default vhost). *json_out is malloc'd; the caller frees it. */
 dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost,
                                       char **json_out, dlqb_error *err);
 

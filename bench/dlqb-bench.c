@@ -1,0 +1,363 @@
+/* dlqb-bench: the small AMQP tool behind bench/run.sh. It publishes
+ * messages with publisher confirms (one by one or with a window of them in
+ * flight), preloads the bridge's queues with valid retry envelopes, waits
+ * until queue depths reach a target, purges queues, and runs a command to
+ * report its wall time and peak RSS. It is a measuring tool, not part of
+ * dlq-bridge, and reports errors as one line on stderr with exit status 1.
+ *
+ *   dlqb-bench publish --url U --routing-key K [--exchange X] --count N
+ *                      [--window W] [--size B] [--kind raw|failed|dlq]
+ *                      [--declare-quorum]
+ *   dlqb-bench wait    --url U --queue Q [--queue Q2 ...] --at-least N
+ *                      [--empty Q] [--timeout-ms T]
+ *   dlqb-bench purge   --url U --queue Q [--queue Q2 ...] [--delete]
+ *   dlqb-bench depth   --url U --queue Q
+ *   dlqb-bench exec    -- COMMAND [ARGS...]
+ *
+ * publish prints "RESULT count=N seconds=S rate=R"; wait prints
+ * "DONE epoch=E" (CLOCK_REALTIME seconds with nanoseconds) when the summed
+ * ready depth of the --queue queues is at least N and every --empty queue
+ * has no ready message; exec prints "EXEC seconds=S maxrss_kib=K status=X"
+ * (ru_maxrss of the child, which on Linux is its VmHWM at exit). */
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHANNEL 1
+#define MAX_QUEUES 8
+#define POLL_US 10000
+
+typedef struct {
+  const char *url;
+  const char *exchange;
+  const char *routing_key;
+  const char *queues[MAX_QUEUES];
+  int nqueues;
+  const char *empty[MAX_QUEUES];
+  int nempty;
+  long count;
+  long window;
+  long size;
+  long at_least;
+  long timeout_ms;
+  const char *kind;
+  bool declare_quorum;
+  bool delete_queue;
+} options;
+
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("dlqb-bench: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void check_reply(amqp_rpc_reply_t r, const char *what) {
+  if (r.reply_type == AMQP_RESPONSE_NORMAL) return;
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
+    die("cannot %s: %s", what, amqp_error_string2(r.library_error));
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    const amqp_channel_close_t *c = r.reply.decoded;
+    die("cannot %s: %.*s", what, (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+  }
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    const amqp_connection_close_t *c = r.reply.decoded;
+    die("cannot %s: %.*s", what, (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+  }
+  die("cannot %s: unexpected reply", what);
+}
+
+static amqp_connection_state_t connect_url(const char *url_in) {
+  char url[1024];
+  struct amqp_connection_info ci;
+  snprintf(url, sizeof url, "%s", url_in);
+  amqp_default_connection_info(&ci);
+  if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK) die("invalid url");
+  amqp_connection_state_t conn = amqp_new_connection();
+  amqp_socket_t *sock = amqp_tcp_socket_new(conn);
+  if (sock == NULL) die("cannot create socket");
+  int rc = amqp_socket_open(sock, ci.host, ci.port);
+  if (rc != AMQP_STATUS_OK) die("cannot connect to %s:%d: %s", ci.host, ci.port, amqp_error_string2(rc));
+  check_reply(amqp_login(conn, ci.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, ci.user, ci.password),
+              "log in");
+  amqp_channel_open(conn, CHANNEL);
+  check_reply(amqp_get_rpc_reply(conn), "open channel");
+  return conn;
+}
+
+static void disconnect(amqp_connection_state_t conn) {
+  amqp_channel_close(conn, CHANNEL, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(conn);
+}
+
+static void iso_now(char *buf, size_t len) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static amqp_table_entry_t str_entry(const char *key, const char *value) {
+  amqp_table_entry_t e = {.key = amqp_cstring_bytes(key)};
+  e.value.kind = AMQP_FIELD_KIND_UTF8;
+  e.value.value.bytes = amqp_cstring_bytes(value);
+  return e;
+}
+
+static amqp_table_entry_t int_entry(const char *key, int64_t v) {
+  amqp_table_entry_t e = {.key = amqp_cstring_bytes(key)};
+  e.value.kind = AMQP_FIELD_KIND_I64;
+  e.value.value.i64 = v;
+  return e;
+}
+
+/* Reads frames until the confirmed count reaches `until`. A nack or a
+ * return (unroutable) is fatal: the numbers would be meaningless. */
+static void await_confirms(amqp_connection_state_t conn, uint64_t *confirmed, uint64_t until) {
+  while (*confirmed < until) {
+    amqp_frame_t f;
+    int rc = amqp_simple_wait_frame(conn, &f);
+    if (rc != AMQP_STATUS_OK) die("cannot read confirms: %s", amqp_error_string2(rc));
+    if (f.frame_type != AMQP_FRAME_METHOD) continue;
+    switch (f.payload.method.id) {
+    case AMQP_BASIC_ACK_METHOD: {
+      const amqp_basic_ack_t *a = f.payload.method.decoded;
+      if (a->delivery_tag > *confirmed) *confirmed = a->delivery_tag;
+      break;
+    }
+    case AMQP_BASIC_NACK_METHOD:
+      die("broker nacked a publish");
+      break;
+    case AMQP_BASIC_RETURN_METHOD:
+      die("a publish was returned as unroutable (is the topology declared?)");
+      break;
+    case AMQP_CHANNEL_CLOSE_METHOD:
+    case AMQP_CONNECTION_CLOSE_METHOD:
+      die("broker closed the channel while publishing");
+      break;
+    default:
+      break;
+    }
+    amqp_maybe_release_buffers(conn);
+  }
+}
+
+static int cmd_publish(const options *o) {
+  if (o->routing_key == NULL || o->count <= 0) die("publish needs --routing-key and --count");
+  amqp_connection_state_t conn = connect_url(o->url);
+  if (o->declare_quorum) {
+    amqp_table_entry_t qa = str_entry("x-queue-type", "quorum");
+    amqp_table_t args = {1, &qa};
+    amqp_queue_declare(conn, CHANNEL, amqp_cstring_bytes(o->routing_key), 0, 1, 0, 0, args);
+    check_reply(amqp_get_rpc_reply(conn), "declare the bench queue");
+  }
+  amqp_confirm_select(conn, CHANNEL);
+  check_reply(amqp_get_rpc_reply(conn), "enable confirms");
+
+  char *body = malloc((size_t)o->size);
+  if (body == NULL) die("out of memory");
+  for (long i = 0; i < o->size; i++) body[i] = (char)('a' + i % 26);
+  bool failed = strcmp(o->kind, "failed") == 0, dlq = strcmp(o->kind, "dlq") == 0;
+  char now[40], msgid[64], reqid[64];
+  iso_now(now, sizeof now);
+  uint64_t confirmed = 0;
+  long window = o->window < 1 ? 1 : o->window;
+  double t0 = mono_s();
+  for (long i = 0; i < o->count; i++) {
+    snprintf(msgid, sizeof msgid, "bench-%ld-%ld", (long)getpid(), i);
+    snprintf(reqid, sizeof reqid, "req-%ld-%ld", (long)getpid(), i);
+    amqp_table_entry_t h[12];
+    int n = 0;
+    if (failed || dlq) {
+      h[n++] = str_entry("request_id", reqid);
+      h[n++] = str_entry("source_system", "bench");
+      h[n++] = str_entry("legal_basis", "gdpr_art_17");
+      h[n++] = str_entry("action", "deletion");
+      h[n++] = int_entry("attempt", dlq ? 5 : 0);
+      h[n++] = int_entry("max_attempts", 5);
+      h[n++] = str_entry("first_seen_at", now);
+      if (failed) h[n++] = str_entry("worker_error", "bench: upstream 503");
+      if (dlq) {
+        h[n++] = str_entry("last_error", "rejected by worker: upstream 503");
+        h[n++] = str_entry("dlq_reason", "max_attempts");
+        h[n++] = str_entry("dlq_at", now);
+      }
+    }
+    amqp_basic_properties_t props = {0};
+    props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG |
+                   AMQP_BASIC_MESSAGE_ID_FLAG;
+    props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+    props.content_type = amqp_cstring_bytes("application/octet-stream");
+    props.message_id = amqp_cstring_bytes(msgid);
+    if (n > 0) {
+      props._flags |= AMQP_BASIC_HEADERS_FLAG;
+      props.headers.num_entries = n;
+      props.headers.entries = h;
+    }
+    amqp_bytes_t b = {(size_t)o->size, body};
+    int rc = amqp_basic_publish(conn, CHANNEL, amqp_cstring_bytes(o->exchange ? o->exchange : ""),
+                                amqp_cstring_bytes(o->routing_key), 1, 0, &props, b);
+    if (rc != AMQP_STATUS_OK) die("cannot publish: %s", amqp_error_string2(rc));
+    uint64_t published = (uint64_t)i + 1;
+    if (published - confirmed >= (uint64_t)window)
+      await_confirms(conn, &confirmed, published - (uint64_t)window + 1);
+  }
+  await_confirms(conn, &confirmed, (uint64_t)o->count);
+  double secs = mono_s() - t0;
+  printf("RESULT count=%ld seconds=%.3f rate=%.0f\n", o->count, secs, (double)o->count / secs);
+  free(body);
+  disconnect(conn);
+  return 0;
+}
+
+/* Ready messages of queue (passive declare: counts are live, unlike the
+ * management API's, which lag by the stats interval). */
+static long depth_of(amqp_connection_state_t conn, const char *queue) {
+  amqp_queue_declare_ok_t *ok =
+      amqp_queue_declare(conn, CHANNEL, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
+  char what[200];
+  snprintf(what, sizeof what, "find queue '%s'", queue);
+  check_reply(amqp_get_rpc_reply(conn), what);
+  long n = (long)ok->message_count;
+  amqp_maybe_release_buffers(conn);
+  return n;
+}
+
+static int cmd_wait(const options *o) {
+  if (o->nqueues == 0) die("wait needs --queue");
+  amqp_connection_state_t conn = connect_url(o->url);
+  double deadline = mono_s() + (double)o->timeout_ms / 1000.0;
+  long sum = 0;
+  for (;;) {
+    sum = 0;
+    for (int i = 0; i < o->nqueues; i++) sum += depth_of(conn, o->queues[i]);
+    bool done = sum >= o->at_least;
+    for (int i = 0; done && i < o->nempty; i++) done = depth_of(conn, o->empty[i]) == 0;
+    if (done) break;
+    if (mono_s() > deadline) {
+      disconnect(conn);
+      die("timed out after %ld ms with %ld of %ld messages", o->timeout_ms, sum, o->at_least);
+    }
+    usleep(POLL_US);
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  printf("DONE epoch=%lld.%09ld count=%ld\n", (long long)ts.tv_sec, ts.tv_nsec, sum);
+  disconnect(conn);
+  return 0;
+}
+
+static int cmd_depth(const options *o) {
+  if (o->nqueues != 1) die("depth needs one --queue");
+  amqp_connection_state_t conn = connect_url(o->url);
+  printf("%ld\n", depth_of(conn, o->queues[0]));
+  disconnect(conn);
+  return 0;
+}
+
+static int cmd_purge(const options *o) {
+  amqp_connection_state_t conn = connect_url(o->url);
+  for (int i = 0; i < o->nqueues; i++) {
+    char what[200];
+    if (o->delete_queue) {
+      amqp_queue_delete(conn, CHANNEL, amqp_cstring_bytes(o->queues[i]), 0, 0);
+      snprintf(what, sizeof what, "delete queue '%s'", o->queues[i]);
+    } else {
+      amqp_queue_purge(conn, CHANNEL, amqp_cstring_bytes(o->queues[i]));
+      snprintf(what, sizeof what, "purge queue '%s'", o->queues[i]);
+    }
+    check_reply(amqp_get_rpc_reply(conn), what);
+  }
+  disconnect(conn);
+  return 0;
+}
+
+static int cmd_exec(char **argv) {
+  if (argv[0] == NULL) die("exec needs a command");
+  double t0 = mono_s();
+  pid_t pid = fork();
+  if (pid < 0) die("cannot fork: %s", strerror(errno));
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    fprintf(stderr, "dlqb-bench: cannot run '%s': %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru;
+  while (wait4(pid, &status, 0, &ru) < 0) {
+    if (errno != EINTR) die("cannot wait for '%s': %s", argv[0], strerror(errno));
+  }
+  double secs = mono_s() - t0;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  printf("EXEC seconds=%.3f maxrss_kib=%ld status=%d\n", secs, ru.ru_maxrss, code);
+  return code == 0 ? 0 : 1;
+}
+
+static long num_arg(const char *flag, const char *v) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n < 0) die("%s: '%s' is not a non-negative integer", flag, v);
+  return n;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) die("usage: dlqb-bench publish|wait|purge|depth|exec ... (see the source header)");
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "exec") == 0) {
+    int i = 2;
+    if (i < argc && strcmp(argv[i], "--") == 0) i++;
+    return cmd_exec(argv + i);
+  }
+  options o = {.url = "amqp://guest:guest@127.0.0.1:5672/%2f", .window = 1, .size = 256,
+               .timeout_ms = 600000, .kind = "raw"};
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--declare-quorum") == 0) { o.declare_quorum = true; continue; }
+    if (strcmp(a, "--delete") == 0) { o.delete_queue = true; continue; }
+    if (v == NULL) die("%s needs a value", a);
+    i++;
+    if (strcmp(a, "--url") == 0) o.url = v;
+    else if (strcmp(a, "--exchange") == 0) o.exchange = v;
+    else if (strcmp(a, "--routing-key") == 0) o.routing_key = v;
+    else if (strcmp(a, "--kind") == 0) o.kind = v;
+    else if (strcmp(a, "--count") == 0) o.count = num_arg(a, v);
+    else if (strcmp(a, "--window") == 0) o.window = num_arg(a, v);
+    else if (strcmp(a, "--size") == 0) o.size = num_arg(a, v);
+    else if (strcmp(a, "--at-least") == 0) o.at_least = num_arg(a, v);
+    else if (strcmp(a, "--timeout-ms") == 0) o.timeout_ms = num_arg(a, v);
+    else if (strcmp(a, "--queue") == 0 && o.nqueues < MAX_QUEUES) o.queues[o.nqueues++] = v;
+    else if (strcmp(a, "--empty") == 0 && o.nempty < MAX_QUEUES) o.empty[o.nempty++] = v;
+    else die("unknown or repeated option '%s'", a);
+  }
+  if (strcmp(o.kind, "raw") != 0 && strcmp(o.kind, "failed") != 0 && strcmp(o.kind, "dlq") != 0)
+    die("--kind must be raw, failed or dlq");
+  if (strcmp(cmd, "publish") == 0) return cmd_publish(&o);
+  if (strcmp(cmd, "wait") == 0) return cmd_wait(&o);
+  if (strcmp(cmd, "purge") == 0) return cmd_purge(&o);
+  if (strcmp(cmd, "depth") == 0) return cmd_depth(&o);
+  die("unknown command '%s'", cmd);
+  return 1;
+}

@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# The dlq-bridge benchmark: builds build-bench/ (with -DDLQB_BENCH=ON), starts
+# its own private RabbitMQ node, and in one run on that node measures
+#   a) raw publish-with-confirm of 256-byte persistent messages into a quorum
+#      queue, confirms awaited one by one and with a window in flight;
+#   b) a dynamic shovel (ack-mode on-confirm) moving N messages from
+#      dsr.dlq.manual (classic) to dsr.work (quorum): the queues replay uses;
+#   c) `dlq-bridge replay --all` of the same N messages (if the command exists);
+#   d) the daemon routing N failures from dsr.failed to the retry queue,
+#      with the audit trail off and on (if the audit module writes records);
+#   e) peak RSS (VmHWM) of the daemon and of replay;
+#   f) two daemons routing at once against one.
+# It prints a table with msg/s and the ratios against the targets. It is not
+# a test: nothing here passes or fails the build.
+#
+# usage: bench/run.sh [--messages N] [--rounds R] [--window W] [--port P]
+#                     [--full] [--no-build]
+#   --messages N  messages per measurement (default 50000)
+#   --rounds R    repeat shovel, replay and routing R times, report the median
+#                 (default 3; the machine is shared and noisy)
+#   --window W    publishes in flight for the pipelined publish (default 512)
+#   --port P      AMQP port of the private node; it also takes P+1..P+4
+#                 (default 45672)
+#   --full        also replay and route 200,000 messages to show RSS is flat
+#   --no-build    use the binaries already in build-bench/
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+messages=50000 rounds=3 window=512 port=45672 full=0 build=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --messages) messages=${2:?--messages needs a value}; shift 2 ;;
+    --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
+    --window) window=${2:?--window needs a value}; shift 2 ;;
+    --port) port=${2:?--port needs a value}; shift 2 ;;
+    --full) full=1; shift ;;
+    --no-build) build=0; shift ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (see bench/run.sh --help)" >&2; exit 2 ;;
+    esac
+done
+
+bdir=$root/build-bench
+node_dir=$bdir/broker
+work=$bdir/bench-run
+bin=$bdir/dlq-bridge
+tool=$bdir/bench/dlqb-bench
+url="amqp://guest:guest@127.0.0.1:$port/%2f"
+mgmt="http://127.0.0.1:$((port + 1))"
+full_n=200000
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+fail() { printf 'bench/run.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---- build and broker ----------------------------------------------------
+
+if [ "$build" = 1 ]; then
+    log "building $bdir"
+    cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_BENCH=ON \
+        -DDLQB_BROKER_TESTS=OFF >/dev/null || fail "cmake configure failed"
+    cmake --build "$bdir" -j2 --target dlq-bridge dlqb-bench >/dev/null || fail "build failed"
+fi
+[ -x "$bin" ] && [ -x "$tool" ] || fail "no binaries in $bdir (run without --no-build)"
+
+# Our node only: a node left by an interrupted run of this script is
+# stopped through its own pid file; anything else on the ports is someone
+# else's, and we refuse rather than measure (or disturb) it.
+scripts/broker-node.sh stop "$node_dir" >/dev/null 2>&1 || true
+for p in $port $((port + 1)) $((port + 2)) $((port + 3)) $((port + 4)); do
+    if ss -Htln "sport = :$p" | grep -q .; then
+        fail "port $p is in use by another process; choose a free range with --port"
+    fi
+done
+rm -rf "$node_dir" "$work"
+mkdir -p "$work"
+cleanup() {
+    local pids
+    pids=$(jobs -p)
+    [ -n "$pids" ] && kill -TERM $pids 2>/dev/null
+    scripts/broker-node.sh stop "$node_dir" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+log "starting a private broker on port $port ($node_dir)"
+scripts/broker-node.sh start "$node_dir" "$port" "dlqb-bench-$port" >/dev/null ||
+    fail "broker did not start; see $node_dir/log/"
+
+# One topology for every phase: a long retry delay, so that routed tasks stay
+# in dsr.retry.10m and can be counted there.
+export DLQ_BRIDGE_URL=$url DLQ_BRIDGE_RETRY_DELAYS=10m
+unset DLQ_BRIDGE_AUDIT_LOG DLQ_BRIDGE_AUDIT_KEY_FILE DLQ_BRIDGE_PASSWORD_FILE
+"$bin" declare >/dev/null || fail "dlq-bridge declare failed"
+
+# ---- helpers ---------------------------------------------------------------
+
+now() { date +%s.%N; }
+# msg/s for count messages between two epoch times.
+rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.0f", n / (b - a) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b; else print "n/a" }'; }
+median() { tr ' ' '\n' | awk 'NF' | sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
+mib() { awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else printf "%.1f", k / 1024 }'; }
+
+purge_all() {
+    "$tool" purge --url "$url" --queue dsr.work --queue dsr.failed --queue dsr.retry.10m \
+        --queue dsr.dlq.manual --queue compliance_review
+}
+preload_dlq() { "$tool" publish --url "$url" --routing-key dsr.dlq.manual --kind dlq --count "$1" --window "$window" >/dev/null; }
+preload_failed() { "$tool" publish --url "$url" --exchange dsr.dlx --routing-key "" --kind failed --count "$1" --window "$window" >/dev/null; }
+wait_for() { "$tool" wait --url "$url" --timeout-ms 900000 "$@" | field epoch; }
+
+# Starts a daemon (extra env as NAME=VALUE arguments) as a child of this
+# shell, so that stop_daemon can wait for it; its pid goes to last_pid.
+start_daemon() {
+    local logf=$1
+    shift
+    env "$@" "$bin" run --no-declare >"$logf" 2>&1 &
+    last_pid=$!
+}
+# SIGTERMs a daemon and waits until it has finished its in-flight work.
+stop_daemon() {
+    kill -TERM "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+hwm_kib() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }
+
+# ---- a) raw publish with confirms ---------------------------------------
+
+single_n=$((messages / 10))
+[ "$single_n" -gt 5000 ] && single_n=5000
+[ "$single_n" -lt 100 ] && single_n=100
+log "a) publish $single_n one by one and $messages with $window in flight into a quorum queue"
+pub_single=$("$tool" publish --url "$url" --routing-key bench.quorum --declare-quorum \
+    --count "$single_n" --window 1 | field rate)
+"$tool" purge --url "$url" --queue bench.quorum
+pub_window=$("$tool" publish --url "$url" --routing-key bench.quorum --count "$messages" \
+    --window "$window" | field rate)
+"$tool" purge --url "$url" --queue bench.quorum --delete
+pub_classic=$("$tool" publish --url "$url" --routing-key dsr.dlq.manual --kind dlq \
+    --count "$messages" --window "$window" | field rate)
+purge_all
+
+# ---- b) shovel, c) replay --------------------------------------------------
+
+shovel_rates="" replay_rates="" replay_rss=""
+replay_state="not available (no 'dlq-bridge replay' command in this build)"
+if "$bin" replay --help >/dev/null 2>&1; then replay_state=ok; fi
+shovel_body=$(printf '{"value":{"src-protocol":"amqp091","src-uri":"%s","src-queue":"dsr.dlq.manual","src-prefetch-count":1000,"src-delete-after":"queue-length","dest-protocol":"amqp091","dest-uri":"%s","dest-queue":"dsr.work","ack-mode":"on-confirm"}}' \
+    "amqp://guest:guest@127.0.0.1:$port" "amqp://guest:guest@127.0.0.1:$port")
+
+# Replays the DLQ (already holding n messages); sets r_rate and r_rss.
+run_replay() {
+    local n=$1 t0 t1 out
+    t0=$(now)
+    if ! out=$("$tool" exec -- "$bin" replay --all 2>>"$work/replay.log"); then
+        replay_state="failed: $(tail -n 1 "$work/replay.log")"
+        return 1
+    fi
+    t1=$(wait_for --queue dsr.work --at-least "$n" --empty dsr.dlq.manual)
+    r_rate=$(rate "$n" "$t0" "$t1")
+    r_rss=$(echo "$out" | field maxrss_kib)
+}
+
+for round in $(seq 1 "$rounds"); do
+    log "b) round $round: shovel $messages messages dsr.dlq.manual -> dsr.work"
+    preload_dlq "$messages"
+    t0=$(now)
+    code=$(curl -s -o /dev/null -w '%{http_code}' -u guest:guest -X PUT -H 'content-type: application/json' \
+        "$mgmt/api/parameters/shovel/%2F/bench-shovel" -d "$shovel_body")
+    [ "$code" = 201 ] || [ "$code" = 204 ] || fail "cannot create the shovel (HTTP $code)"
+    t1=$(wait_for --queue dsr.work --at-least "$messages" --empty dsr.dlq.manual)
+    shovel_rates="$shovel_rates $(rate "$messages" "$t0" "$t1")"
+    curl -s -o /dev/null -u guest:guest -X DELETE "$mgmt/api/parameters/shovel/%2F/bench-shovel" || true
+    purge_all
+
+    if [ "$replay_state" = ok ]; then
+        log "c) round $round: dlq-bridge replay --all of $messages messages"
+        preload_dlq "$messages"
+        if run_replay "$messages"; then
+            replay_rates="$replay_rates $r_rate"
+            replay_rss="$r_rss"
+        fi
+        purge_all
+    fi
+done
+
+# ---- d) routing, audit off and on; f) two daemons ----------------------
+
+# Routes n preloaded failures with `daemons` daemons; sets d_rate and d_rss
+# (the largest VmHWM among them, read just before they are stopped).
+route() {
+    local n=$1 daemons=$2 tag=$3
+    shift 3
+    local pids="" t0 t1 p
+    preload_failed "$n"
+    t0=$(now)
+    for i in $(seq 1 "$daemons"); do
+        start_daemon "$work/daemon-$tag-$i.log" DLQ_BRIDGE_INSTANCE="bench-$tag-$i" "$@"
+        pids="$pids $last_pid"
+    done
+    t1=$(wait_for --queue dsr.retry.10m --queue dsr.dlq.manual --at-least "$n" --empty dsr.failed)
+    d_rate=$(rate "$n" "$t0" "$t1")
+    d_rss=0
+    for p in $pids; do
+        local h
+        h=$(hwm_kib "$p")
+        [ -n "$h" ] && [ "$h" -gt "$d_rss" ] && d_rss=$h
+    done
+    local s0
+    s0=$(now)
+    for p in $pids; do stop_daemon "$p"; done
+    d_stop=$(awk -v a="$s0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+    if grep -q drain_timeout "$work"/daemon-"$tag"-*.log; then
+        log "warning: a daemon hit its drain timeout on SIGTERM (see $work/daemon-$tag-*.log)"
+    fi
+    purge_all
+}
+
+audit_key=$work/audit.key
+audit_log=$work/audit.log
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$audit_key" && echo >>"$audit_key")
+route_off="" route_on="" route_two="" daemon_rss="" stop_off="" audit_state=ok
+for round in $(seq 1 "$rounds"); do
+    log "d) round $round: route $messages failures, audit off"
+    route "$messages" 1 off
+    route_off="$route_off $d_rate"
+    daemon_rss=$d_rss stop_off="$stop_off $d_stop"
+
+    if [ "$audit_state" = ok ]; then
+        log "d) round $round: route $messages failures, audit on"
+        rm -f "$audit_log"
+        route "$messages" 1 on DLQ_BRIDGE_AUDIT_LOG="$audit_log" DLQ_BRIDGE_AUDIT_KEY_FILE="$audit_key"
+        records=$( [ -f "$audit_log" ] && wc -l <"$audit_log" || echo 0)
+        if [ "$records" -lt "$messages" ]; then
+            audit_state="not available (the daemon wrote $records audit records for $messages hops)"
+        else
+            route_on="$route_on $d_rate"
+        fi
+    fi
+
+    log "f) round $round: route $messages failures with two daemons"
+    route "$messages" 2 two
+    route_two="$route_two $d_rate"
+done
+
+# ---- e) RSS at depth ------------------------------------------------------
+
+replay_full_rss="" daemon_full_rss="" route_full=""
+if [ "$full" = 1 ]; then
+    log "e) route $full_n failures (RSS at depth)"
+    route "$full_n" 1 full
+    daemon_full_rss=$d_rss route_full=$d_rate
+    if [ "$replay_state" = ok ]; then
+        log "e) replay $full_n messages (RSS at depth)"
+        preload_dlq "$full_n"
+        run_replay "$full_n" && replay_full_rss=$r_rss
+        purge_all
+    fi
+fi
+
+# ---- report -----------------------------------------------------------------
+
+shovel=$(echo "$shovel_rates" | median)
+replay=$(echo "$replay_rates" | median)
+off=$(echo "$route_off" | median)
+on=$(echo "$route_on" | median)
+two=$(echo "$route_two" | median)
+
+verdict() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "n/a"; else if (r + 0 >= t) print "met"; else print "MISSED" }'; }
+rss_verdict() { awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else if (k < 32768) print "met"; else print "MISSED" }'; }
+
+printf '\n'
+printf 'dlq-bridge benchmark: %s messages of 256 B, persistent, %s round(s) (median), window %s\n' \
+    "$messages" "$rounds" "$window"
+printf 'broker: RabbitMQ %s on 127.0.0.1:%s, %s CPUs; %s\n' \
+    "$(curl -s -u guest:guest "$mgmt/api/overview" | sed -n 's/.*"rabbitmq_version":"\([^"]*\)".*/\1/p')" \
+    "$port" "$(nproc)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+printf '\n| %-58s | %12s |\n' "measurement" "msg/s"
+printf '| %-58s | %12s |\n' "$(printf -- '-%.0s' $(seq 58))" "-----------:"
+printf '| %-58s | %12s |\n' "publish, confirm awaited one by one, quorum ($single_n msgs)" "$pub_single"
+printf '| %-58s | %12s |\n' "publish, $window in flight, quorum" "$pub_window"
+printf '| %-58s | %12s |\n' "publish, $window in flight, classic (dsr.dlq.manual)" "$pub_classic"
+printf '| %-58s | %12s |\n' "shovel dsr.dlq.manual -> dsr.work (on-confirm, prefetch 1000)" "$shovel"
+printf '| %-58s | %12s |\n' "replay --all dsr.dlq.manual -> dsr.work" \
+    "$([ -n "$replay_rates" ] && echo "$replay" || echo n/a)"
+printf '| %-58s | %12s |\n' "routing, 1 daemon, audit off (dsr.failed -> retry)" "$off"
+printf '| %-58s | %12s |\n' "routing, 1 daemon, audit on" "$([ -n "$route_on" ] && echo "$on" || echo n/a)"
+printf '| %-58s | %12s |\n' "routing, 2 daemons at once (combined)" "$two"
+[ -n "$route_full" ] && printf '| %-58s | %12s |\n' "routing, 1 daemon, $full_n failures" "$route_full"
+
+r_replay=$(ratio "${replay_rates:+$replay}" "$shovel")
+r_route=$(ratio "$off" "$shovel")
+r_audit=$(ratio "${route_on:+$on}" "$off")
+r_two=$(ratio "$two" "$off")
+printf '\n| %-34s | %6s | %7s | %-7s |\n' "ratio" "value" "target" "verdict"
+printf '| %-34s | %6s | %7s | %-7s |\n' "----------------------------------" "-----:" "------:" "-------"
+printf '| %-34s | %6s | %7s | %-7s |\n' "replay / shovel" "$r_replay" ">= 1.3" "$(verdict "$r_replay" 1.3)"
+printf '| %-34s | %6s | %7s | %-7s |\n' "routing / shovel" "$r_route" ">= 1.0" "$(verdict "$r_route" 1.0)"
+printf '| %-34s | %6s | %7s | %-7s |\n' "audit on / audit off" "$r_audit" ">= 0.8" "$(verdict "$r_audit" 0.8)"
+printf '| %-34s | %6s | %7s | %-7s |\n' "two daemons / one daemon" "$r_two" "-" "-"
+printf '| %-34s | %6s | %7s | %-7s |\n' "publish window / one by one" "$(ratio "$pub_window" "$pub_single")" "-" "-"
+
+printf '\n| %-40s | %9s | %-7s |\n' "peak RSS (VmHWM)" "MiB" "< 32"
+printf '| %-40s | %9s | %-7s |\n' "----------------------------------------" "--------:" "-------"
+printf '| %-40s | %9s | %-7s |\n' "daemon, $messages failures" "$(mib "$daemon_rss")" "$(rss_verdict "$daemon_rss")"
+[ -n "$daemon_full_rss" ] && printf '| %-40s | %9s | %-7s |\n' "daemon, $full_n failures" "$(mib "$daemon_full_rss")" "$(rss_verdict "$daemon_full_rss")"
+printf '| %-40s | %9s | %-7s |\n' "replay, $messages messages" "$(mib "$replay_rss")" "$(rss_verdict "$replay_rss")"
+[ "$full" = 1 ] && printf '| %-40s | %9s | %-7s |\n' "replay, $full_n messages" "$(mib "$replay_full_rss")" "$(rss_verdict "$replay_full_rss")"
+
+printf '\nreplay: %s\naudit: %s\n' "$replay_state" "$audit_state"
+printf 'per round (msg/s): shovel%s | replay%s | routing off%s | on%s | two%s\n' \
+    "$shovel_rates" "${replay_rates:- -}" "$route_off" "${route_on:- -}" "$route_two"
+printf 'daemon shutdown after SIGTERM (s):%s\n' "$stop_off"
+printf 'logs: %s\n' "$work"

@@ -1,0 +1,37 @@
+/* The daemon's DLQ SLA escalator: a thread with its own connection (a
+ * rabbitmq-c connection is not thread-safe, so it never shares the
+ * router's) that every interval moves DLQ items older than
+ * cfg->dlq_sla_ms to compliance_review, stamping escalated_by=dlq-bridge,
+ * escalated_at and escalation_reason=dlq_sla, so that nothing waits in the
+ * DLQ forever. Each move is confirmed before the DLQ copy is acked and is
+ * audited (event escalated, cause "sla", actor "system").
+ *
+ * The interval is a quarter of the SLA, between 1 s and 30 s. A pass stops
+ * at the first item younger than the SLA: the DLQ fills in dlq_at order, so
+ * everything behind it is younger too. Items without any time stamp are
+ * left alone (inspect shows their age as unknown). */
+#ifndef DLQB_ESCALATOR_H
+#define DLQB_ESCALATOR_H
+
+#include "dlqb/config.h"
+#include "dlqb/error.h"
+#include "dlqb/hop.h"
+
+typedef struct dlqb_escalator dlqb_escalator;
+
+/* Starts the thread. after_ack (may be NULL) is called from the escalator's
+ * thread for each escalation once acked (metrics); it must be thread-safe.
+ * Opens its own audit writer "escalator@<instance>" (none when audit is
+ * off). cfg is copied. */
+dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
+                                 void (*after_ack)(void *ctx, const dlqb_hop *hop,
+                                                   double confirm_seconds),
+                                 void *ctx, dlqb_escalator **out, dlqb_error *err);
+
+/* Stops the thread (finishing the pass in flight) and frees. NULL-safe. */
+void dlqb_escalator_stop(dlqb_escalator *e);
+
+/* The interval between passes for an SLA (exposed for tests). */
+long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms);
+
+#endif

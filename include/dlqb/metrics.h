@@ -1,0 +1,92 @@
+/* What `dlq-bridge run` tells Prometheus and load balancers: a registry of
+ * counters, gauges and a histogram, its text exposition (format 0.0.4), the
+ * health verdict, an HTTP endpoint (libmicrohttpd) serving /metrics and
+ * /healthz, and a refresher thread that reads queue depths and ages on its
+ * own broker connection. docs/metrics.md describes every metric.
+ *
+ * Threads: the router's thread counts hops and reports the connection and
+ * audit state; the refresher thread publishes queue stats; the HTTP thread
+ * renders. Every function on a dlqb_metrics is safe to call from any of
+ * them. The registry counts only what this process does: replay, resolve
+ * and operator escalation run in the ops commands and are not counted. */
+#ifndef DLQB_METRICS_H
+#define DLQB_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dlqb/config.h"
+#include "dlqb/error.h"
+#include "dlqb/hop.h"
+#include "dlqb/queue_stats.h"
+
+typedef struct dlqb_metrics dlqb_metrics;
+
+/* A registry with every counter at 0, disconnected, audit writable, no
+ * queue stats yet. version goes into dlq_bridge_build_info (copied). NULL
+ * when out of memory. Free with dlqb_metrics_free (NULL-safe) after the
+ * server and refresher using it are stopped. */
+dlqb_metrics *dlqb_metrics_new(const char *version);
+void dlqb_metrics_free(dlqb_metrics *m);
+
+/* Counts one settled hop by its event (and cause), and observes its confirm
+ * latency unless confirm_seconds is negative (nothing was published). The
+ * signature matches dlqb_router_hooks.after_ack with m as ctx. */
+void dlqb_metrics_count_hop(dlqb_metrics *m, const dlqb_hop *hop, double confirm_seconds);
+
+/* The router's connection state (dlqb_router_hooks.on_connected). */
+void dlqb_metrics_set_connected(dlqb_metrics *m, bool connected);
+
+/* Whether the audit log took its last write (true when audit is off). */
+void dlqb_metrics_set_audit_writable(dlqb_metrics *m, bool writable);
+
+/* Replaces the queue gauges with stats (n entries, copied). ok false means
+ * the refresher could not read them: the gauges are dropped and
+ * dlq_bridge_queue_stats_up reads 0 until the next successful refresh. */
+void dlqb_metrics_set_queues(dlqb_metrics *m, const dlqb_queue_stat *stats, size_t n, bool ok);
+
+/* Renders the exposition into a malloc'd, NUL-terminated buffer (*text, of
+ * *len bytes, the caller frees). DLQB_ENOMEM is the only failure. */
+dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **text, size_t *len, dlqb_error *err);
+
+/* The /healthz verdict: true when connected and the audit log is writable;
+ * otherwise false with a one-line reason in reason (len bytes). */
+bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len);
+
+/* ---- the HTTP endpoint ------------------------------------------------ */
+
+typedef struct dlqb_metrics_server dlqb_metrics_server;
+
+/* Listens on addr ("host:port", "[v6]:port"; port 0 picks a free port) and
+ * serves, from libmicrohttpd's own thread:
+ *   GET /metrics  200, the exposition (text/plain; version=0.0.4)
+ *   GET /healthz  200 "ok", or 503 with the reason of dlqb_metrics_healthy
+ * Other paths are 404, other methods 405. m must outlive the server. Errors
+ * name the address ("cannot listen on 127.0.0.1:9464: address already in
+ * use"). Stop with dlqb_metrics_server_stop (NULL-safe). */
+dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
+                                      dlqb_metrics_server **out, dlqb_error *err);
+void dlqb_metrics_server_stop(dlqb_metrics_server *s);
+
+/* The port actually listened on (useful after port 0). */
+int dlqb_metrics_server_port(const dlqb_metrics_server *s);
+
+/* ---- the queue refresher ---------------------------------------------- */
+
+#define DLQB_METRICS_REFRESH_MS 5000
+
+typedef struct dlqb_metrics_refresher dlqb_metrics_refresher;
+
+/* Starts a thread that, every interval_ms, reads the depth and age of every
+ * queue of cfg's topology (dlqb_queue_stats) on its own connection (named
+ * "dlq-bridge metrics <instance>": rabbitmq-c connections are not
+ * thread-safe, so it never touches the router's) and publishes them into m.
+ * It reconnects on its own when the broker goes away. cfg is copied; m must
+ * outlive the refresher. Stop with dlqb_metrics_refresher_stop
+ * (NULL-safe), which returns once the thread has closed its connection. */
+dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg,
+                                         long interval_ms, dlqb_metrics_refresher **out,
+                                         dlqb_error *err);
+void dlqb_metrics_refresher_stop(dlqb_metrics_refresher *r);
+
+#endif

@@ -1,0 +1,103 @@
+/* One bounded pass over a classic queue (the DLQ, compliance_review) on the
+ * confirm-before-ack pipeline: the engine under replay, escalate, inspect,
+ * resolve, stats and the daemon's SLA escalator.
+ *
+ * A pass covers the messages present when it starts: the queue's depth N
+ * (passive declare) bounds it (pipe max_messages), so items that arrive
+ * meanwhile wait for the next run. Each item goes to the caller's on_item,
+ * which settles it through dlqb_scan_forward (move, confirm before ack),
+ * dlqb_scan_ack (remove, e.g. resolve) or dlqb_scan_hold (leave it).
+ * Held items stay unacked and return to the queue, in their places, when
+ * the pass closes its connection: on a classic queue that changes neither
+ * order nor counts.
+ *
+ * Held items occupy the prefetch window. The window is min(N, window);
+ * when it fills with held items the broker sends nothing more, so the pass
+ * stops there and reports window_full: the caller says so and the operator
+ * re-runs with a larger --window (up to 65535). We chose this over
+ * requeueing unselected items at the tail because a requeue reorders the
+ * DLQ and a crash in the middle of it would leave the order half-changed.
+ *
+ * Every settled hop is recorded in the audit trail (when one is open)
+ * before its original is acked. */
+#ifndef DLQB_SCAN_H
+#define DLQB_SCAN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlqb/audit.h"
+#include "dlqb/config.h"
+#include "dlqb/envelope.h"
+#include "dlqb/hop.h"
+#include "dlqb/pipe.h"
+#include "dlqb/select.h"
+
+#define DLQB_SCAN_WINDOW_DEFAULT 5000
+#define DLQB_SCAN_WINDOW_MAX 65535
+
+typedef struct dlqb_scan dlqb_scan;
+
+typedef struct {
+  const char *queue;     /* queue to pass over */
+  const char *purpose;   /* connection name, e.g. "dlq-bridge replay" */
+  const char *actor;     /* who acts, copied into every hop */
+  dlqb_audit *audit;     /* NULL: no audit trail */
+  int window;            /* prefetch cap; 0 = DLQB_SCAN_WINDOW_DEFAULT */
+  uint64_t max_items;    /* examine at most this many; 0 = the depth at start */
+  long idle_stop_ms;     /* give up waiting for deliveries after this; 0 = 5000 */
+  double rate;           /* forwards per second; 0 = unlimited */
+  volatile sig_atomic_t *stop; /* set by a signal handler; may be NULL */
+  /* Called for each item, in queue order; must settle d exactly once. */
+  dlqb_status (*on_item)(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                         dlqb_error *err);
+  /* Called about once a second (progress). May be NULL. */
+  void (*on_tick)(void *ctx, const dlqb_scan *s);
+  /* Called after a hop's original was acked. May be NULL. */
+  void (*after_ack)(void *ctx, const dlqb_hop *hop);
+  void *ctx;
+} dlqb_scan_options;
+
+typedef struct {
+  uint64_t depth_at_start; /* ready messages when the pass began */
+  uint64_t examined;       /* items given to on_item */
+  uint64_t forwarded;      /* published, confirmed and the original acked */
+  uint64_t removed;        /* acked without a publish (resolve, skip as complete) */
+  uint64_t held;           /* left in the queue by on_item */
+  bool window_full;        /* stopped early: the window filled with held items */
+  bool interrupted;        /* stopped by *stop */
+  bool stopped;            /* stopped early by dlqb_scan_stop */
+  bool short_read;         /* fewer items arrived than counted (someone else took them) */
+} dlqb_scan_result;
+
+/* Runs one pass. Returns DLQB_OK when the pass ended (see res for why), or
+ * the connection's error (e.g. DLQB_ECONN "cannot connect to broker at ...";
+ * a missing queue is DLQB_EBROKER). res is filled in either case. */
+dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
+                          dlqb_scan_result *res, dlqb_error *err);
+
+/* Settles d by publishing a copy to `queue` (default exchange, mandatory,
+ * persistent, no expiration) with the header changes in sets applied, then
+ * acking d once confirmed. The hop (event, reason) is audited. Waits for a
+ * --rate token first. cause is the hop's machine-readable category (hop.h:
+ * "operator", "sla", "max_replays" for escalations, "" otherwise). */
+dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                              const char *queue, const dlqb_hset *sets, size_t nsets,
+                              dlqb_event event, const char *cause, const char *reason,
+                              dlqb_error *err);
+
+/* Settles d by acking it with nothing published (audited). */
+void dlqb_scan_ack(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event event,
+                   const char *cause, const char *reason);
+
+/* Settles d by leaving it in the queue. */
+void dlqb_scan_hold(dlqb_scan *s, const dlqb_delivery *d);
+
+/* Ends the pass after the current item (what is in flight completes). */
+void dlqb_scan_stop(dlqb_scan *s);
+
+/* Progress so far (for on_tick). */
+void dlqb_scan_progress(const dlqb_scan *s, dlqb_scan_result *out);
+
+#endif

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dlq-bridge needs to build and run its tests.
+#
+# Installs only what dpkg reports missing, so a prepared machine is left
+# untouched. As root it runs apt-get (refreshing the package lists only if the
+# first attempt fails); otherwise it lists what is missing and exits 1.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+packages=(
+    build-essential cmake pkg-config
+    librabbitmq-dev libssl-dev libjson-c-dev libcmocka-dev libmicrohttpd-dev
+    rabbitmq-server curl socat prometheus openssl python3 python3-yaml
+    clang libclang-rt-14-dev
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    [ "$status" = "install ok installed" ] || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}" >&2
+    echo "install-deps: run as root, or: sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+    exit 1
+fi
+
+# Installing rabbitmq-server would start a system node on the default ports
+# where the init system allows it; the tests run their own private nodes, so
+# keep the service down during the install unless a policy already exists.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy"
+    chmod 755 "$policy"
+    own_policy=1
+fi
+cleanup() { if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi; }
+trap cleanup EXIT
+
+echo "install-deps: installing ${missing[*]}"
+if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+    echo "install-deps: install failed; refreshing package lists and retrying" >&2
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,102 @@
+/* dlq-bridge escalate: move selected DLQ items to compliance_review. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "dlqb/log.h"
+#include "dlqb/topology.h"
+#include "ops.h"
+
+#define RATE_MAX 100000
+
+static const cli_flag flags[] = {
+    OPS_SELECT_FLAGS,
+    {"rate", true, "N", "escalate at most N messages a second"},
+    {"dry-run", false, NULL, "list what would be escalated; move nothing"},
+    OPS_COMMON_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+const cli_spec cmd_escalate_spec = {
+    .name = "escalate",
+    .summary = "move DLQ items to compliance_review for a person to decide",
+    .usage = "dlq-bridge escalate (--all | FILTER...) [--limit N] [--dry-run] [--json]",
+    .details =
+        "Moves the selected items of dsr.dlq.manual to compliance_review, stamping the\n"
+        "headers escalated_by (--actor), escalated_at (now, ISO-8601 UTC) and\n"
+        "escalation_reason=operator. Everything else, body included, is kept.\n"
+        "Items not selected stay in the DLQ, in their order. The daemon escalates by\n"
+        "itself items older than DLQ_BRIDGE_DLQ_SLA (escalation_reason=dlq_sla) and\n"
+        "tasks that fail again after DLQ_BRIDGE_MAX_REPLAYS replays (max_replays).",
+    .flags = flags,
+    .settings = true,
+};
+
+typedef struct {
+  ops_opts o;
+  bool dry_run;
+  double rate;
+  char now[DLQB_ISO_TIME_MAX];
+} escalate_opts;
+
+static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
+  escalate_opts *e = ctx;
+  if (flag != NULL && strcmp(flag, "dry-run") == 0) {
+    e->dry_run = true;
+    return DLQB_OK;
+  }
+  if (flag != NULL && strcmp(flag, "rate") == 0) {
+    char *end;
+    double n = strtod(value, &end);
+    if (*value == '\0' || *end != '\0' || !(n > 0) || n > RATE_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--rate: '%.32s' is not a number from 1 to %d", value,
+                       RATE_MAX);
+    e->rate = n;
+    return DLQB_OK;
+  }
+  return ops_flag(&e->o, flag, value, err);
+}
+
+static size_t escalate_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
+  escalate_opts *e = ctx;
+  (void)it;
+  size_t n = 0;
+  out[n++] = (dlqb_hset){"escalated_by", DLQB_HSET_STRING, e->o.actor, 0};
+  out[n++] = (dlqb_hset){"escalated_at", DLQB_HSET_STRING, e->now, 0};
+  out[n++] = (dlqb_hset){"escalation_reason", DLQB_HSET_STRING, "operator", 0};
+  return n;
+}
+
+static const char *escalate_reason(void *ctx, const dlqb_item *it) {
+  (void)ctx;
+  (void)it;
+  return "operator";
+}
+
+int cmd_escalate(int argc, char **argv) {
+  escalate_opts e;
+  memset(&e, 0, sizeof e);
+  bool help;
+  int rc = ops_load(&cmd_escalate_spec, argc, argv, &e.o, on_flag, &e, &help);
+  if (rc != EXIT_OK) return rc;
+  if (help) {
+    cli_print_help(&cmd_escalate_spec, stdout);
+    return EXIT_OK;
+  }
+  dlqb_error err;
+  if (!dlqb_select_given(&e.o.sel)) {
+    cli_error("escalate needs a selection: --all or at least one filter (see 'dlq-bridge escalate --help')");
+    return EXIT_USAGE;
+  }
+  if (dlqb_select_validate(&e.o.sel, &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return EXIT_USAGE;
+  }
+  volatile sig_atomic_t *stop = cli_stop_flag();
+  dlqb_iso_time(dlqb_now_ms(), e.now, sizeof e.now);
+  ops_move_spec m = {.command = "escalate", .target = DLQB_Q_REVIEW, .event = DLQB_EV_ESCALATED,
+                     .verb = "escalated", .cause = "operator", .dry_run = e.dry_run, .rate = e.rate,
+                     .sets = escalate_sets, .reason = escalate_reason, .ctx = &e};
+  return ops_move_run(&e.o, &m, stop);
+}

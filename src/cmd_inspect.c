@@ -1,0 +1,143 @@
+/* dlq-bridge inspect: list DLQ items without moving or reordering them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "dlqb/log.h"
+#include "dlqb/topology.h"
+#include "ops.h"
+
+#define PAYLOAD_SHOWN_MAX (64 * 1024)
+
+static const cli_flag flags[] = {
+    OPS_SELECT_FLAGS,
+    {"show-payload", false, NULL, "also print each message body (hidden by default)"},
+    {"queue", true, "NAME", "list another classic queue, e.g. compliance_review"},
+    OPS_COMMON_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+const cli_spec cmd_inspect_spec = {
+    .name = "inspect",
+    .summary = "list DLQ items and why they failed, without consuming them",
+    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--show-payload] [--json]",
+    .details =
+        "Lists the items of dsr.dlq.manual (request_id, source_system, legal_basis,\n"
+        "action, attempt, dlq_reason, last_error, age) with the same filters as replay;\n"
+        "no filter lists everything. Nothing is consumed: every message is received\n"
+        "without an ack and returns to its place when inspect disconnects, so the\n"
+        "queue's order and content are unchanged (the DLQ is a classic queue, which\n"
+        "keeps no delivery count). While inspect runs, the items it reads are briefly\n"
+        "invisible to other consumers. Payloads are hidden unless --show-payload.",
+    .flags = flags,
+    .settings = true,
+};
+
+typedef struct {
+  ops_opts o;
+  bool show_payload;
+  const char *queue;
+  uint64_t listed;
+  int64_t now_ms;
+  json_object *items;
+  char *payload; /* scratch */
+} inspect_ctx;
+
+static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
+  inspect_ctx *c = ctx;
+  if (flag != NULL && strcmp(flag, "show-payload") == 0) {
+    c->show_payload = true;
+    return DLQB_OK;
+  }
+  if (flag != NULL && strcmp(flag, "queue") == 0) {
+    if (strcmp(value, DLQB_Q_DLQ) != 0 && strcmp(value, DLQB_Q_REVIEW) != 0)
+      return dlqb_fail(err, DLQB_EINVAL, "--queue: only %s and %s can be inspected (classic "
+                       "queues; reading a quorum queue would count deliveries)",
+                       DLQB_Q_DLQ, DLQB_Q_REVIEW);
+    c->queue = value;
+    return DLQB_OK;
+  }
+  return ops_flag(&c->o, flag, value, err);
+}
+
+static const char *payload_text(inspect_ctx *c, amqp_bytes_t body) {
+  size_t n = body.len < PAYLOAD_SHOWN_MAX ? body.len : PAYLOAD_SHOWN_MAX;
+  dlqb_text_sanitize(c->payload, PAYLOAD_SHOWN_MAX + 1, body.bytes, n);
+  return c->payload;
+}
+
+static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
+                                const dlqb_item *it, dlqb_error *err) {
+  inspect_ctx *c = ctx;
+  (void)err;
+  /* Everything is held: it returns to its place when we disconnect. */
+  dlqb_scan_hold(s, d);
+  const dlqb_select *sel = &c->o.sel;
+  if ((sel->limit > 0 && c->listed >= sel->limit) || !dlqb_select_match(sel, it, c->now_ms))
+    return DLQB_OK;
+  c->listed++;
+  if (c->o.json) {
+    json_object *j = ops_item_json(it, c->now_ms);
+    if (c->show_payload)
+      json_object_object_add(j, "payload", json_object_new_string(payload_text(c, d->body)));
+    json_object_array_add(c->items, j);
+  } else {
+    if (c->listed == 1) ops_item_header(stdout);
+    ops_item_print(stdout, it, c->now_ms);
+    putchar('\n');
+    if (c->show_payload) printf("    payload: %s\n", payload_text(c, d->body));
+  }
+  if (sel->limit > 0 && c->listed >= sel->limit) dlqb_scan_stop(s);
+  return DLQB_OK;
+}
+
+int cmd_inspect(int argc, char **argv) {
+  inspect_ctx c;
+  memset(&c, 0, sizeof c);
+  c.queue = DLQB_Q_DLQ;
+  bool help;
+  int rc = ops_load(&cmd_inspect_spec, argc, argv, &c.o, on_flag, &c, &help);
+  if (rc != EXIT_OK) return rc;
+  if (help) {
+    cli_print_help(&cmd_inspect_spec, stdout);
+    return EXIT_OK;
+  }
+  dlqb_error err;
+  if (dlqb_select_validate(&c.o.sel, &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return EXIT_USAGE;
+  }
+  volatile sig_atomic_t *stop = cli_stop_flag();
+  if (c.show_payload && (c.payload = malloc(PAYLOAD_SHOWN_MAX + 1)) == NULL) {
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
+  }
+  c.now_ms = dlqb_now_ms();
+  if (c.o.json) c.items = json_object_new_array();
+  dlqb_scan_options so = {.queue = c.queue, .purpose = "dlq-bridge inspect", .actor = c.o.actor,
+                          .window = c.o.window, .stop = stop, .on_item = inspect_item, .ctx = &c};
+  dlqb_scan_result r;
+  dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
+  free(c.payload);
+  if (st != DLQB_OK) {
+    json_object_put(c.items);
+    return ops_fail(&err);
+  }
+  if (c.o.json) {
+    ops_print_json(c.items);
+  } else if (c.listed == 0) {
+    printf("no items%s in %s (%llu examined)\n", dlqb_select_given(&c.o.sel) ? " match" : "",
+           c.queue, (unsigned long long)r.examined);
+  } else {
+    printf("%llu item%s listed, %llu examined, %llu in %s\n", (unsigned long long)c.listed,
+           c.listed == 1 ? "" : "s", (unsigned long long)r.examined,
+           (unsigned long long)r.depth_at_start, c.queue);
+  }
+  const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
+  if (early != NULL) {
+    cli_error("inspect %s", early);
+    return EXIT_FAILURE_;
+  }
+  return EXIT_OK;
+}

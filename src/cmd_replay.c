@@ -1,0 +1,131 @@
+/* dlq-bridge replay: send selected DLQ items back to dsr.work after a fix. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "dlqb/ledger.h"
+#include "dlqb/log.h"
+#include "dlqb/topology.h"
+#include "ops.h"
+
+#define LEDGER_IDLE_MS 10000
+#define RATE_MAX 100000
+
+static const cli_flag flags[] = {
+    OPS_SELECT_FLAGS,
+    {"rate", true, "N", "replay at most N messages a second (default: as fast as confirms allow)"},
+    {"dry-run", false, NULL, "list what would be replayed or skipped; move nothing"},
+    OPS_COMMON_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+const cli_spec cmd_replay_spec = {
+    .name = "replay",
+    .summary = "send DLQ items back to dsr.work after a fix (attempts reset)",
+    .usage = "dlq-bridge replay (--all | FILTER...) [--limit N] [--rate N] [--dry-run] [--json]",
+    .details =
+        "Moves the selected items of dsr.dlq.manual to dsr.work with attempt reset to 0,\n"
+        "last_error, dlq_reason and dlq_at removed, replay_count raised by one and\n"
+        "first_seen_at kept. Filters combine (all must match). Items that are not\n"
+        "selected stay in the DLQ, in their order. Only the items present at the start\n"
+        "are examined. A task whose (request_id, source_system) is in the completion\n"
+        "ledger dsr.completed is not replayed: it leaves the DLQ audited as\n"
+        "skipped_complete. Each move is confirmed before the DLQ copy is acked, so an\n"
+        "interrupted replay loses nothing (at worst a task is in both queues).\n"
+        "A task replayed DLQ_BRIDGE_MAX_REPLAYS times that fails again goes to\n"
+        "compliance_review instead of the DLQ.",
+    .flags = flags,
+    .settings = true,
+};
+
+typedef struct {
+  ops_opts o;
+  bool dry_run;
+  double rate;
+  char actor_now[DLQB_ISO_TIME_MAX];
+} replay_opts;
+
+static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
+  replay_opts *r = ctx;
+  if (flag != NULL && strcmp(flag, "dry-run") == 0) {
+    r->dry_run = true;
+    return DLQB_OK;
+  }
+  if (flag != NULL && strcmp(flag, "rate") == 0) {
+    char *end;
+    double n = strtod(value, &end);
+    if (*value == '\0' || *end != '\0' || !(n > 0) || n > RATE_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--rate: '%.32s' is not a number from 1 to %d", value,
+                       RATE_MAX);
+    r->rate = n;
+    return DLQB_OK;
+  }
+  return ops_flag(&r->o, flag, value, err);
+}
+
+static size_t replay_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
+  replay_opts *r = ctx;
+  size_t n = 0;
+  out[n++] = (dlqb_hset){DLQB_H_ATTEMPT, DLQB_HSET_INT, NULL, 0};
+  out[n++] = (dlqb_hset){DLQB_H_REPLAY_COUNT, DLQB_HSET_INT, NULL, it->replay_count + 1};
+  out[n++] = (dlqb_hset){DLQB_H_LAST_ERROR, DLQB_HSET_REMOVE, NULL, 0};
+  out[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
+  out[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_REMOVE, NULL, 0};
+  out[n++] = (dlqb_hset){DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0};
+  out[n++] = (dlqb_hset){"replayed_by", DLQB_HSET_STRING, r->o.actor, 0};
+  out[n++] = (dlqb_hset){"replayed_at", DLQB_HSET_STRING, r->actor_now, 0};
+  return n;
+}
+
+static const char *replay_reason(void *ctx, const dlqb_item *it) {
+  (void)ctx;
+  /* The audit record keeps why it had failed; the message no longer does. */
+  return it->last_error[0] != '\0' ? it->last_error : "replay";
+}
+
+int cmd_replay(int argc, char **argv) {
+  replay_opts r;
+  memset(&r, 0, sizeof r);
+  bool help;
+  int rc = ops_load(&cmd_replay_spec, argc, argv, &r.o, on_flag, &r, &help);
+  if (rc != EXIT_OK) return rc;
+  if (help) {
+    cli_print_help(&cmd_replay_spec, stdout);
+    return EXIT_OK;
+  }
+  dlqb_error err;
+  if (!dlqb_select_given(&r.o.sel)) {
+    cli_error("replay needs a selection: --all or at least one filter (see 'dlq-bridge replay --help')");
+    return EXIT_USAGE;
+  }
+  if (dlqb_select_validate(&r.o.sel, &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return EXIT_USAGE;
+  }
+  volatile sig_atomic_t *stop = cli_stop_flag();
+  dlqb_iso_time(dlqb_now_ms(), r.actor_now, sizeof r.actor_now);
+
+  /* The whole ledger first: replaying on a partial one could re-run a
+   * completed erasure, so a failure to read it stops the replay. */
+  dlqb_ledger *ledger = dlqb_ledger_new();
+  if (ledger == NULL) {
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
+  }
+  dlqb_ledger_stats ls;
+  if (dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, ledger, LEDGER_IDLE_MS, &ls, &err) != DLQB_OK) {
+    dlqb_ledger_free(ledger);
+    return ops_fail(&err);
+  }
+  if (!r.o.json && isatty(2))
+    fprintf(stderr, "completion ledger: %zu entries, %zu distinct tasks\n", ls.entries,
+            dlqb_ledger_size(ledger));
+  ops_move_spec m = {.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
+                     .verb = "replayed", .dry_run = r.dry_run, .rate = r.rate, .ledger = ledger,
+                     .sets = replay_sets, .reason = replay_reason, .ctx = &r};
+  rc = ops_move_run(&r.o, &m, stop);
+  dlqb_ledger_free(ledger);
+  return rc;
+}

@@ -1,0 +1,145 @@
+/* The daemon's DLQ SLA escalator thread: see dlqb/escalator.h. */
+#include "dlqb/escalator.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlqb/audit.h"
+#include "dlqb/duration.h"
+#include "dlqb/log.h"
+#include "dlqb/scan.h"
+#include "dlqb/topology.h"
+
+#define INTERVAL_MIN_MS 1000
+#define INTERVAL_MAX_MS 30000
+#define STEP_MS 100
+
+struct dlqb_escalator {
+  dlqb_config cfg;
+  void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
+  void *ctx;
+  dlqb_audit *audit;
+  pthread_t thread;
+  volatile sig_atomic_t stop;
+  char now_iso[DLQB_ISO_TIME_MAX];
+  char reason[DLQB_LAST_ERROR_MAX + 1];
+  int64_t now_ms;
+};
+
+long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms) {
+  uint64_t i = dlq_sla_ms / 4;
+  if (i < INTERVAL_MIN_MS) return INTERVAL_MIN_MS;
+  if (i > INTERVAL_MAX_MS) return INTERVAL_MAX_MS;
+  return (long)i;
+}
+
+static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
+                                 const dlqb_item *it, dlqb_error *err) {
+  dlqb_escalator *e = ctx;
+  uint64_t age;
+  if (!dlqb_item_age(it, e->now_ms, &age)) {
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
+  if (age <= e->cfg.dlq_sla_ms) {
+    /* FIFO by dlq_at: the rest is younger. */
+    dlqb_scan_hold(s, d);
+    dlqb_scan_stop(s);
+    return DLQB_OK;
+  }
+  dlqb_hset sets[3] = {
+      {"escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0},
+      {"escalated_at", DLQB_HSET_STRING, e->now_iso, 0},
+      {"escalation_reason", DLQB_HSET_STRING, "dlq_sla", 0},
+  };
+  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, 3, DLQB_EV_ESCALATED, "sla", e->reason,
+                           err);
+}
+
+static void escalated(void *ctx, const dlqb_hop *hop) {
+  dlqb_escalator *e = ctx;
+  dlqb_log_info("escalated", "message_id=%s request_id=%s to=%s reason=\"%s\"", hop->message_id,
+                hop->request_id, hop->to, hop->reason);
+  if (e->after_ack != NULL) e->after_ack(e->ctx, hop, 0.0);
+}
+
+static void pass(dlqb_escalator *e) {
+  e->now_ms = dlqb_now_ms();
+  dlqb_iso_time(e->now_ms, e->now_iso, sizeof e->now_iso);
+  char sla[32];
+  snprintf(e->reason, sizeof e->reason, "dlq_sla: in %s longer than %s", DLQB_Q_DLQ,
+           dlqb_duration_format(e->cfg.dlq_sla_ms, sla, sizeof sla));
+  char purpose[320];
+  snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg.instance);
+  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = "system",
+                          .audit = e->audit, .idle_stop_ms = 2000, .stop = &e->stop,
+                          .on_item = escalate_item, .after_ack = escalated, .ctx = e};
+  dlqb_scan_result r;
+  dlqb_error err;
+  dlqb_status st = dlqb_scan_run(&e->cfg, &so, &r, &err);
+  if (st != DLQB_OK && st != DLQB_EBROKER) {
+    dlqb_log_warn("escalator", "dlq sla pass failed: %s; trying again later", err.msg);
+  } else if (st == DLQB_EBROKER) {
+    dlqb_log_debug("escalator", "dlq sla pass skipped: %s", err.msg);
+  } else if (r.window_full) {
+    dlqb_log_warn("escalator", "the first %llu DLQ items carry no time stamp; items behind them "
+                  "were not checked against the dlq sla", (unsigned long long)r.held);
+  }
+}
+
+static void *run(void *arg) {
+  dlqb_escalator *e = arg;
+  /* Signals go to the main thread, whose handler sets the stop flag. */
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  long interval = dlqb_escalator_interval_ms(e->cfg.dlq_sla_ms);
+  while (!e->stop) {
+    pass(e);
+    for (long slept = 0; slept < interval && !e->stop; slept += STEP_MS) {
+      struct timespec ts = {0, STEP_MS * 1000000L};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  return NULL;
+}
+
+dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
+                                 void (*after_ack)(void *ctx, const dlqb_hop *hop,
+                                                   double confirm_seconds),
+                                 void *ctx, dlqb_escalator **out, dlqb_error *err) {
+  *out = NULL;
+  dlqb_escalator *e = calloc(1, sizeof *e);
+  if (e == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  e->cfg = *cfg;
+  e->after_ack = after_ack;
+  e->ctx = ctx;
+  char writer[320];
+  snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
+  dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
+  if (st != DLQB_OK) {
+    free(e);
+    return st;
+  }
+  if (pthread_create(&e->thread, NULL, run, e) != 0) {
+    dlqb_audit_close(e->audit);
+    free(e);
+    return dlqb_fail(err, DLQB_ENOMEM, "cannot start the dlq sla escalator thread");
+  }
+  *out = e;
+  return DLQB_OK;
+}
+
+void dlqb_escalator_stop(dlqb_escalator *e) {
+  if (e == NULL) return;
+  e->stop = 1;
+  pthread_join(e->thread, NULL);
+  dlqb_audit_close(e->audit);
+  free(e);
+}

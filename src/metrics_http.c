@@ -1,0 +1,188 @@
+/* The /metrics and /healthz endpoint on libmicrohttpd's own thread. */
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dlqb/log.h"
+#include "dlqb/metrics.h"
+
+/* A scraper and a probe or two: a small limit keeps a misbehaving client
+ * from tying up the bridge's memory. */
+#define MAX_CONNECTIONS 16
+#define CONNECTION_TIMEOUT_S 10
+
+struct dlqb_metrics_server {
+  struct MHD_Daemon *daemon;
+  dlqb_metrics *m;
+  int port;
+};
+
+/* Splits "host:port" / "[v6]:port" into host and port texts. */
+static dlqb_status split_addr(const char *addr, char *host, size_t hlen, char *port, size_t plen,
+                              dlqb_error *err) {
+  const char *colon = strrchr(addr, ':');
+  if (colon == NULL || colon == addr || colon[1] == '\0')
+    return dlqb_fail(err, DLQB_EINVAL, "metrics address '%s' is not host:port", addr);
+  const char *h = addr;
+  size_t n = (size_t)(colon - addr);
+  if (h[0] == '[' && n >= 2 && h[n - 1] == ']') {
+    h++;
+    n -= 2;
+  }
+  if (n >= hlen || strlen(colon + 1) >= plen)
+    return dlqb_fail(err, DLQB_EINVAL, "metrics address '%s' is too long", addr);
+  memcpy(host, h, n);
+  host[n] = '\0';
+  snprintf(port, plen, "%s", colon + 1);
+  return DLQB_OK;
+}
+
+/* Binds and listens on addr; we do it rather than libmicrohttpd so that a
+ * failure comes back with its errno, and port 0 can be read back. */
+static dlqb_status listen_on(const char *addr, int *fd_out, int *port_out, dlqb_error *err) {
+  char host[256], port[16];
+  dlqb_status st = split_addr(addr, host, sizeof host, port, sizeof port, err);
+  if (st != DLQB_OK) return st;
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  int gai = getaddrinfo(host, port, &hints, &res);
+  if (gai != 0)
+    return dlqb_fail(err, DLQB_EINVAL, "cannot resolve metrics address '%s': %s", addr,
+                     gai_strerror(gai));
+  int fd = -1, saved = 0;
+  for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      saved = errno;
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 32) == 0) break;
+    saved = errno;
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0)
+    return dlqb_fail(err, DLQB_EIO, "cannot listen on %s: %s", addr, strerror(saved));
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  int bound = 0;
+  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+    if (ss.ss_family == AF_INET) bound = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6) bound = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  }
+  *fd_out = fd;
+  *port_out = bound;
+  return DLQB_OK;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             char *body, size_t len, enum MHD_ResponseMemoryMode mode) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+  if (r == NULL) {
+    if (mode == MHD_RESPMEM_MUST_FREE) free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, "Allow", "GET, HEAD");
+  enum MHD_Result ret = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *msg) {
+  return reply(c, status, "text/plain; charset=utf-8", (char *)msg, strlen(msg),
+               MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **req_cls) {
+  (void)version;
+  (void)upload;
+  dlqb_metrics_server *s = cls;
+  /* libmicrohttpd calls once with the headers, then per body chunk; answer
+   * on the second call so a body (which we ignore) is drained first. */
+  if (*req_cls == NULL) {
+    *req_cls = s;
+    return MHD_YES;
+  }
+  if (*upload_size != 0) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+    return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+  if (strcmp(url, "/metrics") == 0) {
+    char *text = NULL;
+    size_t len = 0;
+    dlqb_error err;
+    if (dlqb_metrics_render(s->m, &text, &len, &err) != DLQB_OK)
+      return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len,
+                 MHD_RESPMEM_MUST_FREE);
+  }
+  if (strcmp(url, "/healthz") == 0) {
+    char reason[128], line[132];
+    bool ok = dlqb_metrics_healthy(s->m, reason, sizeof reason);
+    snprintf(line, sizeof line, "%s\n", reason);
+    return reply(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
+                 line, strlen(line), MHD_RESPMEM_MUST_COPY);
+  }
+  if (strcmp(url, "/") == 0)
+    return reply_text(c, MHD_HTTP_OK, "dlq-bridge: see /metrics and /healthz\n");
+  return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
+                                      dlqb_metrics_server **out, dlqb_error *err) {
+  *out = NULL;
+  dlqb_metrics_server *s = calloc(1, sizeof *s);
+  if (s == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  s->m = m;
+  int fd = -1;
+  dlqb_status st = listen_on(addr, &fd, &s->port, err);
+  if (st != DLQB_OK) {
+    free(s);
+    return st;
+  }
+  /* The server thread inherits our signal mask: block the stop signals
+   * there so they always reach the thread that acts on them. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  s->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, handle, s,
+                               MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+                               MHD_OPTION_END);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (s->daemon == NULL) {
+    close(fd);
+    free(s);
+    return dlqb_fail(err, DLQB_EIO, "cannot start the metrics server on %s", addr);
+  }
+  *out = s;
+  return DLQB_OK;
+}
+
+void dlqb_metrics_server_stop(dlqb_metrics_server *s) {
+  if (s == NULL) return;
+  MHD_stop_daemon(s->daemon); /* also closes the listening socket */
+  free(s);
+}
+
+int dlqb_metrics_server_port(const dlqb_metrics_server *s) { return s->port; }

@@ -1,0 +1,125 @@
+/* The queue-gauge refresher: a thread with its own broker connection that
+ * reads queue depths and ages every few seconds into the metrics registry. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlqb/link.h"
+#include "dlqb/log.h"
+#include "dlqb/metrics.h"
+#include "dlqb/queue_stats.h"
+#include "dlqb/topology.h"
+
+struct dlqb_metrics_refresher {
+  dlqb_metrics *m;
+  dlqb_config cfg; /* a copy: the thread must not depend on the caller's */
+  long interval_ms;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  bool stop; /* guarded by lock */
+};
+
+/* Sleeps up to ms or until stop is requested; returns true on stop. */
+static bool nap(dlqb_metrics_refresher *r, long ms) {
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&r->lock);
+  while (!r->stop && pthread_cond_timedwait(&r->wake, &r->lock, &until) == 0) {
+  }
+  bool stop = r->stop;
+  pthread_mutex_unlock(&r->lock);
+  return stop;
+}
+
+static void *run(void *arg) {
+  dlqb_metrics_refresher *r = arg;
+  dlqb_topology topo;
+  dlqb_topology_build(&r->cfg, &topo);
+  dlqb_queue_stats *qs = dlqb_queue_stats_new(&topo);
+  dlqb_link *link = NULL;
+  char name[320];
+  snprintf(name, sizeof name, "dlq-bridge metrics %s", r->cfg.instance);
+  bool failing = false; /* log a failure once, not every interval */
+  if (qs == NULL) dlqb_log_error("queue_stats", "out of memory; queue gauges are off");
+
+  do {
+    if (qs == NULL) continue;
+    dlqb_error err = {{0}};
+    dlqb_status st = DLQB_OK;
+    if (link == NULL) st = dlqb_link_open(&r->cfg, name, &link, &err);
+    if (st == DLQB_OK) st = dlqb_queue_stats_refresh(qs, link, dlqb_now_ms(), &err);
+    if (st == DLQB_OK) {
+      dlqb_metrics_set_queues(r->m, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs),
+                              true);
+      if (failing) dlqb_log_info("queue_stats", "reading queue stats again");
+      failing = false;
+      continue;
+    }
+    dlqb_metrics_set_queues(r->m, NULL, 0, false);
+    if (!failing) dlqb_log_warn("queue_stats", "cannot read queue stats: %s", err.msg);
+    failing = true;
+    /* Start over on a fresh connection; the old one may be half-dead. */
+    dlqb_link_abort(link);
+    link = NULL;
+  } while (!nap(r, r->interval_ms));
+
+  dlqb_link_close(link);
+  dlqb_queue_stats_free(qs);
+  return NULL;
+}
+
+dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg,
+                                         long interval_ms, dlqb_metrics_refresher **out,
+                                         dlqb_error *err) {
+  *out = NULL;
+  dlqb_metrics_refresher *r = calloc(1, sizeof *r);
+  if (r == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  r->m = m;
+  r->cfg = *cfg;
+  r->interval_ms = interval_ms > 0 ? interval_ms : DLQB_METRICS_REFRESH_MS;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_cond_init(&r->wake, &ca);
+  pthread_condattr_destroy(&ca);
+
+  /* Block every signal in the new thread: SIGTERM must reach the router's. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&r->thread, NULL, run, r);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&r->wake);
+    pthread_mutex_destroy(&r->lock);
+    explicit_bzero(&r->cfg, sizeof r->cfg);
+    free(r);
+    return dlqb_fail(err, DLQB_ENOMEM, "cannot start the queue stats thread: %s", strerror(rc));
+  }
+  *out = r;
+  return DLQB_OK;
+}
+
+void dlqb_metrics_refresher_stop(dlqb_metrics_refresher *r) {
+  if (r == NULL) return;
+  pthread_mutex_lock(&r->lock);
+  r->stop = true;
+  pthread_cond_signal(&r->wake);
+  pthread_mutex_unlock(&r->lock);
+  pthread_join(r->thread, NULL);
+  pthread_cond_destroy(&r->wake);
+  pthread_mutex_destroy(&r->lock);
+  explicit_bzero(&r->cfg, sizeof r->cfg); /* the URL may hold the password */
+  free(r);
+}

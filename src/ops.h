@@ -1,0 +1,111 @@
+/* What the ops commands (replay, escalate, inspect, stats, resolve) share
+ * above the core: their common flags, the operator's name, the audit
+ * handle, and how an item is shown to a person or a script. Private to the
+ * binary, like cli.h. */
+#ifndef DLQB_OPS_H
+#define DLQB_OPS_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "dlqb/audit.h"
+#include "dlqb/ledger.h"
+#include "dlqb/scan.h"
+#include "dlqb/select.h"
+
+/* Selection flags, shared by replay, escalate and inspect. */
+#define OPS_SELECT_FLAGS                                                                       \
+  {"all", false, NULL, "select every item (required when no filter is given)"},               \
+  {"request-id", true, "ID", "only the item(s) with this request_id"},                         \
+  {"source-system", true, "NAME", "only items from this source_system"},                       \
+  {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \
+  {"reason", true, "TEXT", "only items whose last_error contains TEXT"},                       \
+  {"older-than", true, "DURATION", "only items in the DLQ longer than this (e.g. 2h, 7d)"},     \
+  {"newer-than", true, "DURATION", "only items in the DLQ for less than this"},                \
+  {"limit", true, "N", "act on at most N items (the first N selected, in queue order)"}
+
+/* Flags every ops command takes. */
+#define OPS_COMMON_FLAGS                                                                       \
+  {"json", false, NULL, "print JSON for scripts instead of text"},                             \
+  {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"},    \
+  {"window", true, "N", "messages held in flight at once, 1 to 65535 (default 5000)"}
+
+typedef struct {
+  dlqb_config cfg;
+  dlqb_select sel;
+  bool json;
+  char actor[128];
+  int window;
+  bool quiet_progress; /* no progress line even on a terminal */
+} ops_opts;
+
+/* Handles the common and selection flags; DLQB_EINVAL for anything else
+ * ("unknown option"). A command's on_flag calls it for flags it does not
+ * handle itself. */
+dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_error *err);
+
+/* cli_load for an ops command: defaults (actor = login name), then flags.
+ * Returns an exit code as cli_load does. */
+int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_fn on_flag,
+             void *ctx, bool *help);
+
+/* Opens the audit trail as writer "<command>@<instance>" (NULL handle when
+ * audit is off). Prints the error and returns false on failure. */
+bool ops_audit_open(const ops_opts *o, const char *command, dlqb_audit **out);
+
+/* Prints one line for a failed operation and returns EXIT_FAILURE_. */
+int ops_fail(const dlqb_error *err);
+
+/* "3d4h", "12m", "45s" (two largest units); "?" when unknown. */
+char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len);
+
+/* The item as a JSON object (new reference). */
+json_object *ops_item_json(const dlqb_item *it, int64_t now_ms);
+
+/* The item as one human line (no newline): age, ids, basis, action,
+ * attempt, dlq_reason and last_error. */
+void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms);
+
+/* Header line matching ops_item_print. */
+void ops_item_header(FILE *out);
+
+/* Prints json (and a newline) to stdout and drops the reference. */
+void ops_print_json(json_object *json);
+
+/* Progress on stderr, only when it is a terminal and not --json:
+ * "\r<label>: 1200/5000 examined, ..." Call ops_progress_end to finish. */
+void ops_progress(const ops_opts *o, const char *label, const dlqb_scan_result *r);
+void ops_progress_end(const ops_opts *o);
+
+/* Why a pass ended early, as a sentence for the summary, or NULL. */
+const char *ops_early_stop(const dlqb_scan_result *r, int window);
+
+/* ---- moving selected DLQ items (replay, escalate) --------------------- */
+
+
+#define OPS_MAX_SETS 12
+
+typedef struct {
+  const char *command;  /* "replay": connection name, audit writer, output */
+  const char *target;   /* queue the selected items go to */
+  dlqb_event event;     /* DLQB_EV_REPLAYED, DLQB_EV_ESCALATED */
+  const char *verb;     /* "replayed", "escalated" */
+  const char *cause;    /* hop cause: "operator" for escalate, "" for replay */
+  bool dry_run;         /* list, move nothing */
+  double rate;          /* moves per second; 0 = unlimited */
+  const dlqb_ledger *ledger; /* completed tasks are removed as SKIPPED_COMPLETE; may be NULL */
+  /* Writes the header changes for it into out (at most OPS_MAX_SETS);
+   * strings must live until the next call. Returns how many. */
+  size_t (*sets)(void *ctx, const dlqb_item *it, dlqb_hset *out);
+  /* The hop's reason for the audit trail. */
+  const char *(*reason)(void *ctx, const dlqb_item *it);
+  void *ctx;
+} ops_move_spec;
+
+/* Passes over the DLQ once, moving the selected items, and prints the
+ * items (dry run, or --json) and the summary. Returns the exit code. */
+int ops_move_run(const ops_opts *o, const ops_move_spec *m, volatile sig_atomic_t *stop);
+
+#endif

@@ -1,0 +1,218 @@
+/* One bounded pass over a classic queue on the pipe: see dlqb/scan.h. */
+#include "dlqb/scan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlqb/link.h"
+#include "dlqb/log.h"
+#include "dlqb/topology.h"
+
+#define IDLE_STOP_DEFAULT_MS 5000
+
+struct dlqb_scan {
+  const dlqb_scan_options *o;
+  dlqb_pipe *pipe;
+  int prefetch;
+  uint64_t limit;
+  volatile sig_atomic_t stop_now; /* the pipe's stop flag */
+  dlqb_scan_result res;
+  dlqb_rate rate;
+  amqp_table_entry_t *scratch;
+  size_t scratch_cap;
+};
+
+static int64_t mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_us(int64_t us) {
+  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static bool signalled(const dlqb_scan *s) { return s->o->stop != NULL && *s->o->stop; }
+
+static void fill_hop(dlqb_scan *s, const dlqb_item *it, dlqb_event ev, const char *to,
+                     const char *cause, const char *reason, dlqb_hop *hop) {
+  memset(hop, 0, sizeof *hop);
+  hop->event = ev;
+  snprintf(hop->message_id, sizeof hop->message_id, "%s", it->message_id);
+  snprintf(hop->request_id, sizeof hop->request_id, "%s", it->request_id);
+  snprintf(hop->source_system, sizeof hop->source_system, "%s", it->source_system);
+  snprintf(hop->legal_basis, sizeof hop->legal_basis, "%.*s", (int)sizeof hop->legal_basis - 1,
+           it->legal_basis);
+  hop->attempt = it->attempt;
+  dlqb_text_sanitize(hop->reason, sizeof hop->reason, reason ? reason : "",
+                     reason ? strlen(reason) : 0);
+  snprintf(hop->cause, sizeof hop->cause, "%s", cause ? cause : "");
+  snprintf(hop->from, sizeof hop->from, "%s", s->o->queue);
+  snprintf(hop->to, sizeof hop->to, "%s", to);
+  snprintf(hop->actor, sizeof hop->actor, "%s", s->o->actor ? s->o->actor : "unknown");
+}
+
+static dlqb_status grow_scratch(dlqb_scan *s, size_t need, dlqb_error *err) {
+  if (need <= s->scratch_cap) return DLQB_OK;
+  size_t cap = need < 64 ? 64 : need * 2;
+  amqp_table_entry_t *n = realloc(s->scratch, cap * sizeof *n);
+  if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  s->scratch = n;
+  s->scratch_cap = cap;
+  return DLQB_OK;
+}
+
+dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                              const char *queue, const dlqb_hset *sets, size_t nsets,
+                              dlqb_event event, const char *cause, const char *reason,
+                              dlqb_error *err) {
+  /* --rate: wait here, in small steps so that a signal is noticed. */
+  for (;;) {
+    int64_t now = mono_us(), wait = dlqb_rate_wait_us(&s->rate, now);
+    if (wait <= 0) {
+      dlqb_rate_take(&s->rate, now);
+      break;
+    }
+    if (signalled(s)) {
+      /* Not moved: it stays where it is. */
+      s->stop_now = 1;
+      s->res.interrupted = true;
+      dlqb_scan_hold(s, d);
+      return DLQB_OK;
+    }
+    sleep_us(wait < 50000 ? wait : 50000);
+  }
+  const amqp_table_t *headers =
+      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
+  size_t need = (headers ? (size_t)headers->num_entries : 0) + nsets;
+  dlqb_status st = grow_scratch(s, need, err);
+  if (st != DLQB_OK) return st;
+  amqp_basic_properties_t props = *d->props;
+  props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
+  if (dlqb_headers_apply(headers, sets, nsets, s->scratch, s->scratch_cap, &props.headers) !=
+      DLQB_OK)
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: header table too small");
+  dlqb_hop hop;
+  fill_hop(s, it, event, queue, cause, reason, &hop);
+  return dlqb_pipe_forward(s->pipe, d, "", queue, &props, d->body, &hop, err);
+}
+
+void dlqb_scan_ack(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event event,
+                   const char *cause, const char *reason) {
+  dlqb_hop hop;
+  fill_hop(s, it, event, "", cause, reason, &hop);
+  dlqb_pipe_ack(s->pipe, d, &hop);
+}
+
+void dlqb_scan_hold(dlqb_scan *s, const dlqb_delivery *d) {
+  dlqb_pipe_hold(s->pipe, d);
+  s->res.held++;
+}
+
+void dlqb_scan_stop(dlqb_scan *s) {
+  s->res.stopped = true;
+  s->stop_now = 1;
+}
+
+void dlqb_scan_progress(const dlqb_scan *s, dlqb_scan_result *out) { *out = s->res; }
+
+static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
+                               dlqb_error *err) {
+  dlqb_scan *s = ctx;
+  (void)pipe;
+  if (signalled(s)) {
+    /* Stopping: leave the rest where it is. */
+    s->res.interrupted = true;
+    s->stop_now = 1;
+    dlqb_pipe_hold(s->pipe, d);
+    return DLQB_OK;
+  }
+  if (s->res.examined >= s->limit) {
+    /* The pipe's max_messages ends the pass; this one was in flight. */
+    dlqb_pipe_hold(s->pipe, d);
+    return DLQB_OK;
+  }
+  dlqb_item it;
+  dlqb_item_read(d->props, &it);
+  s->res.examined++;
+  dlqb_status st = s->o->on_item(s->o->ctx, s, d, &it, err);
+  if (st != DLQB_OK) return st;
+  /* Held items are never acked, so once they fill the window the broker
+   * sends nothing more: end the pass instead of waiting for the idle stop. */
+  if (s->res.held >= (uint64_t)s->prefetch && s->res.examined < s->limit && !s->stop_now) {
+    s->res.window_full = true;
+    s->stop_now = 1;
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status before_ack(void *ctx, const dlqb_hop *const *hops, size_t n, dlqb_error *err) {
+  dlqb_scan *s = ctx;
+  if (s->o->audit == NULL) return DLQB_OK;
+  return dlqb_audit_record(s->o->audit, hops, n, err);
+}
+
+static void after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
+  dlqb_scan *s = ctx;
+  /* Counted here, once the original is acked: a move that was published
+   * but never confirmed stays in the queue and is not counted. */
+  if (confirm_seconds >= 0) s->res.forwarded++;
+  else s->res.removed++;
+  if (s->o->after_ack != NULL) s->o->after_ack(s->o->ctx, hop);
+}
+
+static void on_tick(void *ctx) {
+  dlqb_scan *s = ctx;
+  if (signalled(s)) {
+    s->res.interrupted = true;
+    s->stop_now = 1;
+  }
+  if (s->o->on_tick != NULL) s->o->on_tick(s->o->ctx, s);
+}
+
+dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
+                          dlqb_scan_result *res, dlqb_error *err) {
+  dlqb_scan s;
+  memset(&s, 0, sizeof s);
+  s.o = o;
+  dlqb_rate_init(&s.rate, o->rate);
+  memset(res, 0, sizeof *res);
+
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(cfg, o->purpose, &link, err);
+  if (st != DLQB_OK) return st;
+  uint32_t depth = 0;
+  st = dlqb_link_queue_depth(link, o->queue, &depth, NULL, err);
+  s.res.depth_at_start = depth;
+  s.limit = depth;
+  if (o->max_items > 0 && o->max_items < s.limit) s.limit = o->max_items;
+  if (st == DLQB_OK && s.limit > 0) {
+    int window = o->window > 0 ? o->window : DLQB_SCAN_WINDOW_DEFAULT;
+    if (window > DLQB_SCAN_WINDOW_MAX) window = DLQB_SCAN_WINDOW_MAX;
+    s.prefetch = s.limit < (uint64_t)window ? (int)s.limit : window;
+    dlqb_pipe_options popt = {.queue = o->queue,
+                              .prefetch = s.prefetch,
+                              .max_messages = s.limit,
+                              .idle_stop_ms = o->idle_stop_ms > 0 ? o->idle_stop_ms
+                                                                  : IDLE_STOP_DEFAULT_MS};
+    dlqb_pipe_handler h = {.on_delivery = on_delivery, .before_ack = before_ack,
+                           .after_ack = after_ack, .on_tick = on_tick, .ctx = &s};
+    st = dlqb_pipe_new(link, &popt, &h, &s.pipe, err);
+    if (st == DLQB_OK) st = dlqb_pipe_run(s.pipe, &s.stop_now, err);
+    if (st == DLQB_OK && !s.stop_now && s.res.examined < s.limit) s.res.short_read = true;
+  }
+  dlqb_pipe_free(s.pipe);
+  /* Closing returns every held (unacked) item to the queue, in place. */
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  else dlqb_link_abort(link);
+  free(s.scratch);
+  *res = s.res;
+  return st;
+}

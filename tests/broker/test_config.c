@@ -1,0 +1,123 @@
+/* Starting and stopping the bridge: bad settings, an unreachable broker,
+ * SIGTERM. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "flow.h"
+
+#define CMD_TIMEOUT_MS 30000
+#define SECRET "s3cr3t-pw-do-not-print"
+
+/* A TCP port on 127.0.0.1 that nothing listens on (it was free a moment ago). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static void expect_config_error(const th_result *r, const char *names) {
+  printf("stderr: %s", r->err);
+  assert_int_equal(r->exit_code, 2);
+  assert_int_equal(th_count_lines(r->err), 1);
+  assert_non_null(strstr(r->err, names));
+}
+
+static void test_zero_max_attempts_exits_2(void **state) {
+  fx_case *t = *state;
+  static const char *const args[] = {"run", NULL};
+  static const char *const env[] = {"DLQ_BRIDGE_MAX_ATTEMPTS=0", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+  expect_config_error(&r, "DLQ_BRIDGE_MAX_ATTEMPTS");
+  /* It stopped before touching the broker. */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), -1);
+}
+
+static void test_bad_retry_delays_flag_exits_2(void **state) {
+  fx_case *t = *state;
+  static const char *const args[] = {"run", "--retry-delays", "5x", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
+  expect_config_error(&r, "retry-delays");
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), -1);
+}
+
+static void test_bad_setting_for_declare_exits_2(void **state) {
+  fx_case *t = *state;
+  static const char *const args[] = {"declare", NULL};
+  static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=1s,,5s", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+  expect_config_error(&r, "DLQ_BRIDGE_RETRY_DELAYS");
+}
+
+/* Lines of text that are the program's error message ("dlq-bridge: ..."). */
+static int error_lines(const char *text) {
+  int n = 0;
+  for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    n += strncmp(p, "dlq-bridge: ", 12) == 0;
+  return n;
+}
+
+/* Nothing listens: one line, non-zero, and the password never shows. */
+static void expect_unreachable(const char *command) {
+  char url[TH_URL_MAX];
+  snprintf(url, sizeof url, "amqp://guest:" SECRET "@127.0.0.1:%d/%%2f", free_port());
+  const char *const args[] = {command, NULL};
+  static const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, url, env, CMD_TIMEOUT_MS, &r), 0);
+  printf("%s, unreachable: exit %d, stderr: %s", command, r.exit_code, r.err);
+  assert_true(r.exit_code > 0);
+  assert_null(strstr(r.err, SECRET));
+  assert_null(strstr(r.out, SECRET));
+  /* `run` may log its start first; the failure itself is one line. */
+  if (strcmp(command, "declare") == 0) assert_int_equal(th_count_lines(r.err), 1);
+  assert_int_equal(error_lines(r.err), 1);
+}
+
+static void test_unreachable_broker_declare(void **state) {
+  (void)state;
+  expect_unreachable("declare");
+}
+
+static void test_unreachable_broker_run(void **state) {
+  (void)state;
+  expect_unreachable("run");
+}
+
+static void test_run_declares_and_sigterm_exits_0(void **state) {
+  fx_case *t = *state;
+  assert_int_equal(fx_start_bridge(t, NULL), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.retry.1s"), 0);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  assert_int_equal(th_queue_consumers(t->conn, "dsr.failed"), 0);
+}
+
+int main(void) {
+  if (th_env_get() == NULL) return 1;
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_zero_max_attempts_exits_2),
+      FX_TEST(test_bad_retry_delays_flag_exits_2),
+      FX_TEST(test_bad_setting_for_declare_exits_2),
+      FX_TEST(test_unreachable_broker_declare),
+      FX_TEST(test_unreachable_broker_run),
+      FX_TEST(test_run_declares_and_sigterm_exits_0),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

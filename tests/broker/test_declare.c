@@ -1,0 +1,221 @@
+/* `dlq-bridge declare` against a real broker: what it creates, that a second
+ * run changes nothing, and that a conflicting queue is reported and kept. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "flow.h"
+
+#define DECLARE_TIMEOUT_MS 30000
+
+/* The management API's view of one queue in t's vhost; NULL when absent. */
+static json_object *queue_info(const fx_case *t, const char *queue) {
+  char path[TH_PATH_MAX];
+  snprintf(path, sizeof path, "/api/queues/%s/%s", t->vhost.name, queue);
+  return th_mgmt_get_json(path);
+}
+
+/* The queue's declared arguments (owned by q). */
+static json_object *queue_args(json_object *q) {
+  json_object *args = NULL;
+  json_object_object_get_ex(q, "arguments", &args);
+  return args;
+}
+
+static void assert_arg_str(json_object *args, const char *key, const char *want) {
+  json_object *v = NULL;
+  if (!json_object_object_get_ex(args, key, &v)) fprintf(stderr, "argument %s is missing\n", key);
+  assert_non_null(v);
+  assert_string_equal(json_object_get_string(v), want);
+}
+
+static void assert_arg_int(json_object *args, const char *key, int64_t want) {
+  json_object *v = NULL;
+  if (!json_object_object_get_ex(args, key, &v)) fprintf(stderr, "argument %s is missing\n", key);
+  assert_non_null(v);
+  assert_true(json_object_is_type(v, json_type_int));
+  assert_int_equal(json_object_get_int64(v), want);
+}
+
+static bool has_arg(json_object *args, const char *key) {
+  return json_object_object_get_ex(args, key, NULL);
+}
+
+/* Checks a queue's type and durability; returns its info (caller puts). */
+static json_object *expect_queue(const fx_case *t, const char *name, const char *type) {
+  json_object *q = queue_info(t, name);
+  if (q == NULL) fprintf(stderr, "queue %s does not exist\n", name);
+  assert_non_null(q);
+  assert_string_equal(th_json_str(q, "type"), type);
+  json_object *durable = NULL;
+  assert_true(json_object_object_get_ex(q, "durable", &durable));
+  assert_true(json_object_get_boolean(durable));
+  return q;
+}
+
+static void run_declare(const fx_case *t, const char *const *env, th_result *r) {
+  static const char *const args[] = {"declare", NULL};
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, DECLARE_TIMEOUT_MS, r), 0);
+  if (r->exit_code != 0) fprintf(stderr, "declare: exit %d, stderr: %s\n", r->exit_code, r->err);
+}
+
+static void test_declare_creates_topology(void **state) {
+  fx_case *t = *state;
+  th_result r;
+  run_declare(t, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+
+  json_object *q = expect_queue(t, "dsr.work", "quorum");
+  json_object *args = queue_args(q);
+  assert_arg_str(args, "x-queue-type", "quorum");
+  assert_arg_str(args, "x-dead-letter-exchange", "dsr.dlx");
+  assert_arg_str(args, "x-dead-letter-strategy", "at-least-once");
+  assert_arg_str(args, "x-overflow", "reject-publish");
+  assert_arg_int(args, "x-delivery-limit", 1); /* default poison threshold 2 */
+  json_object_put(q);
+
+  q = expect_queue(t, "dsr.failed", "quorum");
+  json_object_put(q);
+
+  static const char *const retries[] = {"dsr.retry.1s", "dsr.retry.5s", "dsr.retry.30s",
+                                        "dsr.retry.2m"};
+  for (size_t i = 0; i < sizeof retries / sizeof retries[0]; i++) {
+    q = expect_queue(t, retries[i], "quorum");
+    assert_true(has_arg(queue_args(q), "x-dead-letter-exchange"));
+    json_object_put(q);
+  }
+
+  /* Classic on purpose: no delivery count, so looking never drops a task-> */
+  static const char *const classic[] = {"dsr.dlq.manual", "compliance_review"};
+  for (size_t i = 0; i < 2; i++) {
+    q = expect_queue(t, classic[i], "classic");
+    assert_false(has_arg(queue_args(q), "x-delivery-limit"));
+    json_object_put(q);
+  }
+
+  q = expect_queue(t, "dsr.completed", "stream");
+  json_object_put(q);
+
+  char path[TH_PATH_MAX];
+  snprintf(path, sizeof path, "/api/exchanges/%s/dsr.dlx", t->vhost.name);
+  json_object *x = th_mgmt_get_json(path);
+  assert_non_null(x);
+  assert_string_equal(th_json_str(x, "type"), "fanout");
+  json_object_put(x);
+
+  snprintf(path, sizeof path, "/api/bindings/%s/e/dsr.dlx/q/dsr.failed", t->vhost.name);
+  json_object *bindings = th_mgmt_get_json(path);
+  assert_non_null(bindings);
+  assert_true(json_object_is_type(bindings, json_type_array));
+  assert_true(json_object_array_length(bindings) >= 1);
+  json_object_put(bindings);
+}
+
+/* The arguments of every queue in the vhost as one JSON text, sorted by
+ * queue name (the API sorts), for before/after comparison. */
+static char *all_queue_args(const fx_case *t) {
+  char path[TH_PATH_MAX];
+  snprintf(path, sizeof path, "/api/queues/%s?columns=name,type,durable,arguments", t->vhost.name);
+  json_object *qs = th_mgmt_get_json(path);
+  assert_non_null(qs);
+  char *text = strdup(json_object_to_json_string_ext(qs, JSON_C_TO_STRING_SPACED));
+  json_object_put(qs);
+  assert_non_null(text);
+  return text;
+}
+
+static void test_declare_is_idempotent(void **state) {
+  fx_case *t = *state;
+  th_result r;
+  run_declare(t, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+
+  /* A task already in the DLQ must survive a second declare. */
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_msg_task(m, "idempotent-1"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  char *before = all_queue_args(t);
+
+  run_declare(t, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  char *after = all_queue_args(t);
+  assert_string_equal(before, after);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  free(before);
+  free(after);
+}
+
+static void test_declare_conflict_is_reported_and_nothing_changes(void **state) {
+  fx_case *t = *state;
+  /* What declare would create, but for the delivery limit. */
+  static const th_arg args[] = {
+      {"x-queue-type", "quorum", 0},
+      {"x-dead-letter-exchange", "dsr.dlx", 0},
+      {"x-dead-letter-strategy", "at-least-once", 0},
+      {"x-overflow", "reject-publish", 0},
+      {"x-delivery-limit", NULL, 7},
+  };
+  assert_int_equal(th_queue_declare(t->conn, "dsr.work", args, sizeof args / sizeof args[0]), 0);
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_msg_task(m, "conflict-1"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.work", m), 0);
+  assert_true(th_wait_depth(t->conn, "dsr.work", 1, 5000));
+
+  th_result r;
+  run_declare(t, NULL, &r);
+  assert_int_equal(r.exit_code, 1);
+  printf("declare conflict stderr: %s", r.err);
+  assert_int_equal(th_count_lines(r.err), 1);
+  assert_non_null(strstr(r.err, "dsr.work"));
+  assert_non_null(strstr(r.err, "x-delivery-limit"));
+
+  /* Not deleted, not purged, not redeclared. */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 1);
+  json_object *q = queue_info(t, "dsr.work");
+  assert_non_null(q);
+  assert_arg_int(queue_args(q), "x-delivery-limit", 7);
+  json_object_put(q);
+}
+
+static void test_declare_follows_settings(void **state) {
+  fx_case *t = *state;
+  static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms,2s",
+                                    "DLQ_BRIDGE_POISON_THRESHOLD=3", NULL};
+  th_result r;
+  run_declare(t, env, &r);
+  assert_int_equal(r.exit_code, 0);
+
+  json_object *q = expect_queue(t, "dsr.work", "quorum");
+  assert_arg_int(queue_args(q), "x-delivery-limit", 2);
+  json_object_put(q);
+  json_object_put(expect_queue(t, "dsr.retry.100ms", "quorum"));
+  json_object_put(expect_queue(t, "dsr.retry.2s", "quorum"));
+  assert_null(queue_info(t, "dsr.retry.1s"));
+}
+
+static void test_declare_takes_url_flag(void **state) {
+  fx_case *t = *state;
+  const char *const args[] = {"declare", "--url", t->vhost.url, NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, NULL, NULL, DECLARE_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "declare --url: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+}
+
+int main(void) {
+  if (th_env_get() == NULL) return 1;
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_declare_creates_topology),
+      FX_TEST(test_declare_is_idempotent),
+      FX_TEST(test_declare_conflict_is_reported_and_nothing_changes),
+      FX_TEST(test_declare_follows_settings),
+      FX_TEST(test_declare_takes_url_flag),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

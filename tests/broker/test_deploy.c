@@ -1,0 +1,388 @@
+/* Deployment next to RabbitMQ: the committed definitions load into a fresh
+ * vhost and `declare` then finds nothing to change; the daemon and the ops
+ * commands run as least-privilege users (docs/least-privilege.md) with the
+ * password only in a file, and no password ever shows in output or logs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flow.h"
+
+#define CMD_TIMEOUT_MS 30000
+
+static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
+
+/* snprintf that fails the test on truncation (paths and URLs must be whole). */
+static void fmt(char *buf, size_t len, const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  int n = vsnprintf(buf, len, f, ap);
+  va_end(ap);
+  assert_true(n >= 0 && (size_t)n < len);
+}
+
+extern char **environ;
+#define PASSWORD "pw-Deploy-7f3a-never-printed"
+
+/* The permission patterns of docs/least-privilege.md, JSON-escaped. */
+#define PERM_DEPLOYER                                                                        \
+  "{\"configure\":\"^(dsr\\\\..+|compliance_review)$\","                                    \
+  "\"write\":\"^(amq\\\\.default|dsr\\\\..+|compliance_review)$\","                         \
+  "\"read\":\"^(dsr\\\\..+|compliance_review)$\"}"
+#define PERM_BRIDGE                                                                          \
+  "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\",\"read\":\"^dsr\\\\.failed$\"}"
+#define PERM_OPERATOR                                                                        \
+  "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                   \
+  "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
+
+/* ---- definitions ------------------------------------------------------ */
+
+/* POSTs the file at path to the management API (curl reads the file, so
+ * its size and quoting do not matter). Returns the HTTP status or -1. */
+static int post_file(const char *api_path, const char *file) {
+  const th_env *e = th_env_get();
+  char cmd[3 * TH_PATH_MAX];
+  fmt(cmd, sizeof cmd,
+           "curl -sS --max-time 30 -u guest:guest -H 'content-type: application/json' "
+           "-o /dev/null -w '%%{http_code}' --data-binary @'%s' 'http://127.0.0.1:%d%s'",
+           file, e->mgmt_port, api_path);
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  int status = -1;
+  if (fscanf(p, "%d", &status) != 1) status = -1;
+  return pclose(p) == 0 ? status : -1;
+}
+
+/* Names, types and arguments of every queue in the vhost, as JSON text. */
+static char *queue_list(const fx_case *t) {
+  char path[TH_PATH_MAX];
+  fmt(path, sizeof path, "/api/queues/%s?columns=name,type,durable,arguments", t->vhost.name);
+  json_object *qs = th_mgmt_get_json(path);
+  assert_non_null(qs);
+  char *text = strdup(json_object_to_json_string_ext(qs, JSON_C_TO_STRING_SPACED));
+  json_object_put(qs);
+  return text;
+}
+
+static size_t queue_count(const fx_case *t) {
+  char path[TH_PATH_MAX];
+  fmt(path, sizeof path, "/api/queues/%s?columns=name", t->vhost.name);
+  json_object *qs = th_mgmt_get_json(path);
+  assert_non_null(qs);
+  size_t n = json_object_array_length(qs);
+  json_object_put(qs);
+  return n;
+}
+
+static void test_definitions_load_then_declare_changes_nothing(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  char file[TH_PATH_MAX + 64], api[TH_PATH_MAX];
+  fmt(file, sizeof file, "%s/definitions/definitions.json", e->source_dir);
+  fmt(api, sizeof api, "/api/definitions/%s", t->vhost.name);
+  int status = post_file(api, file);
+  if (status != 204 && status != 201) fprintf(stderr, "loading %s: HTTP %d\n", file, status);
+  assert_true(status == 204 || status == 201);
+
+  json_object *defs = json_object_from_file(file);
+  assert_non_null(defs);
+  json_object *queues = NULL;
+  assert_true(json_object_object_get_ex(defs, "queues", &queues));
+  size_t in_file = json_object_array_length(queues);
+  json_object_put(defs);
+  assert_int_equal(queue_count(t), in_file);
+
+  char *before = queue_list(t);
+  static const char *const args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "declare after definitions: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.err, "PRECONDITION_FAILED"));
+  char *after = queue_list(t);
+  assert_string_equal(before, after);
+  assert_int_equal(queue_count(t), in_file);
+  free(before);
+  free(after);
+}
+
+/* ---- least privilege -------------------------------------------------- */
+
+typedef struct {
+  char name[TH_NAME_MAX + 16];
+  char url[TH_URL_MAX];          /* without a password */
+  char password_file[TH_PATH_MAX];
+  char env_file[TH_PATH_MAX + 32]; /* "DLQ_BRIDGE_PASSWORD_FILE=..." */
+} restricted_user;
+
+/* Creates user <vhost>-<role> with PASSWORD (in a 0600 file, never in the
+ * URL) and the given permissions on t's vhost only. */
+static void make_user(const fx_case *t, const char *role, const char *perms, restricted_user *u) {
+  const th_env *e = th_env_get();
+  char path[TH_PATH_MAX];
+  fmt(u->name, sizeof u->name, "%s-%s", t->vhost.name, role);
+  fmt(path, sizeof path, "/api/users/%s", u->name);
+  int status = th_mgmt("PUT", path, "{\"password\":\"" PASSWORD "\",\"tags\":\"\"}", NULL);
+  assert_true(status == 201 || status == 204);
+  fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, u->name);
+  status = th_mgmt("PUT", path, perms, NULL);
+  assert_true(status == 201 || status == 204);
+
+  fmt(u->url, sizeof u->url, "amqp://%s@127.0.0.1:%d/%s", u->name, e->amqp_port,
+           t->vhost.name);
+  fmt(u->password_file, sizeof u->password_file, "%s/%s.password", e->log_dir, u->name);
+  FILE *f = fopen(u->password_file, "w");
+  assert_non_null(f);
+  chmod(u->password_file, 0600);
+  fputs(PASSWORD "\n", f);
+  fclose(f);
+  fmt(u->env_file, sizeof u->env_file, "DLQ_BRIDGE_PASSWORD_FILE=%s", u->password_file);
+}
+
+static void drop_user(const restricted_user *u) {
+  char path[TH_PATH_MAX];
+  fmt(path, sizeof path, "/api/users/%s", u->name);
+  th_mgmt("DELETE", path, NULL, NULL);
+  remove(u->password_file);
+}
+
+static void assert_no_password(const char *what, const char *text) {
+  if (strstr(text, PASSWORD) != NULL) fprintf(stderr, "the password appears in %s\n", what);
+  assert_null(strstr(text, PASSWORD));
+}
+
+static void assert_log_has_no_password(const th_bridge *b) {
+  FILE *f = fopen(b->log_path, "r");
+  assert_non_null(f);
+  char line[8192];
+  while (fgets(line, sizeof line, f) != NULL) assert_no_password(b->log_path, line);
+  fclose(f);
+}
+
+/* Runs a command as u; returns its result after checking that no password
+ * was printed. */
+static void run_as(const restricted_user *u, const char *const *args, const char *extra_env,
+                   th_result *r) {
+  const char *env[] = {u->env_file, "DLQ_BRIDGE_METRICS_ADDR=off", extra_env, NULL};
+  assert_int_equal(th_run_bridge(args, u->url, env, CMD_TIMEOUT_MS, r), 0);
+  printf("%s as %s: exit %d\n%s%s", args[0], u->name, r->exit_code, r->out, r->err);
+  assert_no_password("stdout", r->out);
+  assert_no_password("stderr", r->err);
+  assert_null(strstr(r->err, "ACCESS_REFUSED"));
+}
+
+/* Publishes a task that allows max_attempts attempts. */
+static void publish_task(fx_case *t, const char *id, int max_attempts) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, id), 0);
+  assert_int_equal(th_msg_add_int(&m, "max_attempts", max_attempts), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.work", &m), 0);
+  th_msg_release(&m);
+}
+
+/* True when `dlq-bridge --help` lists the command. */
+static bool has_command(const char *name) {
+  static const char *const args[] = {"--help", NULL};
+  th_result r;
+  if (th_run_bridge(args, NULL, NULL, CMD_TIMEOUT_MS, &r) != 0 || r.exit_code != 0) return false;
+  char needle[64];
+  fmt(needle, sizeof needle, "\n  %s ", name);
+  return strstr(r.out, needle) != NULL;
+}
+
+/* Starts `dlq-bridge ARGS...` as a daemon like th_bridge_start does, but
+ * with arguments (th_bridge_start runs plain `run`): a clean DLQ_BRIDGE_*
+ * environment plus env, output to the log, SIGTERM when the test dies. */
+static void start_daemon(th_bridge *b, const char *const *args, const char *url,
+                         const char *const *env, const char *tag) {
+  const th_env *e = th_env_get();
+  memset(b, 0, sizeof *b);
+  fmt(b->log_path, sizeof b->log_path, "%s/%s.log", e->log_dir, tag);
+  const char *argv[8] = {e->bridge_bin};
+  for (size_t i = 0; args[i] != NULL && i + 2 < 8; i++) argv[i + 1] = args[i];
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    for (char **v = environ; *v != NULL;) {
+      if (strncmp(*v, "DLQ_BRIDGE_", 11) != 0) {
+        v++;
+        continue;
+      }
+      char name[256];
+      fmt(name, sizeof name, "%.*s", (int)strcspn(*v, "="), *v);
+      unsetenv(name); /* shifts environ: look at the same slot again */
+    }
+    setenv("DLQ_BRIDGE_URL", url, 1);
+    for (size_t i = 0; env[i] != NULL; i++) {
+      char name[256];
+      size_t len = strcspn(env[i], "=");
+      fmt(name, sizeof name, "%.*s", (int)len, env[i]);
+      setenv(name, env[i] + len + 1, 1);
+    }
+    int fd = open(b->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    if (fd < 0) _exit(126);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  b->pid = pid;
+}
+
+/* A worker on dsr.work (as guest) takes the next task and rejects it. */
+static void reject_next(fx_case *t, th_worker *w, const char *id, int64_t attempt) {
+  th_msg m;
+  th_msg_init(&m);
+  FX_CHECK(t, th_worker_next(w, &m, 15000) == 1);
+  FX_HDR_STR_EQ(&m, "request_id", id);
+  FX_CHECK(t, fx_attempt(&m) == attempt);
+  assert_int_equal(th_worker_reject(w), 0);
+  th_msg_release(&m);
+}
+
+static void test_least_privilege_bridge_runs_the_flow(void **state) {
+  fx_case *t = *state;
+  restricted_user deployer, bridge;
+  make_user(t, "deployer", PERM_DEPLOYER, &deployer);
+  make_user(t, "bridge", PERM_BRIDGE, &bridge);
+  static const char *const delays = "DLQ_BRIDGE_RETRY_DELAYS=200ms";
+
+  /* The deployer declares; the bridge user may not. */
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  run_as(&deployer, declare, delays, &r);
+  assert_int_equal(r.exit_code, 0);
+  const char *env_b[] = {bridge.env_file, "DLQ_BRIDGE_METRICS_ADDR=off", delays, NULL};
+  assert_int_equal(th_run_bridge(declare, bridge.url, env_b, CMD_TIMEOUT_MS, &r), 0);
+  printf("declare as the bridge user: exit %d: %s", r.exit_code, r.err);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "ACCESS_REFUSED"));
+  assert_no_password("stderr", r.err);
+
+  /* The daemon as the bridge user, password only in the file. */
+  static const char *const run_args[] = {"run", "--no-declare", NULL};
+  char tag[TH_NAME_MAX + 16];
+  fmt(tag, sizeof tag, "%s-bridge-user", t->vhost.name);
+  th_bridge *b = &t->bridges[t->nbridges++];
+  start_daemon(b, run_args, bridge.url, env_b, tag);
+  FX_CHECK(t, th_wait_consumers(t->conn, "dsr.failed", 1, FX_READY_TIMEOUT_MS));
+
+  /* One task retried (through dsr.retry.200ms and back), one to the DLQ. */
+  publish_task(t, "lp-retry", 5);
+  publish_task(t, "lp-dlq", 1);
+  th_worker *w = th_worker_open(&t->vhost, "dsr.work", 1);
+  assert_non_null(w);
+  reject_next(t, w, "lp-retry", 0);
+  reject_next(t, w, "lp-dlq", 0);
+  th_msg m;
+  th_msg_init(&m);
+  FX_CHECK(t, th_worker_next(w, &m, 15000) == 1);
+  FX_HDR_STR_EQ(&m, "request_id", "lp-retry");
+  FX_CHECK(t, fx_attempt(&m) == 1);
+  assert_int_equal(th_worker_ack(w), 0);
+  th_msg_release(&m);
+  th_worker_close(w);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, 15000));
+  FX_CHECK(t, th_bridge_running(b));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  assert_log_has_no_password(b);
+
+  drop_user(&deployer);
+  drop_user(&bridge);
+}
+
+/* The ops commands as the operator user, for those this build has. */
+static void test_least_privilege_operator_runs_ops(void **state) {
+  fx_case *t = *state;
+  restricted_user deployer, operator;
+  make_user(t, "deployer", PERM_DEPLOYER, &deployer);
+  make_user(t, "operator", PERM_OPERATOR, &operator);
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  run_as(&deployer, declare, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "lp-escalate"), 0);
+  assert_int_equal(th_msg_add_str(&m, "last_error", "rejected by worker"), 0);
+  assert_int_equal(th_msg_add_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "lp-replay"), 0);
+  assert_int_equal(th_msg_add_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual", 2, 5000));
+
+  /* replay reads the ledger (a stream) as well as the DLQ. */
+  static const char *const stats[] = {"stats", NULL};
+  static const char *const inspect[] = {"inspect", "--all", NULL};
+  static const char *const escalate[] = {"escalate", "--request-id", "lp-escalate", NULL};
+  static const char *const replay[] = {"replay", "--request-id", "lp-replay", NULL};
+  const char *const *ops[] = {stats, inspect, escalate, replay};
+  int ran = 0;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    if (!has_command(ops[i][0])) {
+      printf("no '%s' command in this build; not run as the operator\n", ops[i][0]);
+      continue;
+    }
+    run_as(&operator, ops[i], NULL, &r);
+    assert_int_equal(r.exit_code, 0);
+    ran++;
+  }
+  if (has_command("escalate")) {
+    assert_true(th_wait_depth(t->conn, "compliance_review", 1, 5000));
+  }
+  if (has_command("replay")) assert_true(th_wait_depth(t->conn, "dsr.work", 1, 5000));
+  if (has_command("escalate") && has_command("replay"))
+    assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  drop_user(&deployer);
+  drop_user(&operator);
+  if (ran == 0) skip();
+}
+
+/* A wrong password in the file: one line, exit 1, no password shown. */
+static void test_wrong_password_file_is_reported_without_the_password(void **state) {
+  fx_case *t = *state;
+  restricted_user u;
+  make_user(t, "wrongpw", PERM_BRIDGE, &u);
+  FILE *f = fopen(u.password_file, "w");
+  assert_non_null(f);
+  fputs(PASSWORD "-wrong\n", f);
+  fclose(f);
+  static const char *const args[] = {"declare", NULL};
+  const char *env[] = {u.env_file, NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, u.url, env, CMD_TIMEOUT_MS, &r), 0);
+  printf("wrong password: exit %d: %s", r.exit_code, r.err);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_count_lines(r.err), 1);
+  assert_no_password("stderr", r.err);
+  assert_no_password("stdout", r.out);
+  drop_user(&u);
+}
+
+int main(void) {
+  if (th_env_get() == NULL) return 1;
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_definitions_load_then_declare_changes_nothing),
+      FX_TEST(test_least_privilege_bridge_runs_the_flow),
+      FX_TEST(test_least_privilege_operator_runs_ops),
+      FX_TEST(test_wrong_password_file_is_reported_without_the_password),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,586 @@
+/* The ops commands against a real broker: replay (every filter, the
+ * completion ledger, --limit, --rate, SIGKILL midway), escalate, inspect
+ * (the DLQ exactly as it was), stats, resolve, and ops while the daemon
+ * routes, including its own SLA and max_replays escalations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flow.h"
+
+#define CMD_TIMEOUT_MS 60000
+#define MAX_IDS 4000
+#define HOUR_MS 3600000LL
+
+typedef struct {
+  char id[64];
+} id_t_;
+
+/* Runs `dlq-bridge args...` on t's vhost; asserts it ran. */
+static void run(fx_case *t, const char *const *args, const char *const *env, th_result *r) {
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, r), 0);
+  if (r->exit_code != 0) fprintf(stderr, "%s: exit %d, stderr: %s\n", args[0], r->exit_code, r->err);
+}
+
+static void declare(fx_case *t) {
+  static const char *const args[] = {"declare", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+}
+
+/* Publishes a DLQ item as the bridge leaves it. */
+static void pub_dlq(fx_case *t, const char *id, const char *src, const char *basis,
+                    const char *last_error, int64_t dlq_at_ms) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, id), 0);
+  char iso[48];
+  th_iso_time(dlq_at_ms, iso, sizeof iso);
+  assert_int_equal(th_msg_set_str(&m, "source_system", src), 0);
+  assert_int_equal(th_msg_set_str(&m, "legal_basis", basis), 0);
+  assert_int_equal(th_msg_set_int(&m, "attempt", 5), 0);
+  assert_int_equal(th_msg_set_int(&m, "max_attempts", 5), 0);
+  assert_int_equal(th_msg_set_str(&m, "first_seen_at", "2026-01-01T00:00:00Z"), 0);
+  assert_int_equal(th_msg_set_str(&m, "last_error", last_error), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_at", iso), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+}
+
+static void pub_simple(fx_case *t, const char *id) {
+  pub_dlq(t, id, "crm", "gdpr_art_17", "rejected by worker", th_now_ms() - HOUR_MS);
+}
+
+static void pub_completed(fx_case *t, const char *id, const char *src) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_add_str(&m, "request_id", id), 0);
+  assert_int_equal(th_msg_add_str(&m, "source_system", src), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.completed", &m), 0);
+  th_msg_release(&m);
+}
+
+/* Takes every message off queue, recording request_ids in order. */
+static int drain(fx_case *t, const char *queue, id_t_ *ids, int max) {
+  th_msg m;
+  th_msg_init(&m);
+  int n = 0, got;
+  while ((got = th_get(t->conn, queue, &m)) == 1) {
+    const char *id = th_msg_str(&m, "request_id");
+    if (n < max) snprintf(ids[n].id, sizeof ids[n].id, "%s", id ? id : "?");
+    n++;
+  }
+  th_msg_release(&m);
+  assert_true(got == 0);
+  return n;
+}
+
+static void expect_ids(const id_t_ *ids, int n, const char *const *want) {
+  int i = 0;
+  for (; want[i] != NULL; i++) {
+    if (i >= n) fail_msg("only %d ids, expected %s next", n, want[i]);
+    if (strcmp(ids[i].id, want[i]) != 0) fail_msg("id %d is %s, expected %s", i, ids[i].id, want[i]);
+  }
+  assert_int_equal(n, i);
+}
+
+/* A fixed DLQ for the filter tests, in this order:
+ *   a1 crm     gdpr_art_17   "rejected by worker: upstream 503"  3h old
+ *   b1 billing ccpa_1798_105 "poison: repeated consumer crash"    10m old
+ *   a2 crm     gdpr_art_15   "worker error: timeout"              2d old
+ *   b2 billing gdpr_art_17   "rejected by worker: upstream 503"  30m old */
+static void fill_fixed(fx_case *t) {
+  int64_t now = th_now_ms();
+  pub_dlq(t, "a1", "crm", "gdpr_art_17", "rejected by worker: upstream 503", now - 3 * HOUR_MS);
+  pub_dlq(t, "b1", "billing", "ccpa_1798_105", "poison: repeated consumer crash", now - 600000);
+  pub_dlq(t, "a2", "crm", "gdpr_art_15", "worker error: timeout", now - 48 * HOUR_MS);
+  pub_dlq(t, "b2", "billing", "gdpr_art_17", "rejected by worker: upstream 503", now - 1800000);
+}
+
+/* Runs replay with one filter on the fixed DLQ and checks what moved and
+ * what stayed (in order). */
+static void replay_filter_case(fx_case *t, const char *flag, const char *value,
+                               const char *const *moved, const char *const *stayed) {
+  fill_fixed(t);
+  const char *args[] = {"replay", flag, value, "--actor", "tester", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  id_t_ ids[16];
+  int n = drain(t, "dsr.work", ids, 16);
+  expect_ids(ids, n, moved);
+  n = drain(t, "dsr.dlq.manual", ids, 16);
+  expect_ids(ids, n, stayed);
+}
+
+static void test_replay_each_filter(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  replay_filter_case(t, "--request-id", "b1", (const char *[]){"b1", NULL},
+                     (const char *[]){"a1", "a2", "b2", NULL});
+  replay_filter_case(t, "--source-system", "crm", (const char *[]){"a1", "a2", NULL},
+                     (const char *[]){"b1", "b2", NULL});
+  replay_filter_case(t, "--legal-basis", "gdpr_art_17", (const char *[]){"a1", "b2", NULL},
+                     (const char *[]){"b1", "a2", NULL});
+  replay_filter_case(t, "--reason", "upstream 503", (const char *[]){"a1", "b2", NULL},
+                     (const char *[]){"b1", "a2", NULL});
+  replay_filter_case(t, "--older-than", "1h", (const char *[]){"a1", "a2", NULL},
+                     (const char *[]){"b1", "b2", NULL});
+  replay_filter_case(t, "--newer-than", "1h", (const char *[]){"b1", "b2", NULL},
+                     (const char *[]){"a1", "a2", NULL});
+}
+
+static void test_replay_rewrites_envelope(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  pub_simple(t, "r1");
+  static const char *const args[] = {"replay", "--all", "--actor", "alice", "--json", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  json_object *v;
+  assert_true(json_object_object_get_ex(j, "replayed", &v));
+  assert_int_equal(json_object_get_int(v), 1);
+  json_object_put(j);
+
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(fx_take(t, "dsr.work", &m, 5000), 1);
+  FX_HDR_INT_EQ(&m, "attempt", 0);
+  FX_HDR_INT_EQ(&m, "replay_count", 1);
+  FX_HDR_STR_EQ(&m, "first_seen_at", "2026-01-01T00:00:00Z");
+  FX_HDR_STR_EQ(&m, "replayed_by", "alice");
+  assert_null(th_msg_find(&m, "last_error"));
+  assert_null(th_msg_find(&m, "dlq_reason"));
+  assert_null(th_msg_find(&m, "dlq_at"));
+  assert_string_equal(m.message_id, "msg-r1");
+  assert_int_equal(m.delivery_mode, 2);
+  th_msg_release(&m);
+
+  /* A second replay of the same task counts on. */
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "r2"), 0);
+  assert_int_equal(th_msg_set_int(&m, "replay_count", 1), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  run(t, args, NULL, &r);
+  th_msg_init(&m);
+  assert_int_equal(fx_take(t, "dsr.work", &m, 5000), 1);
+  FX_HDR_INT_EQ(&m, "replay_count", 2);
+  th_msg_release(&m);
+}
+
+static void test_replay_usage_and_dry_run(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  th_result r;
+  static const char *const none[] = {"replay", NULL};
+  run(t, none, NULL, &r);
+  assert_int_equal(r.exit_code, 2);
+  assert_int_equal(th_count_lines(r.err), 1);
+  static const char *const bad[] = {"replay", "--older-than", "5x", NULL};
+  run(t, bad, NULL, &r);
+  assert_int_equal(r.exit_code, 2);
+  static const char *const limit_only[] = {"replay", "--limit", "3", NULL};
+  run(t, limit_only, NULL, &r); /* a limit alone selects nothing */
+  assert_int_equal(r.exit_code, 2);
+  static const char *const help[] = {"replay", "--help", NULL};
+  run(t, help, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "--dry-run"));
+
+  static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
+  run(t, dry, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "would have replayed 4"));
+  id_t_ ids[16];
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  int n = drain(t, "dsr.dlq.manual", ids, 16);
+  expect_ids(ids, n, (const char *[]){"a1", "b1", "a2", "b2", NULL});
+}
+
+static void test_replay_limit(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  static const char *const args[] = {"replay", "--source-system", "billing", "--limit", "1", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  id_t_ ids[16];
+  int n = drain(t, "dsr.work", ids, 16);
+  expect_ids(ids, n, (const char *[]){"b1", NULL});
+  n = drain(t, "dsr.dlq.manual", ids, 16);
+  expect_ids(ids, n, (const char *[]){"a1", "a2", "b2", NULL});
+}
+
+static void test_replay_skips_completed(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  for (int i = 0; i < 10; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "c%d", i);
+    pub_simple(t, id);
+    if (i % 3 == 0) pub_completed(t, id, "crm");
+  }
+  pub_completed(t, "c1", "another-system"); /* same request, other system: not done */
+  static const char *const args[] = {"replay", "--all", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  printf("replay: %s", r.out);
+  assert_non_null(strstr(r.out, "replayed 6, skipped as complete 4, left 0"));
+  id_t_ ids[16];
+  int n = drain(t, "dsr.work", ids, 16);
+  expect_ids(ids, n, (const char *[]){"c1", "c2", "c4", "c5", "c7", "c8", NULL});
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+
+  /* Idempotent: replaying again (the tasks are back in the DLQ) skips the
+   * completed ones again and never re-runs them. */
+  pub_simple(t, "c0");
+  pub_simple(t, "c1");
+  run(t, args, NULL, &r);
+  assert_non_null(strstr(r.out, "replayed 1, skipped as complete 1"));
+  n = drain(t, "dsr.work", ids, 16);
+  expect_ids(ids, n, (const char *[]){"c1", NULL});
+}
+
+static void test_replay_sigkill_loses_nothing(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  enum { N = 1500 };
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "k%d", i);
+    pub_simple(t, id);
+  }
+  /* 1500 at 500/s takes 3 s; SIGKILL after 1.5 s, mid-stream. */
+  static const char *const args[] = {"replay", "--all", "--rate", "500", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, NULL, 1500, &r), 0);
+  assert_int_equal(r.exit_code, -1); /* killed */
+  static id_t_ work[MAX_IDS], dlq[MAX_IDS];
+  int nw = drain(t, "dsr.work", work, MAX_IDS);
+  int nd = drain(t, "dsr.dlq.manual", dlq, MAX_IDS);
+  int seen[N] = {0};
+  for (int i = 0; i < nw; i++) seen[atoi(work[i].id + 1)]++;
+  for (int i = 0; i < nd; i++) seen[atoi(dlq[i].id + 1)]++;
+  int lost = 0, dup = 0;
+  for (int i = 0; i < N; i++) {
+    if (seen[i] == 0) lost++;
+    if (seen[i] > 1) dup += seen[i] - 1;
+  }
+  printf("sigkill: %d in dsr.work, %d in the DLQ, lost %d, duplicates %d\n", nw, nd, lost, dup);
+  assert_int_equal(lost, 0);
+  assert_true(nw > 0 && nd > 0); /* it really was midway */
+  /* The DLQ keeps its order for what is left. */
+  for (int i = 1; i < nd; i++) assert_true(atoi(dlq[i - 1].id + 1) < atoi(dlq[i].id + 1));
+}
+
+static void test_replay_rate(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  enum { N = 200 };
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "q%d", i);
+    pub_simple(t, id);
+  }
+  static const char *const args[] = {"replay", "--all", "--rate", "100", NULL};
+  th_result r;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  run(t, args, NULL, &r);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  assert_int_equal(r.exit_code, 0);
+  double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+  /* N messages are N-1 intervals of 1/rate, plus start-up and drain. */
+  double rate = (double)(N - 1) / secs;
+  printf("rate: %d messages in %.3f s = %.1f msg/s (asked 100)\n", N, secs, rate);
+  assert_true(rate >= 90.0 && rate <= 110.0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), N);
+}
+
+static void test_escalate(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  static const char *const args[] = {"escalate", "--reason", "upstream", "--actor", "bob", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  th_msg m;
+  th_msg_init(&m);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(fx_take(t, "compliance_review", &m, 5000), 1);
+    FX_HDR_STR_EQ(&m, "request_id", i == 0 ? "a1" : "b2");
+    FX_HDR_STR_EQ(&m, "escalated_by", "bob");
+    FX_HDR_STR_EQ(&m, "escalation_reason", "operator");
+    assert_true(th_is_iso_utc(th_msg_str(&m, "escalated_at")));
+    FX_HDR_STR_EQ(&m, "last_error", "rejected by worker: upstream 503"); /* kept */
+  }
+  th_msg_release(&m);
+  id_t_ ids[16];
+  int n = drain(t, "dsr.dlq.manual", ids, 16);
+  expect_ids(ids, n, (const char *[]){"b1", "a2", NULL});
+  static const char *const none[] = {"escalate", NULL};
+  run(t, none, NULL, &r);
+  assert_int_equal(r.exit_code, 2);
+}
+
+static void test_inspect_leaves_dlq_exactly(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  for (int i = 0; i < 40; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "i%d", i);
+    pub_simple(t, id);
+  }
+  th_result r;
+  static const char *const all[] = {"inspect", NULL};
+  run(t, all, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_count_lines(r.out), 1 + 44 + 1); /* header, items, summary */
+  assert_null(strstr(r.out, "subject")); /* payload hidden */
+  static const char *const filt[] = {"inspect", "--source-system", "billing", "--json", NULL};
+  run(t, filt, NULL, &r);
+  json_object *j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  assert_int_equal(json_object_array_length(j), 2);
+  assert_string_equal(th_json_str(json_object_array_get_idx(j, 0), "request_id"), "b1");
+  json_object_put(j);
+  static const char *const pay[] = {"inspect", "--request-id", "a2", "--show-payload", NULL};
+  run(t, pay, NULL, &r);
+  assert_non_null(strstr(r.out, "\"subject\":\"user-42\""));
+  /* A small window over many items: stops, says so, still changes nothing. */
+  static const char *const small[] = {"inspect", "--window", "5", NULL};
+  run(t, small, NULL, &r);
+  assert_int_equal(r.exit_code, 1);
+
+  /* Same ids, same order, nothing redelivered-looking lost. */
+  id_t_ ids[64];
+  int n = drain(t, "dsr.dlq.manual", ids, 64);
+  assert_int_equal(n, 44);
+  const char *first[] = {"a1", "b1", "a2", "b2"};
+  for (int i = 0; i < 4; i++) assert_string_equal(ids[i].id, first[i]);
+  for (int i = 0; i < 40; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "i%d", i);
+    assert_string_equal(ids[4 + i].id, id);
+  }
+}
+
+static void test_resolve(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  static const char *const args[] = {"resolve", "--message-id", "msg-a2", "--note",
+                                     "erased by hand, ticket 42", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 1); /* gone now */
+  assert_int_equal(th_count_lines(r.err), 1);
+  static const char *const nonote[] = {"resolve", "--message-id", "msg-a1", NULL};
+  run(t, nonote, NULL, &r);
+  assert_int_equal(r.exit_code, 2);
+  id_t_ ids[16];
+  int n = drain(t, "dsr.dlq.manual", ids, 16);
+  expect_ids(ids, n, (const char *[]){"a1", "b1", "b2", NULL});
+}
+
+static void test_stats(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "p1"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "poison"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  assert_int_equal(fx_publish_task(t, "w1"), 0);
+  static const char *const args[] = {"stats", "--json", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = json_tokener_parse(r.out), *qs, *q, *v, *reasons;
+  assert_non_null(j);
+  assert_true(json_object_object_get_ex(j, "queues", &qs));
+  assert_true(json_object_object_get_ex(qs, "dsr.dlq.manual", &q));
+  assert_true(json_object_object_get_ex(q, "depth", &v));
+  assert_int_equal(json_object_get_int(v), 5);
+  assert_true(json_object_object_get_ex(q, "oldest_age_seconds", &v));
+  /* The head is a1, 3 h in the DLQ. */
+  assert_true(json_object_get_int(v) >= 3 * 3600 - 5 && json_object_get_int(v) < 3 * 3600 + 60);
+  assert_true(json_object_object_get_ex(qs, "dsr.work", &q));
+  assert_true(json_object_object_get_ex(q, "depth", &v));
+  assert_int_equal(json_object_get_int(v), 1);
+  assert_true(json_object_object_get_ex(qs, "compliance_review", &q));
+  assert_true(json_object_object_get_ex(qs, "dsr.retry.1s", &q));
+  assert_true(json_object_object_get_ex(j, "dlq_reasons", &reasons));
+  assert_true(json_object_object_get_ex(reasons, "max_attempts", &v));
+  assert_int_equal(json_object_get_int(v), 4);
+  assert_true(json_object_object_get_ex(reasons, "poison", &v));
+  assert_int_equal(json_object_get_int(v), 1);
+  json_object_put(j);
+  /* Nothing moved; the worker's task was not touched. */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 5);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 1);
+  static const char *const text[] = {"stats", NULL};
+  run(t, text, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "max_attempts"));
+}
+
+static void test_unreachable_broker(void **state) {
+  (void)state;
+  static const char *const cmds[][2] = {{"replay", "--all"}, {"escalate", "--all"},
+                                        {"inspect", NULL},  {"stats", NULL},
+                                        {"resolve", "--message-id"}};
+  for (size_t i = 0; i < 5; i++) {
+    const char *args[6] = {cmds[i][0], cmds[i][1], NULL, NULL, NULL, NULL};
+    if (i == 4) {
+      args[2] = "x";
+      args[3] = "--note";
+      args[4] = "y";
+    }
+    th_result r;
+    assert_int_equal(th_run_bridge(args, "amqp://guest:guest@127.0.0.1:1/%2f", NULL, 30000, &r),
+                     0);
+    assert_int_equal(r.exit_code, 1);
+    assert_int_equal(th_count_lines(r.err), 1);
+    assert_non_null(strstr(r.err, "cannot connect to broker"));
+  }
+}
+
+/* While the daemon routes failures into the DLQ, replay and inspect run
+ * against it; at the end every task is in exactly the place it should be. */
+static void test_ops_while_daemon_routes(void **state) {
+  fx_case *t = *state;
+  static const char *const env[] = {"DLQ_BRIDGE_MAX_ATTEMPTS=1", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  enum { N = 300 };
+  th_worker *w = th_worker_open(&t->vhost, "dsr.work", 50);
+  assert_non_null(w);
+  th_msg m;
+  th_msg_init(&m);
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "d%d", i);
+    assert_int_equal(fx_publish_task(t, id), 0);
+  }
+  /* Reject everything once: each lands in the DLQ through the bridge. */
+  int rejected = 0, inspects = 0;
+  while (rejected < N) {
+    int got = th_worker_next(w, &m, 5000);
+    FX_CHECK(t, got == 1);
+    const char *id = th_msg_str(&m, "request_id");
+    int64_t rc = 0;
+    th_msg_int(&m, "replay_count", &rc);
+    if (rc > 0) {
+      /* Replayed while we were still rejecting: done now. */
+      assert_int_equal(th_worker_ack(w), 0);
+      pub_completed(t, id, "test-suite");
+      rejected++;
+      continue;
+    }
+    assert_int_equal(th_worker_reject(w), 0);
+    rejected++;
+    if (rejected % 100 == 0) {
+      /* Mid-flow: look, and replay what is there. */
+      th_result r;
+      static const char *const insp[] = {"inspect", NULL};
+      run(t, insp, NULL, &r);
+      FX_CHECK(t, r.exit_code == 0);
+      inspects++;
+    }
+  }
+  th_result r;
+  static const char *const rep[] = {"replay", "--older-than", "0s", NULL};
+  run(t, rep, NULL, &r);
+  FX_CHECK(t, r.exit_code == 0 || r.exit_code == 1);
+  /* Work off the replays: ack them all. */
+  int acked = 0;
+  while (th_worker_next(w, &m, 2000) == 1) {
+    assert_int_equal(th_worker_ack(w), 0);
+    acked++;
+  }
+  th_worker_close(w);
+  th_msg_release(&m);
+  assert_true(th_wait_depth(t->conn, "dsr.failed", 0, 10000));
+  long dlq = th_queue_depth(t->conn, "dsr.dlq.manual");
+  printf("daemon+ops: %d rejected, %d acked after replay, %ld left in the DLQ, %d inspects\n",
+         rejected, acked, dlq, inspects);
+  FX_CHECK(t, acked + dlq >= N); /* nothing lost */
+  FX_CHECK(t, acked > 0);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+}
+
+static void test_daemon_escalates_sla_and_max_replays(void **state) {
+  fx_case *t = *state;
+  static const char *const env[] = {"DLQ_BRIDGE_DLQ_SLA=3s", "DLQ_BRIDGE_MAX_REPLAYS=2",
+                                    "DLQ_BRIDGE_MAX_ATTEMPTS=1", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  pub_dlq(t, "old", "crm", "gdpr_art_17", "rejected by worker", th_now_ms() - HOUR_MS);
+  pub_dlq(t, "young", "crm", "gdpr_art_17", "rejected by worker", th_now_ms() + HOUR_MS);
+  th_msg m;
+  th_msg_init(&m);
+  FX_CHECK(t, fx_take(t, "compliance_review", &m, 15000) == 1);
+  FX_HDR_STR_EQ(&m, "request_id", "old");
+  FX_HDR_STR_EQ(&m, "escalation_reason", "dlq_sla");
+  FX_HDR_STR_EQ(&m, "escalated_by", "dlq-bridge");
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+
+  /* Replayed twice already and failing again: compliance_review, not the DLQ. */
+  th_msg task;
+  th_msg_init(&task);
+  assert_int_equal(th_msg_task(&task, "poison-replay"), 0);
+  assert_int_equal(th_msg_set_int(&task, "replay_count", 2), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.work", &task), 0);
+  th_msg_release(&task);
+  th_worker *w = th_worker_open(&t->vhost, "dsr.work", 1);
+  assert_int_equal(th_worker_next(w, &m, 5000), 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  th_worker_close(w);
+  FX_CHECK(t, fx_take(t, "compliance_review", &m, 10000) == 1);
+  FX_HDR_STR_EQ(&m, "request_id", "poison-replay");
+  FX_HDR_STR_EQ(&m, "escalation_reason", "max_replays");
+  FX_HDR_STR_EQ(&m, "dlq_reason", "max_attempts");
+  th_msg_release(&m);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_replay_each_filter),
+      FX_TEST(test_replay_rewrites_envelope),
+      FX_TEST(test_replay_usage_and_dry_run),
+      FX_TEST(test_replay_limit),
+      FX_TEST(test_replay_skips_completed),
+      FX_TEST(test_replay_sigkill_loses_nothing),
+      FX_TEST(test_replay_rate),
+      FX_TEST(test_escalate),
+      FX_TEST(test_inspect_leaves_dlq_exactly),
+      FX_TEST(test_resolve),
+      FX_TEST(test_stats),
+      FX_TEST(test_unreachable_broker),
+      FX_TEST(test_ops_while_daemon_routes),
+      FX_TEST(test_daemon_escalates_sla_and_max_replays),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

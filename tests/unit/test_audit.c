@@ -1,0 +1,679 @@
+/* Unit tests of the audit trail: the writer's records, and the verifier
+ * catching every kind of tampering, a wrong key, a cut tail, rotation
+ * gaps, and concurrent writers. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dlqb/audit.h"
+
+#define KEY_TEXT "0123456789abcdef0123456789abcdef"
+#define OTHER_KEY_TEXT "fedcba9876543210fedcba9876543210"
+#define MAX_LINES 4096
+
+/* One test's scratch directory with a key and a log path. */
+typedef struct {
+  char dir[64];
+  char key_path[128];
+  char log[128];
+  char seal[160];
+  dlqb_config cfg;
+  unsigned char key[DLQB_AUDIT_KEY_MAX];
+  size_t key_len;
+} world;
+
+static void write_text(const char *path, const char *text, mode_t mode) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  assert_int_equal(fchmod(fd, mode), 0);
+  close(fd);
+}
+
+static int setup(void **state) {
+  world *w = calloc(1, sizeof *w);
+  if (w == NULL) return -1;
+  snprintf(w->dir, sizeof w->dir, "/tmp/dlqb-audit-XXXXXX");
+  if (mkdtemp(w->dir) == NULL) return -1;
+  snprintf(w->key_path, sizeof w->key_path, "%s/audit.key", w->dir);
+  snprintf(w->log, sizeof w->log, "%s/audit.log", w->dir);
+  snprintf(w->seal, sizeof w->seal, "%s/audit.log.seal", w->dir);
+  write_text(w->key_path, KEY_TEXT "\n", 0600);
+  dlqb_config_defaults(&w->cfg);
+  snprintf(w->cfg.audit_log, sizeof w->cfg.audit_log, "%s", w->log);
+  snprintf(w->cfg.audit_key_file, sizeof w->cfg.audit_key_file, "%s", w->key_path);
+  snprintf(w->cfg.instance, sizeof w->cfg.instance, "unit-test:1");
+  w->cfg.audit_rotate_bytes = 0;
+  dlqb_error err;
+  if (dlqb_audit_key_load(w->key_path, w->key, &w->key_len, &err) != DLQB_OK) return -1;
+  *state = w;
+  return 0;
+}
+
+static int teardown(void **state) {
+  world *w = *state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", w->dir);
+  int rc = system(cmd);
+  free(w);
+  return rc == 0 ? 0 : -1;
+}
+
+static dlqb_hop make_hop(dlqb_event ev, int i) {
+  dlqb_hop h;
+  memset(&h, 0, sizeof h);
+  h.event = ev;
+  snprintf(h.message_id, sizeof h.message_id, "msg-%d", i);
+  snprintf(h.request_id, sizeof h.request_id, "req-%d", i);
+  snprintf(h.source_system, sizeof h.source_system, "crm");
+  snprintf(h.legal_basis, sizeof h.legal_basis, "gdpr_art_17");
+  h.attempt = i % 5;
+  snprintf(h.reason, sizeof h.reason, "timeout \"quoted\" \\ back\nslash %d", i);
+  snprintf(h.cause, sizeof h.cause, "max_attempts");
+  snprintf(h.from, sizeof h.from, "dsr.failed");
+  snprintf(h.to, sizeof h.to, "dsr.dlq.manual");
+  snprintf(h.actor, sizeof h.actor, "system");
+  return h;
+}
+
+/* Records n hops of event ev in one batch. */
+static void record(dlqb_audit *a, dlqb_event ev, int first, int n) {
+  dlqb_hop hops[16];
+  const dlqb_hop *ptrs[16];
+  assert_true(n <= 16);
+  for (int i = 0; i < n; i++) {
+    hops[i] = make_hop(ev, first + i);
+    ptrs[i] = &hops[i];
+  }
+  dlqb_error err;
+  dlqb_status st = dlqb_audit_record(a, ptrs, (size_t)n, &err);
+  if (st != DLQB_OK) fprintf(stderr, "record: %s\n", err.msg);
+  assert_int_equal(st, DLQB_OK);
+}
+
+/* A closed log of one writer: chain_start, 6 hops in 3 batches, chain_end
+ * = 8 lines. */
+static void make_log(world *w) {
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
+  assert_non_null(a);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 2);
+  record(a, DLQB_EV_DEAD_LETTERED, 2, 2);
+  record(a, DLQB_EV_POISON, 4, 2);
+  dlqb_audit_close(a);
+}
+
+typedef struct {
+  char *line[MAX_LINES];
+  size_t n;
+} lines;
+
+static void read_lines(const char *path, lines *out) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  out->n = 0;
+  char *buf = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&buf, &cap, f)) >= 0) {
+    assert_true(out->n < MAX_LINES);
+    out->line[out->n++] = strdup(buf);
+  }
+  free(buf);
+  fclose(f);
+}
+
+static void write_lines(const char *path, const lines *l) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  for (size_t i = 0; i < l->n; i++) fputs(l->line[i], f);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void free_lines(lines *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->line[i]);
+  l->n = 0;
+}
+
+static dlqb_status verify_one(world *w, const char *seal, dlqb_audit_summary *sum,
+                              dlqb_error *err) {
+  const char *files[] = {w->log};
+  return dlqb_audit_verify_files(w->key, w->key_len, files, 1, seal, 0, sum, err);
+}
+
+/* Asserts verification of the single log fails with a message containing
+ * want. */
+static void expect_bad(world *w, const char *want) {
+  dlqb_error err = {{0}};
+  dlqb_audit_summary sum;
+  dlqb_status st = verify_one(w, w->seal, &sum, &err);
+  printf("  verify: %s\n", err.msg);
+  assert_int_equal(st, DLQB_EINVAL);
+  if (strstr(err.msg, want) == NULL) fprintf(stderr, "expected '%s' in '%s'\n", want, err.msg);
+  assert_non_null(strstr(err.msg, want));
+}
+
+static void expect_good(world *w, dlqb_audit_summary *sum) {
+  dlqb_error err = {{0}};
+  dlqb_status st = verify_one(w, w->seal, sum, &err);
+  if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
+  assert_int_equal(st, DLQB_OK);
+}
+
+/* ---- the key ---- */
+
+static void test_key_file_rules(void **state) {
+  world *w = *state;
+  unsigned char key[DLQB_AUDIT_KEY_MAX];
+  size_t len = 0;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_key_load(w->key_path, key, &len, &err), DLQB_OK);
+  assert_int_equal(len, strlen(KEY_TEXT)); /* the newline is not key material */
+
+  assert_int_equal(chmod(w->key_path, 0640), 0);
+  assert_int_equal(dlqb_audit_key_load(w->key_path, key, &len, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "group or others"));
+  assert_int_equal(chmod(w->key_path, 0604), 0);
+  assert_int_equal(dlqb_audit_key_load(w->key_path, key, &len, &err), DLQB_EINVAL);
+
+  char short_key[160];
+  snprintf(short_key, sizeof short_key, "%s/short.key", w->dir);
+  write_text(short_key, "tooshort\n", 0600);
+  assert_int_equal(dlqb_audit_key_load(short_key, key, &len, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "at least"));
+
+  char missing[160];
+  snprintf(missing, sizeof missing, "%s/none.key", w->dir);
+  assert_int_equal(dlqb_audit_key_load(missing, key, &len, &err), DLQB_EINVAL);
+
+  /* The writer refuses a readable key too. */
+  assert_int_equal(chmod(w->key_path, 0644), 0);
+  dlqb_audit *a = NULL;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_EINVAL);
+  assert_null(a);
+}
+
+static void test_audit_off(void **state) {
+  world *w = *state;
+  w->cfg.audit_log[0] = '\0';
+  dlqb_audit *a = (dlqb_audit *)w; /* must be overwritten */
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_OK);
+  assert_null(a);
+  dlqb_hop h = make_hop(DLQB_EV_RESOLVED, 1);
+  const dlqb_hop *p = &h;
+  assert_int_equal(dlqb_audit_record(NULL, &p, 1, &err), DLQB_OK);
+  assert_true(dlqb_audit_healthy(NULL));
+  dlqb_audit_close(NULL);
+}
+
+/* ---- what is recorded ---- */
+
+static void test_every_event_type_is_recorded(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "bridge-1", &a, &err), DLQB_OK);
+  assert_true(dlqb_audit_healthy(a));
+  dlqb_hop hops[DLQB_EV__COUNT];
+  const dlqb_hop *ptrs[DLQB_EV__COUNT];
+  for (int ev = 0; ev < DLQB_EV__COUNT; ev++) {
+    hops[ev] = make_hop((dlqb_event)ev, ev);
+    ptrs[ev] = &hops[ev];
+  }
+  assert_int_equal(dlqb_audit_record(a, ptrs, DLQB_EV__COUNT, &err), DLQB_OK);
+  dlqb_audit_close(a);
+
+  lines l;
+  read_lines(w->log, &l);
+  assert_int_equal(l.n, DLQB_EV__COUNT + 2);
+  char prev[DLQB_AUDIT_MAC_HEX + 1] = "";
+  char chain[DLQB_AUDIT_CHAIN_HEX + 1] = "";
+  for (size_t i = 0; i < l.n; i++) {
+    json_object *o = json_tokener_parse(l.line[i]);
+    assert_non_null(o);
+    json_object *m;
+    const char *event = json_object_object_get_ex(o, "event", &m) ? json_object_get_string(m) : "";
+    if (i == 0) assert_string_equal(event, "chain_start");
+    else if (i == l.n - 1) assert_string_equal(event, "chain_end");
+    else {
+      int ev = (int)i - 1;
+      assert_string_equal(event, dlqb_event_name((dlqb_event)ev));
+      char want[32];
+      snprintf(want, sizeof want, "msg-%d", ev);
+      assert_true(json_object_object_get_ex(o, "message_id", &m));
+      assert_string_equal(json_object_get_string(m), want);
+      snprintf(want, sizeof want, "req-%d", ev);
+      assert_true(json_object_object_get_ex(o, "request_id", &m));
+      assert_string_equal(json_object_get_string(m), want);
+      static const char *const members[] = {"source_system", "legal_basis", "attempt", "reason",
+                                            "cause", "from", "to", "actor"};
+      for (size_t k = 0; k < sizeof members / sizeof members[0]; k++)
+        assert_true(json_object_object_get_ex(o, members[k], &m));
+      json_object_object_get_ex(o, "reason", &m);
+      /* Escaped, and the control character made harmless. */
+      assert_non_null(strstr(json_object_get_string(m), "\"quoted\" \\ back?slash"));
+    }
+    assert_true(json_object_object_get_ex(o, "writer", &m));
+    assert_string_equal(json_object_get_string(m), "bridge-1");
+    assert_true(json_object_object_get_ex(o, "time", &m));
+    assert_true(json_object_object_get_ex(o, "seq", &m));
+    assert_int_equal(json_object_get_int64(m), (int64_t)i);
+    assert_true(json_object_object_get_ex(o, "chain", &m));
+    if (i == 0) snprintf(chain, sizeof chain, "%s", json_object_get_string(m));
+    assert_string_equal(json_object_get_string(m), chain);
+    assert_true(json_object_object_get_ex(o, "prev", &m));
+    if (i > 0) assert_string_equal(json_object_get_string(m), prev);
+    assert_true(json_object_object_get_ex(o, "mac", &m));
+    snprintf(prev, sizeof prev, "%s", json_object_get_string(m));
+    /* Never the key itself. */
+    assert_null(strstr(l.line[i], KEY_TEXT));
+    json_object_put(o);
+  }
+  free_lines(&l);
+
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.records, DLQB_EV__COUNT + 2);
+  assert_int_equal(sum.chains, 1);
+  assert_int_equal(sum.chains_ended, 1);
+  assert_int_equal(sum.sealed, 1);
+}
+
+/* ---- tampering ---- */
+
+static void test_edited_record(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  char *p = strstr(l.line[2], "msg-1");
+  assert_non_null(p);
+  p[4] = '9';
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 3: mac mismatch (record edited, or wrong key)");
+}
+
+static void test_deleted_record(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  free(l.line[3]);
+  memmove(&l.line[3], &l.line[4], (l.n - 4) * sizeof l.line[0]);
+  l.n--;
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 4: chain");
+  expect_bad(w, "jumps from seq 2 to seq 4");
+}
+
+static void test_deleted_chain_start(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  free(l.line[0]);
+  memmove(&l.line[0], &l.line[1], (l.n - 1) * sizeof l.line[0]);
+  l.n--;
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 1: record of unknown chain");
+}
+
+static void test_inserted_copy(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  memmove(&l.line[3], &l.line[2], (l.n - 2) * sizeof l.line[0]);
+  l.line[2] = strdup(l.line[3]);
+  l.n++;
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 4: chain");
+  expect_bad(w, "goes back from seq 2 to seq 2");
+}
+
+static void test_inserted_forgery(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  /* A well-formed record with a made-up mac. */
+  char forged[2048];
+  snprintf(forged, sizeof forged, "%s", l.line[3]);
+  char *mac = strstr(forged, ",\"mac\":\"");
+  assert_non_null(mac);
+  memset(mac + 8, 'a', DLQB_AUDIT_MAC_HEX);
+  memmove(&l.line[5], &l.line[4], (l.n - 4) * sizeof l.line[0]);
+  l.line[4] = strdup(forged);
+  l.n++;
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 5: mac mismatch");
+}
+
+static void test_reordered_records(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  char *t = l.line[2];
+  l.line[2] = l.line[3];
+  l.line[3] = t;
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 3: chain");
+  expect_bad(w, "jumps from seq 1 to seq 3");
+}
+
+static void test_wrong_key(void **state) {
+  world *w = *state;
+  make_log(w);
+  memcpy(w->key, OTHER_KEY_TEXT, strlen(OTHER_KEY_TEXT));
+  expect_bad(w, "seal: line 1: mac mismatch (wrong key");
+  dlqb_error err;
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_one(w, NULL, &sum, &err), DLQB_EINVAL);
+  printf("  verify: %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "line 1: mac mismatch (wrong key"));
+}
+
+static void test_truncated_tail(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  size_t n = l.n;
+  l.n -= 2; /* drop the last hop and chain_end */
+  write_lines(w->log, &l);
+  l.n = n;
+  free_lines(&l);
+  expect_bad(w, "line 7: missing: chain");
+  expect_bad(w, "ends at seq 5 but the seal vouches for seq 7");
+  /* Without the seal the cut is invisible: that is what the seal is for. */
+  dlqb_error err;
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_one(w, NULL, &sum, &err), DLQB_OK);
+}
+
+static void test_torn_last_line(void **state) {
+  world *w = *state;
+  make_log(w);
+  struct stat sb;
+  assert_int_equal(stat(w->log, &sb), 0);
+  assert_int_equal(truncate(w->log, sb.st_size - 10), 0);
+  expect_bad(w, "line 8: incomplete record");
+}
+
+static void test_whole_log_emptied(void **state) {
+  world *w = *state;
+  make_log(w);
+  assert_int_equal(truncate(w->log, 0), 0);
+  expect_bad(w, "line 1: missing: the seal vouches for chain");
+}
+
+static void test_seal_missing_or_edited(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->seal, &l);
+  assert_int_equal(l.n, 1);
+  char *p = strstr(l.line[0], "\"seq\":7");
+  assert_non_null(p);
+  p[6] = '5'; /* claim less, to hide a cut */
+  write_lines(w->seal, &l);
+  free_lines(&l);
+  expect_bad(w, "seal: line 1: mac mismatch (record edited, or wrong key)");
+  assert_int_equal(unlink(w->seal), 0);
+  expect_bad(w, "no seal file");
+}
+
+/* ---- fail closed, and recovery ---- */
+
+static void test_write_failure_then_recovery(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_OK);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 3);
+
+  /* The disk is full: every write fails with ENOSPC. */
+  char saved[160];
+  snprintf(saved, sizeof saved, "%s.saved", w->log);
+  assert_int_equal(rename(w->log, saved), 0);
+  assert_int_equal(symlink("/dev/full", w->log), 0);
+  dlqb_hop h = make_hop(DLQB_EV_DEAD_LETTERED, 10);
+  const dlqb_hop *p = &h;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(dlqb_audit_record(a, &p, 1, &err), DLQB_EIO);
+    assert_false(dlqb_audit_healthy(a));
+  }
+  printf("  failing: %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "audit log"));
+
+  /* Writable again: the same hop is recorded once, the chain unbroken. */
+  assert_int_equal(unlink(w->log), 0);
+  assert_int_equal(rename(saved, w->log), 0);
+  assert_int_equal(dlqb_audit_record(a, &p, 1, &err), DLQB_OK);
+  assert_true(dlqb_audit_healthy(a));
+  dlqb_audit_close(a);
+  lines l;
+  read_lines(w->log, &l);
+  assert_int_equal(l.n, 1 + 3 + 1 + 1);
+  free_lines(&l);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+}
+
+static void test_torn_write_is_repaired(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_OK);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 2);
+  /* Another writer died halfway through a record. */
+  int fd = open(w->log, O_WRONLY | O_APPEND);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "{\"v\":1,\"chain\":\"ab", 18), 18);
+  close(fd);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 2, 2);
+  dlqb_audit_close(a);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.records, 6);
+}
+
+/* ---- rotation ---- */
+
+static dlqb_status verify_list(world *w, const char *const *files, size_t n, int partial,
+                               dlqb_error *err) {
+  dlqb_audit_summary sum;
+  dlqb_status st =
+      dlqb_audit_verify_files(w->key, w->key_len, files, n, w->seal, partial, &sum, err);
+  printf("  verify %zu files: %s\n", n, st == DLQB_OK ? "ok" : err->msg);
+  return st;
+}
+
+static void test_rotation(void **state) {
+  world *w = *state;
+  w->cfg.audit_rotate_bytes = 4096;
+  dlqb_audit *a = NULL, *b = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w1", &a, &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w2", &b, &err), DLQB_OK);
+  for (int i = 0; i < 40; i++) {
+    record(a, DLQB_EV_RETRY_SCHEDULED, i * 2, 2);
+    if (i % 3 == 0) record(b, DLQB_EV_ESCALATED, i, 1);
+  }
+  dlqb_audit_close(b);
+  record(a, DLQB_EV_RESOLVED, 100, 1);
+  dlqb_audit_close(a);
+
+  char **files = NULL;
+  size_t n = 0;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
+  printf("  %zu files\n", n);
+  assert_true(n >= 4);
+  assert_string_equal(files[n - 1], w->log);
+  dlqb_audit_summary sum;
+  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
+                                           w->seal, 0, &sum, &err),
+                   DLQB_OK);
+  assert_int_equal(sum.chains, 2);
+  assert_int_equal(sum.chains_ended, 2);
+  assert_int_equal(sum.records, 2 + 80 + 14 + 1 + 2);
+  assert_int_equal(sum.rotations, n - 1);
+
+  const char *list[64];
+  assert_true(n < 64);
+  /* A middle file missing. */
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (i != 1) list[k++] = files[i];
+  assert_int_equal(verify_list(w, list, k, 0, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "line 1: does not follow"));
+  /* Out of order. */
+  for (size_t i = 0; i < n; i++) list[i] = files[i];
+  list[1] = files[2];
+  list[2] = files[1];
+  assert_int_equal(verify_list(w, list, n, 0, &err), DLQB_EINVAL);
+  /* Only the newest file: refused, unless --partial. */
+  list[0] = files[n - 1];
+  assert_int_equal(verify_list(w, list, 1, 0, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "line 1: this file continues"));
+  assert_int_equal(verify_list(w, list, 1, 1, &err), DLQB_OK);
+  /* The first file missing. */
+  for (size_t i = 1; i < n; i++) list[i - 1] = files[i];
+  assert_int_equal(verify_list(w, list, n - 1, 0, &err), DLQB_EINVAL);
+
+  /* A rotated file cut by its last line. */
+  lines l;
+  read_lines(files[1], &l);
+  l.n--;
+  write_lines(files[1], &l);
+  l.n++;
+  free_lines(&l);
+  assert_int_equal(verify_list(w, (const char *const *)files, n, 0, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "line 1: does not follow"));
+  dlqb_audit_files_free(files, n);
+}
+
+/* ---- concurrent writers ---- */
+
+#define WRITERS 3
+#define BATCHES 150
+
+static void test_concurrent_writers(void **state) {
+  world *w = *state;
+  w->cfg.audit_rotate_bytes = 64 * 1024;
+  pid_t pids[WRITERS];
+  for (int i = 0; i < WRITERS; i++) {
+    pids[i] = fork();
+    assert_true(pids[i] >= 0);
+    if (pids[i] == 0) {
+      char name[32];
+      snprintf(name, sizeof name, "writer-%d", i);
+      dlqb_audit *a = NULL;
+      dlqb_error err;
+      if (dlqb_audit_open(&w->cfg, name, &a, &err) != DLQB_OK) _exit(1);
+      for (int b = 0; b < BATCHES; b++) {
+        dlqb_hop hops[3];
+        const dlqb_hop *ptrs[3];
+        for (int j = 0; j < 3; j++) {
+          hops[j] = make_hop(DLQB_EV_DEAD_LETTERED, b * 3 + j);
+          ptrs[j] = &hops[j];
+        }
+        if (dlqb_audit_record(a, ptrs, 3, &err) != DLQB_OK) _exit(2);
+      }
+      dlqb_audit_close(a);
+      _exit(0);
+    }
+  }
+  for (int i = 0; i < WRITERS; i++) {
+    int status = 0;
+    assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+  }
+  char **files = NULL;
+  size_t n = 0;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
+  dlqb_audit_summary sum;
+  dlqb_status st = dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
+                                           w->seal, 0, &sum, &err);
+  if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
+  assert_int_equal(st, DLQB_OK);
+  printf("  %zu files, %lu records, %lu rotations\n", n, sum.records, sum.rotations);
+  assert_int_equal(sum.chains, WRITERS);
+  assert_int_equal(sum.chains_ended, WRITERS);
+  assert_int_equal(sum.records, WRITERS * (2 + BATCHES * 3));
+  assert_true(sum.rotations >= 1);
+  dlqb_audit_files_free(files, n);
+}
+
+/* ---- the verifier on hostile input ---- */
+
+static void test_verifier_rejects_garbage(void **state) {
+  world *w = *state;
+  static const char *const junk[] = {
+      "",
+      "{}",
+      "not json at all",
+      "{\"mac\":\"00\"}",
+      "{\"v\":1,\"mac\":\"0000000000000000000000000000000000000000000000000000000000000000\"}",
+      "\x01\x02\x03",
+  };
+  for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+    dlqb_audit_verifier *v = dlqb_audit_verifier_new(w->key, w->key_len, 0);
+    assert_non_null(v);
+    dlqb_error err;
+    assert_int_equal(dlqb_audit_verifier_line(v, junk[i], strlen(junk[i]), 1, &err), DLQB_EINVAL);
+    assert_non_null(strstr(err.msg, "line 1: "));
+    /* Once failed, it stays failed. */
+    assert_int_equal(dlqb_audit_verifier_line(v, "{}", 2, 1, &err), DLQB_EINVAL);
+    dlqb_audit_verifier_free(v);
+  }
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      T(test_key_file_rules),
+      T(test_audit_off),
+      T(test_every_event_type_is_recorded),
+      T(test_edited_record),
+      T(test_deleted_record),
+      T(test_deleted_chain_start),
+      T(test_inserted_copy),
+      T(test_inserted_forgery),
+      T(test_reordered_records),
+      T(test_wrong_key),
+      T(test_truncated_tail),
+      T(test_torn_last_line),
+      T(test_whole_log_emptied),
+      T(test_seal_missing_or_edited),
+      T(test_write_failure_then_recovery),
+      T(test_torn_write_is_repaired),
+      T(test_rotation),
+      T(test_concurrent_writers),
+      T(test_verifier_rejects_garbage),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,399 @@
+/* Unit tests of the metrics module: counting hops, the text exposition,
+ * the health verdict, the HTTP endpoint on a loopback port, and the
+ * head-stamp rule of queue_stats. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dlqb/metrics.h"
+#include "dlqb/queue_stats.h"
+
+static char *render(dlqb_metrics *m) {
+  char *text = NULL;
+  size_t len = 0;
+  dlqb_error err;
+  assert_int_equal(dlqb_metrics_render(m, &text, &len, &err), DLQB_OK);
+  assert_non_null(text);
+  assert_int_equal(strlen(text), len);
+  return text;
+}
+
+/* The value of the sample line "<series> <value>" (series with its labels,
+ * exactly); fails the test when absent. */
+static double sample(const char *text, const char *series) {
+  size_t n = strlen(series);
+  for (const char *line = text; *line != '\0';) {
+    const char *end = strchr(line, '\n');
+    if (end == NULL) end = line + strlen(line);
+    if ((size_t)(end - line) > n && strncmp(line, series, n) == 0 && line[n] == ' ')
+      return strtod(line + n + 1, NULL);
+    line = *end ? end + 1 : end;
+  }
+  fail_msg("no sample %s in:\n%s", series, text);
+  return -1;
+}
+
+static bool has_line_starting(const char *text, const char *prefix) {
+  size_t n = strlen(prefix);
+  for (const char *line = text; *line != '\0';) {
+    if (strncmp(line, prefix, n) == 0) return true;
+    const char *end = strchr(line, '\n');
+    if (end == NULL) break;
+    line = end + 1;
+  }
+  return false;
+}
+
+static dlqb_hop hop(dlqb_event ev, const char *cause) {
+  dlqb_hop h;
+  memset(&h, 0, sizeof h);
+  h.event = ev;
+  snprintf(h.cause, sizeof h.cause, "%s", cause);
+  return h;
+}
+
+static void test_fresh_registry_exports_zeros(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("1.2.3");
+  assert_non_null(m);
+  char *t = render(m);
+  assert_true(sample(t, "dlq_bridge_up") == 1);
+  assert_true(sample(t, "dlq_bridge_build_info{version=\"1.2.3\"}") == 1);
+  assert_true(sample(t, "dlq_bridge_connected") == 0);
+  assert_true(sample(t, "dlq_bridge_audit_writable") == 1);
+  assert_true(sample(t, "dlq_bridge_failures_seen_total") == 0);
+  assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"max_attempts\"}") == 0);
+  assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"sla_budget\"}") == 0);
+  assert_true(sample(t, "dlq_bridge_escalated_total{by=\"sla\"}") == 0);
+  assert_true(sample(t, "dlq_bridge_confirm_latency_seconds_count") == 0);
+  assert_true(sample(t, "dlq_bridge_queue_stats_up") == 0);
+  /* No queue has been read: no queue series, only their HELP and TYPE. */
+  assert_false(has_line_starting(t, "dlq_bridge_queue_depth{"));
+  assert_true(has_line_starting(t, "# TYPE dlq_bridge_queue_depth gauge"));
+  /* The ops commands' counters are theirs, not the daemon's. */
+  assert_null(strstr(t, "replayed_total"));
+  assert_null(strstr(t, "resolved_total"));
+  free(t);
+  dlqb_metrics_free(m);
+}
+
+/* Every family has one HELP and one TYPE line before its samples, and every
+ * sample line belongs to the family announced last (format 0.0.4). */
+static void test_every_family_has_help_and_type(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("x");
+  dlqb_queue_stat q = {.queue = "dsr.dlq.manual", .present = true, .depth = 1,
+                       .age_source = DLQB_AGE_HEAD, .oldest_age_seconds = 2.5};
+  dlqb_metrics_set_queues(m, &q, 1, true);
+  char *t = render(m);
+  char family[128] = "";
+  bool typed = false;
+  for (char *line = strtok(t, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    if (strncmp(line, "# HELP ", 7) == 0) {
+      sscanf(line + 7, "%127s", family);
+      typed = false;
+      continue;
+    }
+    if (strncmp(line, "# TYPE ", 7) == 0) {
+      char name[128], type[32];
+      assert_int_equal(sscanf(line + 7, "%127s %31s", name, type), 2);
+      assert_string_equal(name, family);
+      typed = true;
+      continue;
+    }
+    assert_true(typed);
+    assert_int_equal(strncmp(line, family, strlen(family)), 0);
+    char next = line[strlen(family)];
+    assert_true(next == ' ' || next == '{' || next == '_');
+  }
+  free(t);
+  dlqb_metrics_free(m);
+}
+
+static void test_hops_are_counted_by_event_and_cause(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("x");
+  dlqb_hop h;
+  for (int i = 0; i < 10; i++) {
+    h = hop(DLQB_EV_RETRY_SCHEDULED, "");
+    dlqb_metrics_count_hop(m, &h, 0.002);
+  }
+  for (int i = 0; i < 5; i++) {
+    h = hop(DLQB_EV_DEAD_LETTERED, "max_attempts");
+    dlqb_metrics_count_hop(m, &h, 0.02);
+  }
+  h = hop(DLQB_EV_DEAD_LETTERED, "sla_budget");
+  dlqb_metrics_count_hop(m, &h, 0.02);
+  h = hop(DLQB_EV_POISON, "poison");
+  dlqb_metrics_count_hop(m, &h, 0.02);
+  h = hop(DLQB_EV_INVALID, "invalid_envelope");
+  dlqb_metrics_count_hop(m, &h, 0.02);
+  h = hop(DLQB_EV_ESCALATED, "sla");
+  dlqb_metrics_count_hop(m, &h, 0.02);
+  h = hop(DLQB_EV_ESCALATED, "operator"); /* an ops command's: not counted */
+  dlqb_metrics_count_hop(m, &h, -1);
+  h = hop(DLQB_EV_REPLAYED, "");
+  dlqb_metrics_count_hop(m, &h, -1);
+
+  char *t = render(m);
+  assert_true(sample(t, "dlq_bridge_failures_seen_total") == 18);
+  assert_true(sample(t, "dlq_bridge_retries_scheduled_total") == 10);
+  assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"max_attempts\"}") == 5);
+  assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"sla_budget\"}") == 1);
+  assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"poison\"}") == 1);
+  assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"invalid_envelope\"}") == 1);
+  assert_true(sample(t, "dlq_bridge_poison_total") == 1);
+  assert_true(sample(t, "dlq_bridge_invalid_total") == 1);
+  assert_true(sample(t, "dlq_bridge_escalated_total{by=\"sla\"}") == 1);
+  assert_true(sample(t, "dlq_bridge_escalated_total{by=\"max_replays\"}") == 0);
+  free(t);
+  dlqb_metrics_free(m);
+}
+
+static void test_latency_histogram_is_cumulative(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("x");
+  dlqb_hop h = hop(DLQB_EV_RETRY_SCHEDULED, "");
+  const double obs[] = {0.0005, 0.001, 0.003, 0.2, 7.0, 42.0};
+  for (size_t i = 0; i < sizeof obs / sizeof obs[0]; i++) dlqb_metrics_count_hop(m, &h, obs[i]);
+  dlqb_metrics_count_hop(m, &h, -1.0); /* nothing published: not observed */
+  char *t = render(m);
+  /* A bucket counts observations <= its bound. */
+  assert_true(sample(t, "dlq_bridge_confirm_latency_seconds_bucket{le=\"0.001\"}") == 2);
+  assert_true(sample(t, "dlq_bridge_confirm_latency_seconds_bucket{le=\"0.005\"}") == 3);
+  assert_true(sample(t, "dlq_bridge_confirm_latency_seconds_bucket{le=\"0.25\"}") == 4);
+  assert_true(sample(t, "dlq_bridge_confirm_latency_seconds_bucket{le=\"10\"}") == 5);
+  assert_true(sample(t, "dlq_bridge_confirm_latency_seconds_bucket{le=\"+Inf\"}") == 6);
+  assert_true(sample(t, "dlq_bridge_confirm_latency_seconds_count") == 6);
+  double sum = sample(t, "dlq_bridge_confirm_latency_seconds_sum");
+  assert_true(sum > 49.2044 && sum < 49.2046);
+  free(t);
+  dlqb_metrics_free(m);
+}
+
+static void test_queue_gauges(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("x");
+  dlqb_queue_stat qs[4] = {
+      {.queue = "dsr.work", .type = DLQB_QTYPE_QUORUM, .present = true, .depth = 7,
+       .consumers = 2, .age_source = DLQB_AGE_UNKNOWN},
+      {.queue = "dsr.dlq.manual", .type = DLQB_QTYPE_CLASSIC, .present = true, .depth = 30,
+       .age_source = DLQB_AGE_HEAD, .oldest_age_seconds = 86400.25},
+      {.queue = "gone", .present = false},
+      {.queue = "we\"ird\\q\nx", .present = true, .depth = 0, .age_source = DLQB_AGE_EMPTY},
+  };
+  dlqb_metrics_set_queues(m, qs, 4, true);
+  char *t = render(m);
+  assert_true(sample(t, "dlq_bridge_queue_stats_up") == 1);
+  assert_true(sample(t, "dlq_bridge_queue_depth{queue=\"dsr.work\"}") == 7);
+  assert_true(sample(t, "dlq_bridge_queue_consumers{queue=\"dsr.work\"}") == 2);
+  assert_true(sample(t, "dlq_bridge_queue_depth{queue=\"dsr.dlq.manual\"}") == 30);
+  assert_true(sample(t, "dlq_bridge_queue_oldest_age_seconds{queue=\"dsr.dlq.manual\"}") ==
+              86400.25);
+  /* Unknown age: no sample rather than a made-up one. */
+  assert_false(has_line_starting(t, "dlq_bridge_queue_oldest_age_seconds{queue=\"dsr.work\"}"));
+  assert_null(strstr(t, "queue=\"gone\""));
+  /* Label values escape backslash, double quote and newline. */
+  assert_true(sample(t, "dlq_bridge_queue_depth{queue=\"we\\\"ird\\\\q\\nx\"}") == 0);
+  free(t);
+
+  /* A failed refresh drops the gauges instead of repeating stale values. */
+  dlqb_metrics_set_queues(m, NULL, 0, false);
+  t = render(m);
+  assert_true(sample(t, "dlq_bridge_queue_stats_up") == 0);
+  assert_false(has_line_starting(t, "dlq_bridge_queue_depth{"));
+  free(t);
+  dlqb_metrics_free(m);
+}
+
+static void test_health_verdict(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("x");
+  char why[128];
+  assert_false(dlqb_metrics_healthy(m, why, sizeof why));
+  assert_string_equal(why, "not connected to the broker");
+  dlqb_metrics_set_connected(m, true);
+  assert_true(dlqb_metrics_healthy(m, why, sizeof why));
+  assert_string_equal(why, "ok");
+  dlqb_metrics_set_audit_writable(m, false);
+  assert_false(dlqb_metrics_healthy(m, why, sizeof why));
+  assert_string_equal(why, "audit log is not writable");
+  dlqb_metrics_set_audit_writable(m, true);
+  dlqb_metrics_set_connected(m, false);
+  assert_false(dlqb_metrics_healthy(m, NULL, 0));
+  dlqb_metrics_free(m);
+}
+
+/* ---- HTTP ------------------------------------------------------------- */
+
+/* GETs path from 127.0.0.1:port with a raw HTTP/1.0 request; returns the
+ * status and the response (headers and body) in a malloc'd *out. */
+static int http_get(int port, const char *method, const char *path, char **out) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  char req[256];
+  int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\nHost: localhost\r\n\r\n", method, path);
+  assert_int_equal(write(fd, req, (size_t)n), n);
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  ssize_t r;
+  while ((r = read(fd, buf + len, cap - len - 1)) > 0) len += (size_t)r;
+  buf[len] = '\0';
+  close(fd);
+  int status = 0;
+  sscanf(buf, "HTTP/1.%*d %d", &status);
+  *out = buf;
+  return status;
+}
+
+static const char *body_of(const char *response) {
+  const char *b = strstr(response, "\r\n\r\n");
+  return b ? b + 4 : "";
+}
+
+static void test_http_endpoint(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("9.9.9");
+  dlqb_metrics_server *s = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_metrics_server_start(m, "127.0.0.1:0", &s, &err), DLQB_OK);
+  int port = dlqb_metrics_server_port(s);
+  assert_true(port > 0);
+
+  char *resp;
+  assert_int_equal(http_get(port, "GET", "/healthz", &resp), 503);
+  assert_string_equal(body_of(resp), "not connected to the broker\n");
+  free(resp);
+  dlqb_metrics_set_connected(m, true);
+  assert_int_equal(http_get(port, "GET", "/healthz", &resp), 200);
+  assert_string_equal(body_of(resp), "ok\n");
+  free(resp);
+
+  dlqb_hop h = hop(DLQB_EV_POISON, "poison");
+  dlqb_metrics_count_hop(m, &h, 0.004);
+  assert_int_equal(http_get(port, "GET", "/metrics", &resp), 200);
+  assert_non_null(strstr(resp, "text/plain; version=0.0.4"));
+  assert_true(sample(body_of(resp), "dlq_bridge_poison_total") == 1);
+  assert_true(sample(body_of(resp), "dlq_bridge_connected") == 1);
+  free(resp);
+
+  assert_int_equal(http_get(port, "GET", "/nope", &resp), 404);
+  free(resp);
+  assert_int_equal(http_get(port, "POST", "/metrics", &resp), 405);
+  free(resp);
+
+  /* A second server on the same port is refused with a one-line reason. */
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  dlqb_metrics_server *s2 = NULL;
+  assert_int_equal(dlqb_metrics_server_start(m, addr, &s2, &err), DLQB_EIO);
+  assert_null(s2);
+  assert_non_null(strstr(err.msg, "cannot listen on 127.0.0.1:"));
+  assert_non_null(strstr(err.msg, "in use"));
+
+  dlqb_metrics_server_stop(s);
+  dlqb_metrics_server_stop(NULL);
+  dlqb_metrics_free(m);
+}
+
+static void test_bad_address_is_refused(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("x");
+  dlqb_metrics_server *s = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_metrics_server_start(m, "no-port", &s, &err), DLQB_EINVAL);
+  assert_null(s);
+  /* (A numeric host, so the test never waits on DNS.) */
+  assert_int_equal(dlqb_metrics_server_start(m, "127.0.0.1:http", &s, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "cannot resolve metrics address '127.0.0.1:http'"));
+  dlqb_metrics_free(m);
+}
+
+/* ---- queue_stats: the head stamp -------------------------------------- */
+
+static amqp_table_entry_t str_entry(const char *k, const char *v) {
+  amqp_table_entry_t e;
+  e.key = amqp_cstring_bytes(k);
+  e.value.kind = AMQP_FIELD_KIND_UTF8;
+  e.value.value.bytes = amqp_cstring_bytes(v);
+  return e;
+}
+
+static void test_head_stamp(void **state) {
+  (void)state;
+  amqp_basic_properties_t p;
+  memset(&p, 0, sizeof p);
+  int64_t ms = 0;
+  assert_false(dlqb_queue_head_stamp(&p, &ms));
+
+  /* x-death[0].time is the last resort. */
+  amqp_table_entry_t death_fields[2];
+  death_fields[0] = str_entry("reason", "rejected");
+  death_fields[1].key = amqp_cstring_bytes("time");
+  death_fields[1].value.kind = AMQP_FIELD_KIND_TIMESTAMP;
+  death_fields[1].value.value.u64 = 1700000000;
+  amqp_field_value_t death = {.kind = AMQP_FIELD_KIND_TABLE};
+  death.value.table = (amqp_table_t){2, death_fields};
+  amqp_table_entry_t h[3];
+  h[0].key = amqp_cstring_bytes("x-death");
+  h[0].value.kind = AMQP_FIELD_KIND_ARRAY;
+  h[0].value.value.array = (amqp_array_t){1, &death};
+  p._flags = AMQP_BASIC_HEADERS_FLAG;
+  p.headers = (amqp_table_t){1, h};
+  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_int_equal(ms, INT64_C(1700000000000));
+
+  /* The AMQP timestamp beats x-death. */
+  p._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+  p.timestamp = 1700000100;
+  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_int_equal(ms, INT64_C(1700000100000));
+
+  /* dlq_at beats both; the later of dlq_at and escalated_at wins. */
+  h[1] = str_entry("dlq_at", "2026-11-30T05:00:00.500Z");
+  p.headers.num_entries = 2;
+  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_int_equal(ms, INT64_C(1796014800500));
+  h[2] = str_entry("escalated_at", "2026-11-30T06:00:00Z");
+  p.headers.num_entries = 3;
+  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_int_equal(ms, INT64_C(1796018400000));
+  h[2] = str_entry("escalated_at", "2026-11-29T06:00:00Z");
+  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_int_equal(ms, INT64_C(1796014800500));
+
+  /* A malformed dlq_at is ignored, not trusted. */
+  h[1] = str_entry("dlq_at", "yesterday");
+  p.headers.num_entries = 2;
+  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_int_equal(ms, INT64_C(1700000100000));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fresh_registry_exports_zeros),
+      cmocka_unit_test(test_every_family_has_help_and_type),
+      cmocka_unit_test(test_hops_are_counted_by_event_and_cause),
+      cmocka_unit_test(test_latency_histogram_is_cumulative),
+      cmocka_unit_test(test_queue_gauges),
+      cmocka_unit_test(test_health_verdict),
+      cmocka_unit_test(test_http_endpoint),
+      cmocka_unit_test(test_bad_address_is_refused),
+      cmocka_unit_test(test_head_stamp),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
