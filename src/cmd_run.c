@@ -137,6 +137,10 @@ int cmd_run(int argc, char **argv) {
   dlqb_metrics_server_stop(metrics_server);
   dlqb_metrics_free(hctx.metrics);
   dlqb_audit_close(hctx.audit);
+  if (st == DLQB_EACCESS) {
+    cli_error("%s (a bridge user without configure permission runs with --no-declare)", err.msg);
+    return EXIT_FAILURE_;
+  }
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;

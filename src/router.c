@@ -205,7 +205,8 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
     bool connected = false;
     st = session(&r, no_declare, stop, &connected, err);
     if (st == DLQB_OK) break;
-    if (st == DLQB_ECONFLICT || st == DLQB_EINVAL) break; /* retrying cannot fix these */
+    /* Retrying cannot fix these; say so and exit non-zero. */
+    if (st == DLQB_ECONFLICT || st == DLQB_EINVAL || st == DLQB_EACCESS) break;
     if (connected) ever_connected = true;
     else if (!ever_connected) break; /* first contact failed: say so and exit */
     if (connected) backoff = BACKOFF_MIN_MS;

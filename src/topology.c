@@ -104,6 +104,8 @@ static dlqb_status declared(dlqb_link *link, const char *what, dlqb_error *err) 
   dlqb_status st = dlqb_link_reply(link, amqp_get_rpc_reply(dlqb_link_conn(link)), what, err);
   /* 406 PRECONDITION_FAILED: the object exists with other properties. */
   if (st == DLQB_EBROKER && strstr(err->msg, "PRECONDITION_FAILED") != NULL) return DLQB_ECONFLICT;
+  /* 403: this user may not configure; waiting will not change that. */
+  if (st == DLQB_EBROKER && strstr(err->msg, "ACCESS_REFUSED") != NULL) return DLQB_EACCESS;
   return st;
 }
 

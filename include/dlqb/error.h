@@ -16,7 +16,8 @@ typedef enum {
   DLQB_EBROKER = -4, /* the broker refused or closed: see the detail */
   DLQB_ECONN = -5,   /* the connection is gone; reconnect */
   DLQB_ETIMEOUT = -6,
-  DLQB_ECONFLICT = -7 /* an existing object differs (e.g. queue arguments) */
+  DLQB_ECONFLICT = -7, /* an existing object differs (e.g. queue arguments) */
+  DLQB_EACCESS = -8    /* the broker refused: permissions */
 } dlqb_status;
 
 /* Caller-owned detail for the last failure: one line, lower case, no
