@@ -15,6 +15,7 @@
 # usage: broker-node.sh start DIR BASE_PORT [NODENAME]
 #        broker-node.sh stop DIR
 #        broker-node.sh env DIR     (prints the shell variables of a started node)
+#        broker-node.sh join DIR OTHER_NODENAME   (joins OTHER's cluster)
 set -euo pipefail
 
 cmd=${1:-}
@@ -130,11 +131,23 @@ kill)
     kill -9 -- -"$(cat "$dir/server.pid")" 2>/dev/null || true
     rm -f "$dir/server.pid"
     ;;
+join)
+    # Makes the started node in DIR a member of OTHER's cluster (OTHER is a
+    # node name, e.g. dlqb-c1-55682@localhost). Both need the same Erlang
+    # cookie: copy OTHER's DIR/home/.erlang.cookie before starting this one.
+    other=${3:?OTHER node name required}
+    node_env
+    "$rabbit_bin/rabbitmqctl" -q -n "$RABBITMQ_NODENAME" stop_app
+    "$rabbit_bin/rabbitmqctl" -q -n "$RABBITMQ_NODENAME" join_cluster "$other"
+    "$rabbit_bin/rabbitmqctl" -q -n "$RABBITMQ_NODENAME" start_app
+    . "$dir/node.env"
+    wait_ready
+    ;;
 env)
     cat "$dir/node.env"
     ;;
 *)
-    echo "usage: $0 start|stop|kill|env DIR [BASE_PORT] [NODENAME]" >&2
+    echo "usage: $0 start|stop|kill|join|env DIR [BASE_PORT] [NODENAME|OTHER_NODENAME]" >&2
     exit 2
     ;;
 esac

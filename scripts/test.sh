@@ -5,18 +5,26 @@
 # the unit tests and then the broker tests (each build starts its own private
 # RabbitMQ node, on ports 35672.. and 36672.., so the two never collide).
 #
-# usage: scripts/test.sh [--quick]     --quick skips the sanitizer build
+# Then the libFuzzer targets get a bounded run each in build-fuzz/ (clang).
+#
+# usage: scripts/test.sh [--quick] [--long]
+#   --quick  skips the sanitizer and fuzz builds
+#   --long   also runs the long fault tests (label "long": a three-node
+#            cluster losing a node, and every fault test longer, with
+#            DLQB_TEST_LONG=1); adds about 10 minutes per build
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
 quick=0
+long=0
 for arg in "$@"; do
     case "$arg" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "test.sh: unknown argument '$arg' (usage: scripts/test.sh [--quick])" >&2; exit 2 ;;
+    --long) long=1 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown argument '$arg' (usage: scripts/test.sh [--quick] [--long])" >&2; exit 2 ;;
     esac
 done
 
@@ -51,6 +59,11 @@ build_and_test() {
     step "broker tests ($dir)"
     ctest --test-dir "$dir" --output-on-failure -L broker ||
         fail "broker tests in $dir (bridge logs: $dir/tests/broker/logs/)"
+    if [ "$long" = 1 ]; then
+        step "long tests ($dir)"
+        DLQB_TEST_LONG=1 ctest --test-dir "$dir" --output-on-failure -R '^broker\.(faults|cluster)$' ||
+            fail "long tests in $dir (bridge logs: $dir/tests/broker/logs/)"
+    fi
 }
 
 step "dependencies"
@@ -64,6 +77,17 @@ else
     export ASAN_OPTIONS=detect_leaks=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     build_and_test build-asan 36672 -DDLQB_SANITIZE=ON
+
+    # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
+    # (seeds and every past finding) first. They need clang.
+    step "configure build-fuzz"
+    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_FUZZ=ON \
+        -DDLQB_BROKER_TESTS=OFF || fail "cmake configure of build-fuzz"
+    step "build build-fuzz"
+    cmake --build build-fuzz -j2 --target fuzz_envelope fuzz_config fuzz_duration fuzz_iso_time ||
+        fail "build of build-fuzz"
+    step "fuzz tests (build-fuzz)"
+    ctest --test-dir build-fuzz --output-on-failure -j2 -L fuzz || fail "fuzz tests in build-fuzz"
 fi
 
 step "all tests passed"

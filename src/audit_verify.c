@@ -157,6 +157,11 @@ static json_object *parse_body(dlqb_audit_verifier *v, const char *line, size_t 
   return o;
 }
 
+/* Copies record text for an error message: one printable line. */
+static void copy_text(char *dst, size_t cap, const char *src) {
+  dlqb_text_sanitize(dst, cap, src != NULL ? src : "", src != NULL ? strlen(src) : 0);
+}
+
 /* A string member, or NULL when absent or of another type. */
 static const char *str_of(json_object *o, const char *key) {
   json_object *m;
@@ -199,11 +204,12 @@ static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t le
     return dlqb_fail(err, DLQB_ENOMEM, "hmac-sha256 failed (openssl)");
   json_object *o = parse_body(v, line, body);
   if (!dlqb__audit_mac_equal(want, hex)) {
-    const char *key = o != NULL ? str_of(o, "key") : NULL;
+    char key[DLQB_AUDIT_KEY_ID_HEX + 1];
     dlqb_status st;
-    /* The key id is not authenticated: it only makes the message helpful. */
-    if (key != NULL && strcmp(key, v->key_id) != 0)
-      st = bad(v, err, "mac mismatch (wrong key: the record names key id %.16s, this key's id "
+    /* The key id is not authenticated: it only makes the message helpful,
+     * and is quoted only when it has the shape of one. */
+    if (o != NULL && hex_of(o, "key", DLQB_AUDIT_KEY_ID_HEX, key) && strcmp(key, v->key_id) != 0)
+      st = bad(v, err, "mac mismatch (wrong key: the record names key id %s, this key's id "
                "is %s)", key, v->key_id);
     else
       st = bad(v, err, "mac mismatch (record edited, or wrong key)");
@@ -251,7 +257,7 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
       c->sealed = true;
       c->seal_seq = seq;
       memcpy(c->seal_mac, last, sizeof last);
-      snprintf(c->writer, sizeof c->writer, "%s", writer ? writer : "");
+      copy_text(c->writer, sizeof c->writer, writer);
       v->sum.sealed++;
       v->sum.seal_checked = 1;
     }
@@ -264,7 +270,7 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
 
 void dlqb_audit_verifier_begin_file(dlqb_audit_verifier *v, const char *name) {
   if (v->sum.files > 0) snprintf(v->prev_file, sizeof v->prev_file, "%s", v->file);
-  snprintf(v->file, sizeof v->file, "%s", name);
+  copy_text(v->file, sizeof v->file, name);
   v->line = 0;
   v->sum.files++;
   v->sum.seal_checked = v->sum.seal_checked || v->seal_lines > 0;
@@ -273,9 +279,11 @@ void dlqb_audit_verifier_begin_file(dlqb_audit_verifier *v, const char *name) {
 /* A file_start link: line 1 of every rotated-into file. */
 static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_error *err) {
   char prev_mac[DLQB_AUDIT_MAC_HEX + 1];
-  const char *prev_file = str_of(o, "prev_file");
+  const char *prev_text = str_of(o, "prev_file");
+  char prev_file[NAME_MAX_];
+  copy_text(prev_file, sizeof prev_file, prev_text);
   json_object *chains;
-  if (!hex_of(o, "prev_mac", DLQB_AUDIT_MAC_HEX, prev_mac) || prev_file == NULL ||
+  if (!hex_of(o, "prev_mac", DLQB_AUDIT_MAC_HEX, prev_mac) || prev_text == NULL ||
       !json_object_object_get_ex(o, "chains", &chains) ||
       !json_object_is_type(chains, json_type_array))
     return bad(v, err, "malformed file_start record");
@@ -343,7 +351,7 @@ static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const
       return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     const char *writer = str_of(o, "writer");
     c->known = true;
-    snprintf(c->writer, sizeof c->writer, "%s", writer ? writer : "");
+    copy_text(c->writer, sizeof c->writer, writer);
     v->sum.chains++;
   } else {
     if (c == NULL || !c->known)

@@ -223,23 +223,34 @@ static void put_float(text *t, double v) {
   put(t, "%s", buf);
 }
 
-typedef struct {
+typedef enum { Q_DEPTH, Q_CONSUMERS, Q_AGE } queue_gauge;
+
+static const struct {
   const char *name;
   const char *help;
-} family_doc;
+} queue_families[] = {
+    [Q_DEPTH] = {"dlq_bridge_queue_depth",
+                 "Messages ready in the queue (not counting unacked ones)."},
+    [Q_CONSUMERS] = {"dlq_bridge_queue_consumers", "Consumers of the queue."},
+    [Q_AGE] = {"dlq_bridge_queue_oldest_age_seconds",
+               "Age of the oldest ready message: classic queues from the head's dlq_at/"
+               "escalated_at/timestamp, quorum queues an upper bound (time since last seen "
+               "empty)."},
+};
 
-static void put_queue_family(text *t, const dlqb_queue_stat *qs, size_t n, const family_doc *f,
-                             int which) {
-  put_family(t, f->name, "gauge", f->help);
+/* One family of per-queue gauges. Missing queues have no series, and
+ * neither has an age nobody knows: absent beats invented. */
+static void put_queue_family(text *t, const dlqb_queue_stat *qs, size_t n, queue_gauge g) {
+  const char *name = queue_families[g].name;
+  put_family(t, name, "gauge", queue_families[g].help);
   for (size_t i = 0; i < n; i++) {
     const dlqb_queue_stat *q = &qs[i];
-    if (!q->present) continue;
-    if (which == 2 && q->age_source == DLQB_AGE_UNKNOWN) continue;
-    put(t, "%s{queue=\"", f->name);
+    if (!q->present || (g == Q_AGE && q->age_source == DLQB_AGE_UNKNOWN)) continue;
+    put(t, "%s{queue=\"", name);
     put_label_value(t, q->queue);
     put(t, "\"} ");
-    if (which == 0) put(t, "%lu\n", (unsigned long)q->depth);
-    else if (which == 1) put(t, "%lu\n", (unsigned long)q->consumers);
+    if (g == Q_DEPTH) put(t, "%lu\n", (unsigned long)q->depth);
+    else if (g == Q_CONSUMERS) put(t, "%lu\n", (unsigned long)q->consumers);
     else {
       put_float(t, q->oldest_age_seconds);
       put(t, "\n");
@@ -322,16 +333,9 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   put_family(&t, "dlq_bridge_queue_stats_up", "gauge",
              "1 when the last refresh of the queue gauges succeeded; 0 drops them.");
   put(&t, "dlq_bridge_queue_stats_up %d\n", queues_ok ? 1 : 0);
-  static const family_doc depth = {"dlq_bridge_queue_depth",
-                                   "Messages ready in the queue (not counting unacked ones)."};
-  static const family_doc consumers = {"dlq_bridge_queue_consumers", "Consumers of the queue."};
-  static const family_doc age = {
-      "dlq_bridge_queue_oldest_age_seconds",
-      "Age of the oldest ready message: classic queues from the head's dlq_at/escalated_at/"
-      "timestamp, quorum queues an upper bound (time since last seen empty)."};
-  put_queue_family(&t, queues, nq, &depth, 0);
-  put_queue_family(&t, queues, nq, &consumers, 1);
-  put_queue_family(&t, queues, nq, &age, 2);
+  put_queue_family(&t, queues, nq, Q_DEPTH);
+  put_queue_family(&t, queues, nq, Q_CONSUMERS);
+  put_queue_family(&t, queues, nq, Q_AGE);
 
   if (t.failed) {
     free(t.buf);

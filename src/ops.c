@@ -38,6 +38,7 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
       return dlqb_fail(err, DLQB_EINVAL, "--window: '%.32s' is not a number from 1 to %d", value,
                        DLQB_SCAN_WINDOW_MAX);
     o->window = (int)n;
+    o->window_set = true;
     return DLQB_OK;
   }
   if (dlqb_select_is_flag(flag)) return dlqb_select_set(&o->sel, flag, value, err);
@@ -248,11 +249,21 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, volatile sig_atomic_
   dlqb_audit *audit = NULL;
   if (!m->dry_run && !ops_audit_open(o, m->command, &audit)) return EXIT_FAILURE_;
   move_ctx c = {.o = o, .m = m, .now_ms = dlqb_now_ms()};
+  /* With --rate the handler waits between moves while deliveries queue up
+   * ahead of the confirms on the socket, so acks lag by up to a window: a
+   * window of about half a second of moves keeps what a crash would
+   * duplicate small. --window overrides it (e.g. for a selective replay
+   * whose unselected items would fill a small window). */
+  int window = o->window;
+  if (m->rate > 0 && !o->window_set) {
+    double w = m->rate / 2;
+    window = w < 50 ? 50 : w > DLQB_SCAN_WINDOW_DEFAULT ? DLQB_SCAN_WINDOW_DEFAULT : (int)w;
+  }
   if (o->json) c.items = json_object_new_array();
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = o->actor,
-                          .audit = audit, .window = o->window, .rate = m->rate, .stop = stop,
+                          .audit = audit, .window = window, .rate = m->rate, .stop = stop,
                           .on_item = move_item, .on_tick = move_tick, .after_ack = move_acked,
                           .ctx = &c};
   dlqb_scan_result r;
@@ -283,9 +294,11 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, volatile sig_atomic_
     ops_print_json(j);
   } else {
     if (m->dry_run && !c.header_done) printf("no items match\n");
-    printf("%s%s %llu, skipped as complete %llu, left %llu in %s\n", m->dry_run ? "dry run: would have " : "",
-           m->verb, (unsigned long long)moved, (unsigned long long)skipped,
-           (unsigned long long)left, DLQB_Q_DLQ);
+    char skip[64] = "";
+    if (m->ledger != NULL)
+      snprintf(skip, sizeof skip, ", skipped as complete %llu", (unsigned long long)skipped);
+    printf("%s%s %llu%s, left %llu in %s\n", m->dry_run ? "dry run: would have " : "", m->verb,
+           (unsigned long long)moved, skip, (unsigned long long)left, DLQB_Q_DLQ);
   }
   if (early != NULL) {
     cli_error("%s %s", m->command, early);

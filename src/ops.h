@@ -38,6 +38,7 @@ typedef struct {
   bool json;
   char actor[128];
   int window;
+  bool window_set;     /* --window given: not adjusted for --rate */
   bool quiet_progress; /* no progress line even on a terminal */
 } ops_opts;
 

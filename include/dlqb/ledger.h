@@ -36,14 +36,16 @@ typedef struct {
   size_t ignored;  /* messages without request_id or source_system */
 } dlqb_ledger_stats;
 
-/* Reads every entry present in the stream `stream` (dsr.completed) from its
- * first offset into l, on a connection of its own (opened with cfg, closed
- * before returning). The end is the stream's message count at the start
- * (passive declare); entries appended while reading may or may not be
- * included. A missing stream is DLQB_EBROKER ("no queue ..."); a stream
- * that stops delivering for idle_ms before its count is reached ends the
- * read with DLQB_ETIMEOUT, because a replay must not run on a partial
- * ledger. */
+/* Reads every entry of the stream `stream` (dsr.completed) from its first
+ * offset into l, on a connection of its own (opened with cfg, closed before
+ * returning). The end: it first appends a marker entry (header
+ * x-dlqb-ledger-marker, no request_id, so readers ignore it) and waits for
+ * its confirm, then reads up to the marker, so every completion confirmed
+ * before the call is included. (The stream's message count from a passive
+ * declare lags behind recent appends and cannot mark the end.) Needs write
+ * permission on the stream. A missing stream is DLQB_EBROKER; a stream that
+ * stops delivering for idle_ms before the marker is DLQB_ETIMEOUT, because
+ * a replay must not run on a partial ledger. */
 dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, dlqb_ledger *l,
                              long idle_ms, dlqb_ledger_stats *stats, dlqb_error *err);
 

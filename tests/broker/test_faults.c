@@ -1,1 +1,318 @@
-int main(void){return 0;}
+/* Faults in the middle of a flow, each ending in the conservation check of
+ * flow.c (every task completed or in exactly one queue; lost must be 0;
+ * duplicates are counted and printed):
+ *   - the bridge is SIGKILLed again and again and restarted each time;
+ *   - a TCP proxy between bridge and broker is cut, plain and while it
+ *     swallows everything the broker sends (so publishes are in the broker
+ *     but their confirms never reach the bridge);
+ *   - a broker memory alarm blocks publishing for a few seconds.
+ * DLQB_TEST_LONG=1 makes every fault run longer and more often. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "flow.h"
+
+#define DELAYS "100ms,200ms"
+
+static bool long_run(void) {
+  const char *v = getenv("DLQB_TEST_LONG");
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
+static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
+
+/* Restarts bridge i with the environment flow_run gave it plus extra. */
+static int restart_bridge(fx_case *t, int i, const char *extra) {
+  const char *env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS,
+                       "DLQ_BRIDGE_RETRY_JITTER=0", "DLQ_BRIDGE_MAX_ATTEMPTS=3", extra, NULL};
+  char tag[32];
+  snprintf(tag, sizeof tag, "bridge%d-again", i + 1);
+  return th_bridge_start(&t->bridges[i], &t->vhost, env, tag);
+}
+
+static void check_conservation(fx_case *t, const char *label, const flow_opts *o,
+                               const flow_result *r) {
+  flow_print(label, o, r);
+  FX_CHECK(t, r->settled);
+  assert_int_equal(r->lost, 0);
+  assert_int_equal(r->foreign, 0);
+  assert_int_equal(r->in_other, 0);
+  assert_true(r->completed + r->in_dlq >= o->tasks);
+  assert_int_equal(r->bridge_exit_failures, 0);
+}
+
+/* ---- SIGKILL ------------------------------------------------------------ */
+
+typedef struct {
+  int kills, max_kills, every; /* kill after every `every` acks */
+  int next_at;
+} kill_state;
+
+static int kill_fault(fx_case *t, void *arg, const flow_result *r) {
+  kill_state *k = arg;
+  if (k->kills >= k->max_kills || r->acks < k->next_at) return 0;
+  /* Let it get some work in hand first: the kill should land mid-batch. */
+  sleep_ms(20 + (k->kills * 37) % 150);
+  th_bridge_kill(&t->bridges[0]);
+  k->kills++;
+  k->next_at = r->acks + k->every;
+  return restart_bridge(t, 0, NULL);
+}
+
+static void test_bridge_sigkill_repeatedly(void **state) {
+  fx_case *t = *state;
+  bool lng = long_run();
+  flow_opts o = {.tasks = lng ? 2000 : 320, .bridges = 1, .retry_delays = DELAYS,
+                 .timeout_ms = lng ? 900000 : 150000};
+  kill_state k = {.max_kills = lng ? 40 : 6};
+  k.every = o.tasks / (k.max_kills + 2);
+  k.next_at = k.every;
+  o.fault = kill_fault;
+  o.fault_arg = &k;
+  flow_result r;
+  assert_int_equal(flow_run(t, &o, &r), 0);
+  printf("sigkill: %d kills\n", k.kills);
+  check_conservation(t, "sigkill", &o, &r);
+  assert_int_equal(k.kills, k.max_kills);
+}
+
+/* ---- a TCP proxy the test controls -------------------------------------- */
+
+static volatile sig_atomic_t proxy_swallow;
+static void on_usr1(int sig) {
+  (void)sig;
+  proxy_swallow = 1;
+}
+
+/* The proxy process: accepts on port, connects each client to the broker
+ * and copies bytes both ways. After SIGUSR1 it discards what the broker
+ * sends (confirms, deliveries) but keeps passing on what clients send. */
+static void proxy_main(int listen_fd, int broker_port) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  signal(SIGUSR1, on_usr1);
+  enum { MAXC = 16 };
+  int cli[MAXC], up[MAXC];
+  for (int i = 0; i < MAXC; i++) cli[i] = up[i] = -1;
+  char buf[65536];
+  for (;;) {
+    struct pollfd p[1 + 2 * MAXC];
+    int n = 0;
+    p[n++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+    for (int i = 0; i < MAXC; i++) {
+      p[n++] = (struct pollfd){.fd = cli[i], .events = POLLIN};
+      p[n++] = (struct pollfd){.fd = up[i], .events = POLLIN};
+    }
+    if (poll(p, (nfds_t)n, 1000) < 0) {
+      if (errno == EINTR) continue;
+      _exit(1);
+    }
+    if (p[0].revents & POLLIN) {
+      int c = accept(listen_fd, NULL, NULL);
+      int slot = -1;
+      for (int i = 0; i < MAXC && slot < 0; i++)
+        if (cli[i] < 0) slot = i;
+      int u = socket(AF_INET, SOCK_STREAM, 0);
+      struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)broker_port)};
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (c < 0 || slot < 0 || u < 0 || connect(u, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (c >= 0) close(c);
+        if (u >= 0) close(u);
+      } else {
+        cli[slot] = c;
+        up[slot] = u;
+      }
+    }
+    for (int i = 0; i < MAXC; i++) {
+      for (int dir = 0; dir < 2; dir++) {
+        struct pollfd *pf = &p[1 + 2 * i + dir];
+        if (pf->fd < 0 || !(pf->revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        int from = dir == 0 ? cli[i] : up[i], to = dir == 0 ? up[i] : cli[i];
+        ssize_t got = read(from, buf, sizeof buf);
+        bool ok = got > 0;
+        if (ok && !(dir == 1 && proxy_swallow)) {
+          for (ssize_t off = 0; ok && off < got;) {
+            ssize_t w = write(to, buf + off, (size_t)(got - off));
+            if (w <= 0) ok = false;
+            else off += w;
+          }
+        }
+        if (!ok) {
+          close(cli[i]);
+          close(up[i]);
+          cli[i] = up[i] = -1;
+          break;
+        }
+      }
+    }
+  }
+}
+
+typedef struct {
+  pid_t pid;
+  int port, broker_port;
+  int cuts, swallowed_cuts, max_cuts, every, next_at;
+} proxy_state;
+
+static int proxy_start(proxy_state *px) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)px->port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0) {
+    fprintf(stderr, "proxy: cannot listen on %d: %s\n", px->port, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  /* The first start takes a free port from the kernel; restarts reuse it. */
+  socklen_t alen = sizeof a;
+  if (getsockname(fd, (struct sockaddr *)&a, &alen) == 0) px->port = ntohs(a.sin_port);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) proxy_main(fd, px->broker_port);
+  close(fd);
+  px->pid = pid;
+  return 0;
+}
+
+/* Kills the proxy: every connection through it drops at once. */
+static void proxy_cut(proxy_state *px) {
+  if (px->pid <= 0) return;
+  kill(px->pid, SIGKILL);
+  waitpid(px->pid, NULL, 0);
+  px->pid = 0;
+}
+
+static int proxy_fault(fx_case *t, void *arg, const flow_result *r) {
+  (void)t;
+  proxy_state *px = arg;
+  if (px->cuts >= px->max_cuts || r->acks < px->next_at) return 0;
+  sleep_ms(30);
+  if (px->cuts % 2 == 1) {
+    /* Between publish and confirm: the broker gets the bridge's publishes
+     * but the bridge never sees the confirms; then the line drops. */
+    kill(px->pid, SIGUSR1);
+    sleep_ms(400);
+    px->swallowed_cuts++;
+  }
+  proxy_cut(px);
+  px->cuts++;
+  px->next_at = r->acks + px->every;
+  sleep_ms(150); /* the bridge retries against a closed port meanwhile */
+  return proxy_start(px);
+}
+
+static void test_connection_cut_by_proxy(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  bool lng = long_run();
+  proxy_state px = {.port = 0, .broker_port = e->amqp_port,
+                    .max_cuts = lng ? 30 : 6};
+  assert_int_equal(proxy_start(&px), 0);
+  char url[TH_URL_MAX + 32];
+  snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", px.port,
+           t->vhost.name);
+  const char *extra[] = {url, NULL};
+  flow_opts o = {.tasks = lng ? 2000 : 320, .bridges = 1, .retry_delays = DELAYS,
+                 .timeout_ms = lng ? 900000 : 150000, .bridge_env = extra,
+                 .fault = proxy_fault, .fault_arg = &px};
+  px.every = o.tasks / (px.max_cuts + 2);
+  px.next_at = px.every;
+  flow_result r;
+  int rc = flow_run(t, &o, &r);
+  proxy_cut(&px);
+  assert_int_equal(rc, 0);
+  printf("proxy: %d cuts, %d of them while confirms were being swallowed\n", px.cuts,
+         px.swallowed_cuts);
+  check_conservation(t, "proxy cut", &o, &r);
+  assert_int_equal(px.cuts, px.max_cuts);
+}
+
+/* ---- a broker resource alarm -------------------------------------------- */
+
+typedef struct {
+  int64_t raised_at, cleared_at;
+  int hold_ms;
+  bool raised, cleared;
+} alarm_state;
+
+static int rabbitmqctl(const char *args) {
+  const th_env *e = th_env_get();
+  char cmd[3 * TH_PATH_MAX];
+  snprintf(cmd, sizeof cmd,
+           ". '%s/node.env' && HOME='%s/home' /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "
+           "\"$RABBITMQ_NODENAME\" %s >/dev/null",
+           e->node_dir, e->node_dir, args);
+  fflush(NULL);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "rabbitmqctl %s failed (%d)\n", args, rc);
+  return rc == 0 ? 0 : -1;
+}
+
+static int alarm_fault(fx_case *t, void *arg, const flow_result *r) {
+  (void)t;
+  alarm_state *a = arg;
+  if (!a->raised && r->acks >= 40) {
+    printf("alarm: raising a memory alarm with %d acks done\n", r->acks);
+    fflush(stdout);
+    if (rabbitmqctl("set_vm_memory_high_watermark 0.0000001") != 0) return -1;
+    a->raised = true;
+    a->raised_at = th_now_ms();
+  } else if (a->raised && !a->cleared && th_now_ms() - a->raised_at >= a->hold_ms) {
+    if (rabbitmqctl("set_vm_memory_high_watermark 0.4") != 0) return -1;
+    a->cleared = true;
+    a->cleared_at = th_now_ms();
+    printf("alarm: cleared after %lld ms, %d acks done\n",
+           (long long)(a->cleared_at - a->raised_at), r->acks);
+    fflush(stdout);
+  }
+  return 0;
+}
+
+static void test_broker_memory_alarm(void **state) {
+  fx_case *t = *state;
+  alarm_state a = {.hold_ms = long_run() ? 30000 : 5000};
+  flow_opts o = {.tasks = 240, .bridges = 1, .retry_delays = DELAYS, .timeout_ms = 150000,
+                 .fault = alarm_fault, .fault_arg = &a};
+  flow_result r;
+  int rc = flow_run(t, &o, &r);
+  if (a.raised && !a.cleared) rabbitmqctl("set_vm_memory_high_watermark 0.4");
+  assert_int_equal(rc, 0);
+  assert_true(a.raised && a.cleared);
+  check_conservation(t, "memory alarm", &o, &r);
+  /* The bridge announced connection.blocked support, so it was told. */
+  FILE *f = fopen(t->bridges[0].log_path, "r");
+  char line[1024];
+  bool blocked = false;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (strstr(line, "broker_blocked") != NULL) blocked = true;
+  if (f != NULL) fclose(f);
+  printf("alarm: bridge logged connection.blocked: %s\n", blocked ? "yes" : "no");
+}
+
+int main(void) {
+  if (th_env_get() == NULL) return 1;
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_bridge_sigkill_repeatedly),
+      FX_TEST(test_connection_cut_by_proxy),
+      FX_TEST(test_broker_memory_alarm),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

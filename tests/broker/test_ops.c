@@ -284,6 +284,9 @@ static void test_replay_sigkill_loses_nothing(void **state) {
   printf("sigkill: %d in dsr.work, %d in the DLQ, lost %d, duplicates %d\n", nw, nd, lost, dup);
   assert_int_equal(lost, 0);
   assert_true(nw > 0 && nd > 0); /* it really was midway */
+  /* Acks keep up within about a window (half a second of moves at --rate
+   * 500, so 250) plus a quarter window of batching. */
+  assert_true(dup <= 400);
   /* The DLQ keeps its order for what is left. */
   for (int i = 1; i < nd; i++) assert_true(atoi(dlq[i - 1].id + 1) < atoi(dlq[i].id + 1));
 }
@@ -543,7 +546,8 @@ static void test_daemon_escalates_sla_and_max_replays(void **state) {
   FX_HDR_STR_EQ(&m, "request_id", "old");
   FX_HDR_STR_EQ(&m, "escalation_reason", "dlq_sla");
   FX_HDR_STR_EQ(&m, "escalated_by", "dlq-bridge");
-  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  /* "young" stays (a pass may be holding it for a moment: wait for it). */
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, 5000));
 
   /* Replayed twice already and failing again: compliance_review, not the DLQ. */
   th_msg task;
@@ -561,6 +565,7 @@ static void test_daemon_escalates_sla_and_max_replays(void **state) {
   FX_HDR_STR_EQ(&m, "escalation_reason", "max_replays");
   FX_HDR_STR_EQ(&m, "dlq_reason", "max_attempts");
   th_msg_release(&m);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, 5000));
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
   FX_CHECK(t, fx_stop_bridges(t) == 0);
 }

@@ -204,11 +204,11 @@ static void test_retry_tier_follows_attempt(void **state) {
 static void test_sla_budget_sends_late_tasks_to_dlq(void **state) {
   fx_case *t = *state;
   static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", "DLQ_BRIDGE_RETRY_JITTER=0",
-                                    "DLQ_BRIDGE_SLA_BUDGET=2s", NULL};
+                                    "DLQ_BRIDGE_SLA_BUDGET=5s", NULL};
   assert_int_equal(fx_start_bridge(t, env), 0);
   th_msg *task = fx_msg(t), *got = fx_msg(t);
   char when[64];
-  th_iso_time(th_now_ms() - 10000, when, sizeof when); /* budget long gone */
+  th_iso_time(th_now_ms() - 30000, when, sizeof when); /* budget long gone */
   assert_int_equal(th_msg_task(task, "sla-late"), 0);
   assert_int_equal(th_msg_add_str(task, "first_seen_at", when), 0);
   assert_int_equal(th_publish(t->conn, "", "dsr.work", task), 0);
