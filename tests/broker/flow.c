@@ -144,11 +144,11 @@ int64_t fx_attempt(const th_msg *m) {
 
 flow_fate flow_fate_of(int i) {
   switch (i % 8) {
-  case 4: return FLOW_REJECT_ONCE;
-  case 5: return FLOW_REJECT_ALWAYS;
-  case 6: return FLOW_REPORT_ONCE;
-  case 7: return i % 16 == 7 ? FLOW_CRASH_ALWAYS : FLOW_CRASH_ONCE;
-  default: return FLOW_ACK;
+    case 4: return FLOW_REJECT_ONCE;
+    case 5: return FLOW_REJECT_ALWAYS;
+    case 6: return FLOW_REPORT_ONCE;
+    case 7: return i % 16 == 7 ? FLOW_CRASH_ALWAYS : FLOW_CRASH_ONCE;
+    default: return FLOW_ACK;
   }
 }
 
@@ -166,9 +166,9 @@ typedef struct {
   fx_case *t;
   const flow_opts *o;
   flow_result *r;
-  int *acked;   /* per task: acks by the worker */
-  int *found;   /* per task: copies found in queues at the end */
-  bool *crashed;/* per task: the worker crashed on it at least once */
+  int *acked;    /* per task: acks by the worker */
+  int *found;    /* per task: copies found in queues at the end */
+  bool *crashed; /* per task: the worker crashed on it at least once */
   th_worker *worker;
   th_msg *msg;
   bool restarted;
@@ -265,9 +265,9 @@ static int flow__restart(flow_run_state *s) {
   s->restarted = true;
   s->t->conn = th_connect(&s->t->vhost);
   if (s->t->conn == NULL) return -1;
-  s->r->reconnected =
-      th_wait_consumers(s->t->conn, "dsr.failed", s->o->bridges, 60000);
-  if (!s->r->reconnected) fprintf(stderr, "flow: bridges did not consume again after the restart\n");
+  s->r->reconnected = th_wait_consumers(s->t->conn, "dsr.failed", s->o->bridges, 60000);
+  if (!s->r->reconnected)
+    fprintf(stderr, "flow: bridges did not consume again after the restart\n");
   return 0;
 }
 
@@ -397,12 +397,13 @@ out:
 }
 
 void flow_print(const char *label, const flow_opts *o, const flow_result *r) {
-  printf("flow %s: tasks=%d bridges=%d restart=%d settled=%d | completed=%d dlq=%d "
-         "(max_attempts=%d poison=%d other=%d) elsewhere=%d | lost=%d duplicates=%d foreign=%d | "
-         "deliveries=%d acks=%d rejects=%d reports=%d crashes=%d bridge_exit_failures=%d\n",
-         label, o->tasks, o->bridges, o->restart, r->settled, r->completed, r->in_dlq,
-         r->dlq_max_attempts, r->dlq_poison, r->dlq_other, r->in_other, r->lost, r->duplicates,
-         r->foreign, r->deliveries, r->acks, r->rejects, r->reports, r->crashes,
-         r->bridge_exit_failures);
+  printf(
+      "flow %s: tasks=%d bridges=%d restart=%d settled=%d | completed=%d dlq=%d "
+      "(max_attempts=%d poison=%d other=%d) elsewhere=%d | lost=%d duplicates=%d foreign=%d | "
+      "deliveries=%d acks=%d rejects=%d reports=%d crashes=%d bridge_exit_failures=%d\n",
+      label, o->tasks, o->bridges, o->restart, r->settled, r->completed, r->in_dlq,
+      r->dlq_max_attempts, r->dlq_poison, r->dlq_other, r->in_other, r->lost, r->duplicates,
+      r->foreign, r->deliveries, r->acks, r->rejects, r->reports, r->crashes,
+      r->bridge_exit_failures);
   fflush(stdout);
 }

@@ -62,29 +62,29 @@ int fx_publish_task(fx_case *t, const char *id);
 int fx_take(fx_case *t, const char *queue, th_msg *out, int timeout_ms);
 
 /* Assertions on received messages; for files that include cmocka.h. */
-#define FX_HDR_STR_EQ(m, key, want)                                                          \
-  do {                                                                                       \
-    const char *fx_v_ = th_msg_str((m), (key));                                              \
-    if (fx_v_ == NULL) fprintf(stderr, "header %s is missing or not a string\n", (key));    \
-    assert_non_null(fx_v_);                                                                  \
-    assert_string_equal(fx_v_, (want));                                                      \
+#define FX_HDR_STR_EQ(m, key, want)                                                      \
+  do {                                                                                   \
+    const char *fx_v_ = th_msg_str((m), (key));                                          \
+    if (fx_v_ == NULL) fprintf(stderr, "header %s is missing or not a string\n", (key)); \
+    assert_non_null(fx_v_);                                                              \
+    assert_string_equal(fx_v_, (want));                                                  \
   } while (0)
 
-#define FX_HDR_INT_EQ(m, key, want)                                                          \
-  do {                                                                                       \
-    int64_t fx_n_ = 0;                                                                       \
-    bool fx_ok_ = th_msg_int((m), (key), &fx_n_);                                            \
-    if (!fx_ok_) fprintf(stderr, "header %s is missing or not an integer\n", (key));        \
-    assert_true(fx_ok_);                                                                     \
-    assert_int_equal(fx_n_, (want));                                                         \
+#define FX_HDR_INT_EQ(m, key, want)                                                  \
+  do {                                                                               \
+    int64_t fx_n_ = 0;                                                               \
+    bool fx_ok_ = th_msg_int((m), (key), &fx_n_);                                    \
+    if (!fx_ok_) fprintf(stderr, "header %s is missing or not an integer\n", (key)); \
+    assert_true(fx_ok_);                                                             \
+    assert_int_equal(fx_n_, (want));                                                 \
   } while (0)
 
 /* Asserts cond; on failure first prints the bridges' logs. */
-#define FX_CHECK(t, cond)                                                                    \
-  do {                                                                                       \
-    bool fx_c_ = (cond);                                                                     \
-    if (!fx_c_) fx_dump_logs(t);                                                             \
-    assert_true(fx_c_ && #cond);                                                             \
+#define FX_CHECK(t, cond)        \
+  do {                           \
+    bool fx_c_ = (cond);         \
+    if (!fx_c_) fx_dump_logs(t); \
+    assert_true(fx_c_ &&#cond);  \
   } while (0)
 
 /* The attempt header, 0 when absent, -1 when present but not an integer. */
@@ -95,15 +95,15 @@ int64_t fx_attempt(const th_msg *m);
 typedef struct flow_result flow_result;
 
 typedef struct {
-  int tasks;       /* how many distinct tasks to publish */
-  int bridges;     /* bridges running at once */
+  int tasks;   /* how many distinct tasks to publish */
+  int bridges; /* bridges running at once */
   /* Restart the node once a quarter of the tasks are acked. The last
    * quarter of the tasks is held back and reported to dsr.dlx just before
    * the restart, so that the bridge and the delay queues hold work while
    * the node goes down. */
   bool restart;
   const char *retry_delays; /* DLQ_BRIDGE_RETRY_DELAYS in shortest form, e.g. "100ms,200ms" */
-  int timeout_ms;  /* for the whole flow to settle */
+  int timeout_ms;           /* for the whole flow to settle */
   /* Optional, for fault tests: more environment for the bridges ("NAME=value",
    * NULL-terminated, at most 8; set after the flow's own, so it wins) and a
    * hook called on every turn of the worker loop, which may kill or restart
@@ -114,27 +114,27 @@ typedef struct {
 } flow_opts;
 
 struct flow_result {
-  int completed;      /* distinct tasks the worker acked */
-  int in_dlq;         /* messages found in dsr.dlq.manual at the end */
-  int in_other;       /* found in dsr.work, dsr.retry.*, dsr.failed */
+  int completed;                               /* distinct tasks the worker acked */
+  int in_dlq;                                  /* messages found in dsr.dlq.manual at the end */
+  int in_other;                                /* found in dsr.work, dsr.retry.*, dsr.failed */
   int dlq_max_attempts, dlq_poison, dlq_other; /* DLQ messages by dlq_reason */
-  int lost;           /* tasks neither completed nor found in any queue */
-  int duplicates;     /* copies beyond the first, over all tasks */
-  int foreign;        /* messages that are not tasks of this flow */
+  int lost;                                    /* tasks neither completed nor found in any queue */
+  int duplicates;                              /* copies beyond the first, over all tasks */
+  int foreign;                                 /* messages that are not tasks of this flow */
   int deliveries, acks, rejects, reports, crashes;
   int bridge_exit_failures; /* bridges that did not exit 0 on SIGTERM */
-  bool settled;       /* every task was accounted for before the timeout */
-  bool reconnected;   /* restart only: the bridges consumed again afterwards */
+  bool settled;             /* every task was accounted for before the timeout */
+  bool reconnected;         /* restart only: the bridges consumed again afterwards */
 };
 
 /* How the worker treats task i; fixed so the expected outcome is known. */
 typedef enum {
-  FLOW_ACK,          /* acked at once: completed */
-  FLOW_REJECT_ONCE,  /* rejected at attempt 0, acked after the retry */
-  FLOW_REJECT_ALWAYS,/* rejected every time: DLQ max_attempts */
-  FLOW_REPORT_ONCE,  /* worker_error reported at attempt 0, then acked */
-  FLOW_CRASH_ONCE,   /* the worker crashes once holding it, then acks */
-  FLOW_CRASH_ALWAYS  /* crashes every time: DLQ poison */
+  FLOW_ACK,           /* acked at once: completed */
+  FLOW_REJECT_ONCE,   /* rejected at attempt 0, acked after the retry */
+  FLOW_REJECT_ALWAYS, /* rejected every time: DLQ max_attempts */
+  FLOW_REPORT_ONCE,   /* worker_error reported at attempt 0, then acked */
+  FLOW_CRASH_ONCE,    /* the worker crashes once holding it, then acks */
+  FLOW_CRASH_ALWAYS   /* crashes every time: DLQ poison */
 } flow_fate;
 
 flow_fate flow_fate_of(int i);

@@ -38,7 +38,8 @@ static void th__say(const char *fmt, ...) {
 }
 
 /* snprintf that reports truncation as failure. */
-static int th__fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int th__fmt(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int th__fmt(char *buf, size_t len, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -265,8 +266,8 @@ int th_vhost_create(th_vhost *v, const char *tag) {
     base[n++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
   base[n] = '\0';
   th_unique(v->name, sizeof v->name, base);
-  if (th__fmt(v->url, sizeof v->url, "amqp://guest:guest@127.0.0.1:%d/%s", e->amqp_port,
-              v->name) != 0)
+  const char *host = "127.0.0.1";
+  if (th__fmt(v->url, sizeof v->url, "amqp://guest:guest@%s:%d/%s", host, e->amqp_port, v->name))
     return -1;
 
   char path[TH_PATH_MAX];
@@ -492,16 +493,16 @@ static bool th__field_bytes(const amqp_field_value_t *v, amqp_bytes_t *out) {
 
 static bool th__field_int(const amqp_field_value_t *v, int64_t *out) {
   switch (v->kind) {
-  case AMQP_FIELD_KIND_I8: *out = v->value.i8; return true;
-  case AMQP_FIELD_KIND_U8: *out = v->value.u8; return true;
-  case AMQP_FIELD_KIND_I16: *out = v->value.i16; return true;
-  case AMQP_FIELD_KIND_U16: *out = v->value.u16; return true;
-  case AMQP_FIELD_KIND_I32: *out = v->value.i32; return true;
-  case AMQP_FIELD_KIND_U32: *out = v->value.u32; return true;
-  case AMQP_FIELD_KIND_I64: *out = v->value.i64; return true;
-  case AMQP_FIELD_KIND_U64: *out = (int64_t)v->value.u64; return true;
-  case AMQP_FIELD_KIND_TIMESTAMP: *out = (int64_t)v->value.u64; return true;
-  default: return false;
+    case AMQP_FIELD_KIND_I8: *out = v->value.i8; return true;
+    case AMQP_FIELD_KIND_U8: *out = v->value.u8; return true;
+    case AMQP_FIELD_KIND_I16: *out = v->value.i16; return true;
+    case AMQP_FIELD_KIND_U16: *out = v->value.u16; return true;
+    case AMQP_FIELD_KIND_I32: *out = v->value.i32; return true;
+    case AMQP_FIELD_KIND_U32: *out = v->value.u32; return true;
+    case AMQP_FIELD_KIND_I64: *out = v->value.i64; return true;
+    case AMQP_FIELD_KIND_U64: *out = (int64_t)v->value.u64; return true;
+    case AMQP_FIELD_KIND_TIMESTAMP: *out = (int64_t)v->value.u64; return true;
+    default: return false;
   }
 }
 
@@ -607,21 +608,19 @@ static void th__to_amqp(const th_msg *m, amqp_basic_properties_t *p, amqp_table_
     amqp_table_entry_t *e = &entries[i];
     e->key = amqp_cstring_bytes(h->key);
     switch (h->type) {
-    case TH_H_STR:
-      e->value.kind = AMQP_FIELD_KIND_UTF8;
-      e->value.value.bytes = (amqp_bytes_t){.len = h->str_len, .bytes = (void *)h->str};
-      break;
-    case TH_H_INT:
-      e->value.kind = AMQP_FIELD_KIND_I64;
-      e->value.value.i64 = h->num;
-      break;
-    case TH_H_BOOL:
-      e->value.kind = AMQP_FIELD_KIND_BOOLEAN;
-      e->value.value.boolean = (amqp_boolean_t)h->num;
-      break;
-    case TH_H_OTHER:
-      e->value = h->raw;
-      break;
+      case TH_H_STR:
+        e->value.kind = AMQP_FIELD_KIND_UTF8;
+        e->value.value.bytes = (amqp_bytes_t){.len = h->str_len, .bytes = (void *)h->str};
+        break;
+      case TH_H_INT:
+        e->value.kind = AMQP_FIELD_KIND_I64;
+        e->value.value.i64 = h->num;
+        break;
+      case TH_H_BOOL:
+        e->value.kind = AMQP_FIELD_KIND_BOOLEAN;
+        e->value.value.boolean = (amqp_boolean_t)h->num;
+        break;
+      case TH_H_OTHER: e->value = h->raw; break;
     }
   }
   p->_flags |= AMQP_BASIC_HEADERS_FLAG;
@@ -639,24 +638,24 @@ struct th_conn {
 /* Describes a failed RPC reply in one line. */
 static void th__say_reply(const char *what, amqp_rpc_reply_t r) {
   switch (r.reply_type) {
-  case AMQP_RESPONSE_NORMAL: return;
-  case AMQP_RESPONSE_NONE: th__say("%s: no reply", what); return;
-  case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-    th__say("%s: %s", what, amqp_error_string2(r.library_error));
-    return;
-  case AMQP_RESPONSE_SERVER_EXCEPTION:
-    if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-      const amqp_channel_close_t *m = r.reply.decoded;
-      th__say("%s: channel closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
-              (const char *)m->reply_text.bytes);
-    } else if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-      const amqp_connection_close_t *m = r.reply.decoded;
-      th__say("%s: connection closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
-              (const char *)m->reply_text.bytes);
-    } else {
-      th__say("%s: server exception 0x%08x", what, r.reply.id);
-    }
-    return;
+    case AMQP_RESPONSE_NORMAL: return;
+    case AMQP_RESPONSE_NONE: th__say("%s: no reply", what); return;
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+      th__say("%s: %s", what, amqp_error_string2(r.library_error));
+      return;
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+      if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        const amqp_channel_close_t *m = r.reply.decoded;
+        th__say("%s: channel closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
+                (const char *)m->reply_text.bytes);
+      } else if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        const amqp_connection_close_t *m = r.reply.decoded;
+        th__say("%s: connection closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
+                (const char *)m->reply_text.bytes);
+      } else {
+        th__say("%s: server exception 0x%08x", what, r.reply.id);
+      }
+      return;
   }
 }
 
@@ -748,7 +747,8 @@ static int th__await_confirm(th_conn *c, uint64_t tag) {
       th__say("no publisher confirm within %d ms", TH_CONFIRM_TIMEOUT_MS);
       return -1;
     }
-    struct timeval tv = {.tv_sec = (time_t)(left / 1000), .tv_usec = (suseconds_t)(left % 1000) * 1000};
+    struct timeval tv = {.tv_sec = (time_t)(left / 1000),
+                         .tv_usec = (suseconds_t)(left % 1000) * 1000};
     amqp_frame_t frame;
     int rc = amqp_simple_wait_frame_noblock(c->conn, &frame, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) continue;
@@ -759,46 +759,45 @@ static int th__await_confirm(th_conn *c, uint64_t tag) {
     }
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
     switch (frame.payload.method.id) {
-    case AMQP_BASIC_ACK_METHOD: {
-      const amqp_basic_ack_t *ack = frame.payload.method.decoded;
-      if (ack->delivery_tag == tag || (ack->multiple && ack->delivery_tag >= tag)) {
-        if (returned) th__say("message was returned as unroutable");
-        return returned ? -1 : 0;
+      case AMQP_BASIC_ACK_METHOD: {
+        const amqp_basic_ack_t *ack = frame.payload.method.decoded;
+        if (ack->delivery_tag == tag || (ack->multiple && ack->delivery_tag >= tag)) {
+          if (returned) th__say("message was returned as unroutable");
+          return returned ? -1 : 0;
+        }
+        break;
       }
-      break;
-    }
-    case AMQP_BASIC_NACK_METHOD: {
-      const amqp_basic_nack_t *nack = frame.payload.method.decoded;
-      if (nack->delivery_tag == tag || (nack->multiple && nack->delivery_tag >= tag)) {
-        th__say("broker nacked the publish");
+      case AMQP_BASIC_NACK_METHOD: {
+        const amqp_basic_nack_t *nack = frame.payload.method.decoded;
+        if (nack->delivery_tag == tag || (nack->multiple && nack->delivery_tag >= tag)) {
+          th__say("broker nacked the publish");
+          return -1;
+        }
+        break;
+      }
+      case AMQP_BASIC_RETURN_METHOD: {
+        amqp_message_t msg;
+        amqp_rpc_reply_t r = amqp_read_message(c->conn, frame.channel, &msg, 0);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) return -1;
+        amqp_destroy_message(&msg);
+        returned = true;
+        break;
+      }
+      case AMQP_CHANNEL_CLOSE_METHOD: {
+        const amqp_channel_close_t *m = frame.payload.method.decoded;
+        th__say("publish: channel closed %u %.*s", m->reply_code, (int)m->reply_text.len,
+                (const char *)m->reply_text.bytes);
+        amqp_channel_close_ok_t ok = {0};
+        amqp_send_method(c->conn, 1, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+        c->channel_open = false;
+        th__open_channel(c);
         return -1;
       }
-      break;
-    }
-    case AMQP_BASIC_RETURN_METHOD: {
-      amqp_message_t msg;
-      amqp_rpc_reply_t r = amqp_read_message(c->conn, frame.channel, &msg, 0);
-      if (r.reply_type != AMQP_RESPONSE_NORMAL) return -1;
-      amqp_destroy_message(&msg);
-      returned = true;
-      break;
-    }
-    case AMQP_CHANNEL_CLOSE_METHOD: {
-      const amqp_channel_close_t *m = frame.payload.method.decoded;
-      th__say("publish: channel closed %u %.*s", m->reply_code, (int)m->reply_text.len,
-              (const char *)m->reply_text.bytes);
-      amqp_channel_close_ok_t ok = {0};
-      amqp_send_method(c->conn, 1, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-      c->channel_open = false;
-      th__open_channel(c);
-      return -1;
-    }
-    case AMQP_CONNECTION_CLOSE_METHOD:
-      th__say("publish: connection closed by the broker");
-      c->channel_open = false;
-      return -1;
-    default:
-      break;
+      case AMQP_CONNECTION_CLOSE_METHOD:
+        th__say("publish: connection closed by the broker");
+        c->channel_open = false;
+        return -1;
+      default: break;
     }
   }
 }
@@ -949,7 +948,8 @@ int th_worker_next(th_worker *w, th_msg *m, int timeout_ms) {
   for (;;) {
     int64_t left = deadline - th__mono_ms();
     if (left < 0) return 0;
-    struct timeval tv = {.tv_sec = (time_t)(left / 1000), .tv_usec = (suseconds_t)(left % 1000) * 1000};
+    struct timeval tv = {.tv_sec = (time_t)(left / 1000),
+                         .tv_usec = (suseconds_t)(left % 1000) * 1000};
     amqp_envelope_t env;
     amqp_maybe_release_buffers(w->conn);
     amqp_rpc_reply_t r = amqp_consume_message(w->conn, &env, &tv, 0);
@@ -1051,7 +1051,9 @@ static void th__exec_bridge(const char *const *argv, const char *url, const char
     setenv(name, env[i][len] == '=' ? env[i] + len + 1 : "", 1);
   }
   int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-  int err = strcmp(out_path, err_path) == 0 ? out : open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+  int err = strcmp(out_path, err_path) == 0
+                ? out
+                : open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
   int devnull = open("/dev/null", O_RDONLY);
   if (out < 0 || err < 0 || devnull < 0) _exit(126);
   dup2(devnull, STDIN_FILENO);
@@ -1167,8 +1169,8 @@ static void th__read_file(const char *path, char *buf, size_t cap) {
   fclose(f);
 }
 
-int th_run_bridge(const char *const *args, const char *url, const char *const *env,
-                  int timeout_ms, th_result *r) {
+int th_run_bridge(const char *const *args, const char *url, const char *const *env, int timeout_ms,
+                  th_result *r) {
   const th_env *e = th_env_get();
   memset(r, 0, sizeof *r);
   r->exit_code = -1;

@@ -100,9 +100,9 @@ typedef enum { TH_H_STR, TH_H_INT, TH_H_BOOL, TH_H_OTHER } th_htype;
 typedef struct {
   char key[TH_KEY_MAX];
   th_htype type;
-  char str[TH_STR_MAX]; /* TH_H_STR: NUL-terminated copy, truncated to fit */
-  size_t str_len;       /* TH_H_STR: full length on the wire */
-  int64_t num;          /* TH_H_INT, TH_H_BOOL */
+  char str[TH_STR_MAX];   /* TH_H_STR: NUL-terminated copy, truncated to fit */
+  size_t str_len;         /* TH_H_STR: full length on the wire */
+  int64_t num;            /* TH_H_INT, TH_H_BOOL */
   amqp_field_value_t raw; /* TH_H_OTHER: the value, kept in the message's pool */
 } th_header;
 
@@ -282,8 +282,8 @@ typedef struct {
  * DLQ_BRIDGE_URL=url unless url is NULL, and env as in th_bridge_start.
  * Waits up to timeout_ms. Returns 0 when it ran (see r->exit_code), -1 when
  * it could not be started. */
-int th_run_bridge(const char *const *args, const char *url, const char *const *env,
-                  int timeout_ms, th_result *r);
+int th_run_bridge(const char *const *args, const char *url, const char *const *env, int timeout_ms,
+                  th_result *r);
 
 /* Number of lines in s (a last line without '\n' counts). */
 int th_count_lines(const char *s);

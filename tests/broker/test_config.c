@@ -112,12 +112,9 @@ static void test_run_declares_and_sigterm_exits_0(void **state) {
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
-      FX_TEST(test_zero_max_attempts_exits_2),
-      FX_TEST(test_bad_retry_delays_flag_exits_2),
-      FX_TEST(test_bad_setting_for_declare_exits_2),
-      FX_TEST(test_unreachable_broker_declare),
-      FX_TEST(test_unreachable_broker_run),
-      FX_TEST(test_run_declares_and_sigterm_exits_0),
+      FX_TEST(test_zero_max_attempts_exits_2),       FX_TEST(test_bad_retry_delays_flag_exits_2),
+      FX_TEST(test_bad_setting_for_declare_exits_2), FX_TEST(test_unreachable_broker_declare),
+      FX_TEST(test_unreachable_broker_run),          FX_TEST(test_run_declares_and_sigterm_exits_0),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,8 +34,7 @@ static void expect_conserved(fx_case *t, const flow_opts *o, const flow_result *
 
 static void test_conservation_one_bridge(void **state) {
   fx_case *t = *state;
-  flow_opts o = {.tasks = TASKS, .bridges = 1, .retry_delays = "100ms,200ms",
-                 .timeout_ms = 120000};
+  flow_opts o = {.tasks = TASKS, .bridges = 1, .retry_delays = "100ms,200ms", .timeout_ms = 120000};
   flow_result r;
   assert_int_equal(flow_run(t, &o, &r), 0);
   flow_print("one bridge", &o, &r);
@@ -44,8 +43,7 @@ static void test_conservation_one_bridge(void **state) {
 
 static void test_conservation_two_bridges(void **state) {
   fx_case *t = *state;
-  flow_opts o = {.tasks = TASKS, .bridges = 2, .retry_delays = "100ms,200ms",
-                 .timeout_ms = 120000};
+  flow_opts o = {.tasks = TASKS, .bridges = 2, .retry_delays = "100ms,200ms", .timeout_ms = 120000};
   flow_result r;
   assert_int_equal(flow_run(t, &o, &r), 0);
   flow_print("two bridges", &o, &r);

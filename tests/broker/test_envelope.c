@@ -15,24 +15,50 @@
 #define DELIVERY_TIMEOUT_MS 15000
 
 typedef struct {
-  const char *name;    /* also the message_id: "inv-<name>" */
-  const char *field;   /* what last_error must mention */
+  const char *name;  /* also the message_id: "inv-<name>" */
+  const char *field; /* what last_error must mention */
   void (*spoil)(th_msg *m);
 } bad_case;
 
-static void no_request_id(th_msg *m) { th_msg_remove(m, "request_id"); }
-static void blank_request_id(th_msg *m) { th_msg_set_str(m, "request_id", "   "); }
-static void int_request_id(th_msg *m) { th_msg_set_int(m, "request_id", 12345); }
-static void no_source_system(th_msg *m) { th_msg_remove(m, "source_system"); }
-static void empty_source_system(th_msg *m) { th_msg_set_str(m, "source_system", ""); }
-static void unknown_legal_basis(th_msg *m) { th_msg_set_str(m, "legal_basis", "gdpr_art_99"); }
-static void unknown_action(th_msg *m) { th_msg_set_str(m, "action", "erase"); }
-static void negative_attempt(th_msg *m) { th_msg_set_int(m, "attempt", -1); }
-static void text_attempt(th_msg *m) { th_msg_set_str(m, "attempt", "two"); }
-static void fractional_attempt(th_msg *m) { th_msg_set_str(m, "attempt", "1.5"); }
-static void zero_max_attempts(th_msg *m) { th_msg_set_int(m, "max_attempts", 0); }
-static void bad_first_seen_at(th_msg *m) { th_msg_set_str(m, "first_seen_at", "yesterday"); }
-static void duplicate_request_id(th_msg *m) { th_msg_add_str(m, "request_id", "other-id"); }
+static void no_request_id(th_msg *m) {
+  th_msg_remove(m, "request_id");
+}
+static void blank_request_id(th_msg *m) {
+  th_msg_set_str(m, "request_id", "   ");
+}
+static void int_request_id(th_msg *m) {
+  th_msg_set_int(m, "request_id", 12345);
+}
+static void no_source_system(th_msg *m) {
+  th_msg_remove(m, "source_system");
+}
+static void empty_source_system(th_msg *m) {
+  th_msg_set_str(m, "source_system", "");
+}
+static void unknown_legal_basis(th_msg *m) {
+  th_msg_set_str(m, "legal_basis", "gdpr_art_99");
+}
+static void unknown_action(th_msg *m) {
+  th_msg_set_str(m, "action", "erase");
+}
+static void negative_attempt(th_msg *m) {
+  th_msg_set_int(m, "attempt", -1);
+}
+static void text_attempt(th_msg *m) {
+  th_msg_set_str(m, "attempt", "two");
+}
+static void fractional_attempt(th_msg *m) {
+  th_msg_set_str(m, "attempt", "1.5");
+}
+static void zero_max_attempts(th_msg *m) {
+  th_msg_set_int(m, "max_attempts", 0);
+}
+static void bad_first_seen_at(th_msg *m) {
+  th_msg_set_str(m, "first_seen_at", "yesterday");
+}
+static void duplicate_request_id(th_msg *m) {
+  th_msg_add_str(m, "request_id", "other-id");
+}
 static void duplicate_attempt(th_msg *m) {
   th_msg_add_int(m, "attempt", 0);
   th_msg_add_int(m, "attempt", 1);
@@ -92,7 +118,8 @@ static const bad_case *case_of(const th_msg *m) {
   return NULL;
 }
 
-static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", "DLQ_BRIDGE_RETRY_JITTER=0", NULL};
+static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", "DLQ_BRIDGE_RETRY_JITTER=0",
+                                  NULL};
 
 /* Publishes every bad case to dsr.dlx (as a worker reporting it would) and
  * checks each DLQ copy. */
@@ -166,7 +193,7 @@ static void test_invalid_envelope_rejected_by_worker(void **state) {
   assert_int_equal(got->body_len, m->body_len);
   assert_memory_equal(got->body, m->body, m->body_len);
   FX_HDR_STR_EQ(got, "legal_basis", "gdpr_art_99"); /* kept as it came */
-  assert_int_equal(th_worker_next(w, got, 500), 0);  /* no retry */
+  assert_int_equal(th_worker_next(w, got, 500), 0); /* no retry */
   assert_int_equal(fx_stop_bridges(t), 0);
 }
 

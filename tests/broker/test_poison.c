@@ -78,8 +78,8 @@ static void test_poison_wins_over_remaining_attempts(void **state) {
 
 static void test_poison_threshold_is_configurable(void **state) {
   fx_case *t = *state;
-  static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", "DLQ_BRIDGE_POISON_THRESHOLD=3",
-                                    NULL};
+  static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms",
+                                    "DLQ_BRIDGE_POISON_THRESHOLD=3", NULL};
   assert_int_equal(fx_start_bridge(t, env), 0);
   th_msg *got = fx_msg(t);
   assert_int_equal(fx_publish_task(t, "poison-3"), 0);

@@ -14,8 +14,8 @@
 static void test_broker_restart_mid_flow(void **state) {
   fx_case *t = *state;
   /* Delays of seconds, so that tasks wait in the delay queues across the restart. */
-  flow_opts o = {.tasks = 240, .bridges = 1, .restart = true, .retry_delays = "1s,2s",
-                 .timeout_ms = 200000};
+  flow_opts o = {
+      .tasks = 240, .bridges = 1, .restart = true, .retry_delays = "1s,2s", .timeout_ms = 200000};
   flow_result r;
   assert_int_equal(flow_run(t, &o, &r), 0);
   flow_print("broker restart", &o, &r);
