@@ -1,5 +1,6 @@
 /* Reads, validates and rewrites the retry envelope carried in AMQP headers. */
 #include "dlqb/envelope.h"
+#include "dlqb/topology.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -536,10 +537,17 @@ static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
   for (size_t i = 0; i < COUNT_OF(death_reasons); i++) {
     if (strlen(death_reasons[i].reason) != len || memcmp(death_reasons[i].reason, p, len) != 0)
       continue;
-    out->kind = death_reasons[i].kind;
     queue = table_find(death, "queue");
-    if (queue != NULL && field_text(queue, &p, &len))
+    if (queue != NULL && field_text(queue, &p, &len)) {
+      /* Expiry from one of our delay queues is the bridge's own backoff,
+       * not a failure: a worker that reports a retried task publishes a
+       * copy still carrying that entry first. */
+      if (death_reasons[i].kind == DLQB_FAIL_EXPIRED && len >= strlen(DLQB_RETRY_PREFIX) &&
+          memcmp(p, DLQB_RETRY_PREFIX, strlen(DLQB_RETRY_PREFIX)) == 0)
+        return;
       sanitize(out->queue, sizeof out->queue, p, len, NULL);
+    }
+    out->kind = death_reasons[i].kind;
     return;
   }
 }

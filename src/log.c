@@ -58,9 +58,10 @@ void dlqb_log(int level, const char *event, const char *fmt, ...) {
     fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
   } else {
-    /* Text form: newlines inside a message would split a record. */
+    /* Text form: a newline inside a message would split a record, and
+     * other control bytes (escape sequences) could rewrite a terminal. */
     for (char *p = msg; *p; p++)
-      if (*p == '\n' || *p == '\r') *p = ' ';
+      if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
     fprintf(stderr, "%s %-5s %s: %s\n", when, level_names[level], event, msg);
   }
 }

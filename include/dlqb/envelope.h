@@ -83,7 +83,9 @@ typedef struct {
 } dlqb_failure;
 
 /* Reads x-death[0] (the most recent death; the broker keeps it first) and
- * worker_error. Never fails: malformed x-death (wrong type, empty array,
+ * worker_error. An x-death[0] that is an expiry from a dsr.retry.* delay
+ * queue is backoff history (a worker's copy of a retried task), so such a
+ * message counts as DLQB_FAIL_REPORTED. Never fails: malformed x-death (wrong type, empty array,
  * missing reason) yields DLQB_FAIL_REPORTED with queue "", and the envelope
  * check decides separately whether the message is valid. */
 void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out);

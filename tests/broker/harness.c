@@ -1215,9 +1215,8 @@ int th_node_restart(void) {
   const th_env *e = th_env_get();
   if (e == NULL) return -1;
   char cmd[3 * TH_PATH_MAX];
-  if (th__fmt(cmd, sizeof cmd,
-              "'%s/scripts/broker-node.sh' stop '%s' && '%s/scripts/broker-node.sh' start '%s' %d",
-              e->source_dir, e->node_dir, e->source_dir, e->node_dir, e->amqp_port) != 0)
+  if (th__fmt(cmd, sizeof cmd, "bash '%s/tests/broker/node-fixture.sh' restart '%s' %d",
+              e->source_dir, e->node_dir, e->amqp_port))
     return -1;
   fflush(NULL);
   int rc = system(cmd);

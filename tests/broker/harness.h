@@ -291,7 +291,8 @@ int th_count_lines(const char *s);
 /* ---- the node --------------------------------------------------------- */
 
 /* Stops the node and starts it again on the same directory and ports
- * (scripts/broker-node.sh stop + start); returns when it answers again. */
+ * (node-fixture.sh restart: broker-node.sh stop, then start with retries);
+ * returns when it answers again. */
 int th_node_restart(void);
 
 #endif

@@ -158,6 +158,19 @@ static int node(const char *verb) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
+/* Starts the node again after node("stop"). A start right after a stop
+ * occasionally fails (seen once under ASan: the node exited during start,
+ * most likely while the old node's Erlang distribution was still winding
+ * down), so it gets three tries. */
+static int node_start(void) {
+  for (int attempt = 1; attempt <= 3; attempt++) {
+    if (node("start") == 0) return 0;
+    fprintf(stderr, "node start attempt %d failed; retrying\n", attempt);
+    sleep(3);
+  }
+  return -1;
+}
+
 /* ---- tests ------------------------------------------------------------ */
 
 /* 30 items in the DLQ read 30 with an age above 0; the head keeps its
@@ -322,20 +335,20 @@ static void test_healthz_follows_the_broker(void **state) {
   assert_int_equal(node("stop"), 0);
   /* Check, but restart the node before asserting: the later tests need it. */
   bool went_down = th_wait_until(health_is, &down, SCRAPE_TIMEOUT_MS);
-  char *reason = NULL;
-  int status = http_get(port, "/healthz", &reason);
+  char *body = NULL, reason[128] = "";
+  int status = http_get(port, "/healthz", &body);
+  if (body != NULL) snprintf(reason, sizeof reason, "%s", body);
+  free(body);
   double connected = scrape(port, "dlq_bridge_connected");
   bool alive = th_bridge_running(&t->bridges[0]);
-  int started = node("start");
+  int started = node_start();
 
   assert_int_equal(started, 0);
   t->conn = th_connect(&t->vhost);
   assert_non_null(t->conn);
   FX_CHECK(t, went_down);
   assert_int_equal(status, 503);
-  assert_non_null(reason);
   assert_string_equal(reason, "not connected to the broker\n");
-  free(reason);
   assert_true(connected == 0);
   FX_CHECK(t, alive);
 

@@ -838,6 +838,23 @@ static void test_failure_uses_first_death_only(void **state) {
   expect_reported(&d.h.t);
 }
 
+/* A worker's copy of a retried task still carries the delay queue's
+ * expiry first: that is backoff history, so the failure is the worker's. */
+static void test_failure_retry_expiry_is_reported(void **state) {
+  (void)state;
+  death_hdrs d;
+  dlqb_failure f;
+  death_init(&d, v_str("expired"), "dsr.retry.100ms");
+  h_add(&d.h, DLQB_H_WORKER_ERROR, v_str("upstream 504"));
+  dlqb_failure_read(&d.h.t, &f);
+  assert_int_equal(f.kind, DLQB_FAIL_REPORTED);
+  assert_string_equal(f.queue, "");
+  assert_true(f.has_worker_error);
+  death_init(&d, v_str("expired"), "dsr.work"); /* a producer's TTL on the work queue */
+  dlqb_failure_read(&d.h.t, &f);
+  assert_int_equal(f.kind, DLQB_FAIL_EXPIRED);
+}
+
 static void test_failure_absent(void **state) {
   (void)state;
   hdrs h;
@@ -1322,6 +1339,7 @@ int main(void) {
       cmocka_unit_test(test_failure_reasons),
       cmocka_unit_test(test_failure_uses_first_death_only),
       cmocka_unit_test(test_failure_absent),
+      cmocka_unit_test(test_failure_retry_expiry_is_reported),
       cmocka_unit_test(test_failure_malformed_x_death),
       cmocka_unit_test(test_failure_queue_variants),
       cmocka_unit_test(test_failure_worker_error),
