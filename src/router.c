@@ -14,7 +14,7 @@
 #include "dlqb/topology.h"
 
 #define BACKOFF_MIN_MS 200
-#define BACKOFF_MAX_MS 30000
+#define BACKOFF_MAX_MS 5000 /* a reconnect attempt is cheap; a long outage should not add 30 s */
 
 typedef struct {
   const dlqb_config *cfg;
