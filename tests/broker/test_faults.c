@@ -306,9 +306,103 @@ static void test_broker_memory_alarm(void **state) {
   printf("alarm: bridge logged connection.blocked: %s\n", blocked ? "yes" : "no");
 }
 
+/* ---- the soak (scripts/soak.sh; not a ctest test) ------------------------ */
+
+typedef struct {
+  proxy_state px;
+  int64_t started, next_sample, next_kill, next_cut;
+  int kills, cuts, samples;
+  long rss_first, rss_max, rss_last;
+} soak_state;
+
+static long rss_kb(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+  FILE *f = fopen(path, "r");
+  long kb = -1;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  if (f != NULL) fclose(f);
+  return kb;
+}
+
+/* Bridge 1 lives through the whole soak (its memory is sampled); bridge 2
+ * is SIGKILLed and restarted every minute; the proxy both go through is
+ * cut every 90 s, every other time while swallowing confirms. */
+static int soak_fault(fx_case *t, void *arg, const flow_result *r) {
+  soak_state *s = arg;
+  int64_t now = th_now_ms();
+  if (now >= s->next_sample) {
+    long kb = rss_kb(t->bridges[0].pid);
+    if (s->samples++ == 0) s->rss_first = kb;
+    if (kb > s->rss_max) s->rss_max = kb;
+    s->rss_last = kb;
+    printf("soak: t=%llds bridge1_vmrss_kb=%ld acks=%d deliveries=%d kills=%d cuts=%d\n",
+           (long long)((now - s->started) / 1000), kb, r->acks, r->deliveries, s->kills, s->cuts);
+    fflush(stdout);
+    s->next_sample = now + 10000;
+  }
+  if (now >= s->next_kill && t->nbridges > 1) {
+    th_bridge_kill(&t->bridges[1]);
+    char url[TH_URL_MAX + 32];
+    snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", s->px.port,
+             t->vhost.name);
+    if (restart_bridge(t, 1, url) != 0) return -1;
+    s->kills++;
+    s->next_kill = now + 60000;
+  }
+  if (now >= s->next_cut) {
+    if (s->cuts % 2 == 1) {
+      kill(s->px.pid, SIGUSR1);
+      sleep_ms(400);
+    }
+    proxy_cut(&s->px);
+    s->cuts++;
+    sleep_ms(150);
+    if (proxy_start(&s->px) != 0) return -1;
+    s->next_cut = th_now_ms() + 90000;
+  }
+  return 0;
+}
+
+static void test_soak(void **state) {
+  fx_case *t = *state;
+  const char *m = getenv("DLQB_SOAK_MINUTES"), *rate = getenv("DLQB_SOAK_RATE");
+  int minutes = m != NULL ? atoi(m) : 60, per_s = rate != NULL ? atoi(rate) : 25;
+  soak_state s = {.px = {.broker_port = th_env_get()->amqp_port}};
+  assert_int_equal(proxy_start(&s.px), 0);
+  char url[TH_URL_MAX + 32];
+  snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", s.px.port,
+           t->vhost.name);
+  const char *extra[] = {url, NULL};
+  s.started = th_now_ms();
+  s.next_kill = s.started + 60000;
+  s.next_cut = s.started + 90000;
+  flow_opts o = {.tasks = minutes * 60 * per_s, .bridges = 2, .retry_delays = DELAYS,
+                 .timeout_ms = minutes * 60000 + 600000, .bridge_env = extra,
+                 .fault = soak_fault, .fault_arg = &s};
+  printf("soak: %d minutes, %d tasks (mixed fates: ack, reject, report, crash, poison)\n",
+         minutes, o.tasks);
+  flow_result r;
+  int rc = flow_run(t, &o, &r);
+  proxy_cut(&s.px);
+  assert_int_equal(rc, 0);
+  flow_print("soak", &o, &r);
+  printf("soak: %lld s, %d bridge kills, %d connection cuts; bridge1 VmRSS first %ld kB, "
+         "max %ld kB, last %ld kB; lost=%d duplicates=%d\n",
+         (long long)((th_now_ms() - s.started) / 1000), s.kills, s.cuts, s.rss_first, s.rss_max,
+         s.rss_last, r.lost, r.duplicates);
+  assert_true(r.settled);
+  assert_int_equal(r.lost, 0);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   signal(SIGPIPE, SIG_IGN);
+#ifdef DLQB_SOAK
+  const struct CMUnitTest soak[] = {FX_TEST(test_soak)};
+  return cmocka_run_group_tests(soak, NULL, NULL);
+#endif
   const struct CMUnitTest tests[] = {
       FX_TEST(test_bridge_sigkill_repeatedly),
       FX_TEST(test_connection_cut_by_proxy),

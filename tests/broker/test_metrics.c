@@ -352,7 +352,7 @@ static void test_healthz_follows_the_broker(void **state) {
   assert_true(connected == 0);
   FX_CHECK(t, alive);
 
-  /* The router's reconnect backoff is capped at 30 s. */
+  /* Reconnects back off to one every 5 s; the node takes ~10 s to boot. */
   FX_CHECK(t, th_wait_until(health_is, &up, 90000));
   FX_CHECK(t, wait_metric(port, "dlq_bridge_connected", 1, 5000));
   FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_stats_up", 1, SCRAPE_TIMEOUT_MS));
