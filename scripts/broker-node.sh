@@ -39,8 +39,16 @@ wait_ready() {
             return 1
         fi
         # The management API answers only once the node has booted its apps;
-        # aliveness-test also proves the default vhost accepts AMQP work.
-        if curl -fsS -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/aliveness-test/%2F" >/dev/null 2>&1; then
+        # aliveness-test also proves the default vhost accepts AMQP work. The
+        # answer must come from *this* node, not another one on the port.
+        if curl -fsS -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/aliveness-test/%2F" >/dev/null 2>&1 &&
+           curl -fsS -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null |
+               grep -q "\"node\":\"$RABBITMQ_NODENAME\""; then
+            # A TLS listener, when configured, must accept connections too.
+            if [ -f "$dir/tls/server.pem" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$AMQPS_PORT") 2>/dev/null; then
+                sleep 0.2
+                continue
+            fi
             return 0
         fi
         sleep 0.5
@@ -60,6 +68,13 @@ start)
         echo "broker-node: already running in $dir" >&2
         exit 0
     fi
+    # Never mistake another node (or anything else) on our ports for ours.
+    for p in "$base" "$mgmt"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "broker-node: port $p is already in use; choose another BASE_PORT" >&2
+            exit 1
+        fi
+    done
     tls_conf=""
     if [ -f "$dir/tls/ca.pem" ] && [ -f "$dir/tls/server.pem" ] && [ -f "$dir/tls/server.key" ]; then
         tls_conf="listeners.ssl.default = 127.0.0.1:$amqps
