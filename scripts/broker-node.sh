@@ -38,12 +38,12 @@ wait_ready() {
             tail -n 20 "$dir/server.out" >&2 || true
             return 1
         fi
-        # The management API answers only once the node has booted its apps;
-        # aliveness-test also proves the default vhost accepts AMQP work. The
-        # answer must come from *this* node, not another one on the port.
-        if curl -fsS -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/aliveness-test/%2F" >/dev/null 2>&1 &&
-           curl -fsS -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null |
-               grep -q "\"node\":\"$RABBITMQ_NODENAME\""; then
+        # Ready means: the management API answers, from *this* node (not
+        # another one on the port), and the AMQP listener accepts connections.
+        # (No aliveness-test: it would leave a queue in the user's broker.)
+        if curl -fsS -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null |
+               grep -q "\"node\":\"$RABBITMQ_NODENAME\"" &&
+           (exec 3<>"/dev/tcp/127.0.0.1/$AMQP_PORT") 2>/dev/null; then
             # A TLS listener, when configured, must accept connections too.
             if [ -f "$dir/tls/server.pem" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$AMQPS_PORT") 2>/dev/null; then
                 sleep 0.2
