@@ -8,7 +8,6 @@
 #include "dlqb/topology.h"
 #include "ops.h"
 
-#define RATE_MAX 100000
 
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
@@ -35,27 +34,11 @@ const cli_spec cmd_escalate_spec = {
 
 typedef struct {
   ops_opts o;
-  bool dry_run;
-  double rate;
   char now[DLQB_ISO_TIME_MAX];
 } escalate_opts;
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
-  escalate_opts *e = ctx;
-  if (flag != NULL && strcmp(flag, "dry-run") == 0) {
-    e->dry_run = true;
-    return DLQB_OK;
-  }
-  if (flag != NULL && strcmp(flag, "rate") == 0) {
-    char *end;
-    double n = strtod(value, &end);
-    if (*value == '\0' || *end != '\0' || !(n > 0) || n > RATE_MAX)
-      return dlqb_fail(err, DLQB_EINVAL, "--rate: '%.32s' is not a number from 1 to %d", value,
-                       RATE_MAX);
-    e->rate = n;
-    return DLQB_OK;
-  }
-  return ops_flag(&e->o, flag, value, err);
+  return ops_flag(&((escalate_opts *)ctx)->o, flag, value, err);
 }
 
 static size_t escalate_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
@@ -96,7 +79,7 @@ int cmd_escalate(int argc, char **argv) {
   volatile sig_atomic_t *stop = cli_stop_flag();
   dlqb_iso_time(dlqb_now_ms(), e.now, sizeof e.now);
   ops_move_spec m = {.command = "escalate", .target = DLQB_Q_REVIEW, .event = DLQB_EV_ESCALATED,
-                     .verb = "escalated", .cause = "operator", .dry_run = e.dry_run, .rate = e.rate,
+                     .verb = "escalated", .cause = "operator", .dry_run = e.o.dry_run, .rate = e.o.rate,
                      .sets = escalate_sets, .reason = escalate_reason, .ctx = &e};
   return ops_move_run(&e.o, &m, stop);
 }

@@ -11,7 +11,6 @@
 #include "ops.h"
 
 #define LEDGER_IDLE_MS 10000
-#define RATE_MAX 100000
 
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
@@ -42,27 +41,11 @@ const cli_spec cmd_replay_spec = {
 
 typedef struct {
   ops_opts o;
-  bool dry_run;
-  double rate;
   char actor_now[DLQB_ISO_TIME_MAX];
 } replay_opts;
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
-  replay_opts *r = ctx;
-  if (flag != NULL && strcmp(flag, "dry-run") == 0) {
-    r->dry_run = true;
-    return DLQB_OK;
-  }
-  if (flag != NULL && strcmp(flag, "rate") == 0) {
-    char *end;
-    double n = strtod(value, &end);
-    if (*value == '\0' || *end != '\0' || !(n > 0) || n > RATE_MAX)
-      return dlqb_fail(err, DLQB_EINVAL, "--rate: '%.32s' is not a number from 1 to %d", value,
-                       RATE_MAX);
-    r->rate = n;
-    return DLQB_OK;
-  }
-  return ops_flag(&r->o, flag, value, err);
+  return ops_flag(&((replay_opts *)ctx)->o, flag, value, err);
 }
 
 static size_t replay_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
@@ -123,7 +106,7 @@ int cmd_replay(int argc, char **argv) {
     fprintf(stderr, "completion ledger: %zu entries, %zu distinct tasks\n", ls.entries,
             dlqb_ledger_size(ledger));
   ops_move_spec m = {.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
-                     .verb = "replayed", .dry_run = r.dry_run, .rate = r.rate, .ledger = ledger,
+                     .verb = "replayed", .dry_run = r.o.dry_run, .rate = r.o.rate, .ledger = ledger,
                      .sets = replay_sets, .reason = replay_reason, .ctx = &r};
   rc = ops_move_run(&r.o, &m, stop);
   dlqb_ledger_free(ledger);

@@ -41,6 +41,19 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
     o->window_set = true;
     return DLQB_OK;
   }
+  if (strcmp(flag, "dry-run") == 0) {
+    o->dry_run = true;
+    return DLQB_OK;
+  }
+  if (strcmp(flag, "rate") == 0) {
+    char *end;
+    double n = strtod(value, &end);
+    if (*value == '\0' || *end != '\0' || !(n > 0) || n > OPS_RATE_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--rate: '%.32s' is not a number from 1 to %d", value,
+                       OPS_RATE_MAX);
+    o->rate = n;
+    return DLQB_OK;
+  }
   if (dlqb_select_is_flag(flag)) return dlqb_select_set(&o->sel, flag, value, err);
   return dlqb_fail(err, DLQB_EINVAL, "unknown option '--%s'", flag);
 }
@@ -49,6 +62,8 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
              void *ctx, bool *help) {
   dlqb_select_init(&o->sel);
   o->json = false;
+  o->dry_run = false;
+  o->rate = 0;
   o->window = DLQB_SCAN_WINDOW_DEFAULT;
   default_actor(o->actor, sizeof o->actor);
   int rc = cli_load(spec, argc, argv, &o->cfg, on_flag, ctx, help);

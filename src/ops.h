@@ -40,9 +40,15 @@ typedef struct {
   int window;
   bool window_set;     /* --window given: not adjusted for --rate */
   bool quiet_progress; /* no progress line even on a terminal */
+  bool dry_run;        /* --dry-run (replay, escalate): list, move nothing */
+  double rate;         /* --rate (replay, escalate): moves per second, 0 = unlimited */
 } ops_opts;
 
-/* Handles the common and selection flags; DLQB_EINVAL for anything else
+/* The largest --rate accepted. */
+#define OPS_RATE_MAX 100000
+
+/* Handles the common, selection and movement (--dry-run, --rate) flags;
+ * a command only declares the ones it takes. DLQB_EINVAL for anything else
  * ("unknown option"). A command's on_flag calls it for flags it does not
  * handle itself. */
 dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_error *err);
