@@ -14,7 +14,7 @@
 # a test: nothing here passes or fails the build.
 #
 # usage: bench/run.sh [--messages N] [--rounds R] [--window W] [--port P]
-#                     [--full] [--no-build]
+#                     [--full] [--no-build] [--bridge PATH]
 #   --messages N  messages per measurement (default 50000)
 #   --rounds R    repeat shovel, replay and routing R times, report the median
 #                 (default 3; the machine is shared and noisy)
@@ -23,12 +23,17 @@
 #                 (default 45672)
 #   --full        also replay and route 200,000 messages to show RSS is flat
 #   --no-build    use the binaries already in build-bench/
+#   --bridge PATH measure this dlq-bridge binary instead of build-bench's
+#                 (e.g. an older build, for before/after numbers)
+# The shovel is the one the management UI's "Move messages" creates (direct
+# amqp:/// URIs, prefetch 1000, ack-mode on-confirm, delete after the queue
+# length). Daemons run with metrics off (two on one host would share a port).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-messages=50000 rounds=3 window=512 port=45672 full=0 build=1
+messages=50000 rounds=3 window=512 port=45672 full=0 build=1 bridge=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --messages) messages=${2:?--messages needs a value}; shift 2 ;;
@@ -37,6 +42,7 @@ while [ $# -gt 0 ]; do
     --port) port=${2:?--port needs a value}; shift 2 ;;
     --full) full=1; shift ;;
     --no-build) build=0; shift ;;
+    --bridge) bridge=${2:?--bridge needs a value}; shift 2 ;;
     -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see bench/run.sh --help)" >&2; exit 2 ;;
     esac
@@ -45,7 +51,7 @@ done
 bdir=$root/build-bench
 node_dir=$bdir/broker
 work=$bdir/bench-run
-bin=$bdir/dlq-bridge
+bin=${bridge:-$bdir/dlq-bridge}
 tool=$bdir/bench/dlqb-bench
 url="amqp://guest:guest@127.0.0.1:$port/%2f"
 mgmt="http://127.0.0.1:$((port + 1))"
@@ -88,7 +94,7 @@ scripts/broker-node.sh start "$node_dir" "$port" "dlqb-bench-$port" >/dev/null |
 
 # One topology for every phase: a long retry delay, so that routed tasks stay
 # in dsr.retry.10m and can be counted there.
-export DLQ_BRIDGE_URL=$url DLQ_BRIDGE_RETRY_DELAYS=10m
+export DLQ_BRIDGE_URL=$url DLQ_BRIDGE_RETRY_DELAYS=10m DLQ_BRIDGE_METRICS_ADDR=off
 unset DLQ_BRIDGE_AUDIT_LOG DLQ_BRIDGE_AUDIT_KEY_FILE DLQ_BRIDGE_PASSWORD_FILE
 "$bin" declare >/dev/null || fail "dlq-bridge declare failed"
 
@@ -146,8 +152,7 @@ purge_all
 shovel_rates="" replay_rates="" replay_rss=""
 replay_state="not available (no 'dlq-bridge replay' command in this build)"
 if "$bin" replay --help >/dev/null 2>&1; then replay_state=ok; fi
-shovel_body=$(printf '{"value":{"src-protocol":"amqp091","src-uri":"%s","src-queue":"dsr.dlq.manual","src-prefetch-count":1000,"src-delete-after":"queue-length","dest-protocol":"amqp091","dest-uri":"%s","dest-queue":"dsr.work","ack-mode":"on-confirm"}}' \
-    "amqp://guest:guest@127.0.0.1:$port" "amqp://guest:guest@127.0.0.1:$port")
+shovel_body='{"value":{"src-protocol":"amqp091","src-uri":"amqp:///%2F","src-queue":"dsr.dlq.manual","src-prefetch-count":1000,"src-delete-after":"queue-length","dest-protocol":"amqp091","dest-uri":"amqp:///%2F","dest-queue":"dsr.work","dest-add-forward-headers":false,"ack-mode":"on-confirm"}}'
 
 # Replays the DLQ (already holding n messages); sets r_rate and r_rss.
 run_replay() {
@@ -273,6 +278,7 @@ rss_verdict() { awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else if (k < 32
 printf '\n'
 printf 'dlq-bridge benchmark: %s messages of 256 B, persistent, %s round(s) (median), window %s\n' \
     "$messages" "$rounds" "$window"
+printf 'dlq-bridge: %s\n' "$bin"
 printf 'broker: RabbitMQ %s on 127.0.0.1:%s, %s CPUs; %s\n' \
     "$(curl -s -u guest:guest "$mgmt/api/overview" | sed -n 's/.*"rabbitmq_version":"\([^"]*\)".*/\1/p')" \
     "$port" "$(nproc)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -281,7 +287,7 @@ printf '| %-58s | %12s |\n' "$(printf -- '-%.0s' $(seq 58))" "-----------:"
 printf '| %-58s | %12s |\n' "publish, confirm awaited one by one, quorum ($single_n msgs)" "$pub_single"
 printf '| %-58s | %12s |\n' "publish, $window in flight, quorum" "$pub_window"
 printf '| %-58s | %12s |\n' "publish, $window in flight, classic (dsr.dlq.manual)" "$pub_classic"
-printf '| %-58s | %12s |\n' "shovel dsr.dlq.manual -> dsr.work (on-confirm, prefetch 1000)" "$shovel"
+printf '| %-58s | %12s |\n' "shovel dsr.dlq.manual -> dsr.work (UI 'Move messages')" "$shovel"
 printf '| %-58s | %12s |\n' "replay --all dsr.dlq.manual -> dsr.work" \
     "$([ -n "$replay_rates" ] && echo "$replay" || echo n/a)"
 printf '| %-58s | %12s |\n' "routing, 1 daemon, audit off (dsr.failed -> retry)" "$off"

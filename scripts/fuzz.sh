@@ -9,7 +9,7 @@
 # (replayed by every `ctest -L fuzz`) once the bug is fixed.
 #
 # usage: scripts/fuzz.sh [--seconds N] [--jobs N] [TARGET...]
-#        targets: envelope config duration iso_time (default: all)
+#        targets: the names of tests/fuzz/fuzz_<name>.c (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,9 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(envelope config duration iso_time)
+if [ ${#targets[@]} -eq 0 ]; then
+    for f in tests/fuzz/fuzz_*.c; do t=${f#tests/fuzz/fuzz_}; targets+=("${t%.c}"); done
+fi
 
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_FUZZ=ON \
     -DDLQB_BROKER_TESTS=OFF >/dev/null

@@ -84,7 +84,7 @@ else
     CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_FUZZ=ON \
         -DDLQB_BROKER_TESTS=OFF || fail "cmake configure of build-fuzz"
     step "build build-fuzz"
-    cmake --build build-fuzz -j2 --target fuzz_envelope fuzz_config fuzz_duration fuzz_iso_time ||
+    cmake --build build-fuzz -j2 --target fuzz_all ||
         fail "build of build-fuzz"
     step "fuzz tests (build-fuzz)"
     ctest --test-dir build-fuzz --output-on-failure -j2 -L fuzz || fail "fuzz tests in build-fuzz"

@@ -1,9 +1,12 @@
 /* The confirm-before-ack pipeline shared by the router and the ops commands. */
 #include "dlqb/pipe.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include "dlqb/log.h"
@@ -34,8 +37,15 @@ struct dlqb_pipe {
   uint64_t first_held_tag; /* lowest delivery tag ever held (0 = none): held
                             * deliveries are never acked, so a multiple ack
                             * must never reach past it */
-  size_t confirmed_run;  /* length of the confirmed/held prefix from head, if known */
+  size_t ready; /* length of the prefix from head with no E_PUBLISHED entry */
+  /* The publishes in the ring carry consecutive sequence numbers (one per
+   * forward, and entries leave in order), so at most cap of them are
+   * outstanding and seq % cap names a unique slot: seq_slot maps it to the
+   * entry's ring index, and a confirm finds its entry without a scan. */
+  size_t *seq_slot;
   uint64_t next_seq;
+  uint64_t confirmed_upto; /* every publish up to this one is confirmed */
+  bool corked;             /* TCP_CORK is on: our frames wait for set_cork(false) */
   unsigned char *body;
   size_t body_cap;
   bool settled_now;     /* the handler settled the current delivery */
@@ -61,7 +71,8 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
   p->cap = (size_t)(opt->prefetch > 0 ? opt->prefetch : 1);
   p->ring = calloc(p->cap, sizeof *p->ring);
   p->ack_hops = calloc(p->cap, sizeof *p->ack_hops);
-  if (p->ring == NULL || p->ack_hops == NULL) {
+  p->seq_slot = calloc(p->cap, sizeof *p->seq_slot);
+  if (p->ring == NULL || p->ack_hops == NULL || p->seq_slot == NULL) {
     dlqb_pipe_free(p);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
@@ -82,11 +93,19 @@ void dlqb_pipe_free(dlqb_pipe *p) {
   if (p == NULL) return;
   free(p->ring);
   free(p->ack_hops);
+  free(p->seq_slot);
   free(p->body);
   free(p);
 }
 
 void dlqb_pipe_get_stats(const dlqb_pipe *p, dlqb_pipe_stats *out) { *out = p->stats; }
+
+/* Extends the cached ready prefix over entries that no longer wait for a
+ * confirm. Each entry is passed over once between flushes, so keeping the
+ * prefix costs O(1) per message instead of a scan from head per frame. */
+static void extend_ready(dlqb_pipe *p) {
+  while (p->ready < p->count && at(p, p->ready)->state != E_PUBLISHED) p->ready++;
+}
 
 static entry *push_entry(dlqb_pipe *p, const dlqb_delivery *d, entry_state st, const dlqb_hop *hop) {
   /* The broker never has more than `prefetch` unacked deliveries out, and
@@ -111,6 +130,7 @@ dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "publish", err);
   entry *e = push_entry(p, d, E_PUBLISHED, hop);
   e->seq = ++p->next_seq;
+  p->seq_slot[e->seq % p->cap] = (size_t)(e - p->ring);
   e->hop.published_mono_ms = dlqb_mono_ms();
   p->stats.forwarded++;
   return DLQB_OK;
@@ -119,6 +139,7 @@ dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *
 void dlqb_pipe_ack(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_hop *hop) {
   entry *e = push_entry(p, d, E_CONFIRMED, hop);
   e->hop.published_mono_ms = 0;
+  extend_ready(p);
 }
 
 void dlqb_pipe_hold(dlqb_pipe *p, const dlqb_delivery *d) {
@@ -126,37 +147,53 @@ void dlqb_pipe_hold(dlqb_pipe *p, const dlqb_delivery *d) {
   if (p->first_held_tag == 0) p->first_held_tag = d->delivery_tag;
   p->held++;
   p->stats.held++;
+  extend_ready(p);
 }
 
-/* Marks publishes up to seq (or exactly seq) confirmed. Sequence numbers
- * grow along the ring, so the scan stops at the first larger one. */
+/* Marks publish seq confirmed if it is still in the ring. A slot whose
+ * entry carries another number was acked and reused: nothing to do. */
+static void confirm_one(dlqb_pipe *p, uint64_t seq) {
+  entry *e = &p->ring[p->seq_slot[seq % p->cap]];
+  if (e->seq == seq && e->state == E_PUBLISHED) e->state = E_CONFIRMED;
+}
+
+/* Marks publishes up to seq (multiple) or exactly seq confirmed. A multiple
+ * confirm only walks the numbers above the previous multiple one, so each
+ * publish is visited about once however the broker groups its confirms. */
 static void on_confirm(dlqb_pipe *p, uint64_t seq, bool multiple) {
-  for (size_t i = 0; i < p->count; i++) {
-    entry *e = at(p, i);
-    if (e->seq == 0) continue;
-    if (e->seq > seq) break;
-    if (e->state == E_PUBLISHED && (multiple || e->seq == seq)) e->state = E_CONFIRMED;
+  if (seq == 0 || seq > p->next_seq) return; /* never published: not ours */
+  if (multiple) {
+    for (uint64_t s = p->confirmed_upto + 1; s <= seq; s++) confirm_one(p, s);
+    if (seq > p->confirmed_upto) p->confirmed_upto = seq;
+  } else {
+    confirm_one(p, seq);
   }
+  extend_ready(p);
 }
 
 /* Acks the confirmed prefix of the ring. HELD entries in the prefix are
  * skipped over but never acked, so a `multiple` ack is used only when the
  * prefix holds none. */
+/* Removes the first run entries (nheld of them held) from the ring.
+ * p->held counts held entries still in the ring, so it drops too
+ * (otherwise count == held, the drain and idle test, never holds again). */
+static void drop_prefix(dlqb_pipe *p, size_t run, size_t nheld) {
+  p->head = (p->head + run) % p->cap;
+  p->count -= run;
+  p->ready -= run;
+  p->held -= nheld;
+}
+
 static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
-  size_t run = 0, nhops = 0, nheld = 0;
-  while (run < p->count && at(p, run)->state != E_PUBLISHED) {
-    entry *e = at(p, run);
+  size_t run = p->ready, nhops = 0, nheld = 0;
+  for (size_t i = 0; i < run; i++) {
+    entry *e = at(p, i);
     if (e->state == E_HELD) nheld++;
     else if (e->has_hop) p->ack_hops[nhops++] = &e->hop;
-    run++;
   }
   if (run == 0 || run == nheld) {
-    /* Only held entries: drop them from the ring, they need nothing more.
-     * p->held counts held entries still in the ring, so it drops too
-     * (otherwise count == held, the drain and idle test, never holds again). */
-    p->head = (p->head + run) % p->cap;
-    p->count -= run;
-    p->held -= nheld;
+    /* Only held entries: drop them from the ring, they need nothing more. */
+    drop_prefix(p, run, nheld);
     return DLQB_OK;
   }
   if (p->h.before_ack != NULL && nhops > 0) {
@@ -191,16 +228,28 @@ static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
       p->h.after_ack(p->h.ctx, &e->hop, lat);
     }
   }
-  p->head = (p->head + run) % p->cap;
-  p->count -= run;
-  p->held -= nheld;
+  drop_prefix(p, run, nheld);
   return DLQB_OK;
 }
 
-static size_t confirmed_prefix(dlqb_pipe *p) {
-  size_t run = 0;
-  while (run < p->count && at(p, run)->state != E_PUBLISHED) run++;
-  return run;
+/* Write batching. rabbitmq-c sends every frame with its own send(), and a
+ * publish is three frames: on loopback each pushed segment costs the broker
+ * a wakeup and a read. While frames we already received wait in the
+ * library's buffer, the socket is corked, so the publishes and acks they
+ * cause leave in a few full segments; it is uncorked (which sends
+ * everything) before any read that may block, so nothing we wrote waits on
+ * the broker. The kernel also flushes a cork after 200 ms. */
+static void set_cork(dlqb_pipe *p, bool on) {
+  if (p->corked == on) return;
+  int fd = amqp_get_sockfd(p->conn);
+  int v = on ? 1 : 0;
+  /* A failure only costs batching, never correctness: ignore it. */
+  if (fd >= 0) (void)setsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, sizeof v);
+  p->corked = on;
+}
+
+static bool input_buffered(dlqb_pipe *p) {
+  return amqp_frames_enqueued(p->conn) || amqp_data_in_buffer(p->conn);
 }
 
 static void log_connection_method(const amqp_frame_t *f) {
@@ -232,6 +281,7 @@ static dlqb_status closed_by_broker(dlqb_pipe *p, const amqp_frame_t *f, dlqb_er
  * connection-level notices the broker may interleave. */
 static dlqb_status content_frame(dlqb_pipe *p, uint8_t type, amqp_frame_t *f, dlqb_error *err) {
   for (;;) {
+    if (!input_buffered(p)) set_cork(p, false);
     int rc = amqp_simple_wait_frame(p->conn, f);
     if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "read message", err);
     if (f->channel == 0 && f->frame_type == AMQP_FRAME_METHOD) {
@@ -351,7 +401,7 @@ static bool limit_reached(const dlqb_pipe *p) {
   return p->opt.max_messages > 0 && p->settled_total >= p->opt.max_messages;
 }
 
-dlqb_status dlqb_pipe_run(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error *err) {
+static dlqb_status run_loop(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error *err) {
   dlqb_status st = start_consumer(p, err);
   if (st != DLQB_OK) return st;
   long long drain_deadline = 0;
@@ -382,18 +432,21 @@ dlqb_status dlqb_pipe_run(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error 
 
     /* While the audit sink refuses (fail closed), do not spin on acks. */
     bool can_ack = now >= p->before_ack_retry_at;
-    size_t ready = can_ack ? confirmed_prefix(p) : 0;
+    size_t ready = can_ack ? p->ready : 0;
     /* Batch acks: flush when a quarter of the window is ready, or when the
      * socket has nothing more for us right now. */
     if (ready > 0 && ready >= (p->cap + 3) / 4) {
       if ((st = flush_acks(p, err)) != DLQB_OK) return st;
-      ready = confirmed_prefix(p);
+      ready = p->ready;
     }
-    struct timeval tv = {0, ready > 0 ? 0 : IDLE_WAIT_MS * 1000};
+    bool buffered = input_buffered(p);
+    set_cork(p, buffered);
+    struct timeval tv = {0, ready > 0 || buffered ? 0 : IDLE_WAIT_MS * 1000};
     amqp_frame_t f;
     int rc = amqp_simple_wait_frame_noblock(p->conn, &f, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) {
       if (ready > 0 && (st = flush_acks(p, err)) != DLQB_OK) return st;
+      set_cork(p, false); /* the acks just written must not wait */
       continue;
     }
     if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "read from broker", err);
@@ -405,4 +458,12 @@ dlqb_status dlqb_pipe_run(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error 
       return st;
     }
   }
+}
+
+dlqb_status dlqb_pipe_run(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error *err) {
+  dlqb_status st = run_loop(p, stop, err);
+  /* Whatever ended the run, what we wrote must leave now: the caller's next
+   * step (closing the channel) waits for the broker's answer. */
+  set_cork(p, false);
+  return st;
 }
