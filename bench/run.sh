@@ -295,11 +295,24 @@ printf '| %-58s | %12s |\n' "routing, 1 daemon, audit on" "$([ -n "$route_on" ] 
 printf '| %-58s | %12s |\n' "routing, 2 daemons at once (combined)" "$two"
 [ -n "$route_full" ] && printf '| %-58s | %12s |\n' "routing, 1 daemon, $full_n failures" "$route_full"
 
-r_replay=$(ratio "${replay_rates:+$replay}" "$shovel")
-r_route=$(ratio "$off" "$shovel")
-r_audit=$(ratio "${route_on:+$on}" "$off")
-r_two=$(ratio "$two" "$off")
-printf '\n| %-34s | %6s | %7s | %-7s |\n' "ratio" "value" "target" "verdict"
+# Ratios pair the measurements of one round (taken minutes apart at most,
+# under the same background load) and report the median of those.
+paired() {
+    local -a a b
+    read -r -a a <<<"$1"
+    read -r -a b <<<"$2"
+    local out="" i
+    for i in "${!a[@]}"; do
+        [ -n "${b[$i]:-}" ] && out="$out $(ratio "${a[$i]}" "${b[$i]}")"
+    done
+    echo "$out" | tr ' ' '\n' | awk 'NF && $1 != "n/a"' | sort -n |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+r_replay=$(paired "$replay_rates" "$shovel_rates")
+r_route=$(paired "$route_off" "$shovel_rates")
+r_audit=$(paired "$route_on" "$route_off")
+r_two=$(paired "$route_two" "$route_off")
+printf '\n| %-34s | %6s | %7s | %-7s |\n' "ratio (median of per-round ratios)" "value" "target" "verdict"
 printf '| %-34s | %6s | %7s | %-7s |\n' "----------------------------------" "-----:" "------:" "-------"
 printf '| %-34s | %6s | %7s | %-7s |\n' "replay / shovel" "$r_replay" ">= 1.3" "$(verdict "$r_replay" 1.3)"
 printf '| %-34s | %6s | %7s | %-7s |\n' "routing / shovel" "$r_route" ">= 1.0" "$(verdict "$r_route" 1.0)"
