@@ -48,6 +48,8 @@ struct dlqb_pipe {
   bool corked;             /* TCP_CORK is on: our frames wait for set_cork(false) */
   unsigned char *body;
   size_t body_cap;
+  amqp_table_entry_t *headers; /* rewritten header table, reused: grows only */
+  size_t headers_cap;
   bool settled_now;     /* the handler settled the current delivery */
   bool cancel_sent;
   bool consuming;
@@ -95,6 +97,7 @@ void dlqb_pipe_free(dlqb_pipe *p) {
   free(p->ack_hops);
   free(p->seq_slot);
   free(p->body);
+  free(p->headers);
   free(p);
 }
 
@@ -134,6 +137,27 @@ dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *
   e->hop.published_mono_ms = dlqb_mono_ms();
   p->stats.forwarded++;
   return DLQB_OK;
+}
+
+dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
+                                        const char *routing_key, amqp_basic_properties_t *props,
+                                        const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
+                                        dlqb_error *err) {
+  const amqp_table_t *in =
+      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
+  size_t need = (in != NULL && in->num_entries > 0 ? (size_t)in->num_entries : 0) + nsets;
+  if (need > p->headers_cap) {
+    /* Grows to the largest table seen, so steady traffic allocates nothing. */
+    size_t cap = need < 64 ? 64 : need * 2;
+    amqp_table_entry_t *n = realloc(p->headers, cap * sizeof *n);
+    if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    p->headers = n;
+    p->headers_cap = cap;
+  }
+  if (dlqb_headers_apply(in, sets, nsets, p->headers, p->headers_cap, &props->headers) != DLQB_OK)
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: header table too small");
+  props->_flags |= AMQP_BASIC_HEADERS_FLAG;
+  return dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err);
 }
 
 void dlqb_pipe_ack(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_hop *hop) {

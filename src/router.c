@@ -20,8 +20,6 @@ typedef struct {
   const dlqb_config *cfg;
   const dlqb_router_hooks *hooks;
   uint64_t rng;
-  amqp_table_entry_t *scratch; /* header table of the message being routed */
-  size_t scratch_cap;
 } router;
 
 static uint32_t next_random(router *r) {
@@ -41,16 +39,6 @@ static dlqb_event event_of(const dlqb_decision *d) {
   if (d->reason == DLQB_REASON_POISON) return DLQB_EV_POISON;
   if (d->reason == DLQB_REASON_INVALID) return DLQB_EV_INVALID;
   return DLQB_EV_DEAD_LETTERED;
-}
-
-static dlqb_status grow_scratch(router *r, size_t need, dlqb_error *err) {
-  if (need <= r->scratch_cap) return DLQB_OK;
-  size_t cap = need < 64 ? 64 : need * 2;
-  amqp_table_entry_t *n = realloc(r->scratch, cap * sizeof *n);
-  if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  r->scratch = n;
-  r->scratch_cap = cap;
-  return DLQB_OK;
 }
 
 static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d, dlqb_error *err) {
@@ -109,12 +97,6 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
     }
   }
 
-  size_t need = (headers ? (size_t)headers->num_entries : 0) + n;
-  dlqb_status st = grow_scratch(r, need, err);
-  if (st != DLQB_OK) return st;
-  if (dlqb_headers_apply(headers, sets, n, r->scratch, r->scratch_cap, &props.headers) != DLQB_OK)
-    return dlqb_fail(err, DLQB_EINVAL, "internal error: header table too small");
-
   dlqb_hop hop;
   memset(&hop, 0, sizeof hop);
   hop.event = event_of(&dec);
@@ -135,7 +117,7 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   snprintf(hop.from, sizeof hop.from, "%s", DLQB_Q_FAILED);
   snprintf(hop.to, sizeof hop.to, "%s", target);
   snprintf(hop.actor, sizeof hop.actor, "system");
-  return dlqb_pipe_forward(pipe, d, "", target, &props, d->body, &hop, err);
+  return dlqb_pipe_forward_rewritten(pipe, d, "", target, &props, sets, n, &hop, err);
 }
 
 static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
@@ -216,6 +198,5 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
     backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     st = DLQB_OK;
   }
-  free(r.scratch);
   return st;
 }

@@ -21,8 +21,6 @@ struct dlqb_scan {
   volatile sig_atomic_t stop_now; /* the pipe's stop flag */
   dlqb_scan_result res;
   dlqb_rate rate;
-  amqp_table_entry_t *scratch;
-  size_t scratch_cap;
 };
 
 static int64_t mono_us(void) {
@@ -57,16 +55,6 @@ static void fill_hop(dlqb_scan *s, const dlqb_item *it, dlqb_event ev, const cha
   snprintf(hop->actor, sizeof hop->actor, "%s", s->o->actor ? s->o->actor : "unknown");
 }
 
-static dlqb_status grow_scratch(dlqb_scan *s, size_t need, dlqb_error *err) {
-  if (need <= s->scratch_cap) return DLQB_OK;
-  size_t cap = need < 64 ? 64 : need * 2;
-  amqp_table_entry_t *n = realloc(s->scratch, cap * sizeof *n);
-  if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  s->scratch = n;
-  s->scratch_cap = cap;
-  return DLQB_OK;
-}
-
 dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                               const char *queue, const dlqb_hset *sets, size_t nsets,
                               dlqb_event event, const char *cause, const char *reason,
@@ -87,21 +75,13 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
     }
     sleep_us(wait < 50000 ? wait : 50000);
   }
-  const amqp_table_t *headers =
-      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
-  size_t need = (headers ? (size_t)headers->num_entries : 0) + nsets;
-  dlqb_status st = grow_scratch(s, need, err);
-  if (st != DLQB_OK) return st;
   amqp_basic_properties_t props = *d->props;
-  props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+  props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG;
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
   props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
-  if (dlqb_headers_apply(headers, sets, nsets, s->scratch, s->scratch_cap, &props.headers) !=
-      DLQB_OK)
-    return dlqb_fail(err, DLQB_EINVAL, "internal error: header table too small");
   dlqb_hop hop;
   fill_hop(s, it, event, queue, cause, reason, &hop);
-  return dlqb_pipe_forward(s->pipe, d, "", queue, &props, d->body, &hop, err);
+  return dlqb_pipe_forward_rewritten(s->pipe, d, "", queue, &props, sets, nsets, &hop, err);
 }
 
 void dlqb_scan_ack(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event event,
@@ -212,7 +192,6 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
   /* Closing returns every held (unacked) item to the queue, in place. */
   if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);
-  free(s.scratch);
   *res = s.res;
   return st;
 }

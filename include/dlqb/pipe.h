@@ -75,6 +75,14 @@ dlqb_status dlqb_pipe_forward(dlqb_pipe *pipe, const dlqb_delivery *d, const cha
                               const char *routing_key, const amqp_basic_properties_t *props,
                               amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err);
 
+/* dlqb_pipe_forward of d's own body, with d's headers rewritten by sets
+ * (dlqb_headers_apply) into a table the pipe reuses. props starts as the
+ * caller's copy of d->props with its changes; its headers are replaced. */
+dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *pipe, const dlqb_delivery *d,
+                                        const char *exchange, const char *routing_key,
+                                        amqp_basic_properties_t *props, const dlqb_hset *sets,
+                                        size_t nsets, const dlqb_hop *hop, dlqb_error *err);
+
 /* Settles d by acking it with nothing published (resolve, skip as complete). */
 void dlqb_pipe_ack(dlqb_pipe *pipe, const dlqb_delivery *d, const dlqb_hop *hop);
 
