@@ -240,6 +240,38 @@ static void test_queue_gauges_match_the_queues(void **state) {
   }
 }
 
+/* The DLQ gauge follows a replay: 30 items read 30, and 0 once
+ * `dlq-bridge replay --all` has moved them back to dsr.work. */
+static void test_dlq_depth_reads_zero_after_replay(void **state) {
+  fx_case *t = *state;
+  int port = start_with_metrics(t, NULL);
+  th_msg *m = fx_msg(t);
+  char iso[64], id[64];
+  th_iso_time(th_now_ms() - 5000, iso, sizeof iso);
+  for (int i = 0; i < DLQ_ITEMS; i++) {
+    th_msg_release(m);
+    th_msg_init(m);
+    snprintf(id, sizeof id, "replayed-%d", i);
+    assert_int_equal(th_msg_task(m, id), 0);
+    assert_int_equal(th_msg_add_str(m, "dlq_reason", "max_attempts"), 0);
+    assert_int_equal(th_msg_add_str(m, "dlq_at", iso), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  }
+  FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.dlq.manual\"}", DLQ_ITEMS,
+                          SCRAPE_TIMEOUT_MS));
+  FX_CHECK(t, scrape(port, "dlq_bridge_queue_oldest_age_seconds{queue=\"dsr.dlq.manual\"}") > 0);
+
+  const char *args[] = {"replay", "--all", "--actor", "metrics-test", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, NULL, 60000, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "replay: %s\n", r.err);
+  assert_int_equal(r.exit_code, 0);
+  FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.dlq.manual\"}", 0,
+                          SCRAPE_TIMEOUT_MS));
+  FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.work\"}", DLQ_ITEMS,
+                          SCRAPE_TIMEOUT_MS));
+}
+
 /* Counters match a scripted flow: 1 poison, 5 tasks rejected 3 times each
  * (max_attempts 3), 1 invalid envelope. JSON logs, clean of payloads and
  * passwords. */
@@ -363,6 +395,7 @@ int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_queue_gauges_match_the_queues),
+      FX_TEST(test_dlq_depth_reads_zero_after_replay),
       FX_TEST(test_counters_match_a_scripted_flow),
       FX_TEST(test_healthz_follows_the_broker),
   };
