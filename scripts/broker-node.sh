@@ -9,7 +9,8 @@
 # except that BASE_PORT 5672 gets RabbitMQ's usual ports (15672, 25672, 5552, 5671).
 # The TLS listener asks for no client certificate unless DLQB_BROKER_TLS_VERIFY
 # is verify_peer (a certificate is then checked when sent, but not required).
-# DIR/extra.conf, when present, is appended to the node's rabbitmq.conf.
+# DIR/extra.conf, when present, is appended to the node's rabbitmq.conf;
+# DIR/advanced.config, when present, is the node's advanced.config.
 # It never touches a node it did not start: stop only signals the pid it recorded.
 #
 # usage: broker-node.sh start DIR BASE_PORT [NODENAME]
@@ -118,6 +119,7 @@ EOF
         export RABBITMQ_LOG_BASE="$dir/log"
         export RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"
         export RABBITMQ_CONFIG_FILE="$dir/rabbitmq"
+        if [ -f "$dir/advanced.config" ]; then export RABBITMQ_ADVANCED_CONFIG_FILE="$dir/advanced.config"; fi
         export RABBITMQ_PID_FILE="$dir/rabbit.pid"
         export ERL_EPMD_ADDRESS=127.0.0.1
         setsid "$rabbit_bin/rabbitmq-server" > "$dir/server.out" 2>&1 &

@@ -3,7 +3,7 @@
 # dlq-bridge twice -- a RelWithDebInfo build in build/ and an
 # AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/ -- running
 # the unit tests and then the broker tests (each build starts its own private
-# RabbitMQ node, on ports 41672.. and 43672.., so the two never collide).
+# RabbitMQ node, on ports 31672.. and 30672.., so the two never collide).
 #
 # Then the libFuzzer targets get a bounded run each in build-fuzz/ (clang).
 #
@@ -69,14 +69,14 @@ build_and_test() {
 step "dependencies"
 scripts/install-deps.sh || fail "missing dependencies (see above)"
 
-build_and_test build 41672
+build_and_test build 31672
 
 if [ "$quick" = 1 ]; then
     step "skipping the sanitizer build (--quick)"
 else
     export ASAN_OPTIONS=detect_leaks=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    build_and_test build-asan 43672 -DDLQB_SANITIZE=ON
+    build_and_test build-asan 30672 -DDLQB_SANITIZE=ON
 
     # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
     # (seeds and every past finding) first. They need clang.
