@@ -141,7 +141,7 @@ static bool is_marker(const amqp_basic_properties_t *p, const char *marker) {
 static dlqb_status append_marker(dlqb_link *link, const char *stream, const char *marker,
                                  long idle_ms, dlqb_error *err) {
   amqp_connection_state_t conn = dlqb_link_conn(link);
-  dlqb_status st = dlqb_link_confirm_select(link, err);
+  dlqb_status st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
   if (st != DLQB_OK) return st;
   amqp_table_entry_t h = {.key = amqp_cstring_bytes(MARKER_HEADER),
                           .value = {.kind = AMQP_FIELD_KIND_UTF8,

@@ -237,8 +237,13 @@ void dlqb_link_abort(dlqb_link *link) {
   free(link);
 }
 
-dlqb_status dlqb_link_confirm_select(dlqb_link *link, dlqb_error *err) {
-  amqp_confirm_select(link->conn, DLQB_CHANNEL);
+dlqb_status dlqb_link_open_channel(dlqb_link *link, amqp_channel_t channel, dlqb_error *err) {
+  amqp_channel_open(link->conn, channel);
+  return dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), "open channel", err);
+}
+
+dlqb_status dlqb_link_confirm_select(dlqb_link *link, amqp_channel_t channel, dlqb_error *err) {
+  amqp_confirm_select(link->conn, channel);
   return dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), "enable publisher confirms",
                          err);
 }

@@ -78,7 +78,8 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
     dlqb_pipe_free(p);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
-  dlqb_status st = dlqb_link_confirm_select(link, err);
+  dlqb_status st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
+  if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) {
     amqp_basic_qos(p->conn, DLQB_CHANNEL, 0, (uint16_t)p->cap, 0);
     st = dlqb_link_reply(link, amqp_get_rpc_reply(p->conn), "set prefetch", err);
@@ -128,7 +129,7 @@ static entry *push_entry(dlqb_pipe *p, const dlqb_delivery *d, entry_state st, c
 dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
                               const char *routing_key, const amqp_basic_properties_t *props,
                               amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err) {
-  int rc = amqp_basic_publish(p->conn, DLQB_CHANNEL, dlqb_bytes(exchange), dlqb_bytes(routing_key),
+  int rc = amqp_basic_publish(p->conn, DLQB_PUB_CHANNEL, dlqb_bytes(exchange), dlqb_bytes(routing_key),
                               1, 0, props, body);
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "publish", err);
   entry *e = push_entry(p, d, E_PUBLISHED, hop);
@@ -296,13 +297,16 @@ static dlqb_status closed_by_broker(dlqb_pipe *p, const amqp_frame_t *f, dlqb_er
   }
   const amqp_channel_close_t *c = f->payload.method.decoded;
   amqp_channel_close_ok_t ok = {0};
-  amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+  amqp_send_method(p->conn, f->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
   return dlqb_fail(err, DLQB_ECONN, "channel closed by broker: %.*s", (int)c->reply_text.len,
                    (const char *)c->reply_text.bytes);
 }
 
-/* Waits for the next content frame of our channel, passing over the
- * connection-level notices the broker may interleave. */
+static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err);
+
+/* Waits for the next content frame of the consuming channel, handling the
+ * connection-level notices and publisher confirms (the publishing channel)
+ * that the broker may interleave. */
 static dlqb_status content_frame(dlqb_pipe *p, uint8_t type, amqp_frame_t *f, dlqb_error *err) {
   for (;;) {
     if (!input_buffered(p)) set_cork(p, false);
@@ -311,6 +315,11 @@ static dlqb_status content_frame(dlqb_pipe *p, uint8_t type, amqp_frame_t *f, dl
     if (f->channel == 0 && f->frame_type == AMQP_FRAME_METHOD) {
       if (f->payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) return closed_by_broker(p, f, err);
       log_connection_method(f);
+      continue;
+    }
+    if (f->channel == DLQB_PUB_CHANNEL && f->frame_type == AMQP_FRAME_METHOD) {
+      dlqb_status st = dispatch(p, f, err);
+      if (st != DLQB_OK) return st;
       continue;
     }
     if (f->channel != DLQB_CHANNEL || f->frame_type != type)
@@ -434,6 +443,7 @@ static dlqb_status run_loop(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_erro
     /* Decoded frames live in per-channel pools; recycling them between
      * frames keeps memory flat whatever the traffic. */
     amqp_maybe_release_buffers_on_channel(p->conn, DLQB_CHANNEL);
+    amqp_maybe_release_buffers_on_channel(p->conn, DLQB_PUB_CHANNEL);
     amqp_maybe_release_buffers_on_channel(p->conn, 0);
     long long now = dlqb_mono_ms();
 

@@ -15,6 +15,9 @@
 #include "dlqb/error.h"
 
 #define DLQB_CHANNEL 1
+/* The pipe publishes on a second channel: the broker runs each channel in
+ * its own process, so consuming and publishing proceed on both cores. */
+#define DLQB_PUB_CHANNEL 2
 
 typedef struct dlqb_link dlqb_link;
 
@@ -49,8 +52,11 @@ dlqb_status dlqb_link_reply(dlqb_link *link, amqp_rpc_reply_t reply, const char 
 /* Translates an int status from rabbitmq-c (AMQP_STATUS_*). */
 dlqb_status dlqb_link_status(int status, const char *what, dlqb_error *err);
 
-/* Puts the channel in confirm mode; publishes are then numbered from 1. */
-dlqb_status dlqb_link_confirm_select(dlqb_link *link, dlqb_error *err);
+/* Opens one more channel on the link (DLQB_CHANNEL is open already). */
+dlqb_status dlqb_link_open_channel(dlqb_link *link, amqp_channel_t channel, dlqb_error *err);
+
+/* Puts a channel in confirm mode; its publishes are then numbered from 1. */
+dlqb_status dlqb_link_confirm_select(dlqb_link *link, amqp_channel_t channel, dlqb_error *err);
 
 /* Passive declare: *depth and *consumers of an existing queue. A missing
  * queue is DLQB_EBROKER ("no queue 'x'"), and the channel is reopened. */
