@@ -151,13 +151,13 @@ static size_t table_count(const amqp_table_t *t) {
   return (size_t)t->num_entries;
 }
 
-/* The first entry named key, or NULL. */
-static const amqp_field_value_t *table_find(const amqp_table_t *t, const char *key) {
+const amqp_field_value_t *dlqb_header_find(const amqp_table_t *t, const char *key) {
   size_t n = table_count(t);
   for (size_t i = 0; i < n; i++)
     if (bytes_eq(t->entries[i].key, key)) return &t->entries[i].value;
   return NULL;
 }
+
 
 /* Text of a string-kinded value; false for any other kind. A NULL pointer
  * (only legal with length 0) reads as empty. */
@@ -166,6 +166,26 @@ static bool field_text(const amqp_field_value_t *v, const char **p, size_t *len)
   *p = v->value.bytes.bytes;
   *len = *p == NULL ? 0 : v->value.bytes.len;
   if (*p == NULL) *p = "";
+  return true;
+}
+
+bool dlqb_field_text(const amqp_field_value_t *v, amqp_bytes_t *out) {
+  const char *p = NULL;
+  size_t len = 0;
+  if (v == NULL || !field_text(v, &p, &len)) return false;
+  out->bytes = (void *)p;
+  out->len = len;
+  return true;
+}
+
+bool dlqb_header_id(const amqp_table_t *t, const char *key, char *dst, size_t cap) {
+  const amqp_field_value_t *v = dlqb_header_find(t, key);
+  const char *p = NULL;
+  size_t len = 0;
+  if (v == NULL || !field_text(v, &p, &len)) return false;
+  trim(&p, &len);
+  if (len == 0) return false;
+  dlqb_text_sanitize(dst, cap, p, len);
   return true;
 }
 
@@ -211,7 +231,7 @@ static dlqb_status check_duplicates(const amqp_table_t *t, dlqb_error *why) {
 /* A required string header, trimmed; *p and *len receive the text. */
 static dlqb_status required_text(const amqp_table_t *t, const char *name, const char **p,
                                  size_t *len, dlqb_error *why) {
-  const amqp_field_value_t *v = table_find(t, name);
+  const amqp_field_value_t *v = dlqb_header_find(t, name);
   if (v == NULL) return dlqb_fail(why, DLQB_EINVAL, "%s is missing", name);
   if (!field_text(v, p, len))
     return dlqb_fail(why, DLQB_EINVAL, "%s must be a string, not %s", name,
@@ -286,7 +306,7 @@ static dlqb_status int_from_text(const char *name, const char *p, size_t len, in
 /* An optional integer header of any AMQP integer kind or a decimal string. */
 static dlqb_status parse_int(const amqp_table_t *t, const char *name, int64_t lo, int64_t hi,
                              int64_t dflt, int64_t *out, dlqb_error *why) {
-  const amqp_field_value_t *v = table_find(t, name);
+  const amqp_field_value_t *v = dlqb_header_find(t, name);
   const char *p = NULL;
   size_t len = 0;
   char shown[32];
@@ -324,7 +344,7 @@ static dlqb_status parse_int(const amqp_table_t *t, const char *name, int64_t lo
 }
 
 static dlqb_status parse_last_error(const amqp_table_t *t, dlqb_envelope *e, dlqb_error *why) {
-  const amqp_field_value_t *v = table_find(t, DLQB_H_LAST_ERROR);
+  const amqp_field_value_t *v = dlqb_header_find(t, DLQB_H_LAST_ERROR);
   const char *p = NULL;
   size_t len = 0;
   bool control = false;
@@ -449,7 +469,7 @@ dlqb_status dlqb_iso_time_parse(const char *text, size_t len, int64_t *epoch_ms)
 }
 
 static dlqb_status parse_first_seen(const amqp_table_t *t, dlqb_envelope *e, dlqb_error *why) {
-  const amqp_field_value_t *v = table_find(t, DLQB_H_FIRST_SEEN_AT);
+  const amqp_field_value_t *v = dlqb_header_find(t, DLQB_H_FIRST_SEEN_AT);
   const int64_t lo = days_from_civil(FIRST_YEAR, 1, 1) * MS_PER_DAY;
   const int64_t hi = days_from_civil(LAST_YEAR + 1, 1, 1) * MS_PER_DAY; /* exclusive */
   const char *p = NULL;
@@ -523,7 +543,7 @@ static const struct {
 
 /* Reads x-death[0]; leaves out as REPORTED when anything is off. */
 static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
-  const amqp_field_value_t *xd = table_find(headers, "x-death");
+  const amqp_field_value_t *xd = dlqb_header_find(headers, "x-death");
   const amqp_field_value_t *reason, *queue;
   const char *p = NULL;
   size_t len = 0;
@@ -532,12 +552,12 @@ static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
       xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
     return;
   const amqp_table_t *death = &xd->value.array.entries[0].value.table;
-  reason = table_find(death, "reason");
+  reason = dlqb_header_find(death, "reason");
   if (reason == NULL || !field_text(reason, &p, &len)) return;
   for (size_t i = 0; i < COUNT_OF(death_reasons); i++) {
     if (strlen(death_reasons[i].reason) != len || memcmp(death_reasons[i].reason, p, len) != 0)
       continue;
-    queue = table_find(death, "queue");
+    queue = dlqb_header_find(death, "queue");
     if (queue != NULL && field_text(queue, &p, &len)) {
       /* Expiry from one of our delay queues is the bridge's own backoff,
        * not a failure: a worker that reports a retried task publishes a
@@ -560,7 +580,7 @@ void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out) {
   memset(out, 0, sizeof *out);
   out->kind = DLQB_FAIL_REPORTED;
   read_death(headers, out);
-  we = table_find(headers, DLQB_H_WORKER_ERROR);
+  we = dlqb_header_find(headers, DLQB_H_WORKER_ERROR);
   if (we != NULL && field_text(we, &p, &len)) {
     trim(&p, &len);
     /* A blank worker_error says nothing; treat it as absent. */
@@ -629,7 +649,7 @@ dlqb_status dlqb_headers_apply(const amqp_table_t *in, const dlqb_hset *sets, si
     const dlqb_hset *s = &sets[k];
     if (s->key == NULL || s->kind == DLQB_HSET_REMOVE) continue;
     amqp_bytes_t key = amqp_cstring_bytes(s->key);
-    if (set_for(sets, nsets, key) != s || table_find(in, s->key) != NULL) continue;
+    if (set_for(sets, nsets, key) != s || dlqb_header_find(in, s->key) != NULL) continue;
     if (!emit(scratch, cap, &n, key, set_value(s))) return DLQB_EINVAL;
   }
   out->num_entries = (int)n;

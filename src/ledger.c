@@ -103,26 +103,10 @@ size_t dlqb_ledger_size(const dlqb_ledger *l) { return l->size; }
 
 /* ---- reader ----------------------------------------------------------- */
 
-/* The trimmed text of a string header, as the envelope parser trims ids;
- * false when absent, not a string, or blank. */
+/* The trimmed text of a string header (dlqb_header_id); false when absent,
+ * not a string, or blank. */
 static bool header_id(const amqp_basic_properties_t *p, const char *key, char *dst, size_t cap) {
-  if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG)) return false;
-  size_t kl = strlen(key);
-  for (int i = 0; i < p->headers.num_entries; i++) {
-    const amqp_table_entry_t *e = &p->headers.entries[i];
-    if (e->key.len != kl || memcmp(e->key.bytes, key, kl) != 0) continue;
-    if (e->value.kind != AMQP_FIELD_KIND_UTF8 && e->value.kind != AMQP_FIELD_KIND_BYTES)
-      return false;
-    const char *s = e->value.value.bytes.bytes;
-    size_t n = e->value.value.bytes.len;
-    while (n > 0 && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')) s++, n--;
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-      n--;
-    if (n == 0) return false;
-    dlqb_text_sanitize(dst, cap, s, n);
-    return true;
-  }
-  return false;
+  return (p->_flags & AMQP_BASIC_HEADERS_FLAG) && dlqb_header_id(&p->headers, key, dst, cap);
 }
 
 #define MARKER_HEADER "x-dlqb-ledger-marker"

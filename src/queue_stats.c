@@ -14,45 +14,24 @@ struct dlqb_queue_stats {
   size_t n;
 };
 
-static bool key_is(const amqp_table_entry_t *e, const char *key) {
-  size_t len = strlen(key);
-  return e->key.len == len && memcmp(e->key.bytes, key, len) == 0;
-}
-
 /* An ISO-8601 header value as epoch ms; false when absent or malformed. */
 static bool iso_header(const amqp_table_t *h, const char *key, int64_t *ms) {
-  for (int i = 0; i < h->num_entries; i++) {
-    const amqp_table_entry_t *e = &h->entries[i];
-    if (!key_is(e, key)) continue;
-    if (e->value.kind != AMQP_FIELD_KIND_UTF8 && e->value.kind != AMQP_FIELD_KIND_BYTES)
-      return false;
-    return dlqb_iso_time_parse(e->value.value.bytes.bytes, e->value.value.bytes.len, ms) ==
-           DLQB_OK;
-  }
-  return false;
+  amqp_bytes_t b;
+  return dlqb_field_text(dlqb_header_find(h, key), &b) &&
+         dlqb_iso_time_parse(b.bytes, b.len, ms) == DLQB_OK;
 }
 
 /* x-death[0].time (an AMQP timestamp, seconds) as epoch ms. */
 static bool xdeath_time(const amqp_table_t *h, int64_t *ms) {
-  for (int i = 0; i < h->num_entries; i++) {
-    const amqp_table_entry_t *e = &h->entries[i];
-    if (!key_is(e, "x-death")) continue;
-    if (e->value.kind != AMQP_FIELD_KIND_ARRAY || e->value.value.array.num_entries < 1)
-      return false;
-    const amqp_field_value_t *first = &e->value.value.array.entries[0];
-    if (first->kind != AMQP_FIELD_KIND_TABLE) return false;
-    const amqp_table_t *death = &first->value.table;
-    for (int j = 0; j < death->num_entries; j++) {
-      const amqp_table_entry_t *d = &death->entries[j];
-      if (key_is(d, "time") && d->value.kind == AMQP_FIELD_KIND_TIMESTAMP &&
-          d->value.value.u64 <= (uint64_t)INT64_MAX / 1000) {
-        *ms = (int64_t)d->value.value.u64 * 1000;
-        return true;
-      }
-    }
+  const amqp_field_value_t *xd = dlqb_header_find(h, "x-death");
+  if (xd == NULL || xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries < 1 ||
+      xd->value.array.entries == NULL || xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
     return false;
-  }
-  return false;
+  const amqp_field_value_t *t = dlqb_header_find(&xd->value.array.entries[0].value.table, "time");
+  if (t == NULL || t->kind != AMQP_FIELD_KIND_TIMESTAMP || t->value.u64 > (uint64_t)INT64_MAX / 1000)
+    return false;
+  *ms = (int64_t)t->value.u64 * 1000;
+  return true;
 }
 
 bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t *epoch_ms) {

@@ -10,18 +10,8 @@
 
 #define LIMIT_MAX 1000000000ULL
 
-static bool key_is(const amqp_table_entry_t *e, const char *key) {
-  size_t n = strlen(key);
-  return e->key.len == n && memcmp(e->key.bytes, key, n) == 0;
-}
-
-static bool field_text(const amqp_field_value_t *v, amqp_bytes_t *out) {
-  if (v->kind != AMQP_FIELD_KIND_UTF8 && v->kind != AMQP_FIELD_KIND_BYTES) return false;
-  *out = v->value.bytes;
-  return true;
-}
-
 static bool field_int(const amqp_field_value_t *v, int64_t *out) {
+  if (v == NULL) return false;
   switch (v->kind) {
   case AMQP_FIELD_KIND_I8: *out = v->value.i8; return true;
   case AMQP_FIELD_KIND_U8: *out = v->value.u8; return true;
@@ -55,27 +45,15 @@ static bool field_int(const amqp_field_value_t *v, int64_t *out) {
   }
 }
 
-static void read_text(const amqp_field_value_t *v, char *dst, size_t cap) {
+static void read_text(const amqp_table_t *h, const char *key, char *dst, size_t cap) {
   amqp_bytes_t b;
-  if (field_text(v, &b)) dlqb_text_sanitize(dst, cap, b.bytes, b.len);
+  if (dlqb_field_text(dlqb_header_find(h, key), &b)) dlqb_text_sanitize(dst, cap, b.bytes, b.len);
 }
 
-static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-/* Identifiers are trimmed, as the envelope parser and the ledger trim them. */
-static void read_id(const amqp_field_value_t *v, char *dst, size_t cap) {
+static bool read_time(const amqp_table_t *h, const char *key, int64_t *ms) {
   amqp_bytes_t b;
-  if (!field_text(v, &b)) return;
-  const char *s = b.bytes;
-  size_t n = b.len;
-  while (n > 0 && is_space(*s)) s++, n--;
-  while (n > 0 && is_space(s[n - 1])) n--;
-  dlqb_text_sanitize(dst, cap, s, n);
-}
-
-static bool read_time(const amqp_field_value_t *v, int64_t *ms) {
-  amqp_bytes_t b;
-  return field_text(v, &b) && dlqb_iso_time_parse(b.bytes, b.len, ms) == DLQB_OK;
+  return dlqb_field_text(dlqb_header_find(h, key), &b) &&
+         dlqb_iso_time_parse(b.bytes, b.len, ms) == DLQB_OK;
 }
 
 void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
@@ -91,51 +69,24 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
   }
   if (!(props->_flags & AMQP_BASIC_HEADERS_FLAG)) return;
   const amqp_table_t *h = &props->headers;
-  /* The first occurrence of a key wins, as in the envelope parser's
-   * reading order; a duplicate makes the envelope invalid anyway. */
-  bool seen[12] = {false};
-  for (int i = 0; i < h->num_entries; i++) {
-    const amqp_table_entry_t *e = &h->entries[i];
-    const amqp_field_value_t *v = &e->value;
-    int64_t n;
-    if (key_is(e, DLQB_H_REQUEST_ID) && !seen[0]) {
-      seen[0] = true;
-      read_id(v, out->request_id, sizeof out->request_id);
-    } else if (key_is(e, DLQB_H_SOURCE_SYSTEM) && !seen[1]) {
-      seen[1] = true;
-      read_id(v, out->source_system, sizeof out->source_system);
-    } else if (key_is(e, DLQB_H_LEGAL_BASIS) && !seen[2]) {
-      seen[2] = true;
-      read_text(v, out->legal_basis, sizeof out->legal_basis);
-    } else if (key_is(e, DLQB_H_ACTION) && !seen[3]) {
-      seen[3] = true;
-      read_text(v, out->action, sizeof out->action);
-    } else if (key_is(e, DLQB_H_ATTEMPT) && !seen[4]) {
-      seen[4] = true;
-      if (field_int(v, &n)) {
-        out->has_attempt = true;
-        out->attempt = n;
-      }
-    } else if (key_is(e, DLQB_H_REPLAY_COUNT) && !seen[5]) {
-      seen[5] = true;
-      if (field_int(v, &n) && n >= 0) out->replay_count = n;
-    } else if (key_is(e, DLQB_H_LAST_ERROR) && !seen[6]) {
-      seen[6] = true;
-      read_text(v, out->last_error, sizeof out->last_error);
-    } else if (key_is(e, DLQB_H_DLQ_REASON) && !seen[7]) {
-      seen[7] = true;
-      read_text(v, out->dlq_reason, sizeof out->dlq_reason);
-    } else if (key_is(e, DLQB_H_DLQ_AT) && !seen[8]) {
-      seen[8] = true;
-      out->has_dlq_at = read_time(v, &out->dlq_at_ms);
-    } else if (key_is(e, DLQB_H_FIRST_SEEN_AT) && !seen[9]) {
-      seen[9] = true;
-      out->has_first_seen_at = read_time(v, &out->first_seen_at_ms);
-    } else if (key_is(e, "escalated_at") && !seen[10]) {
-      seen[10] = true;
-      out->has_escalated_at = read_time(v, &out->escalated_at_ms);
-    }
+  /* The first occurrence of a key wins, as in the envelope parser; a
+   * duplicate makes the envelope invalid anyway. Ids are trimmed as the
+   * envelope parser and the ledger trim them. */
+  int64_t n;
+  dlqb_header_id(h, DLQB_H_REQUEST_ID, out->request_id, sizeof out->request_id);
+  dlqb_header_id(h, DLQB_H_SOURCE_SYSTEM, out->source_system, sizeof out->source_system);
+  read_text(h, DLQB_H_LEGAL_BASIS, out->legal_basis, sizeof out->legal_basis);
+  read_text(h, DLQB_H_ACTION, out->action, sizeof out->action);
+  if (field_int(dlqb_header_find(h, DLQB_H_ATTEMPT), &n)) {
+    out->has_attempt = true;
+    out->attempt = n;
   }
+  if (field_int(dlqb_header_find(h, DLQB_H_REPLAY_COUNT), &n) && n >= 0) out->replay_count = n;
+  read_text(h, DLQB_H_LAST_ERROR, out->last_error, sizeof out->last_error);
+  read_text(h, DLQB_H_DLQ_REASON, out->dlq_reason, sizeof out->dlq_reason);
+  out->has_dlq_at = read_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
+  out->has_first_seen_at = read_time(h, DLQB_H_FIRST_SEEN_AT, &out->first_seen_at_ms);
+  out->has_escalated_at = read_time(h, "escalated_at", &out->escalated_at_ms);
 }
 
 bool dlqb_item_since(const dlqb_item *it, int64_t *epoch_ms) {

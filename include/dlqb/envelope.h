@@ -107,6 +107,23 @@ typedef struct {
 dlqb_status dlqb_headers_apply(const amqp_table_t *in, const dlqb_hset *sets, size_t nsets,
                                amqp_table_entry_t *scratch, size_t cap, amqp_table_t *out);
 
+/* Header-table access for every module that reads headers (selection,
+ * the completion ledger, queue ages), so they read tables as the envelope
+ * parser does. All NULL-safe. */
+
+/* The value of the first entry named key, or NULL. */
+const amqp_field_value_t *dlqb_header_find(const amqp_table_t *t, const char *key);
+
+/* The bytes of a string-kinded value (UTF-8 or byte string); false for any
+ * other kind or a NULL v. A NULL pointer (legal only with length 0) reads
+ * as empty. */
+bool dlqb_field_text(const amqp_field_value_t *v, amqp_bytes_t *out);
+
+/* The first `key` header as an identifier: trimmed of ASCII whitespace as
+ * the envelope parser trims request_id, then sanitised into dst (cap
+ * bytes). False when absent, not a string, or blank. */
+bool dlqb_header_id(const amqp_table_t *t, const char *key, char *dst, size_t cap);
+
 /* Formats epoch milliseconds as ISO-8601 UTC with milliseconds
  * ("2026-11-30T05:09:48.123Z"). buf needs DLQB_ISO_TIME_MAX bytes. */
 char *dlqb_iso_time(int64_t epoch_ms, char *buf, size_t len);
