@@ -1201,6 +1201,14 @@ int th_run_bridge(const char *const *args, const char *url, const char *const *e
   return 0;
 }
 
+bool th_fmt(char *buf, size_t len, const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  int n = vsnprintf(buf, len, f, ap);
+  va_end(ap);
+  return n >= 0 && (size_t)n < len;
+}
+
 int th_count_lines(const char *s) {
   int n = 0;
   for (const char *p = s; *p != '\0'; p++) {

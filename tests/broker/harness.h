@@ -285,6 +285,10 @@ typedef struct {
 int th_run_bridge(const char *const *args, const char *url, const char *const *env, int timeout_ms,
                   th_result *r);
 
+/* snprintf into buf (len bytes); false when the text did not fit, so a
+ * caller can fail the test rather than use a cut path or URL. */
+bool th_fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
+
 /* Number of lines in s (a last line without '\n' counts). */
 int th_count_lines(const char *s);
 

@@ -20,16 +20,8 @@
 
 #define CMD_TIMEOUT_MS 30000
 
-static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
-
 /* snprintf that fails the test on truncation (paths and URLs must be whole). */
-static void fmt(char *buf, size_t len, const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = vsnprintf(buf, len, f, ap);
-  va_end(ap);
-  assert_true(n >= 0 && (size_t)n < len);
-}
+#define fmt(...) assert_true(th_fmt(__VA_ARGS__))
 
 extern char **environ;
 #define PASSWORD "pw-Deploy-7f3a-never-printed"
