@@ -1,7 +1,13 @@
 /* The audit trail writer: one HMAC-chained JSON line per hop, appended
  * under an exclusive lock and fsync'd once per batch, with a sealed
  * checkpoint beside the log and size-based rotation. docs/audit.md
- * describes the format and what it proves. */
+ * describes the format and what it proves.
+ *
+ * Group commit: callers hand hops over (dlqb_audit_submit) and a writer
+ * thread formats, writes and syncs whatever has gathered since its last
+ * sync, so the pipe keeps consuming and publishing while a batch syncs and
+ * the batches grow with the load. Only the writer thread touches the chain
+ * state and the files once the log is open. */
 #include "dlqb/audit.h"
 
 #include <errno.h>
@@ -12,10 +18,14 @@
 #include <openssl/crypto.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -33,6 +43,7 @@
 #define TAIL_CHUNK 4096
 #define LOCK_TRIES 20
 #define KEY_ID_LABEL "dlq-bridge audit key id"
+#define RETRY_MS 500 /* after a failed write, the writer tries again this often */
 
 struct dlqb_audit {
   char path[DLQB_CONFIG_STR_MAX];
@@ -57,6 +68,26 @@ struct dlqb_audit {
   size_t len, cap;
   char *sbuf; /* the seal file being rewritten */
   size_t slen, scap;
+
+  /* ---- hand-over to the writer thread ---- */
+  pthread_t thread;
+  bool thread_running;
+  pthread_mutex_t mu;
+  pthread_cond_t work;   /* hops queued, or closing */
+  pthread_cond_t done;   /* an attempt finished */
+  dlqb_hop *queue;       /* submitted, not yet taken by the writer (mu) */
+  size_t qlen, qcap;
+  dlqb_hop *batch;       /* the writer's batch: retried until written */
+  size_t blen, bcap;
+  uint64_t submitted;    /* tickets handed out (mu) */
+  uint64_t attempts;     /* finished write attempts (mu) */
+  uint64_t failed_upto;  /* the last failed attempt covered tickets up to here (mu) */
+  dlqb_error failure;    /* why it failed (mu) */
+  dlqb_status failure_status;
+  bool closing;          /* (mu) */
+  _Atomic uint64_t durable; /* written and synced up to this ticket */
+  atomic_bool ok;        /* the last attempt succeeded */
+  int wake_fd;           /* eventfd, signalled after every attempt; -1 if none */
 };
 
 /* ---- shared HMAC helpers (audit_private.h) ---- */
@@ -398,22 +429,22 @@ static dlqb_status lock_log(dlqb_audit *a, off_t *size, dlqb_error *err) {
   return dlqb_fail(err, DLQB_EIO, "cannot lock audit log '%s': it keeps being replaced", a->path);
 }
 
-/* A log that does not end in a newline ends in a record some writer never
- * finished (it crashed mid-write, or its write failed and could not be
- * undone). No writer counted it, nothing was acked for it: cut it off so
- * the next record starts on a line of its own. */
-static dlqb_status repair_tail(dlqb_audit *a, off_t *size, dlqb_error *err) {
+/* A file (the log or its seal) that does not end in a newline ends in a
+ * line some writer never finished (it crashed mid-write, or its write
+ * failed and could not be undone). No writer counted it, nothing was acked
+ * for it: cut it off so the next line starts on a line of its own. */
+static dlqb_status cut_unfinished_line(int fd, const char *path, off_t *size, dlqb_error *err) {
   struct stat fs;
   char last;
-  if (*size == 0 || fstat(a->fd, &fs) != 0 || !S_ISREG(fs.st_mode)) return DLQB_OK;
-  if (pread(a->fd, &last, 1, *size - 1) != 1) return io_fail(err, "read", a->path);
+  if (*size == 0 || fstat(fd, &fs) != 0 || !S_ISREG(fs.st_mode)) return DLQB_OK;
+  if (pread(fd, &last, 1, *size - 1) != 1) return io_fail(err, "read", path);
   if (last == '\n') return DLQB_OK;
   char chunk[TAIL_CHUNK];
   off_t end = *size, keep = 0;
   while (end > 0 && keep == 0) {
     off_t from = end > TAIL_CHUNK ? end - TAIL_CHUNK : 0;
-    ssize_t r = pread(a->fd, chunk, (size_t)(end - from), from);
-    if (r != end - from) return io_fail(err, "read", a->path);
+    ssize_t r = pread(fd, chunk, (size_t)(end - from), from);
+    if (r != end - from) return io_fail(err, "read", path);
     for (ssize_t i = r - 1; i >= 0; i--) {
       if (chunk[i] == '\n') {
         keep = from + i + 1;
@@ -422,9 +453,9 @@ static dlqb_status repair_tail(dlqb_audit *a, off_t *size, dlqb_error *err) {
     }
     end = from;
   }
-  if (ftruncate(a->fd, keep) != 0 || fdatasync(a->fd) != 0) return io_fail(err, "repair", a->path);
-  dlqb_log_warn("audit_repaired", "audit log '%s' ended in an unfinished record; removed its %lld "
-                "bytes", a->path, (long long)(*size - keep));
+  if (ftruncate(fd, keep) != 0 || fdatasync(fd) != 0) return io_fail(err, "repair", path);
+  dlqb_log_warn("audit_repaired", "audit file '%s' ended in an unfinished line; removed its %lld "
+                "bytes", path, (long long)(*size - keep));
   *size = keep;
   return DLQB_OK;
 }
@@ -457,48 +488,68 @@ static bool put_seal_line(dlqb_audit *a, uint64_t seq, const char *mac, const ch
   return true;
 }
 
-/* Replaces the seal file atomically with a->sbuf[0..slen). */
-static dlqb_status write_seal_file(dlqb_audit *a, dlqb_error *err) {
-  int fd = open(a->seal_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+/* Appends our seal line for (seq, mac) to the seal file. Appending (not
+ * replacing) keeps a batch to one write of a file that already exists; the
+ * latest line of a chain is the one that counts. It is synced only at the
+ * chain's end: the log is synced first, so a seal line that a crash loses
+ * leaves the seal lagging the log, which verify accepts; one fsync per
+ * batch is what lets the audit trail keep up with routing (docs/audit.md,
+ * "What a crash can do"). Called with the log locked, so writers take
+ * turns. */
+static dlqb_status append_seal(dlqb_audit *a, uint64_t seq, const char *mac, const char *time,
+                               bool ended, dlqb_error *err) {
+  a->slen = 0;
+  if (!put_seal_line(a, seq, mac, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  int fd = open(a->seal_path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return io_fail(err, "write the seal of", a->path);
-  bool ok = write_all(fd, a->sbuf, a->slen) && fdatasync(fd) == 0;
-  int saved = errno;
+  struct stat fs;
+  off_t size = fstat(fd, &fs) == 0 ? fs.st_size : 0;
+  dlqb_status st = cut_unfinished_line(fd, a->seal_path, &size, err);
+  if (st == DLQB_OK && (!write_all(fd, a->sbuf, a->slen) || (ended && fdatasync(fd) != 0)))
+    st = io_fail(err, "write the seal of", a->path);
   close(fd);
-  errno = saved;
-  if (!ok || rename(a->seal_tmp, a->seal_path) != 0) {
-    saved = errno;
-    unlink(a->seal_tmp);
-    errno = saved;
-    return io_fail(err, "write the seal of", a->path);
-  }
-  return DLQB_OK;
+  return st;
 }
 
-/* Rewrites the seal with our chain at (seq, mac), keeping the other
- * writers' lines. Called with the log locked, so writers take turns. */
-static dlqb_status update_seal(dlqb_audit *a, uint64_t seq, const char *mac, const char *time,
-                               bool ended, dlqb_error *err) {
-  size_t old_len = 0;
-  char needle[DLQB_AUDIT_CHAIN_HEX + 16];
-  snprintf(needle, sizeof needle, "\"chain\":\"%s\"", a->chain);
-  if (!read_all(a->seal_path, &a->sbuf, &a->scap, &old_len))
-    return io_fail(err, "read the seal of", a->path);
-  /* Filter in place: lines are only ever dropped, so the write position
-   * never overtakes the read position. */
-  size_t w = 0;
-  for (size_t r = 0; r < old_len;) {
-    char *nl = memchr(a->sbuf + r, '\n', old_len - r);
-    size_t n = nl ? (size_t)(nl - (a->sbuf + r)) + 1 : old_len - r;
-    bool ours = find_bytes(a->sbuf + r, n, needle, strlen(needle)) != NULL;
-    if (!ours && nl != NULL) {
-      memmove(a->sbuf + w, a->sbuf + r, n);
-      w += n;
+/* Calls fn with the latest authentic line (without its newline) of every
+ * chain in the seal text s[0..len), newest first. A torn last line and
+ * lines whose MAC does not check are passed over: they vouch for nothing. */
+static bool each_latest_seal(dlqb_audit *a, const char *s, size_t len,
+                             bool (*fn)(dlqb_audit *a, const char *line, size_t n, void *ctx),
+                             void *ctx) {
+  char(*seen)[DLQB_AUDIT_CHAIN_HEX + 1] = NULL;
+  size_t nseen = 0, cap = 0;
+  bool ok = true;
+  size_t end = len;
+  while (end > 0 && s[end - 1] != '\n') end--;
+  while (ok && end > 0) {
+    size_t stop = end - 1, start = stop;
+    while (start > 0 && s[start - 1] != '\n') start--;
+    const char *line = s + start;
+    size_t n = stop - start, body;
+    end = start;
+    const char *hex, *c = find_bytes(line, n, "\"chain\":\"", 9);
+    char chain[DLQB_AUDIT_CHAIN_HEX + 1], mac[DLQB_AUDIT_MAC_HEX + 1];
+    if (c == NULL || sscanf(c + 9, "%32[0-9a-f]", chain) != 1) continue;
+    bool dup = false;
+    for (size_t i = 0; i < nseen && !dup; i++) dup = strcmp(seen[i], chain) == 0;
+    if (dup || !dlqb__audit_split(line, n, &body, &hex) ||
+        !dlqb__audit_hmac_body(&a->hmac, line, body, mac) || !dlqb__audit_mac_equal(mac, hex))
+      continue;
+    if (nseen == cap) {
+      cap = cap ? cap * 2 : 16;
+      void *grown = realloc(seen, cap * sizeof *seen);
+      if (grown == NULL) {
+        ok = false;
+        break;
+      }
+      seen = grown;
     }
-    r += n;
+    memcpy(seen[nseen++], chain, sizeof chain);
+    ok = fn(a, line, n, ctx);
   }
-  a->slen = w;
-  if (!put_seal_line(a, seq, mac, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  return write_seal_file(a, err);
+  free(seen);
+  return ok;
 }
 
 /* ---- rotation ---- */
@@ -521,42 +572,76 @@ static bool last_mac_of(dlqb_audit *a, off_t size, char *mac) {
   return true;
 }
 
-/* Copies the seal's authentic entries into the file_start record being
- * built, as "chains":[{"chain":..,"seq":..,"mac":..},...]. */
+/* Adds one {"chain","seq","mac"} member for a seal line to a->buf. */
+static bool put_chain_state(dlqb_audit *a, const char *line, size_t n, void *ctx) {
+  bool *first = ctx;
+  char chain[DLQB_AUDIT_CHAIN_HEX + 1], last[DLQB_AUDIT_MAC_HEX + 1];
+  unsigned long long seq;
+  const char *c = find_bytes(line, n, "\"chain\":\"", 9);
+  const char *s = find_bytes(line, n, "\"seq\":", 6);
+  const char *m = find_bytes(line, n, "\"last_mac\":\"", 12);
+  if (!c || !s || !m || sscanf(c + 9, "%32[0-9a-f]", chain) != 1 ||
+      sscanf(s + 6, "%llu", &seq) != 1 || sscanf(m + 12, "%64[0-9a-f]", last) != 1)
+    return true; /* not a seal we can vouch for */
+  if (!reserve(&a->buf, &a->cap, a->len, 256)) return false;
+  a->len += (size_t)snprintf(a->buf + a->len, 256, "%s{\"chain\":\"%s\",\"seq\":%llu,"
+                             "\"mac\":\"%s\"}", *first ? "" : ",", chain, seq, last);
+  *first = false;
+  return true;
+}
+
+/* Copies where every chain stood by the seal into the file_start record
+ * being built, as "chains":[{"chain":..,"seq":..,"mac":..},...]. */
 static bool put_sealed_chains(dlqb_audit *a) {
   size_t len = 0;
+  bool first = true;
   put(a, ",\"chains\":[");
-  if (read_all(a->seal_path, &a->sbuf, &a->scap, &len)) {
-    bool first = true;
-    for (size_t r = 0; r < len;) {
-      char *line = a->sbuf + r;
-      char *nl = memchr(line, '\n', len - r);
-      if (nl == NULL) break;
-      size_t n = (size_t)(nl - line);
-      r += n + 1;
-      size_t body;
-      const char *hex;
-      char mac[DLQB_AUDIT_MAC_HEX + 1];
-      if (!dlqb__audit_split(line, n, &body, &hex) ||
-          !dlqb__audit_hmac_body(&a->hmac, line, body, mac) || !dlqb__audit_mac_equal(mac, hex))
-        continue; /* not ours to vouch for */
-      char chain[DLQB_AUDIT_CHAIN_HEX + 1], last[DLQB_AUDIT_MAC_HEX + 1];
-      unsigned long long seq;
-      const char *c = find_bytes(line, body, "\"chain\":\"", 9);
-      const char *s = find_bytes(line, body, "\"seq\":", 6);
-      const char *m = find_bytes(line, body, "\"last_mac\":\"", 12);
-      if (!c || !s || !m || sscanf(c + 9, "%32[0-9a-f]", chain) != 1 ||
-          sscanf(s + 6, "%llu", &seq) != 1 || sscanf(m + 12, "%64[0-9a-f]", last) != 1)
-        continue;
-      if (!reserve(&a->buf, &a->cap, a->len, 256)) return false;
-      a->len += (size_t)snprintf(a->buf + a->len, 256, "%s{\"chain\":\"%s\",\"seq\":%llu,"
-                                 "\"mac\":\"%s\"}", first ? "" : ",", chain, seq, last);
-      first = false;
-    }
-  }
+  if (read_all(a->seal_path, &a->sbuf, &a->scap, &len) &&
+      !each_latest_seal(a, a->sbuf, len, put_chain_state, &first))
+    return false;
   if (!reserve(&a->buf, &a->cap, a->len, RECORD_MAX)) return false;
   put(a, "]");
   return true;
+}
+
+typedef struct {
+  char *buf;
+  size_t len, cap;
+} text_buf;
+
+/* Keeps a seal line for the compacted seal being built in *ctx, unless its
+ * chain ended (an ended chain has no more records to vouch for). */
+static bool keep_open_chain(dlqb_audit *a, const char *line, size_t n, void *ctx) {
+  (void)a;
+  text_buf *out = ctx;
+  if (find_bytes(line, n, "\"ended\":false", 14) == NULL) return true;
+  if (!reserve(&out->buf, &out->cap, out->len, n + 1)) return false;
+  memcpy(out->buf + out->len, line, n);
+  out->len += n;
+  out->buf[out->len++] = '\n';
+  return true;
+}
+
+/* Replaces the seal, after a rotation, with the latest line of each chain
+ * still open: the file_start link carries every chain's state, so nothing
+ * older is needed, and the seal stops growing. Synced before the rename, so
+ * a crash leaves the old seal or the new one, never a torn one. */
+static void compact_seal(dlqb_audit *a) {
+  size_t len = 0;
+  text_buf out = {0};
+  if (!read_all(a->seal_path, &a->sbuf, &a->scap, &len) ||
+      !each_latest_seal(a, a->sbuf, len, keep_open_chain, &out)) {
+    free(out.buf);
+    return;
+  }
+  int fd = open(a->seal_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && write_all(fd, out.buf ? out.buf : "", out.len) && fdatasync(fd) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok || rename(a->seal_tmp, a->seal_path) != 0) {
+    dlqb_log_warn("audit_rotate", "cannot compact the seal of '%s': %s", a->path, strerror(errno));
+    unlink(a->seal_tmp);
+  }
+  free(out.buf);
 }
 
 /* Renames the full log to <log>.<UTC time>[-N] and puts a new log in its
@@ -621,26 +706,7 @@ static void rotate(dlqb_audit *a, off_t size, const char *time) {
     return;
   }
   fsync_dir_of(a->path);
-  /* The link carries every sealed chain, so ended chains (which can have
-   * no more records) leave the seal; it would otherwise grow with every
-   * ops command ever run. */
-  size_t len = 0;
-  if (read_all(a->seal_path, &a->sbuf, &a->scap, &len)) {
-    size_t w = 0;
-    for (size_t r = 0; r < len;) {
-      char *nl = memchr(a->sbuf + r, '\n', len - r);
-      if (nl == NULL) break;
-      size_t n = (size_t)(nl - (a->sbuf + r)) + 1;
-      if (find_bytes(a->sbuf + r, n, "\"ended\":false", 14) != NULL) {
-        memmove(a->sbuf + w, a->sbuf + r, n);
-        w += n;
-      }
-      r += n;
-    }
-    a->slen = w;
-    dlqb_error ignored;
-    (void)write_seal_file(a, &ignored);
-  }
+  compact_seal(a);
   dlqb_log_info("audit_rotated", "audit log rotated to '%s'", archive);
   unlock_log(a);
   close_log(a);
@@ -652,14 +718,14 @@ static void rotate(dlqb_audit *a, off_t size, const char *time) {
  * one record per hop, chain_end when `end`; syncs; updates the seal; and
  * only then advances the chain. On failure the file is cut back to where
  * it was, so no half batch stays behind. */
-static dlqb_status commit(dlqb_audit *a, const dlqb_hop *const *hops, size_t n, bool end,
+static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool end,
                           dlqb_error *err) {
   char time[DLQB_ISO_TIME_MAX];
   dlqb_iso_time(dlqb_now_ms(), time, sizeof time);
   off_t size = 0;
   dlqb_status st = lock_log(a, &size, err);
   if (st != DLQB_OK) return st;
-  if ((st = repair_tail(a, &size, err)) != DLQB_OK) goto unlock;
+  if ((st = cut_unfinished_line(a->fd, a->path, &size, err)) != DLQB_OK) goto unlock;
   if (a->rotate_bytes > 0 && size >= a->rotate_bytes) {
     rotate(a, size, time);
     if (a->fd < 0 && (st = lock_log(a, &size, err)) != DLQB_OK) return st;
@@ -672,7 +738,7 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *const *hops, size_t n, 
   bool ok = true;
   if (!a->started) ok = add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, &seq, mac);
   for (size_t i = 0; ok && i < n; i++)
-    ok = add_record(a, time, dlqb_event_name(hops[i]->event), hops[i], &seq, mac);
+    ok = add_record(a, time, dlqb_event_name(hops[i].event), &hops[i], &seq, mac);
   if (ok && end) ok = add_record(a, time, DLQB__AUDIT_EV_CHAIN_END, NULL, &seq, mac);
   if (!ok) {
     st = dlqb_fail(err, DLQB_ENOMEM, "out of memory writing the audit log");
@@ -684,7 +750,7 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *const *hops, size_t n, 
     st = io_fail(err, "write", a->path);
     goto undo;
   }
-  if ((st = update_seal(a, seq, mac, time, end, err)) != DLQB_OK) goto undo;
+  if ((st = append_seal(a, seq, mac, time, end, err)) != DLQB_OK) goto undo;
   a->seq = seq;
   memcpy(a->last_mac, mac, sizeof mac);
   a->started = true;
@@ -711,6 +777,86 @@ unlock:
   return st;
 }
 
+/* ---- the writer thread ---- */
+
+/* Makes room for n more hops in *arr. It grows only past its largest
+ * size so far, and the pipe's window bounds how many hops wait at once, so
+ * steady traffic allocates nothing. */
+static bool reserve_hops(dlqb_hop **arr, size_t len, size_t *cap, size_t n) {
+  if (*cap - len >= n) return true;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap - len < n) ncap *= 2;
+  dlqb_hop *grown = realloc(*arr, ncap * sizeof *grown);
+  if (grown == NULL) return false;
+  *arr = grown;
+  *cap = ncap;
+  return true;
+}
+
+static void wake_waiters(dlqb_audit *a) {
+  pthread_cond_broadcast(&a->done);
+  if (a->wake_fd >= 0) {
+    uint64_t one = 1;
+    (void)!write(a->wake_fd, &one, sizeof one);
+  }
+}
+
+/* Takes everything queued into its batch, writes and syncs it, and
+ * publishes the outcome; after a failure it keeps the batch and tries
+ * again every RETRY_MS (fail closed: the pipe acks nothing meanwhile). */
+static void *writer_main(void *arg) {
+  dlqb_audit *a = arg;
+  pthread_mutex_lock(&a->mu);
+  for (;;) {
+    while (a->qlen == 0 && a->blen == 0 && !a->closing) pthread_cond_wait(&a->work, &a->mu);
+    if (a->qlen == 0 && a->blen == 0) break; /* closing, nothing left */
+    dlqb_error err = {{0}};
+    dlqb_status st = DLQB_OK;
+    if (!reserve_hops(&a->batch, a->blen, &a->bcap, a->qlen)) {
+      st = dlqb_fail(&err, DLQB_ENOMEM, "out of memory queueing audit records");
+    } else {
+      memcpy(a->batch + a->blen, a->queue, a->qlen * sizeof *a->queue);
+      a->blen += a->qlen;
+      a->qlen = 0;
+    }
+    uint64_t covered = a->submitted;
+    pthread_mutex_unlock(&a->mu);
+    if (st == DLQB_OK) st = commit(a, a->batch, a->blen, false, &err);
+    pthread_mutex_lock(&a->mu);
+    a->attempts++;
+    bool was_ok = atomic_load(&a->ok);
+    if (st == DLQB_OK) {
+      a->blen = 0;
+      atomic_store(&a->durable, covered);
+      atomic_store(&a->ok, true);
+      if (!was_ok)
+        dlqb_log_info("audit_recovered", "the audit log %s is writable again; acking resumes",
+                      a->path);
+    } else {
+      a->failed_upto = covered;
+      a->failure = err;
+      a->failure_status = st;
+      atomic_store(&a->ok, false);
+      if (was_ok)
+        dlqb_log_error("audit_failing", "%s; not acking until the audit log can be written",
+                       err.msg);
+    }
+    wake_waiters(a);
+    if (st != DLQB_OK) {
+      if (a->closing) break; /* what is left was never acked: it is redelivered */
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += RETRY_MS * 1000000L;
+      until.tv_sec += until.tv_nsec / 1000000000L;
+      until.tv_nsec %= 1000000000L;
+      while (!a->closing && pthread_cond_timedwait(&a->work, &a->mu, &until) == 0) {
+      }
+    }
+  }
+  pthread_mutex_unlock(&a->mu);
+  return NULL;
+}
+
 /* ---- public API ---- */
 
 dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
@@ -722,6 +868,10 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   dlqb_audit *a = calloc(1, sizeof *a);
   if (a == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   a->fd = -1;
+  a->wake_fd = -1;
+  pthread_mutex_init(&a->mu, NULL);
+  pthread_cond_init(&a->work, NULL);
+  pthread_cond_init(&a->done, NULL);
   dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, a->key, &a->key_len, err);
   if (st != DLQB_OK) goto fail;
   if (!dlqb__audit_hmac_init(&a->hmac, a->key, a->key_len)) {
@@ -755,10 +905,20 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   int sfd = open(a->seal_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (sfd >= 0) close(sfd);
   unlock_log(a);
+  a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (a->wake_fd < 0) {
+    st = io_fail(err, "watch", a->path);
+    goto fail;
+  }
   /* The chain_start record; if the disk is full now it goes out with the
    * first batch instead, and until then nothing is acked. */
   dlqb_error ignored;
-  a->healthy = commit(a, NULL, 0, false, &ignored) == DLQB_OK;
+  atomic_store(&a->ok, commit(a, NULL, 0, false, &ignored) == DLQB_OK);
+  if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "cannot start the audit writer thread");
+    goto fail;
+  }
+  a->thread_running = true;
   *out = a;
   return DLQB_OK;
 fail:
@@ -766,27 +926,96 @@ fail:
   return st;
 }
 
-dlqb_status dlqb_audit_record(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
-                              dlqb_error *err) {
-  if (a == NULL || (n == 0 && a->started)) return DLQB_OK;
-  if (a->ended) return dlqb_fail(err, DLQB_EINVAL, "audit log '%s' is already closed", a->path);
-  dlqb_status st = commit(a, hops, n, false, err);
-  a->healthy = st == DLQB_OK;
+dlqb_status dlqb_audit_submit(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
+                              uint64_t *ticket, dlqb_error *err) {
+  *ticket = 0;
+  if (a == NULL) return DLQB_OK;
+  dlqb_status st = DLQB_OK;
+  pthread_mutex_lock(&a->mu);
+  if (!reserve_hops(&a->queue, a->qlen, &a->qcap, n)) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "out of memory queueing audit records");
+  } else if (n > 0) {
+    for (size_t i = 0; i < n; i++) a->queue[a->qlen++] = *hops[i];
+    a->submitted++;
+    pthread_cond_signal(&a->work);
+  }
+  *ticket = a->submitted;
+  pthread_mutex_unlock(&a->mu);
   return st;
 }
 
-int dlqb_audit_healthy(const dlqb_audit *a) { return a == NULL || a->healthy; }
+uint64_t dlqb_audit_durable(const dlqb_audit *a) {
+  return a == NULL ? UINT64_MAX : atomic_load(&((dlqb_audit *)a)->durable);
+}
+
+int dlqb_audit_wake_fd(const dlqb_audit *a) { return a == NULL ? -1 : a->wake_fd; }
+
+void dlqb_audit_clear_wake(const dlqb_audit *a) {
+  uint64_t n;
+  if (a != NULL && a->wake_fd >= 0) (void)!read(a->wake_fd, &n, sizeof n);
+}
+
+dlqb_status dlqb_audit_wait(dlqb_audit *a, uint64_t ticket, dlqb_error *err) {
+  if (a == NULL) return DLQB_OK;
+  dlqb_status st = DLQB_OK;
+  pthread_mutex_lock(&a->mu);
+  uint64_t seen = a->attempts;
+  for (;;) {
+    if (atomic_load(&a->durable) >= ticket) break;
+    /* An attempt that finished after we started waiting and covered our
+     * ticket failed: report it (the hops stay queued and are retried). */
+    if (a->attempts != seen && a->failed_upto >= ticket && !atomic_load(&a->ok)) {
+      *err = a->failure;
+      st = a->failure_status;
+      break;
+    }
+    if (!a->thread_running) {
+      st = dlqb_fail(err, DLQB_EIO, "audit log '%s' is closed", a->path);
+      break;
+    }
+    pthread_cond_wait(&a->done, &a->mu);
+  }
+  pthread_mutex_unlock(&a->mu);
+  return st;
+}
+
+dlqb_status dlqb_audit_record(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
+                              dlqb_error *err) {
+  if (a == NULL) return DLQB_OK;
+  uint64_t ticket;
+  dlqb_status st = dlqb_audit_submit(a, hops, n, &ticket, err);
+  return st == DLQB_OK ? dlqb_audit_wait(a, ticket, err) : st;
+}
+
+int dlqb_audit_healthy(const dlqb_audit *a) {
+  return a == NULL || atomic_load(&((dlqb_audit *)a)->ok);
+}
 
 void dlqb_audit_close(dlqb_audit *a) {
   if (a == NULL) return;
+  if (a->thread_running) {
+    pthread_mutex_lock(&a->mu);
+    a->closing = true;
+    pthread_cond_signal(&a->work);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    a->thread_running = false;
+  }
+  /* Only this thread is left: the chain state is ours. */
   if (a->started && !a->ended && a->hmac.ctx != NULL) {
     dlqb_error err;
     if (commit(a, NULL, 0, true, &err) != DLQB_OK)
       dlqb_log_warn("audit_close", "cannot write the chain_end record: %s", err.msg);
   }
   close_log(a);
+  if (a->wake_fd >= 0) close(a->wake_fd);
   dlqb__audit_hmac_release(&a->hmac);
   OPENSSL_cleanse(a->key, sizeof a->key);
+  pthread_cond_destroy(&a->work);
+  pthread_cond_destroy(&a->done);
+  pthread_mutex_destroy(&a->mu);
+  free(a->queue);
+  free(a->batch);
   free(a->buf);
   free(a->sbuf);
   free(a);

@@ -251,14 +251,20 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
       st = bad(v, err, "malformed seal record");
     } else if ((c = upsert(v, chain)) == NULL) {
       st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-    } else if (c->sealed) {
-      st = bad(v, err, "chain %s is sealed twice", chain);
+    } else if (c->sealed && seq < c->seal_seq) {
+      /* A writer appends its seal lines in order, under the log's lock. */
+      st = bad(v, err, "chain %s goes back from seq %llu to %llu", chain,
+               (unsigned long long)c->seal_seq, (unsigned long long)seq);
+    } else if (c->sealed && seq == c->seal_seq && !dlqb__audit_mac_equal(last, c->seal_mac)) {
+      st = bad(v, err, "chain %s is sealed at seq %llu with two different records", chain,
+               (unsigned long long)seq);
     } else {
+      /* The latest line of a chain is the one that counts. */
+      if (!c->sealed) v->sum.sealed++;
       c->sealed = true;
       c->seal_seq = seq;
       memcpy(c->seal_mac, last, sizeof last);
       copy_text(c->writer, sizeof c->writer, writer);
-      v->sum.sealed++;
       v->sum.seal_checked = 1;
     }
   }
@@ -453,9 +459,11 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
   while (st == DLQB_OK && (n = getline(&line, &cap, f)) >= 0) {
     bool complete = n > 0 && line[n - 1] == '\n';
     size_t len = (size_t)n - (complete ? 1 : 0);
+    /* A seal line cut short is one a crash interrupted (seal lines are
+     * not synced one by one): it vouches for nothing, and dropping it only
+     * makes the seal lag, which is never an accusation. */
     if (seal)
-      st = complete ? dlqb_audit_verifier_seal_line(v, line, len, err)
-                    : dlqb_fail(err, DLQB_EINVAL, "seal '%s': last line is incomplete", path);
+      st = complete ? dlqb_audit_verifier_seal_line(v, line, len, err) : DLQB_OK;
     else
       st = dlqb_audit_verifier_line(v, line, len, complete, err);
   }

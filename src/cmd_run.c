@@ -35,25 +35,14 @@ const cli_spec cmd_run_spec = {
 typedef struct {
   dlqb_metrics *metrics; /* NULL when metrics are off */
   dlqb_audit *audit;     /* NULL when audit is off */
-  bool audit_failing;    /* logged once when it starts, once when it ends */
 } run_ctx;
 
-/* Records the hops and fsyncs before the router acks their originals. A
- * failure makes the pipe hold its acks and retry every 500 ms: fail closed,
- * resume by itself. */
-static dlqb_status hook_before_ack(void *ctx, const dlqb_hop *const *hops, size_t n,
-                                   dlqb_error *err) {
+/* The audit writer logs its own failures and recovery (it retries by
+ * itself); /healthz learns of them here, about once a second. */
+static void hook_on_tick(void *ctx) {
   run_ctx *rc = ctx;
-  dlqb_status st = dlqb_audit_record(rc->audit, hops, n, err);
-  bool failing = st != DLQB_OK;
-  if (failing && !rc->audit_failing)
-    dlqb_log_error("audit_failing", "%s; not acking until the audit log can be written",
-                   err->msg);
-  else if (!failing && rc->audit_failing)
-    dlqb_log_info("audit_recovered", "the audit log is writable again; acking resumes");
-  rc->audit_failing = failing;
-  if (rc->metrics != NULL) dlqb_metrics_set_audit_writable(rc->metrics, !failing);
-  return st;
+  if (rc->metrics != NULL)
+    dlqb_metrics_set_audit_writable(rc->metrics, dlqb_audit_healthy(rc->audit));
 }
 
 static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
@@ -105,8 +94,8 @@ int cmd_run(int argc, char **argv) {
   run_ctx hctx = {0};
   dlqb_metrics_server *metrics_server = NULL;
   dlqb_metrics_refresher *refresher = NULL;
-  dlqb_router_hooks hooks = {.before_ack = hook_before_ack,
-                             .after_ack = hook_after_ack,
+  dlqb_router_hooks hooks = {.after_ack = hook_after_ack,
+                             .on_tick = hook_on_tick,
                              .on_connected = hook_on_connected,
                              .ctx = &hctx};
   /* A key readable by others, or a log that cannot be opened, stops the
@@ -116,17 +105,15 @@ int cmd_run(int argc, char **argv) {
     cli_error("%s", err.msg);
     return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
   }
+  hooks.audit = hctx.audit;
   if (hctx.audit != NULL) {
     dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
-    if (!dlqb_audit_healthy(hctx.audit)) {
-      hctx.audit_failing = true;
+    if (!dlqb_audit_healthy(hctx.audit))
       dlqb_log_error("audit_failing", "cannot write the audit log %s yet; not acking until it "
                      "can", cfg.audit_log);
-    }
   }
   st = metrics_start(&cfg, &hctx, &metrics_server, &refresher, &err);
-  if (st == DLQB_OK && hctx.metrics != NULL && hctx.audit_failing)
-    dlqb_metrics_set_audit_writable(hctx.metrics, false);
+  if (st == DLQB_OK) hook_on_tick(&hctx);
   /* DLQ items past DLQ_BRIDGE_DLQ_SLA go to compliance_review, from a
    * thread with its own connection (dlqb/escalator.h). */
   dlqb_escalator *escalator = NULL;

@@ -3,6 +3,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,6 @@
 #define MAX_BODY_BYTES (512u * 1024u * 1024u) /* above RabbitMQ's own max_message_size */
 #define DRAIN_TIMEOUT_MS 30000
 #define IDLE_WAIT_MS 100
-#define BEFORE_ACK_RETRY_MS 500
 
 typedef enum { E_PUBLISHED, E_CONFIRMED, E_HELD } entry_state;
 
@@ -22,6 +22,7 @@ typedef struct {
   uint64_t tag;
   uint64_t seq; /* publish sequence number; 0 when nothing was published */
   entry_state state;
+  uint64_t ticket; /* the audit ticket covering its hop, once submitted */
   bool has_hop;
   dlqb_hop hop;
 } entry;
@@ -38,6 +39,8 @@ struct dlqb_pipe {
                             * deliveries are never acked, so a multiple ack
                             * must never reach past it */
   size_t ready; /* length of the prefix from head with no E_PUBLISHED entry */
+  size_t submitted; /* length of the prefix whose hops went to the audit trail (<= ready) */
+  uint64_t last_ticket; /* the audit ticket of the latest submission */
   /* The publishes in the ring carry consecutive sequence numbers (one per
    * forward, and entries leave in order), so at most cap of them are
    * outstanding and seq % cap names a unique slot: seq_slot maps it to the
@@ -54,8 +57,8 @@ struct dlqb_pipe {
   bool cancel_sent;
   bool consuming;
   uint64_t settled_total;
-  long long last_delivery_ms, last_tick_ms, before_ack_retry_at;
-  const dlqb_hop **ack_hops; /* scratch for before_ack, cap entries */
+  long long last_delivery_ms, last_tick_ms;
+  const dlqb_hop **ack_hops; /* scratch for the audit submission, cap entries */
   dlqb_pipe_stats stats;
 };
 
@@ -196,9 +199,6 @@ static void on_confirm(dlqb_pipe *p, uint64_t seq, bool multiple) {
   extend_ready(p);
 }
 
-/* Acks the confirmed prefix of the ring. HELD entries in the prefix are
- * skipped over but never acked, so a `multiple` ack is used only when the
- * prefix holds none. */
 /* Removes the first run entries (nheld of them held) from the ring.
  * p->held counts held entries still in the ring, so it drops too
  * (otherwise count == held, the drain and idle test, never holds again). */
@@ -206,31 +206,49 @@ static void drop_prefix(dlqb_pipe *p, size_t run, size_t nheld) {
   p->head = (p->head + run) % p->cap;
   p->count -= run;
   p->ready -= run;
+  p->submitted -= run;
   p->held -= nheld;
 }
 
-static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
-  size_t run = p->ready, nhops = 0, nheld = 0;
-  for (size_t i = 0; i < run; i++) {
+/* Hands the hops of the entries that became ready since the last call to
+ * the audit trail (one batch, written and synced by its writer thread
+ * while we go on); each entry keeps the ticket that covers it. */
+static dlqb_status submit_ready(dlqb_pipe *p, dlqb_error *err) {
+  size_t nhops = 0;
+  for (size_t i = p->submitted; i < p->ready; i++) {
     entry *e = at(p, i);
-    if (e->state == E_HELD) nheld++;
-    else if (e->has_hop) p->ack_hops[nhops++] = &e->hop;
+    if (e->state != E_HELD && e->has_hop) p->ack_hops[nhops++] = &e->hop;
   }
-  if (run == 0 || run == nheld) {
+  uint64_t ticket = p->last_ticket;
+  if (nhops > 0) {
+    dlqb_status st = dlqb_audit_submit(p->opt.audit, p->ack_hops, nhops, &ticket, err);
+    if (st != DLQB_OK) return st;
+  }
+  for (size_t i = p->submitted; i < p->ready; i++) at(p, i)->ticket = ticket;
+  p->last_ticket = ticket;
+  p->submitted = p->ready;
+  return DLQB_OK;
+}
+
+/* True when the head entry's hop is durable: there is something to ack. */
+static bool head_durable(const dlqb_pipe *p) {
+  return p->submitted > 0 && at((dlqb_pipe *)p, 0)->ticket <= dlqb_audit_durable(p->opt.audit);
+}
+
+/* Acks the submitted prefix whose hops are durable (all of it when audit
+ * is off). HELD entries in it are skipped over but never acked, so a
+ * `multiple` ack is used only when the prefix holds none. */
+static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
+  uint64_t durable = dlqb_audit_durable(p->opt.audit);
+  size_t run = 0, nheld = 0;
+  while (run < p->submitted && at(p, run)->ticket <= durable) {
+    if (at(p, run)->state == E_HELD) nheld++;
+    run++;
+  }
+  if (run == nheld) {
     /* Only held entries: drop them from the ring, they need nothing more. */
     drop_prefix(p, run, nheld);
     return DLQB_OK;
-  }
-  if (p->h.before_ack != NULL && nhops > 0) {
-    long long now = dlqb_mono_ms();
-    if (now < p->before_ack_retry_at) return DLQB_OK;
-    dlqb_error why;
-    if (p->h.before_ack(p->h.ctx, p->ack_hops, nhops, &why) != DLQB_OK) {
-      /* Fail closed: the hops are not durable, so the originals stay unacked
-       * and the window fills; we try again shortly. */
-      p->before_ack_retry_at = now + BEFORE_ACK_RETRY_MS;
-      return DLQB_OK;
-    }
   }
   int rc = AMQP_STATUS_OK;
   /* A held entry dropped from the ring earlier is still unacked at the
@@ -255,6 +273,23 @@ static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
   }
   drop_prefix(p, run, nheld);
   return DLQB_OK;
+}
+
+/* Submits what is ready and acks what is durable. */
+static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
+  dlqb_status st = p->ready > p->submitted ? submit_ready(p, err) : DLQB_OK;
+  if (st == DLQB_OK && head_durable(p)) st = ack_durable(p, err);
+  return st;
+}
+
+/* Sleeps until the broker sends something, the audit trail finishes a
+ * write, or timeout_ms passes. Used only while acks wait on the audit
+ * trail: otherwise the frame read itself is the wait. */
+static void wait_socket_or_audit(dlqb_pipe *p, int timeout_ms) {
+  struct pollfd fds[2] = {{.fd = amqp_get_sockfd(p->conn), .events = POLLIN},
+                          {.fd = dlqb_audit_wake_fd(p->opt.audit), .events = POLLIN}};
+  (void)poll(fds, 2, timeout_ms);
+  dlqb_audit_clear_wake(p->opt.audit);
 }
 
 /* Write batching. rabbitmq-c sends every frame with its own send(), and a
@@ -464,31 +499,39 @@ static dlqb_status run_loop(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_erro
       if (p->h.on_tick != NULL) p->h.on_tick(p->h.ctx);
     }
 
-    /* While the audit sink refuses (fail closed), do not spin on acks. */
-    bool can_ack = now >= p->before_ack_retry_at;
-    size_t ready = can_ack ? p->ready : 0;
-    /* Batch acks: flush when a quarter of the window is ready, or when the
-     * socket has nothing more for us right now. */
-    if (ready > 0 && ready >= (p->cap + 3) / 4) {
+    /* Batch: hand the confirmed prefix to the audit trail once a quarter
+     * of the window is ready, or when the socket has nothing more for us
+     * right now; ack whatever the audit trail has made durable. While its
+     * log cannot be written nothing becomes durable: fail closed, the
+     * window fills and the broker waits. */
+    if (p->ready - p->submitted >= (p->cap + 3) / 4 || head_durable(p)) {
       if ((st = flush_acks(p, err)) != DLQB_OK) return st;
-      ready = p->ready;
     }
     bool buffered = input_buffered(p);
     set_cork(p, buffered);
-    struct timeval tv = {0, ready > 0 || buffered ? 0 : IDLE_WAIT_MS * 1000};
+    int wait_ms = p->ready > p->submitted || buffered ? 0 : IDLE_WAIT_MS;
+    if (wait_ms > 0 && p->submitted > 0) {
+      /* Acks wait on the audit writer: wake for its sync as well. */
+      wait_socket_or_audit(p, wait_ms);
+      wait_ms = 0;
+    }
+    struct timeval tv = {0, wait_ms * 1000};
     amqp_frame_t f;
     int rc = amqp_simple_wait_frame_noblock(p->conn, &f, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) {
-      if (ready > 0 && (st = flush_acks(p, err)) != DLQB_OK) return st;
+      if ((st = flush_acks(p, err)) != DLQB_OK) return st;
       set_cork(p, false); /* the acks just written must not wait */
       continue;
     }
     if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "read from broker", err);
     st = dispatch(p, &f, err);
     if (st != DLQB_OK) {
-      /* Ack what was confirmed before the failure; the rest is redelivered. */
+      /* Ack what was confirmed (and recorded) before the failure; the rest
+       * is redelivered. */
       dlqb_error ignored;
-      if (st == DLQB_EBROKER) flush_acks(p, &ignored);
+      if (st == DLQB_EBROKER && flush_acks(p, &ignored) == DLQB_OK &&
+          dlqb_audit_wait(p->opt.audit, p->last_ticket, &ignored) == DLQB_OK)
+        flush_acks(p, &ignored);
       return st;
     }
   }

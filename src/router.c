@@ -129,12 +129,6 @@ static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
   if (r->hooks && r->hooks->after_ack) r->hooks->after_ack(r->hooks->ctx, hop, confirm_seconds);
 }
 
-static dlqb_status before_ack(void *ctx, const dlqb_hop *const *hops, size_t n, dlqb_error *err) {
-  router *r = ctx;
-  if (r->hooks && r->hooks->before_ack) return r->hooks->before_ack(r->hooks->ctx, hops, n, err);
-  return DLQB_OK;
-}
-
 static void on_tick(void *ctx) {
   router *r = ctx;
   if (r->hooks && r->hooks->on_tick) r->hooks->on_tick(r->hooks->ctx);
@@ -159,8 +153,9 @@ static dlqb_status session(router *r, bool no_declare, volatile sig_atomic_t *st
     dlqb_topology_build(r->cfg, &topo);
     st = dlqb_topology_declare(link, &topo, err);
   }
-  dlqb_pipe_options opt = {.queue = DLQB_Q_FAILED, .prefetch = r->cfg->prefetch};
-  dlqb_pipe_handler h = {.on_delivery = route_one, .before_ack = before_ack,
+  dlqb_pipe_options opt = {.queue = DLQB_Q_FAILED, .prefetch = r->cfg->prefetch,
+                           .audit = r->hooks ? r->hooks->audit : NULL};
+  dlqb_pipe_handler h = {.on_delivery = route_one,
                          .after_ack = log_hop, .on_tick = on_tick, .ctx = r};
   if (st == DLQB_OK) st = dlqb_pipe_new(link, &opt, &h, &pipe, err);
   if (st == DLQB_OK) {

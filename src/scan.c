@@ -133,12 +133,6 @@ static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *
   return DLQB_OK;
 }
 
-static dlqb_status before_ack(void *ctx, const dlqb_hop *const *hops, size_t n, dlqb_error *err) {
-  dlqb_scan *s = ctx;
-  if (s->o->audit == NULL) return DLQB_OK;
-  return dlqb_audit_record(s->o->audit, hops, n, err);
-}
-
 static void after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
   dlqb_scan *s = ctx;
   /* Counted here, once the original is acked: a move that was published
@@ -181,8 +175,9 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
                               .prefetch = s.prefetch,
                               .max_messages = s.limit,
                               .idle_stop_ms = o->idle_stop_ms > 0 ? o->idle_stop_ms
-                                                                  : IDLE_STOP_DEFAULT_MS};
-    dlqb_pipe_handler h = {.on_delivery = on_delivery, .before_ack = before_ack,
+                                                                  : IDLE_STOP_DEFAULT_MS,
+                              .audit = o->audit};
+    dlqb_pipe_handler h = {.on_delivery = on_delivery,
                            .after_ack = after_ack, .on_tick = on_tick, .ctx = &s};
     st = dlqb_pipe_new(link, &popt, &h, &s.pipe, err);
     if (st == DLQB_OK) st = dlqb_pipe_run(s.pipe, &s.stop_now, err);

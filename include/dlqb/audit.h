@@ -1,7 +1,9 @@
 /* The tamper-evident audit trail: one JSON line per hop, each carrying an
  * HMAC-SHA256 over its content and the previous record's MAC of the same
  * writer's chain. Records are written and fsync'd before the originals of
- * their hops are acked (the pipe's before_ack point), one fsync per batch.
+ * their hops are acked, one fsync per batch (group commit): the pipe hands
+ * hops over with dlqb_audit_submit and acks an original only once
+ * dlqb_audit_durable has reached the ticket its hop was given.
  *
  * Several writers (bridge instances, ops commands) may append to one log;
  * each has its own chain, and `dlq-bridge audit verify` checks them all.
@@ -10,6 +12,7 @@
 #define DLQB_AUDIT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dlqb/config.h"
 #include "dlqb/error.h"
@@ -25,17 +28,43 @@ typedef struct dlqb_audit dlqb_audit;
 dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
                             dlqb_error *err);
 
-/* Appends one record per hop and fsyncs once. On failure nothing may be
- * acked; a later call retries (the chain stays consistent: a record is
- * part of the chain only once it was fully written and synced). */
+/* Hands n hops (copied) to the writer thread and returns at once with the
+ * ticket that covers them. The writer writes and syncs everything handed
+ * over since its last sync as one batch; when that fails it keeps the
+ * batch and retries every 500 ms by itself (logging once when it starts
+ * failing and once when it recovers), so hops are never submitted twice.
+ * Thread-safe. Fails only for lack of memory (nothing queued then). With
+ * n == 0 the ticket is that of the last submission. NULL a: ticket 0. */
+dlqb_status dlqb_audit_submit(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
+                              uint64_t *ticket, dlqb_error *err);
+
+/* Every hop with a ticket up to this one is written and synced: their
+ * originals may be acked. UINT64_MAX for a NULL handle (audit off).
+ * Lock-free; any thread. */
+uint64_t dlqb_audit_durable(const dlqb_audit *a);
+
+/* A descriptor that polls readable after each write attempt of the writer
+ * (an eventfd); dlqb_audit_clear_wake resets it. For one event loop to
+ * sleep on the socket and the audit trail at once. -1 for NULL. */
+int dlqb_audit_wake_fd(const dlqb_audit *a);
+void dlqb_audit_clear_wake(const dlqb_audit *a);
+
+/* Blocks until the ticket is durable (DLQB_OK) or a write attempt that
+ * covered it failed (its status and message; the hops stay queued and are
+ * retried, so wait again rather than submit again). */
+dlqb_status dlqb_audit_wait(dlqb_audit *a, uint64_t ticket, dlqb_error *err);
+
+/* Submit, then wait: for callers outside an event loop. */
 dlqb_status dlqb_audit_record(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
                               dlqb_error *err);
 
-/* True when the last write succeeded (for /healthz). */
+/* True when the last write attempt succeeded (for /healthz). */
 int dlqb_audit_healthy(const dlqb_audit *a);
 
-/* Writes the chain_end record (best effort: a log that cannot be written
- * then simply shows the chain open), then frees. NULL-safe. */
+/* Lets the writer finish what was handed over (unless the log is failing:
+ * then what is left was never acked and is redelivered), writes the
+ * chain_end record (best effort: a log that cannot be written then simply
+ * shows the chain open), then frees. NULL-safe. */
 void dlqb_audit_close(dlqb_audit *a);
 
 /* ---- format and key (docs/audit.md is the reference) ------------------- */
@@ -87,7 +116,9 @@ dlqb_audit_verifier *dlqb_audit_verifier_new(const unsigned char *key, size_t ke
 void dlqb_audit_verifier_free(dlqb_audit_verifier *v);
 
 /* Feeds one line of the seal file (without its newline); call for every
- * seal line before the first log line. err: "seal line N: ...". */
+ * seal line before the first log line. A writer appends a line per batch,
+ * so a chain may have many: the latest counts, and a chain's seq never
+ * goes back. err: "seal: line N: ...". */
 dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *line, size_t len,
                                           dlqb_error *err);
 

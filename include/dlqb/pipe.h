@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "dlqb/audit.h"
 #include "dlqb/hop.h"
 #include "dlqb/link.h"
 
@@ -34,10 +35,6 @@ typedef struct {
    * A non-OK return stops the run (the delivery stays unacked). */
   dlqb_status (*on_delivery)(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
                              dlqb_error *err);
-  /* Called with the hops about to be acked, before the ack is sent (the
-   * audit trail's write-and-fsync point). Non-OK: nothing is acked now; the
-   * pipe retries later. May be NULL. */
-  dlqb_status (*before_ack)(void *ctx, const dlqb_hop *const *hops, size_t n, dlqb_error *err);
   /* Called after the ack is sent, with each hop's confirm latency in
    * seconds (negative when nothing was published). May be NULL. */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
@@ -51,6 +48,9 @@ typedef struct {
   int prefetch;          /* in-flight window, >= 1 */
   uint64_t max_messages; /* stop after this many deliveries are settled; 0 = no limit */
   long idle_stop_ms;     /* stop after this long without deliveries; 0 = never */
+  /* Every hop is handed to this audit trail once its publish is confirmed,
+   * and its original acked only once the record is durable. NULL: off. */
+  dlqb_audit *audit;
   /* A consumer on a stream or ordered replay needs "x-stream-offset" etc.:
    * optional consume arguments. */
   const amqp_table_t *consume_args;

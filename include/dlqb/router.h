@@ -7,13 +7,15 @@
 #include <signal.h>
 #include <stdbool.h>
 
+#include "dlqb/audit.h"
 #include "dlqb/config.h"
 #include "dlqb/error.h"
 #include "dlqb/hop.h"
 
 typedef struct {
-  /* Durably record hops before their originals are acked (audit). */
-  dlqb_status (*before_ack)(void *ctx, const dlqb_hop *const *hops, size_t n, dlqb_error *err);
+  /* Every hop is recorded here, durably, before its original is acked.
+   * NULL: audit off. */
+  dlqb_audit *audit;
   /* Count a settled hop (metrics). */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   /* Connection state changes (metrics, health). */

@@ -432,15 +432,50 @@ static void test_seal_missing_or_edited(void **state) {
   make_log(w);
   lines l;
   read_lines(w->seal, &l);
-  assert_int_equal(l.n, 1);
-  char *p = strstr(l.line[0], "\"seq\":7");
+  /* One seal line per batch: chain_start, three batches, chain_end. */
+  assert_int_equal(l.n, 5);
+  char *p = strstr(l.line[4], "\"seq\":7");
   assert_non_null(p);
   p[6] = '5'; /* claim less, to hide a cut */
   write_lines(w->seal, &l);
   free_lines(&l);
-  expect_bad(w, "seal: line 1: mac mismatch (record edited, or wrong key)");
+  expect_bad(w, "seal: line 5: mac mismatch (record edited, or wrong key)");
   assert_int_equal(unlink(w->seal), 0);
   expect_bad(w, "no seal file");
+}
+
+/* The seal only ever moves a chain forward: an older genuine line put
+ * back at the end (to hide a cut) is caught; a seal that lags the log (a
+ * crash lost its last lines, or tore the last one) is accepted. */
+static void test_seal_order_and_lag(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->seal, &l);
+  assert_int_equal(l.n, 5);
+  char *latest = l.line[4];
+  l.line[4] = strdup(l.line[1]); /* seq 3 again, after seq 5 */
+  l.n = 6;
+  l.line[5] = l.line[4];
+  l.line[4] = latest;
+  write_lines(w->seal, &l);
+  expect_bad(w, "seal: line 6: chain");
+  expect_bad(w, "goes back from seq 7 to");
+
+  l.n = 3; /* the last two lines lost in a crash */
+  write_lines(w->seal, &l);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.sealed, 1);
+
+  /* A torn last line (no newline) vouches for nothing and accuses no one. */
+  FILE *f = fopen(w->seal, "a");
+  assert_non_null(f);
+  fputs("{\"v\":1,\"type\":\"seal\",\"cha", f);
+  fclose(f);
+  expect_good(w, &sum);
+  l.n = 6;
+  free_lines(&l);
 }
 
 /* ---- fail closed, and recovery ---- */
@@ -459,17 +494,24 @@ static void test_write_failure_then_recovery(void **state) {
   assert_int_equal(symlink("/dev/full", w->log), 0);
   dlqb_hop h = make_hop(DLQB_EV_DEAD_LETTERED, 10);
   const dlqb_hop *p = &h;
+  uint64_t ticket = 0;
+  assert_int_equal(dlqb_audit_submit(a, &p, 1, &ticket, &err), DLQB_OK);
+  /* Each wait sees one more failed attempt of the writer's own retries;
+   * the hop is never durable meanwhile (so the pipe acks nothing). */
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(dlqb_audit_record(a, &p, 1, &err), DLQB_EIO);
+    assert_int_equal(dlqb_audit_wait(a, ticket, &err), DLQB_EIO);
     assert_false(dlqb_audit_healthy(a));
+    assert_true(dlqb_audit_durable(a) < ticket);
   }
   printf("  failing: %s\n", err.msg);
   assert_non_null(strstr(err.msg, "audit log"));
 
-  /* Writable again: the same hop is recorded once, the chain unbroken. */
+  /* Writable again: the writer's next retry records the hop, once, with
+   * the chain unbroken; nobody submits it again. */
   assert_int_equal(unlink(w->log), 0);
   assert_int_equal(rename(saved, w->log), 0);
-  assert_int_equal(dlqb_audit_record(a, &p, 1, &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_wait(a, ticket, &err), DLQB_OK);
+  assert_true(dlqb_audit_durable(a) >= ticket);
   assert_true(dlqb_audit_healthy(a));
   dlqb_audit_close(a);
   lines l;
@@ -478,6 +520,38 @@ static void test_write_failure_then_recovery(void **state) {
   free_lines(&l);
   dlqb_audit_summary sum;
   expect_good(w, &sum);
+}
+
+/* Group commit: hops handed over without waiting get increasing tickets,
+ * and a ticket is durable only once its records are in the file. */
+static void test_submit_without_waiting(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_OK);
+  enum { N = 300 };
+  uint64_t prev = 0, ticket = 0;
+  for (int i = 0; i < N; i++) {
+    dlqb_hop h = make_hop(DLQB_EV_RETRY_SCHEDULED, i);
+    const dlqb_hop *p = &h;
+    assert_int_equal(dlqb_audit_submit(a, &p, 1, &ticket, &err), DLQB_OK);
+    assert_true(ticket > prev);
+    prev = ticket;
+  }
+  assert_int_equal(dlqb_audit_wait(a, ticket, &err), DLQB_OK);
+  assert_true(dlqb_audit_durable(a) >= ticket);
+  lines l;
+  read_lines(w->log, &l);
+  assert_int_equal(l.n, 1 + N); /* chain_start and every hop, before close */
+  free_lines(&l);
+  /* An empty submission names the latest ticket: nothing new to wait for. */
+  uint64_t again = 0;
+  assert_int_equal(dlqb_audit_submit(a, NULL, 0, &again, &err), DLQB_OK);
+  assert_int_equal(again, ticket);
+  dlqb_audit_close(a);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.records, 1 + N + 1);
 }
 
 static void test_torn_write_is_repaired(void **state) {
@@ -669,7 +743,9 @@ int main(void) {
       T(test_torn_last_line),
       T(test_whole_log_emptied),
       T(test_seal_missing_or_edited),
+      T(test_seal_order_and_lag),
       T(test_write_failure_then_recovery),
+      T(test_submit_without_waiting),
       T(test_torn_write_is_repaired),
       T(test_rotation),
       T(test_concurrent_writers),
