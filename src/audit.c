@@ -812,7 +812,17 @@ static void *writer_main(void *arg) {
     if (a->qlen == 0 && a->blen == 0) break; /* closing, nothing left */
     dlqb_error err = {{0}};
     dlqb_status st = DLQB_OK;
-    if (!reserve_hops(&a->batch, a->blen, &a->bcap, a->qlen)) {
+    if (a->blen == 0) {
+      /* The usual case: the queue becomes the batch, no copy. */
+      dlqb_hop *t = a->batch;
+      size_t tcap = a->bcap;
+      a->batch = a->queue;
+      a->bcap = a->qcap;
+      a->blen = a->qlen;
+      a->queue = t;
+      a->qcap = tcap;
+      a->qlen = 0;
+    } else if (!reserve_hops(&a->batch, a->blen, &a->bcap, a->qlen)) {
       st = dlqb_fail(&err, DLQB_ENOMEM, "out of memory queueing audit records");
     } else {
       memcpy(a->batch + a->blen, a->queue, a->qlen * sizeof *a->queue);

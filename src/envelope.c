@@ -78,6 +78,11 @@ static size_t sanitize(char *dst, size_t cap, const char *src, size_t len, size_
   size_t in = 0, out = 0;
   if (src == NULL) len = 0;
   while (in < len) {
+    if (s[in] >= 0x20 && s[in] < 0x7f) { /* printable ASCII, the common case */
+      if (out + 1 > cap - 1) break;
+      dst[out++] = (char)s[in++];
+      continue;
+    }
     uint32_t cp = 0;
     size_t n = utf8_seq(s + in, len - in, &cp);
     bool bad = n == 0 || is_control(cp); /* one '?' per bad byte or control character */

@@ -275,6 +275,15 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
   return DLQB_OK;
 }
 
+/* How many ready entries to gather before handing them on. Without an
+ * audit trail that is the ack itself: a quarter of the window per ack
+ * frame. With one, every entry also waits for a sync, which the writer
+ * thread groups by itself, so entries go to it at once: waiting here would
+ * only add to the time each holds a slot of the window. */
+static size_t submit_batch(const dlqb_pipe *p) {
+  return p->opt.audit != NULL ? 1 : (p->cap + 3) / 4;
+}
+
 /* Submits what is ready and acks what is durable. */
 static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
   dlqb_status st = p->ready > p->submitted ? submit_ready(p, err) : DLQB_OK;
@@ -504,7 +513,7 @@ static dlqb_status run_loop(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_erro
      * right now; ack whatever the audit trail has made durable. While its
      * log cannot be written nothing becomes durable: fail closed, the
      * window fills and the broker waits. */
-    if (p->ready - p->submitted >= (p->cap + 3) / 4 || head_durable(p)) {
+    if (p->ready - p->submitted >= submit_batch(p) || head_durable(p)) {
       if ((st = flush_acks(p, err)) != DLQB_OK) return st;
     }
     bool buffered = input_buffered(p);
