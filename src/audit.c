@@ -18,8 +18,8 @@
 #include <openssl/crypto.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
-#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -806,6 +806,10 @@ static void wake_waiters(dlqb_audit *a) {
  * again every RETRY_MS (fail closed: the pipe acks nothing meanwhile). */
 static void *writer_main(void *arg) {
   dlqb_audit *a = arg;
+  /* Signals (SIGTERM: finish and exit) are the main thread's business. */
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
   pthread_mutex_lock(&a->mu);
   for (;;) {
     while (a->qlen == 0 && a->blen == 0 && !a->closing) pthread_cond_wait(&a->work, &a->mu);

@@ -35,14 +35,16 @@ const cli_spec cmd_run_spec = {
 typedef struct {
   dlqb_metrics *metrics; /* NULL when metrics are off */
   dlqb_audit *audit;     /* NULL when audit is off */
+  dlqb_escalator *escalator; /* its own audit writer counts for health too */
 } run_ctx;
 
-/* The audit writer logs its own failures and recovery (it retries by
- * itself); /healthz learns of them here, about once a second. */
+/* The audit writers log their own failures and recovery (they retry by
+ * themselves); /healthz learns of them here, about once a second. */
 static void hook_on_tick(void *ctx) {
   run_ctx *rc = ctx;
   if (rc->metrics != NULL)
-    dlqb_metrics_set_audit_writable(rc->metrics, dlqb_audit_healthy(rc->audit));
+    dlqb_metrics_set_audit_writable(rc->metrics, dlqb_audit_healthy(rc->audit) &&
+                                                     dlqb_escalator_audit_healthy(rc->escalator));
 }
 
 static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
@@ -118,8 +120,10 @@ int cmd_run(int argc, char **argv) {
    * thread with its own connection (dlqb/escalator.h). */
   dlqb_escalator *escalator = NULL;
   if (st == DLQB_OK) st = dlqb_escalator_start(&cfg, hook_after_ack, &hctx, &escalator, &err);
+  hctx.escalator = escalator;
   if (st == DLQB_OK) st = dlqb_router_run(&cfg, no_declare, &hooks, stop, &err);
   dlqb_escalator_stop(escalator);
+  hctx.escalator = NULL;
   dlqb_metrics_refresher_stop(refresher);
   dlqb_metrics_server_stop(metrics_server);
   dlqb_metrics_free(hctx.metrics);

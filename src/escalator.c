@@ -136,6 +136,10 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   return DLQB_OK;
 }
 
+int dlqb_escalator_audit_healthy(const dlqb_escalator *e) {
+  return e == NULL || dlqb_audit_healthy(e->audit);
+}
+
 void dlqb_escalator_stop(dlqb_escalator *e) {
   if (e == NULL) return;
   e->stop = 1;

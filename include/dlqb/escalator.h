@@ -28,6 +28,10 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
                                                    double confirm_seconds),
                                  void *ctx, dlqb_escalator **out, dlqb_error *err);
 
+/* True unless its audit writer's last write failed (for /healthz).
+ * NULL-safe. */
+int dlqb_escalator_audit_healthy(const dlqb_escalator *e);
+
 /* Stops the thread (finishing the pass in flight) and frees. NULL-safe. */
 void dlqb_escalator_stop(dlqb_escalator *e);
 
