@@ -12,12 +12,16 @@
  *                      [--empty Q] [--timeout-ms T]
  *   dlqb-bench purge   --url U --queue Q [--queue Q2 ...] [--delete]
  *   dlqb-bench depth   --url U --queue Q
+ *   dlqb-bench drain   --url U --queue Q --count N [--window W]
  *   dlqb-bench exec    -- COMMAND [ARGS...]
  *
  * publish prints "RESULT count=N seconds=S rate=R"; wait prints
  * "DONE epoch=E" (CLOCK_REALTIME seconds with nanoseconds) when the summed
  * ready depth of the --queue queues is at least N and every --empty queue
- * has no ready message; exec prints "EXEC seconds=S maxrss_kib=K status=X"
+ * has no ready message; drain consumes N messages with a prefetch of W,
+ * acking a quarter window at a time and publishing nothing (the queue's
+ * own delivery ceiling), and prints "RESULT count=N seconds=S rate=R";
+ * exec prints "EXEC seconds=S maxrss_kib=K status=X"
  * (ru_maxrss of the child, which on Linux is its VmHWM at exit). */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -276,6 +280,38 @@ static int cmd_depth(const options *o) {
   return 0;
 }
 
+static int cmd_drain(const options *o) {
+  if (o->nqueues != 1 || o->count <= 0) die("drain needs one --queue and --count");
+  long window = o->window > 1 ? o->window : 1000;
+  if (window > 65535) window = 65535;
+  amqp_connection_state_t conn = connect_url(o->url);
+  amqp_basic_qos(conn, CHANNEL, 0, (uint16_t)window, 0);
+  check_reply(amqp_get_rpc_reply(conn), "set prefetch");
+  double t0 = mono_s();
+  amqp_basic_consume(conn, CHANNEL, amqp_cstring_bytes(o->queues[0]), amqp_empty_bytes, 0, 0, 0,
+                     amqp_empty_table);
+  check_reply(amqp_get_rpc_reply(conn), "consume");
+  long got = 0, unacked = 0;
+  uint64_t last_tag = 0;
+  while (got < o->count) {
+    amqp_envelope_t env;
+    amqp_maybe_release_buffers(conn);
+    amqp_rpc_reply_t r = amqp_consume_message(conn, &env, NULL, 0);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) die("drain: consume failed after %ld messages", got);
+    last_tag = env.delivery_tag;
+    amqp_destroy_envelope(&env);
+    got++;
+    if (++unacked >= (window + 3) / 4 || got == o->count) {
+      if (amqp_basic_ack(conn, CHANNEL, last_tag, 1) != AMQP_STATUS_OK) die("drain: ack failed");
+      unacked = 0;
+    }
+  }
+  double secs = mono_s() - t0;
+  printf("RESULT count=%ld seconds=%.3f rate=%.0f\n", got, secs, (double)got / secs);
+  disconnect(conn);
+  return 0;
+}
+
 static int cmd_purge(const options *o) {
   amqp_connection_state_t conn = connect_url(o->url);
   for (int i = 0; i < o->nqueues; i++) {
@@ -323,7 +359,7 @@ static long num_arg(const char *flag, const char *v) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) die("usage: dlqb-bench publish|wait|purge|depth|exec ... (see the source header)");
+  if (argc < 2) die("usage: dlqb-bench publish|wait|purge|depth|drain|exec ... (see the source header)");
   const char *cmd = argv[1];
   if (strcmp(cmd, "exec") == 0) {
     int i = 2;
@@ -358,6 +394,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "wait") == 0) return cmd_wait(&o);
   if (strcmp(cmd, "purge") == 0) return cmd_purge(&o);
   if (strcmp(cmd, "depth") == 0) return cmd_depth(&o);
+  if (strcmp(cmd, "drain") == 0) return cmd_drain(&o);
   die("unknown command '%s'", cmd);
   return 1;
 }
