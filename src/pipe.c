@@ -508,11 +508,11 @@ static dlqb_status run_loop(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_erro
       if (p->h.on_tick != NULL) p->h.on_tick(p->h.ctx);
     }
 
-    /* Batch: hand the confirmed prefix to the audit trail once a quarter
-     * of the window is ready, or when the socket has nothing more for us
-     * right now; ack whatever the audit trail has made durable. While its
-     * log cannot be written nothing becomes durable: fail closed, the
-     * window fills and the broker waits. */
+    /* Batch: hand the confirmed prefix on once submit_batch entries are
+     * ready, or when the socket has nothing more for us right now; ack
+     * whatever the audit trail has made durable (without one, everything
+     * handed on). While its log cannot be written nothing becomes durable:
+     * fail closed, the window fills and the broker waits. */
     if (p->ready - p->submitted >= submit_batch(p) || head_durable(p)) {
       if ((st = flush_acks(p, err)) != DLQB_OK) return st;
     }
