@@ -11,7 +11,8 @@
 #   e) peak RSS (VmHWM) of the daemon and of replay;
 #   f) two daemons routing at once against one.
 # It prints a table with msg/s and the ratios against the targets. It is not
-# a test: nothing here passes or fails the build.
+# a test: nothing here passes or fails the build. bench/cluster.sh measures
+# f) on the reliability suite's three-node cluster instead.
 #
 # usage: bench/run.sh [--messages N] [--rounds R] [--window W] [--port P]
 #                     [--full] [--no-build] [--bridge PATH]
@@ -20,7 +21,8 @@
 #                 (default 3; the machine is shared and noisy)
 #   --window W    publishes in flight for the pipelined publish (default 512)
 #   --port P      AMQP port of the private node; it also takes P+1..P+4
-#                 (default 45672)
+#                 (default 26672: below Linux's ephemeral ports, so no
+#                 client socket holds one of them)
 #   --full        also replay and route 200,000 messages to show RSS is flat
 #   --no-build    use the binaries already in build-bench/
 #   --bridge PATH measure this dlq-bridge binary instead of build-bench's
@@ -32,8 +34,9 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
+me=bench/run.sh
 
-messages=50000 rounds=3 window=512 port=45672 full=0 build=1 bridge=""
+messages=50000 rounds=3 window=512 port=26672 full=0 build=1 bridge=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --messages) messages=${2:?--messages needs a value}; shift 2 ;;
@@ -43,13 +46,17 @@ while [ $# -gt 0 ]; do
     --full) full=1; shift ;;
     --no-build) build=0; shift ;;
     --bridge) bridge=${2:?--bridge needs a value}; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see bench/run.sh --help)" >&2; exit 2 ;;
     esac
 done
 
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
+
 bdir=$root/build-bench
 node_dir=$bdir/broker
+node_dirs=("$node_dir")
 work=$bdir/bench-run
 bin=${bridge:-$bdir/dlq-bridge}
 tool=$bdir/bench/dlqb-bench
@@ -57,36 +64,13 @@ url="amqp://guest:guest@127.0.0.1:$port/%2f"
 mgmt="http://127.0.0.1:$((port + 1))"
 full_n=200000
 
-log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
-fail() { printf 'bench/run.sh: %s\n' "$*" >&2; exit 1; }
-
 # ---- build and broker ----------------------------------------------------
 
-if [ "$build" = 1 ]; then
-    log "building $bdir"
-    cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_BENCH=ON \
-        -DDLQB_BROKER_TESTS=OFF >/dev/null || fail "cmake configure failed"
-    cmake --build "$bdir" -j2 --target dlq-bridge dlqb-bench >/dev/null || fail "build failed"
-fi
-[ -x "$bin" ] && [ -x "$tool" ] || fail "no binaries in $bdir (run without --no-build)"
-
-# Our node only: a node left by an interrupted run of this script is
-# stopped through its own pid file; anything else on the ports is someone
-# else's, and we refuse rather than measure (or disturb) it.
-scripts/broker-node.sh stop "$node_dir" >/dev/null 2>&1 || true
-for p in $port $((port + 1)) $((port + 2)) $((port + 3)) $((port + 4)); do
-    if ss -Htln "sport = :$p" | grep -q .; then
-        fail "port $p is in use by another process; choose a free range with --port"
-    fi
-done
+build_bench
+stop_nodes
+require_free_ports "$port" $((port + 1)) $((port + 2)) $((port + 3)) $((port + 4))
 rm -rf "$node_dir" "$work"
 mkdir -p "$work"
-cleanup() {
-    local pids
-    pids=$(jobs -p)
-    [ -n "$pids" ] && kill -TERM $pids 2>/dev/null
-    scripts/broker-node.sh stop "$node_dir" >/dev/null 2>&1 || true
-}
 trap cleanup EXIT
 log "starting a private broker on port $port ($node_dir)"
 scripts/broker-node.sh start "$node_dir" "$port" "dlqb-bench-$port" >/dev/null ||
@@ -98,38 +82,8 @@ export DLQ_BRIDGE_URL=$url DLQ_BRIDGE_RETRY_DELAYS=10m DLQ_BRIDGE_METRICS_ADDR=o
 unset DLQ_BRIDGE_AUDIT_LOG DLQ_BRIDGE_AUDIT_KEY_FILE DLQ_BRIDGE_PASSWORD_FILE
 "$bin" declare >/dev/null || fail "dlq-bridge declare failed"
 
-# ---- helpers ---------------------------------------------------------------
-
-now() { date +%s.%N; }
-# msg/s for count messages between two epoch times.
-rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.0f", n / (b - a) }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b; else print "n/a" }'; }
-median() { tr ' ' '\n' | awk 'NF' | sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
+# Helpers (rate, median, paired, preloads, route ...) are in bench/lib.sh.
 mib() { awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else printf "%.1f", k / 1024 }'; }
-
-purge_all() {
-    "$tool" purge --url "$url" --queue dsr.work --queue dsr.failed --queue dsr.retry.10m \
-        --queue dsr.dlq.manual --queue compliance_review
-}
-preload_dlq() { "$tool" publish --url "$url" --routing-key dsr.dlq.manual --kind dlq --count "$1" --window "$window" >/dev/null; }
-preload_failed() { "$tool" publish --url "$url" --exchange dsr.dlx --routing-key "" --kind failed --count "$1" --window "$window" >/dev/null; }
-wait_for() { "$tool" wait --url "$url" --timeout-ms 900000 "$@" | field epoch; }
-
-# Starts a daemon (extra env as NAME=VALUE arguments) as a child of this
-# shell, so that stop_daemon can wait for it; its pid goes to last_pid.
-start_daemon() {
-    local logf=$1
-    shift
-    env "$@" "$bin" run --no-declare >"$logf" 2>&1 &
-    last_pid=$!
-}
-# SIGTERMs a daemon and waits until it has finished its in-flight work.
-stop_daemon() {
-    kill -TERM "$1" 2>/dev/null || true
-    wait "$1" 2>/dev/null || true
-}
-hwm_kib() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }
 
 # ---- a) raw publish with confirms ---------------------------------------
 
@@ -192,35 +146,8 @@ done
 
 # ---- d) routing, audit off and on; f) two daemons ----------------------
 
-# Routes n preloaded failures with `daemons` daemons; sets d_rate and d_rss
-# (the largest VmHWM among them, read just before they are stopped).
-route() {
-    local n=$1 daemons=$2 tag=$3
-    shift 3
-    local pids="" t0 t1 p
-    preload_failed "$n"
-    t0=$(now)
-    for i in $(seq 1 "$daemons"); do
-        start_daemon "$work/daemon-$tag-$i.log" DLQ_BRIDGE_INSTANCE="bench-$tag-$i" "$@"
-        pids="$pids $last_pid"
-    done
-    t1=$(wait_for --queue dsr.retry.10m --queue dsr.dlq.manual --at-least "$n" --empty dsr.failed)
-    d_rate=$(rate "$n" "$t0" "$t1")
-    d_rss=0
-    for p in $pids; do
-        local h
-        h=$(hwm_kib "$p")
-        [ -n "$h" ] && [ "$h" -gt "$d_rss" ] && d_rss=$h
-    done
-    local s0
-    s0=$(now)
-    for p in $pids; do stop_daemon "$p"; done
-    d_stop=$(awk -v a="$s0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
-    if grep -q drain_timeout "$work"/daemon-"$tag"-*.log; then
-        log "warning: a daemon hit its drain timeout on SIGTERM (see $work/daemon-$tag-*.log)"
-    fi
-    purge_all
-}
+# route (bench/lib.sh) preloads n failures, routes them with 1 or 2 daemons
+# and sets d_rate, d_rss and d_stop.
 
 audit_key=$work/audit.key
 audit_log=$work/audit.log
@@ -295,19 +222,7 @@ printf '| %-58s | %12s |\n' "routing, 1 daemon, audit on" "$([ -n "$route_on" ] 
 printf '| %-58s | %12s |\n' "routing, 2 daemons at once (combined)" "$two"
 [ -n "$route_full" ] && printf '| %-58s | %12s |\n' "routing, 1 daemon, $full_n failures" "$route_full"
 
-# Ratios pair the measurements of one round (taken minutes apart at most,
-# under the same background load) and report the median of those.
-paired() {
-    local -a a b
-    read -r -a a <<<"$1"
-    read -r -a b <<<"$2"
-    local out="" i
-    for i in "${!a[@]}"; do
-        [ -n "${b[$i]:-}" ] && out="$out $(ratio "${a[$i]}" "${b[$i]}")"
-    done
-    echo "$out" | tr ' ' '\n' | awk 'NF && $1 != "n/a"' | sort -n |
-        awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+# Ratios pair the measurements of one round (paired, bench/lib.sh).
 r_replay=$(paired "$replay_rates" "$shovel_rates")
 r_route=$(paired "$route_off" "$shovel_rates")
 r_audit=$(paired "$route_on" "$route_off")
