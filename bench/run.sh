@@ -5,10 +5,12 @@
 #      queue, confirms awaited one by one and with a window in flight;
 #   b) a dynamic shovel (ack-mode on-confirm) moving N messages from
 #      dsr.dlq.manual (classic) to dsr.work (quorum): the queues replay uses;
-#   c) `dlq-bridge replay --all` of the same N messages (if the command exists);
+#   c) `dlq-bridge replay --all` of the same N messages (if the command exists),
+#      and the DLQ drained by a consumer that publishes nothing: the
+#      classic queue's own delivery ceiling;
 #   d) the daemon routing N failures from dsr.failed to the retry queue,
 #      with the audit trail off and on (if the audit module writes records);
-#   e) peak RSS (VmHWM) of the daemon and of replay;
+#   e) peak RSS (VmHWM) of the daemon (audit off and on) and of replay;
 #   f) two daemons routing at once against one.
 # It prints a table with msg/s and the ratios against the targets. It is not
 # a test: nothing here passes or fails the build. bench/cluster.sh measures
@@ -103,7 +105,7 @@ purge_all
 
 # ---- b) shovel, c) replay --------------------------------------------------
 
-shovel_rates="" replay_rates="" replay_rss=""
+shovel_rates="" replay_rates="" replay_rss="" drain_rates=""
 replay_state="not available (no 'dlq-bridge replay' command in this build)"
 if "$bin" replay --help >/dev/null 2>&1; then replay_state=ok; fi
 shovel_body='{"value":{"src-protocol":"amqp091","src-uri":"amqp:///%2F","src-queue":"dsr.dlq.manual","src-prefetch-count":1000,"src-delete-after":"queue-length","dest-protocol":"amqp091","dest-uri":"amqp:///%2F","dest-queue":"dsr.work","dest-add-forward-headers":false,"ack-mode":"on-confirm"}}'
@@ -142,6 +144,12 @@ for round in $(seq 1 "$rounds"); do
         fi
         purge_all
     fi
+
+    log "c) round $round: drain $messages messages from dsr.dlq.manual, publishing nothing"
+    preload_dlq "$messages"
+    drain_rates="$drain_rates $("$tool" drain --url "$url" --queue dsr.dlq.manual \
+        --count "$messages" --window 5000 | field rate)"
+    purge_all
 done
 
 # ---- d) routing, audit off and on; f) two daemons ----------------------
@@ -152,7 +160,7 @@ done
 audit_key=$work/audit.key
 audit_log=$work/audit.log
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$audit_key" && echo >>"$audit_key")
-route_off="" route_on="" route_two="" daemon_rss="" stop_off="" audit_state=ok
+route_off="" route_on="" route_two="" daemon_rss="" daemon_on_rss="" stop_off="" audit_state=ok
 for round in $(seq 1 "$rounds"); do
     log "d) round $round: route $messages failures, audit off"
     route "$messages" 1 off
@@ -168,6 +176,7 @@ for round in $(seq 1 "$rounds"); do
             audit_state="not available (the daemon wrote $records audit records for $messages hops)"
         else
             route_on="$route_on $d_rate"
+            daemon_on_rss=$d_rss
         fi
     fi
 
@@ -198,6 +207,7 @@ replay=$(echo "$replay_rates" | median)
 off=$(echo "$route_off" | median)
 on=$(echo "$route_on" | median)
 two=$(echo "$route_two" | median)
+drain=$(echo "$drain_rates" | median)
 
 verdict() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "n/a"; else if (r + 0 >= t) print "met"; else print "MISSED" }'; }
 rss_verdict() { awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else if (k < 32768) print "met"; else print "MISSED" }'; }
@@ -217,6 +227,7 @@ printf '| %-58s | %12s |\n' "publish, $window in flight, classic (dsr.dlq.manual
 printf '| %-58s | %12s |\n' "shovel dsr.dlq.manual -> dsr.work (UI 'Move messages')" "$shovel"
 printf '| %-58s | %12s |\n' "replay --all dsr.dlq.manual -> dsr.work" \
     "$([ -n "$replay_rates" ] && echo "$replay" || echo n/a)"
+printf '| %-58s | %12s |\n' "drain dsr.dlq.manual, nothing published (its ceiling)" "$drain"
 printf '| %-58s | %12s |\n' "routing, 1 daemon, audit off (dsr.failed -> retry)" "$off"
 printf '| %-58s | %12s |\n' "routing, 1 daemon, audit on" "$([ -n "$route_on" ] && echo "$on" || echo n/a)"
 printf '| %-58s | %12s |\n' "routing, 2 daemons at once (combined)" "$two"
@@ -233,17 +244,19 @@ printf '| %-34s | %6s | %7s | %-7s |\n' "replay / shovel" "$r_replay" ">= 1.3" "
 printf '| %-34s | %6s | %7s | %-7s |\n' "routing / shovel" "$r_route" ">= 1.0" "$(verdict "$r_route" 1.0)"
 printf '| %-34s | %6s | %7s | %-7s |\n' "audit on / audit off" "$r_audit" ">= 0.8" "$(verdict "$r_audit" 0.8)"
 printf '| %-34s | %6s | %7s | %-7s |\n' "two daemons / one daemon" "$r_two" "-" "-"
+printf '| %-34s | %6s | %7s | %-7s |\n' "replay / drain" "$(paired "$replay_rates" "$drain_rates")" "-" "-"
 printf '| %-34s | %6s | %7s | %-7s |\n' "publish window / one by one" "$(ratio "$pub_window" "$pub_single")" "-" "-"
 
 printf '\n| %-40s | %9s | %-7s |\n' "peak RSS (VmHWM)" "MiB" "< 32"
 printf '| %-40s | %9s | %-7s |\n' "----------------------------------------" "--------:" "-------"
 printf '| %-40s | %9s | %-7s |\n' "daemon, $messages failures" "$(mib "$daemon_rss")" "$(rss_verdict "$daemon_rss")"
+[ -n "$daemon_on_rss" ] && printf '| %-40s | %9s | %-7s |\n' "daemon, audit on, $messages failures" "$(mib "$daemon_on_rss")" "$(rss_verdict "$daemon_on_rss")"
 [ -n "$daemon_full_rss" ] && printf '| %-40s | %9s | %-7s |\n' "daemon, $full_n failures" "$(mib "$daemon_full_rss")" "$(rss_verdict "$daemon_full_rss")"
 printf '| %-40s | %9s | %-7s |\n' "replay, $messages messages" "$(mib "$replay_rss")" "$(rss_verdict "$replay_rss")"
 [ "$full" = 1 ] && printf '| %-40s | %9s | %-7s |\n' "replay, $full_n messages" "$(mib "$replay_full_rss")" "$(rss_verdict "$replay_full_rss")"
 
 printf '\nreplay: %s\naudit: %s\n' "$replay_state" "$audit_state"
-printf 'per round (msg/s): shovel%s | replay%s | routing off%s | on%s | two%s\n' \
-    "$shovel_rates" "${replay_rates:- -}" "$route_off" "${route_on:- -}" "$route_two"
+printf 'per round (msg/s): shovel%s | replay%s | drain%s | routing off%s | on%s | two%s\n' \
+    "$shovel_rates" "${replay_rates:- -}" "$drain_rates" "$route_off" "${route_on:- -}" "$route_two"
 printf 'daemon shutdown after SIGTERM (s):%s\n' "$stop_off"
 printf 'logs: %s\n' "$work"
