@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --port) port=${2:?--port needs a value}; shift 2 ;;
     --no-build) build=0; shift ;;
     --bridge) bridge=${2:?--bridge needs a value}; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "cluster.sh: unknown argument '$1' (see bench/cluster.sh --help)" >&2; exit 2 ;;
     esac
 done

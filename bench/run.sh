@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
     --full) full=1; shift ;;
     --no-build) build=0; shift ;;
     --bridge) bridge=${2:?--bridge needs a value}; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see bench/run.sh --help)" >&2; exit 2 ;;
     esac
 done
