@@ -1,9 +1,11 @@
 /* The per-test fixture and the conservation flow: see flow.h. */
 #include "flow.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- fixture ---------------------------------------------------------- */
 
@@ -134,6 +136,37 @@ int64_t fx_attempt(const th_msg *m) {
   int64_t n = 0;
   if (th_msg_find(m, "attempt") == NULL) return 0;
   return th_msg_int(m, "attempt", &n) ? n : -1;
+}
+
+/* ---- an audit trail for the bridges ------------------------------------ */
+
+int fx_audit_init(fx_audit *a) {
+  memset(a, 0, sizeof *a);
+  snprintf(a->dir, sizeof a->dir, "/tmp/dlqb-broker-audit-XXXXXX");
+  if (mkdtemp(a->dir) == NULL) return -1;
+  if (!th_fmt(a->key, sizeof a->key, "%s/audit.key", a->dir) ||
+      !th_fmt(a->log, sizeof a->log, "%s/audit.log", a->dir) ||
+      !th_fmt(a->env_log, sizeof a->env_log, "DLQ_BRIDGE_AUDIT_LOG=%s", a->log) ||
+      !th_fmt(a->env_key, sizeof a->env_key, "DLQ_BRIDGE_AUDIT_KEY_FILE=%s", a->key))
+    return -1;
+  int fd = open(a->key, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return -1;
+  static const char key[] = "9f2c4b7e1a8d3f6c0b5e9a2d7c4f1e8b\n";
+  ssize_t w = write(fd, key, sizeof key - 1);
+  close(fd);
+  return w == (ssize_t)(sizeof key - 1) ? 0 : -1;
+}
+
+void fx_audit_remove(const fx_audit *a) {
+  char cmd[128];
+  if (a->dir[0] != '\0' && th_fmt(cmd, sizeof cmd, "rm -rf '%s'", a->dir))
+    (void)!system(cmd);
+}
+
+int fx_audit_verify(const fx_audit *a, th_result *r) {
+  const char *const args[] = {"audit", "verify", a->log, NULL};
+  const char *const env[] = {a->env_key, NULL};
+  return th_run_bridge(args, NULL, env, 30000, r);
 }
 
 /* ---- the conservation flow -------------------------------------------- */

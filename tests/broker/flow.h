@@ -90,6 +90,26 @@ int fx_take(fx_case *t, const char *queue, th_msg *out, int timeout_ms);
 /* The attempt header, 0 when absent, -1 when present but not an integer. */
 int64_t fx_attempt(const th_msg *m);
 
+/* ---- an audit trail for the bridges ------------------------------------ */
+
+/* A scratch directory holding a key (mode 0600) and the log's path;
+ * env_log and env_key are the bridge environment entries that use them. */
+typedef struct {
+  char dir[64];
+  char key[128], log[128];
+  char env_log[192], env_key[192];
+} fx_audit;
+
+/* Creates it; 0 on success. */
+int fx_audit_init(fx_audit *a);
+
+/* Removes the directory and everything in it. */
+void fx_audit_remove(const fx_audit *a);
+
+/* Runs `dlq-bridge audit verify LOG` (the log, its rotated files and its
+ * seal). Returns th_run_bridge's result; r->exit_code 0 = intact. */
+int fx_audit_verify(const fx_audit *a, th_result *r);
+
 /* ---- the conservation flow -------------------------------------------- */
 
 typedef struct flow_result flow_result;

@@ -19,40 +19,28 @@
 
 #define WAIT_MS 20000
 #define HOLD_MS 2500 /* how long "nothing is acked" is watched: five retries */
-#define CMD_TIMEOUT_MS 30000
 
-/* A scratch directory with a key, and the bridge environment using it. */
+/* The fixture's audit trail (flow.h), the real file's place while the log
+ * is on a full disk, and the bridge environment using it. */
 typedef struct {
-  char dir[64];
-  char key[128], log[128], saved[160];
-  char env_log[192], env_key[192];
+  fx_audit a;
+  const char *dir, *log;
+  char saved[160];
   const char *env[8];
 } audit_dir;
 
 static void audit_dir_init(audit_dir *d) {
-  snprintf(d->dir, sizeof d->dir, "/tmp/dlqb-broker-audit-XXXXXX");
-  assert_non_null(mkdtemp(d->dir));
-  snprintf(d->key, sizeof d->key, "%s/audit.key", d->dir);
-  snprintf(d->log, sizeof d->log, "%s/audit.log", d->dir);
-  snprintf(d->saved, sizeof d->saved, "%s/audit.log.saved", d->dir);
-  int fd = open(d->key, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  assert_true(fd >= 0);
-  static const char key[] = "9f2c4b7e1a8d3f6c0b5e9a2d7c4f1e8b\n";
-  assert_int_equal(write(fd, key, sizeof key - 1), (ssize_t)(sizeof key - 1));
-  close(fd);
-  snprintf(d->env_log, sizeof d->env_log, "DLQ_BRIDGE_AUDIT_LOG=%s", d->log);
-  snprintf(d->env_key, sizeof d->env_key, "DLQ_BRIDGE_AUDIT_KEY_FILE=%s", d->key);
-  d->env[0] = d->env_log;
-  d->env[1] = d->env_key;
+  assert_int_equal(fx_audit_init(&d->a), 0);
+  d->dir = d->a.dir;
+  d->log = d->a.log;
+  assert_true(th_fmt(d->saved, sizeof d->saved, "%s/audit.log.saved", d->dir));
+  d->env[0] = d->a.env_log;
+  d->env[1] = d->a.env_key;
   d->env[2] = "DLQ_BRIDGE_MAX_ATTEMPTS=1"; /* every failure goes to the DLQ */
   d->env[3] = NULL;
 }
 
-static void audit_dir_remove(const audit_dir *d) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
-  assert_int_equal(system(cmd), 0);
-}
+static void audit_dir_remove(const audit_dir *d) { fx_audit_remove(&d->a); }
 
 /* The log's path becomes a full disk; the real file is kept aside. */
 static void disk_full(audit_dir *d) {
@@ -143,10 +131,8 @@ static bool wait_unacked(const fx_case *t, const char *queue, long want) {
 }
 
 static void expect_verified(fx_case *t, const audit_dir *d, const char *want) {
-  const char *const args[] = {"audit", "verify", d->log, NULL};
-  const char *const env[] = {d->env_key, NULL};
   th_result r;
-  assert_int_equal(th_run_bridge(args, NULL, env, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(fx_audit_verify(&d->a, &r), 0);
   printf("audit verify: exit %d\n%s%s", r.exit_code, r.out, r.err);
   FX_CHECK(t, r.exit_code == 0);
   assert_non_null(strstr(r.out, want));

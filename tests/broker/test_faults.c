@@ -1,7 +1,8 @@
 /* Faults in the middle of a flow, each ending in the conservation check of
  * flow.c (every task completed or in exactly one queue; lost must be 0;
  * duplicates are counted and printed):
- *   - the bridge is SIGKILLed again and again and restarted each time;
+ *   - the bridge is SIGKILLed again and again and restarted each time,
+ *     with the audit trail on: `audit verify` must still find it intact;
  *   - a TCP proxy between bridge and broker is cut, plain and while it
  *     swallows everything the broker sends (so publishes are in the broker
  *     but their confirms never reach the bridge);
@@ -36,10 +37,12 @@ static bool long_run(void) {
 
 static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
 
-/* Restarts bridge i with the environment flow_run gave it plus extra. */
-static int restart_bridge(fx_case *t, int i, const char *extra) {
-  const char *env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS,
-                       "DLQ_BRIDGE_RETRY_JITTER=0", "DLQ_BRIDGE_MAX_ATTEMPTS=3", extra, NULL};
+/* Restarts bridge i with the environment flow_run gave it plus extra (up
+ * to three entries, NULL-terminated; NULL for none). */
+static int restart_bridge(fx_case *t, int i, const char *const *extra) {
+  const char *env[8] = {"DLQ_BRIDGE_METRICS_ADDR=off", "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS,
+                        "DLQ_BRIDGE_RETRY_JITTER=0", "DLQ_BRIDGE_MAX_ATTEMPTS=3"};
+  for (int n = 4, j = 0; extra != NULL && extra[j] != NULL && n < 7; j++) env[n++] = extra[j];
   char tag[32];
   snprintf(tag, sizeof tag, "bridge%d-again", i + 1);
   return th_bridge_start(&t->bridges[i], &t->vhost, env, tag);
@@ -64,6 +67,7 @@ static void check_conservation(fx_case *t, const char *label, const flow_opts *o
 typedef struct {
   int kills, max_kills, every; /* kill after every `every` acks */
   int next_at;
+  const char *const *env; /* the bridge's extra environment */
 } kill_state;
 
 static int kill_fault(fx_case *t, void *arg, const flow_result *r) {
@@ -74,7 +78,7 @@ static int kill_fault(fx_case *t, void *arg, const flow_result *r) {
   th_bridge_kill(&t->bridges[0]);
   k->kills++;
   k->next_at = r->acks + k->every;
-  return restart_bridge(t, 0, NULL);
+  return restart_bridge(t, 0, k->env);
 }
 
 static void test_bridge_sigkill_repeatedly(void **state) {
@@ -82,7 +86,13 @@ static void test_bridge_sigkill_repeatedly(void **state) {
   bool lng = long_run();
   flow_opts o = {.tasks = lng ? 2000 : 320, .bridges = 1, .retry_delays = DELAYS,
                  .timeout_ms = lng ? 900000 : 150000};
-  kill_state k = {.max_kills = lng ? 40 : 6};
+  /* With the audit trail on, a kill lands mid-batch in the writer too: a
+   * record half written, a batch written but not synced or sealed. */
+  fx_audit audit;
+  assert_int_equal(fx_audit_init(&audit), 0);
+  const char *const env[] = {audit.env_log, audit.env_key, NULL};
+  o.bridge_env = env;
+  kill_state k = {.max_kills = lng ? 40 : 6, .env = env};
   /* Faults are paced by worker acks, and only the tasks that complete are
    * acked (about 80 % of the mix): pace on three quarters of the tasks so
    * that every planned fault lands before the flow settles. */
@@ -95,6 +105,11 @@ static void test_bridge_sigkill_repeatedly(void **state) {
   printf("sigkill: %d kills\n", k.kills);
   check_conservation(t, "sigkill", &o, &r);
   assert_int_equal(k.kills, k.max_kills);
+  th_result v;
+  assert_int_equal(fx_audit_verify(&audit, &v), 0);
+  printf("audit verify: exit %d\n%s%s", v.exit_code, v.out, v.err);
+  FX_CHECK(t, v.exit_code == 0);
+  fx_audit_remove(&audit);
 }
 
 /* ---- a TCP proxy the test controls -------------------------------------- */
@@ -317,6 +332,7 @@ static void test_broker_memory_alarm(void **state) {
 
 typedef struct {
   proxy_state px;
+  fx_audit audit; /* both bridges write one audit trail, verified at the end */
   int64_t started, next_sample, next_kill, next_cut;
   int kills, cuts, samples;
   long rss_first, rss_max, rss_last;
@@ -354,7 +370,8 @@ static int soak_fault(fx_case *t, void *arg, const flow_result *r) {
     char url[TH_URL_MAX + 32];
     snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", s->px.port,
              t->vhost.name);
-    if (restart_bridge(t, 1, url) != 0) return -1;
+    const char *const env[] = {url, s->audit.env_log, s->audit.env_key, NULL};
+    if (restart_bridge(t, 1, env) != 0) return -1;
     s->kills++;
     s->next_kill = now + 60000;
   }
@@ -382,10 +399,11 @@ static void test_soak(void **state) {
   int minutes = m != NULL ? atoi(m) : 60, per_round = n != NULL ? atoi(n) : 20000;
   soak_state s = {.px = {.broker_port = th_env_get()->amqp_port}};
   assert_int_equal(proxy_start(&s.px), 0);
+  assert_int_equal(fx_audit_init(&s.audit), 0);
   char url[TH_URL_MAX + 32];
   snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", s.px.port,
            t->vhost.name);
-  const char *extra[] = {url, NULL};
+  const char *extra[] = {url, s.audit.env_log, s.audit.env_key, NULL};
   s.started = th_now_ms();
   s.next_kill = s.started + 60000;
   s.next_cut = s.started + 90000;
@@ -419,8 +437,13 @@ static void test_soak(void **state) {
          "duplicates=%d\n",
          (long long)((th_now_ms() - s.started) / 1000), rounds, tasks, completed, dlq, s.kills,
          s.cuts, s.rss_first, s.rss_max, s.rss_last, lost, dups);
+  th_result v;
+  assert_int_equal(fx_audit_verify(&s.audit, &v), 0);
+  printf("soak: audit verify exit %d\n%s%s", v.exit_code, v.out, v.err);
   assert_true(settled);
   assert_int_equal(lost, 0);
+  assert_int_equal(v.exit_code, 0);
+  fx_audit_remove(&s.audit);
 }
 #endif
 
