@@ -163,6 +163,20 @@ void fx_audit_remove(const fx_audit *a) {
     (void)!system(cmd);
 }
 
+int fx_count_in_file(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  char *line = NULL;
+  size_t cap = 0;
+  int n = 0;
+  /* Needles never span lines (records and log lines are one line each). */
+  while (getline(&line, &cap, f) >= 0)
+    for (const char *p = line; (p = strstr(p, needle)) != NULL; p++) n++;
+  free(line);
+  fclose(f);
+  return n;
+}
+
 int fx_audit_verify(const fx_audit *a, th_result *r) {
   const char *const args[] = {"audit", "verify", a->log, NULL};
   const char *const env[] = {a->env_key, NULL};

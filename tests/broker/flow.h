@@ -106,6 +106,9 @@ int fx_audit_init(fx_audit *a);
 /* Removes the directory and everything in it. */
 void fx_audit_remove(const fx_audit *a);
 
+/* How many times needle occurs in the file at path (0 when unreadable). */
+int fx_count_in_file(const char *path, const char *needle);
+
 /* Runs `dlq-bridge audit verify LOG` (the log, its rotated files and its
  * seal). Returns th_run_bridge's result; r->exit_code 0 = intact. */
 int fx_audit_verify(const fx_audit *a, th_result *r);

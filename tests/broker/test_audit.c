@@ -53,28 +53,6 @@ static void disk_back(audit_dir *d) {
   assert_int_equal(rename(d->saved, d->log), 0);
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&buf, &len);
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, n, mem);
-  fclose(mem);
-  fclose(f);
-  return buf;
-}
-
-static int count_of(const char *path, const char *needle) {
-  char *text = slurp(path);
-  int n = 0;
-  for (const char *p = text; p != NULL && (p = strstr(p, needle)) != NULL; p++) n++;
-  free(text);
-  return n;
-}
-
 typedef struct {
   const char *path;
   const char *needle;
@@ -83,7 +61,7 @@ typedef struct {
 
 static bool count_reached(void *arg) {
   count_wait *c = arg;
-  return count_of(c->path, c->needle) >= c->want;
+  return fx_count_in_file(c->path, c->needle) >= c->want;
 }
 
 static bool wait_count(const char *path, const char *needle, int want) {
@@ -162,8 +140,8 @@ static void test_unwritable_log_holds_acks_then_resumes(void **state) {
   FX_CHECK(t, th_bridge_running(b));
   FX_CHECK(t, wait_count(b->log_path, "audit_failing", 1));
   /* Said once, not every 500 ms. */
-  assert_int_equal(count_of(b->log_path, "audit_failing"), 1);
-  assert_int_equal(count_of(d.saved, "\"event\":\"dead_lettered\""), 3);
+  assert_int_equal(fx_count_in_file(b->log_path, "audit_failing"), 1);
+  assert_int_equal(fx_count_in_file(d.saved, "\"event\":\"dead_lettered\""), 3);
 
   /* Writable again: it resumes by itself and acks everything. */
   disk_back(&d);
@@ -172,12 +150,12 @@ static void test_unwritable_log_holds_acks_then_resumes(void **state) {
   FX_CHECK(t, wait_unacked(t, "dsr.failed", 0));
   assert_int_equal(th_queue_depth(t->conn, "dsr.failed"), 0);
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 8);
-  assert_int_equal(count_of(b->log_path, "audit_recovered"), 1);
+  assert_int_equal(fx_count_in_file(b->log_path, "audit_recovered"), 1);
   /* Each hop recorded exactly once. */
   for (int i = 0; i < 5; i++) {
     char needle[64];
     snprintf(needle, sizeof needle, "\"request_id\":\"during-%d\"", i);
-    assert_int_equal(count_of(d.log, needle), 1);
+    assert_int_equal(fx_count_in_file(d.log, needle), 1);
   }
   assert_int_equal(fx_stop_bridges(t), 0);
   /* Every writer of the bridge (the router, and any other thread with its
@@ -215,7 +193,7 @@ static void test_crash_while_unwritable_loses_nothing(void **state) {
   /* The killed bridge's chains stay open (it never closed them); the
    * verifier accepts that: an open chain is a crash, not tampering. */
   expect_verified(t, &d, "audit log intact");
-  assert_int_equal(count_of(d.log, "\"event\":\"dead_lettered\""), 4);
+  assert_int_equal(fx_count_in_file(d.log, "\"event\":\"dead_lettered\""), 4);
   audit_dir_remove(&d);
 }
 

@@ -105,14 +105,15 @@ static void fill_fixed(fx_case *t) {
   pub_dlq(t, "b2", "billing", "gdpr_art_17", "rejected by worker: upstream 503", now - 1800000);
 }
 
-/* Runs replay with one filter on the fixed DLQ and checks what moved and
- * what stayed (in order). */
-static void replay_filter_case(fx_case *t, const char *flag, const char *value,
-                               const char *const *moved, const char *const *stayed) {
+/* Runs replay with one filter on the fixed DLQ (with env, the audit
+ * trail's) and checks what moved and what stayed (in order). */
+static void replay_filter_case(fx_case *t, const char *const *env, const char *flag,
+                               const char *value, const char *const *moved,
+                               const char *const *stayed) {
   fill_fixed(t);
   const char *args[] = {"replay", flag, value, "--actor", "tester", NULL};
   th_result r;
-  run(t, args, NULL, &r);
+  run(t, args, env, &r);
   assert_int_equal(r.exit_code, 0);
   id_t_ ids[16];
   int n = drain(t, "dsr.work", ids, 16);
@@ -121,21 +122,34 @@ static void replay_filter_case(fx_case *t, const char *flag, const char *value,
   expect_ids(ids, n, stayed);
 }
 
+/* With the audit trail on, so that held (unselected) items and the
+ * writer's tickets meet: only the moved items are recorded, each once. */
 static void test_replay_each_filter(void **state) {
   fx_case *t = *state;
   declare(t);
-  replay_filter_case(t, "--request-id", "b1", (const char *[]){"b1", NULL},
+  fx_audit audit;
+  assert_int_equal(fx_audit_init(&audit), 0);
+  const char *const env[] = {audit.env_log, audit.env_key, NULL};
+  replay_filter_case(t, env, "--request-id", "b1", (const char *[]){"b1", NULL},
                      (const char *[]){"a1", "a2", "b2", NULL});
-  replay_filter_case(t, "--source-system", "crm", (const char *[]){"a1", "a2", NULL},
+  replay_filter_case(t, env, "--source-system", "crm", (const char *[]){"a1", "a2", NULL},
                      (const char *[]){"b1", "b2", NULL});
-  replay_filter_case(t, "--legal-basis", "gdpr_art_17", (const char *[]){"a1", "b2", NULL},
+  replay_filter_case(t, env, "--legal-basis", "gdpr_art_17", (const char *[]){"a1", "b2", NULL},
                      (const char *[]){"b1", "a2", NULL});
-  replay_filter_case(t, "--reason", "upstream 503", (const char *[]){"a1", "b2", NULL},
+  replay_filter_case(t, env, "--reason", "upstream 503", (const char *[]){"a1", "b2", NULL},
                      (const char *[]){"b1", "a2", NULL});
-  replay_filter_case(t, "--older-than", "1h", (const char *[]){"a1", "a2", NULL},
+  replay_filter_case(t, env, "--older-than", "1h", (const char *[]){"a1", "a2", NULL},
                      (const char *[]){"b1", "b2", NULL});
-  replay_filter_case(t, "--newer-than", "1h", (const char *[]){"b1", "b2", NULL},
+  replay_filter_case(t, env, "--newer-than", "1h", (const char *[]){"b1", "b2", NULL},
                      (const char *[]){"a1", "a2", NULL});
+  /* 1 + 2 + 2 + 2 + 2 + 2 moves, by six writers, each ended cleanly. */
+  assert_int_equal(fx_count_in_file(audit.log, "\"event\":\"replayed\""), 11);
+  assert_int_equal(fx_count_in_file(audit.log, "\"event\":\"chain_end\""), 6);
+  th_result v;
+  assert_int_equal(fx_audit_verify(&audit, &v), 0);
+  printf("audit verify: exit %d\n%s%s", v.exit_code, v.out, v.err);
+  assert_int_equal(v.exit_code, 0);
+  fx_audit_remove(&audit);
 }
 
 static void test_replay_rewrites_envelope(void **state) {
