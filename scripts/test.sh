@@ -5,10 +5,13 @@
 # the unit tests and then the broker tests (each build starts its own private
 # RabbitMQ node, on ports 31672.. and 30672.., so the two never collide).
 #
-# Then the libFuzzer targets get a bounded run each in build-fuzz/ (clang).
+# Then the unit tests run once more under ThreadSanitizer in build-tsan/
+# (clang; the audit writer, the escalator and the metrics server are
+# threads), and the libFuzzer targets get a bounded run each in build-fuzz/
+# (clang).
 #
 # usage: scripts/test.sh [--quick] [--long]
-#   --quick  skips the sanitizer and fuzz builds
+#   --quick  skips the sanitizer, thread-sanitizer and fuzz builds
 #   --long   also runs the long fault tests (label "long": a three-node
 #            cluster losing a node, and every fault test longer, with
 #            DLQB_TEST_LONG=1); adds about 10 minutes per build
@@ -23,7 +26,7 @@ for arg in "$@"; do
     case "$arg" in
     --quick) quick=1 ;;
     --long) long=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (usage: scripts/test.sh [--quick] [--long])" >&2; exit 2 ;;
     esac
 done
@@ -77,6 +80,14 @@ else
     export ASAN_OPTIONS=detect_leaks=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     build_and_test build-asan 30672 -DDLQB_SANITIZE=ON
+    step "configure build-tsan"
+    CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_TSAN=ON \
+        -DDLQB_BROKER_TESTS=OFF || fail "cmake configure of build-tsan"
+    step "build build-tsan"
+    cmake --build build-tsan -j2 || fail "build of build-tsan"
+    step "unit tests (build-tsan)"
+    TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j2 -L unit ||
+        fail "unit tests under ThreadSanitizer in build-tsan"
 
     # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
     # (seeds and every past finding) first. They need clang.

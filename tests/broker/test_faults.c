@@ -29,6 +29,7 @@
 #include "flow.h"
 
 #define DELAYS "100ms,200ms"
+#define DELAYS_ENV "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS
 
 static bool long_run(void) {
   const char *v = getenv("DLQB_TEST_LONG");
@@ -40,7 +41,7 @@ static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
 /* Restarts bridge i with the environment flow_run gave it plus extra (up
  * to three entries, NULL-terminated; NULL for none). */
 static int restart_bridge(fx_case *t, int i, const char *const *extra) {
-  const char *env[8] = {"DLQ_BRIDGE_METRICS_ADDR=off", "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS,
+  const char *env[8] = {"DLQ_BRIDGE_METRICS_ADDR=off", DELAYS_ENV,
                         "DLQ_BRIDGE_RETRY_JITTER=0", "DLQ_BRIDGE_MAX_ATTEMPTS=3"};
   for (int n = 4, j = 0; extra != NULL && extra[j] != NULL && n < 7; j++) env[n++] = extra[j];
   char tag[32];
