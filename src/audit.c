@@ -48,7 +48,7 @@
 struct dlqb_audit {
   char path[DLQB_CONFIG_STR_MAX];
   char seal_path[DLQB_CONFIG_STR_MAX + 16];
-  char seal_tmp[DLQB_CONFIG_STR_MAX + 16];
+  char seal_tmp[DLQB_CONFIG_STR_MAX + 16]; /* the compacted seal, before its rename */
   char rotating[DLQB_CONFIG_STR_MAX + 16];
   char writer[512]; /* JSON-escaped */
   long long rotate_bytes;
@@ -59,14 +59,14 @@ struct dlqb_audit {
   char key_id[DLQB_AUDIT_KEY_ID_HEX + 1];
   char chain[DLQB_AUDIT_CHAIN_HEX + 1];
   /* The committed state of the chain: a record counts only once it was
-   * written and synced, and the seal was updated. */
+   * written and synced, and its seal line appended. From open to close,
+   * this and everything above belong to the writer thread. */
   bool started, ended;
   uint64_t seq;
   char last_mac[DLQB_AUDIT_MAC_HEX + 1];
-  bool healthy;
   char *buf; /* the batch being written */
   size_t len, cap;
-  char *sbuf; /* the seal file being rewritten */
+  char *sbuf; /* a seal line being built, or the seal read back (rotation) */
   size_t slen, scap;
 
   /* ---- hand-over to the writer thread ---- */
