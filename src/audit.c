@@ -44,6 +44,7 @@
 #define LOCK_TRIES 20
 #define KEY_ID_LABEL "dlq-bridge audit key id"
 #define RETRY_MS 500 /* after a failed write, the writer tries again this often */
+#define SEAL_COMPACT_BYTES (256 * 1024)
 
 struct dlqb_audit {
   char path[DLQB_CONFIG_STR_MAX];
@@ -66,8 +67,9 @@ struct dlqb_audit {
   char last_mac[DLQB_AUDIT_MAC_HEX + 1];
   char *buf; /* the batch being written */
   size_t len, cap;
-  char *sbuf; /* a seal line being built, or the seal read back (rotation) */
+  char *sbuf; /* a seal line being built, or the seal read back (compaction) */
   size_t slen, scap;
+  long long seal_compacted; /* the seal's size after our last compaction */
 
   /* ---- hand-over to the writer thread ---- */
   pthread_t thread;
@@ -470,6 +472,40 @@ static const char *find_bytes(const char *hay, size_t len, const char *needle, s
   return NULL;
 }
 
+/* The value of "key":"<hex>" in line[0..n) when it is exactly `digits`
+ * lower-case hex characters; out needs digits + 1 bytes. Bounded by n, not
+ * by a NUL: seal lines are read back as one buffer (sscanf would measure
+ * the whole rest of it for every line). */
+static bool hex_member(const char *line, size_t n, const char *key, size_t digits, char *out) {
+  char needle[32];
+  int k = snprintf(needle, sizeof needle, "\"%s\":\"", key);
+  const char *p = find_bytes(line, n, needle, (size_t)k);
+  if (p == NULL) return false;
+  p += k;
+  size_t left = n - (size_t)(p - line);
+  if (left < digits + 1 || p[digits] != '"' || !is_lower_hex(p, digits)) return false;
+  memcpy(out, p, digits);
+  out[digits] = '\0';
+  return true;
+}
+
+/* The value of "key":<digits> in line[0..n), bounded like hex_member. */
+static bool uint_member(const char *line, size_t n, const char *key, uint64_t *out) {
+  char needle[32];
+  int k = snprintf(needle, sizeof needle, "\"%s\":", key);
+  const char *p = find_bytes(line, n, needle, (size_t)k);
+  if (p == NULL) return false;
+  const char *end = line + n;
+  uint64_t v = 0;
+  size_t digits = 0;
+  for (p += k; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+    if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) return false;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  *out = v;
+  return digits > 0;
+}
+
 /* Builds our seal line for (seq, mac) at the end of a->sbuf. */
 static bool put_seal_line(dlqb_audit *a, uint64_t seq, const char *mac, const char *time,
                           bool ended) {
@@ -486,29 +522,6 @@ static bool put_seal_line(dlqb_audit *a, uint64_t seq, const char *mac, const ch
   a->slen += (size_t)snprintf(a->sbuf + a->slen, RECORD_MAX, "%s%s\"}\n", DLQB__AUDIT_MAC_TAIL,
                               smac);
   return true;
-}
-
-/* Appends our seal line for (seq, mac) to the seal file. Appending (not
- * replacing) keeps a batch to one write of a file that already exists; the
- * latest line of a chain is the one that counts. It is synced only at the
- * chain's end: the log is synced first, so a seal line that a crash loses
- * leaves the seal lagging the log, which verify accepts; one fsync per
- * batch is what lets the audit trail keep up with routing (docs/audit.md,
- * "What a crash can do"). Called with the log locked, so writers take
- * turns. */
-static dlqb_status append_seal(dlqb_audit *a, uint64_t seq, const char *mac, const char *time,
-                               bool ended, dlqb_error *err) {
-  a->slen = 0;
-  if (!put_seal_line(a, seq, mac, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  int fd = open(a->seal_path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return io_fail(err, "write the seal of", a->path);
-  struct stat fs;
-  off_t size = fstat(fd, &fs) == 0 ? fs.st_size : 0;
-  dlqb_status st = cut_unfinished_line(fd, a->seal_path, &size, err);
-  if (st == DLQB_OK && (!write_all(fd, a->sbuf, a->slen) || (ended && fdatasync(fd) != 0)))
-    st = io_fail(err, "write the seal of", a->path);
-  close(fd);
-  return st;
 }
 
 /* Calls fn with the latest authentic line (without its newline) of every
@@ -528,9 +541,9 @@ static bool each_latest_seal(dlqb_audit *a, const char *s, size_t len,
     const char *line = s + start;
     size_t n = stop - start, body;
     end = start;
-    const char *hex, *c = find_bytes(line, n, "\"chain\":\"", 9);
+    const char *hex;
     char chain[DLQB_AUDIT_CHAIN_HEX + 1], mac[DLQB_AUDIT_MAC_HEX + 1];
-    if (c == NULL || sscanf(c + 9, "%32[0-9a-f]", chain) != 1) continue;
+    if (!hex_member(line, n, "chain", DLQB_AUDIT_CHAIN_HEX, chain)) continue;
     bool dup = false;
     for (size_t i = 0; i < nseen && !dup; i++) dup = strcmp(seen[i], chain) == 0;
     if (dup || !dlqb__audit_split(line, n, &body, &hex) ||
@@ -576,15 +589,13 @@ static bool last_mac_of(dlqb_audit *a, off_t size, char *mac) {
 static bool put_chain_state(dlqb_audit *a, const char *line, size_t n, void *ctx) {
   bool *first = ctx;
   char chain[DLQB_AUDIT_CHAIN_HEX + 1], last[DLQB_AUDIT_MAC_HEX + 1];
-  unsigned long long seq;
-  const char *c = find_bytes(line, n, "\"chain\":\"", 9);
-  const char *s = find_bytes(line, n, "\"seq\":", 6);
-  const char *m = find_bytes(line, n, "\"last_mac\":\"", 12);
-  if (!c || !s || !m || sscanf(c + 9, "%32[0-9a-f]", chain) != 1 ||
-      sscanf(s + 6, "%llu", &seq) != 1 || sscanf(m + 12, "%64[0-9a-f]", last) != 1)
+  uint64_t seq;
+  if (!hex_member(line, n, "chain", DLQB_AUDIT_CHAIN_HEX, chain) ||
+      !uint_member(line, n, "seq", &seq) ||
+      !hex_member(line, n, "last_mac", DLQB_AUDIT_MAC_HEX, last))
     return true; /* not a seal we can vouch for */
   if (!reserve(&a->buf, &a->cap, a->len, 256)) return false;
-  a->len += (size_t)snprintf(a->buf + a->len, 256, "%s{\"chain\":\"%s\",\"seq\":%llu,"
+  a->len += (size_t)snprintf(a->buf + a->len, 256, "%s{\"chain\":\"%s\",\"seq\":%" PRIu64 ","
                              "\"mac\":\"%s\"}", *first ? "" : ",", chain, seq, last);
   *first = false;
   return true;
@@ -607,14 +618,17 @@ static bool put_sealed_chains(dlqb_audit *a) {
 typedef struct {
   char *buf;
   size_t len, cap;
-} text_buf;
+  bool drop_ended;
+} compacted_seal;
 
-/* Keeps a seal line for the compacted seal being built in *ctx, unless its
- * chain ended (an ended chain has no more records to vouch for). */
-static bool keep_open_chain(dlqb_audit *a, const char *line, size_t n, void *ctx) {
+/* Adds a chain's latest seal line to the compacted seal being built in
+ * *ctx, unless it ended and ended chains are being dropped. */
+static bool keep_seal_line(dlqb_audit *a, const char *line, size_t n, void *ctx) {
   (void)a;
-  text_buf *out = ctx;
-  if (find_bytes(line, n, "\"ended\":false", 14) == NULL) return true;
+  compacted_seal *out = ctx;
+  static const char open_chain[] = "\"ended\":false";
+  if (out->drop_ended && find_bytes(line, n, open_chain, sizeof open_chain - 1) == NULL)
+    return true;
   if (!reserve(&out->buf, &out->cap, out->len, n + 1)) return false;
   memcpy(out->buf + out->len, line, n);
   out->len += n;
@@ -622,26 +636,62 @@ static bool keep_open_chain(dlqb_audit *a, const char *line, size_t n, void *ctx
   return true;
 }
 
-/* Replaces the seal, after a rotation, with the latest line of each chain
- * still open: the file_start link carries every chain's state, so nothing
- * older is needed, and the seal stops growing. Synced before the rename, so
- * a crash leaves the old seal or the new one, never a torn one. */
-static void compact_seal(dlqb_audit *a) {
+/* Replaces the seal with the latest line of each chain: nothing older
+ * vouches for anything more. After a rotation (drop_ended) the chains that
+ * ended leave it too, since the file_start link carries every chain's
+ * state. Synced before the rename, so a crash leaves the old seal or the
+ * new one, never a torn one. Returns the new size, or -1 when it could not
+ * (the old seal then stays, which is still correct). */
+static long long compact_seal(dlqb_audit *a, bool drop_ended) {
   size_t len = 0;
-  text_buf out = {0};
+  compacted_seal out = {.drop_ended = drop_ended};
   if (!read_all(a->seal_path, &a->sbuf, &a->scap, &len) ||
-      !each_latest_seal(a, a->sbuf, len, keep_open_chain, &out)) {
+      !each_latest_seal(a, a->sbuf, len, keep_seal_line, &out)) {
     free(out.buf);
-    return;
+    return -1;
   }
   int fd = open(a->seal_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   bool ok = fd >= 0 && write_all(fd, out.buf ? out.buf : "", out.len) && fdatasync(fd) == 0;
   if (fd >= 0) close(fd);
   if (!ok || rename(a->seal_tmp, a->seal_path) != 0) {
-    dlqb_log_warn("audit_rotate", "cannot compact the seal of '%s': %s", a->path, strerror(errno));
+    dlqb_log_warn("audit_seal", "cannot compact the seal of '%s': %s", a->path, strerror(errno));
     unlink(a->seal_tmp);
+    free(out.buf);
+    return -1;
   }
   free(out.buf);
+  return (long long)out.len;
+}
+
+/* Appends our seal line for (seq, mac) to the seal file. Appending (not
+ * replacing) keeps a batch to one write of a file that already exists; the
+ * latest line of a chain is the one that counts. It is synced only at the
+ * chain's end: the log is synced first, so a seal line that a crash loses
+ * leaves the seal lagging the log, which verify accepts; one fsync per
+ * batch is what lets the audit trail keep up with routing (docs/audit.md,
+ * "What a crash can do"). Called with the log locked, so writers take
+ * turns. */
+static dlqb_status append_seal(dlqb_audit *a, uint64_t seq, const char *mac, const char *time,
+                               bool ended, dlqb_error *err) {
+  a->slen = 0;
+  if (!put_seal_line(a, seq, mac, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  int fd = open(a->seal_path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return io_fail(err, "write the seal of", a->path);
+  struct stat fs;
+  off_t size = fstat(fd, &fs) == 0 ? fs.st_size : 0;
+  dlqb_status st = cut_unfinished_line(fd, a->seal_path, &size, err);
+  if (st == DLQB_OK && (!write_all(fd, a->sbuf, a->slen) || (ended && fdatasync(fd) != 0)))
+    st = io_fail(err, "write the seal of", a->path);
+  close(fd);
+  /* A line per batch adds up (at a low rate a batch is a record or two):
+   * once the seal has grown by SEAL_COMPACT_BYTES since we last compacted
+   * it, keep only each chain's latest line. One extra sync per so many
+   * batches. */
+  if (st == DLQB_OK && (long long)size + (long long)a->slen > a->seal_compacted + SEAL_COMPACT_BYTES) {
+    long long now = compact_seal(a, false);
+    if (now >= 0) a->seal_compacted = now;
+  }
+  return st;
 }
 
 /* Renames the full log to <log>.<UTC time>[-N] and puts a new log in its
@@ -706,7 +756,7 @@ static void rotate(dlqb_audit *a, off_t size, const char *time) {
     return;
   }
   fsync_dir_of(a->path);
-  compact_seal(a);
+  (void)compact_seal(a, true);
   dlqb_log_info("audit_rotated", "audit log rotated to '%s'", archive);
   unlock_log(a);
   close_log(a);

@@ -583,6 +583,67 @@ static dlqb_status verify_list(world *w, const char *const *files, size_t n, int
   return st;
 }
 
+/* A seal line per batch adds up; once the seal has grown by 256 KiB the
+ * writer keeps only each chain's latest line, and verify still finds the
+ * tail complete. */
+static void test_seal_is_compacted(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL, *b = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w1", &a, &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w2", &b, &err), DLQB_OK);
+  enum { BATCHES = 1200 }; /* ~330 bytes of seal each: ~400 KiB unless compacted */
+  for (int i = 0; i < BATCHES; i++) record(i % 2 ? b : a, DLQB_EV_RETRY_SCHEDULED, i, 1);
+  dlqb_audit_close(b); /* one chain ended, one open */
+  struct stat sb;
+  assert_int_equal(stat(w->seal, &sb), 0);
+  printf("  seal: %lld bytes after %d batches\n", (long long)sb.st_size, BATCHES);
+  assert_true(sb.st_size < 256 * 1024);
+  lines l;
+  read_lines(w->seal, &l);
+  assert_true(l.n < (size_t)BATCHES / 2);
+  free_lines(&l);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.records, 2 + BATCHES + 1);
+  assert_int_equal(sum.sealed, 2);
+  dlqb_audit_close(a);
+}
+
+/* A rotation reads the whole seal back. A seal of tens of thousands of
+ * lines (as the append-only seal grew before it was compacted) must not
+ * take it quadratic time: parsing is bounded by each line, not by the rest
+ * of the buffer. */
+static void test_rotation_with_a_long_seal(void **state) {
+  world *w = *state;
+  w->cfg.audit_rotate_bytes = 4096;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w1", &a, &err), DLQB_OK);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 1);
+  lines l;
+  read_lines(w->seal, &l);
+  assert_true(l.n >= 1);
+  FILE *f = fopen(w->seal, "a");
+  assert_non_null(f);
+  for (int i = 0; i < 50000; i++) fputs(l.line[l.n - 1], f); /* the same line, repeated */
+  fclose(f);
+  free_lines(&l);
+  /* Past 4 KiB: the next batches rotate, reading the long seal back. */
+  for (int i = 1; i < 30; i++) record(a, DLQB_EV_RETRY_SCHEDULED, i * 2, 2);
+  dlqb_audit_close(a);
+  char **files = NULL;
+  size_t n = 0;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
+  assert_true(n >= 2);
+  dlqb_audit_summary sum;
+  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
+                                           w->seal, 0, &sum, &err),
+                   DLQB_OK);
+  assert_int_equal(sum.records, 1 + 1 + 58 + 1);
+  dlqb_audit_files_free(files, n);
+}
+
 static void test_rotation(void **state) {
   world *w = *state;
   w->cfg.audit_rotate_bytes = 4096;
@@ -747,6 +808,8 @@ int main(void) {
       T(test_write_failure_then_recovery),
       T(test_submit_without_waiting),
       T(test_torn_write_is_repaired),
+      T(test_seal_is_compacted),
+      T(test_rotation_with_a_long_seal),
       T(test_rotation),
       T(test_concurrent_writers),
       T(test_verifier_rejects_garbage),
