@@ -178,8 +178,9 @@ int fx_count_in_file(const char *path, const char *needle) {
 }
 
 int fx_audit_verify(const fx_audit *a, th_result *r) {
-  const char *const args[] = {"audit", "verify", a->log, NULL};
-  const char *const env[] = {a->env_key, NULL};
+  /* No FILE: verify takes the configured log with its rotated files. */
+  const char *const args[] = {"audit", "verify", NULL};
+  const char *const env[] = {a->env_log, a->env_key, NULL};
   return th_run_bridge(args, NULL, env, 30000, r);
 }
 

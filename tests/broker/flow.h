@@ -109,8 +109,9 @@ void fx_audit_remove(const fx_audit *a);
 /* How many times needle occurs in the file at path (0 when unreadable). */
 int fx_count_in_file(const char *path, const char *needle);
 
-/* Runs `dlq-bridge audit verify LOG` (the log, its rotated files and its
- * seal). Returns th_run_bridge's result; r->exit_code 0 = intact. */
+/* Runs `dlq-bridge audit verify` on the configured log: every rotated file
+ * oldest first, then the log, against its seal. Returns th_run_bridge's
+ * result; r->exit_code 0 = intact. */
 int fx_audit_verify(const fx_audit *a, th_result *r);
 
 /* ---- the conservation flow -------------------------------------------- */
