@@ -561,7 +561,7 @@ dlqb_status dlqb_audit_list_files(const char *path, char ***out, size_t *n, dlqb
   }
   closedir(d);
   if (st == DLQB_OK) {
-    qsort(files, count, sizeof *files, by_rotation);
+    if (count > 1) qsort(files, count, sizeof *files, by_rotation); /* files is NULL when 0 */
     if (current) {
       char **nf = realloc(files, (count + 1) * sizeof *nf);
       if (nf == NULL || (nf[count] = strdup(path)) == NULL) {

@@ -583,6 +583,20 @@ static dlqb_status verify_list(world *w, const char *const *files, size_t n, int
   return st;
 }
 
+/* A log that never rotated lists as itself alone (the sort of no rotated
+ * files once handed qsort a NULL array: UBSan caught it). */
+static void test_list_files_without_rotation(void **state) {
+  world *w = *state;
+  make_log(w);
+  char **files = NULL;
+  size_t n = 0;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(files[0], w->log);
+  dlqb_audit_files_free(files, n);
+}
+
 /* A seal line per batch adds up; once the seal has grown by 256 KiB the
  * writer keeps only each chain's latest line, and verify still finds the
  * tail complete. */
@@ -808,6 +822,7 @@ int main(void) {
       T(test_write_failure_then_recovery),
       T(test_submit_without_waiting),
       T(test_torn_write_is_repaired),
+      T(test_list_files_without_rotation),
       T(test_seal_is_compacted),
       T(test_rotation_with_a_long_seal),
       T(test_rotation),
