@@ -163,6 +163,14 @@ const amqp_field_value_t *dlqb_header_find(const amqp_table_t *t, const char *ke
   return NULL;
 }
 
+const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t) {
+  const amqp_field_value_t *xd = dlqb_header_find(t, "x-death");
+  if (xd == NULL || xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries <= 0 ||
+      xd->value.array.entries == NULL ||
+      xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
+    return NULL;
+  return &xd->value.array.entries[0].value.table;
+}
 
 /* Text of a string-kinded value; false for any other kind. A NULL pointer
  * (only legal with length 0) reads as empty. */
@@ -473,6 +481,13 @@ dlqb_status dlqb_iso_time_parse(const char *text, size_t len, int64_t *epoch_ms)
   return DLQB_OK;
 }
 
+bool dlqb_header_time(const amqp_table_t *t, const char *key, int64_t *epoch_ms) {
+  const char *p = NULL;
+  size_t len = 0;
+  const amqp_field_value_t *v = dlqb_header_find(t, key);
+  return v != NULL && field_text(v, &p, &len) && dlqb_iso_time_parse(p, len, epoch_ms) == DLQB_OK;
+}
+
 static dlqb_status parse_first_seen(const amqp_table_t *t, dlqb_envelope *e, dlqb_error *why) {
   const amqp_field_value_t *v = dlqb_header_find(t, DLQB_H_FIRST_SEEN_AT);
   const int64_t lo = days_from_civil(FIRST_YEAR, 1, 1) * MS_PER_DAY;
@@ -548,15 +563,11 @@ static const struct {
 
 /* Reads x-death[0]; leaves out as REPORTED when anything is off. */
 static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
-  const amqp_field_value_t *xd = dlqb_header_find(headers, "x-death");
   const amqp_field_value_t *reason, *queue;
   const char *p = NULL;
   size_t len = 0;
-  if (xd == NULL || xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries <= 0 ||
-      xd->value.array.entries == NULL ||
-      xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
-    return;
-  const amqp_table_t *death = &xd->value.array.entries[0].value.table;
+  const amqp_table_t *death = dlqb_header_first_death(headers);
+  if (death == NULL) return;
   reason = dlqb_header_find(death, "reason");
   if (reason == NULL || !field_text(reason, &p, &len)) return;
   for (size_t i = 0; i < COUNT_OF(death_reasons); i++) {

@@ -14,20 +14,10 @@ struct dlqb_queue_stats {
   size_t n;
 };
 
-/* An ISO-8601 header value as epoch ms; false when absent or malformed. */
-static bool iso_header(const amqp_table_t *h, const char *key, int64_t *ms) {
-  amqp_bytes_t b;
-  return dlqb_field_text(dlqb_header_find(h, key), &b) &&
-         dlqb_iso_time_parse(b.bytes, b.len, ms) == DLQB_OK;
-}
-
 /* x-death[0].time (an AMQP timestamp, seconds) as epoch ms. */
 static bool xdeath_time(const amqp_table_t *h, int64_t *ms) {
-  const amqp_field_value_t *xd = dlqb_header_find(h, "x-death");
-  if (xd == NULL || xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries < 1 ||
-      xd->value.array.entries == NULL || xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
-    return false;
-  const amqp_field_value_t *t = dlqb_header_find(&xd->value.array.entries[0].value.table, "time");
+  const amqp_table_t *death = dlqb_header_first_death(h);
+  const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, "time") : NULL;
   if (t == NULL || t->kind != AMQP_FIELD_KIND_TIMESTAMP || t->value.u64 > (uint64_t)INT64_MAX / 1000)
     return false;
   *ms = (int64_t)t->value.u64 * 1000;
@@ -37,8 +27,8 @@ static bool xdeath_time(const amqp_table_t *h, int64_t *ms) {
 bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t *epoch_ms) {
   const amqp_table_t *h = (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers : NULL;
   int64_t dlq_at = 0, escalated_at = 0;
-  bool has_dlq = h != NULL && iso_header(h, DLQB_H_DLQ_AT, &dlq_at);
-  bool has_esc = h != NULL && iso_header(h, DLQB_H_ESCALATED_AT_NAME, &escalated_at);
+  bool has_dlq = h != NULL && dlqb_header_time(h, DLQB_H_DLQ_AT, &dlq_at);
+  bool has_esc = h != NULL && dlqb_header_time(h, DLQB_H_ESCALATED_AT_NAME, &escalated_at);
   /* The later stamp is the entry into the current queue: dlq_at is written
    * on every entry into the DLQ, escalated_at on entry into review. */
   if (has_dlq || has_esc) {

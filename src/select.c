@@ -50,12 +50,6 @@ static void read_text(const amqp_table_t *h, const char *key, char *dst, size_t 
   if (dlqb_field_text(dlqb_header_find(h, key), &b)) dlqb_text_sanitize(dst, cap, b.bytes, b.len);
 }
 
-static bool read_time(const amqp_table_t *h, const char *key, int64_t *ms) {
-  amqp_bytes_t b;
-  return dlqb_field_text(dlqb_header_find(h, key), &b) &&
-         dlqb_iso_time_parse(b.bytes, b.len, ms) == DLQB_OK;
-}
-
 void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
   memset(out, 0, sizeof *out);
   if (props == NULL) return;
@@ -84,9 +78,9 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
   if (field_int(dlqb_header_find(h, DLQB_H_REPLAY_COUNT), &n) && n >= 0) out->replay_count = n;
   read_text(h, DLQB_H_LAST_ERROR, out->last_error, sizeof out->last_error);
   read_text(h, DLQB_H_DLQ_REASON, out->dlq_reason, sizeof out->dlq_reason);
-  out->has_dlq_at = read_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
-  out->has_first_seen_at = read_time(h, DLQB_H_FIRST_SEEN_AT, &out->first_seen_at_ms);
-  out->has_escalated_at = read_time(h, "escalated_at", &out->escalated_at_ms);
+  out->has_dlq_at = dlqb_header_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
+  out->has_first_seen_at = dlqb_header_time(h, DLQB_H_FIRST_SEEN_AT, &out->first_seen_at_ms);
+  out->has_escalated_at = dlqb_header_time(h, "escalated_at", &out->escalated_at_ms);
 }
 
 bool dlqb_item_since(const dlqb_item *it, int64_t *epoch_ms) {

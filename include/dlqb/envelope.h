@@ -124,6 +124,14 @@ bool dlqb_field_text(const amqp_field_value_t *v, amqp_bytes_t *out);
  * bytes). False when absent, not a string, or blank. */
 bool dlqb_header_id(const amqp_table_t *t, const char *key, char *dst, size_t cap);
 
+/* The first `key` header as an ISO-8601 time (dlqb_iso_time_parse) in
+ * epoch ms; false when absent, not a string, or malformed. */
+bool dlqb_header_time(const amqp_table_t *t, const char *key, int64_t *epoch_ms);
+
+/* The broker's latest death record, x-death[0], or NULL when the header is
+ * absent or not an array whose first entry is a table. */
+const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t);
+
 /* Formats epoch milliseconds as ISO-8601 UTC with milliseconds
  * ("2026-11-30T05:09:48.123Z"). buf needs DLQB_ISO_TIME_MAX bytes. */
 char *dlqb_iso_time(int64_t epoch_ms, char *buf, size_t len);
