@@ -214,6 +214,12 @@ static void drop_prefix(dlqb_pipe *p, size_t run, size_t nheld) {
  * the audit trail (one batch, written and synced by its writer thread
  * while we go on); each entry keeps the ticket that covers it. */
 static dlqb_status submit_ready(dlqb_pipe *p, dlqb_error *err) {
+  if (p->opt.audit == NULL) {
+    /* No audit trail: everything ready is durable (dlqb_audit_durable of
+     * NULL is UINT64_MAX), whatever ticket its ring slot last carried. */
+    p->submitted = p->ready;
+    return DLQB_OK;
+  }
   size_t nhops = 0;
   for (size_t i = p->submitted; i < p->ready; i++) {
     entry *e = at(p, i);
