@@ -175,6 +175,25 @@ static int node_start(void) {
 
 /* 30 items in the DLQ read 30 with an age above 0; the head keeps its
  * place; quorum queues are never read, and their age is an upper bound. */
+/* Publishes DLQ_ITEMS DLQ items "<prefix>-<i>" as the bridge leaves them:
+ * the head stamped dlq_at head_at_ms, the rest at head_at_ms too, or at
+ * their publish time when rest_now. m is a scratch message. */
+static void publish_dlq_items(fx_case *t, th_msg *m, const char *prefix, int64_t head_at_ms,
+                              bool rest_now) {
+  char iso[64], id[64];
+  th_iso_time(head_at_ms, iso, sizeof iso);
+  for (int i = 0; i < DLQ_ITEMS; i++) {
+    th_msg_release(m);
+    th_msg_init(m);
+    snprintf(id, sizeof id, "%s-%d", prefix, i);
+    assert_int_equal(th_msg_task(m, id), 0);
+    assert_int_equal(th_msg_add_str(m, "dlq_reason", "max_attempts"), 0);
+    if (i > 0 && rest_now) th_iso_time(th_now_ms(), iso, sizeof iso);
+    assert_int_equal(th_msg_add_str(m, "dlq_at", iso), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  }
+}
+
 static void test_queue_gauges_match_the_queues(void **state) {
   fx_case *t = *state;
   int port = start_with_metrics(t, NULL);
@@ -187,18 +206,8 @@ static void test_queue_gauges_match_the_queues(void **state) {
   FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_oldest_age_seconds{queue=\"dsr.work\"}", 0,
                           SCRAPE_TIMEOUT_MS));
 
-  char iso[64], id[64];
-  th_iso_time(th_now_ms() - 90000, iso, sizeof iso); /* the head entered 90 s ago */
-  for (int i = 0; i < DLQ_ITEMS; i++) {
-    th_msg_release(m);
-    th_msg_init(m);
-    snprintf(id, sizeof id, "dlq-%d", i);
-    assert_int_equal(th_msg_task(m, id), 0);
-    assert_int_equal(th_msg_add_str(m, "dlq_reason", "max_attempts"), 0);
-    if (i > 0) th_iso_time(th_now_ms(), iso, sizeof iso);
-    assert_int_equal(th_msg_add_str(m, "dlq_at", iso), 0);
-    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
-  }
+  char id[64];
+  publish_dlq_items(t, m, "dlq", th_now_ms() - 90000, true); /* the head entered 90 s ago */
   for (int i = 0; i < 3; i++) {
     snprintf(id, sizeof id, "work-%d", i);
     assert_int_equal(fx_publish_task(t, id), 0);
@@ -246,17 +255,7 @@ static void test_dlq_depth_reads_zero_after_replay(void **state) {
   fx_case *t = *state;
   int port = start_with_metrics(t, NULL);
   th_msg *m = fx_msg(t);
-  char iso[64], id[64];
-  th_iso_time(th_now_ms() - 5000, iso, sizeof iso);
-  for (int i = 0; i < DLQ_ITEMS; i++) {
-    th_msg_release(m);
-    th_msg_init(m);
-    snprintf(id, sizeof id, "replayed-%d", i);
-    assert_int_equal(th_msg_task(m, id), 0);
-    assert_int_equal(th_msg_add_str(m, "dlq_reason", "max_attempts"), 0);
-    assert_int_equal(th_msg_add_str(m, "dlq_at", iso), 0);
-    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
-  }
+  publish_dlq_items(t, m, "replayed", th_now_ms() - 5000, false);
   FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.dlq.manual\"}", DLQ_ITEMS,
                           SCRAPE_TIMEOUT_MS));
   FX_CHECK(t, scrape(port, "dlq_bridge_queue_oldest_age_seconds{queue=\"dsr.dlq.manual\"}") > 0);
