@@ -4,9 +4,10 @@
 # counts, with two bridges of its own), through a TCP proxy, with faults all
 # along -- the second bridge SIGKILLed and restarted every minute, the proxy
 # cut every 90 s (every other cut while it swallows the broker's confirms).
-# Prints the first bridge's VmRSS every 10 s and, per round and at the end,
-# lost and duplicated counts. Uses build-rel/ and its own broker node (AMQP port PORT, default
-# 55677, and the four above it).
+# Both bridges write one audit trail, which must verify at the end. Prints
+# the first bridge's VmRSS every 10 s and, per round and at the end, lost
+# and duplicated counts. Uses build-rel/ and its own broker node (AMQP port
+# PORT, default 55677, and the four above it).
 #
 # usage: scripts/soak.sh [--minutes N] [--round-tasks N] [--port PORT]
 set -euo pipefail
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
     --minutes) minutes=${2:?}; shift 2 ;;
     --round-tasks) round=${2:?}; shift 2 ;;
     --port) port=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "soak.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
