@@ -1,10 +1,11 @@
-# Helpers shared by bench/run.sh (one node) and bench/cluster.sh (three
-# nodes). Sourced, not run; bash with `set -euo pipefail`, from the source
+# Helpers shared by bench/run.sh (one node), bench/cluster.sh (three
+# nodes) and bench/broker-profile.sh. Sourced, not run; bash with `set -euo pipefail`, from the source
 # root. The sourcing script sets, before it calls them:
 #   me         its name, for error messages (bench/run.sh)
 #   build      1 to build build-bench/, 0 for --no-build
 #   bdir       build-bench/; bin: the dlq-bridge measured; tool: dlqb-bench
 #   url        the AMQP URL dlqb-bench talks to (preload, depth polls, purges)
+#   mgmt       the management HTTP base URL (the shovel helpers)
 #   window     publishes in flight when preloading
 #   work       a directory for the daemons' logs
 #   node_dirs  an array: the directories of the private nodes it starts
@@ -85,6 +86,17 @@ purge_all() {
 }
 preload_dlq() { "$tool" publish --url "$url" --routing-key dsr.dlq.manual --kind dlq --count "$1" --window "$window" >/dev/null; }
 preload_failed() { "$tool" publish --url "$url" --exchange dsr.dlx --routing-key "" --kind failed --count "$1" --window "$window" >/dev/null; }
+# The shovel the management UI's "Move messages" creates on dsr.dlq.manual
+# (direct amqp:/// URIs, prefetch 1000, ack-mode on-confirm, deleted after
+# the queue's length), moving to dsr.work. Needs mgmt (the HTTP base URL).
+shovel_body='{"value":{"src-protocol":"amqp091","src-uri":"amqp:///%2F","src-queue":"dsr.dlq.manual","src-prefetch-count":1000,"src-delete-after":"queue-length","dest-protocol":"amqp091","dest-uri":"amqp:///%2F","dest-queue":"dsr.work","dest-add-forward-headers":false,"ack-mode":"on-confirm"}}'
+start_shovel() {
+    local code
+    code=$(curl -s -o /dev/null -w '%{http_code}' -u guest:guest -X PUT -H 'content-type: application/json' \
+        "$mgmt/api/parameters/shovel/%2F/bench-shovel" -d "$shovel_body")
+    [ "$code" = 201 ] || [ "$code" = 204 ] || fail "cannot create the shovel (HTTP $code)"
+}
+delete_shovel() { curl -s -o /dev/null -u guest:guest -X DELETE "$mgmt/api/parameters/shovel/%2F/bench-shovel" || true; }
 wait_for() { "$tool" wait --url "$url" --timeout-ms 900000 "$@" | field epoch; }
 
 # ---- daemons -----------------------------------------------------------------

@@ -108,7 +108,6 @@ purge_all
 shovel_rates="" replay_rates="" replay_rss="" drain_rates=""
 replay_state="not available (no 'dlq-bridge replay' command in this build)"
 if "$bin" replay --help >/dev/null 2>&1; then replay_state=ok; fi
-shovel_body='{"value":{"src-protocol":"amqp091","src-uri":"amqp:///%2F","src-queue":"dsr.dlq.manual","src-prefetch-count":1000,"src-delete-after":"queue-length","dest-protocol":"amqp091","dest-uri":"amqp:///%2F","dest-queue":"dsr.work","dest-add-forward-headers":false,"ack-mode":"on-confirm"}}'
 
 # Replays the DLQ (already holding n messages); sets r_rate and r_rss.
 run_replay() {
@@ -127,12 +126,10 @@ for round in $(seq 1 "$rounds"); do
     log "b) round $round: shovel $messages messages dsr.dlq.manual -> dsr.work"
     preload_dlq "$messages"
     t0=$(now)
-    code=$(curl -s -o /dev/null -w '%{http_code}' -u guest:guest -X PUT -H 'content-type: application/json' \
-        "$mgmt/api/parameters/shovel/%2F/bench-shovel" -d "$shovel_body")
-    [ "$code" = 201 ] || [ "$code" = 204 ] || fail "cannot create the shovel (HTTP $code)"
+    start_shovel
     t1=$(wait_for --queue dsr.work --at-least "$messages" --empty dsr.dlq.manual)
     shovel_rates="$shovel_rates $(rate "$messages" "$t0" "$t1")"
-    curl -s -o /dev/null -u guest:guest -X DELETE "$mgmt/api/parameters/shovel/%2F/bench-shovel" || true
+    delete_shovel
     purge_all
 
     if [ "$replay_state" = ok ]; then
