@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "audit_private.h"
+#include "dlqb/file.h"
 #include "dlqb/log.h"
 
 /* A record is at most this long: every text field of a hop sanitised and
@@ -49,7 +50,6 @@
 struct dlqb_audit {
   char path[DLQB_CONFIG_STR_MAX];
   char seal_path[DLQB_CONFIG_STR_MAX + 16];
-  char seal_tmp[DLQB_CONFIG_STR_MAX + 16]; /* the compacted seal, before its rename */
   char rotating[DLQB_CONFIG_STR_MAX + 16];
   char writer[512]; /* JSON-escaped */
   long long rotate_bytes;
@@ -342,40 +342,6 @@ static dlqb_status io_fail(dlqb_error *err, const char *what, const char *path) 
                    errno_text(errno, why, sizeof why));
 }
 
-static bool write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      if (w == 0) errno = ENOSPC;
-      return false;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
-static bool read_all(const char *path, char **buf, size_t *cap, size_t *len) {
-  *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT;
-  bool ok = true;
-  for (;;) {
-    if (!reserve(buf, cap, *len, 4096)) {
-      ok = false;
-      break;
-    }
-    ssize_t r = read(fd, *buf + *len, *cap - *len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) ok = false;
-    if (r <= 0) break;
-    *len += (size_t)r;
-  }
-  close(fd);
-  return ok;
-}
-
 static void fsync_dir_of(const char *path) {
   char copy[DLQB_CONFIG_STR_MAX + 16];
   snprintf(copy, sizeof copy, "%s", path);
@@ -607,7 +573,7 @@ static bool put_sealed_chains(dlqb_audit *a) {
   size_t len = 0;
   bool first = true;
   put(a, ",\"chains\":[");
-  if (read_all(a->seal_path, &a->sbuf, &a->scap, &len) &&
+  if (dlqb_read_file(a->seal_path, &a->sbuf, &a->scap, &len) &&
       !each_latest_seal(a, a->sbuf, len, put_chain_state, &first))
     return false;
   if (!reserve(&a->buf, &a->cap, a->len, RECORD_MAX)) return false;
@@ -645,17 +611,15 @@ static bool keep_seal_line(dlqb_audit *a, const char *line, size_t n, void *ctx)
 static long long compact_seal(dlqb_audit *a, bool drop_ended) {
   size_t len = 0;
   compacted_seal out = {.drop_ended = drop_ended};
-  if (!read_all(a->seal_path, &a->sbuf, &a->scap, &len) ||
+  if (!dlqb_read_file(a->seal_path, &a->sbuf, &a->scap, &len) ||
       !each_latest_seal(a, a->sbuf, len, keep_seal_line, &out)) {
     free(out.buf);
     return -1;
   }
-  int fd = open(a->seal_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 && write_all(fd, out.buf ? out.buf : "", out.len) && fdatasync(fd) == 0;
-  if (fd >= 0) close(fd);
-  if (!ok || rename(a->seal_tmp, a->seal_path) != 0) {
-    dlqb_log_warn("audit_seal", "cannot compact the seal of '%s': %s", a->path, strerror(errno));
-    unlink(a->seal_tmp);
+  dlqb_error err;
+  if (dlqb_file_replace(a->seal_path, out.buf ? out.buf : "", out.len, "the audit seal", &err) !=
+      DLQB_OK) {
+    dlqb_log_warn("audit_seal", "cannot compact the seal of '%s': %s", a->path, err.msg);
     free(out.buf);
     return -1;
   }
@@ -680,7 +644,7 @@ static dlqb_status append_seal(dlqb_audit *a, uint64_t seq, const char *mac, con
   struct stat fs;
   off_t size = fstat(fd, &fs) == 0 ? fs.st_size : 0;
   dlqb_status st = cut_unfinished_line(fd, a->seal_path, &size, err);
-  if (st == DLQB_OK && (!write_all(fd, a->sbuf, a->slen) || (ended && fdatasync(fd) != 0)))
+  if (st == DLQB_OK && (!dlqb_write_all(fd, a->sbuf, a->slen) || (ended && fdatasync(fd) != 0)))
     st = io_fail(err, "write the seal of", a->path);
   close(fd);
   /* A line per batch adds up (at a low rate a batch is a record or two):
@@ -741,7 +705,7 @@ static void rotate(dlqb_audit *a, off_t size, const char *time) {
     dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': %s", a->path, strerror(errno));
     return;
   }
-  bool ok = write_all(fd, a->buf, a->len) && fdatasync(fd) == 0;
+  bool ok = dlqb_write_all(fd, a->buf, a->len) && fdatasync(fd) == 0;
   close(fd);
   if (!ok || rename(a->path, archive) != 0) {
     dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': %s", a->path, strerror(errno));
@@ -796,7 +760,7 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
   }
   if (a->len == 0) goto unlock;
 
-  if (!write_all(a->fd, a->buf, a->len) || fdatasync(a->fd) != 0) {
+  if (!dlqb_write_all(a->fd, a->buf, a->len) || fdatasync(a->fd) != 0) {
     st = io_fail(err, "write", a->path);
     goto undo;
   }
@@ -952,7 +916,6 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   memcpy(a->last_mac, DLQB__AUDIT_ZERO_MAC, sizeof a->last_mac);
   snprintf(a->path, sizeof a->path, "%s", cfg->audit_log);
   snprintf(a->seal_path, sizeof a->seal_path, "%s%s", a->path, DLQB_AUDIT_SEAL_SUFFIX);
-  snprintf(a->seal_tmp, sizeof a->seal_tmp, "%s%s.tmp", a->path, DLQB_AUDIT_SEAL_SUFFIX);
   snprintf(a->rotating, sizeof a->rotating, "%s.rotating", a->path);
   escape(a->writer, writer != NULL && writer[0] ? writer : cfg->instance);
   a->rotate_bytes = cfg->audit_rotate_bytes;

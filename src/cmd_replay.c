@@ -33,6 +33,8 @@ const cli_spec cmd_replay_spec = {
         "ledger dsr.completed is not replayed: it leaves the DLQ audited as\n"
         "skipped_complete. Each move is confirmed before the DLQ copy is acked, so an\n"
         "interrupted replay loses nothing (at worst a task is in both queues).\n"
+        "The ledger is read whole each time, unless DLQ_BRIDGE_LEDGER_CACHE names a\n"
+        "file to keep it in between runs: then only its new entries are read.\n"
         "A task replayed DLQ_BRIDGE_MAX_REPLAYS times that fails again goes to\n"
         "compliance_review instead of the DLQ.",
     .flags = flags,
@@ -98,15 +100,20 @@ int cmd_replay(int argc, char **argv) {
     return EXIT_FAILURE_;
   }
   dlqb_ledger_stats ls;
-  if (dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, ledger, LEDGER_IDLE_MS, &ls, &err) != DLQB_OK) {
+  if (dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache, ledger, LEDGER_IDLE_MS,
+                       &ls, &err) != DLQB_OK) {
     dlqb_ledger_free(ledger);
     return ops_fail(&err);
   }
-  if (!r.o.json && isatty(2))
-    fprintf(stderr, "completion ledger: %zu entries, %zu distinct tasks\n", ls.entries,
+  if (!r.o.json && isatty(2)) {
+    fprintf(stderr, "completion ledger: %zu entries read, %zu distinct tasks", ls.entries,
             dlqb_ledger_size(ledger));
+    if (ls.cache == DLQB_LEDGER_CACHE_USED) fprintf(stderr, " (%zu from the cache)", ls.cached);
+    fputc('\n', stderr);
+  }
   ops_move_spec m = {.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
                      .verb = "replayed", .dry_run = r.o.dry_run, .rate = r.o.rate, .ledger = ledger,
+                     .ledger_stats = &ls,
                      .sets = replay_sets, .reason = replay_reason, .ctx = &r};
   rc = ops_move_run(&r.o, &m, stop);
   dlqb_ledger_free(ledger);

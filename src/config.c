@@ -65,6 +65,8 @@ typedef enum {
     "DLQ items older than this are escalated")                                              \
   X(max_replays, max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1,    \
     1000, "replays of a task before its next failure escalates (1 to 1000)")                \
+  X(ledger_cache, ledger_cache, "DLQ_BRIDGE_LEDGER_CACHE", "ledger-cache", "", KIND_PATH,   \
+    0, 0, "replay's cache of the completion ledger; empty = read it whole every replay")    \
   X(audit_log, audit_log, "DLQ_BRIDGE_AUDIT_LOG", "audit-log", "", KIND_PATH, 0, 0,         \
     "audit log file; empty = no audit log")                                                 \
   X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "",      \

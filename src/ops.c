@@ -260,6 +260,19 @@ static void move_tick(void *ctx, const dlqb_scan *s) {
   ops_progress(c->o, c->m->command, &r);
 }
 
+/* How replay read the completion ledger, for --json. */
+static json_object *ledger_json(const ops_move_spec *m) {
+  static const char *const cache_names[] = {"off", "used", "created", "rebuilt"};
+  const dlqb_ledger_stats *ls = m->ledger_stats;
+  json_object *j = json_object_new_object();
+  json_object_object_add(j, "entries_read", json_object_new_int64((int64_t)ls->entries));
+  json_object_object_add(j, "tasks", json_object_new_int64((int64_t)dlqb_ledger_size(m->ledger)));
+  json_object_object_add(j, "from_cache", json_object_new_int64((int64_t)ls->cached));
+  json_object_object_add(j, "cache", json_object_new_string(cache_names[ls->cache]));
+  json_object_object_add(j, "cache_saved", json_object_new_boolean(ls->cache_saved));
+  return j;
+}
+
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, volatile sig_atomic_t *stop) {
   dlqb_audit *audit = NULL;
   if (!m->dry_run && !ops_audit_open(o, m->command, &audit)) return EXIT_FAILURE_;
@@ -305,6 +318,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, volatile sig_atomic_
     json_object_object_add(j, "examined", json_object_new_int64((int64_t)r.examined));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
+    if (m->ledger_stats != NULL) json_object_object_add(j, "ledger", ledger_json(m));
     json_object_object_add(j, "items", c.items);
     ops_print_json(j);
   } else {

@@ -103,6 +103,7 @@ typedef struct {
   bool dry_run;         /* list, move nothing */
   double rate;          /* moves per second; 0 = unlimited */
   const dlqb_ledger *ledger; /* completed tasks are removed as SKIPPED_COMPLETE; may be NULL */
+  const dlqb_ledger_stats *ledger_stats; /* how the ledger was read, for --json; may be NULL */
   /* Writes the header changes for it into out (at most OPS_MAX_SETS);
    * strings must live until the next call. Returns how many. */
   size_t (*sets)(void *ctx, const dlqb_item *it, dlqb_hset *out);

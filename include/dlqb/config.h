@@ -34,6 +34,7 @@ typedef struct {
   int prefetch;              /* in-flight window of the router */
   uint64_t dlq_sla_ms;       /* DLQ items older than this are escalated */
   int max_replays;           /* failures after this many replays escalate */
+  char ledger_cache[DLQB_CONFIG_STR_MAX];   /* "" = replay reads the ledger whole */
   char audit_log[DLQB_CONFIG_STR_MAX];      /* "" = audit off */
   char audit_key_file[DLQB_CONFIG_STR_MAX];
   int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */

@@ -2,14 +2,16 @@
  * have recorded as done in the stream dsr.completed. replay reads it once
  * at start so that it never re-runs a completed task.
  *
- * Two halves: a set of pairs (pure, unit-tested) and a reader that fills it
- * from the stream over its own connection (a stream consumer on the ops
- * command's channel would leave stray deliveries behind for the pipe). */
+ * Three parts: a set of pairs (pure, unit-tested), an optional cache file
+ * of the set, and a reader that fills it from the stream over its own
+ * connection (a stream consumer on the ops command's channel would leave
+ * stray deliveries behind for the pipe). */
 #ifndef DLQB_LEDGER_H
 #define DLQB_LEDGER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dlqb/config.h"
 #include "dlqb/error.h"
@@ -30,23 +32,93 @@ bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id,
 /* Distinct pairs held. */
 size_t dlqb_ledger_size(const dlqb_ledger *l);
 
+/* Empties the set (its capacity stays). */
+void dlqb_ledger_clear(dlqb_ledger *l);
+
+/* Calls fn for every pair held, in no particular order. */
+void dlqb_ledger_each(const dlqb_ledger *l,
+                      void (*fn)(void *ctx, const char *request_id, const char *source_system),
+                      void *ctx);
+
+/* ---- the cache (src/ledger_cache.c) ------------------------------------
+ * A file holding the set as read up to one of replay's marker entries, and
+ * where that marker is in the stream, so that the next replay reads only
+ * the entries after it. The marker is what makes it safe: a cache is used
+ * only when the entry at its offset is still that very marker (unique per
+ * run), so a stream that was deleted and declared again, cut by retention
+ * or belongs to another broker is read whole instead. */
+
+#define DLQB_LEDGER_MARKER_MAX 64
+
+typedef struct {
+  char marker[DLQB_LEDGER_MARKER_MAX]; /* the marker's text */
+  int64_t offset;                      /* its offset in the stream */
+} dlqb_ledger_mark;
+
+/* The bytes of a cache file for l as of mark (*out is malloc'd; the caller
+ * frees it). The format (docs/runbook.md): five text lines (a title with
+ * the format version, the marker, the offset, the pair count, a SHA-256 of
+ * the pairs), an empty line, then each pair as request_id NUL
+ * source_system NUL. */
+dlqb_status dlqb_ledger_cache_encode(const dlqb_ledger *l, const dlqb_ledger_mark *mark, char **out,
+                                     size_t *len, dlqb_error *err);
+
+/* Adds the pairs of a cache file's bytes to l and sets *mark. DLQB_EINVAL
+ * with the reason when the bytes are not one whole, intact cache (torn,
+ * edited, another version); l may then hold some of its pairs. */
+dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, dlqb_ledger *l,
+                                     dlqb_ledger_mark *mark, dlqb_error *err);
+
+/* Reads the cache file at path into l and *mark; *found is false (and l
+ * untouched) when there is none. Refuses a file that is not a regular file
+ * owned by us, or that group or others may write: whoever can write the
+ * cache decides which tasks replay treats as complete. */
+dlqb_status dlqb_ledger_cache_read(const char *path, dlqb_ledger *l, dlqb_ledger_mark *mark,
+                                   bool *found, dlqb_error *err);
+
+/* Writes the cache file at path (mode 0600, replaced atomically). */
+dlqb_status dlqb_ledger_cache_write(const char *path, const dlqb_ledger *l,
+                                    const dlqb_ledger_mark *mark, dlqb_error *err);
+
+/* ---- the reader ---------------------------------------------------------- */
+
+/* What became of the cache in dlqb_ledger_load. */
+typedef enum {
+  DLQB_LEDGER_CACHE_OFF,     /* no cache file configured */
+  DLQB_LEDGER_CACHE_USED,    /* read, and only the entries after its marker read from the stream */
+  DLQB_LEDGER_CACHE_CREATED, /* there was none: the whole stream read */
+  DLQB_LEDGER_CACHE_REBUILT  /* unusable or not matching the stream: the whole stream read */
+} dlqb_ledger_cache_state;
+
 /* What dlqb_ledger_load read. */
 typedef struct {
-  size_t entries;  /* stream messages read */
+  size_t entries;  /* stream messages read (those after the cache's marker when it was used) */
   size_t ignored;  /* messages without request_id or source_system */
+  size_t cached;   /* pairs taken from the cache */
+  dlqb_ledger_cache_state cache;
+  bool cache_saved; /* the cache file was (re)written for the next run */
 } dlqb_ledger_stats;
 
-/* Reads every entry of the stream `stream` (dsr.completed) from its first
- * offset into l, on a connection of its own (opened with cfg, closed before
- * returning). The end: it first appends a marker entry (header
- * x-dlqb-ledger-marker, no request_id, so readers ignore it) and waits for
- * its confirm, then reads up to the marker, so every completion confirmed
- * before the call is included. (The stream's message count from a passive
- * declare lags behind recent appends and cannot mark the end.) Needs write
- * permission on the stream. A missing stream is DLQB_EBROKER; a stream that
- * stops delivering for idle_ms before the marker is DLQB_ETIMEOUT, because
- * a replay must not run on a partial ledger. */
-dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, dlqb_ledger *l,
-                             long idle_ms, dlqb_ledger_stats *stats, dlqb_error *err);
+/* Fills l with every completion in the stream `stream` (dsr.completed), on
+ * a connection of its own (opened with cfg, closed before returning). The
+ * end: it first appends a marker entry (header x-dlqb-ledger-marker, no
+ * request_id, so readers ignore it) and waits for its confirm, then reads
+ * up to the marker, so every completion confirmed before the call is
+ * included. (The stream's message count from a passive declare lags behind
+ * recent appends and cannot mark the end.) Needs write permission on the
+ * stream.
+ *
+ * With cache_path (non-empty), the set is taken from that cache when it
+ * matches the stream and only the entries after its marker are read; the
+ * cache is then rewritten as of the new marker. A cache that cannot be
+ * read, written or used costs a warning in the log and a whole read,
+ * never the replay.
+ *
+ * A missing stream is DLQB_EBROKER; a stream that stops delivering for
+ * idle_ms before the marker is DLQB_ETIMEOUT, because a replay must not run
+ * on a partial ledger. */
+dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const char *cache_path,
+                             dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
+                             dlqb_error *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "flow.h"
 
@@ -268,6 +269,95 @@ static void test_replay_skips_completed(void **state) {
   assert_non_null(strstr(r.out, "replayed 1, skipped as complete 1"));
   n = drain(t, "dsr.work", ids, 16);
   expect_ids(ids, n, (const char *[]){"c1", NULL});
+}
+
+/* A member of replay's --json "ledger" object, as an integer (-1 absent). */
+static long ledger_num(json_object *j, const char *key) {
+  json_object *l, *v;
+  if (!json_object_object_get_ex(j, "ledger", &l) || !json_object_object_get_ex(l, key, &v))
+    return -1;
+  return (long)json_object_get_int64(v);
+}
+
+/* Runs replay --all --json with the ledger cache at path; checks how the
+ * ledger was read (cache state, entries read from the stream, pairs from
+ * the cache) and what moved. */
+static void replay_with_cache(fx_case *t, const char *env_cache, const char *cache_state,
+                              long entries_read, long from_cache, long replayed, long skipped) {
+  static const char *const args[] = {"replay", "--all", "--json", NULL};
+  const char *env[] = {env_cache, NULL};
+  th_result r;
+  run(t, args, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  json_object *l, *v;
+  assert_true(json_object_object_get_ex(j, "ledger", &l));
+  assert_true(json_object_object_get_ex(l, "cache", &v));
+  printf("ledger: %s\n", json_object_to_json_string(l));
+  assert_string_equal(json_object_get_string(v), cache_state);
+  assert_true(json_object_object_get_ex(l, "cache_saved", &v) && json_object_get_boolean(v));
+  assert_int_equal(ledger_num(j, "entries_read"), entries_read);
+  assert_int_equal(ledger_num(j, "from_cache"), from_cache);
+  assert_true(json_object_object_get_ex(j, "replayed", &v));
+  assert_int_equal(json_object_get_int64(v), replayed);
+  assert_true(json_object_object_get_ex(j, "skipped_complete", &v));
+  assert_int_equal(json_object_get_int64(v), skipped);
+  json_object_put(j);
+  if (strcmp(cache_state, "rebuilt") == 0) assert_non_null(strstr(r.err, "does not match the stream"));
+}
+
+/* DLQ_BRIDGE_LEDGER_CACHE: the first replay reads the whole ledger and
+ * writes the cache; the next reads only the entries after its marker and
+ * still knows the older completions; a stream declared again makes the
+ * cache stale, and it is then read whole and never trusted. */
+static void test_replay_ledger_cache(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  char dir[] = "/tmp/dlqb-ledger-cache-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char cache[96], env_cache[160];
+  assert_true(th_fmt(cache, sizeof cache, "%s/ledger.cache", dir));
+  assert_true(th_fmt(env_cache, sizeof env_cache, "DLQ_BRIDGE_LEDGER_CACHE=%s", cache));
+  id_t_ ids[16];
+
+  /* 1: no cache yet. x0 is complete. */
+  pub_completed(t, "x0", "crm");
+  pub_completed(t, "x1", "crm");
+  pub_simple(t, "x0");
+  pub_simple(t, "x2");
+  replay_with_cache(t, env_cache, "created", 2, 0, 1, 1);
+  expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"x2", NULL});
+
+  /* 2: only x3 is read from the stream; x1's completion comes from the
+   * cache alone, and still keeps x1 from running again. */
+  pub_completed(t, "x3", "crm");
+  pub_simple(t, "x1");
+  pub_simple(t, "x3");
+  pub_simple(t, "x4");
+  replay_with_cache(t, env_cache, "used", 1, 2, 1, 2);
+  expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"x4", NULL});
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+
+  /* 3: the stream is deleted and declared again: the cache's marker is
+   * gone, so its pairs (x0, x1, x3) must not count. */
+  char path[TH_PATH_MAX];
+  assert_true(th_fmt(path, sizeof path, "/api/queues/%s/dsr.completed", t->vhost.name));
+  assert_int_equal(th_mgmt("DELETE", path, NULL, NULL), 204);
+  declare(t);
+  pub_completed(t, "x5", "crm");
+  pub_simple(t, "x1");
+  pub_simple(t, "x5");
+  replay_with_cache(t, env_cache, "rebuilt", 1, 0, 1, 1);
+  expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"x1", NULL});
+
+  /* 4: and the rebuilt cache serves the next run. */
+  pub_simple(t, "x5");
+  replay_with_cache(t, env_cache, "used", 0, 1, 0, 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+
+  unlink(cache);
+  rmdir(dir);
 }
 
 static void test_replay_sigkill_loses_nothing(void **state) {
@@ -591,6 +681,7 @@ int main(void) {
       FX_TEST(test_replay_usage_and_dry_run),
       FX_TEST(test_replay_limit),
       FX_TEST(test_replay_skips_completed),
+      FX_TEST(test_replay_ledger_cache),
       FX_TEST(test_replay_sigkill_loses_nothing),
       FX_TEST(test_replay_rate),
       FX_TEST(test_escalate),

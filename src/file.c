@@ -1,0 +1,88 @@
+/* Whole-file helpers: see include/dlqb/file.h. */
+#include "dlqb/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define READ_CHUNK 65536
+
+bool dlqb_write_all(int fd, const void *data, size_t n) {
+  const char *p = data;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      return false;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* Makes room for at least `more` bytes after len. */
+static bool reserve(char **buf, size_t *cap, size_t len, size_t more) {
+  if (*cap - len >= more) return true;
+  size_t ncap = *cap ? *cap : READ_CHUNK;
+  while (ncap - len < more) ncap *= 2;
+  char *n = realloc(*buf, ncap);
+  if (n == NULL) {
+    errno = ENOMEM;
+    return false;
+  }
+  *buf = n;
+  *cap = ncap;
+  return true;
+}
+
+bool dlqb_read_fd(int fd, char **buf, size_t *cap, size_t *len) {
+  *len = 0;
+  for (;;) {
+    if (!reserve(buf, cap, *len, READ_CHUNK)) return false;
+    ssize_t r = read(fd, *buf + *len, *cap - *len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    if (r == 0) return true;
+    *len += (size_t)r;
+  }
+}
+
+bool dlqb_read_file(const char *path, char **buf, size_t *cap, size_t *len) {
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  bool ok = dlqb_read_fd(fd, buf, cap, len);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return ok;
+}
+
+dlqb_status dlqb_file_replace(const char *path, const void *data, size_t n, const char *what,
+                              dlqb_error *err) {
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    return dlqb_fail(err, DLQB_EINVAL, "cannot write %s '%s': path too long", what, path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && dlqb_write_all(fd, data, n) && fdatasync(fd) == 0;
+  int saved = errno;
+  if (fd >= 0 && close(fd) != 0 && ok) {
+    ok = false;
+    saved = errno;
+  }
+  if (ok && rename(tmp, path) != 0) {
+    ok = false;
+    saved = errno;
+  }
+  if (!ok) {
+    if (fd >= 0) unlink(tmp);
+    return dlqb_fail(err, DLQB_EIO, "cannot write %s '%s': %s", what, path, strerror(saved));
+  }
+  return DLQB_OK;
+}
