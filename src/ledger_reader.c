@@ -2,11 +2,11 @@
  * stream, from its start or from the cache's marker (include/dlqb/ledger.h). */
 #include "dlqb/ledger.h"
 
-#include <openssl/rand.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -212,8 +212,11 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
 static void make_marker(char *out, size_t cap) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
+  /* getrandom, not OpenSSL: a plain replay never loads OpenSSL otherwise
+   * (its initialisation costs about 2 MiB of RSS). Uniqueness needs no
+   * more than the kernel's pool; a failure leaves pid and clock. */
   unsigned char rnd[8] = {0};
-  (void)RAND_bytes(rnd, sizeof rnd);
+  (void)getrandom(rnd, sizeof rnd, GRND_NONBLOCK);
   snprintf(out, cap, "%ld-%lld-%ld-%02x%02x%02x%02x%02x%02x%02x%02x", (long)getpid(),
            (long long)ts.tv_sec, ts.tv_nsec, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
            rnd[6], rnd[7]);
