@@ -2,9 +2,11 @@
 #include "dlqb/envelope.h"
 #include "dlqb/topology.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define QUOTE_MAX 64                   /* bytes of a header value an error may quote */
@@ -189,6 +191,41 @@ bool dlqb_field_text(const amqp_field_value_t *v, amqp_bytes_t *out) {
   out->bytes = (void *)p;
   out->len = len;
   return true;
+}
+
+bool dlqb_field_int(const amqp_field_value_t *v, int64_t *out) {
+  if (v == NULL) return false;
+  switch (v->kind) {
+  case AMQP_FIELD_KIND_I8: *out = v->value.i8; return true;
+  case AMQP_FIELD_KIND_U8: *out = v->value.u8; return true;
+  case AMQP_FIELD_KIND_I16: *out = v->value.i16; return true;
+  case AMQP_FIELD_KIND_U16: *out = v->value.u16; return true;
+  case AMQP_FIELD_KIND_I32: *out = v->value.i32; return true;
+  case AMQP_FIELD_KIND_U32: *out = v->value.u32; return true;
+  case AMQP_FIELD_KIND_I64: *out = v->value.i64; return true;
+  case AMQP_FIELD_KIND_U64:
+    if (v->value.u64 > (uint64_t)INT64_MAX) return false;
+    *out = (int64_t)v->value.u64;
+    return true;
+  case AMQP_FIELD_KIND_UTF8:
+  case AMQP_FIELD_KIND_BYTES: {
+    /* The management UI sends every header as a string. */
+    char buf[24];
+    amqp_bytes_t b = v->value.bytes;
+    if (b.len == 0 || b.len >= sizeof buf) return false;
+    memcpy(buf, b.bytes, b.len);
+    buf[b.len] = '\0';
+    for (size_t i = 0; i < b.len; i++)
+      if (buf[i] < '0' || buf[i] > '9') return false;
+    errno = 0;
+    long long n = strtoll(buf, NULL, 10);
+    if (errno != 0) return false;
+    *out = n;
+    return true;
+  }
+  default:
+    return false;
+  }
 }
 
 bool dlqb_header_id(const amqp_table_t *t, const char *key, char *dst, size_t cap) {

@@ -85,19 +85,11 @@ static dlqb_status append_marker(dlqb_link *link, const char *stream, const char
 /* The offset a stream delivery carries in its x-stream-offset header, or
  * -1 when it has none. */
 static int64_t stream_offset(const amqp_basic_properties_t *p) {
-  if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG)) return -1;
-  const amqp_field_value_t *v = dlqb_header_find(&p->headers, "x-stream-offset");
-  if (v == NULL) return -1;
-  switch (v->kind) {
-  case AMQP_FIELD_KIND_I64:
-    return v->value.i64;
-  case AMQP_FIELD_KIND_U64:
-    return v->value.u64 <= INT64_MAX ? (int64_t)v->value.u64 : -1;
-  case AMQP_FIELD_KIND_I32:
-    return v->value.i32;
-  default:
+  int64_t offset;
+  if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG) ||
+      !dlqb_field_int(dlqb_header_find(&p->headers, "x-stream-offset"), &offset) || offset < 0)
     return -1;
-  }
+  return offset;
 }
 
 /* Where a read starts and what it found at its end. */

@@ -1,7 +1,6 @@
 /* DLQ item view, operator filters and the --rate token bucket (pure). */
 #include "dlqb/select.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,41 +8,6 @@
 #include "dlqb/duration.h"
 
 #define LIMIT_MAX 1000000000ULL
-
-static bool field_int(const amqp_field_value_t *v, int64_t *out) {
-  if (v == NULL) return false;
-  switch (v->kind) {
-  case AMQP_FIELD_KIND_I8: *out = v->value.i8; return true;
-  case AMQP_FIELD_KIND_U8: *out = v->value.u8; return true;
-  case AMQP_FIELD_KIND_I16: *out = v->value.i16; return true;
-  case AMQP_FIELD_KIND_U16: *out = v->value.u16; return true;
-  case AMQP_FIELD_KIND_I32: *out = v->value.i32; return true;
-  case AMQP_FIELD_KIND_U32: *out = v->value.u32; return true;
-  case AMQP_FIELD_KIND_I64: *out = v->value.i64; return true;
-  case AMQP_FIELD_KIND_U64:
-    if (v->value.u64 > (uint64_t)INT64_MAX) return false;
-    *out = (int64_t)v->value.u64;
-    return true;
-  case AMQP_FIELD_KIND_UTF8:
-  case AMQP_FIELD_KIND_BYTES: {
-    /* The management UI sends every header as a string. */
-    char buf[24];
-    amqp_bytes_t b = v->value.bytes;
-    if (b.len == 0 || b.len >= sizeof buf) return false;
-    memcpy(buf, b.bytes, b.len);
-    buf[b.len] = '\0';
-    for (size_t i = 0; i < b.len; i++)
-      if (buf[i] < '0' || buf[i] > '9') return false;
-    errno = 0;
-    long long n = strtoll(buf, NULL, 10);
-    if (errno != 0) return false;
-    *out = n;
-    return true;
-  }
-  default:
-    return false;
-  }
-}
 
 static void read_text(const amqp_table_t *h, const char *key, char *dst, size_t cap) {
   amqp_bytes_t b;
@@ -71,11 +35,11 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
   dlqb_header_id(h, DLQB_H_SOURCE_SYSTEM, out->source_system, sizeof out->source_system);
   read_text(h, DLQB_H_LEGAL_BASIS, out->legal_basis, sizeof out->legal_basis);
   read_text(h, DLQB_H_ACTION, out->action, sizeof out->action);
-  if (field_int(dlqb_header_find(h, DLQB_H_ATTEMPT), &n)) {
+  if (dlqb_field_int(dlqb_header_find(h, DLQB_H_ATTEMPT), &n)) {
     out->has_attempt = true;
     out->attempt = n;
   }
-  if (field_int(dlqb_header_find(h, DLQB_H_REPLAY_COUNT), &n) && n >= 0) out->replay_count = n;
+  if (dlqb_field_int(dlqb_header_find(h, DLQB_H_REPLAY_COUNT), &n) && n >= 0) out->replay_count = n;
   read_text(h, DLQB_H_LAST_ERROR, out->last_error, sizeof out->last_error);
   read_text(h, DLQB_H_DLQ_REASON, out->dlq_reason, sizeof out->dlq_reason);
   out->has_dlq_at = dlqb_header_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);

@@ -119,6 +119,11 @@ const amqp_field_value_t *dlqb_header_find(const amqp_table_t *t, const char *ke
  * as empty. */
 bool dlqb_field_text(const amqp_field_value_t *v, amqp_bytes_t *out);
 
+/* The value of an integer-kinded field (any width; a u64 above INT64_MAX
+ * is refused), or of a string of decimal digits, since the management UI
+ * sends every header as a string. False for anything else or a NULL v. */
+bool dlqb_field_int(const amqp_field_value_t *v, int64_t *out);
+
 /* The first `key` header as an identifier: trimmed of ASCII whitespace as
  * the envelope parser trims request_id, then sanitised into dst (cap
  * bytes). False when absent, not a string, or blank. */
