@@ -45,16 +45,7 @@ url="amqp://guest:guest@127.0.0.1:$port/%2f"
 mgmt="http://127.0.0.1:$((port + 1))"
 
 build_bench
-stop_nodes
-require_free_ports "$port" $((port + 1)) $((port + 2)) $((port + 3)) $((port + 4))
-rm -rf "$node_dir"
-trap cleanup EXIT
-log "starting a private broker on port $port ($node_dir)"
-scripts/broker-node.sh start "$node_dir" "$port" "dlqb-profile-$port" >/dev/null ||
-    fail "broker did not start; see $node_dir/log/"
-export DLQ_BRIDGE_URL=$url DLQ_BRIDGE_RETRY_DELAYS=10m DLQ_BRIDGE_METRICS_ADDR=off
-unset DLQ_BRIDGE_AUDIT_LOG DLQ_BRIDGE_AUDIT_KEY_FILE DLQ_BRIDGE_PASSWORD_FILE
-"$bin" declare >/dev/null || fail "dlq-bridge declare failed"
+start_private_node dlqb-profile
 
 beam=$(pgrep -f "beam.smp.*$node_dir" | head -n 1)
 [ -n "$beam" ] || fail "cannot find the node's beam.smp process"

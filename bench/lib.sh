@@ -9,6 +9,7 @@
 #   window     publishes in flight when preloading
 #   work       a directory for the daemons' logs
 #   node_dirs  an array: the directories of the private nodes it starts
+#   node_dir, port  for start_private_node: the one node's directory and port
 # and exports DLQ_BRIDGE_URL (where the daemons connect; see daemon_url).
 # shellcheck shell=bash disable=SC2154
 
@@ -45,6 +46,23 @@ require_free_ports() {
             fail "port $p is in use by another process; choose a free range with --port"
         fi
     done
+}
+# Starts the one private node of bench/run.sh or bench/broker-profile.sh
+# (node_dir, AMQP port $port and the four above it, named after $1) and
+# declares the topology on it, exporting DLQ_BRIDGE_URL for the daemons.
+# One topology for every phase: a long retry delay, so that routed tasks
+# stay in dsr.retry.10m and can be counted there. Installs the EXIT trap.
+start_private_node() {
+    stop_nodes
+    require_free_ports "$port" $((port + 1)) $((port + 2)) $((port + 3)) $((port + 4))
+    rm -rf "$node_dir"
+    trap cleanup EXIT
+    log "starting a private broker on port $port ($node_dir)"
+    scripts/broker-node.sh start "$node_dir" "$port" "$1-$port" >/dev/null ||
+        fail "broker did not start; see $node_dir/log/"
+    export DLQ_BRIDGE_URL=$url DLQ_BRIDGE_RETRY_DELAYS=10m DLQ_BRIDGE_METRICS_ADDR=off
+    unset DLQ_BRIDGE_AUDIT_LOG DLQ_BRIDGE_AUDIT_KEY_FILE DLQ_BRIDGE_PASSWORD_FILE
+    "$bin" declare >/dev/null || fail "dlq-bridge declare failed"
 }
 # The EXIT trap: stops the daemons still running and our nodes.
 cleanup() {

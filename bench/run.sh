@@ -69,20 +69,9 @@ full_n=200000
 # ---- build and broker ----------------------------------------------------
 
 build_bench
-stop_nodes
-require_free_ports "$port" $((port + 1)) $((port + 2)) $((port + 3)) $((port + 4))
-rm -rf "$node_dir" "$work"
+rm -rf "$work"
 mkdir -p "$work"
-trap cleanup EXIT
-log "starting a private broker on port $port ($node_dir)"
-scripts/broker-node.sh start "$node_dir" "$port" "dlqb-bench-$port" >/dev/null ||
-    fail "broker did not start; see $node_dir/log/"
-
-# One topology for every phase: a long retry delay, so that routed tasks stay
-# in dsr.retry.10m and can be counted there.
-export DLQ_BRIDGE_URL=$url DLQ_BRIDGE_RETRY_DELAYS=10m DLQ_BRIDGE_METRICS_ADDR=off
-unset DLQ_BRIDGE_AUDIT_LOG DLQ_BRIDGE_AUDIT_KEY_FILE DLQ_BRIDGE_PASSWORD_FILE
-"$bin" declare >/dev/null || fail "dlq-bridge declare failed"
+start_private_node dlqb-bench
 
 # Helpers (rate, median, paired, preloads, route ...) are in bench/lib.sh.
 mib() { awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else printf "%.1f", k / 1024 }'; }
