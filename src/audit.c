@@ -840,6 +840,9 @@ static void *writer_main(void *arg) {
       a->queue = t;
       a->qcap = tcap;
       a->qlen = 0;
+    } else if (a->qlen == 0) {
+      /* A retry with nothing new queued: the queue may never have been
+       * allocated (NULL), so there is nothing to merge. */
     } else if (!reserve_hops(&a->batch, a->blen, &a->bcap, a->qlen)) {
       st = dlqb_fail(&err, DLQB_ENOMEM, "out of memory queueing audit records");
     } else {
