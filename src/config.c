@@ -26,7 +26,7 @@ typedef enum {
   KIND_URL,        /* amqp:// or amqps:// URL */
   KIND_PATH,       /* a file path, "" = unset */
   KIND_INT,        /* a decimal integer in [min, max] */
-  KIND_DURATION,   /* one duration > 0 */
+  KIND_DURATION,   /* one duration of at least min ms (min 1: > 0) */
   KIND_DELAYS,     /* the retry delay list, each in (0, max] ms */
   KIND_ADDR,       /* host:port, or "" / "off" for off */
   KIND_LOG_FORMAT, /* text | json */
@@ -58,10 +58,12 @@ typedef enum {
   X(retry_jitter, retry_jitter_percent, "DLQ_BRIDGE_RETRY_JITTER", "retry-jitter", "20",    \
     KIND_INT, 0, 90, "percent by which a retry delay may be randomly shortened (0 to 90)")  \
   X(sla_budget, sla_budget_ms, "DLQ_BRIDGE_SLA_BUDGET", "sla-budget", "30d", KIND_DURATION, \
-    0, 0, "no retry lands later than this after a task first failed")                       \
+    1, 0, "no retry lands later than this after a task first failed")                       \
   X(prefetch, prefetch, "DLQ_BRIDGE_PREFETCH", "prefetch", "500", KIND_INT, 1, 10000,       \
     "messages in flight in the router (1 to 10000)")                                        \
-  X(dlq_sla, dlq_sla_ms, "DLQ_BRIDGE_DLQ_SLA", "dlq-sla", "24h", KIND_DURATION, 0, 0,       \
+  X(startup_wait, startup_wait_ms, "DLQ_BRIDGE_STARTUP_WAIT", "startup-wait", "0s",          \
+    KIND_DURATION, 0, 0, "how long run waits for the broker at start; 0s = exit at once")       \
+  X(dlq_sla, dlq_sla_ms, "DLQ_BRIDGE_DLQ_SLA", "dlq-sla", "24h", KIND_DURATION, 1, 0,       \
     "DLQ items older than this are escalated")                                              \
   X(max_replays, max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1,    \
     1000, "replays of a task before its next failure escalates (1 to 1000)")                \
@@ -87,7 +89,7 @@ typedef struct {
   setting_kind kind;
   size_t offset; /* of the field in dlqb_config */
   size_t size;   /* of the field; text must be shorter */
-  int64_t min;   /* KIND_INT: lowest value; unused otherwise */
+  int64_t min;   /* KIND_INT: lowest value; KIND_DURATION: least ms; unused otherwise */
   int64_t max;   /* KIND_INT: highest; KIND_DELAYS: longest delay in ms */
 } setting_rule;
 
@@ -263,14 +265,15 @@ static dlqb_status set_int(int *field, const char *value, const setting_rule *r,
   return DLQB_OK;
 }
 
-static dlqb_status set_duration(uint64_t *field, const char *value, dlqb_error *err) {
+static dlqb_status set_duration(uint64_t *field, const char *value, const setting_rule *r,
+                                dlqb_error *err) {
   char q[QUOTE_BUF];
   uint64_t ms = 0;
   dlqb_status st = dlqb_duration_parse(value, &ms, err);
   if (st != DLQB_OK) {
     return st;
   }
-  if (ms == 0) {
+  if (ms < (uint64_t)r->min) {
     return dlqb_fail(err, DLQB_EINVAL, "'%s' must be greater than zero", quote(value, q));
   }
   *field = ms;
@@ -387,7 +390,7 @@ static dlqb_status set_by_rule(dlqb_config *c, const setting_rule *r, const char
   case KIND_INT:
     return set_int((int *)(void *)field, value, r, err);
   case KIND_DURATION:
-    return set_duration((uint64_t *)(void *)field, value, err);
+    return set_duration((uint64_t *)(void *)field, value, r, err);
   case KIND_DELAYS:
     return set_delays(c, value, r, err);
   case KIND_ADDR:

@@ -3,11 +3,17 @@
 
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "dlqb/log.h"
 
@@ -29,6 +35,39 @@ amqp_bytes_t dlqb_bytes(const char *s) {
 amqp_connection_state_t dlqb_link_conn(dlqb_link *link) { return link->conn; }
 
 int dlqb_link_broker_major(const dlqb_link *link) { return link->broker_major; }
+
+/* rabbitmq-c reports a failed TCP connect only as "a socket error
+ * occurred" (errno is left at EINPROGRESS). On that path only, one more
+ * connect of our own finds the reason an operator can act on ("connection
+ * refused", "no route to host"); "" when it cannot tell. */
+static const char *connect_failure_reason(const char *host, int port, char *buf, size_t cap) {
+  char service[16];
+  snprintf(service, sizeof service, "%d", port);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *res = NULL;
+  if (getaddrinfo(host, service, &hints, &res) != 0) return "";
+  int why = 0;
+  for (struct addrinfo *ai = res; ai != NULL && why == 0; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      why = errno;
+      struct pollfd pf = {.fd = fd, .events = POLLOUT};
+      socklen_t len = sizeof why;
+      if (why == EINPROGRESS &&
+          (poll(&pf, 1, CONNECT_TIMEOUT_S * 1000) != 1 ||
+           getsockopt(fd, SOL_SOCKET, SO_ERROR, &why, &len) != 0))
+        why = ETIMEDOUT;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  if (why == 0 || cap == 0) return "";
+  snprintf(buf, cap, "%s", strerror(why));
+  buf[0] = (char)tolower((unsigned char)buf[0]); /* our errors are lower case */
+  return buf;
+}
 
 dlqb_status dlqb_link_status(int status, const char *what, dlqb_error *err) {
   if (status >= 0) return DLQB_OK;
@@ -172,8 +211,12 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
                            ? " (tls: check DLQ_BRIDGE_TLS_CA_FILE and that the certificate "
                              "names this host)"
                            : "";
+    char reason[128];
+    const char *why = rc == AMQP_STATUS_SOCKET_ERROR
+                          ? connect_failure_reason(ci.host, ci.port, reason, sizeof reason)
+                          : "";
     st = dlqb_fail(err, DLQB_ECONN, "cannot connect to broker at %s:%d: %s%s", ci.host, ci.port,
-                   amqp_error_string2(rc), hint);
+                   *why ? why : amqp_error_string2(rc), hint);
     goto fail;
   }
   struct timeval rpc = {RPC_TIMEOUT_S, 0};

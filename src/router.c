@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlqb/duration.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
 #include "dlqb/pipe.h"
@@ -176,6 +177,11 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
   router r = {.cfg = cfg, .hooks = hooks};
   r.rng = (uint64_t)dlqb_now_ms() * 2654435761u ^ (uint64_t)getpid() << 32 ^ 0x9E3779B97F4A7C15ULL;
   bool ever_connected = false;
+  /* Until the first contact, a broker that does not answer (still
+   * booting, or a wrong address) is retried only up to startup_wait; then
+   * the failure is the command's, so a wrong URL typed by hand fails fast
+   * and a supervisor's start order need not be exact. */
+  long long give_up_at = dlqb_mono_ms() + (long long)cfg->startup_wait_ms;
   long backoff = BACKOFF_MIN_MS;
   dlqb_status st = DLQB_OK;
   while (!*stop) {
@@ -185,10 +191,28 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
     /* Retrying cannot fix these; say so and exit non-zero. */
     if (st == DLQB_ECONFLICT || st == DLQB_EINVAL || st == DLQB_EACCESS) break;
     if (connected) ever_connected = true;
-    else if (!ever_connected) break; /* first contact failed: say so and exit */
+    bool first_contact = !ever_connected;
+    if (first_contact && (st == DLQB_EIO || st == DLQB_ENOMEM)) break; /* e.g. password file */
+    long long now = dlqb_mono_ms();
+    if (first_contact && now >= give_up_at) {
+      if (cfg->startup_wait_ms > 0) {
+        char was[DLQB_ERROR_MAX], waited[32];
+        snprintf(was, sizeof was, "%s", err->msg);
+        dlqb_fail(err, st, "%.400s (still failing after startup_wait %s)", was,
+                  dlqb_duration_format(cfg->startup_wait_ms, waited, sizeof waited));
+      }
+      break;
+    }
     if (connected) backoff = BACKOFF_MIN_MS;
     long wait = backoff / 2 + (long)(next_random(&r) % (uint32_t)(backoff / 2 + 1));
-    dlqb_log_warn("disconnected", "%s; reconnecting in %ld ms", err->msg, wait);
+    if (first_contact) {
+      /* The last try of the startup wait falls on its end, not past it. */
+      if (now + wait > give_up_at) wait = (long)(give_up_at - now);
+      dlqb_log_warn("broker_unreachable", "%s; retrying in %ld ms (startup_wait: %lld s left)",
+                    err->msg, wait, (give_up_at - now + 999) / 1000);
+    } else {
+      dlqb_log_warn("disconnected", "%s; reconnecting in %ld ms", err->msg, wait);
+    }
     for (long slept = 0; slept < wait && !*stop; slept += 50) usleep(50 * 1000);
     backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     st = DLQB_OK;

@@ -32,6 +32,7 @@ typedef struct {
   int retry_jitter_percent;  /* 0..90: a delay d becomes uniform in [d*(1-j), d] */
   uint64_t sla_budget_ms;    /* a retry may not land past first_seen_at + this */
   int prefetch;              /* in-flight window of the router */
+  uint64_t startup_wait_ms;  /* run retries its first contact this long; 0 = exit */
   uint64_t dlq_sla_ms;       /* DLQ items older than this are escalated */
   int max_replays;           /* failures after this many replays escalate */
   char ledger_cache[DLQB_CONFIG_STR_MAX];   /* "" = replay reads the ledger whole */

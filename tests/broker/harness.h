@@ -292,6 +292,29 @@ bool th_fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(pri
 /* Number of lines in s (a last line without '\n' counts). */
 int th_count_lines(const char *s);
 
+/* ---- a TCP proxy between clients and the node ------------------------ */
+
+typedef struct {
+  pid_t pid; /* 0 when not running */
+  int port;  /* 0 before the first start: a free port is taken */
+} th_proxy;
+
+/* Starts a proxy process listening on 127.0.0.1:px->port (when 0, a free
+ * port, stored back; later starts reuse it) that connects each client to
+ * the node's AMQP port and copies bytes both ways. Returns 0 or -1. */
+int th_proxy_start(th_proxy *px);
+
+/* From now on the proxy discards what the broker sends (confirms,
+ * deliveries) but keeps passing on what clients send. */
+void th_proxy_swallow(const th_proxy *px);
+
+/* Kills the proxy: every connection through it drops at once. Idempotent. */
+void th_proxy_cut(th_proxy *px);
+
+/* "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:<proxy port>/<vhost>" into
+ * buf: an environment entry for a bridge that goes through the proxy. */
+bool th_proxy_url_env(const th_proxy *px, const th_vhost *v, char *buf, size_t len);
+
 /* ---- the node --------------------------------------------------------- */
 
 /* Stops the node and starts it again on the same directory and ports

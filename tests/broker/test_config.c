@@ -73,30 +73,80 @@ static int error_lines(const char *text) {
 }
 
 /* Nothing listens: one line, non-zero, and the password never shows. */
-static void expect_unreachable(const char *command) {
+static void expect_unreachable(const char *command, const char *wait, th_result *r) {
   char url[TH_URL_MAX];
   snprintf(url, sizeof url, "amqp://guest:" SECRET "@127.0.0.1:%d/%%2f", free_port());
   const char *const args[] = {command, NULL};
-  static const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", NULL};
-  th_result r;
-  assert_int_equal(th_run_bridge(args, url, env, CMD_TIMEOUT_MS, &r), 0);
-  printf("%s, unreachable: exit %d, stderr: %s", command, r.exit_code, r.err);
-  assert_true(r.exit_code > 0);
-  assert_null(strstr(r.err, SECRET));
-  assert_null(strstr(r.out, SECRET));
+  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", wait, NULL};
+  assert_int_equal(th_run_bridge(args, url, env, CMD_TIMEOUT_MS, r), 0);
+  printf("%s, unreachable: exit %d, stderr: %s", command, r->exit_code, r->err);
+  assert_true(r->exit_code > 0);
+  assert_null(strstr(r->err, SECRET));
+  assert_null(strstr(r->out, SECRET));
   /* `run` may log its start first; the failure itself is one line. */
-  if (strcmp(command, "declare") == 0) assert_int_equal(th_count_lines(r.err), 1);
-  assert_int_equal(error_lines(r.err), 1);
+  if (strcmp(command, "declare") == 0) assert_int_equal(th_count_lines(r->err), 1);
+  assert_int_equal(error_lines(r->err), 1);
+  /* the reason an operator can act on, not rabbitmq-c's "a socket error" */
+  assert_non_null(strstr(r->err, "connection refused"));
 }
 
 static void test_unreachable_broker_declare(void **state) {
   (void)state;
-  expect_unreachable("declare");
+  th_result r;
+  expect_unreachable("declare", NULL, &r);
 }
 
+/* Without startup_wait, `run` gives up at the first failed contact. */
 static void test_unreachable_broker_run(void **state) {
   (void)state;
-  expect_unreachable("run");
+  th_result r;
+  expect_unreachable("run", NULL, &r);
+  assert_null(strstr(r.err, "broker_unreachable"));
+}
+
+/* With it, `run` tries again (a warning a try) until the wait is over,
+ * then fails with the last error and says how long it tried. */
+static void test_unreachable_broker_run_after_startup_wait(void **state) {
+  (void)state;
+  th_result r;
+  int64_t start = th_now_ms();
+  expect_unreachable("run", "DLQ_BRIDGE_STARTUP_WAIT=1500ms", &r);
+  int64_t took = th_now_ms() - start;
+  printf("gave up after %lld ms\n", (long long)took);
+  assert_true(took >= 1500);
+  assert_true(strstr(r.err, "broker_unreachable") != NULL);
+  assert_non_null(strstr(r.err, "still failing after startup_wait 1500ms"));
+}
+
+static bool log_has_two_retries(void *arg) {
+  return fx_count_in_file(((th_bridge *)arg)->log_path, "broker_unreachable") >= 2;
+}
+
+/* A broker that answers only after the bridge started (a supervisor's
+ * start order, a node still booting): with startup_wait the bridge keeps
+ * trying and starts routing once it can. */
+static void test_run_waits_for_a_late_broker(void **state) {
+  fx_case *t = *state;
+  th_proxy px = {0};
+  assert_int_equal(th_proxy_start(&px), 0); /* takes a port for the URL... */
+  th_proxy_cut(&px);                         /* ...where nothing answers yet */
+  char url[TH_URL_MAX + 32];
+  assert_true(th_proxy_url_env(&px, &t->vhost, url, sizeof url));
+  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", "DLQ_BRIDGE_STARTUP_WAIT=2m", url,
+                             NULL};
+  th_bridge *b = &t->bridges[0];
+  assert_int_equal(th_bridge_start(b, &t->vhost, env, "late"), 0);
+  t->nbridges = 1;
+  FX_CHECK(t, th_wait_until(log_has_two_retries, b, 20000));
+  FX_CHECK(t, th_bridge_running(b));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.failed"), -1); /* nothing declared yet */
+
+  assert_int_equal(th_proxy_start(&px), 0);
+  bool routing = th_wait_consumers(t->conn, "dsr.failed", 1, 30000);
+  int stopped = fx_stop_bridges(t);
+  th_proxy_cut(&px);
+  FX_CHECK(t, routing);
+  assert_int_equal(stopped, 0);
 }
 
 static void test_run_declares_and_sigterm_exits_0(void **state) {
@@ -114,7 +164,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_zero_max_attempts_exits_2),       FX_TEST(test_bad_retry_delays_flag_exits_2),
       FX_TEST(test_bad_setting_for_declare_exits_2), FX_TEST(test_unreachable_broker_declare),
-      FX_TEST(test_unreachable_broker_run),          FX_TEST(test_run_declares_and_sigterm_exits_0),
+      FX_TEST(test_unreachable_broker_run),
+      FX_TEST(test_unreachable_broker_run_after_startup_wait),
+      FX_TEST(test_run_waits_for_a_late_broker),
+      FX_TEST(test_run_declares_and_sigterm_exits_0),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,16 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,157 +108,53 @@ static void test_bridge_sigkill_repeatedly(void **state) {
   fx_audit_remove(&audit);
 }
 
-/* ---- a TCP proxy the test controls -------------------------------------- */
-
-static volatile sig_atomic_t proxy_swallow;
-static void on_usr1(int sig) {
-  (void)sig;
-  proxy_swallow = 1;
-}
-
-/* The proxy process: accepts on port, connects each client to the broker
- * and copies bytes both ways. After SIGUSR1 it discards what the broker
- * sends (confirms, deliveries) but keeps passing on what clients send. */
-static void proxy_main(int listen_fd, int broker_port) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  signal(SIGUSR1, on_usr1);
-  enum { MAXC = 16 };
-  int cli[MAXC], up[MAXC];
-  for (int i = 0; i < MAXC; i++) cli[i] = up[i] = -1;
-  char buf[65536];
-  for (;;) {
-    struct pollfd p[1 + 2 * MAXC];
-    int n = 0;
-    p[n++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-    for (int i = 0; i < MAXC; i++) {
-      p[n++] = (struct pollfd){.fd = cli[i], .events = POLLIN};
-      p[n++] = (struct pollfd){.fd = up[i], .events = POLLIN};
-    }
-    if (poll(p, (nfds_t)n, 1000) < 0) {
-      if (errno == EINTR) continue;
-      _exit(1);
-    }
-    if (p[0].revents & POLLIN) {
-      int c = accept(listen_fd, NULL, NULL);
-      int slot = -1;
-      for (int i = 0; i < MAXC && slot < 0; i++)
-        if (cli[i] < 0) slot = i;
-      int u = socket(AF_INET, SOCK_STREAM, 0);
-      struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)broker_port)};
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (c < 0 || slot < 0 || u < 0 || connect(u, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (c >= 0) close(c);
-        if (u >= 0) close(u);
-      } else {
-        cli[slot] = c;
-        up[slot] = u;
-      }
-    }
-    for (int i = 0; i < MAXC; i++) {
-      for (int dir = 0; dir < 2; dir++) {
-        struct pollfd *pf = &p[1 + 2 * i + dir];
-        if (pf->fd < 0 || !(pf->revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        int from = dir == 0 ? cli[i] : up[i], to = dir == 0 ? up[i] : cli[i];
-        ssize_t got = read(from, buf, sizeof buf);
-        bool ok = got > 0;
-        if (ok && !(dir == 1 && proxy_swallow)) {
-          for (ssize_t off = 0; ok && off < got;) {
-            ssize_t w = write(to, buf + off, (size_t)(got - off));
-            if (w <= 0) ok = false;
-            else off += w;
-          }
-        }
-        if (!ok) {
-          close(cli[i]);
-          close(up[i]);
-          cli[i] = up[i] = -1;
-          break;
-        }
-      }
-    }
-  }
-}
+/* ---- a cut connection (a proxy between bridge and broker) --------------- */
 
 typedef struct {
-  pid_t pid;
-  int port, broker_port;
+  th_proxy px;
   int cuts, swallowed_cuts, max_cuts, every, next_at;
 } proxy_state;
 
-static int proxy_start(proxy_state *px) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)px->port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0) {
-    fprintf(stderr, "proxy: cannot listen on %d: %s\n", px->port, strerror(errno));
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  /* The first start takes a free port from the kernel; restarts reuse it. */
-  socklen_t alen = sizeof a;
-  if (getsockname(fd, (struct sockaddr *)&a, &alen) == 0) px->port = ntohs(a.sin_port);
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) proxy_main(fd, px->broker_port);
-  close(fd);
-  px->pid = pid;
-  return 0;
-}
-
-/* Kills the proxy: every connection through it drops at once. */
-static void proxy_cut(proxy_state *px) {
-  if (px->pid <= 0) return;
-  kill(px->pid, SIGKILL);
-  waitpid(px->pid, NULL, 0);
-  px->pid = 0;
-}
-
 static int proxy_fault(fx_case *t, void *arg, const flow_result *r) {
   (void)t;
-  proxy_state *px = arg;
-  if (px->cuts >= px->max_cuts || r->acks < px->next_at) return 0;
+  proxy_state *ps = arg;
+  if (ps->cuts >= ps->max_cuts || r->acks < ps->next_at) return 0;
   sleep_ms(30);
-  if (px->cuts % 2 == 1) {
+  if (ps->cuts % 2 == 1) {
     /* Between publish and confirm: the broker gets the bridge's publishes
      * but the bridge never sees the confirms; then the line drops. */
-    kill(px->pid, SIGUSR1);
+    th_proxy_swallow(&ps->px);
     sleep_ms(400);
-    px->swallowed_cuts++;
+    ps->swallowed_cuts++;
   }
-  proxy_cut(px);
-  px->cuts++;
-  px->next_at = r->acks + px->every;
+  th_proxy_cut(&ps->px);
+  ps->cuts++;
+  ps->next_at = r->acks + ps->every;
   sleep_ms(150); /* the bridge retries against a closed port meanwhile */
-  return proxy_start(px);
+  return th_proxy_start(&ps->px);
 }
 
 static void test_connection_cut_by_proxy(void **state) {
   fx_case *t = *state;
-  const th_env *e = th_env_get();
   bool lng = long_run();
-  proxy_state px = {.port = 0, .broker_port = e->amqp_port,
-                    .max_cuts = lng ? 30 : 6};
-  assert_int_equal(proxy_start(&px), 0);
+  proxy_state ps = {.max_cuts = lng ? 30 : 6};
+  assert_int_equal(th_proxy_start(&ps.px), 0);
   char url[TH_URL_MAX + 32];
-  snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", px.port,
-           t->vhost.name);
+  assert_true(th_proxy_url_env(&ps.px, &t->vhost, url, sizeof url));
   const char *extra[] = {url, NULL};
   flow_opts o = {.tasks = lng ? 2000 : 320, .bridges = 1, .retry_delays = DELAYS,
                  .timeout_ms = lng ? 900000 : 150000, .bridge_env = extra,
-                 .fault = proxy_fault, .fault_arg = &px};
-  px.every = EXPECTED_ACKS(o.tasks) / (px.max_cuts + 2);
-  px.next_at = px.every;
+                 .fault = proxy_fault, .fault_arg = &ps};
+  ps.every = EXPECTED_ACKS(o.tasks) / (ps.max_cuts + 2);
+  ps.next_at = ps.every;
   flow_result r;
   int rc = flow_run(t, &o, &r);
-  proxy_cut(&px);
+  th_proxy_cut(&ps.px);
   assert_int_equal(rc, 0);
-  printf("proxy: %d cuts, %d of them while confirms were being swallowed\n", px.cuts,
-         px.swallowed_cuts);
+  printf("proxy: %d cuts, %d of them while confirms were being swallowed\n", ps.cuts,
+         ps.swallowed_cuts);
   check_conservation(t, "proxy cut", &o, &r);
-  assert_int_equal(px.cuts, px.max_cuts);
+  assert_int_equal(ps.cuts, ps.max_cuts);
 }
 
 /* ---- a broker resource alarm -------------------------------------------- */
@@ -332,7 +223,7 @@ static void test_broker_memory_alarm(void **state) {
 #ifdef DLQB_SOAK
 
 typedef struct {
-  proxy_state px;
+  th_proxy px;
   fx_audit audit; /* both bridges write one audit trail, verified at the end */
   int64_t started, next_sample, next_kill, next_cut;
   int kills, cuts, samples;
@@ -372,20 +263,19 @@ static int soak_fault(fx_case *t, void *arg, const flow_result *r) {
    * no supervisor, so it restarts bridge 2 only once the proxy is back. */
   if (now >= s->next_cut) {
     if (s->cuts % 2 == 1) {
-      kill(s->px.pid, SIGUSR1);
+      th_proxy_swallow(&s->px);
       sleep_ms(400);
     }
-    proxy_cut(&s->px);
+    th_proxy_cut(&s->px);
     s->cuts++;
     sleep_ms(150);
-    if (proxy_start(&s->px) != 0) return -1;
+    if (th_proxy_start(&s->px) != 0) return -1;
     s->next_cut = th_now_ms() + 90000;
   }
   if (now >= s->next_kill && t->nbridges > 1) {
     th_bridge_kill(&t->bridges[1]);
     char url[TH_URL_MAX + 32];
-    snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", s->px.port,
-             t->vhost.name);
+    if (!th_proxy_url_env(&s->px, &t->vhost, url, sizeof url)) return -1;
     const char *const env[] = {url, s->audit.env_log, s->audit.env_key, NULL};
     if (restart_bridge(t, 1, env) != 0) return -1;
     s->kills++;
@@ -402,12 +292,11 @@ static void test_soak(void **state) {
   fx_case *t = *state;
   const char *m = getenv("DLQB_SOAK_MINUTES"), *n = getenv("DLQB_SOAK_ROUND_TASKS");
   int minutes = m != NULL ? atoi(m) : 60, per_round = n != NULL ? atoi(n) : 20000;
-  soak_state s = {.px = {.broker_port = th_env_get()->amqp_port}};
-  assert_int_equal(proxy_start(&s.px), 0);
+  soak_state s = {0};
+  assert_int_equal(th_proxy_start(&s.px), 0);
   assert_int_equal(fx_audit_init(&s.audit), 0);
   char url[TH_URL_MAX + 32];
-  snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", s.px.port,
-           t->vhost.name);
+  assert_true(th_proxy_url_env(&s.px, &t->vhost, url, sizeof url));
   const char *extra[] = {url, s.audit.env_log, s.audit.env_key, NULL};
   s.started = th_now_ms();
   s.next_kill = s.started + 60000;
@@ -423,7 +312,7 @@ static void test_soak(void **state) {
                    .fault_arg = &s};
     flow_result r;
     int rc = flow_run(t, &o, &r);
-    if (rc != 0) proxy_cut(&s.px);
+    if (rc != 0) th_proxy_cut(&s.px);
     assert_int_equal(rc, 0);
     char label[32];
     snprintf(label, sizeof label, "soak round %d", ++rounds);
@@ -436,7 +325,7 @@ static void test_soak(void **state) {
     settled = settled && r.settled;
     t->nbridges = 0; /* flow_run stopped them; the next round starts its own */
   }
-  proxy_cut(&s.px);
+  th_proxy_cut(&s.px);
   printf("soak: %lld s, %d rounds, %d tasks, completed %d, dlq %d, %d bridge kills, %d "
          "connection cuts; bridge VmRSS first %ld kB, max %ld kB, last %ld kB; lost=%d "
          "duplicates=%d\n",

@@ -97,7 +97,7 @@ static size_t setting_count(void) {
 static void test_table_rows_are_consistent(void **state) {
   (void)state;
   const dlqb_config_setting *s = dlqb_config_settings();
-  assert_int_equal(setting_count(), 21);
+  assert_int_equal(setting_count(), 22);
   for (size_t i = 0; s[i].key != NULL; i++) {
     char env[64] = "DLQ_BRIDGE_";
     char flag[64];
@@ -277,6 +277,14 @@ static void test_single_durations(void **state) {
   set_ok(&c, "dlq_sla", "90m");
   assert_int_equal(c.dlq_sla_ms, 90ULL * 60000);
   set_bad("sla_budget", "0s", "'0s' must be greater than zero");
+  /* startup_wait may be zero (the default: give up at once), not negative */
+  assert_int_equal(c.startup_wait_ms, 0);
+  set_ok(&c, "startup_wait", "2m");
+  assert_int_equal(c.startup_wait_ms, 120000);
+  set_ok(&c, "startup_wait", "0s");
+  assert_int_equal(c.startup_wait_ms, 0);
+  set_bad("startup_wait", "-5s", "has a sign");
+  set_bad("startup_wait", "5", "has no unit");
   set_bad("dlq_sla", "0ms", "must be greater than zero");
   set_bad("dlq_sla", "5", "'5' has no unit (use ms, s, m, h or d)");
   set_bad("sla_budget", "1.5h", "has a fraction");
