@@ -34,6 +34,7 @@
 #include "audit_private.h"
 #include "dlqb/file.h"
 #include "dlqb/log.h"
+#include "dlqb/text.h"
 
 /* A record is at most this long: every text field of a hop sanitised and
  * escaped (at most doubled) plus the fixed members. The batch buffer keeps

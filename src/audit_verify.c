@@ -14,6 +14,7 @@
 
 #include "audit_private.h"
 #include "dlqb/audit.h"
+#include "dlqb/text.h"
 
 #define NAME_MAX_ 256
 #define WRITER_MAX 96

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "dlqb/log.h"
+#include "dlqb/text.h"
 #include "dlqb/topology.h"
 #include "ops.h"
 

@@ -11,14 +11,14 @@
 #include <string.h>
 
 #include "dlqb/duration.h"
+#include "dlqb/text.h"
 
 /* A config file is a few hundred bytes; the cap stops a wrong path (a log,
  * a device) from being read whole. */
 #define CONFIG_FILE_MAX (1024 * 1024)
 
 /* Quoted input is cut to this many bytes so an error stays one short line. */
-#define QUOTE_MAX 64
-#define QUOTE_BUF (QUOTE_MAX + 4)
+#define QUOTE_BUF DLQB_QUOTE_BUF
 
 #define MS_PER_HOUR INT64_C(3600000)
 
@@ -121,19 +121,9 @@ static bool is_space(char ch) {
 
 static bool is_control(unsigned char ch) { return ch < 0x20 || ch == 0x7f; }
 
-/* Copies s into buf for quoting in an error: control bytes become '?' so
- * the message stays on one line, and long text is cut with "...". */
-static const char *quote(const char *s, char *buf) {
-  size_t i = 0;
-  for (; s[i] != '\0' && i < QUOTE_MAX; i++) {
-    buf[i] = is_control((unsigned char)s[i]) ? '?' : s[i];
-  }
-  if (s[i] != '\0') {
-    memcpy(buf + i, "...", 3);
-    i += 3;
-  }
-  buf[i] = '\0';
-  return buf;
+/* A value as an error quotes it (one short line whatever was pasted). */
+static const char *quote(const char *s, char buf[QUOTE_BUF]) {
+  return dlqb_text_quote(buf, s, strlen(s));
 }
 
 /* Narrows s to its text without surrounding whitespace: [*start, *start+*n). */

@@ -6,15 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dlqb/text.h"
+
 #define MS_PER_DAY UINT64_C(86400000)
 
 /* 100 years of 365 days: far beyond any sane delay or budget, and small
  * enough that callers can add it to an epoch time in ms without overflow. */
 #define DURATION_MAX_MS (UINT64_C(36500) * MS_PER_DAY)
-
-/* Quoted input is cut to this many bytes so that an error stays one short
- * line whatever the operator pasted. */
-#define QUOTE_MAX 64
 
 typedef struct {
   const char *name;
@@ -35,26 +33,6 @@ static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 
 static bool is_letter(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
 
-/* Copies s[0..n) into buf for quoting in an error: control bytes become '?'
- * so the message stays on one line, and long text is cut with "...". */
-static const char *quote_span(const char *s, size_t n, char *buf, size_t len) {
-  size_t keep = n > QUOTE_MAX ? QUOTE_MAX : n;
-  size_t i = 0;
-  if (keep + 4 > len) {
-    keep = len > 4 ? len - 4 : 0;
-  }
-  for (; i < keep; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    buf[i] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
-  }
-  if (keep < n && len >= 4) {
-    memcpy(buf + i, "...", 3);
-    i += 3;
-  }
-  buf[i] = '\0';
-  return buf;
-}
-
 static const duration_unit *find_unit(const char *s, size_t n) {
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
     if (strlen(units[i].name) == n && memcmp(units[i].name, s, n) == 0) {
@@ -66,10 +44,10 @@ static const duration_unit *find_unit(const char *s, size_t n) {
 
 /* Parses s[0..n) so that list items can be parsed in place. */
 static dlqb_status parse_span(const char *s, size_t n, uint64_t *out_ms, dlqb_error *err) {
-  char q[QUOTE_MAX + 4];
+  char q[DLQB_QUOTE_BUF];
   const char *p = s;
   const char *end = s + n;
-  quote_span(s, n, q, sizeof q);
+  dlqb_text_quote(q, s, n);
 
   while (p < end && is_space(*p)) {
     p++;
@@ -146,11 +124,11 @@ static bool span_is_blank(const char *s, size_t n) {
 
 dlqb_status dlqb_duration_parse_list(const char *text, uint64_t *out, size_t max,
                                      size_t *count, dlqb_error *err) {
-  char q[QUOTE_MAX + 4];
+  char q[DLQB_QUOTE_BUF];
   if (text == NULL || (out == NULL && max > 0) || count == NULL) {
     return dlqb_fail(err, DLQB_EINVAL, "no duration list given");
   }
-  quote_span(text, strlen(text), q, sizeof q);
+  dlqb_text_quote(q, text, strlen(text));
   if (span_is_blank(text, strlen(text))) {
     return dlqb_fail(err, DLQB_EINVAL, "'%s' is empty (use e.g. 1s,5s,30s)", q);
   }
@@ -172,9 +150,9 @@ dlqb_status dlqb_duration_parse_list(const char *text, uint64_t *out, size_t max
       return st;
     }
     if (ms == 0) {
-      char item[QUOTE_MAX + 4];
+      char item[DLQB_QUOTE_BUF];
       return dlqb_fail(err, DLQB_EINVAL, "'%s' must be greater than zero",
-                       quote_span(p, item_len, item, sizeof item));
+                       dlqb_text_quote(item, p, item_len));
     }
     out[n++] = ms;
     if (comma == NULL) {

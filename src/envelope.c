@@ -1,5 +1,6 @@
 /* Reads, validates and rewrites the retry envelope carried in AMQP headers. */
 #include "dlqb/envelope.h"
+#include "dlqb/text.h"
 #include "dlqb/topology.h"
 
 #include <errno.h>
@@ -9,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUOTE_MAX 64                   /* bytes of a header value an error may quote */
-#define QUOTE_BUF (QUOTE_MAX + 3 + 1)  /* plus "..." and the NUL */
 #define INT_FIELD_MAX 1000000          /* attempts and replays: far above any real count */
 #define MS_PER_DAY INT64_C(86400000)
 #define FIRST_YEAR 2000                /* first_seen_at sanity range, inclusive */
@@ -32,93 +31,6 @@ static const char *const actions[] = {"access", "deletion", "rectification"};
 
 /* ---- text helpers ---------------------------------------------------- */
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 when it is
- * malformed, overlong, a surrogate or beyond U+10FFFF. */
-static size_t utf8_seq(const unsigned char *s, size_t len, uint32_t *cp) {
-  unsigned char b0 = s[0];
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-  uint32_t c;
-  if (b0 < 0x80) {
-    *cp = b0;
-    return 1;
-  }
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-    c = b0 & 0x1Fu;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    c = b0 & 0x0Fu;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    c = b0 & 0x07u;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (len < n || s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xC0u) != 0x80u) return 0;
-    c = (c << 6) | (s[i] & 0x3Fu);
-  }
-  *cp = c;
-  return n;
-}
-
-/* C0, DEL and C1: characters that would break log lines or the UI. */
-static bool is_control(uint32_t cp) {
-  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F);
-}
-
-/* Sanitises like dlqb_text_sanitize and also reports how many source bytes
- * were consumed, so callers can tell whether the text was cut short. */
-static size_t sanitize(char *dst, size_t cap, const char *src, size_t len, size_t *consumed) {
-  const unsigned char *s = (const unsigned char *)src;
-  size_t in = 0, out = 0;
-  if (src == NULL) len = 0;
-  while (in < len) {
-    if (s[in] >= 0x20 && s[in] < 0x7f) { /* printable ASCII, the common case */
-      if (out + 1 > cap - 1) break;
-      dst[out++] = (char)s[in++];
-      continue;
-    }
-    uint32_t cp = 0;
-    size_t n = utf8_seq(s + in, len - in, &cp);
-    bool bad = n == 0 || is_control(cp); /* one '?' per bad byte or control character */
-    size_t need = bad ? 1 : n;
-    if (out + need > cap - 1) break;
-    if (bad) dst[out] = '?';
-    else memcpy(dst + out, s + in, n);
-    in += n == 0 ? 1 : n;
-    out += need;
-  }
-  dst[out] = '\0';
-  if (consumed != NULL) *consumed = in;
-  return out;
-}
-
-size_t dlqb_text_sanitize(char *dst, size_t cap, const char *src, size_t len) {
-  if (dst == NULL || cap == 0) return 0;
-  return sanitize(dst, cap, src, len, NULL);
-}
-
-static bool utf8_valid(const char *p, size_t len, bool *has_control) {
-  const unsigned char *s = (const unsigned char *)p;
-  size_t i = 0;
-  *has_control = false;
-  while (i < len) {
-    uint32_t cp = 0;
-    size_t n = utf8_seq(s + i, len - i, &cp);
-    if (n == 0) return false;
-    if (is_control(cp)) *has_control = true;
-    i += n;
-  }
-  return true;
-}
-
 static bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
@@ -129,15 +41,6 @@ static void trim(const char **p, size_t *len) {
     (*len)--;
   }
   while (*len > 0 && is_space((*p)[*len - 1])) (*len)--;
-}
-
-/* A header value as an error may show it: sanitised, at most QUOTE_MAX
- * bytes of it, "..." marking a cut. */
-static const char *quote(char buf[QUOTE_BUF], const char *p, size_t len) {
-  size_t used = 0;
-  size_t n = sanitize(buf, QUOTE_MAX + 1, p, len, &used);
-  if (used < len) memcpy(buf + n, "...", 4);
-  return buf;
 }
 
 static bool bytes_eq(amqp_bytes_t b, const char *s) {
@@ -300,7 +203,7 @@ static dlqb_status parse_id(const amqp_table_t *t, const char *name, char *dst,
   if (st != DLQB_OK) return st;
   if (len > DLQB_ID_MAX)
     return dlqb_fail(why, DLQB_EINVAL, "%s is longer than %d bytes", name, DLQB_ID_MAX);
-  if (!utf8_valid(p, len, &control))
+  if (!dlqb_text_utf8_valid(p, len, &control))
     return dlqb_fail(why, DLQB_EINVAL, "%s is not valid UTF-8", name);
   if (control) return dlqb_fail(why, DLQB_EINVAL, "%s contains a control character", name);
   memcpy(dst, p, len);
@@ -313,7 +216,7 @@ static dlqb_status parse_choice(const amqp_table_t *t, const char *name,
                                 const char *listed, char *dst, dlqb_error *why) {
   const char *p = NULL;
   size_t len = 0;
-  char q[QUOTE_BUF];
+  char q[DLQB_QUOTE_BUF];
   dlqb_status st = required_text(t, name, &p, &len, why);
   if (st != DLQB_OK) return st;
   for (size_t i = 0; i < nchoices; i++) {
@@ -322,7 +225,7 @@ static dlqb_status parse_choice(const amqp_table_t *t, const char *name,
       return DLQB_OK;
     }
   }
-  return dlqb_fail(why, DLQB_EINVAL, "%s '%s' is not one of %s", name, quote(q, p, len),
+  return dlqb_fail(why, DLQB_EINVAL, "%s '%s' is not one of %s", name, dlqb_text_quote(q, p, len),
                    listed);
 }
 
@@ -335,7 +238,7 @@ static dlqb_status int_range_error(const char *name, int64_t lo, int64_t hi, con
 /* A decimal string: digits only, after trimming; no sign, no fraction. */
 static dlqb_status int_from_text(const char *name, const char *p, size_t len, int64_t lo,
                                  int64_t hi, int64_t *out, dlqb_error *why) {
-  char q[QUOTE_BUF], shown[QUOTE_BUF + 2];
+  char q[DLQB_QUOTE_BUF], shown[DLQB_QUOTE_BUF + 2];
   int64_t v = 0;
   bool ok;
   trim(&p, &len);
@@ -349,7 +252,7 @@ static dlqb_status int_from_text(const char *name, const char *p, size_t len, in
     *out = v;
     return DLQB_OK;
   }
-  snprintf(shown, sizeof shown, "'%s'", quote(q, p, len));
+  snprintf(shown, sizeof shown, "'%s'", dlqb_text_quote(q, p, len));
   return int_range_error(name, lo, hi, shown, why);
 }
 
@@ -405,11 +308,11 @@ static dlqb_status parse_last_error(const amqp_table_t *t, dlqb_envelope *e, dlq
   if (len > DLQB_LAST_ERROR_MAX)
     return dlqb_fail(why, DLQB_EINVAL, "last_error is longer than %d bytes",
                      DLQB_LAST_ERROR_MAX);
-  if (!utf8_valid(p, len, &control))
+  if (!dlqb_text_utf8_valid(p, len, &control))
     return dlqb_fail(why, DLQB_EINVAL, "last_error is not valid UTF-8");
   /* Control characters are tolerated (someone may paste a stack trace in the
    * UI) but are not passed on into logs. */
-  sanitize(e->last_error, sizeof e->last_error, p, len, NULL);
+  dlqb_text_sanitize(e->last_error, sizeof e->last_error, p, len);
   e->has_last_error = true;
   return DLQB_OK;
 }
@@ -531,17 +434,17 @@ static dlqb_status parse_first_seen(const amqp_table_t *t, dlqb_envelope *e, dlq
   const int64_t hi = days_from_civil(LAST_YEAR + 1, 1, 1) * MS_PER_DAY; /* exclusive */
   const char *p = NULL;
   size_t len = 0;
-  char q[QUOTE_BUF];
+  char q[DLQB_QUOTE_BUF];
   int64_t ms = 0;
   if (v == NULL) return DLQB_OK;
   if (field_text(v, &p, &len)) {
     trim(&p, &len);
     if (dlqb_iso_time_parse(p, len, &ms) != DLQB_OK)
       return dlqb_fail(why, DLQB_EINVAL, "first_seen_at '%s' is not an ISO-8601 UTC time",
-                       quote(q, p, len));
+                       dlqb_text_quote(q, p, len));
     if (ms < lo || ms >= hi)
       return dlqb_fail(why, DLQB_EINVAL, "first_seen_at '%s' is outside the years %d to %d",
-                       quote(q, p, len), FIRST_YEAR, LAST_YEAR);
+                       dlqb_text_quote(q, p, len), FIRST_YEAR, LAST_YEAR);
   } else if (v->kind == AMQP_FIELD_KIND_TIMESTAMP) {
     /* AMQP timestamps are seconds; range-check before scaling to avoid overflow. */
     uint64_t sec = v->value.u64;
@@ -618,7 +521,7 @@ static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
       if (death_reasons[i].kind == DLQB_FAIL_EXPIRED && len >= strlen(DLQB_RETRY_PREFIX) &&
           memcmp(p, DLQB_RETRY_PREFIX, strlen(DLQB_RETRY_PREFIX)) == 0)
         return;
-      sanitize(out->queue, sizeof out->queue, p, len, NULL);
+      dlqb_text_sanitize(out->queue, sizeof out->queue, p, len);
     }
     out->kind = death_reasons[i].kind;
     return;
@@ -638,7 +541,7 @@ void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out) {
     trim(&p, &len);
     /* A blank worker_error says nothing; treat it as absent. */
     if (len > 0) {
-      sanitize(out->worker_error, sizeof out->worker_error, p, len, NULL);
+      dlqb_text_sanitize(out->worker_error, sizeof out->worker_error, p, len);
       out->has_worker_error = true;
     }
   }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dlqb/text.h"
+
 #define POISON_TEXT "poison: repeated consumer crash"
 #define SLA_TEXT "; sla budget exhausted: next try would pass the deadline "
 

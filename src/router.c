@@ -12,6 +12,7 @@
 #include "dlqb/log.h"
 #include "dlqb/pipe.h"
 #include "dlqb/policy.h"
+#include "dlqb/text.h"
 #include "dlqb/topology.h"
 
 #define BACKOFF_MIN_MS 200

@@ -9,6 +9,7 @@
 
 #include "dlqb/link.h"
 #include "dlqb/log.h"
+#include "dlqb/text.h"
 #include "dlqb/topology.h"
 
 #define IDLE_STOP_DEFAULT_MS 5000

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dlqb/duration.h"
+#include "dlqb/text.h"
 
 #define LIMIT_MAX 1000000000ULL
 

@@ -144,9 +144,4 @@ char *dlqb_iso_time(int64_t epoch_ms, char *buf, size_t len);
 /* Parses ISO-8601 UTC ("Z" or "+00:00", optional fraction) into epoch ms. */
 dlqb_status dlqb_iso_time_parse(const char *text, size_t len, int64_t *epoch_ms);
 
-/* Copies at most cap-1 bytes of src (len bytes, maybe not NUL-terminated)
- * into dst, replacing invalid UTF-8 and control characters with '?', never
- * cutting a character in half. Returns bytes written (excluding NUL). */
-size_t dlqb_text_sanitize(char *dst, size_t cap, const char *src, size_t len);
-
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dlqb/envelope.h"
+#include "dlqb/text.h"
 
 #define FUZZ_CHECK(cond)                                                             \
   do {                                                                               \

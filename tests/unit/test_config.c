@@ -464,6 +464,9 @@ static void test_instance(void **state) {
   set_bad("instance", "a\tb", "contains a non-printable or non-ascii character");
   set_bad("instance", "caf\xc3\xa9", "non-ascii");
   set_bad("instance", "a\x7f", "non-printable");
+  /* the error quotes well-formed UTF-8 as it is and a broken byte as '?' */
+  set_bad("instance", "caf\xc3\xa9\t", "'caf\xc3\xa9?' contains");
+  set_bad("max_attempts", "\xff""5", "'?5' is not an integer");
 }
 
 static void test_set_arguments(void **state) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dlqb/envelope.h"
+#include "dlqb/text.h"
 
 #define DEFAULT_MAX 7
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dlqb/policy.h"
+#include "dlqb/text.h"
 
 #define NOW INT64_C(1796015388000) /* 2026-11-30T05:09:48Z */
 #define HOUR INT64_C(3600000)

@@ -1,0 +1,28 @@
+/* Text as errors, logs and the audit trail may show it: well-formed UTF-8
+ * without control characters, cut short without splitting a character, so
+ * whatever a producer or an operator sent stays on one line. Pure, no
+ * allocation. */
+#ifndef DLQB_TEXT_H
+#define DLQB_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define DLQB_QUOTE_MAX 64                      /* bytes of input an error may quote */
+#define DLQB_QUOTE_BUF (DLQB_QUOTE_MAX + 3 + 1) /* plus "..." and the NUL */
+
+/* Copies at most cap-1 bytes of src (len bytes, maybe not NUL-terminated;
+ * NULL counts as empty) into dst, replacing invalid UTF-8 and control
+ * characters (C0, DEL, C1) with '?', never cutting a character in half.
+ * Returns bytes written (excluding the NUL). */
+size_t dlqb_text_sanitize(char *dst, size_t cap, const char *src, size_t len);
+
+/* True when p[0..len) is well-formed UTF-8; *has_control tells whether it
+ * holds a control character. */
+bool dlqb_text_utf8_valid(const char *p, size_t len, bool *has_control);
+
+/* p[0..len) as an error message may quote it: sanitised, at most
+ * DLQB_QUOTE_MAX bytes, "..." marking a cut. Returns buf. */
+const char *dlqb_text_quote(char buf[DLQB_QUOTE_BUF], const char *p, size_t len);
+
+#endif
