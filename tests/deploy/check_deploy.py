@@ -3,6 +3,8 @@
 
 usage: check_deploy.py compose SOURCE_DIR DLQ_BRIDGE_BINARY
        check_deploy.py docs SOURCE_DIR DLQ_BRIDGE_BINARY
+       check_deploy.py systemd SOURCE_DIR DLQ_BRIDGE_BINARY
+       check_deploy.py install SOURCE_DIR DLQ_BRIDGE_BINARY BUILD_DIR CMAKE
 
 compose: docker/docker-compose.yml parses; the services, healthcheck and
   start order are there; every DLQ_BRIDGE_* variable it or the Dockerfile sets
@@ -12,12 +14,21 @@ compose: docker/docker-compose.yml parses; the services, healthcheck and
 docs: docs/configuration.md holds exactly `dlq-bridge help settings`; the
   man page docs/dlq-bridge.1.md names every command of `dlq-bridge --help`
   and every option of `dlq-bridge help COMMAND`, and every setting.
+systemd: packaging/systemd/dlq-bridge.service.in, filled in with this build's
+  binary, passes `systemd-analyze verify` without a word about it and
+  `systemd-analyze security --offline` at exposure 2.0 or less; it sets only
+  known DLQ_BRIDGE_* variables, holds no password, and the example config it
+  names is accepted by the bridge.
+install: `cmake --install` into a scratch DESTDIR gives a binary that runs,
+  the unit naming that binary, the example config, the definitions and docs.
 Prints one line per problem and exits 1 when there is any.
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 problems = []
 
@@ -170,13 +181,115 @@ def check_docs(src, binary):
         if var not in man and var not in config_md:
             problem(f"neither the man page nor configuration.md mentions {var}")
 
+SYSTEMD_UNIT = os.path.join("packaging", "systemd", "dlq-bridge.service.in")
+EXAMPLE_CONFIG = os.path.join("packaging", "systemd", "config.json")
+PASSWORD_IN_URL = re.compile(r"amqps?://[^/@\s:]+:[^/@\s]+@")
+
+
+def check_unit_text(text, known, where):
+    for var in re.findall(r"^#?Environment=(DLQ_BRIDGE_[A-Z0-9_]+)=", text, re.M):
+        if var not in known:
+            problem(f"{where}: sets {var}, which the bridge does not know")
+    if PASSWORD_IN_URL.search(text):
+        problem(f"{where}: holds a password in a URL")
+    start = re.search(r"^ExecStart=(\S+) (.*)$", text, re.M)
+    if start is None:
+        problem(f"{where}: no ExecStart")
+        return None
+    return start.group(1), start.group(2).split()
+
+
+def check_systemd(src, binary):
+    known = known_variables(binary)
+    with open(os.path.join(src, SYSTEMD_UNIT), encoding="utf-8") as f:
+        template = f.read()
+    text = (template.replace("@DLQB_BIN_DIR@", os.path.dirname(os.path.abspath(binary)))
+            .replace("@DLQB_DOC_DIR@", os.path.join(src, "docs")))
+    if re.search(r"@[A-Z_]+@", text):
+        problem(f"{SYSTEMD_UNIT}: a placeholder CMake does not fill in")
+    start = check_unit_text(text, known, SYSTEMD_UNIT)
+    if start is not None and start[1][:2] != ["run", "--config"]:
+        problem(f"{SYSTEMD_UNIT}: ExecStart is not 'dlq-bridge run --config FILE'")
+    with open(os.path.join(src, EXAMPLE_CONFIG), encoding="utf-8") as f:
+        if PASSWORD_IN_URL.search(f.read()):
+            problem(f"{EXAMPLE_CONFIG}: holds a password in a URL")
+    # The example config parses and validates (no broker needed).
+    run(binary, "declare", "--print-definitions", "--config", os.path.join(src, EXAMPLE_CONFIG))
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        problem("systemd-analyze is missing (scripts/install-deps.sh installs systemd)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        unit = os.path.join(tmp, "dlq-bridge.service")
+        with open(unit, "w", encoding="utf-8") as f:
+            f.write(text)
+        out = subprocess.run([analyze, "verify", unit], capture_output=True, text=True,
+                             check=False)
+        # verify exits 0 on many mistakes (an unknown Type=, a bad
+        # directive): any line about our unit is a problem.
+        said = [line for line in (out.stdout + out.stderr).splitlines() if "dlq-bridge" in line]
+        if out.returncode != 0 or said:
+            problem(f"systemd-analyze verify: exit {out.returncode}: {' | '.join(said)}")
+        sec = subprocess.run([analyze, "security", "--offline=yes", "--threshold=20", unit],
+                             capture_output=True, text=True, check=False)
+        level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", sec.stdout)
+        print(f"check_deploy: systemd-analyze security: exposure "
+              f"{level.group(1) if level else '?'}")
+        if sec.returncode != 0:
+            problem(f"systemd-analyze security: exposure above 2.0 (exit {sec.returncode})")
+
+
+def check_install(src, binary, build_dir, cmake):
+    with tempfile.TemporaryDirectory() as dest:
+        env = dict(os.environ, DESTDIR=dest)
+        out = subprocess.run([cmake, "--install", build_dir], capture_output=True, text=True,
+                             env=env, check=False)
+        if out.returncode != 0:
+            problem(f"cmake --install: exit {out.returncode}: {out.stderr.strip()}")
+            return
+        units = [os.path.join(d, f) for d, _, files in os.walk(dest) for f in files
+                 if f == "dlq-bridge.service"]
+        if len(units) != 1 or not units[0].endswith("/lib/systemd/system/dlq-bridge.service"):
+            problem(f"cmake --install: the unit is not under lib/systemd/system: {units}")
+            return
+        with open(units[0], encoding="utf-8") as f:
+            text = f.read()
+        start = check_unit_text(text, known_variables(binary), "installed unit")
+        if start is None:
+            return
+        installed = dest + start[0]
+        if not os.access(installed, os.X_OK):
+            problem(f"the installed unit starts {start[0]}, which was not installed")
+        else:
+            version = subprocess.run([installed, "--version"], capture_output=True, text=True,
+                                     check=False)
+            if version.returncode != 0 or "dlq-bridge" not in version.stdout:
+                problem(f"the installed binary: '--version' exited {version.returncode}")
+        prefix = os.path.dirname(os.path.dirname(installed))
+        for path in ("share/doc/dlq-bridge/examples/config.json",
+                     "share/doc/dlq-bridge/runbook.md",
+                     "share/doc/dlq-bridge/deploy-systemd.md",
+                     "share/dlq-bridge/definitions/definitions.json"):
+            if not os.path.isfile(os.path.join(prefix, path)):
+                problem(f"cmake --install did not install {path}")
+
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("compose", "docs"):
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    arity = {"compose": 4, "docs": 4, "systemd": 4, "install": 6}
+    if arity.get(what) != len(sys.argv):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    what, src, binary = sys.argv[1:]
-    (check_compose if what == "compose" else check_docs)(src, binary)
+    src, binary = sys.argv[2:4]
+    if what == "compose":
+        check_compose(src, binary)
+    elif what == "docs":
+        check_docs(src, binary)
+    elif what == "systemd":
+        check_systemd(src, binary)
+    else:
+        check_install(src, binary, *sys.argv[4:6])
     if not problems:
         print(f"check_deploy: {what}: ok")
     return 1 if problems else 0
