@@ -5,7 +5,6 @@
 #include <amqp_tcp_socket.h>
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "dlqb/log.h"
 
 #define CONNECT_TIMEOUT_S 10
+#define PROBE_TIMEOUT_MS 2000 /* the second look at a failed connect */
 #define RPC_TIMEOUT_S 30
 #define HEARTBEAT_S 30
 #define FRAME_MAX 131072
@@ -56,7 +56,7 @@ static const char *connect_failure_reason(const char *host, int port, char *buf,
       struct pollfd pf = {.fd = fd, .events = POLLOUT};
       socklen_t len = sizeof why;
       if (why == EINPROGRESS &&
-          (poll(&pf, 1, CONNECT_TIMEOUT_S * 1000) != 1 ||
+          (poll(&pf, 1, PROBE_TIMEOUT_MS) != 1 ||
            getsockopt(fd, SOL_SOCKET, SO_ERROR, &why, &len) != 0))
         why = ETIMEDOUT;
     }
