@@ -443,7 +443,7 @@ dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summar
 
 /* Feeds every line of path to the verifier (seal lines when seal). */
 static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal,
-                             dlqb_error *err) {
+                             dlqb_audit_visit_fn visit, void *visit_ctx, dlqb_error *err) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) {
     int e = errno;
@@ -467,6 +467,8 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
       st = complete ? dlqb_audit_verifier_seal_line(v, line, len, err) : DLQB_OK;
     else
       st = dlqb_audit_verifier_line(v, line, len, complete, err);
+    if (st == DLQB_OK && !seal && visit != NULL && !visit(visit_ctx, line, len))
+      st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
   if (st == DLQB_OK && ferror(f)) st = dlqb_fail(err, DLQB_EIO, "cannot read '%s'", path);
   free(line);
@@ -477,12 +479,14 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
 dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
                                     const char *const *files, size_t nfiles,
                                     const char *seal_path, int partial,
+                                    dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err) {
   dlqb_audit_verifier *v = dlqb_audit_verifier_new(key, key_len, partial);
   if (v == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   dlqb_status st = DLQB_OK;
-  if (seal_path != NULL) st = feed_file(v, seal_path, true, err);
-  for (size_t i = 0; st == DLQB_OK && i < nfiles; i++) st = feed_file(v, files[i], false, err);
+  if (seal_path != NULL) st = feed_file(v, seal_path, true, NULL, NULL, err);
+  for (size_t i = 0; st == DLQB_OK && i < nfiles; i++)
+    st = feed_file(v, files[i], false, visit, visit_ctx, err);
   if (st == DLQB_OK) st = dlqb_audit_verifier_finish(v, sum, err);
   dlqb_audit_verifier_free(v);
   return st;

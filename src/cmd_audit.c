@@ -1,5 +1,7 @@
 /* dlq-bridge audit: commands on the tamper-evident audit trail. Its
- * subcommands ("audit verify") are a second small table in this file. */
+ * subcommands ("audit verify", "audit show") are a second small table in
+ * this file; both verify the whole log first. */
+#include <json-c/json.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,45 +10,81 @@
 #include "commands.h"
 #include "dlqb/audit.h"
 
-/* ---- audit verify ---- */
+/* ---- what verify and show share: which files, which seal, the key ---- */
+
+/* The flags both subcommands take: which seal, and where checking starts. */
+#define LOG_FLAGS                                                                           \
+  {"seal", true, "FILE", "seal to check the tail against (default: the last FILE + .seal)"}, \
+      {"no-seal", false, NULL, "do not check a seal (a cut tail then goes unnoticed)"},      \
+      {"partial", false, NULL,                                                              \
+       "accept a first file that continues an archived one (checks from there on)"}
 
 static const cli_flag verify_flags[] = {
-    {"seal", true, "FILE", "seal to check the tail against (default: the last FILE + .seal)"},
-    {"no-seal", false, NULL, "do not check a seal (a cut tail then goes unnoticed)"},
-    {"partial", false, NULL,
-     "accept a first file that continues an archived one (checks from there on)"},
+    LOG_FLAGS,
     {NULL, false, NULL, NULL},
 };
+
+static const cli_flag show_flags[] = {
+    {"request-id", true, "ID", "the hops of the task(s) with this request_id"},
+    {"message-id", true, "ID", "the hops of the message with this message_id"},
+    {"json", false, NULL, "print JSON for scripts instead of text"},
+    LOG_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+#define FILES_DETAILS                                                                    \
+  "FILEs are the log's files oldest first; without them, the configured\n"             \
+  "DLQ_BRIDGE_AUDIT_LOG and its rotated files. The key is DLQ_BRIDGE_AUDIT_KEY_FILE\n" \
+  "(--audit-key-file).\n"
 
 static const cli_spec verify_spec = {
     .name = "audit verify",
     .summary = "check that an audit log is complete and unaltered",
     .usage = "dlq-bridge audit verify [FILE...] [--seal FILE | --no-seal] [--partial] [settings]",
     .details =
-        "Checks every record's HMAC-SHA256 with the key in DLQ_BRIDGE_AUDIT_KEY_FILE\n"
-        "(--audit-key-file), every writer's chain of records, the links between rotated\n"
-        "files, and the seal that catches a cut tail. FILEs are the log's files oldest\n"
-        "first; without them, the configured DLQ_BRIDGE_AUDIT_LOG and its rotated files.\n"
+        "Checks every record's HMAC-SHA256, every writer's chain of records, the links\n"
+        "between rotated files, and the seal that catches a cut tail.\n" FILES_DETAILS
         "Exit status: 0 intact; 1 not intact (the first bad line is named) or unreadable;\n"
         "2 usage or configuration error.",
     .flags = verify_flags,
     .settings = true,
 };
 
+static const cli_spec show_spec = {
+    .name = "audit show",
+    .summary = "the recorded path of one task or message, from a verified log",
+    .usage = "dlq-bridge audit show (--request-id ID | --message-id ID) [FILE...] [--json]\n"
+             "       [--seal FILE | --no-seal] [--partial] [settings]",
+    .details =
+        "Verifies the log as `audit verify` does and, only when it is intact, lists\n"
+        "every hop recorded for the task (retries, dead-lettering, replays, escalation,\n"
+        "resolution) in time order, with who acted. Both filters given: both must match.\n"
+        FILES_DETAILS
+        "Exit status: 0 intact (also when nothing was recorded for the task); 1 not\n"
+        "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
+    .flags = show_flags,
+    .settings = true,
+};
+
 typedef struct {
-  const char **files;
+  const char **files; /* positional FILEs (room for argc entries) */
   size_t nfiles;
   const char *seal;
   bool no_seal, partial;
-} verify_opts;
+  const char *request_id, *message_id; /* audit show */
+  bool json;
+} audit_opts;
 
-static dlqb_status verify_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
-  verify_opts *o = ctx;
+static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
+  audit_opts *o = ctx;
   (void)err;
-  if (flag == NULL) o->files[o->nfiles++] = value; /* room for argc entries */
+  if (flag == NULL) o->files[o->nfiles++] = value;
   else if (strcmp(flag, "seal") == 0) o->seal = value;
   else if (strcmp(flag, "no-seal") == 0) o->no_seal = true;
   else if (strcmp(flag, "partial") == 0) o->partial = true;
+  else if (strcmp(flag, "request-id") == 0) o->request_id = value;
+  else if (strcmp(flag, "message-id") == 0) o->message_id = value;
+  else if (strcmp(flag, "json") == 0) o->json = true;
   return DLQB_OK;
 }
 
@@ -65,33 +103,38 @@ static void print_summary(const dlqb_audit_summary *s, bool sealed) {
     printf("partial: started at a rotation; records before it were not checked\n");
 }
 
-static int audit_verify(int argc, char **argv) {
+/* Parses the command line, loads the key and verifies the log, showing
+ * every accepted line to visit. Returns the exit status; on EXIT_OK *sum
+ * holds the summary and *sealed whether a seal was checked. *help is set
+ * when only the help was printed. */
+static int load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opts *o,
+                           dlqb_audit_visit_fn visit, void *ctx, dlqb_audit_summary *sum,
+                           bool *sealed, bool *help) {
   dlqb_config cfg;
-  bool help;
-  verify_opts o = {0};
-  o.files = calloc((size_t)argc + 1, sizeof *o.files);
-  if (o.files == NULL) {
-    cli_error("out of memory");
-    return EXIT_FAILURE_;
-  }
   char **listed = NULL;
   size_t nlisted = 0;
   unsigned char key[DLQB_AUDIT_KEY_MAX];
   size_t key_len = 0;
   char seal[DLQB_CONFIG_STR_MAX + 16];
   dlqb_error err = {{0}};
-  int rc = cli_load(&verify_spec, argc, argv, &cfg, verify_flag, &o, &help);
-  if (rc != EXIT_OK) goto done;
-  if (help) {
-    cli_print_help(&verify_spec, stdout);
-    goto done;
+  o->files = calloc((size_t)argc + 1, sizeof *o->files);
+  if (o->files == NULL) {
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
   }
+  int rc = cli_load(spec, argc, argv, &cfg, audit_flag, o, help);
+  if (rc != EXIT_OK || *help) goto done;
   rc = EXIT_USAGE;
-  if (o.seal != NULL && o.no_seal) {
+  if (o->seal != NULL && o->no_seal) {
     cli_error("--seal and --no-seal exclude each other");
     goto done;
   }
-  if (o.nfiles == 0 && cfg.audit_log[0] == '\0') {
+  if (spec == &show_spec && o->request_id == NULL && o->message_id == NULL) {
+    cli_error("audit show needs --request-id or --message-id (see 'dlq-bridge audit show "
+              "--help')");
+    goto done;
+  }
+  if (o->nfiles == 0 && cfg.audit_log[0] == '\0') {
     cli_error("no audit log given (name the files, or set DLQ_BRIDGE_AUDIT_LOG)");
     goto done;
   }
@@ -106,36 +149,182 @@ static int audit_verify(int argc, char **argv) {
     goto done;
   }
   rc = EXIT_FAILURE_;
-  if (o.nfiles == 0) {
+  if (o->nfiles == 0) {
     if (dlqb_audit_list_files(cfg.audit_log, &listed, &nlisted, &err) != DLQB_OK) {
       cli_error("%s", err.msg);
       goto done;
     }
   }
-  const char *const *files = nlisted > 0 ? (const char *const *)listed : o.files;
-  size_t nfiles = nlisted > 0 ? nlisted : o.nfiles;
+  const char *const *files = nlisted > 0 ? (const char *const *)listed : o->files;
+  size_t nfiles = nlisted > 0 ? nlisted : o->nfiles;
   const char *seal_path = NULL;
-  if (!o.no_seal) {
-    if (o.seal != NULL) {
-      seal_path = o.seal;
+  if (!o->no_seal) {
+    if (o->seal != NULL) {
+      seal_path = o->seal;
     } else {
-      const char *last = o.nfiles > 0 ? files[nfiles - 1] : cfg.audit_log;
+      const char *last = o->nfiles > 0 ? files[nfiles - 1] : cfg.audit_log;
       snprintf(seal, sizeof seal, "%s%s", last, DLQB_AUDIT_SEAL_SUFFIX);
       seal_path = seal;
     }
   }
-  dlqb_audit_summary sum;
-  st = dlqb_audit_verify_files(key, key_len, files, nfiles, seal_path, o.partial, &sum, &err);
+  st = dlqb_audit_verify_files(key, key_len, files, nfiles, seal_path, o->partial, visit, ctx,
+                               sum, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     goto done;
   }
-  print_summary(&sum, seal_path != NULL);
+  *sealed = seal_path != NULL;
   rc = EXIT_OK;
 done:
   OPENSSL_cleanse(key, sizeof key);
   dlqb_audit_files_free(listed, nlisted);
-  free(o.files);
+  free(o->files);
+  o->files = NULL;
+  return rc;
+}
+
+/* ---- audit verify ---- */
+
+static int audit_verify(int argc, char **argv) {
+  audit_opts o = {0};
+  dlqb_audit_summary sum;
+  bool sealed = false, help = false;
+  int rc = load_and_verify(&verify_spec, argc, argv, &o, NULL, NULL, &sum, &sealed, &help);
+  if (help) cli_print_help(&verify_spec, stdout);
+  else if (rc == EXIT_OK) print_summary(&sum, sealed);
+  return rc;
+}
+
+/* ---- audit show ---- */
+
+/* The matching records, parsed, in log order. */
+typedef struct {
+  const audit_opts *o;
+  json_object **hops;
+  size_t n, cap;
+} show_ctx;
+
+static const char *member(json_object *rec, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(rec, key, &v) || !json_object_is_type(v, json_type_string))
+    return NULL;
+  return json_object_get_string(v);
+}
+
+static bool same(const char *want, const char *have) {
+  return want == NULL || (have != NULL && strcmp(want, have) == 0);
+}
+
+static bool collect_hop(void *arg, const char *line, size_t len) {
+  show_ctx *c = arg;
+  json_tokener *tok = json_tokener_new();
+  if (tok == NULL) return false;
+  /* A verified line is one JSON object; chain and file records carry no
+   * request_id or message_id and so never match. */
+  json_object *rec = json_tokener_parse_ex(tok, line, (int)len);
+  json_tokener_free(tok);
+  if (rec == NULL) return true;
+  bool match = (c->o->request_id != NULL || c->o->message_id != NULL) &&
+               same(c->o->request_id, member(rec, "request_id")) &&
+               same(c->o->message_id, member(rec, "message_id"));
+  if (!match) {
+    json_object_put(rec);
+    return true;
+  }
+  if (c->n == c->cap) {
+    size_t ncap = c->cap ? c->cap * 2 : 16;
+    json_object **grown = realloc(c->hops, ncap * sizeof *grown);
+    if (grown == NULL) {
+      json_object_put(rec);
+      return false;
+    }
+    c->hops = grown;
+    c->cap = ncap;
+  }
+  c->hops[c->n++] = rec;
+  return true;
+}
+
+/* Time order across writers; within one writer the log order already is
+ * (equal times keep it: the sort below is stable by index). */
+static int by_time(const void *pa, const void *pb) {
+  json_object *a = *(json_object *const *)pa, *b = *(json_object *const *)pb;
+  const char *ta = member(a, "time"), *tb = member(b, "time");
+  return strcmp(ta ? ta : "", tb ? tb : "");
+}
+
+static void stable_sort_by_time(json_object **hops, size_t n) {
+  /* Insertion sort: a task has a handful of hops. */
+  for (size_t i = 1; i < n; i++) {
+    json_object *h = hops[i];
+    size_t j = i;
+    while (j > 0 && by_time(&hops[j - 1], &h) > 0) {
+      hops[j] = hops[j - 1];
+      j--;
+    }
+    hops[j] = h;
+  }
+}
+
+static void print_hop_text(json_object *h) {
+  json_object *attempt;
+  const char *cause = member(h, "cause"), *reason = member(h, "reason");
+  printf("%s  %-16s %s -> %s", member(h, "time") ? member(h, "time") : "?",
+         member(h, "event") ? member(h, "event") : "?",
+         member(h, "from") ? member(h, "from") : "?", member(h, "to") ? member(h, "to") : "?");
+  if (json_object_object_get_ex(h, "attempt", &attempt))
+    printf("  attempt %lld", (long long)json_object_get_int64(attempt));
+  if (cause != NULL && cause[0] != '\0') printf("  cause %s", cause);
+  if (reason != NULL && reason[0] != '\0') printf("  reason \"%s\"", reason);
+  printf("  by %s (%s)\n", member(h, "actor") ? member(h, "actor") : "?",
+         member(h, "writer") ? member(h, "writer") : "?");
+}
+
+static void print_show(const audit_opts *o, json_object **hops, size_t n,
+                       const dlqb_audit_summary *sum, bool sealed) {
+  if (o->json) {
+    json_object *out = json_object_new_object();
+    json_object *arr = json_object_new_array();
+    json_object_object_add(out, "intact", json_object_new_boolean(1));
+    json_object_object_add(out, "records", json_object_new_int64((int64_t)sum->records));
+    json_object_object_add(out, "files", json_object_new_int64((int64_t)sum->files));
+    json_object_object_add(out, "seal_checked", json_object_new_boolean(sealed));
+    if (o->request_id != NULL)
+      json_object_object_add(out, "request_id", json_object_new_string(o->request_id));
+    if (o->message_id != NULL)
+      json_object_object_add(out, "message_id", json_object_new_string(o->message_id));
+    for (size_t i = 0; i < n; i++) json_object_array_add(arr, json_object_get(hops[i]));
+    json_object_object_add(out, "hops", arr);
+    printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(out);
+    return;
+  }
+  print_summary(sum, sealed);
+  const char *what = o->request_id != NULL ? "request_id" : "message_id";
+  const char *id = o->request_id != NULL ? o->request_id : o->message_id;
+  if (n == 0) {
+    printf("no hop recorded for %s %s\n", what, id);
+    return;
+  }
+  printf("%zu hop%s recorded for %s %s:\n", n, n == 1 ? "" : "s", what, id);
+  for (size_t i = 0; i < n; i++) print_hop_text(hops[i]);
+}
+
+static int audit_show(int argc, char **argv) {
+  audit_opts o = {0};
+  show_ctx c = {.o = &o};
+  dlqb_audit_summary sum;
+  bool sealed = false, help = false;
+  int rc = load_and_verify(&show_spec, argc, argv, &o, collect_hop, &c, &sum, &sealed, &help);
+  if (help) {
+    cli_print_help(&show_spec, stdout);
+  } else if (rc == EXIT_OK) {
+    stable_sort_by_time(c.hops, c.n);
+    print_show(&o, c.hops, c.n, &sum, sealed);
+  }
+  for (size_t i = 0; i < c.n; i++) json_object_put(c.hops[i]);
+  free(c.hops);
   return rc;
 }
 
@@ -149,15 +338,18 @@ typedef struct {
 
 static const subcommand subcommands[] = {
     {"verify", &verify_spec, audit_verify},
+    {"show", &show_spec, audit_show},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 
 const cli_spec cmd_audit_spec = {
     .name = "audit",
-    .summary = "check the tamper-evident audit trail (audit verify)",
+    .summary = "check the tamper-evident audit trail; show one task's recorded path",
     .usage = "dlq-bridge audit SUBCOMMAND [options]",
     .details = "subcommands:\n"
                "  verify [FILE...]   check that the audit log is complete and unaltered\n"
+               "  show --request-id ID [FILE...]\n"
+               "                     every hop recorded for a task, from a verified log\n"
                "\n"
                "`dlq-bridge audit SUBCOMMAND --help` shows a subcommand's options.",
     .flags = NULL,

@@ -11,6 +11,7 @@
 #ifndef DLQB_AUDIT_H
 #define DLQB_AUDIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -137,12 +138,20 @@ dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, s
 dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summary *sum,
                                        dlqb_error *err);
 
+/* Sees each log line the verifier accepted (without its newline). A line
+ * accepted now may still be condemned later (a cut tail shows only at the
+ * end), so a visitor collects and acts only once verification returned
+ * DLQB_OK. Returns false to stop with DLQB_ENOMEM. */
+typedef bool (*dlqb_audit_visit_fn)(void *ctx, const char *line, size_t len);
+
 /* Reads and verifies files (oldest first) against seal_path (NULL: no
- * seal check). DLQB_EINVAL: tampering, err names file and line; DLQB_EIO:
- * a file cannot be read. */
+ * seal check), showing each accepted line to visit (may be NULL).
+ * DLQB_EINVAL: tampering, err names file and line; DLQB_EIO: a file cannot
+ * be read. */
 dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
                                     const char *const *files, size_t nfiles,
                                     const char *seal_path, int partial,
+                                    dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err);
 
 /* Lists the files of the log at path, oldest first: its rotated siblings

@@ -197,11 +197,102 @@ static void test_crash_while_unwritable_loses_nothing(void **state) {
   audit_dir_remove(&d);
 }
 
+/* Runs `dlq-bridge audit show --request-id id [--json]` on d's log. */
+static void audit_show(const audit_dir *d, const char *id, bool json, th_result *r) {
+  const char *const args[] = {"audit", "show", "--request-id", id, json ? "--json" : NULL, NULL};
+  const char *const env[] = {d->a.env_log, d->a.env_key, NULL};
+  assert_int_equal(th_run_bridge(args, NULL, env, 30000, r), 0);
+  printf("audit show %s%s: exit %d\n%s%s", id, json ? " --json" : "", r->exit_code, r->out,
+         r->err);
+}
+
+/* A compliance officer's question, "what happened to this request?",
+ * answered from the log only once it verifies: two failures retried, the
+ * third dead-lettered, then replayed by an operator; another task's hops
+ * are not shown; after an edit, nothing is shown at all. */
+static void test_audit_show_one_task(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=3",
+                             "DLQ_BRIDGE_RETRY_DELAYS=100ms", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  assert_int_equal(fx_publish_task(t, "show-1"), 0);
+  assert_int_equal(fx_publish_task(t, "show-2"), 0);
+  th_worker *w = fx_worker(t);
+  assert_non_null(w);
+  th_msg *m = fx_msg(t);
+  for (int failures = 0; failures < 6;) { /* 2 tasks x 3 attempts */
+    int got = th_worker_next(w, m, WAIT_MS);
+    FX_CHECK(t, got == 1);
+    assert_int_equal(th_worker_report(w, t->conn, m, "upstream timeout"), 0);
+    failures++;
+  }
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 2, WAIT_MS));
+  const char *const replay[] = {"replay", "--request-id", "show-1", "--actor", "alice", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(replay, t->vhost.url, env, 30000, &r), 0);
+  printf("replay: exit %d\n%s%s", r.exit_code, r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(fx_stop_bridges(t), 0);
+
+  audit_show(&d, "show-1", false, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "audit log intact"));
+  assert_non_null(strstr(r.out, "4 hops recorded for request_id show-1"));
+  assert_null(strstr(r.out, "show-2"));
+  const char *order[] = {"retry_scheduled", "retry_scheduled", "dead_lettered", "replayed"};
+  const char *at = r.out;
+  for (size_t i = 0; i < 4; i++) {
+    at = strstr(at, order[i]);
+    assert_non_null(at);
+    at += strlen(order[i]);
+  }
+  assert_non_null(strstr(r.out, "dsr.failed -> dsr.dlq.manual  attempt 3  cause max_attempts"));
+  assert_non_null(strstr(r.out, "reason \"worker error: upstream timeout\""));
+  assert_non_null(strstr(r.out, "by alice (replay@"));
+
+  audit_show(&d, "show-1", true, &r);
+  assert_int_equal(r.exit_code, 0);
+  json_object *doc = json_tokener_parse(r.out);
+  assert_non_null(doc);
+  json_object *hops;
+  assert_true(json_object_object_get_ex(doc, "hops", &hops));
+  assert_int_equal(json_object_array_length(hops), 4);
+  for (size_t i = 0; i < 4; i++)
+    assert_string_equal(th_json_str(json_object_array_get_idx(hops, i), "request_id"), "show-1");
+  json_object_put(doc);
+
+  audit_show(&d, "never-seen", false, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "no hop recorded for request_id never-seen"));
+
+  /* One byte of the log edited: exit 1, the bad line named, no hop shown. */
+  int fd = open(d.log, O_RDWR);
+  assert_true(fd >= 0);
+  char buf[65536];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  assert_true(n > 0);
+  buf[n] = '\0';
+  char *p = strstr(buf, "\"request_id\":\"show-2\"");
+  assert_non_null(p);
+  assert_int_equal(pwrite(fd, "3", 1, (p - buf) + (off_t)strlen("\"request_id\":\"show-")), 1);
+  close(fd);
+  audit_show(&d, "show-1", false, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_null(strstr(r.out, "hops recorded"));
+  assert_null(strstr(r.out, "retry_scheduled"));
+  assert_int_equal(th_count_lines(r.err), 1);
+  assert_non_null(strstr(r.err, "line"));
+  audit_dir_remove(&d);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_unwritable_log_holds_acks_then_resumes),
       FX_TEST(test_crash_while_unwritable_loses_nothing),
+      FX_TEST(test_audit_show_one_task),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

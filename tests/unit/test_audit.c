@@ -150,7 +150,7 @@ static void free_lines(lines *l) {
 static dlqb_status verify_one(world *w, const char *seal, dlqb_audit_summary *sum,
                               dlqb_error *err) {
   const char *files[] = {w->log};
-  return dlqb_audit_verify_files(w->key, w->key_len, files, 1, seal, 0, sum, err);
+  return dlqb_audit_verify_files(w->key, w->key_len, files, 1, seal, 0, NULL, NULL, sum, err);
 }
 
 /* Asserts verification of the single log fails with a message containing
@@ -294,16 +294,23 @@ static void test_every_event_type_is_recorded(void **state) {
 
 /* ---- tampering ---- */
 
+/* Edits the log in place: the last character of needle, on line `line`
+ * (0-based), becomes '9'. */
+static void edit_log(world *w, size_t line, const char *needle) {
+  lines l;
+  read_lines(w->log, &l);
+  assert_true(line < l.n);
+  char *p = strstr(l.line[line], needle);
+  assert_non_null(p);
+  p[strlen(needle) - 1] = '9';
+  write_lines(w->log, &l);
+  free_lines(&l);
+}
+
 static void test_edited_record(void **state) {
   world *w = *state;
   make_log(w);
-  lines l;
-  read_lines(w->log, &l);
-  char *p = strstr(l.line[2], "msg-1");
-  assert_non_null(p);
-  p[4] = '9';
-  write_lines(w->log, &l);
-  free_lines(&l);
+  edit_log(w, 2, "msg-1");
   expect_bad(w, "line 3: mac mismatch (record edited, or wrong key)");
 }
 
@@ -478,6 +485,54 @@ static void test_seal_order_and_lag(void **state) {
   free_lines(&l);
 }
 
+/* ---- the visitor (audit show) ---- */
+
+typedef struct {
+  int lines, with_req3, fail_after;
+} visit_count;
+
+static bool count_visit(void *ctx, const char *line, size_t len) {
+  visit_count *c = ctx;
+  char copy[4096];
+  assert_true(len < sizeof copy);
+  memcpy(copy, line, len);
+  copy[len] = '\0';
+  assert_null(strchr(copy, '\n')); /* one line, without its newline */
+  c->lines++;
+  c->with_req3 += strstr(copy, "\"request_id\":\"req-3\"") != NULL;
+  return c->fail_after == 0 || c->lines < c->fail_after;
+}
+
+static void test_visitor_sees_every_accepted_line(void **state) {
+  world *w = *state;
+  make_log(w);
+  const char *files[] = {w->log};
+  dlqb_audit_summary sum;
+  dlqb_error err;
+  visit_count c = {0};
+  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, files, 1, w->seal, 0, count_visit,
+                                           &c, &sum, &err),
+                   DLQB_OK);
+  assert_int_equal(c.lines, 8); /* chain_start, 6 hops, chain_end */
+  assert_int_equal(c.with_req3, 1);
+
+  /* A visitor that runs out of memory stops the verification. */
+  visit_count stop = {.fail_after = 3};
+  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, files, 1, w->seal, 0, count_visit,
+                                           &stop, &sum, &err),
+                   DLQB_ENOMEM);
+  assert_int_equal(stop.lines, 3);
+
+  /* An edited line is never shown to the visitor, nor anything after it. */
+  edit_log(w, 4, "req-3");
+  visit_count bad = {0};
+  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, files, 1, w->seal, 0, count_visit,
+                                           &bad, &sum, &err),
+                   DLQB_EINVAL);
+  assert_int_equal(bad.lines, 4);
+  assert_int_equal(bad.with_req3, 0);
+}
+
 /* ---- fail closed, and recovery ---- */
 
 /* The disk fills up (every write fails with ENOSPC) after `written`
@@ -588,7 +643,8 @@ static dlqb_status verify_list(world *w, const char *const *files, size_t n, int
                                dlqb_error *err) {
   dlqb_audit_summary sum;
   dlqb_status st =
-      dlqb_audit_verify_files(w->key, w->key_len, files, n, w->seal, partial, &sum, err);
+      dlqb_audit_verify_files(w->key, w->key_len, files, n, w->seal, partial, NULL, NULL, &sum,
+                              err);
   printf("  verify %zu files: %s\n", n, st == DLQB_OK ? "ok" : err->msg);
   return st;
 }
@@ -662,7 +718,7 @@ static void test_rotation_with_a_long_seal(void **state) {
   assert_true(n >= 2);
   dlqb_audit_summary sum;
   assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
-                                           w->seal, 0, &sum, &err),
+                                           w->seal, 0, NULL, NULL, &sum, &err),
                    DLQB_OK);
   assert_int_equal(sum.records, 1 + 1 + 58 + 1);
   dlqb_audit_files_free(files, n);
@@ -691,7 +747,7 @@ static void test_rotation(void **state) {
   assert_string_equal(files[n - 1], w->log);
   dlqb_audit_summary sum;
   assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
-                                           w->seal, 0, &sum, &err),
+                                           w->seal, 0, NULL, NULL, &sum, &err),
                    DLQB_OK);
   assert_int_equal(sum.chains, 2);
   assert_int_equal(sum.chains_ended, 2);
@@ -775,7 +831,7 @@ static void test_concurrent_writers(void **state) {
   assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
   dlqb_audit_summary sum;
   dlqb_status st = dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
-                                           w->seal, 0, &sum, &err);
+                                           w->seal, 0, NULL, NULL, &sum, &err);
   if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
   assert_int_equal(st, DLQB_OK);
   printf("  %zu files, %lu records, %lu rotations\n", n, sum.records, sum.rotations);
@@ -829,6 +885,7 @@ int main(void) {
       T(test_whole_log_emptied),
       T(test_seal_missing_or_edited),
       T(test_seal_order_and_lag),
+      T(test_visitor_sees_every_accepted_line),
       T(test_write_failure_then_recovery),
       T(test_first_write_fails),
       T(test_submit_without_waiting),
