@@ -431,14 +431,6 @@ static dlqb_status cut_unfinished_line(int fd, const char *path, off_t *size, dl
 
 /* ---- the seal ---- */
 
-/* The first occurrence of needle (n bytes) in hay (len bytes), or NULL
- * (memmem without _GNU_SOURCE). */
-static const char *find_bytes(const char *hay, size_t len, const char *needle, size_t n) {
-  for (size_t i = 0; n <= len && i <= len - n; i++)
-    if (hay[i] == needle[0] && memcmp(hay + i, needle, n) == 0) return hay + i;
-  return NULL;
-}
-
 /* The value of "key":"<hex>" in line[0..n) when it is exactly `digits`
  * lower-case hex characters; out needs digits + 1 bytes. Bounded by n, not
  * by a NUL: seal lines are read back as one buffer (sscanf would measure
@@ -446,7 +438,7 @@ static const char *find_bytes(const char *hay, size_t len, const char *needle, s
 static bool hex_member(const char *line, size_t n, const char *key, size_t digits, char *out) {
   char needle[32];
   int k = snprintf(needle, sizeof needle, "\"%s\":\"", key);
-  const char *p = find_bytes(line, n, needle, (size_t)k);
+  const char *p = dlqb_text_find(line, n, needle, (size_t)k);
   if (p == NULL) return false;
   p += k;
   size_t left = n - (size_t)(p - line);
@@ -460,7 +452,7 @@ static bool hex_member(const char *line, size_t n, const char *key, size_t digit
 static bool uint_member(const char *line, size_t n, const char *key, uint64_t *out) {
   char needle[32];
   int k = snprintf(needle, sizeof needle, "\"%s\":", key);
-  const char *p = find_bytes(line, n, needle, (size_t)k);
+  const char *p = dlqb_text_find(line, n, needle, (size_t)k);
   if (p == NULL) return false;
   const char *end = line + n;
   uint64_t v = 0;
@@ -594,7 +586,7 @@ static bool keep_seal_line(dlqb_audit *a, const char *line, size_t n, void *ctx)
   (void)a;
   compacted_seal *out = ctx;
   static const char open_chain[] = "\"ended\":false";
-  if (out->drop_ended && find_bytes(line, n, open_chain, sizeof open_chain - 1) == NULL)
+  if (out->drop_ended && dlqb_text_find(line, n, open_chain, sizeof open_chain - 1) == NULL)
     return true;
   if (!reserve(&out->buf, &out->cap, out->len, n + 1)) return false;
   memcpy(out->buf + out->len, line, n);

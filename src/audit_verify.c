@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -490,6 +491,41 @@ dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
   if (st == DLQB_OK) st = dlqb_audit_verifier_finish(v, sum, err);
   dlqb_audit_verifier_free(v);
   return st;
+}
+
+/* ---- the hops of one request (audit show) ---- */
+
+void dlqb_audit_filter_init(dlqb_audit_filter *f, const char *request_id, const char *message_id) {
+  f->request_id = request_id;
+  f->message_id = message_id;
+  f->needle_len = 0;
+  const char *key = request_id != NULL ? "request_id" : "message_id";
+  const char *id = request_id != NULL ? request_id : message_id;
+  if (id == NULL || strpbrk(id, "\"\\") != NULL) return;
+  int n = snprintf(f->needle, sizeof f->needle, "\"%s\":\"%s\"", key, id);
+  if (n > 0 && (size_t)n < sizeof f->needle) f->needle_len = (size_t)n;
+}
+
+static bool member_is(json_object *rec, const char *key, const char *want) {
+  json_object *v;
+  return want == NULL || (json_object_object_get_ex(rec, key, &v) &&
+                          json_object_is_type(v, json_type_string) &&
+                          strcmp(json_object_get_string(v), want) == 0);
+}
+
+bool dlqb_audit_filter_match(const dlqb_audit_filter *f, const char *line, size_t len) {
+  if (f->request_id == NULL && f->message_id == NULL) return false;
+  if (f->needle_len > 0 && dlqb_text_find(line, len, f->needle, f->needle_len) == NULL)
+    return false; /* most lines of a big log: no parse */
+  json_tokener *tok = json_tokener_new();
+  if (tok == NULL) return false;
+  json_object *rec = len <= INT_MAX ? json_tokener_parse_ex(tok, line, (int)len) : NULL;
+  json_tokener_free(tok);
+  /* chain_start, chain_end and file_start carry no ids: they never match */
+  bool match = rec != NULL && member_is(rec, "request_id", f->request_id) &&
+               member_is(rec, "message_id", f->message_id);
+  json_object_put(rec);
+  return match;
 }
 
 /* Length of the rotation suffix at s: "YYYYmmddTHHMMSS.mmmZ" then an

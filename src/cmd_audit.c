@@ -200,6 +200,8 @@ static int audit_verify(int argc, char **argv) {
 /* The matching records, parsed, in log order. */
 typedef struct {
   const audit_opts *o;
+  dlqb_audit_filter filter;
+  bool filter_set; /* the options are parsed before the first line comes */
   json_object **hops;
   size_t n, cap;
 } show_ctx;
@@ -211,26 +213,17 @@ static const char *member(json_object *rec, const char *key) {
   return json_object_get_string(v);
 }
 
-static bool same(const char *want, const char *have) {
-  return want == NULL || (have != NULL && strcmp(want, have) == 0);
-}
-
 static bool collect_hop(void *arg, const char *line, size_t len) {
   show_ctx *c = arg;
-  json_tokener *tok = json_tokener_new();
-  if (tok == NULL) return false;
-  /* A verified line is one JSON object; chain and file records carry no
-   * request_id or message_id and so never match. */
-  json_object *rec = json_tokener_parse_ex(tok, line, (int)len);
-  json_tokener_free(tok);
-  if (rec == NULL) return true;
-  bool match = (c->o->request_id != NULL || c->o->message_id != NULL) &&
-               same(c->o->request_id, member(rec, "request_id")) &&
-               same(c->o->message_id, member(rec, "message_id"));
-  if (!match) {
-    json_object_put(rec);
-    return true;
+  if (!c->filter_set) {
+    dlqb_audit_filter_init(&c->filter, c->o->request_id, c->o->message_id);
+    c->filter_set = true;
   }
+  if (!dlqb_audit_filter_match(&c->filter, line, len)) return true;
+  json_tokener *tok = json_tokener_new();
+  json_object *rec = tok != NULL ? json_tokener_parse_ex(tok, line, (int)len) : NULL;
+  if (tok != NULL) json_tokener_free(tok);
+  if (rec == NULL) return false; /* a matching line parsed once already: memory */
   if (c->n == c->cap) {
     size_t ncap = c->cap ? c->cap * 2 : 16;
     json_object **grown = realloc(c->hops, ncap * sizeof *grown);

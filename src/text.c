@@ -97,3 +97,10 @@ const char *dlqb_text_quote(char buf[DLQB_QUOTE_BUF], const char *p, size_t len)
   if (used < len) memcpy(buf + n, "...", 4);
   return buf;
 }
+
+const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size_t n) {
+  if (n == 0) return hay;
+  for (size_t i = 0; n <= len && i <= len - n; i++)
+    if (hay[i] == needle[0] && memcmp(hay + i, needle, n) == 0) return hay + i;
+  return NULL;
+}

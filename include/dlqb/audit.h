@@ -98,6 +98,8 @@ void dlqb_audit_key_id(const unsigned char *key, size_t key_len, char *out);
 
 typedef struct dlqb_audit_verifier dlqb_audit_verifier;
 
+#define DLQB_AUDIT_NEEDLE_MAX 320
+
 typedef struct {
   unsigned long files;
   unsigned long records;     /* chain records, file_start links excluded */
@@ -153,6 +155,24 @@ dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
                                     const char *seal_path, int partial,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err);
+
+/* Which hop records `audit show` lists: those of one request_id and/or
+ * message_id (NULL: any; both set: both must match). */
+typedef struct {
+  const char *request_id, *message_id;
+  /* `"request_id":"ID"` (or message_id) as a record holds it byte for
+   * byte; a line without it cannot match and is not parsed. Empty when the
+   * ID has a character the log escapes ('"' or '\\'). */
+  char needle[DLQB_AUDIT_NEEDLE_MAX];
+  size_t needle_len;
+} dlqb_audit_filter;
+
+/* ids are borrowed: they must outlive the filter. */
+void dlqb_audit_filter_init(dlqb_audit_filter *f, const char *request_id, const char *message_id);
+
+/* True when the log line (a verified record, without its newline) is a hop
+ * of the filter's request and message. With neither set, nothing matches. */
+bool dlqb_audit_filter_match(const dlqb_audit_filter *f, const char *line, size_t len);
 
 /* Lists the files of the log at path, oldest first: its rotated siblings
  * (sorted by name), then path itself when it exists. *out is malloc'd, each

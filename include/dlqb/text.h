@@ -25,4 +25,8 @@ bool dlqb_text_utf8_valid(const char *p, size_t len, bool *has_control);
  * DLQB_QUOTE_MAX bytes, "..." marking a cut. Returns buf. */
 const char *dlqb_text_quote(char buf[DLQB_QUOTE_BUF], const char *p, size_t len);
 
+/* The first occurrence of needle (n bytes) in hay (len bytes), or NULL;
+ * neither needs a NUL (memmem, which glibc offers only with _GNU_SOURCE). */
+const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size_t n);
+
 #endif

@@ -6,7 +6,8 @@
  * rotation checks and not only the MAC check.
  * Contracts checked: no crash or leak; a failure is DLQB_EINVAL or
  * DLQB_ENOMEM with a one-line printable message; after a failure every
- * further line fails too. */
+ * further line fails too; audit show's filter matches no line without its
+ * request_id. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *p = (const char *)data + 1, *end = (const char *)data + size;
   int in_seal = memchr(p, '=', (size_t)(end - p)) != NULL;
   int failed = 0, files = 0;
+  dlqb_audit_filter filter;
+  dlqb_audit_filter_init(&filter, "req-1", "msg-1");
+  FUZZ_CHECK(filter.needle_len > 0);
   char *line = malloc(size + 128);
   FUZZ_CHECK(line != NULL);
   while (p < end) {
@@ -55,6 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       dlqb_status st = in_seal ? dlqb_audit_verifier_seal_line(v, line, n, &err)
                                : dlqb_audit_verifier_line(v, line, n, complete, &err);
+      /* audit show's filter is given only verified lines, but must not
+       * trust them: on any line it answers without crashing, and a line
+       * that does not hold the request_id byte for byte never matches. */
+      if (dlqb_audit_filter_match(&filter, line, n))
+        FUZZ_CHECK(dlqb_text_find(line, n, filter.needle, filter.needle_len) != NULL);
       if (st != DLQB_OK) {
         FUZZ_CHECK(st == DLQB_EINVAL || st == DLQB_ENOMEM);
         FUZZ_CHECK(fuzz_printable_line(err.msg, sizeof err.msg));

@@ -533,6 +533,44 @@ static void test_visitor_sees_every_accepted_line(void **state) {
   assert_int_equal(bad.with_req3, 0);
 }
 
+static int matching_lines(const lines *l, const char *request_id, const char *message_id) {
+  dlqb_audit_filter f;
+  dlqb_audit_filter_init(&f, request_id, message_id);
+  int n = 0;
+  for (size_t i = 0; i < l->n; i++)
+    n += dlqb_audit_filter_match(&f, l->line[i], strlen(l->line[i]) - 1); /* without '\n' */
+  return n;
+}
+
+static void test_filter_picks_one_requests_hops(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 12); /* req-0 .. req-11 */
+  dlqb_hop odd = make_hop(DLQB_EV_ESCALATED, 1);
+  snprintf(odd.request_id, sizeof odd.request_id, "say \"hi\" \\ there");
+  const dlqb_hop *p = &odd;
+  assert_int_equal(dlqb_audit_record(a, &p, 1, &err), DLQB_OK);
+  dlqb_audit_close(a);
+  lines l;
+  read_lines(w->log, &l);
+  assert_int_equal(l.n, 1 + 12 + 1 + 1);
+
+  assert_int_equal(matching_lines(&l, "req-1", NULL), 1); /* not req-10, req-11 */
+  assert_int_equal(matching_lines(&l, "req-", NULL), 0);
+  assert_int_equal(matching_lines(&l, NULL, "msg-1"), 2); /* msg-1 twice: the odd hop too */
+  assert_int_equal(matching_lines(&l, "req-1", "msg-1"), 1);
+  assert_int_equal(matching_lines(&l, "req-1", "msg-2"), 0);
+  assert_int_equal(matching_lines(&l, NULL, NULL), 0); /* no filter: nothing */
+  /* An ID the log escapes is found by parsing every line. */
+  dlqb_audit_filter f;
+  dlqb_audit_filter_init(&f, "say \"hi\" \\ there", NULL);
+  assert_int_equal(f.needle_len, 0);
+  assert_int_equal(matching_lines(&l, "say \"hi\" \\ there", NULL), 1);
+  free_lines(&l);
+}
+
 /* ---- fail closed, and recovery ---- */
 
 /* The disk fills up (every write fails with ENOSPC) after `written`
@@ -886,6 +924,7 @@ int main(void) {
       T(test_seal_missing_or_edited),
       T(test_seal_order_and_lag),
       T(test_visitor_sees_every_accepted_line),
+      T(test_filter_picks_one_requests_hops),
       T(test_write_failure_then_recovery),
       T(test_first_write_fails),
       T(test_submit_without_waiting),
