@@ -1,0 +1,66 @@
+/* dlqb-audit-gen: writes an audit log of N hop records through the real
+ * audit writer (dlqb_audit_record: HMAC chain, seal, group commit), for
+ * bench/audit.sh to time `audit verify` and `audit show` on. Request ids
+ * repeat every 100,000 hops (DSR-0 ..), so one id has N/100,000 hops, as a
+ * task retried a few times has. A measuring tool, not part of dlq-bridge.
+ *
+ *   dlqb-audit-gen LOG KEY_FILE COUNT
+ *
+ * Exit 0, or 1 with one line on stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlqb/audit.h"
+#include "dlqb/config.h"
+
+#define BATCH 1000
+#define DISTINCT_REQUESTS 100000
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: dlqb-audit-gen LOG KEY_FILE COUNT\n");
+    return 1;
+  }
+  long count = strtol(argv[3], NULL, 10);
+  dlqb_config cfg;
+  dlqb_config_defaults(&cfg);
+  snprintf(cfg.audit_log, sizeof cfg.audit_log, "%s", argv[1]);
+  snprintf(cfg.audit_key_file, sizeof cfg.audit_key_file, "%s", argv[2]);
+  cfg.audit_rotate_bytes = 0; /* one file: the reading is measured, not rotation */
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  if (dlqb_audit_open(&cfg, "audit-gen", &a, &err) != DLQB_OK) {
+    fprintf(stderr, "dlqb-audit-gen: %s\n", err.msg);
+    return 1;
+  }
+  static dlqb_hop hops[BATCH];
+  const dlqb_hop *batch[BATCH];
+  for (long done = 0; done < count;) {
+    int n = count - done < BATCH ? (int)(count - done) : BATCH;
+    for (int i = 0; i < n; i++) {
+      long k = done + i;
+      dlqb_hop *h = &hops[i];
+      memset(h, 0, sizeof *h);
+      h->event = k % 7 == 6 ? DLQB_EV_DEAD_LETTERED : DLQB_EV_RETRY_SCHEDULED;
+      snprintf(h->message_id, sizeof h->message_id, "msg-%ld", k);
+      snprintf(h->request_id, sizeof h->request_id, "DSR-%ld", k % DISTINCT_REQUESTS);
+      snprintf(h->source_system, sizeof h->source_system, "crm");
+      snprintf(h->legal_basis, sizeof h->legal_basis, "gdpr_art_17");
+      h->attempt = (int)(k % 5) + 1;
+      snprintf(h->reason, sizeof h->reason, "worker error: upstream timeout");
+      snprintf(h->from, sizeof h->from, "dsr.failed");
+      snprintf(h->to, sizeof h->to, k % 7 == 6 ? "dsr.dlq.manual" : "dsr.retry.5s");
+      snprintf(h->actor, sizeof h->actor, "system");
+      batch[i] = h;
+    }
+    if (dlqb_audit_record(a, batch, (size_t)n, &err) != DLQB_OK) {
+      fprintf(stderr, "dlqb-audit-gen: %s\n", err.msg);
+      dlqb_audit_close(a);
+      return 1;
+    }
+    done += n;
+  }
+  dlqb_audit_close(a);
+  return 0;
+}
