@@ -77,7 +77,8 @@ typedef struct {
 
 static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   audit_opts *o = ctx;
-  (void)err;
+  if (flag != NULL && value != NULL && value[0] == '\0')
+    return dlqb_fail(err, DLQB_EINVAL, "--%s needs a non-empty value", flag);
   if (flag == NULL) o->files[o->nfiles++] = value;
   else if (strcmp(flag, "seal") == 0) o->seal = value;
   else if (strcmp(flag, "no-seal") == 0) o->no_seal = true;

@@ -263,6 +263,18 @@ static void test_audit_show_one_task(void **state) {
     assert_string_equal(th_json_str(json_object_array_get_idx(hops, i), "request_id"), "show-1");
   json_object_put(doc);
 
+  /* Usage errors: exit 2, one line, before the log is read. */
+  static const char *const no_filter[] = {"audit", "show", NULL};
+  static const char *const empty_id[] = {"audit", "show", "--request-id", "", NULL};
+  const char *const *bad[] = {no_filter, empty_id};
+  const char *const audit_env[] = {d.a.env_log, d.a.env_key, NULL};
+  for (size_t i = 0; i < 2; i++) {
+    assert_int_equal(th_run_bridge(bad[i], NULL, audit_env, 30000, &r), 0);
+    printf("usage: exit %d, %s", r.exit_code, r.err);
+    assert_int_equal(r.exit_code, 2);
+    assert_int_equal(th_count_lines(r.err), 1);
+  }
+
   audit_show(&d, "never-seen", false, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "no hop recorded for request_id never-seen"));
