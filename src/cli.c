@@ -10,14 +10,14 @@
 
 #include "dlqb/log.h"
 
-static volatile sig_atomic_t stop_requested;
+static dlqb_stop_flag stop_requested;
 
 static void on_stop_signal(int sig) {
   (void)sig;
   stop_requested = 1;
 }
 
-volatile sig_atomic_t *cli_stop_flag(void) {
+dlqb_stop_flag *cli_stop_flag(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop_signal;

@@ -4,12 +4,12 @@
 #ifndef DLQB_CLI_H
 #define DLQB_CLI_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
 #include "dlqb/config.h"
 #include "dlqb/error.h"
+#include "dlqb/stop.h"
 
 /* Exit codes, documented in docs/dlq-bridge.1.md and --help. */
 enum { EXIT_OK = 0, EXIT_FAILURE_ = 1, EXIT_USAGE = 2 };
@@ -55,7 +55,7 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Installs SIGTERM/SIGINT handlers that set the returned stop flag, and
  * ignores SIGPIPE. */
-volatile sig_atomic_t *cli_stop_flag(void);
+dlqb_stop_flag *cli_stop_flag(void);
 
 /* Flushes stdout and reports a write error (e.g. a closed pipe) as failure. */
 int cli_finish(int code);

@@ -76,7 +76,7 @@ int cmd_escalate(int argc, char **argv) {
     cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
-  volatile sig_atomic_t *stop = cli_stop_flag();
+  dlqb_stop_flag *stop = cli_stop_flag();
   dlqb_iso_time(dlqb_now_ms(), e.now, sizeof e.now);
   ops_move_spec m = {.command = "escalate", .target = DLQB_Q_REVIEW, .event = DLQB_EV_ESCALATED,
                      .verb = "escalated", .cause = "operator", .dry_run = e.o.dry_run, .rate = e.o.rate,

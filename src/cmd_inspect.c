@@ -109,7 +109,7 @@ int cmd_inspect(int argc, char **argv) {
     cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
-  volatile sig_atomic_t *stop = cli_stop_flag();
+  dlqb_stop_flag *stop = cli_stop_flag();
   if (c.show_payload && (c.payload = malloc(PAYLOAD_SHOWN_MAX + 1)) == NULL) {
     cli_error("out of memory");
     return EXIT_FAILURE_;

@@ -89,7 +89,7 @@ int cmd_replay(int argc, char **argv) {
     cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
-  volatile sig_atomic_t *stop = cli_stop_flag();
+  dlqb_stop_flag *stop = cli_stop_flag();
   dlqb_iso_time(dlqb_now_ms(), r.actor_now, sizeof r.actor_now);
 
   /* The whole ledger first: replaying on a partial one could re-run a

@@ -80,7 +80,7 @@ int cmd_resolve(int argc, char **argv) {
   }
   dlqb_audit *audit = NULL;
   if (!ops_audit_open(&c.o, "resolve", &audit)) return EXIT_FAILURE_;
-  volatile sig_atomic_t *stop = cli_stop_flag();
+  dlqb_stop_flag *stop = cli_stop_flag();
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge resolve",
                           .actor = c.o.actor, .audit = audit, .window = c.o.window,
                           .stop = stop, .on_item = resolve_item, .ctx = &c};

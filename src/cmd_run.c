@@ -88,7 +88,7 @@ int cmd_run(int argc, char **argv) {
     cli_print_help(&cmd_run_spec, stdout);
     return EXIT_OK;
   }
-  volatile sig_atomic_t *stop = cli_stop_flag();
+  dlqb_stop_flag *stop = cli_stop_flag();
   char url[DLQB_CONFIG_STR_MAX];
   dlqb_log_info("starting", "dlq-bridge run: broker %s, max_attempts %d, poison_threshold %d",
                 dlqb_url_redact(cfg.url, url, sizeof url), cfg.max_attempts, cfg.poison_threshold);

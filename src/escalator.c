@@ -25,7 +25,7 @@ struct dlqb_escalator {
   void *ctx;
   dlqb_audit *audit;
   pthread_t thread;
-  volatile sig_atomic_t stop;
+  dlqb_stop_flag stop;
   char now_iso[DLQB_ISO_TIME_MAX];
   char reason[DLQB_LAST_ERROR_MAX + 1];
   int64_t now_ms;

@@ -273,7 +273,7 @@ static json_object *ledger_json(const ops_move_spec *m) {
   return j;
 }
 
-int ops_move_run(const ops_opts *o, const ops_move_spec *m, volatile sig_atomic_t *stop) {
+int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop) {
   dlqb_audit *audit = NULL;
   if (!m->dry_run && !ops_audit_open(o, m->command, &audit)) return EXIT_FAILURE_;
   move_ctx c = {.o = o, .m = m, .now_ms = dlqb_now_ms()};

@@ -114,6 +114,6 @@ typedef struct {
 
 /* Passes over the DLQ once, moving the selected items, and prints the
  * items (dry run, or --json) and the summary. Returns the exit code. */
-int ops_move_run(const ops_opts *o, const ops_move_spec *m, volatile sig_atomic_t *stop);
+int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop);
 
 #endif

@@ -484,7 +484,7 @@ static bool limit_reached(const dlqb_pipe *p) {
   return p->opt.max_messages > 0 && p->settled_total >= p->opt.max_messages;
 }
 
-static dlqb_status run_loop(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error *err) {
+static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   dlqb_status st = start_consumer(p, err);
   if (st != DLQB_OK) return st;
   long long drain_deadline = 0;
@@ -552,7 +552,7 @@ static dlqb_status run_loop(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_erro
   }
 }
 
-dlqb_status dlqb_pipe_run(dlqb_pipe *p, volatile sig_atomic_t *stop, dlqb_error *err) {
+dlqb_status dlqb_pipe_run(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   dlqb_status st = run_loop(p, stop, err);
   /* Whatever ended the run, what we wrote must leave now: the caller's next
    * step (closing the channel) waits for the broker's answer. */

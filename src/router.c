@@ -141,7 +141,7 @@ static void set_connected(router *r, int up) {
 }
 
 /* One connected session: declare, consume, route until stop or failure. */
-static dlqb_status session(router *r, bool no_declare, volatile sig_atomic_t *stop, bool *connected,
+static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, bool *connected,
                            dlqb_error *err) {
   dlqb_link *link = NULL;
   dlqb_pipe *pipe = NULL;
@@ -173,7 +173,7 @@ static dlqb_status session(router *r, bool no_declare, volatile sig_atomic_t *st
 }
 
 dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
-                            const dlqb_router_hooks *hooks, volatile sig_atomic_t *stop,
+                            const dlqb_router_hooks *hooks, dlqb_stop_flag *stop,
                             dlqb_error *err) {
   router r = {.cfg = cfg, .hooks = hooks};
   r.rng = (uint64_t)dlqb_now_ms() * 2654435761u ^ (uint64_t)getpid() << 32 ^ 0x9E3779B97F4A7C15ULL;

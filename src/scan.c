@@ -19,7 +19,7 @@ struct dlqb_scan {
   dlqb_pipe *pipe;
   int prefetch;
   uint64_t limit;
-  volatile sig_atomic_t stop_now; /* the pipe's stop flag */
+  dlqb_stop_flag stop_now; /* the pipe's stop flag */
   dlqb_scan_result res;
   dlqb_rate rate;
 };

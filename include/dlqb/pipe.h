@@ -11,13 +11,13 @@
 #ifndef DLQB_PIPE_H
 #define DLQB_PIPE_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "dlqb/audit.h"
 #include "dlqb/hop.h"
 #include "dlqb/link.h"
+#include "dlqb/stop.h"
 
 typedef struct dlqb_pipe dlqb_pipe;
 
@@ -67,7 +67,7 @@ void dlqb_pipe_free(dlqb_pipe *pipe);
  * reached (DLQB_OK), or until the connection fails (DLQB_ECONN /
  * DLQB_EBROKER: the caller reconnects). HOLD deliveries return to the
  * queue, in their order, when the caller closes the link. */
-dlqb_status dlqb_pipe_run(dlqb_pipe *pipe, volatile sig_atomic_t *stop, dlqb_error *err);
+dlqb_status dlqb_pipe_run(dlqb_pipe *pipe, dlqb_stop_flag *stop, dlqb_error *err);
 
 /* Settles d by publishing (exchange, routing_key, props, body) with
  * mandatory; hop is copied and reported when the original is acked. */

@@ -4,13 +4,13 @@
 #ifndef DLQB_ROUTER_H
 #define DLQB_ROUTER_H
 
-#include <signal.h>
 #include <stdbool.h>
 
 #include "dlqb/audit.h"
 #include "dlqb/config.h"
 #include "dlqb/error.h"
 #include "dlqb/hop.h"
+#include "dlqb/stop.h"
 
 typedef struct {
   /* Every hop is recorded here, durably, before its original is acked.
@@ -29,7 +29,7 @@ typedef struct {
  * If the very first connection fails, returns its error (the caller exits
  * non-zero); later losses are retried with capped exponential backoff. */
 dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
-                            const dlqb_router_hooks *hooks, volatile sig_atomic_t *stop,
+                            const dlqb_router_hooks *hooks, dlqb_stop_flag *stop,
                             dlqb_error *err);
 
 #endif

@@ -23,7 +23,6 @@
 #ifndef DLQB_SCAN_H
 #define DLQB_SCAN_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -33,6 +32,7 @@
 #include "dlqb/hop.h"
 #include "dlqb/pipe.h"
 #include "dlqb/select.h"
+#include "dlqb/stop.h"
 
 #define DLQB_SCAN_WINDOW_DEFAULT 5000
 #define DLQB_SCAN_WINDOW_MAX 65535
@@ -48,7 +48,7 @@ typedef struct {
   uint64_t max_items;    /* examine at most this many; 0 = the depth at start */
   long idle_stop_ms;     /* give up waiting for deliveries after this; 0 = 5000 */
   double rate;           /* forwards per second; 0 = unlimited */
-  volatile sig_atomic_t *stop; /* set by a signal handler; may be NULL */
+  dlqb_stop_flag *stop; /* set by a signal handler or another thread; may be NULL */
   /* Called for each item, in queue order; must settle d exactly once. */
   dlqb_status (*on_item)(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                          dlqb_error *err);
