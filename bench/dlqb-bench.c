@@ -60,7 +60,7 @@ typedef struct {
   bool delete_queue;
 } options;
 
-static void die(const char *fmt, ...) {
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("dlqb-bench: ", stderr);
