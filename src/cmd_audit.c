@@ -326,13 +326,12 @@ static int audit_show(int argc, char **argv) {
 
 typedef struct {
   const char *name;
-  const cli_spec *spec;
   int (*run)(int argc, char **argv);
 } subcommand;
 
 static const subcommand subcommands[] = {
-    {"verify", &verify_spec, audit_verify},
-    {"show", &show_spec, audit_show},
+    {"verify", audit_verify},
+    {"show", audit_show},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 

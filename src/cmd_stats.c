@@ -44,7 +44,6 @@ typedef struct {
 
 typedef struct {
   ops_opts o;
-  int64_t now_ms;
   reason_row reasons[MAX_REASONS];
   size_t nreasons;
 } stats_ctx;
