@@ -299,12 +299,77 @@ static void test_audit_show_one_task(void **state) {
   audit_dir_remove(&d);
 }
 
+/* Runs `dlq-bridge audit reconcile [--json]` against the case's vhost. */
+static void reconcile(fx_case *t, const audit_dir *d, bool json, th_result *r) {
+  const char *const args[] = {"audit", "reconcile", json ? "--json" : NULL, NULL};
+  const char *const env[] = {d->a.env_log, d->a.env_key, NULL};
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, 30000, r), 0);
+  printf("audit reconcile%s: exit %d\n%s%s", json ? " --json" : "", r->exit_code, r->out, r->err);
+}
+
+/* "Prove nothing was lost": the DLQ against the audit trail. Four tasks
+ * dead-lettered, one replayed out: all accounted for. One taken out behind
+ * dlq-bridge's back (a basic.get with auto-ack, as a purge or a UI move
+ * would): MISSING, exit 1. One put in behind its back: UNRECORDED. And
+ * reconcile itself moves nothing. */
+static void test_audit_reconcile_finds_what_was_removed(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d); /* max_attempts 1: every failure goes to the DLQ */
+  assert_int_equal(fx_start_bridge(t, d.env), 0);
+  publish_failed(t, "rec", 0, 4);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 4, WAIT_MS));
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"dead_lettered\"", 4));
+  const char *const replay[] = {"replay", "--request-id", "rec-0", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(replay, t->vhost.url, d.env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 3, WAIT_MS));
+
+  reconcile(t, &d, false, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "the audit trail puts 3 messages there; missing 0, unrecorded 0"));
+  assert_non_null(strstr(r.out, "nothing missing"));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 3); /* nothing moved */
+
+  /* Behind its back: rec-1 (first in the DLQ now) taken, a stray put in. */
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_get(t->conn, "dsr.dlq.manual", m), 1);
+  FX_HDR_STR_EQ(m, "request_id", "rec-1");
+  th_msg *stray = fx_msg(t);
+  assert_int_equal(th_msg_task(stray, "stray-1"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", stray), 0);
+
+  reconcile(t, &d, false, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.out, "missing 1, unrecorded 1"));
+  assert_non_null(strstr(r.out, "MISSING     msg-rec-1  request_id rec-1  dead_lettered at"));
+  assert_non_null(strstr(r.out, "UNRECORDED  msg-stray-1  request_id stray-1"));
+  assert_null(strstr(r.out, "msg-rec-2"));
+  reconcile(t, &d, true, &r);
+  assert_int_equal(r.exit_code, 1);
+  json_object *doc = json_tokener_parse(r.out);
+  assert_non_null(doc);
+  json_object *missing, *unrecorded;
+  assert_true(json_object_object_get_ex(doc, "missing", &missing));
+  assert_true(json_object_object_get_ex(doc, "unrecorded", &unrecorded));
+  assert_int_equal(json_object_array_length(missing), 1);
+  assert_int_equal(json_object_array_length(unrecorded), 1);
+  assert_string_equal(th_json_str(json_object_array_get_idx(missing, 0), "message_id"),
+                      "msg-rec-1");
+  json_object_put(doc);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 3);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  audit_dir_remove(&d);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_unwritable_log_holds_acks_then_resumes),
       FX_TEST(test_crash_while_unwritable_loses_nothing),
       FX_TEST(test_audit_show_one_task),
+      FX_TEST(test_audit_reconcile_finds_what_was_removed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

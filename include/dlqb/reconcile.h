@@ -1,0 +1,53 @@
+/* Reconciling the DLQ with the audit trail (`audit reconcile`): which
+ * messages the trail says are in dsr.dlq.manual, against the ones the
+ * queue holds. Pure, over message ids and verified log lines; the command
+ * reads the queue (a scan that holds every item) and the log.
+ *
+ * Per message_id it keeps: copies present in the queue snapshot; the net
+ * count of recorded hops into the DLQ minus hops out of it; how many hops
+ * into it were recorded; and the last such hop's time, event and writer.
+ * An id that is not in the snapshot is forgotten once its net count is
+ * back to zero, so memory follows what is (or should be) in the DLQ, not
+ * the length of the log. */
+#ifndef DLQB_RECONCILE_H
+#define DLQB_RECONCILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dlqb/error.h"
+
+typedef struct dlqb_reconcile dlqb_reconcile;
+
+typedef struct {
+  const char *message_id;
+  const char *request_id; /* from the queue item, else from the last hop into the DLQ */
+  int present;            /* copies in the queue snapshot */
+  long net;               /* recorded into the DLQ minus recorded out of it */
+  long entered;           /* recorded hops into the DLQ */
+  char last_time[32];     /* of the last recorded hop into the DLQ ("" when none) */
+  char last_event[24];
+  char last_writer[96];
+} dlqb_reconcile_entry;
+
+/* NULL when out of memory. */
+dlqb_reconcile *dlqb_reconcile_new(void);
+void dlqb_reconcile_free(dlqb_reconcile *r); /* NULL-safe */
+
+/* One item of the queue snapshot. */
+dlqb_status dlqb_reconcile_present(dlqb_reconcile *r, const char *message_id,
+                                   const char *request_id, dlqb_error *err);
+
+/* One verified log line (without its newline), in log order. Lines that
+ * are not a hop into or out of dsr.dlq.manual, or carry no message_id,
+ * change nothing. False when out of memory. */
+bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len);
+
+/* Every entry held, in no particular order. */
+void dlqb_reconcile_each(const dlqb_reconcile *r,
+                         void (*fn)(void *ctx, const dlqb_reconcile_entry *e), void *ctx);
+
+/* Entries held (for tests: forgotten ids do not count). */
+size_t dlqb_reconcile_size(const dlqb_reconcile *r);
+
+#endif

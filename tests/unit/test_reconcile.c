@@ -1,0 +1,154 @@
+/* Unit tests of the DLQ/audit-trail reconciliation: counting hops into and
+ * out of the DLQ per message_id against a queue snapshot, and forgetting
+ * ids that left (the table's removal must keep every other id findable). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dlqb/reconcile.h"
+
+/* A hop record as the audit log holds it (the fields reconcile reads). */
+static void hop(dlqb_reconcile *r, const char *event, const char *id, const char *from,
+                const char *to) {
+  char line[512];
+  int n = snprintf(line, sizeof line,
+                   "{\"v\":1,\"time\":\"2026-11-30T10:00:00.000Z\",\"event\":\"%s\","
+                   "\"writer\":\"bridge-1:42\",\"message_id\":\"%s\",\"request_id\":\"R-%s\","
+                   "\"from\":\"%s\",\"to\":\"%s\",\"mac\":\"00\"}",
+                   event, id, id, from, to);
+  assert_true(n > 0 && (size_t)n < sizeof line);
+  assert_true(dlqb_reconcile_line(r, line, (size_t)n));
+}
+
+typedef struct {
+  const char *id;
+  dlqb_reconcile_entry found;
+  int seen;
+} lookup;
+
+static void find_one(void *ctx, const dlqb_reconcile_entry *e) {
+  lookup *l = ctx;
+  if (strcmp(e->message_id, l->id) == 0) {
+    l->found = *e;
+    l->seen++;
+  }
+}
+
+static lookup entry(const dlqb_reconcile *r, const char *id) {
+  lookup l = {.id = id};
+  dlqb_reconcile_each(r, find_one, &l);
+  assert_true(l.seen <= 1);
+  return l;
+}
+
+static void test_kinds_of_entries(void **state) {
+  (void)state;
+  dlqb_reconcile *r = dlqb_reconcile_new();
+  assert_non_null(r);
+  dlqb_error err;
+  /* The queue snapshot: msg-1 (recorded), msg-4 (never recorded), msg-5 twice. */
+  assert_int_equal(dlqb_reconcile_present(r, "msg-1", "R-msg-1", &err), DLQB_OK);
+  assert_int_equal(dlqb_reconcile_present(r, "msg-4", "", &err), DLQB_OK);
+  assert_int_equal(dlqb_reconcile_present(r, "msg-5", "R-msg-5", &err), DLQB_OK);
+  assert_int_equal(dlqb_reconcile_present(r, "msg-5", "R-msg-5", &err), DLQB_OK);
+  /* The log. */
+  hop(r, "retry_scheduled", "msg-1", "dsr.failed", "dsr.retry.1s"); /* elsewhere: ignored */
+  hop(r, "dead_lettered", "msg-1", "dsr.failed", "dsr.dlq.manual");
+  hop(r, "dead_lettered", "msg-2", "dsr.failed", "dsr.dlq.manual");
+  hop(r, "replayed", "msg-2", "dsr.dlq.manual", "dsr.work");       /* left: forgotten */
+  hop(r, "poison", "msg-3", "dsr.failed", "dsr.dlq.manual");       /* missing from the queue */
+  hop(r, "dead_lettered", "msg-5", "dsr.failed", "dsr.dlq.manual"); /* a copy more than recorded */
+  hop(r, "resolved", "msg-6", "dsr.dlq.manual", "");               /* never recorded in: no-op */
+
+  lookup l1 = entry(r, "msg-1");
+  assert_int_equal(l1.seen, 1);
+  assert_int_equal(l1.found.present, 1);
+  assert_int_equal(l1.found.net, 1);
+  assert_int_equal(l1.found.entered, 1);
+  assert_string_equal(l1.found.last_event, "dead_lettered");
+  assert_string_equal(l1.found.last_writer, "bridge-1:42");
+  assert_int_equal(entry(r, "msg-2").seen, 0);
+  lookup l3 = entry(r, "msg-3");
+  assert_int_equal(l3.found.present, 0);
+  assert_int_equal(l3.found.net, 1);
+  assert_string_equal(l3.found.request_id, "R-msg-3");
+  assert_string_equal(l3.found.last_event, "poison");
+  lookup l4 = entry(r, "msg-4");
+  assert_int_equal(l4.found.present, 1);
+  assert_int_equal(l4.found.entered, 0);
+  assert_string_equal(l4.found.last_time, "");
+  lookup l5 = entry(r, "msg-5");
+  assert_int_equal(l5.found.present, 2);
+  assert_int_equal(l5.found.net, 1);
+  assert_int_equal(entry(r, "msg-6").seen, 0);
+  assert_int_equal(dlqb_reconcile_size(r), 4);
+
+  /* A present id that leaves stays (it is in the snapshot). */
+  hop(r, "replayed", "msg-1", "dsr.dlq.manual", "dsr.work");
+  assert_int_equal(entry(r, "msg-1").found.net, 0);
+  assert_int_equal(dlqb_reconcile_size(r), 4);
+  dlqb_reconcile_free(r);
+}
+
+/* Many ids in and out in an interleaved order: after removals (which shift
+ * colliding entries back) every remaining id must still be found, which
+ * the final "out" hops check by emptying the table exactly. */
+static void test_removal_keeps_the_rest_findable(void **state) {
+  (void)state;
+  dlqb_reconcile *r = dlqb_reconcile_new();
+  assert_non_null(r);
+  char id[32];
+  for (int i = 0; i < 5000; i++) {
+    snprintf(id, sizeof id, "m%d", i);
+    hop(r, "dead_lettered", id, "dsr.failed", "dsr.dlq.manual");
+  }
+  assert_int_equal(dlqb_reconcile_size(r), 5000);
+  for (int i = 0; i < 5000; i += 3) {
+    snprintf(id, sizeof id, "m%d", i);
+    hop(r, "replayed", id, "dsr.dlq.manual", "dsr.work");
+  }
+  assert_int_equal(dlqb_reconcile_size(r), 5000 - 1667);
+  for (int i = 0; i < 5000; i++) {
+    if (i % 3 == 0) continue;
+    snprintf(id, sizeof id, "m%d", i);
+    assert_int_equal(entry(r, id).seen, 1);
+    hop(r, "escalated", id, "dsr.dlq.manual", "compliance_review");
+  }
+  assert_int_equal(dlqb_reconcile_size(r), 0);
+  dlqb_reconcile_free(r);
+}
+
+/* Lines that are not hops of a message into or out of the DLQ change
+ * nothing, garbage included (the command gives only verified lines, but
+ * the function must not trust them). */
+static void test_other_lines_change_nothing(void **state) {
+  (void)state;
+  dlqb_reconcile *r = dlqb_reconcile_new();
+  assert_non_null(r);
+  const char *lines[] = {
+      "{\"event\":\"chain_start\",\"writer\":\"dsr.dlq.manual\"}",
+      "{\"event\":\"dead_lettered\",\"message_id\":\"\",\"from\":\"dsr.failed\",\"to\":\"dsr.dlq.manual\"}",
+      "{\"event\":\"dead_lettered\",\"message_id\":7,\"to\":\"dsr.dlq.manual\"}",
+      "not json but dsr.dlq.manual",
+      "{\"message_id\":\"x\",\"from\":\"dsr.dlq.manual\",\"to\":\"dsr.dlq.manual\"}",
+      "",
+  };
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+    assert_true(dlqb_reconcile_line(r, lines[i], strlen(lines[i])));
+  assert_int_equal(dlqb_reconcile_size(r), 0);
+  dlqb_reconcile_free(r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_kinds_of_entries),
+      cmocka_unit_test(test_removal_keeps_the_rest_findable),
+      cmocka_unit_test(test_other_lines_change_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
