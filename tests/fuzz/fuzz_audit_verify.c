@@ -7,7 +7,7 @@
  * Contracts checked: no crash or leak; a failure is DLQB_EINVAL or
  * DLQB_ENOMEM with a one-line printable message; after a failure every
  * further line fails too; audit show's filter matches no line without its
- * request_id. */
+ * request_id; audit reconcile's tally never holds more ids than lines. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 
 #include "../../src/audit_private.h"
 #include "dlqb/audit.h"
+#include "dlqb/reconcile.h"
 #include "fuzz_common.h"
 
 static const unsigned char key[] = "fuzz-key-0123456789abcdef";
@@ -36,6 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dlqb_audit_filter filter;
   dlqb_audit_filter_init(&filter, "req-1", "msg-1");
   FUZZ_CHECK(filter.needle_len > 0);
+  dlqb_reconcile *tally = dlqb_reconcile_new();
+  FUZZ_CHECK(tally != NULL);
+  size_t nlines = 0;
   char *line = malloc(size + 128);
   FUZZ_CHECK(line != NULL);
   while (p < end) {
@@ -64,6 +68,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
        * that does not hold the request_id byte for byte never matches. */
       if (dlqb_audit_filter_match(&filter, line, n))
         FUZZ_CHECK(dlqb_text_find(line, n, filter.needle, filter.needle_len) != NULL);
+      /* audit reconcile's tally: at most one entry per line seen */
+      FUZZ_CHECK(dlqb_reconcile_line(tally, line, n));
+      FUZZ_CHECK(dlqb_reconcile_size(tally) <= ++nlines);
       if (st != DLQB_OK) {
         FUZZ_CHECK(st == DLQB_EINVAL || st == DLQB_ENOMEM);
         FUZZ_CHECK(fuzz_printable_line(err.msg, sizeof err.msg));
@@ -81,5 +88,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(line);
   dlqb__audit_hmac_release(&h);
   dlqb_audit_verifier_free(v);
+  dlqb_reconcile_free(tally);
   return 0;
 }
