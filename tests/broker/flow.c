@@ -421,6 +421,7 @@ int flow_run(fx_case *t, const flow_opts *o, flow_result *r) {
     if (t->bridges[b].pid > 0 && th_bridge_stop(&t->bridges[b], FX_STOP_TIMEOUT_MS) != 0)
       r->bridge_exit_failures++;
   }
+  if (o->before_drain != NULL && o->before_drain(t, o->before_drain_arg) != 0) goto out;
   if (flow__drain(&s) != 0) goto out;
 
   for (int i = 0; i < o->tasks; i++) {

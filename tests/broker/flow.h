@@ -135,6 +135,11 @@ typedef struct {
   const char *const *bridge_env;
   int (*fault)(fx_case *t, void *arg, const flow_result *r);
   void *fault_arg;
+  /* Optional: called once the flow has settled and the bridges are
+   * stopped, before the queues are drained for counting (the last moment
+   * the queues hold what the bridges left). Non-zero aborts the flow. */
+  int (*before_drain)(fx_case *t, void *arg);
+  void *before_drain_arg;
 } flow_opts;
 
 struct flow_result {

@@ -77,6 +77,22 @@ static int kill_fault(fx_case *t, void *arg, const flow_result *r) {
   return restart_bridge(t, 0, k->env);
 }
 
+/* `audit reconcile` on the flow's DLQ before the harness drains it: after
+ * the kills, every message the trail puts there must be there. */
+typedef struct {
+  const fx_audit *audit;
+  th_result r;
+} reconcile_check;
+
+static int reconcile_dlq(fx_case *t, void *arg) {
+  reconcile_check *c = arg;
+  const char *const args[] = {"audit", "reconcile", NULL};
+  const char *const env[] = {c->audit->env_log, c->audit->env_key, NULL};
+  if (th_run_bridge(args, t->vhost.url, env, 60000, &c->r) != 0) return -1;
+  printf("audit reconcile: exit %d\n%s%s", c->r.exit_code, c->r.out, c->r.err);
+  return 0;
+}
+
 static void test_bridge_sigkill_repeatedly(void **state) {
   fx_case *t = *state;
   bool lng = long_run();
@@ -96,8 +112,14 @@ static void test_bridge_sigkill_repeatedly(void **state) {
   k.next_at = k.every;
   o.fault = kill_fault;
   o.fault_arg = &k;
+  reconcile_check rc = {.audit = &audit};
+  o.before_drain = reconcile_dlq;
+  o.before_drain_arg = &rc;
   flow_result r;
   assert_int_equal(flow_run(t, &o, &r), 0);
+  /* Killed mid-batch or not, nothing the trail put in the DLQ is gone. */
+  FX_CHECK(t, rc.r.exit_code == 0);
+  assert_non_null(strstr(rc.r.out, "missing 0,"));
   printf("sigkill: %d kills\n", k.kills);
   check_conservation(t, "sigkill", &o, &r);
   assert_int_equal(k.kills, k.max_kills);
