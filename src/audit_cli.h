@@ -1,0 +1,55 @@
+/* What the audit subcommands (cmd_audit.c: verify and the table;
+ * cmd_audit_show.c; cmd_audit_reconcile.c) share: the flags naming the
+ * log's seal, the options, and reading the log the way `audit verify`
+ * does. Private to the binary, like cli.h. */
+#ifndef DLQB_AUDIT_CLI_H
+#define DLQB_AUDIT_CLI_H
+
+#include <stdbool.h>
+
+#include "cli.h"
+#include "dlqb/audit.h"
+#include "dlqb/config.h"
+
+/* The flags every subcommand takes: which seal, and where checking starts. */
+#define LOG_FLAGS                                                                           \
+  {"seal", true, "FILE", "seal to check the tail against (default: the last FILE + .seal)"}, \
+      {"no-seal", false, NULL, "do not check a seal (a cut tail then goes unnoticed)"},      \
+      {"partial", false, NULL,                                                              \
+       "accept a first file that continues an archived one (checks from there on)"}
+
+#define FILES_DETAILS                                                                    \
+  "FILEs are the log's files oldest first; without them, the configured\n"             \
+  "DLQ_BRIDGE_AUDIT_LOG and its rotated files. The key is DLQ_BRIDGE_AUDIT_KEY_FILE\n" \
+  "(--audit-key-file).\n"
+
+typedef struct {
+  const char **files; /* positional FILEs (room for argc entries) */
+  size_t nfiles;
+  const char *seal;
+  bool no_seal, partial;
+  const char *request_id, *message_id; /* audit show */
+  bool require_id;                      /* audit show: one of them is required */
+  bool json;
+  int window; /* audit reconcile: the DLQ read in one pass */
+  /* Runs after the options are checked and before the log is read
+   * (audit reconcile reads the queue there); returns an exit status. */
+  int (*prepare)(void *ctx, const dlqb_config *cfg);
+  void *prepare_ctx;
+} audit_opts;
+
+/* Parses the command line, loads the key, runs o->prepare, and verifies
+ * the log, showing every accepted line to visit. Returns the exit status;
+ * on EXIT_OK *sum holds the summary and *sealed whether a seal was
+ * checked. *help is set when only the help was printed. */
+int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opts *o,
+                          dlqb_audit_visit_fn visit, void *ctx, dlqb_audit_summary *sum,
+                          bool *sealed, bool *help);
+
+/* "audit log intact: ..." and the seal line, as `audit verify` prints them. */
+void audit_print_summary(const dlqb_audit_summary *s, bool sealed);
+
+int audit_show(int argc, char **argv);
+int audit_reconcile(int argc, char **argv);
+
+#endif

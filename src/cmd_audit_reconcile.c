@@ -1,0 +1,201 @@
+/* dlq-bridge audit reconcile: the DLQ against the audit trail. */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit_cli.h"
+#include "dlqb/log.h"
+#include "dlqb/reconcile.h"
+#include "dlqb/scan.h"
+#include "dlqb/topology.h"
+
+static const cli_flag reconcile_flags[] = {
+    {"json", false, NULL, "print JSON for scripts instead of text"},
+    {"window", true, "N", "DLQ items read in one pass, 1 to 65535 (default 65535)"},
+    LOG_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+static const cli_spec reconcile_spec = {
+    .name = "audit reconcile",
+    .summary = "check that the DLQ holds what the audit trail put there",
+    .usage = "dlq-bridge audit reconcile [FILE...] [--json] [--window N]\n"
+             "       [--seal FILE | --no-seal] [--partial] [settings]",
+    .details =
+        "Reads every item of dsr.dlq.manual without consuming it (as inspect does), then\n"
+        "verifies the log as `audit verify` does and counts, per message_id, the hops\n"
+        "recorded into the DLQ and out of it. MISSING: recorded into the DLQ and never\n"
+        "out, but not in it (removed behind dlq-bridge's back: a purge, a move in the\n"
+        "management UI, a policy). UNRECORDED: in the DLQ with no record of entering it\n"
+        "(the audit trail was off then). Hops recorded after the queue was read are\n"
+        "not counted as missing. Needs the broker settings and the audit key and log.\n"
+        FILES_DETAILS
+        "Exit status: 0 nothing missing; 1 something missing, the log not intact, or\n"
+        "the DLQ not read whole; 2 usage or configuration error.",
+    .flags = reconcile_flags,
+    .settings = true,
+};
+
+typedef struct {
+  const audit_opts *o;
+  dlqb_reconcile *r;
+  char at[DLQB_ISO_TIME_MAX]; /* when the queue was read: later records are not missing */
+  uint64_t items, without_id;
+  bool read_whole;
+  dlqb_scan_result scan;
+  /* The verdict, filled by classify. */
+  json_object *missing, *unrecorded, *during, *extra;
+  uint64_t expected;
+} reconcile_ctx;
+
+static dlqb_status snapshot_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
+                                 const dlqb_item *it, dlqb_error *err) {
+  reconcile_ctx *c = ctx;
+  dlqb_scan_hold(s, d); /* nothing moves: every item returns to its place */
+  c->items++;
+  if (it->message_id[0] == '\0') {
+    c->without_id++;
+    return DLQB_OK;
+  }
+  return dlqb_reconcile_present(c->r, it->message_id, it->request_id, err);
+}
+
+static bool tally_line(void *ctx, const char *line, size_t len) {
+  return dlqb_reconcile_line(ctx, line, len);
+}
+
+static int read_dlq(void *ctx, const dlqb_config *cfg) {
+  reconcile_ctx *c = ctx;
+  dlqb_iso_time(dlqb_now_ms(), c->at, sizeof c->at);
+  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge audit reconcile",
+                          .actor = "audit reconcile",
+                          .window = c->o->window > 0 ? c->o->window : DLQB_SCAN_WINDOW_MAX,
+                          .stop = cli_stop_flag(), .on_item = snapshot_item, .ctx = c};
+  dlqb_error err;
+  dlqb_status st = dlqb_scan_run(cfg, &so, &c->scan, &err);
+  if (st != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return EXIT_FAILURE_;
+  }
+  if (c->scan.window_full || c->scan.interrupted) {
+    cli_error("read only %llu of the %llu items in %s (%s); nothing was compared",
+              (unsigned long long)c->scan.examined, (unsigned long long)c->scan.depth_at_start,
+              DLQB_Q_DLQ,
+              c->scan.interrupted ? "interrupted" : "the window filled: --window up to 65535");
+    return EXIT_FAILURE_;
+  }
+  return EXIT_OK;
+}
+
+static json_object *entry_json(const dlqb_reconcile_entry *e) {
+  json_object *j = json_object_new_object();
+  json_object_object_add(j, "message_id", json_object_new_string(e->message_id));
+  json_object_object_add(j, "request_id", json_object_new_string(e->request_id));
+  json_object_object_add(j, "present", json_object_new_int(e->present));
+  json_object_object_add(j, "recorded_net", json_object_new_int64(e->net));
+  if (e->last_time[0] != '\0') {
+    json_object_object_add(j, "last_event", json_object_new_string(e->last_event));
+    json_object_object_add(j, "last_time", json_object_new_string(e->last_time));
+    json_object_object_add(j, "last_writer", json_object_new_string(e->last_writer));
+  }
+  return j;
+}
+
+static void classify(void *ctx, const dlqb_reconcile_entry *e) {
+  reconcile_ctx *c = ctx;
+  bool after = e->last_time[0] != '\0' && strcmp(e->last_time, c->at) >= 0;
+  if (e->net > 0 && !after) c->expected++;
+  if (e->present == 0 && e->net > 0)
+    json_object_array_add(after ? c->during : c->missing, entry_json(e));
+  else if (e->present > 0 && e->entered == 0)
+    json_object_array_add(c->unrecorded, entry_json(e));
+  else if (e->present > e->net && e->net > 0)
+    json_object_array_add(c->extra, entry_json(e));
+  /* present with net 0 but entered: it left after the snapshot (recorded). */
+}
+
+static void print_entries(const char *label, json_object *arr, const char *why) {
+  size_t n = json_object_array_length(arr);
+  for (size_t i = 0; i < n; i++) {
+    json_object *j = json_object_array_get_idx(arr, i), *v;
+    printf("%-11s %s  request_id %s", label,
+           json_object_get_string(json_object_object_get(j, "message_id")),
+           json_object_get_string(json_object_object_get(j, "request_id")));
+    if (json_object_object_get_ex(j, "last_event", &v))
+      printf("  %s at %s by %s", json_object_get_string(v),
+             json_object_get_string(json_object_object_get(j, "last_time")),
+             json_object_get_string(json_object_object_get(j, "last_writer")));
+    printf("  (%s)\n", why);
+  }
+}
+
+static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, bool sealed) {
+  size_t nm = json_object_array_length(c->missing), nu = json_object_array_length(c->unrecorded),
+         nd = json_object_array_length(c->during), ne = json_object_array_length(c->extra);
+  if (c->o->json) {
+    json_object *out = json_object_new_object(), *dlq = json_object_new_object();
+    json_object_object_add(out, "intact", json_object_new_boolean(1));
+    json_object_object_add(out, "records", json_object_new_int64((int64_t)sum->records));
+    json_object_object_add(out, "seal_checked", json_object_new_boolean(sealed));
+    json_object_object_add(dlq, "read_at", json_object_new_string(c->at));
+    json_object_object_add(dlq, "items", json_object_new_int64((int64_t)c->items));
+    json_object_object_add(dlq, "without_message_id", json_object_new_int64((int64_t)c->without_id));
+    json_object_object_add(out, "dlq", dlq);
+    json_object_object_add(out, "recorded_in_dlq", json_object_new_int64((int64_t)c->expected));
+    json_object_object_add(out, "missing", json_object_get(c->missing));
+    json_object_object_add(out, "unrecorded", json_object_get(c->unrecorded));
+    json_object_object_add(out, "recorded_after_read", json_object_get(c->during));
+    json_object_object_add(out, "extra_copies", json_object_get(c->extra));
+    printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(out);
+    return;
+  }
+  audit_print_summary(sum, sealed);
+  printf("%s read at %s: %llu item%s (%llu without a message_id, not compared)\n", DLQB_Q_DLQ,
+         c->at, (unsigned long long)c->items, c->items == 1 ? "" : "s",
+         (unsigned long long)c->without_id);
+  printf("the audit trail puts %llu message%s there; missing %zu, unrecorded %zu, recorded after "
+         "the read %zu, copies beyond the records %zu\n",
+         (unsigned long long)c->expected, c->expected == 1 ? "" : "s", nm, nu, nd, ne);
+  print_entries("MISSING", c->missing,
+                "recorded into the DLQ, never out, not in it: removed outside dlq-bridge");
+  print_entries("UNRECORDED", c->unrecorded, "in the DLQ, no record of it entering");
+  print_entries("EXTRA", c->extra, "more copies than records: a redelivery's duplicate");
+  if (nm == 0) printf("nothing missing\n");
+}
+
+int audit_reconcile(int argc, char **argv) {
+  audit_opts o = {.prepare = read_dlq};
+  reconcile_ctx c = {.o = &o};
+  o.prepare_ctx = &c;
+  c.r = dlqb_reconcile_new();
+  c.missing = json_object_new_array();
+  c.unrecorded = json_object_new_array();
+  c.during = json_object_new_array();
+  c.extra = json_object_new_array();
+  dlqb_audit_summary sum;
+  bool sealed = false, help = false;
+  int rc = EXIT_FAILURE_;
+  if (c.r == NULL || c.missing == NULL || c.unrecorded == NULL || c.during == NULL ||
+      c.extra == NULL) {
+    cli_error("out of memory");
+  } else {
+    rc = audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, c.r, &sum, &sealed, &help);
+    if (help) {
+      cli_print_help(&reconcile_spec, stdout);
+    } else if (rc == EXIT_OK) {
+      dlqb_reconcile_each(c.r, classify, &c);
+      print_reconcile(&c, &sum, sealed);
+      if (json_object_array_length(c.missing) > 0) rc = EXIT_FAILURE_;
+    }
+  }
+  json_object_put(c.missing);
+  json_object_put(c.unrecorded);
+  json_object_put(c.during);
+  json_object_put(c.extra);
+  dlqb_reconcile_free(c.r);
+  return rc;
+}
+
