@@ -102,17 +102,27 @@ static json_object *entry_json(const dlqb_reconcile_entry *e) {
   return j;
 }
 
+/* Record times against the moment the queue was read (ISO UTC text
+ * compares as time). */
+static bool after_read(const reconcile_ctx *c, const char *time) {
+  return time[0] != '\0' && strcmp(time, c->at) >= 0;
+}
+
 static void classify(void *ctx, const dlqb_reconcile_entry *e) {
   reconcile_ctx *c = ctx;
-  bool after = e->last_time[0] != '\0' && strcmp(e->last_time, c->at) >= 0;
-  if (e->net > 0 && !after) c->expected++;
+  bool came_after = after_read(c, e->last_time), left_after = after_read(c, e->last_out_time);
+  long recorded = e->net > 0 ? e->net : 0;
+  if (e->net > 0 && !came_after) c->expected++;
   if (e->present == 0 && e->net > 0)
-    json_object_array_add(after ? c->during : c->missing, entry_json(e));
+    json_object_array_add(came_after ? c->during : c->missing, entry_json(e));
   else if (e->present > 0 && e->entered == 0)
     json_object_array_add(c->unrecorded, entry_json(e));
-  else if (e->present > e->net && e->net > 0)
+  else if (e->present > recorded && !left_after)
+    /* A redelivery's duplicate, or the DLQ copy of a move interrupted
+     * between its record and its ack: never a loss. */
     json_object_array_add(c->extra, entry_json(e));
-  /* present with net 0 but entered: it left after the snapshot (recorded). */
+  /* Otherwise the queue holds what the trail says, or a copy that left
+   * (recorded) after the queue was read. */
 }
 
 static void print_entries(const char *label, json_object *arr, const char *why) {
@@ -162,7 +172,9 @@ static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, boo
   print_entries("MISSING", c->missing,
                 "recorded into the DLQ, never out, not in it: removed outside dlq-bridge");
   print_entries("UNRECORDED", c->unrecorded, "in the DLQ, no record of it entering");
-  print_entries("EXTRA", c->extra, "more copies than records: a redelivery's duplicate");
+  print_entries("EXTRA", c->extra,
+                "more copies than records: a redelivery's duplicate, or a move interrupted "
+                "after its record");
   if (nm == 0) printf("nothing missing\n");
 }
 

@@ -165,6 +165,7 @@ bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len) {
     } else if (r->slots[i] != NULL) {
       slot *s = r->slots[i];
       s->e.net--;
+      copy(s->e.last_out_time, sizeof s->e.last_out_time, member(rec, "time"));
       /* Out and gone, and not in the queue: nothing left to compare. */
       if (s->e.net <= 0 && s->e.present == 0) remove_at(r, i);
     }

@@ -28,6 +28,7 @@ typedef struct {
   char last_time[32];     /* of the last recorded hop into the DLQ ("" when none) */
   char last_event[24];
   char last_writer[96];
+  char last_out_time[32]; /* of the last recorded hop out of the DLQ ("" when none) */
 } dlqb_reconcile_entry;
 
 /* NULL when out of memory. */

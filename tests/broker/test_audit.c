@@ -310,8 +310,8 @@ static void reconcile(fx_case *t, const audit_dir *d, bool json, th_result *r) {
 /* "Prove nothing was lost": the DLQ against the audit trail. Four tasks
  * dead-lettered, one replayed out: all accounted for. One taken out behind
  * dlq-bridge's back (a basic.get with auto-ack, as a purge or a UI move
- * would): MISSING, exit 1. One put in behind its back: UNRECORDED. And
- * reconcile itself moves nothing. */
+ * would): MISSING, exit 1. One put in behind its back: UNRECORDED; a second
+ * copy of a recorded one: EXTRA. And reconcile itself moves nothing. */
 static void test_audit_reconcile_finds_what_was_removed(void **state) {
   fx_case *t = *state;
   audit_dir d;
@@ -339,13 +339,19 @@ static void test_audit_reconcile_finds_what_was_removed(void **state) {
   th_msg *stray = fx_msg(t);
   assert_int_equal(th_msg_task(stray, "stray-1"), 0);
   assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", stray), 0);
+  /* And a second copy of rec-2, as a redelivery can leave. */
+  th_msg *copy = fx_msg(t);
+  assert_int_equal(th_msg_task(copy, "rec-2"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", copy), 0);
 
   reconcile(t, &d, false, &r);
   assert_int_equal(r.exit_code, 1);
-  assert_non_null(strstr(r.out, "missing 1, unrecorded 1"));
+  assert_non_null(strstr(r.out, "missing 1, unrecorded 1, recorded after the read 0, copies "
+                                "beyond the records 1"));
   assert_non_null(strstr(r.out, "MISSING     msg-rec-1  request_id rec-1  dead_lettered at"));
   assert_non_null(strstr(r.out, "UNRECORDED  msg-stray-1  request_id stray-1"));
-  assert_null(strstr(r.out, "msg-rec-2"));
+  assert_non_null(strstr(r.out, "EXTRA       msg-rec-2  request_id rec-2"));
+  assert_null(strstr(r.out, "msg-rec-3"));
   reconcile(t, &d, true, &r);
   assert_int_equal(r.exit_code, 1);
   json_object *doc = json_tokener_parse(r.out);
@@ -358,7 +364,7 @@ static void test_audit_reconcile_finds_what_was_removed(void **state) {
   assert_string_equal(th_json_str(json_object_array_get_idx(missing, 0), "message_id"),
                       "msg-rec-1");
   json_object_put(doc);
-  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 3);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 4); /* reconcile moved nothing */
   assert_int_equal(fx_stop_bridges(t), 0);
   audit_dir_remove(&d);
 }

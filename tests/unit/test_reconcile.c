@@ -89,8 +89,10 @@ static void test_kinds_of_entries(void **state) {
   assert_int_equal(dlqb_reconcile_size(r), 4);
 
   /* A present id that leaves stays (it is in the snapshot). */
+  assert_string_equal(entry(r, "msg-1").found.last_out_time, "");
   hop(r, "replayed", "msg-1", "dsr.dlq.manual", "dsr.work");
   assert_int_equal(entry(r, "msg-1").found.net, 0);
+  assert_string_equal(entry(r, "msg-1").found.last_out_time, "2026-11-30T10:00:00.000Z");
   assert_int_equal(dlqb_reconcile_size(r), 4);
   dlqb_reconcile_free(r);
 }
