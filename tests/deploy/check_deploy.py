@@ -14,13 +14,14 @@ compose: docker/docker-compose.yml parses; the services, healthcheck and
 docs: docs/configuration.md holds exactly `dlq-bridge help settings`; the
   man page docs/dlq-bridge.1.md names every command of `dlq-bridge --help`
   and every option of `dlq-bridge help COMMAND`, and every setting.
-systemd: packaging/systemd/dlq-bridge.service.in, filled in with this build's
-  binary, passes `systemd-analyze verify` without a word about it and
-  `systemd-analyze security --offline` at exposure 2.0 or less; it sets only
-  known DLQ_BRIDGE_* variables, holds no password, and the example config it
-  names is accepted by the bridge.
+systemd: the units in packaging/systemd (the daemon, the daily audit
+  reconcile and its timer), filled in with this build's binary, pass
+  `systemd-analyze verify` without a word about them and the services
+  `systemd-analyze security --offline` at exposure 2.0 or less; they set only
+  known DLQ_BRIDGE_* variables, hold no password, and the example config
+  they name is accepted by the bridge.
 install: `cmake --install` into a scratch DESTDIR gives a binary that runs,
-  the unit naming that binary, the example config, the definitions and docs.
+  the units naming that binary, the example config, the definitions and docs.
 Prints one line per problem and exits 1 when there is any.
 """
 import os
@@ -181,8 +182,14 @@ def check_docs(src, binary):
         if var not in man and var not in config_md:
             problem(f"neither the man page nor configuration.md mentions {var}")
 
-SYSTEMD_UNIT = os.path.join("packaging", "systemd", "dlq-bridge.service.in")
-EXAMPLE_CONFIG = os.path.join("packaging", "systemd", "config.json")
+SYSTEMD_DIR = os.path.join("packaging", "systemd")
+# Each unit template and the dlq-bridge arguments its ExecStart must begin with.
+SYSTEMD_UNITS = {
+    "dlq-bridge.service.in": ["run", "--config"],
+    "dlq-bridge-reconcile.service.in": ["audit", "reconcile", "--config"],
+}
+SYSTEMD_TIMER = "dlq-bridge-reconcile.timer"
+EXAMPLE_CONFIG = os.path.join(SYSTEMD_DIR, "config.json")
 PASSWORD_IN_URL = re.compile(r"amqps?://[^/@\s:]+:[^/@\s]+@")
 
 
@@ -199,45 +206,58 @@ def check_unit_text(text, known, where):
     return start.group(1), start.group(2).split()
 
 
+def analyze_unit(analyze, path, where, security):
+    """systemd-analyze verify (no word about the unit allowed) and, for a
+    service, security at exposure 2.0 or less."""
+    out = subprocess.run([analyze, "verify", path], capture_output=True, text=True, check=False)
+    # verify exits 0 on many mistakes (an unknown Type=, a bad directive):
+    # any line about our units is a problem.
+    said = [line for line in (out.stdout + out.stderr).splitlines() if "dlq-bridge" in line]
+    if out.returncode != 0 or said:
+        problem(f"{where}: systemd-analyze verify: exit {out.returncode}: {' | '.join(said)}")
+    if not security:
+        return
+    sec = subprocess.run([analyze, "security", "--offline=yes", "--threshold=20", path],
+                         capture_output=True, text=True, check=False)
+    level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", sec.stdout)
+    print(f"check_deploy: {where}: systemd-analyze security: exposure "
+          f"{level.group(1) if level else '?'}")
+    if sec.returncode != 0:
+        problem(f"{where}: systemd-analyze security: exposure above 2.0 (exit {sec.returncode})")
+
+
 def check_systemd(src, binary):
     known = known_variables(binary)
-    with open(os.path.join(src, SYSTEMD_UNIT), encoding="utf-8") as f:
-        template = f.read()
-    text = (template.replace("@DLQB_BIN_DIR@", os.path.dirname(os.path.abspath(binary)))
-            .replace("@DLQB_DOC_DIR@", os.path.join(src, "docs")))
-    if re.search(r"@[A-Z_]+@", text):
-        problem(f"{SYSTEMD_UNIT}: a placeholder CMake does not fill in")
-    start = check_unit_text(text, known, SYSTEMD_UNIT)
-    if start is not None and start[1][:2] != ["run", "--config"]:
-        problem(f"{SYSTEMD_UNIT}: ExecStart is not 'dlq-bridge run --config FILE'")
     with open(os.path.join(src, EXAMPLE_CONFIG), encoding="utf-8") as f:
         if PASSWORD_IN_URL.search(f.read()):
             problem(f"{EXAMPLE_CONFIG}: holds a password in a URL")
     # The example config parses and validates (no broker needed).
     run(binary, "declare", "--print-definitions", "--config", os.path.join(src, EXAMPLE_CONFIG))
-
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         problem("systemd-analyze is missing (scripts/install-deps.sh installs systemd)")
-        return
     with tempfile.TemporaryDirectory() as tmp:
-        unit = os.path.join(tmp, "dlq-bridge.service")
-        with open(unit, "w", encoding="utf-8") as f:
-            f.write(text)
-        out = subprocess.run([analyze, "verify", unit], capture_output=True, text=True,
-                             check=False)
-        # verify exits 0 on many mistakes (an unknown Type=, a bad
-        # directive): any line about our unit is a problem.
-        said = [line for line in (out.stdout + out.stderr).splitlines() if "dlq-bridge" in line]
-        if out.returncode != 0 or said:
-            problem(f"systemd-analyze verify: exit {out.returncode}: {' | '.join(said)}")
-        sec = subprocess.run([analyze, "security", "--offline=yes", "--threshold=20", unit],
-                             capture_output=True, text=True, check=False)
-        level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", sec.stdout)
-        print(f"check_deploy: systemd-analyze security: exposure "
-              f"{level.group(1) if level else '?'}")
-        if sec.returncode != 0:
-            problem(f"systemd-analyze security: exposure above 2.0 (exit {sec.returncode})")
+        for template, args in SYSTEMD_UNITS.items():
+            where = os.path.join(SYSTEMD_DIR, template)
+            with open(os.path.join(src, where), encoding="utf-8") as f:
+                text = (f.read()
+                        .replace("@DLQB_BIN_DIR@", os.path.dirname(os.path.abspath(binary)))
+                        .replace("@DLQB_DOC_DIR@", os.path.join(src, "docs")))
+            if re.search(r"@[A-Z_]+@", text):
+                problem(f"{where}: a placeholder CMake does not fill in")
+            start = check_unit_text(text, known, where)
+            if start is not None and start[1][:len(args)] != args:
+                problem(f"{where}: ExecStart is not 'dlq-bridge {' '.join(args)} ...'")
+            unit = os.path.join(tmp, template[:-len(".in")])
+            with open(unit, "w", encoding="utf-8") as f:
+                f.write(text)
+            if analyze is not None:
+                analyze_unit(analyze, unit, where, security=True)
+        # The timer names its service, which sits beside it.
+        timer = os.path.join(tmp, SYSTEMD_TIMER)
+        shutil.copy(os.path.join(src, SYSTEMD_DIR, SYSTEMD_TIMER), timer)
+        if analyze is not None:
+            analyze_unit(analyze, timer, os.path.join(SYSTEMD_DIR, SYSTEMD_TIMER), security=False)
 
 
 def check_install(src, binary, build_dir, cmake):
@@ -248,24 +268,30 @@ def check_install(src, binary, build_dir, cmake):
         if out.returncode != 0:
             problem(f"cmake --install: exit {out.returncode}: {out.stderr.strip()}")
             return
-        units = [os.path.join(d, f) for d, _, files in os.walk(dest) for f in files
-                 if f == "dlq-bridge.service"]
-        if len(units) != 1 or not units[0].endswith("/lib/systemd/system/dlq-bridge.service"):
-            problem(f"cmake --install: the unit is not under lib/systemd/system: {units}")
+        units = {f: os.path.join(d, f) for d, _, files in os.walk(dest) for f in files
+                 if f.startswith("dlq-bridge") and f.endswith((".service", ".timer"))}
+        want = [t[:-len(".in")] for t in SYSTEMD_UNITS] + [SYSTEMD_TIMER]
+        for name in want:
+            if not units.get(name, "").endswith("/lib/systemd/system/" + name):
+                problem(f"cmake --install: {name} is not under lib/systemd/system: {units}")
+        installed = None
+        for name in (t[:-len(".in")] for t in SYSTEMD_UNITS):
+            if name not in units:
+                continue
+            with open(units[name], encoding="utf-8") as f:
+                start = check_unit_text(f.read(), known_variables(binary), "installed " + name)
+            if start is None:
+                continue
+            installed = dest + start[0]
+            if not os.access(installed, os.X_OK):
+                problem(f"the installed {name} starts {start[0]}, which was not installed")
+                return
+        if installed is None:
             return
-        with open(units[0], encoding="utf-8") as f:
-            text = f.read()
-        start = check_unit_text(text, known_variables(binary), "installed unit")
-        if start is None:
-            return
-        installed = dest + start[0]
-        if not os.access(installed, os.X_OK):
-            problem(f"the installed unit starts {start[0]}, which was not installed")
-        else:
-            version = subprocess.run([installed, "--version"], capture_output=True, text=True,
-                                     check=False)
-            if version.returncode != 0 or "dlq-bridge" not in version.stdout:
-                problem(f"the installed binary: '--version' exited {version.returncode}")
+        version = subprocess.run([installed, "--version"], capture_output=True, text=True,
+                                 check=False)
+        if version.returncode != 0 or "dlq-bridge" not in version.stdout:
+            problem(f"the installed binary: '--version' exited {version.returncode}")
         prefix = os.path.dirname(os.path.dirname(installed))
         for path in ("share/doc/dlq-bridge/examples/config.json",
                      "share/doc/dlq-bridge/runbook.md",
