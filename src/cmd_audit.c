@@ -10,6 +10,7 @@
 #include "audit_cli.h"
 #include "commands.h"
 #include "dlqb/scan.h"
+#include "ops.h"
 
 /* ---- what every subcommand shares: which files, which seal, the key ---- */
 
@@ -42,14 +43,7 @@ static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dl
   else if (strcmp(flag, "request-id") == 0) o->request_id = value;
   else if (strcmp(flag, "message-id") == 0) o->message_id = value;
   else if (strcmp(flag, "json") == 0) o->json = true;
-  else if (strcmp(flag, "window") == 0) {
-    char *end;
-    long n = strtol(value, &end, 10);
-    if (*end != '\0' || n < 1 || n > DLQB_SCAN_WINDOW_MAX)
-      return dlqb_fail(err, DLQB_EINVAL, "--window: '%s' is not a number from 1 to %d", value,
-                       DLQB_SCAN_WINDOW_MAX);
-    o->window = (int)n;
-  }
+  else if (strcmp(flag, "window") == 0) return ops_parse_window(value, &o->window, err);
   return DLQB_OK;
 }
 

@@ -18,6 +18,16 @@ static void default_actor(char *buf, size_t len) {
   snprintf(buf, len, "%s", name != NULL && name[0] != '\0' ? name : "unknown");
 }
 
+dlqb_status ops_parse_window(const char *value, int *out, dlqb_error *err) {
+  char *end;
+  long n = strtol(value, &end, 10);
+  if (*value == '\0' || *end != '\0' || n < 1 || n > DLQB_SCAN_WINDOW_MAX)
+    return dlqb_fail(err, DLQB_EINVAL, "--window: '%.32s' is not a number from 1 to %d", value,
+                     DLQB_SCAN_WINDOW_MAX);
+  *out = (int)n;
+  return DLQB_OK;
+}
+
 dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_error *err) {
   if (flag == NULL) return dlqb_fail(err, DLQB_EINVAL, "unexpected argument '%s'", value);
   if (strcmp(flag, "json") == 0) {
@@ -32,14 +42,9 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
     return DLQB_OK;
   }
   if (strcmp(flag, "window") == 0) {
-    char *end;
-    long n = strtol(value, &end, 10);
-    if (*value == '\0' || *end != '\0' || n < 1 || n > DLQB_SCAN_WINDOW_MAX)
-      return dlqb_fail(err, DLQB_EINVAL, "--window: '%.32s' is not a number from 1 to %d", value,
-                       DLQB_SCAN_WINDOW_MAX);
-    o->window = (int)n;
-    o->window_set = true;
-    return DLQB_OK;
+    dlqb_status st = ops_parse_window(value, &o->window, err);
+    o->window_set = st == DLQB_OK;
+    return st;
   }
   if (strcmp(flag, "dry-run") == 0) {
     o->dry_run = true;

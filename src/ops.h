@@ -47,6 +47,9 @@ typedef struct {
 /* The largest --rate accepted. */
 #define OPS_RATE_MAX 100000
 
+/* --window's value: 1 to DLQB_SCAN_WINDOW_MAX, else DLQB_EINVAL naming the flag. */
+dlqb_status ops_parse_window(const char *value, int *out, dlqb_error *err);
+
 /* Handles the common, selection and movement (--dry-run, --rate) flags;
  * a command only declares the ones it takes. DLQB_EINVAL for anything else
  * ("unknown option"). A command's on_flag calls it for flags it does not
