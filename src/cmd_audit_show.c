@@ -39,11 +39,10 @@ typedef struct {
   size_t n, cap;
 } show_ctx;
 
-static const char *member(json_object *rec, const char *key) {
-  json_object *v;
-  if (!json_object_object_get_ex(rec, key, &v) || !json_object_is_type(v, json_type_string))
-    return NULL;
-  return json_object_get_string(v);
+/* A member for a person to read: "?" when the record lacks it. */
+static const char *shown(json_object *rec, const char *key) {
+  const char *v = dlqb_audit_record_str(rec, key);
+  return v[0] != '\0' ? v : "?";
 }
 
 static bool collect_hop(void *arg, const char *line, size_t len) {
@@ -53,9 +52,7 @@ static bool collect_hop(void *arg, const char *line, size_t len) {
     c->filter_set = true;
   }
   if (!dlqb_audit_filter_match(&c->filter, line, len)) return true;
-  json_tokener *tok = json_tokener_new();
-  json_object *rec = tok != NULL ? json_tokener_parse_ex(tok, line, (int)len) : NULL;
-  if (tok != NULL) json_tokener_free(tok);
+  json_object *rec = dlqb_audit_record_parse(line, len);
   if (rec == NULL) return false; /* a matching line parsed once already: memory */
   if (c->n == c->cap) {
     size_t ncap = c->cap ? c->cap * 2 : 16;
@@ -75,8 +72,7 @@ static bool collect_hop(void *arg, const char *line, size_t len) {
  * (equal times keep it: the sort below is stable by index). */
 static int by_time(const void *pa, const void *pb) {
   json_object *a = *(json_object *const *)pa, *b = *(json_object *const *)pb;
-  const char *ta = member(a, "time"), *tb = member(b, "time");
-  return strcmp(ta ? ta : "", tb ? tb : "");
+  return strcmp(dlqb_audit_record_str(a, "time"), dlqb_audit_record_str(b, "time"));
 }
 
 static void stable_sort_by_time(json_object **hops, size_t n) {
@@ -94,16 +90,16 @@ static void stable_sort_by_time(json_object **hops, size_t n) {
 
 static void print_hop_text(json_object *h) {
   json_object *attempt;
-  const char *cause = member(h, "cause"), *reason = member(h, "reason");
-  printf("%s  %-16s %s -> %s", member(h, "time") ? member(h, "time") : "?",
-         member(h, "event") ? member(h, "event") : "?",
-         member(h, "from") ? member(h, "from") : "?", member(h, "to") ? member(h, "to") : "?");
+  const char *cause = dlqb_audit_record_str(h, "cause");
+  const char *reason = dlqb_audit_record_str(h, "reason");
+  /* from or to is empty for a hop with no such queue (resolve removes) */
+  printf("%s  %-16s %s -> %s", shown(h, "time"), shown(h, "event"),
+         dlqb_audit_record_str(h, "from"), dlqb_audit_record_str(h, "to"));
   if (json_object_object_get_ex(h, "attempt", &attempt))
     printf("  attempt %lld", (long long)json_object_get_int64(attempt));
-  if (cause != NULL && cause[0] != '\0') printf("  cause %s", cause);
-  if (reason != NULL && reason[0] != '\0') printf("  reason \"%s\"", reason);
-  printf("  by %s (%s)\n", member(h, "actor") ? member(h, "actor") : "?",
-         member(h, "writer") ? member(h, "writer") : "?");
+  if (cause[0] != '\0') printf("  cause %s", cause);
+  if (reason[0] != '\0') printf("  reason \"%s\"", reason);
+  printf("  by %s (%s)\n", shown(h, "actor"), shown(h, "writer"));
 }
 
 static void print_show(const audit_opts *o, json_object **hops, size_t n,

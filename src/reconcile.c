@@ -2,12 +2,12 @@
 #include "dlqb/reconcile.h"
 
 #include <json-c/json.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlqb/audit.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
 
@@ -129,43 +129,33 @@ dlqb_status dlqb_reconcile_present(dlqb_reconcile *r, const char *message_id,
   return DLQB_OK;
 }
 
-static const char *member(json_object *rec, const char *key) {
-  json_object *v;
-  if (!json_object_object_get_ex(rec, key, &v) || !json_object_is_type(v, json_type_string))
-    return "";
-  return json_object_get_string(v);
-}
-
 static void copy(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src); }
 
 bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len) {
   /* Most lines are hops elsewhere: no parse for them. */
   if (dlqb_text_find(line, len, DLQB_Q_DLQ, sizeof DLQB_Q_DLQ - 1) == NULL) return true;
-  json_tokener *tok = json_tokener_new();
-  if (tok == NULL) return false;
-  json_object *rec = len <= INT_MAX ? json_tokener_parse_ex(tok, line, (int)len) : NULL;
-  json_tokener_free(tok);
+  json_object *rec = dlqb_audit_record_parse(line, len);
   if (rec == NULL) return true; /* not a record: the verifier decides about those */
-  const char *id = member(rec, "message_id");
-  bool into = strcmp(member(rec, "to"), DLQB_Q_DLQ) == 0;
-  bool out = strcmp(member(rec, "from"), DLQB_Q_DLQ) == 0;
+  const char *id = dlqb_audit_record_str(rec, "message_id");
+  bool into = strcmp(dlqb_audit_record_str(rec, "to"), DLQB_Q_DLQ) == 0;
+  bool out = strcmp(dlqb_audit_record_str(rec, "from"), DLQB_Q_DLQ) == 0;
   bool ok = true;
   if (id[0] != '\0' && into != out) {
     size_t i = find(r->slots, r->cap, id);
     if (into) {
       slot *s = get(r, id);
-      ok = s != NULL && set_request(s, member(rec, "request_id"));
+      ok = s != NULL && set_request(s, dlqb_audit_record_str(rec, "request_id"));
       if (ok) {
         s->e.net++;
         s->e.entered++;
-        copy(s->e.last_time, sizeof s->e.last_time, member(rec, "time"));
-        copy(s->e.last_event, sizeof s->e.last_event, member(rec, "event"));
-        copy(s->e.last_writer, sizeof s->e.last_writer, member(rec, "writer"));
+        copy(s->e.last_time, sizeof s->e.last_time, dlqb_audit_record_str(rec, "time"));
+        copy(s->e.last_event, sizeof s->e.last_event, dlqb_audit_record_str(rec, "event"));
+        copy(s->e.last_writer, sizeof s->e.last_writer, dlqb_audit_record_str(rec, "writer"));
       }
     } else if (r->slots[i] != NULL) {
       slot *s = r->slots[i];
       s->e.net--;
-      copy(s->e.last_out_time, sizeof s->e.last_out_time, member(rec, "time"));
+      copy(s->e.last_out_time, sizeof s->e.last_out_time, dlqb_audit_record_str(rec, "time"));
       /* Out and gone, and not in the queue: nothing left to compare. */
       if (s->e.net <= 0 && s->e.present == 0) remove_at(r, i);
     }

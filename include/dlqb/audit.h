@@ -156,6 +156,14 @@ dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err);
 
+/* One log line as a JSON object (a new json-c reference: json_object_put
+ * it), NULL when the line is not one. For lines the verifier accepted. */
+struct json_object;
+struct json_object *dlqb_audit_record_parse(const char *line, size_t len);
+
+/* The string member key of a parsed record, "" when absent or not a string. */
+const char *dlqb_audit_record_str(struct json_object *rec, const char *key);
+
 /* Which hop records `audit show` lists: those of one request_id and/or
  * message_id (NULL: any; both set: both must match). */
 typedef struct {
