@@ -2,7 +2,7 @@
 # Writes definitions/definitions.json, the broker topology in RabbitMQ's
 # definitions format, from `dlq-bridge declare --print-definitions` with the
 # default settings: declare and the definitions share one description
-# (src/topology.c), so they cannot drift apart.
+# (src/amqp/topology.c), so they cannot drift apart.
 #
 # Also writes definitions/compose.json, what docker/docker-compose.yml loads at
 # boot: the topology plus the demo users of definitions/demo-users.json. A node

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/audit_private.h"
+#include "../../src/audit/audit_private.h"
 #include "dlqb/audit.h"
 #include "dlqb/reconcile.h"
 #include "fuzz_common.h"
