@@ -1,4 +1,5 @@
-/* The confirm-before-ack pipeline shared by the router and the ops commands. */
+/* The confirm-before-ack pipeline's frame I/O: consuming, republishing,
+ * reading confirms, sending the acks the ack ring (dlqb/ackring.h) plans. */
 #include "dlqb/pipe.h"
 
 #include <netinet/in.h>
@@ -10,50 +11,33 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "dlqb/ackring.h"
 #include "dlqb/log.h"
 
 #define MAX_BODY_BYTES (512u * 1024u * 1024u) /* above RabbitMQ's own max_message_size */
 #define DRAIN_TIMEOUT_MS 30000
 #define IDLE_WAIT_MS 100
 
-typedef enum { E_PUBLISHED, E_CONFIRMED, E_HELD } entry_state;
-
+/* What the pipe keeps per ring slot beside the ring's own entry. */
 typedef struct {
-  uint64_t tag;
-  uint64_t seq; /* publish sequence number; 0 when nothing was published */
-  entry_state state;
-  uint64_t ticket; /* the audit ticket covering its hop, once submitted */
   bool has_hop;
   dlqb_hop hop;
-} entry;
+} slot_hop;
 
 struct dlqb_pipe {
   dlqb_link *link;
   amqp_connection_state_t conn;
   dlqb_pipe_options opt;
   dlqb_pipe_handler h;
-  entry *ring; /* deliveries not yet acked, in delivery order */
-  size_t cap, head, count;
-  size_t held;           /* entries in state E_HELD */
-  uint64_t first_held_tag; /* lowest delivery tag ever held (0 = none): held
-                            * deliveries are never acked, so a multiple ack
-                            * must never reach past it */
-  size_t ready; /* length of the prefix from head with no E_PUBLISHED entry */
-  size_t submitted; /* length of the prefix whose hops went to the audit trail (<= ready) */
-  uint64_t last_ticket; /* the audit ticket of the latest submission */
-  /* The publishes in the ring carry consecutive sequence numbers (one per
-   * forward, and entries leave in order), so at most cap of them are
-   * outstanding and seq % cap names a unique slot: seq_slot maps it to the
-   * entry's ring index, and a confirm finds its entry without a scan. */
-  size_t *seq_slot;
-  uint64_t next_seq;
-  uint64_t confirmed_upto; /* every publish up to this one is confirmed */
+  dlqb_ackring ring; /* deliveries not yet acked, in delivery order */
+  slot_hop *hops;    /* the hop of each ring slot */
   bool corked;             /* TCP_CORK is on: our frames wait for set_cork(false) */
   unsigned char *body;
   size_t body_cap;
   amqp_table_entry_t *headers; /* rewritten header table, reused: grows only */
   size_t headers_cap;
   bool settled_now;     /* the handler settled the current delivery */
+  bool settle_refused;  /* the ring refused a delivery (a protocol error) */
   bool cancel_sent;
   bool consuming;
   uint64_t settled_total;
@@ -61,8 +45,6 @@ struct dlqb_pipe {
   const dlqb_hop **ack_hops; /* scratch for the audit submission, cap entries */
   dlqb_pipe_stats stats;
 };
-
-static entry *at(dlqb_pipe *p, size_t i) { return &p->ring[(p->head + i) % p->cap]; }
 
 dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
                           const dlqb_pipe_handler *h, dlqb_pipe **out, dlqb_error *err) {
@@ -73,18 +55,22 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
   p->conn = dlqb_link_conn(link);
   p->opt = *opt;
   p->h = *h;
-  p->cap = (size_t)(opt->prefetch > 0 ? opt->prefetch : 1);
-  p->ring = calloc(p->cap, sizeof *p->ring);
-  p->ack_hops = calloc(p->cap, sizeof *p->ack_hops);
-  p->seq_slot = calloc(p->cap, sizeof *p->seq_slot);
-  if (p->ring == NULL || p->ack_hops == NULL || p->seq_slot == NULL) {
+  size_t cap = (size_t)(opt->prefetch > 0 ? opt->prefetch : 1);
+  dlqb_status st = dlqb_ackring_init(&p->ring, cap, err);
+  if (st != DLQB_OK) {
+    free(p);
+    return st;
+  }
+  p->hops = calloc(cap, sizeof *p->hops);
+  p->ack_hops = calloc(cap, sizeof *p->ack_hops);
+  if (p->hops == NULL || p->ack_hops == NULL) {
     dlqb_pipe_free(p);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
-  dlqb_status st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
+  st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) {
-    amqp_basic_qos(p->conn, DLQB_CHANNEL, 0, (uint16_t)p->cap, 0);
+    amqp_basic_qos(p->conn, DLQB_CHANNEL, 0, (uint16_t)cap, 0);
     st = dlqb_link_reply(link, amqp_get_rpc_reply(p->conn), "set prefetch", err);
   }
   if (st != DLQB_OK) {
@@ -97,9 +83,9 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
 
 void dlqb_pipe_free(dlqb_pipe *p) {
   if (p == NULL) return;
-  free(p->ring);
+  dlqb_ackring_release(&p->ring);
+  free(p->hops);
   free(p->ack_hops);
-  free(p->seq_slot);
   free(p->body);
   free(p->headers);
   free(p);
@@ -107,26 +93,27 @@ void dlqb_pipe_free(dlqb_pipe *p) {
 
 void dlqb_pipe_get_stats(const dlqb_pipe *p, dlqb_pipe_stats *out) { *out = p->stats; }
 
-/* Extends the cached ready prefix over entries that no longer wait for a
- * confirm. Each entry is passed over once between flushes, so keeping the
- * prefix costs O(1) per message instead of a scan from head per frame. */
-static void extend_ready(dlqb_pipe *p) {
-  while (p->ready < p->count && at(p, p->ready)->state != E_PUBLISHED) p->ready++;
-}
-
-static entry *push_entry(dlqb_pipe *p, const dlqb_delivery *d, entry_state st, const dlqb_hop *hop) {
-  /* The broker never has more than `prefetch` unacked deliveries out, and
-   * every ring entry is one of them, so the ring cannot overflow. */
-  entry *e = at(p, p->count);
-  p->count++;
-  e->tag = d->delivery_tag;
-  e->seq = 0;
-  e->state = st;
-  e->has_hop = hop != NULL;
-  if (hop != NULL) e->hop = *hop;
+/* Records that the handler settled d in the given state; the hop (NULL:
+ * none) is kept for the audit trail and after_ack. False when the ring
+ * refuses it: the broker never has more than `prefetch` unacked deliveries
+ * out and tags ascend on a channel, so that is a protocol error, which
+ * on_deliver reports once the handler returns. */
+static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
+                   const dlqb_hop *hop) {
   p->settled_now = true;
+  size_t slot = dlqb_ackring_push(&p->ring, d->delivery_tag, state);
+  if (slot == (size_t)-1) {
+    p->settle_refused = true;
+    return false;
+  }
+  slot_hop *sh = &p->hops[slot];
+  sh->has_hop = hop != NULL;
+  if (hop != NULL) {
+    sh->hop = *hop;
+    sh->hop.published_mono_ms = state == DLQB_ACK_PUBLISHED ? dlqb_mono_ms() : 0;
+  }
   p->settled_total++;
-  return e;
+  return true;
 }
 
 dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
@@ -135,11 +122,7 @@ dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *
   int rc = amqp_basic_publish(p->conn, DLQB_PUB_CHANNEL, dlqb_bytes(exchange), dlqb_bytes(routing_key),
                               1, 0, props, body);
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "publish", err);
-  entry *e = push_entry(p, d, E_PUBLISHED, hop);
-  e->seq = ++p->next_seq;
-  p->seq_slot[e->seq % p->cap] = (size_t)(e - p->ring);
-  e->hop.published_mono_ms = dlqb_mono_ms();
-  p->stats.forwarded++;
+  if (settle(p, d, DLQB_ACK_PUBLISHED, hop)) p->stats.forwarded++;
   return DLQB_OK;
 }
 
@@ -165,119 +148,67 @@ dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *p, const dlqb_delivery *d, co
 }
 
 void dlqb_pipe_ack(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_hop *hop) {
-  entry *e = push_entry(p, d, E_CONFIRMED, hop);
-  e->hop.published_mono_ms = 0;
-  extend_ready(p);
+  (void)settle(p, d, DLQB_ACK_SETTLED, hop);
 }
 
 void dlqb_pipe_hold(dlqb_pipe *p, const dlqb_delivery *d) {
-  push_entry(p, d, E_HELD, NULL);
-  if (p->first_held_tag == 0) p->first_held_tag = d->delivery_tag;
-  p->held++;
-  p->stats.held++;
-  extend_ready(p);
-}
-
-/* Marks publish seq confirmed if it is still in the ring. A slot whose
- * entry carries another number was acked and reused: nothing to do. */
-static void confirm_one(dlqb_pipe *p, uint64_t seq) {
-  entry *e = &p->ring[p->seq_slot[seq % p->cap]];
-  if (e->seq == seq && e->state == E_PUBLISHED) e->state = E_CONFIRMED;
-}
-
-/* Marks publishes up to seq (multiple) or exactly seq confirmed. A multiple
- * confirm only walks the numbers above the previous multiple one, so each
- * publish is visited about once however the broker groups its confirms. */
-static void on_confirm(dlqb_pipe *p, uint64_t seq, bool multiple) {
-  if (seq == 0 || seq > p->next_seq) return; /* never published: not ours */
-  if (multiple) {
-    for (uint64_t s = p->confirmed_upto + 1; s <= seq; s++) confirm_one(p, s);
-    if (seq > p->confirmed_upto) p->confirmed_upto = seq;
-  } else {
-    confirm_one(p, seq);
-  }
-  extend_ready(p);
-}
-
-/* Removes the first run entries (nheld of them held) from the ring.
- * p->held counts held entries still in the ring, so it drops too
- * (otherwise count == held, the drain and idle test, never holds again). */
-static void drop_prefix(dlqb_pipe *p, size_t run, size_t nheld) {
-  p->head = (p->head + run) % p->cap;
-  p->count -= run;
-  p->ready -= run;
-  p->submitted -= run;
-  p->held -= nheld;
+  if (settle(p, d, DLQB_ACK_HELD, NULL)) p->stats.held++;
 }
 
 /* Hands the hops of the entries that became ready since the last call to
  * the audit trail (one batch, written and synced by its writer thread
  * while we go on); each entry keeps the ticket that covers it. */
 static dlqb_status submit_ready(dlqb_pipe *p, dlqb_error *err) {
+  dlqb_ackring *r = &p->ring;
   if (p->opt.audit == NULL) {
     /* No audit trail: everything ready is durable (dlqb_audit_durable of
-     * NULL is UINT64_MAX), whatever ticket its ring slot last carried. */
-    p->submitted = p->ready;
+     * NULL is UINT64_MAX), whatever ticket its slot last carried. */
+    dlqb_ackring_mark_submitted(r, 0);
     return DLQB_OK;
   }
   size_t nhops = 0;
-  for (size_t i = p->submitted; i < p->ready; i++) {
-    entry *e = at(p, i);
-    if (e->state != E_HELD && e->has_hop) p->ack_hops[nhops++] = &e->hop;
+  for (size_t i = r->submitted; i < r->ready; i++) {
+    const slot_hop *sh = &p->hops[dlqb_ackring_slot_of(r, i)];
+    if (sh->has_hop) p->ack_hops[nhops++] = &sh->hop;
   }
-  uint64_t ticket = p->last_ticket;
+  uint64_t ticket = r->last_ticket;
   if (nhops > 0) {
     dlqb_status st = dlqb_audit_submit(p->opt.audit, p->ack_hops, nhops, &ticket, err);
     if (st != DLQB_OK) return st;
   }
-  for (size_t i = p->submitted; i < p->ready; i++) at(p, i)->ticket = ticket;
-  p->last_ticket = ticket;
-  p->submitted = p->ready;
+  dlqb_ackring_mark_submitted(r, ticket);
   return DLQB_OK;
 }
 
-/* True when the head entry's hop is durable: there is something to ack. */
-static bool head_durable(const dlqb_pipe *p) {
-  return p->submitted > 0 && at((dlqb_pipe *)p, 0)->ticket <= dlqb_audit_durable(p->opt.audit);
-}
-
-/* Acks the submitted prefix whose hops are durable (all of it when audit
- * is off). HELD entries in it are skipped over but never acked, so a
- * `multiple` ack is used only when the prefix holds none. */
+/* Sends the acks for what the audit trail has made durable (all that was
+ * submitted when it is off), as the ring plans them, and reports each
+ * acked hop. */
 static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
-  uint64_t durable = dlqb_audit_durable(p->opt.audit);
-  size_t run = 0, nheld = 0;
-  while (run < p->submitted && at(p, run)->ticket <= durable) {
-    if (at(p, run)->state == E_HELD) nheld++;
-    run++;
-  }
-  if (run == nheld) {
-    /* Only held entries: drop them from the ring, they need nothing more. */
-    drop_prefix(p, run, nheld);
-    return DLQB_OK;
-  }
+  dlqb_ackring *r = &p->ring;
+  dlqb_ack_plan plan;
+  if (!dlqb_ackring_plan(r, dlqb_audit_durable(p->opt.audit), &plan)) return DLQB_OK;
   int rc = AMQP_STATUS_OK;
-  /* A held entry dropped from the ring earlier is still unacked at the
-   * broker: `multiple` would ack it (and lose it) if its tag is lower. */
-  uint64_t last = at(p, run - 1)->tag;
-  if (nheld == 0 && (p->first_held_tag == 0 || p->first_held_tag > last)) {
-    rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, last, 1);
+  if (plan.multiple) {
+    rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, plan.multiple_tag, 1);
   } else {
-    for (size_t i = 0; i < run && rc == AMQP_STATUS_OK; i++)
-      if (at(p, i)->state == E_CONFIRMED) rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, at(p, i)->tag, 0);
+    for (size_t i = 0; i < plan.run && rc == AMQP_STATUS_OK; i++) {
+      const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+      if (e->state == DLQB_ACK_SETTLED) rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, e->tag, 0);
+    }
   }
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "ack", err);
   long long now = dlqb_mono_ms();
-  for (size_t i = 0; i < run; i++) {
-    entry *e = at(p, i);
-    if (e->state == E_HELD) continue;
+  for (size_t i = 0; i < plan.run; i++) {
+    const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+    if (e->state == DLQB_ACK_HELD) continue;
     p->stats.acked++;
-    if (p->h.after_ack != NULL && e->has_hop) {
-      double lat = e->seq ? (double)(now - e->hop.published_mono_ms) / 1000.0 : -1.0;
-      p->h.after_ack(p->h.ctx, &e->hop, lat);
+    const slot_hop *sh = &p->hops[dlqb_ackring_slot_of(r, i)];
+    if (p->h.after_ack != NULL && sh->has_hop) {
+      double lat = e->seq ? (double)(now - sh->hop.published_mono_ms) / 1000.0 : -1.0;
+      p->h.after_ack(p->h.ctx, &sh->hop, lat);
     }
   }
-  drop_prefix(p, run, nheld);
+  dlqb_ackring_commit(r, &plan);
   return DLQB_OK;
 }
 
@@ -287,12 +218,18 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
  * thread groups by itself, so entries go to it at once: waiting here would
  * only add to the time each holds a slot of the window. */
 static size_t submit_batch(const dlqb_pipe *p) {
-  return p->opt.audit != NULL ? 1 : (p->cap + 3) / 4;
+  return p->opt.audit != NULL ? 1 : (p->ring.cap + 3) / 4;
+}
+
+/* True when the head entry's hop is durable: something can be acked. */
+static bool head_durable(const dlqb_pipe *p) {
+  return p->ring.submitted > 0 &&
+         dlqb_ackring_at(&p->ring, 0)->ticket <= dlqb_audit_durable(p->opt.audit);
 }
 
 /* Submits what is ready and acks what is durable. */
 static dlqb_status flush_acks(dlqb_pipe *p, dlqb_error *err) {
-  dlqb_status st = p->ready > p->submitted ? submit_ready(p, err) : DLQB_OK;
+  dlqb_status st = p->ring.ready > p->ring.submitted ? submit_ready(p, err) : DLQB_OK;
   if (st == DLQB_OK && head_durable(p)) st = ack_durable(p, err);
   return st;
 }
@@ -418,14 +355,17 @@ static dlqb_status on_deliver(dlqb_pipe *p, const amqp_basic_deliver_t *m, dlqb_
   p->stats.delivered++;
   p->last_delivery_ms = dlqb_mono_ms();
   /* Past the limit or after a cancel: leave it for the queue. */
+  p->settled_now = false;
   if (p->cancel_sent) {
     dlqb_pipe_hold(p, &d);
-    return DLQB_OK;
+  } else {
+    st = p->h.on_delivery(p->h.ctx, p, &d, err);
+    if (st != DLQB_OK) return st;
   }
-  p->settled_now = false;
-  st = p->h.on_delivery(p->h.ctx, p, &d, err);
-  if (st != DLQB_OK) return st;
   if (!p->settled_now) return dlqb_fail(err, DLQB_EINVAL, "internal error: delivery not settled");
+  if (p->settle_refused)
+    return dlqb_fail(err, DLQB_ECONN, "protocol error: delivery %llu beyond the window of %zu",
+                     (unsigned long long)d.delivery_tag, p->ring.cap);
   return DLQB_OK;
 }
 
@@ -444,12 +384,14 @@ static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err
     return on_deliver(p, f->payload.method.decoded, err);
   case AMQP_BASIC_ACK_METHOD: {
     const amqp_basic_ack_t *a = f->payload.method.decoded;
-    on_confirm(p, a->delivery_tag, a->multiple);
+    dlqb_ackring_on_confirm(&p->ring, a->delivery_tag, a->multiple);
     return DLQB_OK;
   }
   case AMQP_BASIC_NACK_METHOD:
+    dlqb_ackring_fail(&p->ring);
     return dlqb_fail(err, DLQB_EBROKER, "broker refused a publish (basic.nack)");
   case AMQP_BASIC_RETURN_METHOD: {
+    dlqb_ackring_fail(&p->ring);
     const amqp_basic_return_t *r = f->payload.method.decoded;
     return dlqb_fail(err, DLQB_EBROKER, "publish to '%.*s' was returned: %.*s (is the queue declared?)",
                      (int)r->routing_key.len, (const char *)r->routing_key.bytes,
@@ -497,15 +439,15 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     amqp_maybe_release_buffers_on_channel(p->conn, 0);
     long long now = dlqb_mono_ms();
 
-    bool idle_out = p->opt.idle_stop_ms > 0 && p->count == p->held &&
+    bool idle_out = p->opt.idle_stop_ms > 0 && p->ring.count == p->ring.held &&
                     now - p->last_delivery_ms >= p->opt.idle_stop_ms;
     if ((stop != NULL && *stop) || limit_reached(p) || idle_out) {
       if ((st = send_cancel(p, err)) != DLQB_OK) return st;
       if (drain_deadline == 0) drain_deadline = now + DRAIN_TIMEOUT_MS;
-      if (p->count == p->held && !p->consuming) return DLQB_OK;
+      if (p->ring.count == p->ring.held && !p->consuming) return DLQB_OK;
       if (now > drain_deadline) {
         dlqb_log_warn("drain_timeout", "%zu messages still unconfirmed after %d ms; leaving them "
-                      "unacked for redelivery", p->count - p->held, DRAIN_TIMEOUT_MS);
+                      "unacked for redelivery", p->ring.count - p->ring.held, DRAIN_TIMEOUT_MS);
         return DLQB_OK;
       }
     }
@@ -519,13 +461,13 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
      * whatever the audit trail has made durable (without one, everything
      * handed on). While its log cannot be written nothing becomes durable:
      * fail closed, the window fills and the broker waits. */
-    if (p->ready - p->submitted >= submit_batch(p) || head_durable(p)) {
+    if (p->ring.ready - p->ring.submitted >= submit_batch(p) || head_durable(p)) {
       if ((st = flush_acks(p, err)) != DLQB_OK) return st;
     }
     bool buffered = input_buffered(p);
     set_cork(p, buffered);
-    int wait_ms = p->ready > p->submitted || buffered ? 0 : IDLE_WAIT_MS;
-    if (wait_ms > 0 && p->submitted > 0) {
+    int wait_ms = p->ring.ready > p->ring.submitted || buffered ? 0 : IDLE_WAIT_MS;
+    if (wait_ms > 0 && p->ring.submitted > 0) {
       /* Acks wait on the audit writer: wake for its sync as well. */
       wait_socket_or_audit(p, wait_ms);
       wait_ms = 0;
@@ -545,7 +487,7 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
        * is redelivered. */
       dlqb_error ignored;
       if (st == DLQB_EBROKER && flush_acks(p, &ignored) == DLQB_OK &&
-          dlqb_audit_wait(p->opt.audit, p->last_ticket, &ignored) == DLQB_OK)
+          dlqb_audit_wait(p->opt.audit, p->ring.last_ticket, &ignored) == DLQB_OK)
         flush_acks(p, &ignored);
       return st;
     }

@@ -1,0 +1,112 @@
+/* The ack ring: which original deliveries may be acked, and how, on a
+ * confirm-before-ack pipe. Pure (no I/O, no clock), so the rule the whole
+ * product rests on is unit-tested through every order a broker can produce:
+ *
+ *   an original is acked only once the publish that carried it onward is
+ *   confirmed (or nothing was published for it) and its audit record is
+ *   durable; held deliveries are never acked; acks go out for the
+ *   contiguous settled prefix, as one `multiple` ack when that reaches no
+ *   held tag, else one ack per entry.
+ *
+ * The ring holds the deliveries of one channel that are not acked yet, in
+ * delivery order (delivery tags ascending). Each entry is
+ *   PUBLISHED  republished, waiting for its confirm,
+ *   SETTLED    confirmed, or settled with nothing published (resolve, skip),
+ *   HELD       left unacked on purpose (returns to the queue at close).
+ * The pipe (src/amqp/pipe.c) does the frame I/O around it: it pushes each
+ * delivery as its handler settles it, feeds in the broker's confirms, hands
+ * the ready prefix to the audit trail, and sends the acks a plan names.
+ *
+ * After dlqb_ackring_fail (a basic.nack or basic.return), no later confirm
+ * is believed: a returned message is followed by its confirm, and acking
+ * its original would lose it. What was settled before the failure may
+ * still be acked. */
+#ifndef DLQB_ACKRING_H
+#define DLQB_ACKRING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlqb/error.h"
+
+typedef enum { DLQB_ACK_PUBLISHED, DLQB_ACK_SETTLED, DLQB_ACK_HELD } dlqb_ack_state;
+
+typedef struct {
+  uint64_t tag;    /* delivery tag of the original */
+  uint64_t seq;    /* publish sequence number; 0 when nothing was published */
+  uint64_t ticket; /* the audit ticket covering its hop, once submitted */
+  dlqb_ack_state state;
+} dlqb_ack_entry;
+
+typedef struct {
+  dlqb_ack_entry *slots;
+  size_t cap, head, count;
+  size_t held;      /* entries in the ring in state HELD */
+  size_t ready;     /* length of the prefix from head with no PUBLISHED entry */
+  size_t submitted; /* length of the prefix handed to the audit trail (<= ready) */
+  /* Lowest delivery tag ever held (0: none). Held deliveries stay unacked
+   * at the broker after they leave the ring, so a multiple ack must never
+   * reach past it. */
+  uint64_t first_held_tag;
+  /* Publishes carry consecutive sequence numbers and leave the ring in
+   * order, so at most cap are outstanding and seq % cap names a unique
+   * slot: seq_slot maps it to the entry, and a confirm needs no scan. */
+  size_t *seq_slot;
+  uint64_t next_seq;
+  uint64_t confirmed_upto; /* every publish up to this one is confirmed */
+  uint64_t last_ticket;    /* the ticket of the latest submission */
+  bool failed;
+} dlqb_ackring;
+
+/* What to send for the durable prefix: `run` entries leave the ring, of
+ * which `nheld` are held (nothing is sent for them). When `multiple` is
+ * true one ack with multiple=1 up to `multiple_tag` covers the rest;
+ * otherwise each SETTLED entry among the first `run` gets its own ack
+ * (dlqb_ackring_at). run == nheld: nothing to send. */
+typedef struct {
+  size_t run, nheld;
+  bool multiple;
+  uint64_t multiple_tag;
+} dlqb_ack_plan;
+
+/* Sets up a ring for a window of cap deliveries (the prefetch, >= 1). */
+dlqb_status dlqb_ackring_init(dlqb_ackring *r, size_t cap, dlqb_error *err);
+void dlqb_ackring_release(dlqb_ackring *r);
+
+/* Room for another delivery. The broker never has more than `prefetch`
+ * unacked deliveries out, so a full ring means a broker bug. */
+bool dlqb_ackring_full(const dlqb_ackring *r);
+
+/* The i-th entry from the head (i < count), and its slot number, which
+ * stays the entry's until it leaves the ring: callers keep per-entry data
+ * (the hop) in their own array of cap slots. */
+dlqb_ack_entry *dlqb_ackring_at(const dlqb_ackring *r, size_t i);
+size_t dlqb_ackring_slot_of(const dlqb_ackring *r, size_t i);
+
+/* Pushes delivery tag in the given state (PUBLISHED takes the next
+ * publish sequence number) and returns its slot, or (size_t)-1 when the
+ * ring is full or tag does not ascend. */
+size_t dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state);
+
+/* A basic.ack from the broker for publish seq (multiple: every publish up
+ * to it). Numbers never published, repeats and anything after
+ * dlqb_ackring_fail are ignored. */
+void dlqb_ackring_on_confirm(dlqb_ackring *r, uint64_t seq, bool multiple);
+
+/* A basic.nack or basic.return: no later confirm is believed. */
+void dlqb_ackring_fail(dlqb_ackring *r);
+
+/* Entries [submitted, ready) are settled but not yet handed to the audit
+ * trail: the caller submits their hops (held entries have none), then
+ * marks them with the ticket that covers them. */
+void dlqb_ackring_mark_submitted(dlqb_ackring *r, uint64_t ticket);
+
+/* Plans the acks for the submitted prefix whose tickets are <= durable
+ * (UINT64_MAX: no audit trail). False when nothing can leave the ring. */
+bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *plan);
+
+/* Removes the plan's entries once its acks are sent. */
+void dlqb_ackring_commit(dlqb_ackring *r, const dlqb_ack_plan *plan);
+
+#endif
