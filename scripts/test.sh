@@ -54,7 +54,7 @@ build_and_test() {
     local dir=$1 port=$2
     shift 2
     step "configure $dir"
-    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_WERROR=ON \
         -DDLQB_TEST_BROKER_PORT="$port" "$@" ||
         fail "cmake configure of $dir"
     step "build $dir"
@@ -91,7 +91,7 @@ else
     # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
     # (seeds and every past finding) first. They need clang.
     step "configure build-fuzz"
-    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_FUZZ=ON \
+    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_FUZZ=ON -DDLQB_WERROR=ON \
         -DDLQB_BROKER_TESTS=OFF || fail "cmake configure of build-fuzz"
     step "build build-fuzz"
     cmake --build build-fuzz -j2 --target fuzz_all ||

@@ -42,6 +42,16 @@ amqp_connection_state_t dlqb_link_conn(dlqb_link *link);
  * unknown. */
 int dlqb_link_broker_major(const dlqb_link *link);
 
+/* AMQP reply codes a broker closes a channel with (AMQP 0-9-1 section 1.9). */
+#define DLQB_REPLY_ACCESS_REFUSED 403
+#define DLQB_REPLY_NOT_FOUND 404
+#define DLQB_REPLY_PRECONDITION_FAILED 406
+
+/* The reply code of the broker's last channel or connection close seen by
+ * dlqb_link_reply (0: none yet), so callers classify a refusal by its code,
+ * never by its text. */
+int dlqb_link_reply_code(const dlqb_link *link);
+
 /* Translates an RPC reply; `what` names the operation for the message, e.g.
  * "declare queue 'dsr.work'". A channel or connection close from the
  * broker becomes DLQB_EBROKER with its reply text; after a channel close

@@ -16,7 +16,6 @@
 
 #include "dlqb/config.h"
 #include "dlqb/error.h"
-#include "dlqb/link.h"
 
 #define DLQB_Q_WORK "dsr.work"
 #define DLQB_Q_FAILED "dsr.failed"
@@ -65,11 +64,6 @@ void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out);
 
 /* Name of the delay queue for a delay: "dsr.retry.5s". */
 char *dlqb_retry_queue_name(uint64_t delay_ms, char *buf, size_t len);
-
-/* Declares every exchange, queue and binding, idempotently. A queue or
- * exchange that exists with other arguments is DLQB_ECONFLICT with the
- * broker's one-line reason; nothing is ever deleted or purged. */
-dlqb_status dlqb_topology_declare(dlqb_link *link, const dlqb_topology *topo, dlqb_error *err);
 
 /* Writes the topology in RabbitMQ's definitions format (JSON) for vhost,
  * the vhost itself included (a node importing definitions at boot creates no

@@ -25,6 +25,7 @@
 struct dlqb_link {
   amqp_connection_state_t conn;
   int broker_major;
+  int last_reply_code; /* of the last channel or connection close; 0: none */
 };
 
 amqp_bytes_t dlqb_bytes(const char *s) {
@@ -35,6 +36,8 @@ amqp_bytes_t dlqb_bytes(const char *s) {
 amqp_connection_state_t dlqb_link_conn(dlqb_link *link) { return link->conn; }
 
 int dlqb_link_broker_major(const dlqb_link *link) { return link->broker_major; }
+
+int dlqb_link_reply_code(const dlqb_link *link) { return link->last_reply_code; }
 
 /* rabbitmq-c reports a failed TCP connect only as "a socket error
  * occurred" (errno is left at EINPROGRESS). On that path only, one more
@@ -97,6 +100,7 @@ dlqb_status dlqb_link_reply(dlqb_link *link, amqp_rpc_reply_t reply, const char 
   }
   if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
     const amqp_channel_close_t *c = reply.reply.decoded;
+    link->last_reply_code = c->reply_code;
     dlqb_fail(err, DLQB_EBROKER, "cannot %s: %.*s", what, (int)c->reply_text.len,
               (const char *)c->reply_text.bytes);
     amqp_channel_close_ok_t ok = {0};
@@ -106,6 +110,7 @@ dlqb_status dlqb_link_reply(dlqb_link *link, amqp_rpc_reply_t reply, const char 
   }
   if (reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
     const amqp_connection_close_t *c = reply.reply.decoded;
+    link->last_reply_code = c->reply_code;
     dlqb_fail(err, DLQB_ECONN, "cannot %s: connection closed by broker: %.*s", what,
               (int)c->reply_text.len, (const char *)c->reply_text.bytes);
     amqp_connection_close_ok_t ok = {0};

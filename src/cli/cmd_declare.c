@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/declare.h"
 #include "dlqb/link.h"
-#include "dlqb/topology.h"
 
 static const cli_flag flags[] = {
     {"print-definitions", false, NULL,

@@ -1,4 +1,5 @@
-/* The daemon's routing loop over the confirm-before-ack pipeline. */
+/* The daemon's routing loop: the failure inbox through the routing plan
+ * (dlqb/route.h) on the confirm-before-ack pipe, with reconnects. */
 #include "dlqb/router.h"
 
 #include <stdio.h>
@@ -11,8 +12,9 @@
 #include "dlqb/link.h"
 #include "dlqb/log.h"
 #include "dlqb/pipe.h"
-#include "dlqb/policy.h"
+#include "dlqb/route.h"
 #include "dlqb/text.h"
+#include "dlqb/declare.h"
 #include "dlqb/topology.h"
 
 #define BACKOFF_MIN_MS 200
@@ -32,94 +34,30 @@ static uint32_t next_random(router *r) {
   return (uint32_t)((r->rng * 0x2545F4914F6CDD1DULL) >> 32);
 }
 
-static void copy_bytes(char *dst, size_t cap, amqp_bytes_t b) {
-  dlqb_text_sanitize(dst, cap, b.bytes, b.len);
-}
-
-static dlqb_event event_of(const dlqb_decision *d) {
-  if (d->route == DLQB_ROUTE_RETRY) return DLQB_EV_RETRY_SCHEDULED;
-  if (d->reason == DLQB_REASON_POISON) return DLQB_EV_POISON;
-  if (d->reason == DLQB_REASON_INVALID) return DLQB_EV_INVALID;
-  return DLQB_EV_DEAD_LETTERED;
-}
-
+/* The I/O around the pure routing plan (dlqb/route.h): read the delivery,
+ * publish where the plan says, with its header changes. */
 static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d, dlqb_error *err) {
   router *r = ctx;
   const amqp_table_t *headers =
       (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
-  long long now = dlqb_now_ms();
+  char message_id[sizeof ((dlqb_hop *)0)->message_id] = "";
+  if (d->props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+    dlqb_text_sanitize(message_id, sizeof message_id, d->props->message_id.bytes,
+                       d->props->message_id.len);
+  dlqb_route_plan plan;
+  dlqb_route_plan_make(r->cfg, headers, message_id, dlqb_now_ms(), next_random(r), &plan);
 
-  dlqb_envelope env;
-  dlqb_error why;
-  bool valid = dlqb_envelope_parse(headers, r->cfg->max_attempts, &env, &why) == DLQB_OK;
-  dlqb_failure failure;
-  dlqb_failure_read(headers, &failure);
-  dlqb_decision dec;
-  dlqb_policy_decide(r->cfg, valid ? &env : NULL, why.msg, &failure, now, next_random(r), &dec);
-
-  char now_iso[DLQB_ISO_TIME_MAX], expiration[24];
-  char target[DLQB_NAME_MAX];
-  dlqb_iso_time(now, now_iso, sizeof now_iso);
-  dlqb_hset sets[12];
-  size_t n = 0;
-  sets[n++] = (dlqb_hset){DLQB_H_LAST_ERROR, DLQB_HSET_STRING, dec.last_error, 0};
-  if (valid) {
-    sets[n++] = (dlqb_hset){DLQB_H_ATTEMPT, DLQB_HSET_INT, NULL, dec.attempt};
-    /* Stamped so the bound travels with the task and a config change cannot
-     * move it mid-flight. */
-    sets[n++] = (dlqb_hset){DLQB_H_MAX_ATTEMPTS, DLQB_HSET_INT, NULL, env.max_attempts};
-    if (!env.has_first_seen_at) {
-      sets[n++] = (dlqb_hset){DLQB_H_FIRST_SEEN_AT, DLQB_HSET_STRING, now_iso, 0};
-    }
-    /* The worker's text now lives in last_error; a stale copy would be
-     * mistaken for the next failure's. */
-    sets[n++] = (dlqb_hset){DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0};
-  }
   amqp_basic_properties_t props = *d->props;
   props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-  if (dec.route == DLQB_ROUTE_RETRY) {
-    dlqb_retry_queue_name(r->cfg->retry_delays_ms[dec.delay_tier], target, sizeof target);
-    snprintf(expiration, sizeof expiration, "%llu", (unsigned long long)dec.delay_ms);
+  if (plan.has_expiration) {
     props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
-    props.expiration = dlqb_bytes(expiration);
-    sets[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
+    props.expiration = dlqb_bytes(plan.expiration);
   } else {
-    snprintf(target, sizeof target, "%s", DLQB_Q_DLQ);
-    /* Nothing may expire out of the DLQ. */
     props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
-    sets[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_STRING, dlqb_reason_name(dec.reason), 0};
-    sets[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_STRING, now_iso, 0};
-    if (dec.escalate) {
-      /* Poison at the replay level: replays did not help, a person decides. */
-      snprintf(target, sizeof target, "%s", DLQB_Q_REVIEW);
-      sets[n++] = (dlqb_hset){"escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0};
-      sets[n++] = (dlqb_hset){"escalated_at", DLQB_HSET_STRING, now_iso, 0};
-      sets[n++] = (dlqb_hset){"escalation_reason", DLQB_HSET_STRING, "max_replays", 0};
-    }
   }
-
-  dlqb_hop hop;
-  memset(&hop, 0, sizeof hop);
-  hop.event = event_of(&dec);
-  if (d->props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-    copy_bytes(hop.message_id, sizeof hop.message_id, d->props->message_id);
-  if (valid) {
-    memcpy(hop.request_id, env.request_id, sizeof hop.request_id);
-    memcpy(hop.source_system, env.source_system, sizeof hop.source_system);
-    memcpy(hop.legal_basis, env.legal_basis, sizeof hop.legal_basis);
-  }
-  hop.attempt = dec.attempt;
-  snprintf(hop.reason, sizeof hop.reason, "%s", dec.last_error);
-  snprintf(hop.cause, sizeof hop.cause, "%s", dlqb_reason_name(dec.reason));
-  if (dec.escalate) {
-    hop.event = DLQB_EV_ESCALATED;
-    snprintf(hop.cause, sizeof hop.cause, "max_replays");
-  }
-  snprintf(hop.from, sizeof hop.from, "%s", DLQB_Q_FAILED);
-  snprintf(hop.to, sizeof hop.to, "%s", target);
-  snprintf(hop.actor, sizeof hop.actor, "system");
-  return dlqb_pipe_forward_rewritten(pipe, d, "", target, &props, sets, n, &hop, err);
+  return dlqb_pipe_forward_rewritten(pipe, d, "", plan.target, &props, plan.sets, plan.nsets,
+                                     &plan.hop, err);
 }
 
 static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {

@@ -1,4 +1,4 @@
-/* The topology as data, and its declaration on a broker. */
+/* The topology as data: what `declare`, `run` and the definitions export read. */
 #include "dlqb/topology.h"
 
 #include <json-c/json.h>
@@ -82,59 +82,6 @@ void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out) {
   add_queue(out, DLQB_Q_DLQ, DLQB_QTYPE_CLASSIC, "dead-letter queue: needs a human or a replay");
   add_queue(out, DLQB_Q_REVIEW, DLQB_QTYPE_CLASSIC, "escalations for compliance review");
   add_queue(out, DLQB_Q_COMPLETED, DLQB_QTYPE_STREAM, "completion ledger (stream)");
-}
-
-static void args_table(const dlqb_queue_spec *q, amqp_table_entry_t *entries, amqp_table_t *t) {
-  for (size_t i = 0; i < q->nargs; i++) {
-    const dlqb_queue_arg *a = &q->args[i];
-    entries[i].key = amqp_cstring_bytes(a->key);
-    if (a->kind == DLQB_ARG_STR) {
-      entries[i].value.kind = AMQP_FIELD_KIND_UTF8;
-      entries[i].value.value.bytes = amqp_cstring_bytes(a->str);
-    } else {
-      entries[i].value.kind = AMQP_FIELD_KIND_I64;
-      entries[i].value.value.i64 = a->num;
-    }
-  }
-  t->num_entries = (int)q->nargs;
-  t->entries = entries;
-}
-
-static dlqb_status declared(dlqb_link *link, const char *what, dlqb_error *err) {
-  dlqb_status st = dlqb_link_reply(link, amqp_get_rpc_reply(dlqb_link_conn(link)), what, err);
-  /* 406 PRECONDITION_FAILED: the object exists with other properties. */
-  if (st == DLQB_EBROKER && strstr(err->msg, "PRECONDITION_FAILED") != NULL) return DLQB_ECONFLICT;
-  /* 403: this user may not configure; waiting will not change that. */
-  if (st == DLQB_EBROKER && strstr(err->msg, "ACCESS_REFUSED") != NULL) return DLQB_EACCESS;
-  return st;
-}
-
-dlqb_status dlqb_topology_declare(dlqb_link *link, const dlqb_topology *topo, dlqb_error *err) {
-  amqp_connection_state_t conn = dlqb_link_conn(link);
-  char what[160];
-  dlqb_status st;
-
-  snprintf(what, sizeof what, "declare exchange '%s'", DLQB_X_DLX);
-  amqp_exchange_declare(conn, DLQB_CHANNEL, dlqb_bytes(DLQB_X_DLX), dlqb_bytes("fanout"), 0, 1, 0,
-                        0, amqp_empty_table);
-  if ((st = declared(link, what, err)) != DLQB_OK) return st;
-
-  for (size_t i = 0; i < topo->nqueues; i++) {
-    const dlqb_queue_spec *q = &topo->queues[i];
-    amqp_table_entry_t entries[DLQB_TOPO_MAX_ARGS];
-    amqp_table_t args;
-    args_table(q, entries, &args);
-    snprintf(what, sizeof what, "declare queue '%s'", q->name);
-    amqp_queue_declare(conn, DLQB_CHANNEL, dlqb_bytes(q->name), 0, 1, 0, 0, args);
-    if ((st = declared(link, what, err)) != DLQB_OK) return st;
-    if (q->bind_exchange != NULL) {
-      snprintf(what, sizeof what, "bind queue '%s' to '%s'", q->name, q->bind_exchange);
-      amqp_queue_bind(conn, DLQB_CHANNEL, dlqb_bytes(q->name), dlqb_bytes(q->bind_exchange),
-                      amqp_empty_bytes, amqp_empty_table);
-      if ((st = declared(link, what, err)) != DLQB_OK) return st;
-    }
-  }
-  return DLQB_OK;
 }
 
 dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost,

@@ -1,0 +1,44 @@
+/* The routing plan for one failed task: from its headers, the policy, the
+ * clock and a random draw, where it goes (a delay queue or the DLQ, or
+ * compliance_review when replays did not help), with which expiration,
+ * which header changes, and the hop to record. Pure: the daemon's router
+ * (src/daemon/router.c) only does the I/O around it, and every branch is
+ * unit-tested without a broker. */
+#ifndef DLQB_ROUTE_H
+#define DLQB_ROUTE_H
+
+#include <amqp.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlqb/config.h"
+#include "dlqb/envelope.h"
+#include "dlqb/hop.h"
+#include "dlqb/policy.h"
+#include "dlqb/topology.h"
+
+#define DLQB_ROUTE_MAX_SETS 12
+
+typedef struct {
+  dlqb_decision decision;
+  bool valid;          /* the envelope parsed */
+  char target[DLQB_NAME_MAX]; /* queue to publish to (default exchange) */
+  bool has_expiration; /* retry: the message's expiration is set to ... */
+  char expiration[24]; /* ... this many milliseconds, as AMQP wants it: text */
+  dlqb_hset sets[DLQB_ROUTE_MAX_SETS]; /* header changes; strings point into this plan */
+  size_t nsets;
+  dlqb_hop hop; /* what the audit trail and the metrics get once it is acked */
+  char now_iso[DLQB_ISO_TIME_MAX];
+} dlqb_route_plan;
+
+/* Plans the route of one failed task.
+ *   headers     the delivery's header table (NULL: none)
+ *   message_id  its message_id property, sanitised ("" when unset)
+ *   now_ms      current epoch ms; random: a uniform 32-bit draw (jitter)
+ * The plan is self-contained: its header sets point into *out, so it must
+ * not be copied while they are in use. */
+void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
+                          const char *message_id, int64_t now_ms, uint32_t random,
+                          dlqb_route_plan *out);
+
+#endif

@@ -1,0 +1,79 @@
+/* The routing plan for one failed task: see dlqb/route.h. */
+#include "dlqb/route.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static dlqb_event event_of(const dlqb_decision *d) {
+  if (d->escalate) return DLQB_EV_ESCALATED;
+  if (d->route == DLQB_ROUTE_RETRY) return DLQB_EV_RETRY_SCHEDULED;
+  if (d->reason == DLQB_REASON_POISON) return DLQB_EV_POISON;
+  if (d->reason == DLQB_REASON_INVALID) return DLQB_EV_INVALID;
+  return DLQB_EV_DEAD_LETTERED;
+}
+
+static void set(dlqb_route_plan *p, const char *key, dlqb_hset_kind kind, const char *str,
+                int64_t num) {
+  p->sets[p->nsets++] = (dlqb_hset){key, kind, str, num};
+}
+
+void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
+                          const char *message_id, int64_t now_ms, uint32_t random,
+                          dlqb_route_plan *out) {
+  memset(out, 0, sizeof *out);
+  dlqb_envelope env;
+  dlqb_error why;
+  out->valid = dlqb_envelope_parse(headers, cfg->max_attempts, &env, &why) == DLQB_OK;
+  dlqb_failure failure;
+  dlqb_failure_read(headers, &failure);
+  dlqb_decision *dec = &out->decision;
+  dlqb_policy_decide(cfg, out->valid ? &env : NULL, why.msg, &failure, now_ms, random, dec);
+  dlqb_iso_time(now_ms, out->now_iso, sizeof out->now_iso);
+
+  set(out, DLQB_H_LAST_ERROR, DLQB_HSET_STRING, dec->last_error, 0);
+  if (out->valid) {
+    set(out, DLQB_H_ATTEMPT, DLQB_HSET_INT, NULL, dec->attempt);
+    /* Stamped so the bound travels with the task and a config change cannot
+     * move it mid-flight. */
+    set(out, DLQB_H_MAX_ATTEMPTS, DLQB_HSET_INT, NULL, env.max_attempts);
+    if (!env.has_first_seen_at) set(out, DLQB_H_FIRST_SEEN_AT, DLQB_HSET_STRING, out->now_iso, 0);
+    /* The worker's text now lives in last_error; a stale copy would be
+     * mistaken for the next failure's. */
+    set(out, DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0);
+  }
+  if (dec->route == DLQB_ROUTE_RETRY) {
+    dlqb_retry_queue_name(cfg->retry_delays_ms[dec->delay_tier], out->target, sizeof out->target);
+    out->has_expiration = true;
+    snprintf(out->expiration, sizeof out->expiration, "%llu", (unsigned long long)dec->delay_ms);
+    set(out, DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0);
+  } else {
+    /* Nothing may expire out of the DLQ: has_expiration stays false, and
+     * the router clears the property. */
+    snprintf(out->target, sizeof out->target, "%s", DLQB_Q_DLQ);
+    set(out, DLQB_H_DLQ_REASON, DLQB_HSET_STRING, dlqb_reason_name(dec->reason), 0);
+    set(out, DLQB_H_DLQ_AT, DLQB_HSET_STRING, out->now_iso, 0);
+    if (dec->escalate) {
+      /* Poison at the replay level: replays did not help, a person decides. */
+      snprintf(out->target, sizeof out->target, "%s", DLQB_Q_REVIEW);
+      set(out, "escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0);
+      set(out, "escalated_at", DLQB_HSET_STRING, out->now_iso, 0);
+      set(out, "escalation_reason", DLQB_HSET_STRING, "max_replays", 0);
+    }
+  }
+
+  dlqb_hop *hop = &out->hop;
+  hop->event = event_of(dec);
+  snprintf(hop->message_id, sizeof hop->message_id, "%s", message_id);
+  if (out->valid) {
+    memcpy(hop->request_id, env.request_id, sizeof hop->request_id);
+    memcpy(hop->source_system, env.source_system, sizeof hop->source_system);
+    memcpy(hop->legal_basis, env.legal_basis, sizeof hop->legal_basis);
+  }
+  hop->attempt = dec->attempt;
+  snprintf(hop->reason, sizeof hop->reason, "%s", dec->last_error);
+  snprintf(hop->cause, sizeof hop->cause, "%s",
+           dec->escalate ? "max_replays" : dlqb_reason_name(dec->reason));
+  snprintf(hop->from, sizeof hop->from, "%s", DLQB_Q_FAILED);
+  snprintf(hop->to, sizeof hop->to, "%s", out->target);
+  snprintf(hop->actor, sizeof hop->actor, "system");
+}
