@@ -74,9 +74,9 @@ static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
   (void)err;
   /* Everything is held: it returns to its place when we disconnect. */
   dlqb_scan_hold(s, d);
-  const dlqb_select *sel = &c->o.sel;
-  if ((sel->limit > 0 && c->listed >= sel->limit) || !dlqb_select_match(sel, it, c->now_ms))
-    return DLQB_OK;
+  dlqb_verdict_rule rule = {.sel = &c->o.sel, .stop_at_limit = true};
+  dlqb_verdict v = dlqb_verdict_of(&rule, it, c->now_ms, c->listed);
+  if (v.kind == DLQB_VERDICT_HOLD) return DLQB_OK;
   c->listed++;
   if (c->o.json) {
     json_object *j = ops_item_json(it, c->now_ms);
@@ -89,7 +89,7 @@ static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
     putchar('\n');
     if (c->show_payload) printf("    payload: %s\n", payload_text(c, d->body));
   }
-  if (sel->limit > 0 && c->listed >= sel->limit) dlqb_scan_stop(s);
+  if (v.stop_after) dlqb_scan_stop(s);
   return DLQB_OK;
 }
 

@@ -32,6 +32,7 @@ typedef struct {
   ops_opts o;
   const char *message_id;
   const char *note;
+  dlqb_select sel; /* the one item: its message_id, limit 1 */
   bool found;
   dlqb_item item;
 } resolve_ctx;
@@ -53,14 +54,16 @@ static dlqb_status resolve_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
                                 const dlqb_item *it, dlqb_error *err) {
   resolve_ctx *c = ctx;
   (void)err;
-  if (c->found || strcmp(it->message_id, c->message_id) != 0) {
+  dlqb_verdict_rule rule = {.sel = &c->sel, .stop_at_limit = true};
+  dlqb_verdict v = dlqb_verdict_of(&rule, it, 0, c->found ? 1 : 0);
+  if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
     return DLQB_OK;
   }
   c->found = true;
   c->item = *it;
   dlqb_scan_ack(s, d, it, DLQB_EV_RESOLVED, "", c->note);
-  dlqb_scan_stop(s);
+  if (v.stop_after) dlqb_scan_stop(s);
   return DLQB_OK;
 }
 
@@ -78,6 +81,13 @@ int cmd_resolve(int argc, char **argv) {
     cli_error("resolve needs --message-id ID and --note TEXT (see 'dlq-bridge resolve --help')");
     return EXIT_USAGE;
   }
+  dlqb_error err;
+  dlqb_select_init(&c.sel);
+  if (dlqb_select_set(&c.sel, "message-id", c.message_id, &err) != DLQB_OK ||
+      dlqb_select_set(&c.sel, "limit", "1", &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return EXIT_USAGE;
+  }
   dlqb_audit *audit = NULL;
   if (!ops_audit_open(&c.o, "resolve", &audit)) return EXIT_FAILURE_;
   dlqb_stop_flag *stop = cli_stop_flag();
@@ -85,7 +95,6 @@ int cmd_resolve(int argc, char **argv) {
                           .actor = c.o.actor, .audit = audit, .window = c.o.window,
                           .stop = stop, .on_item = resolve_item, .ctx = &c};
   dlqb_scan_result r;
-  dlqb_error err;
   dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
   dlqb_audit_close(audit);
   if (st != DLQB_OK) return ops_fail(&err);

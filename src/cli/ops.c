@@ -191,17 +191,13 @@ const char *ops_early_stop(const dlqb_scan_result *r, int window) {
 typedef struct {
   const ops_opts *o;
   const ops_move_spec *m;
+  dlqb_verdict_rule rule; /* what is held, skipped or moved */
   uint64_t selected;   /* items chosen so far (for --limit) */
   uint64_t would_move, would_skip; /* dry run */
   json_object *items;  /* --json or dry run: what was (or would be) done */
   int64_t now_ms;
   bool header_done;
 } move_ctx;
-
-static bool in_ledger(const move_ctx *c, const dlqb_item *it) {
-  return c->m->ledger != NULL && it->request_id[0] != '\0' && it->source_system[0] != '\0' &&
-         dlqb_ledger_contains(c->m->ledger, it->request_id, it->source_system);
-}
 
 static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
   if (c->o->json) {
@@ -223,13 +219,13 @@ static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
 static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                              dlqb_error *err) {
   move_ctx *c = ctx;
-  const dlqb_select *sel = &c->o->sel;
-  if ((sel->limit > 0 && c->selected >= sel->limit) || !dlqb_select_match(sel, it, c->now_ms)) {
+  dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
+  if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
     return DLQB_OK;
   }
   c->selected++;
-  bool complete = in_ledger(c, it);
+  bool complete = v.kind == DLQB_VERDICT_SKIP_COMPLETE;
   if (c->m->dry_run) {
     list_item(c, it, complete ? "skip_complete" : c->m->verb);
     if (complete) c->would_skip++;
@@ -281,7 +277,8 @@ static json_object *ledger_json(const ops_move_spec *m) {
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop) {
   dlqb_audit *audit = NULL;
   if (!m->dry_run && !ops_audit_open(o, m->command, &audit)) return EXIT_FAILURE_;
-  move_ctx c = {.o = o, .m = m, .now_ms = dlqb_now_ms()};
+  move_ctx c = {.o = o, .m = m, .now_ms = dlqb_now_ms(),
+                .rule = {.sel = &o->sel, .ledger = m->ledger}};
   /* With --rate the handler waits between moves while deliveries queue up
    * ahead of the confirms on the socket, so acks lag by up to a window: a
    * window of about half a second of moves keeps what a crash would

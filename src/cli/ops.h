@@ -14,6 +14,7 @@
 #include "dlqb/ledger.h"
 #include "dlqb/scan.h"
 #include "dlqb/select.h"
+#include "dlqb/verdict.h"
 
 /* Selection flags, shared by replay, escalate and inspect. */
 #define OPS_SELECT_FLAGS                                                                       \

@@ -14,6 +14,7 @@
 #include "dlqb/log.h"
 #include "dlqb/scan.h"
 #include "dlqb/topology.h"
+#include "dlqb/verdict.h"
 
 #define INTERVAL_MIN_MS 1000
 #define INTERVAL_MAX_MS 30000
@@ -41,15 +42,11 @@ long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms) {
 static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
                                  const dlqb_item *it, dlqb_error *err) {
   dlqb_escalator *e = ctx;
-  uint64_t age;
-  if (!dlqb_item_age(it, e->now_ms, &age)) {
+  dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg.dlq_sla_ms};
+  dlqb_verdict v = dlqb_verdict_of(&rule, it, e->now_ms, 0);
+  if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
-    return DLQB_OK;
-  }
-  if (age <= e->cfg.dlq_sla_ms) {
-    /* FIFO by dlq_at: the rest is younger. */
-    dlqb_scan_hold(s, d);
-    dlqb_scan_stop(s);
+    if (v.stop_after) dlqb_scan_stop(s);
     return DLQB_OK;
   }
   dlqb_hset sets[3] = {

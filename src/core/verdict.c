@@ -1,0 +1,25 @@
+/* What a pass does with one DLQ item: see dlqb/verdict.h. */
+#include "dlqb/verdict.h"
+
+static dlqb_verdict hold(bool stop) { return (dlqb_verdict){DLQB_VERDICT_HOLD, stop}; }
+
+static dlqb_verdict sla_verdict(const dlqb_verdict_rule *r, const dlqb_item *it, int64_t now_ms) {
+  uint64_t age;
+  if (!dlqb_item_age(it, now_ms, &age)) return hold(false);
+  /* FIFO by dlq_at: the rest is younger. */
+  if (age <= r->sla_ms) return hold(true);
+  return (dlqb_verdict){DLQB_VERDICT_TAKE, false};
+}
+
+dlqb_verdict dlqb_verdict_of(const dlqb_verdict_rule *r, const dlqb_item *it, int64_t now_ms,
+                             uint64_t selected) {
+  if (r->sla) return sla_verdict(r, it, now_ms);
+  const dlqb_select *sel = r->sel;
+  uint64_t limit = sel != NULL ? sel->limit : 0;
+  if (limit > 0 && selected >= limit) return hold(r->stop_at_limit);
+  if (sel != NULL && !dlqb_select_match(sel, it, now_ms)) return hold(false);
+  bool last = r->stop_at_limit && limit > 0 && selected + 1 >= limit;
+  bool complete = r->ledger != NULL && it->request_id[0] != '\0' && it->source_system[0] != '\0' &&
+                  dlqb_ledger_contains(r->ledger, it->request_id, it->source_system);
+  return (dlqb_verdict){complete ? DLQB_VERDICT_SKIP_COMPLETE : DLQB_VERDICT_TAKE, last};
+}
