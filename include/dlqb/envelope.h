@@ -24,23 +24,11 @@
 #include <stdint.h>
 
 #include "dlqb/error.h"
+#include "dlqb/names.h" /* the header names */
 
 #define DLQB_ID_MAX 256         /* bytes of request_id / source_system */
 #define DLQB_LAST_ERROR_MAX 500 /* bytes of last_error */
 #define DLQB_ISO_TIME_MAX 40
-
-#define DLQB_H_REQUEST_ID "request_id"
-#define DLQB_H_SOURCE_SYSTEM "source_system"
-#define DLQB_H_LEGAL_BASIS "legal_basis"
-#define DLQB_H_ACTION "action"
-#define DLQB_H_ATTEMPT "attempt"
-#define DLQB_H_MAX_ATTEMPTS "max_attempts"
-#define DLQB_H_LAST_ERROR "last_error"
-#define DLQB_H_FIRST_SEEN_AT "first_seen_at"
-#define DLQB_H_REPLAY_COUNT "replay_count"
-#define DLQB_H_WORKER_ERROR "worker_error"
-#define DLQB_H_DLQ_REASON "dlq_reason" /* machine-readable category, see policy.h */
-#define DLQB_H_DLQ_AT "dlq_at"         /* ISO-8601 UTC time it entered the DLQ */
 
 typedef struct {
   char request_id[DLQB_ID_MAX + 1];      /* trimmed */
@@ -106,6 +94,15 @@ typedef struct {
  * when scratch is too small. */
 dlqb_status dlqb_headers_apply(const amqp_table_t *in, const dlqb_hset *sets, size_t nsets,
                                amqp_table_entry_t *scratch, size_t cap, amqp_table_t *out);
+
+#define DLQB_ESCALATION_SETS 3
+
+/* The header changes that mark a message escalated to compliance_review:
+ * escalated_by = by, escalated_at = at_iso (ISO-8601 UTC), escalation_reason
+ * = reason (one of DLQB_ESCALATION_*). Writes DLQB_ESCALATION_SETS entries
+ * into sets and returns that count. The strings must outlive the sets. */
+size_t dlqb_escalation_stamp(dlqb_hset *sets, const char *by, const char *at_iso,
+                             const char *reason);
 
 /* Header-table access for every module that reads headers (selection,
  * the completion ledger, queue ages), so they read tables as the envelope

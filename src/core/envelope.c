@@ -1,7 +1,6 @@
 /* Reads, validates and rewrites the retry envelope carried in AMQP headers. */
 #include "dlqb/envelope.h"
 #include "dlqb/text.h"
-#include "dlqb/topology.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -69,7 +68,7 @@ const amqp_field_value_t *dlqb_header_find(const amqp_table_t *t, const char *ke
 }
 
 const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t) {
-  const amqp_field_value_t *xd = dlqb_header_find(t, "x-death");
+  const amqp_field_value_t *xd = dlqb_header_find(t, DLQB_H_X_DEATH);
   if (xd == NULL || xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries <= 0 ||
       xd->value.array.entries == NULL ||
       xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
@@ -508,12 +507,12 @@ static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
   size_t len = 0;
   const amqp_table_t *death = dlqb_header_first_death(headers);
   if (death == NULL) return;
-  reason = dlqb_header_find(death, "reason");
+  reason = dlqb_header_find(death, DLQB_XDEATH_REASON);
   if (reason == NULL || !field_text(reason, &p, &len)) return;
   for (size_t i = 0; i < COUNT_OF(death_reasons); i++) {
     if (strlen(death_reasons[i].reason) != len || memcmp(death_reasons[i].reason, p, len) != 0)
       continue;
-    queue = dlqb_header_find(death, "queue");
+    queue = dlqb_header_find(death, DLQB_XDEATH_QUEUE);
     if (queue != NULL && field_text(queue, &p, &len)) {
       /* Expiry from one of our delay queues is the bridge's own backoff,
        * not a failure: a worker that reports a retried task publishes a
@@ -548,6 +547,14 @@ void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out) {
 }
 
 /* ---- public: header rewriting ---------------------------------------- */
+
+size_t dlqb_escalation_stamp(dlqb_hset *sets, const char *by, const char *at_iso,
+                             const char *reason) {
+  sets[0] = (dlqb_hset){DLQB_H_ESCALATED_BY, DLQB_HSET_STRING, by, 0};
+  sets[1] = (dlqb_hset){DLQB_H_ESCALATED_AT, DLQB_HSET_STRING, at_iso, 0};
+  sets[2] = (dlqb_hset){DLQB_H_ESCALATION_REASON, DLQB_HSET_STRING, reason, 0};
+  return DLQB_ESCALATION_SETS;
+}
 
 /* The last set naming key (later sets win), or NULL. */
 static const dlqb_hset *set_for(const dlqb_hset *sets, size_t nsets, amqp_bytes_t key) {

@@ -45,7 +45,7 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
   read_text(h, DLQB_H_DLQ_REASON, out->dlq_reason, sizeof out->dlq_reason);
   out->has_dlq_at = dlqb_header_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
   out->has_first_seen_at = dlqb_header_time(h, DLQB_H_FIRST_SEEN_AT, &out->first_seen_at_ms);
-  out->has_escalated_at = dlqb_header_time(h, "escalated_at", &out->escalated_at_ms);
+  out->has_escalated_at = dlqb_header_time(h, DLQB_H_ESCALATED_AT, &out->escalated_at_ms);
 }
 
 bool dlqb_item_since(const dlqb_item *it, int64_t *epoch_ms) {

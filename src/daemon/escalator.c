@@ -52,12 +52,9 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
     dlqb_scan_stop(s);
     return DLQB_OK;
   }
-  dlqb_hset sets[3] = {
-      {"escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0},
-      {"escalated_at", DLQB_HSET_STRING, e->now_iso, 0},
-      {"escalation_reason", DLQB_HSET_STRING, "dlq_sla", 0},
-  };
-  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, 3, DLQB_EV_ESCALATED, "sla", e->reason,
+  dlqb_hset sets[DLQB_ESCALATION_SETS];
+  size_t n = dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA);
+  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_ESCALATED, "sla", e->reason,
                            err);
 }
 

@@ -93,9 +93,8 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
     if (dec.escalate) {
       /* Poison at the replay level: replays did not help, a person decides. */
       snprintf(target, sizeof target, "%s", DLQB_Q_REVIEW);
-      sets[n++] = (dlqb_hset){"escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0};
-      sets[n++] = (dlqb_hset){"escalated_at", DLQB_HSET_STRING, now_iso, 0};
-      sets[n++] = (dlqb_hset){"escalation_reason", DLQB_HSET_STRING, "max_replays", 0};
+      n += dlqb_escalation_stamp(sets + n, DLQB_ACTOR_BRIDGE, now_iso,
+                                 DLQB_ESCALATION_MAX_REPLAYS);
     }
   }
 
@@ -114,7 +113,7 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   snprintf(hop.cause, sizeof hop.cause, "%s", dlqb_reason_name(dec.reason));
   if (dec.escalate) {
     hop.event = DLQB_EV_ESCALATED;
-    snprintf(hop.cause, sizeof hop.cause, "max_replays");
+    snprintf(hop.cause, sizeof hop.cause, "%s", DLQB_ESCALATION_MAX_REPLAYS);
   }
   snprintf(hop.from, sizeof hop.from, "%s", DLQB_Q_FAILED);
   snprintf(hop.to, sizeof hop.to, "%s", target);
