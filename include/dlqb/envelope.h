@@ -23,12 +23,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dlqb/calendar.h" /* times in headers are ISO-8601 UTC */
 #include "dlqb/error.h"
 #include "dlqb/names.h" /* the header names */
 
 #define DLQB_ID_MAX 256         /* bytes of request_id / source_system */
 #define DLQB_LAST_ERROR_MAX 500 /* bytes of last_error */
-#define DLQB_ISO_TIME_MAX 40
 
 typedef struct {
   char request_id[DLQB_ID_MAX + 1];      /* trimmed */
@@ -133,12 +133,5 @@ bool dlqb_header_time(const amqp_table_t *t, const char *key, int64_t *epoch_ms)
 /* The broker's latest death record, x-death[0], or NULL when the header is
  * absent or not an array whose first entry is a table. */
 const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t);
-
-/* Formats epoch milliseconds as ISO-8601 UTC with milliseconds
- * ("2026-11-30T05:09:48.123Z"). buf needs DLQB_ISO_TIME_MAX bytes. */
-char *dlqb_iso_time(int64_t epoch_ms, char *buf, size_t len);
-
-/* Parses ISO-8601 UTC ("Z" or "+00:00", optional fraction) into epoch ms. */
-dlqb_status dlqb_iso_time_parse(const char *text, size_t len, int64_t *epoch_ms);
 
 #endif

@@ -1,15 +1,14 @@
 /* The daemon's DLQ SLA escalator thread: see dlqb/escalator.h. */
 #include "dlqb/escalator.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/clock.h"
 #include "dlqb/duration.h"
 #include "dlqb/log.h"
 #include "dlqb/scan.h"
@@ -17,7 +16,6 @@
 
 #define INTERVAL_MIN_MS 1000
 #define INTERVAL_MAX_MS 30000
-#define STEP_MS 100
 
 struct dlqb_escalator {
   dlqb_config cfg;
@@ -98,11 +96,7 @@ static void *run(void *arg) {
   long interval = dlqb_escalator_interval_ms(e->cfg.dlq_sla_ms);
   while (!e->stop) {
     pass(e);
-    for (long slept = 0; slept < interval && !e->stop; slept += STEP_MS) {
-      struct timespec ts = {0, STEP_MS * 1000000L};
-      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-      }
-    }
+    dlqb_sleep_us(&e->stop, (int64_t)interval * 1000);
   }
   return NULL;
 }
