@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlqb/envelope.h"
+#include "dlqb/headers.h"
+#include "dlqb/names.h"
+#include "dlqb/xdeath.h"
 
 struct dlqb_queue_stats {
   dlqb_queue_spec specs[DLQB_TOPO_MAX_QUEUES];

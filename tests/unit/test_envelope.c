@@ -1,4 +1,4 @@
-/* Unit tests of the envelope module: parsing, failure reading, header rewriting, time and text. */
+/* Unit tests of the header modules: envelope parsing, x-death reading, header rewriting, the calendar and text. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "dlqb/envelope.h"
+#include "dlqb/rewrite.h"
+#include "dlqb/xdeath.h"
 #include "dlqb/text.h"
 
 #define DEFAULT_MAX 7
