@@ -8,6 +8,7 @@
 #include "dlqb/clock.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
+#include "dlqb/rate.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
 
