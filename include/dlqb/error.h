@@ -31,4 +31,13 @@ typedef struct {
 dlqb_status dlqb_fail(dlqb_error *err, dlqb_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Room for any dlqb_errno_text. */
+#define DLQB_ERRNO_TEXT_MAX 128
+
+/* The C library's text for the errno value e ("No such file or
+ * directory"), its first letter lower-cased to fit the error style above:
+ * "no such file or directory". Written into buf (len > 0 bytes, cut to
+ * fit); safe to call from any thread. Returns buf. */
+const char *dlqb_errno_text(int e, char *buf, size_t len);
+
 #endif

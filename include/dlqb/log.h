@@ -4,6 +4,7 @@
 #ifndef DLQB_LOG_H
 #define DLQB_LOG_H
 
+#include "dlqb/clock.h" /* dlqb_now_ms and dlqb_mono_ms lived here; their callers still find them */
 #include "dlqb/config.h"
 
 enum { DLQB_LOG_ERROR = 0, DLQB_LOG_WARN = 1, DLQB_LOG_INFO = 2, DLQB_LOG_DEBUG = 3 };
@@ -19,10 +20,5 @@ void dlqb_log(int level, const char *event, const char *fmt, ...)
 #define dlqb_log_warn(ev, ...) dlqb_log(DLQB_LOG_WARN, ev, __VA_ARGS__)
 #define dlqb_log_info(ev, ...) dlqb_log(DLQB_LOG_INFO, ev, __VA_ARGS__)
 #define dlqb_log_debug(ev, ...) dlqb_log(DLQB_LOG_DEBUG, ev, __VA_ARGS__)
-
-/* Current time as Unix epoch milliseconds (wall clock), and a monotonic
- * clock in milliseconds for intervals. */
-long long dlqb_now_ms(void);
-long long dlqb_mono_ms(void);
 
 #endif

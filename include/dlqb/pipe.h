@@ -17,6 +17,7 @@
 #include "dlqb/audit.h"
 #include "dlqb/hop.h"
 #include "dlqb/link.h"
+#include "dlqb/rewrite.h"
 #include "dlqb/stop.h"
 
 typedef struct dlqb_pipe dlqb_pipe;

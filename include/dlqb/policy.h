@@ -8,6 +8,7 @@
 
 #include "dlqb/config.h"
 #include "dlqb/envelope.h"
+#include "dlqb/xdeath.h"
 
 typedef enum { DLQB_ROUTE_RETRY, DLQB_ROUTE_DLQ } dlqb_route;
 

@@ -33,9 +33,6 @@
 #include "dlqb/link.h"
 #include "dlqb/topology.h"
 
-/* Header that escalation stamps on a message entering compliance_review. */
-#define DLQB_H_ESCALATED_AT_NAME "escalated_at"
-
 typedef enum {
   DLQB_AGE_UNKNOWN,     /* no stamp on the head and never seen empty */
   DLQB_AGE_EMPTY,       /* the queue is empty: age 0 */

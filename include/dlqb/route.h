@@ -15,6 +15,7 @@
 #include "dlqb/envelope.h"
 #include "dlqb/hop.h"
 #include "dlqb/policy.h"
+#include "dlqb/rewrite.h"
 #include "dlqb/topology.h"
 
 #define DLQB_ROUTE_MAX_SETS 12

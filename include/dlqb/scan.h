@@ -31,6 +31,7 @@
 #include "dlqb/envelope.h"
 #include "dlqb/hop.h"
 #include "dlqb/pipe.h"
+#include "dlqb/rewrite.h"
 #include "dlqb/select.h"
 #include "dlqb/stop.h"
 

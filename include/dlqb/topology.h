@@ -16,14 +16,7 @@
 
 #include "dlqb/config.h"
 #include "dlqb/error.h"
-
-#define DLQB_Q_WORK "dsr.work"
-#define DLQB_Q_FAILED "dsr.failed"
-#define DLQB_Q_DLQ "dsr.dlq.manual"
-#define DLQB_Q_REVIEW "compliance_review"
-#define DLQB_Q_COMPLETED "dsr.completed"
-#define DLQB_X_DLX "dsr.dlx"
-#define DLQB_RETRY_PREFIX "dsr.retry."
+#include "dlqb/names.h" /* the queue and exchange names */
 
 /* A failure-inbox message that the bridge itself could not settle this many
  * times (crash, lost connection) goes to the DLQ through the broker. */

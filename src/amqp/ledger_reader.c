@@ -26,12 +26,10 @@ static bool header_id(const amqp_basic_properties_t *p, const char *key, char *d
   return (p->_flags & AMQP_BASIC_HEADERS_FLAG) && dlqb_header_id(&p->headers, key, dst, cap);
 }
 
-#define MARKER_HEADER "x-dlqb-ledger-marker"
-
 /* True when the message is the marker with text `marker`. */
 static bool is_marker(const amqp_basic_properties_t *p, const char *marker) {
   char text[DLQB_LEDGER_MARKER_MAX];
-  return header_id(p, MARKER_HEADER, text, sizeof text) && strcmp(text, marker) == 0;
+  return header_id(p, DLQB_H_LEDGER_MARKER, text, sizeof text) && strcmp(text, marker) == 0;
 }
 
 /* Appends a marker entry to the stream and waits for its confirm: every
@@ -44,7 +42,7 @@ static dlqb_status append_marker(dlqb_link *link, const char *stream, const char
   amqp_connection_state_t conn = dlqb_link_conn(link);
   dlqb_status st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
   if (st != DLQB_OK) return st;
-  amqp_table_entry_t h = {.key = amqp_cstring_bytes(MARKER_HEADER),
+  amqp_table_entry_t h = {.key = amqp_cstring_bytes(DLQB_H_LEDGER_MARKER),
                           .value = {.kind = AMQP_FIELD_KIND_UTF8,
                                     .value.bytes = amqp_cstring_bytes(marker)}};
   amqp_basic_properties_t props;
@@ -87,7 +85,7 @@ static dlqb_status append_marker(dlqb_link *link, const char *stream, const char
 static int64_t stream_offset(const amqp_basic_properties_t *p) {
   int64_t offset;
   if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG) ||
-      !dlqb_field_int(dlqb_header_find(&p->headers, "x-stream-offset"), &offset) || offset < 0)
+      !dlqb_field_int(dlqb_header_find(&p->headers, DLQB_H_STREAM_OFFSET), &offset) || offset < 0)
     return -1;
   return offset;
 }
@@ -112,7 +110,7 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
   amqp_basic_qos(conn, DLQB_CHANNEL, 0, LEDGER_PREFETCH, 0);
   dlqb_status st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), "set prefetch", err);
   if (st != DLQB_OK) return st;
-  amqp_table_entry_t arg = {.key = amqp_cstring_bytes("x-stream-offset")};
+  amqp_table_entry_t arg = {.key = amqp_cstring_bytes(DLQB_H_STREAM_OFFSET)};
   if (span->from != NULL) {
     arg.value.kind = AMQP_FIELD_KIND_I64;
     arg.value.value.i64 = span->from->offset;
@@ -180,8 +178,8 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
       return DLQB_OK;
     } else {
       stats->entries++;
-      if (header_id(props, "request_id", rid, sizeof rid) &&
-          header_id(props, "source_system", src, sizeof src)) {
+      if (header_id(props, DLQB_H_REQUEST_ID, rid, sizeof rid) &&
+          header_id(props, DLQB_H_SOURCE_SYSTEM, src, sizeof src)) {
         st = dlqb_ledger_add(l, rid, src, err);
       } else {
         stats->ignored++;

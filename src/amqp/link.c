@@ -3,7 +3,6 @@
 
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
-#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -67,9 +66,7 @@ static const char *connect_failure_reason(const char *host, int port, char *buf,
   }
   freeaddrinfo(res);
   if (why == 0 || cap == 0) return "";
-  snprintf(buf, cap, "%s", strerror(why));
-  buf[0] = (char)tolower((unsigned char)buf[0]); /* our errors are lower case */
-  return buf;
+  return dlqb_errno_text(why, buf, cap);
 }
 
 dlqb_status dlqb_link_status(int status, const char *what, dlqb_error *err) {
@@ -126,10 +123,11 @@ dlqb_status dlqb_link_reply(dlqb_link *link, amqp_rpc_reply_t reply, const char 
  * container secrets are often mounted 0444. */
 static dlqb_status read_password_file(const char *path, char *buf, size_t len,
                                       dlqb_error *err) {
+  char why[DLQB_ERRNO_TEXT_MAX];
   FILE *f = fopen(path, "r");
   if (f == NULL)
     return dlqb_fail(err, DLQB_EIO, "cannot read password file '%s': %s", path,
-                     strerror(errno));
+                     dlqb_errno_text(errno, why, sizeof why));
   if (fgets(buf, (int)len, f) == NULL) buf[0] = '\0';
   fclose(f);
   buf[strcspn(buf, "\r\n")] = '\0';

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlqb/envelope.h"
+#include "dlqb/headers.h"
+#include "dlqb/names.h"
+#include "dlqb/xdeath.h"
 
 struct dlqb_queue_stats {
   dlqb_queue_spec specs[DLQB_TOPO_MAX_QUEUES];
@@ -17,7 +19,7 @@ struct dlqb_queue_stats {
 /* x-death[0].time (an AMQP timestamp, seconds) as epoch ms. */
 static bool xdeath_time(const amqp_table_t *h, int64_t *ms) {
   const amqp_table_t *death = dlqb_header_first_death(h);
-  const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, "time") : NULL;
+  const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
   if (t == NULL || t->kind != AMQP_FIELD_KIND_TIMESTAMP || t->value.u64 > (uint64_t)INT64_MAX / 1000)
     return false;
   *ms = (int64_t)t->value.u64 * 1000;
@@ -28,7 +30,7 @@ bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t *epoch_
   const amqp_table_t *h = (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers : NULL;
   int64_t dlq_at = 0, escalated_at = 0;
   bool has_dlq = h != NULL && dlqb_header_time(h, DLQB_H_DLQ_AT, &dlq_at);
-  bool has_esc = h != NULL && dlqb_header_time(h, DLQB_H_ESCALATED_AT_NAME, &escalated_at);
+  bool has_esc = h != NULL && dlqb_header_time(h, DLQB_H_ESCALATED_AT, &escalated_at);
   /* The later stamp is the entry into the current queue: dlq_at is written
    * on every entry into the DLQ, escalated_at on entry into review. */
   if (has_dlq || has_esc) {

@@ -1,14 +1,14 @@
 /* One bounded pass over a classic queue on the pipe: see dlqb/scan.h. */
 #include "dlqb/scan.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "dlqb/clock.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
+#include "dlqb/rate.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
 
@@ -23,18 +23,6 @@ struct dlqb_scan {
   dlqb_scan_result res;
   dlqb_rate rate;
 };
-
-static int64_t mono_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void sleep_us(int64_t us) {
-  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 static bool signalled(const dlqb_scan *s) { return s->o->stop != NULL && *s->o->stop; }
 
@@ -62,7 +50,7 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
                               dlqb_error *err) {
   /* --rate: wait here, in small steps so that a signal is noticed. */
   for (;;) {
-    int64_t now = mono_us(), wait = dlqb_rate_wait_us(&s->rate, now);
+    int64_t now = dlqb_mono_us(), wait = dlqb_rate_wait_us(&s->rate, now);
     if (wait <= 0) {
       dlqb_rate_take(&s->rate, now);
       break;
@@ -74,7 +62,7 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
       dlqb_scan_hold(s, d);
       return DLQB_OK;
     }
-    sleep_us(wait < 50000 ? wait : 50000);
+    dlqb_sleep_us(s->o->stop, wait); /* ends early on a signal: seen above */
   }
   amqp_basic_properties_t props = *d->props;
   props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG;

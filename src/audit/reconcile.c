@@ -2,115 +2,66 @@
 #include "dlqb/reconcile.h"
 
 #include <json-c/json.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/hashset.h"
 #include "dlqb/text.h"
-#include "dlqb/topology.h"
+#include "dlqb/names.h"
 
-/* Open addressing with linear probing, power-of-two capacity, at most half
- * full; removal shifts the following run back (no tombstones), so the table
- * stays as small as what it holds. */
+/* Per message_id (the set's key) an entry; request is the owned string
+ * behind e.request_id once one is known. */
 typedef struct {
   dlqb_reconcile_entry e;
-  char *id, *request; /* owned strings behind e.message_id, e.request_id */
+  char *request;
 } slot;
 
 struct dlqb_reconcile {
-  slot **slots;
-  size_t cap, size;
+  dlqb_hashset *ids;
 };
-
-static uint64_t hash_id(const char *s) {
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) h = (h ^ *p) * 1099511628211ULL;
-  return h;
-}
 
 dlqb_reconcile *dlqb_reconcile_new(void) {
   dlqb_reconcile *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
-  r->cap = 64;
-  r->slots = calloc(r->cap, sizeof *r->slots);
-  if (r->slots == NULL) {
+  r->ids = dlqb_hashset_new(sizeof(slot));
+  if (r->ids == NULL) {
     free(r);
     return NULL;
   }
   return r;
 }
 
-static void slot_free(slot *s) {
-  if (s == NULL) return;
-  free(s->id);
-  free(s->request);
-  free(s);
+static void free_request(void *ctx, const char *key, size_t len, void *value) {
+  (void)ctx;
+  (void)key;
+  (void)len;
+  free(((slot *)value)->request);
 }
 
 void dlqb_reconcile_free(dlqb_reconcile *r) {
   if (r == NULL) return;
-  for (size_t i = 0; i < r->cap; i++) slot_free(r->slots[i]);
-  free(r->slots);
+  dlqb_hashset_each(r->ids, free_request, NULL);
+  dlqb_hashset_free(r->ids);
   free(r);
-}
-
-static size_t find(slot *const *slots, size_t cap, const char *id) {
-  size_t i = (size_t)hash_id(id) & (cap - 1);
-  while (slots[i] != NULL && strcmp(slots[i]->id, id) != 0) i = (i + 1) & (cap - 1);
-  return i;
-}
-
-static bool grow(dlqb_reconcile *r) {
-  size_t cap = r->cap * 2;
-  slot **slots = calloc(cap, sizeof *slots);
-  if (slots == NULL) return false;
-  for (size_t i = 0; i < r->cap; i++)
-    if (r->slots[i] != NULL) slots[find(slots, cap, r->slots[i]->id)] = r->slots[i];
-  free(r->slots);
-  r->slots = slots;
-  r->cap = cap;
-  return true;
 }
 
 /* The entry for id, created empty when absent; NULL when out of memory. */
 static slot *get(dlqb_reconcile *r, const char *id) {
-  size_t i = find(r->slots, r->cap, id);
-  if (r->slots[i] != NULL) return r->slots[i];
-  if ((r->size + 1) * 2 > r->cap) {
-    if (!grow(r)) return NULL;
-    i = find(r->slots, r->cap, id);
+  bool added = false;
+  slot *s = dlqb_hashset_add(r->ids, id, strlen(id), &added);
+  if (s != NULL && added) {
+    s->e.message_id = dlqb_hashset_key(r->ids, s);
+    s->e.request_id = "";
   }
-  slot *s = calloc(1, sizeof *s);
-  if (s == NULL || (s->id = strdup(id)) == NULL) {
-    free(s);
-    return NULL;
-  }
-  s->e.message_id = s->id;
-  s->e.request_id = "";
-  r->slots[i] = s;
-  r->size++;
   return s;
 }
 
-/* Removes the entry at i and moves back the entries after it that would
- * no longer be found past the gap. */
-static void remove_at(dlqb_reconcile *r, size_t i) {
-  slot_free(r->slots[i]);
-  r->slots[i] = NULL;
-  r->size--;
-  size_t mask = r->cap - 1;
-  for (size_t j = (i + 1) & mask; r->slots[j] != NULL; j = (j + 1) & mask) {
-    size_t home = (size_t)hash_id(r->slots[j]->id) & mask;
-    /* j's entry may stay only if its home lies cyclically in (i, j]. */
-    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (!stays) {
-      r->slots[i] = r->slots[j];
-      r->slots[j] = NULL;
-      i = j;
-    }
-  }
+/* Forgets id: its entry and the strings it owns. */
+static void forget(dlqb_reconcile *r, slot *s, const char *id) {
+  free(s->request);
+  dlqb_hashset_remove(r->ids, id, strlen(id));
 }
 
 static bool set_request(slot *s, const char *request_id) {
@@ -141,7 +92,7 @@ bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len) {
   bool out = strcmp(dlqb_audit_record_str(rec, "from"), DLQB_Q_DLQ) == 0;
   bool ok = true;
   if (id[0] != '\0' && into != out) {
-    size_t i = find(r->slots, r->cap, id);
+    slot *held = dlqb_hashset_get(r->ids, id, strlen(id));
     if (into) {
       slot *s = get(r, id);
       ok = s != NULL && set_request(s, dlqb_audit_record_str(rec, "request_id"));
@@ -152,12 +103,12 @@ bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len) {
         copy(s->e.last_event, sizeof s->e.last_event, dlqb_audit_record_str(rec, "event"));
         copy(s->e.last_writer, sizeof s->e.last_writer, dlqb_audit_record_str(rec, "writer"));
       }
-    } else if (r->slots[i] != NULL) {
-      slot *s = r->slots[i];
+    } else if (held != NULL) {
+      slot *s = held;
       s->e.net--;
       copy(s->e.last_out_time, sizeof s->e.last_out_time, dlqb_audit_record_str(rec, "time"));
       /* Out and gone, and not in the queue: nothing left to compare. */
-      if (s->e.net <= 0 && s->e.present == 0) remove_at(r, i);
+      if (s->e.net <= 0 && s->e.present == 0) forget(r, s, id);
     }
     /* Out of the DLQ for an id never recorded into it (a log that starts
      * at a rotation with --partial): nothing to undo. */
@@ -166,10 +117,22 @@ bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len) {
   return ok;
 }
 
-void dlqb_reconcile_each(const dlqb_reconcile *r,
-                         void (*fn)(void *ctx, const dlqb_reconcile_entry *e), void *ctx) {
-  for (size_t i = 0; i < r->cap; i++)
-    if (r->slots[i] != NULL) fn(ctx, &r->slots[i]->e);
+typedef struct {
+  void (*fn)(void *ctx, const dlqb_reconcile_entry *e);
+  void *ctx;
+} each_ctx;
+
+static void each_entry(void *ctx, const char *key, size_t len, void *value) {
+  each_ctx *c = ctx;
+  (void)key;
+  (void)len;
+  c->fn(c->ctx, &((slot *)value)->e);
 }
 
-size_t dlqb_reconcile_size(const dlqb_reconcile *r) { return r->size; }
+void dlqb_reconcile_each(const dlqb_reconcile *r,
+                         void (*fn)(void *ctx, const dlqb_reconcile_entry *e), void *ctx) {
+  each_ctx c = {fn, ctx};
+  dlqb_hashset_each(r->ids, each_entry, &c);
+}
+
+size_t dlqb_reconcile_size(const dlqb_reconcile *r) { return dlqb_hashset_size(r->ids); }

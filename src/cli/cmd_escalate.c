@@ -44,17 +44,13 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
 static size_t escalate_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
   escalate_opts *e = ctx;
   (void)it;
-  size_t n = 0;
-  out[n++] = (dlqb_hset){"escalated_by", DLQB_HSET_STRING, e->o.actor, 0};
-  out[n++] = (dlqb_hset){"escalated_at", DLQB_HSET_STRING, e->now, 0};
-  out[n++] = (dlqb_hset){"escalation_reason", DLQB_HSET_STRING, "operator", 0};
-  return n;
+  return dlqb_escalation_stamp(out, e->o.actor, e->now, DLQB_ESCALATION_OPERATOR);
 }
 
 static const char *escalate_reason(void *ctx, const dlqb_item *it) {
   (void)ctx;
   (void)it;
-  return "operator";
+  return DLQB_ESCALATION_OPERATOR;
 }
 
 int cmd_escalate(int argc, char **argv) {
@@ -79,7 +75,7 @@ int cmd_escalate(int argc, char **argv) {
   dlqb_stop_flag *stop = cli_stop_flag();
   dlqb_iso_time(dlqb_now_ms(), e.now, sizeof e.now);
   ops_move_spec m = {.command = "escalate", .target = DLQB_Q_REVIEW, .event = DLQB_EV_ESCALATED,
-                     .verb = "escalated", .cause = "operator", .dry_run = e.o.dry_run, .rate = e.o.rate,
+                     .verb = "escalated", .cause = DLQB_ESCALATION_OPERATOR, .dry_run = e.o.dry_run, .rate = e.o.rate,
                      .sets = escalate_sets, .reason = escalate_reason, .ctx = &e};
   return ops_move_run(&e.o, &m, stop);
 }

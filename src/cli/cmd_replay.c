@@ -59,8 +59,8 @@ static size_t replay_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
   out[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
   out[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_REMOVE, NULL, 0};
   out[n++] = (dlqb_hset){DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0};
-  out[n++] = (dlqb_hset){"replayed_by", DLQB_HSET_STRING, r->o.actor, 0};
-  out[n++] = (dlqb_hset){"replayed_at", DLQB_HSET_STRING, r->actor_now, 0};
+  out[n++] = (dlqb_hset){DLQB_H_REPLAYED_BY, DLQB_HSET_STRING, r->o.actor, 0};
+  out[n++] = (dlqb_hset){DLQB_H_REPLAYED_AT, DLQB_HSET_STRING, r->actor_now, 0};
   return n;
 }
 

@@ -635,21 +635,12 @@ dlqb_status dlqb_config_apply_json(dlqb_config *c, const char *text, size_t len,
   return st;
 }
 
-/* strerror's text, lower-cased to fit the one-line error style. */
-static const char *errno_text(int e, char *buf, size_t len) {
-  snprintf(buf, len, "%s", strerror(e));
-  if (buf[0] >= 'A' && buf[0] <= 'Z') {
-    buf[0] = (char)(buf[0] - 'A' + 'a');
-  }
-  return buf;
-}
-
 /* Reads at most CONFIG_FILE_MAX bytes of path into a malloc'd *out. */
 static dlqb_status read_file(const char *path, char **out, size_t *out_len, dlqb_error *err) {
   char why[128];
   FILE *f = fopen(path, "rb");
   if (f == NULL) {
-    return dlqb_fail(err, DLQB_EIO, "cannot open: %s", errno_text(errno, why, sizeof why));
+    return dlqb_fail(err, DLQB_EIO, "cannot open: %s", dlqb_errno_text(errno, why, sizeof why));
   }
   dlqb_status st = DLQB_OK;
   char *buf = malloc(CONFIG_FILE_MAX + 1);
@@ -660,7 +651,7 @@ static dlqb_status read_file(const char *path, char **out, size_t *out_len, dlqb
   }
   n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
   if (ferror(f)) {
-    st = dlqb_fail(err, DLQB_EIO, "cannot read: %s", errno_text(errno, why, sizeof why));
+    st = dlqb_fail(err, DLQB_EIO, "cannot read: %s", dlqb_errno_text(errno, why, sizeof why));
   } else if (n > CONFIG_FILE_MAX) {
     st = dlqb_fail(err, DLQB_EINVAL, "is larger than %d bytes", CONFIG_FILE_MAX);
   }

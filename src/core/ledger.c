@@ -1,37 +1,43 @@
 /* The completion ledger's set of (request_id, source_system) pairs. */
 #include "dlqb/ledger.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Open addressing over "request_id\0source_system" keys, power-of-two
- * capacity, at most half full. */
+#include "dlqb/hashset.h"
+
+/* The keys are "request_id\0source_system": an id holds no NUL, so the
+ * pair ("ab", "c") is not the pair ("a", "bc"). */
 struct dlqb_ledger {
-  char **slots;
-  size_t cap, size;
+  dlqb_hashset *set;
 };
 
-static uint64_t hash_pair(const char *a, const char *b) {
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-  for (const unsigned char *p = (const unsigned char *)a; *p; p++) h = (h ^ *p) * 1099511628211ULL;
-  h = (h ^ 0xFFu) * 1099511628211ULL; /* separator: ("ab","c") != ("a","bc") */
-  for (const unsigned char *p = (const unsigned char *)b; *p; p++) h = (h ^ *p) * 1099511628211ULL;
-  return h;
+/* Room for the key of any pair the envelope allows (two ids of at most
+ * DLQB_ID_MAX = 256 bytes, fit with room to spare): longer
+ * pairs, from a cache file, take the heap. */
+#define KEY_BUF 1024
+
+/* The key of a pair: in buf (KEY_BUF bytes) when it fits, else malloc'd
+ * (free it when it is not buf); NULL when out of memory. */
+static char *pair_key(const char *a, const char *b, char *buf, size_t *len) {
+  size_t la = strlen(a), lb = strlen(b);
+  char *k = la + lb + 1 <= KEY_BUF ? buf : malloc(la + lb + 1);
+  if (k == NULL) return NULL;
+  memcpy(k, a, la + 1);
+  memcpy(k + la + 1, b, lb);
+  *len = la + 1 + lb;
+  return k;
 }
 
-/* strcmp, not memcmp: a slot holding a shorter key is shorter than a's
- * length, and memcmp may read every byte it is given. */
-static bool slot_is(const char *slot, const char *a, const char *b) {
-  return strcmp(slot, a) == 0 && strcmp(slot + strlen(a) + 1, b) == 0;
+static void key_done(char *k, const char *buf) {
+  if (k != buf) free(k);
 }
 
 dlqb_ledger *dlqb_ledger_new(void) {
   dlqb_ledger *l = calloc(1, sizeof *l);
   if (l == NULL) return NULL;
-  l->cap = 64;
-  l->slots = calloc(l->cap, sizeof *l->slots);
-  if (l->slots == NULL) {
+  l->set = dlqb_hashset_new(0);
+  if (l->set == NULL) {
     free(l);
     return NULL;
   }
@@ -40,70 +46,53 @@ dlqb_ledger *dlqb_ledger_new(void) {
 
 void dlqb_ledger_free(dlqb_ledger *l) {
   if (l == NULL) return;
-  for (size_t i = 0; i < l->cap; i++) free(l->slots[i]);
-  free(l->slots);
+  dlqb_hashset_free(l->set);
   free(l);
-}
-
-static size_t find_slot(char *const *slots, size_t cap, const char *a, const char *b) {
-  size_t i = (size_t)hash_pair(a, b) & (cap - 1);
-  while (slots[i] != NULL && !slot_is(slots[i], a, b)) i = (i + 1) & (cap - 1);
-  return i;
-}
-
-static dlqb_status grow(dlqb_ledger *l, dlqb_error *err) {
-  size_t cap = l->cap * 2;
-  char **slots = calloc(cap, sizeof *slots);
-  if (slots == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the completion ledger");
-  for (size_t i = 0; i < l->cap; i++) {
-    char *k = l->slots[i];
-    if (k == NULL) continue;
-    slots[find_slot(slots, cap, k, k + strlen(k) + 1)] = k;
-  }
-  free(l->slots);
-  l->slots = slots;
-  l->cap = cap;
-  return DLQB_OK;
 }
 
 dlqb_status dlqb_ledger_add(dlqb_ledger *l, const char *request_id, const char *source_system,
                             dlqb_error *err) {
-  if ((l->size + 1) * 2 > l->cap) {
-    dlqb_status st = grow(l, err);
-    if (st != DLQB_OK) return st;
-  }
-  size_t i = find_slot(l->slots, l->cap, request_id, source_system);
-  if (l->slots[i] != NULL) return DLQB_OK;
-  size_t la = strlen(request_id), lb = strlen(source_system);
-  char *k = malloc(la + lb + 2);
-  if (k == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the completion ledger");
-  memcpy(k, request_id, la + 1);
-  memcpy(k + la + 1, source_system, lb + 1);
-  l->slots[i] = k;
-  l->size++;
+  char buf[KEY_BUF];
+  size_t len = 0;
+  char *k = pair_key(request_id, source_system, buf, &len);
+  void *held = k != NULL ? dlqb_hashset_add(l->set, k, len, NULL) : NULL;
+  key_done(k, buf);
+  if (held == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the completion ledger");
   return DLQB_OK;
 }
 
 bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id,
                           const char *source_system) {
-  return l->slots[find_slot(l->slots, l->cap, request_id, source_system)] != NULL;
+  char buf[KEY_BUF];
+  size_t len = 0;
+  char *k = pair_key(request_id, source_system, buf, &len);
+  /* Out of memory (only for a pair longer than any valid one) reads as
+   * absent: replay then runs the task, a duplicate at worst, never a
+   * skipped task. */
+  bool held = k != NULL && dlqb_hashset_get(l->set, k, len) != NULL;
+  key_done(k, buf);
+  return held;
 }
 
-size_t dlqb_ledger_size(const dlqb_ledger *l) { return l->size; }
+size_t dlqb_ledger_size(const dlqb_ledger *l) { return dlqb_hashset_size(l->set); }
 
-void dlqb_ledger_clear(dlqb_ledger *l) {
-  for (size_t i = 0; i < l->cap; i++) {
-    free(l->slots[i]);
-    l->slots[i] = NULL;
-  }
-  l->size = 0;
+void dlqb_ledger_clear(dlqb_ledger *l) { dlqb_hashset_clear(l->set); }
+
+typedef struct {
+  void (*fn)(void *ctx, const char *request_id, const char *source_system);
+  void *ctx;
+} each_ctx;
+
+static void each_pair(void *ctx, const char *key, size_t len, void *value) {
+  each_ctx *c = ctx;
+  (void)len;
+  (void)value;
+  c->fn(c->ctx, key, key + strlen(key) + 1);
 }
 
 void dlqb_ledger_each(const dlqb_ledger *l,
                       void (*fn)(void *ctx, const char *request_id, const char *source_system),
                       void *ctx) {
-  for (size_t i = 0; i < l->cap; i++) {
-    const char *k = l->slots[i];
-    if (k != NULL) fn(ctx, k, k + strlen(k) + 1);
-  }
+  each_ctx c = {fn, ctx};
+  dlqb_hashset_each(l->set, each_pair, &c);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+
 static dlqb_event event_of(const dlqb_decision *d) {
   if (d->escalate) return DLQB_EV_ESCALATED;
   if (d->route == DLQB_ROUTE_RETRY) return DLQB_EV_RETRY_SCHEDULED;
@@ -55,9 +56,8 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
     if (dec->escalate) {
       /* Poison at the replay level: replays did not help, a person decides. */
       snprintf(out->target, sizeof out->target, "%s", DLQB_Q_REVIEW);
-      set(out, "escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0);
-      set(out, "escalated_at", DLQB_HSET_STRING, out->now_iso, 0);
-      set(out, "escalation_reason", DLQB_HSET_STRING, "max_replays", 0);
+      out->nsets += dlqb_escalation_stamp(out->sets + out->nsets, DLQB_ACTOR_BRIDGE, out->now_iso,
+                                          DLQB_ESCALATION_MAX_REPLAYS);
     }
   }
 
@@ -72,7 +72,7 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
   hop->attempt = dec->attempt;
   snprintf(hop->reason, sizeof hop->reason, "%s", dec->last_error);
   snprintf(hop->cause, sizeof hop->cause, "%s",
-           dec->escalate ? "max_replays" : dlqb_reason_name(dec->reason));
+           dec->escalate ? DLQB_ESCALATION_MAX_REPLAYS : dlqb_reason_name(dec->reason));
   snprintf(hop->from, sizeof hop->from, "%s", DLQB_Q_FAILED);
   snprintf(hop->to, sizeof hop->to, "%s", out->target);
   snprintf(hop->actor, sizeof hop->actor, "system");

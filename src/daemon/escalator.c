@@ -1,15 +1,14 @@
 /* The daemon's DLQ SLA escalator thread: see dlqb/escalator.h. */
 #include "dlqb/escalator.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/clock.h"
 #include "dlqb/duration.h"
 #include "dlqb/log.h"
 #include "dlqb/scan.h"
@@ -18,7 +17,6 @@
 
 #define INTERVAL_MIN_MS 1000
 #define INTERVAL_MAX_MS 30000
-#define STEP_MS 100
 
 struct dlqb_escalator {
   dlqb_config cfg;
@@ -49,12 +47,9 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
     if (v.stop_after) dlqb_scan_stop(s);
     return DLQB_OK;
   }
-  dlqb_hset sets[3] = {
-      {"escalated_by", DLQB_HSET_STRING, "dlq-bridge", 0},
-      {"escalated_at", DLQB_HSET_STRING, e->now_iso, 0},
-      {"escalation_reason", DLQB_HSET_STRING, "dlq_sla", 0},
-  };
-  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, 3, DLQB_EV_ESCALATED, "sla", e->reason,
+  dlqb_hset sets[DLQB_ESCALATION_SETS];
+  size_t n = dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA);
+  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_ESCALATED, "sla", e->reason,
                            err);
 }
 
@@ -98,11 +93,7 @@ static void *run(void *arg) {
   long interval = dlqb_escalator_interval_ms(e->cfg.dlq_sla_ms);
   while (!e->stop) {
     pass(e);
-    for (long slept = 0; slept < interval && !e->stop; slept += STEP_MS) {
-      struct timespec ts = {0, STEP_MS * 1000000L};
-      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-      }
-    }
+    dlqb_sleep_us(&e->stop, (int64_t)interval * 1000);
   }
   return NULL;
 }

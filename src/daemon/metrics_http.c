@@ -74,8 +74,10 @@ static dlqb_status listen_on(const char *addr, int *fd_out, int *port_out, dlqb_
     fd = -1;
   }
   freeaddrinfo(res);
+  char why[DLQB_ERRNO_TEXT_MAX];
   if (fd < 0)
-    return dlqb_fail(err, DLQB_EIO, "cannot listen on %s: %s", addr, strerror(saved));
+    return dlqb_fail(err, DLQB_EIO, "cannot listen on %s: %s", addr,
+                     dlqb_errno_text(saved, why, sizeof why));
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
   int bound = 0;

@@ -105,7 +105,9 @@ dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg
     pthread_mutex_destroy(&r->lock);
     explicit_bzero(&r->cfg, sizeof r->cfg);
     free(r);
-    return dlqb_fail(err, DLQB_ENOMEM, "cannot start the queue stats thread: %s", strerror(rc));
+    char why[DLQB_ERRNO_TEXT_MAX];
+    return dlqb_fail(err, DLQB_ENOMEM, "cannot start the queue stats thread: %s",
+                     dlqb_errno_text(rc, why, sizeof why));
   }
   *out = r;
   return DLQB_OK;

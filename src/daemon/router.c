@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "dlqb/clock.h"
 #include "dlqb/duration.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
@@ -152,7 +152,7 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
     } else {
       dlqb_log_warn("disconnected", "%s; reconnecting in %ld ms", err->msg, wait);
     }
-    for (long slept = 0; slept < wait && !*stop; slept += 50) usleep(50 * 1000);
+    dlqb_sleep_us(stop, (int64_t)wait * 1000);
     backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     st = DLQB_OK;
   }

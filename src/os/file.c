@@ -82,7 +82,9 @@ dlqb_status dlqb_file_replace(const char *path, const void *data, size_t n, cons
   }
   if (!ok) {
     if (fd >= 0) unlink(tmp);
-    return dlqb_fail(err, DLQB_EIO, "cannot write %s '%s': %s", what, path, strerror(saved));
+    char why[DLQB_ERRNO_TEXT_MAX];
+    return dlqb_fail(err, DLQB_EIO, "cannot write %s '%s': %s", what, path,
+                     dlqb_errno_text(saved, why, sizeof why));
   }
   return DLQB_OK;
 }

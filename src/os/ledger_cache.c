@@ -169,15 +169,18 @@ dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, dlqb_ledger *l
 
 dlqb_status dlqb_ledger_cache_read(const char *path, dlqb_ledger *l, dlqb_ledger_mark *mark,
                                    bool *found, dlqb_error *err) {
+  char os_why[DLQB_ERRNO_TEXT_MAX];
   *found = false;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0 && errno == ENOENT) return DLQB_OK;
   if (fd < 0)
-    return dlqb_fail(err, DLQB_EIO, "cannot open the ledger cache '%s': %s", path, strerror(errno));
+    return dlqb_fail(err, DLQB_EIO, "cannot open the ledger cache '%s': %s", path,
+                     dlqb_errno_text(errno, os_why, sizeof os_why));
   struct stat sb;
   dlqb_status st = DLQB_OK;
   if (fstat(fd, &sb) != 0) {
-    st = dlqb_fail(err, DLQB_EIO, "cannot stat the ledger cache '%s': %s", path, strerror(errno));
+    st = dlqb_fail(err, DLQB_EIO, "cannot stat the ledger cache '%s': %s", path,
+                   dlqb_errno_text(errno, os_why, sizeof os_why));
   } else if (!S_ISREG(sb.st_mode)) {
     st = dlqb_fail(err, DLQB_EINVAL, "the ledger cache '%s' is not a regular file", path);
   } else if (sb.st_uid != geteuid() || (sb.st_mode & 022) != 0) {
@@ -188,7 +191,8 @@ dlqb_status dlqb_ledger_cache_read(const char *path, dlqb_ledger *l, dlqb_ledger
   char *buf = NULL;
   size_t cap = 0, len = 0;
   if (st == DLQB_OK && !dlqb_read_fd(fd, &buf, &cap, &len))
-    st = dlqb_fail(err, DLQB_EIO, "cannot read the ledger cache '%s': %s", path, strerror(errno));
+    st = dlqb_fail(err, DLQB_EIO, "cannot read the ledger cache '%s': %s", path,
+                   dlqb_errno_text(errno, os_why, sizeof os_why));
   close(fd);
   if (st == DLQB_OK) {
     dlqb_error why;

@@ -5,9 +5,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
-#include "dlqb/envelope.h"
+#include "dlqb/calendar.h"
+#include "dlqb/clock.h"
 
 /* Written once by dlqb_log_setup before any concurrent use. */
 static struct {
@@ -22,18 +22,6 @@ void dlqb_log_setup(dlqb_log_format format, int level, const char *instance) {
   log_state.format = format;
   log_state.level = level;
   snprintf(log_state.instance, sizeof log_state.instance, "%s", instance ? instance : "");
-}
-
-long long dlqb_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long dlqb_mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void dlqb_log(int level, const char *event, const char *fmt, ...) {

@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "dlqb/envelope.h"
+#include "dlqb/rewrite.h"
+#include "dlqb/xdeath.h"
 #include "fuzz_common.h"
 
 #define MAX_DEPTH 110     /* deeper than the 100 levels the hostile-input test sends */

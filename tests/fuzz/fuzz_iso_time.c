@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlqb/envelope.h"
+#include "dlqb/calendar.h"
+#include "dlqb/text.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* Unit tests of the envelope module: parsing, failure reading, header rewriting, time and text. */
+/* Unit tests of the header modules: envelope parsing, x-death reading, header rewriting, the calendar and text. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "dlqb/envelope.h"
+#include "dlqb/rewrite.h"
+#include "dlqb/xdeath.h"
 #include "dlqb/text.h"
 
 #define DEFAULT_MAX 7
@@ -1130,6 +1132,33 @@ static void test_apply_capacity(void **state) {
   assert_int_equal(dlqb_headers_apply(&h.t, sets, 2, NULL, 0, &out), DLQB_EINVAL);
 }
 
+/* The wire names are spelled out here, not taken from names.h, so that a
+ * renamed constant fails this test instead of changing what consumers of
+ * compliance_review read. */
+static void test_escalation_stamp(void **state) {
+  (void)state;
+  hdrs h;
+  amqp_table_entry_t scratch[8];
+  amqp_table_t out;
+  dlqb_hset sets[DLQB_ESCALATION_SETS + 1];
+  sets[0] = (dlqb_hset){"keep", DLQB_HSET_STRING, "yes", 0};
+  size_t n = 1 + dlqb_escalation_stamp(sets + 1, "alice", "2026-11-30T05:09:48.123Z",
+                                       DLQB_ESCALATION_OPERATOR);
+  assert_int_equal(n, 4);
+  h_clear(&h);
+  h_add(&h, "escalated_by", v_str("someone before"));
+  assert_int_equal(dlqb_headers_apply(&h.t, sets, n, scratch, 8, &out), DLQB_OK);
+  assert_int_equal(out.num_entries, 4);
+  assert_int_equal(out_count(&out, "escalated_by"), 1);
+  assert_str_value(out_find(&out, "escalated_by", NULL), "alice");
+  assert_str_value(out_find(&out, "escalated_at", NULL), "2026-11-30T05:09:48.123Z");
+  assert_str_value(out_find(&out, "escalation_reason", NULL), "operator");
+  assert_str_value(out_find(&out, "keep", NULL), "yes");
+  assert_string_equal(DLQB_ESCALATION_DLQ_SLA, "dlq_sla");
+  assert_string_equal(DLQB_ESCALATION_MAX_REPLAYS, "max_replays");
+  assert_string_equal(DLQB_ACTOR_BRIDGE, "dlq-bridge");
+}
+
 static void test_apply_result_parses(void **state) {
   (void)state;
   hdrs h;
@@ -1351,6 +1380,7 @@ int main(void) {
       cmocka_unit_test(test_apply_null_input_and_odd_sets),
       cmocka_unit_test(test_apply_capacity),
       cmocka_unit_test(test_apply_result_parses),
+      cmocka_unit_test(test_escalation_stamp),
       cmocka_unit_test(test_iso_format),
       cmocka_unit_test(test_iso_format_extremes_and_small_buffers),
       cmocka_unit_test(test_iso_round_trip),

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "dlqb/rate.h"
 #include "dlqb/select.h"
 
 #define NOW_MS 1796000000000LL /* 2026-11-30T...Z */

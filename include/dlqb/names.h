@@ -1,0 +1,67 @@
+/* Every queue, exchange and message header name dlq-bridge uses, in one
+ * place, so that the router, the escalator, the ops commands and the
+ * readers of a DLQ item cannot spell one differently. Only names: no types,
+ * no functions, nothing to link (the envelope, a pure module, includes it
+ * without the broker's topology). docs/envelope.md describes the headers,
+ * docs/architecture.md the queues. */
+#ifndef DLQB_NAMES_H
+#define DLQB_NAMES_H
+
+/* ---- queues and exchanges ------------------------------------------- */
+
+#define DLQB_Q_WORK "dsr.work"
+#define DLQB_Q_FAILED "dsr.failed"
+#define DLQB_Q_DLQ "dsr.dlq.manual"
+#define DLQB_Q_REVIEW "compliance_review"
+#define DLQB_Q_COMPLETED "dsr.completed"
+#define DLQB_X_DLX "dsr.dlx"
+#define DLQB_RETRY_PREFIX "dsr.retry." /* + the delay: "dsr.retry.5s" */
+
+/* ---- the retry envelope (dlqb/envelope.h) --------------------------- */
+
+#define DLQB_H_REQUEST_ID "request_id"
+#define DLQB_H_SOURCE_SYSTEM "source_system"
+#define DLQB_H_LEGAL_BASIS "legal_basis"
+#define DLQB_H_ACTION "action"
+#define DLQB_H_ATTEMPT "attempt"
+#define DLQB_H_MAX_ATTEMPTS "max_attempts"
+#define DLQB_H_LAST_ERROR "last_error"
+#define DLQB_H_FIRST_SEEN_AT "first_seen_at"
+#define DLQB_H_REPLAY_COUNT "replay_count"
+#define DLQB_H_WORKER_ERROR "worker_error"
+#define DLQB_H_DLQ_REASON "dlq_reason" /* machine-readable category, see policy.h */
+#define DLQB_H_DLQ_AT "dlq_at"         /* ISO-8601 UTC time it entered the DLQ */
+
+/* ---- stamped by a move out of the DLQ ------------------------------- */
+
+#define DLQB_H_REPLAYED_BY "replayed_by" /* the operator (--actor) */
+#define DLQB_H_REPLAYED_AT "replayed_at" /* ISO-8601 UTC */
+/* Escalation to compliance_review (dlqb_escalation_stamp writes all three). */
+#define DLQB_H_ESCALATED_BY "escalated_by"
+#define DLQB_H_ESCALATED_AT "escalated_at"
+#define DLQB_H_ESCALATION_REASON "escalation_reason"
+
+/* escalated_by when the bridge itself escalates (operators give --actor). */
+#define DLQB_ACTOR_BRIDGE "dlq-bridge"
+/* escalation_reason values. */
+#define DLQB_ESCALATION_OPERATOR "operator"       /* `escalate` */
+#define DLQB_ESCALATION_DLQ_SLA "dlq_sla"         /* the SLA escalator */
+#define DLQB_ESCALATION_MAX_REPLAYS "max_replays" /* the router: replays did not help */
+
+/* ---- written by the broker ------------------------------------------ */
+
+/* The dead-letter history, newest first, and the members read from it. */
+#define DLQB_H_X_DEATH "x-death"
+#define DLQB_XDEATH_REASON "reason"
+#define DLQB_XDEATH_QUEUE "queue"
+#define DLQB_XDEATH_TIME "time"
+/* A stream delivery's offset (and the consumer argument choosing where to
+ * start). */
+#define DLQB_H_STREAM_OFFSET "x-stream-offset"
+
+/* ---- the completion ledger ------------------------------------------ */
+
+/* replay's end-of-read marker in dsr.completed (dlqb/ledger.h). */
+#define DLQB_H_LEDGER_MARKER "x-dlqb-ledger-marker"
+
+#endif

@@ -1,0 +1,76 @@
+/* Reading how a message reached the failure inbox: x-death and worker_error. */
+#include "dlqb/xdeath.h"
+
+#include <string.h>
+
+#include "dlqb/headers.h"
+#include "dlqb/names.h"
+#include "dlqb/text.h"
+#include "headers_private.h"
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t) {
+  const amqp_field_value_t *xd = dlqb_header_find(t, DLQB_H_X_DEATH);
+  if (xd == NULL || xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries <= 0 ||
+      xd->value.array.entries == NULL ||
+      xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
+    return NULL;
+  return &xd->value.array.entries[0].value.table;
+}
+
+static const struct {
+  const char *reason;
+  dlqb_failure_kind kind;
+} death_reasons[] = {
+    {"rejected", DLQB_FAIL_REJECTED},
+    {"delivery_limit", DLQB_FAIL_DELIVERY_LIMIT},
+    {"expired", DLQB_FAIL_EXPIRED},
+    {"maxlen", DLQB_FAIL_MAXLEN},
+};
+
+/* Reads x-death[0]; leaves out as REPORTED when anything is off. */
+static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
+  const amqp_field_value_t *reason, *queue;
+  const char *p = NULL;
+  size_t len = 0;
+  const amqp_table_t *death = dlqb_header_first_death(headers);
+  if (death == NULL) return;
+  reason = dlqb_header_find(death, DLQB_XDEATH_REASON);
+  if (reason == NULL || !dlqb__field_text(reason, &p, &len)) return;
+  for (size_t i = 0; i < COUNT_OF(death_reasons); i++) {
+    if (strlen(death_reasons[i].reason) != len || memcmp(death_reasons[i].reason, p, len) != 0)
+      continue;
+    queue = dlqb_header_find(death, DLQB_XDEATH_QUEUE);
+    if (queue != NULL && dlqb__field_text(queue, &p, &len)) {
+      /* Expiry from one of our delay queues is the bridge's own backoff,
+       * not a failure: a worker that reports a retried task publishes a
+       * copy still carrying that entry first. */
+      if (death_reasons[i].kind == DLQB_FAIL_EXPIRED && len >= strlen(DLQB_RETRY_PREFIX) &&
+          memcmp(p, DLQB_RETRY_PREFIX, strlen(DLQB_RETRY_PREFIX)) == 0)
+        return;
+      dlqb_text_sanitize(out->queue, sizeof out->queue, p, len);
+    }
+    out->kind = death_reasons[i].kind;
+    return;
+  }
+}
+
+void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out) {
+  const amqp_field_value_t *we;
+  const char *p = NULL;
+  size_t len = 0;
+  if (out == NULL) return;
+  memset(out, 0, sizeof *out);
+  out->kind = DLQB_FAIL_REPORTED;
+  read_death(headers, out);
+  we = dlqb_header_find(headers, DLQB_H_WORKER_ERROR);
+  if (we != NULL && dlqb__field_text(we, &p, &len)) {
+    dlqb__trim(&p, &len);
+    /* A blank worker_error says nothing; treat it as absent. */
+    if (len > 0) {
+      dlqb_text_sanitize(out->worker_error, sizeof out->worker_error, p, len);
+      out->has_worker_error = true;
+    }
+  }
+}
