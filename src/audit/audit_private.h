@@ -72,6 +72,30 @@ bool dlqb__audit_split(const char *line, size_t len, size_t *body_len, const cha
 /* Constant-time comparison of two 64-digit hex MACs. */
 bool dlqb__audit_mac_equal(const char *a, const char *b);
 
+/* ---- the seal format (seal.c) ------------------------------------------- */
+
+/* What a seal line vouches for: where one chain stood after a batch. */
+typedef struct {
+  char chain[DLQB_AUDIT_CHAIN_HEX + 1];
+  uint64_t seq;
+  char last_mac[DLQB_AUDIT_MAC_HEX + 1];
+  bool open; /* "ended":false: the chain had not ended at that batch */
+} dlqb__audit_seal;
+
+/* The one reader of seal lines, for the writer (compaction, rotation) and
+ * the verifier. Reads line[0..len) (without its newline), never past len
+ * and without needing a NUL: the writer reads the whole seal back as one
+ * buffer. True when the line is one JSON object whose top-level "type" is
+ * "seal", "chain" DLQB_AUDIT_CHAIN_HEX and "last_mac" DLQB_AUDIT_MAC_HEX
+ * lower-case hex digits, and "seq" an integer from 0 to INT64_MAX - 1; it
+ * reads them as json-c does (escapes decoded, a string ending at a NUL, a
+ * member given twice counting by its last value, other members and nested
+ * values skipped), so that the verifier, which parses the line with json-c
+ * first, accepts what it always did. It does not check the line is valid
+ * JSON beyond that, nor its MAC (dlqb__audit_split and the HMAC do). Fills
+ * *out only when true. Pure. */
+bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out);
+
 /* ---- the writer's state (writer.c; the other files see its log half) ---- */
 
 struct dlqb_audit {

@@ -239,29 +239,30 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
   v->line = ++v->seal_lines;
   dlqb_status st = open_line(v, line, len, "a seal record", &o, mac, err);
   if (st == DLQB_OK) {
-    const char *type = str_of(o, "type");
+    /* The line is valid JSON (open_line parsed it); what it vouches for is
+     * read by the seal reader the writer uses too, so both agree on it. The
+     * writer's name is only for messages. */
+    dlqb__audit_seal seal;
     const char *writer = str_of(o, "writer");
-    char chain[DLQB_AUDIT_CHAIN_HEX + 1], last[DLQB_AUDIT_MAC_HEX + 1];
-    uint64_t seq = 0;
     chain_state *c = NULL;
-    if (type == NULL || strcmp(type, "seal") != 0 || !hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, chain) ||
-        !uint_of(o, "seq", &seq) || !hex_of(o, "last_mac", DLQB_AUDIT_MAC_HEX, last)) {
+    if (!dlqb__audit_seal_parse(line, len, &seal)) {
       st = bad(v, err, "malformed seal record");
-    } else if ((c = upsert(v, chain)) == NULL) {
+    } else if ((c = upsert(v, seal.chain)) == NULL) {
       st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-    } else if (c->sealed && seq < c->seal_seq) {
+    } else if (c->sealed && seal.seq < c->seal_seq) {
       /* A writer appends its seal lines in order, under the log's lock. */
-      st = bad(v, err, "chain %s goes back from seq %llu to %llu", chain,
-               (unsigned long long)c->seal_seq, (unsigned long long)seq);
-    } else if (c->sealed && seq == c->seal_seq && !dlqb__audit_mac_equal(last, c->seal_mac)) {
-      st = bad(v, err, "chain %s is sealed at seq %llu with two different records", chain,
-               (unsigned long long)seq);
+      st = bad(v, err, "chain %s goes back from seq %llu to %llu", seal.chain,
+               (unsigned long long)c->seal_seq, (unsigned long long)seal.seq);
+    } else if (c->sealed && seal.seq == c->seal_seq &&
+               !dlqb__audit_mac_equal(seal.last_mac, c->seal_mac)) {
+      st = bad(v, err, "chain %s is sealed at seq %llu with two different records", seal.chain,
+               (unsigned long long)seal.seq);
     } else {
       /* The latest line of a chain is the one that counts. */
       if (!c->sealed) v->sum.sealed++;
       c->sealed = true;
-      c->seal_seq = seq;
-      memcpy(c->seal_mac, last, sizeof last);
+      c->seal_seq = seal.seq;
+      memcpy(c->seal_mac, seal.last_mac, sizeof c->seal_mac);
       copy_text(c->writer, sizeof c->writer, writer);
       v->sum.seal_checked = 1;
     }
