@@ -94,7 +94,7 @@ dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_K
  * DLQB_AUDIT_KEY_ID_HEX + 1 bytes. */
 void dlqb_audit_key_id(const unsigned char *key, size_t key_len, char *out);
 
-/* ---- verification: pure over lines (fuzzable), see audit_verify.c ------- */
+/* ---- verification: pure over lines (fuzzable), see src/audit/verify.c - */
 
 typedef struct dlqb_audit_verifier dlqb_audit_verifier;
 

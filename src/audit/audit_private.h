@@ -1,14 +1,26 @@
-/* What the audit writer (audit.c) and verifier (audit_verify.c) share: the
- * HMAC over a record's text and the few format constants both must agree
- * on. Private to the core library. */
+/* What the files of src/audit/ share: the record format constants, the
+ * HMAC over a record's text, the writer's state, and the functions one file
+ * of the writer calls in another. Included only inside src/audit/ and by
+ * the unit and fuzz tests. */
 #ifndef DLQB_AUDIT_PRIVATE_H
 #define DLQB_AUDIT_PRIVATE_H
 
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/config.h"
+#include "dlqb/error.h"
+#include "dlqb/hop.h"
+
+/* ---- the format (record.c) ---------------------------------------------- */
 
 /* Every record and seal line is BODY + MAC_TAIL + 64 hex + "\"}", where
  * BODY starts with '{' and the MAC covers BODY + "}" (the record as a JSON
@@ -23,6 +35,13 @@
 #define DLQB__AUDIT_EV_CHAIN_START "chain_start"
 #define DLQB__AUDIT_EV_CHAIN_END "chain_end"
 #define DLQB__AUDIT_EV_FILE_START "file_start"
+
+/* A record is at most this long: every text field of a hop sanitised and
+ * escaped (at most doubled) plus the fixed members. The batch buffer keeps
+ * this much headroom, so it grows only when a batch is larger than any
+ * before it, never per message. */
+#define DLQB__AUDIT_RECORD_MAX 16384
+#define DLQB__AUDIT_BUF_INITIAL (64 * 1024)
 
 /* An HMAC-SHA256 context keyed once; each mac call reuses it, so hashing a
  * record allocates nothing. */
@@ -39,6 +58,12 @@ void dlqb__audit_hmac_release(dlqb__audit_hmac *h);
  * False when OpenSSL fails. */
 bool dlqb__audit_hmac_body(dlqb__audit_hmac *h, const char *body, size_t len, char *out);
 
+/* Writes in[0..n) as lower-case hex into out (2n + 1 bytes, NUL included). */
+void dlqb__audit_hex(const unsigned char *in, size_t n, char *out);
+
+/* True when s[0..n) is all lower-case hex digits. */
+bool dlqb__audit_is_lower_hex(const char *s, size_t n);
+
 /* Splits a line into its body and mac: true when the line ends in
  * ,"mac":"<64 lower-case hex>"} and starts with '{'; *body_len is then the
  * length of the body and mac points at the 64 hex digits in line. */
@@ -46,5 +71,154 @@ bool dlqb__audit_split(const char *line, size_t len, size_t *body_len, const cha
 
 /* Constant-time comparison of two 64-digit hex MACs. */
 bool dlqb__audit_mac_equal(const char *a, const char *b);
+
+/* ---- the seal format (seal.c) ------------------------------------------- */
+
+/* What a seal line vouches for: where one chain stood after a batch. */
+typedef struct {
+  char chain[DLQB_AUDIT_CHAIN_HEX + 1];
+  uint64_t seq;
+  char last_mac[DLQB_AUDIT_MAC_HEX + 1];
+  bool open; /* "ended":false: the chain had not ended at that batch */
+} dlqb__audit_seal;
+
+/* The one reader of seal lines, for the writer (compaction, rotation) and
+ * the verifier. Reads line[0..len) (without its newline), never past len
+ * and without needing a NUL: the writer reads the whole seal back as one
+ * buffer. True when the line is one JSON object whose top-level "type" is
+ * "seal", "chain" DLQB_AUDIT_CHAIN_HEX and "last_mac" DLQB_AUDIT_MAC_HEX
+ * lower-case hex digits, and "seq" an integer from 0 to INT64_MAX - 1; it
+ * reads them as json-c does (escapes decoded, a string ending at a NUL, a
+ * member given twice counting by its last value, other members and nested
+ * values skipped), so that the verifier, which parses the line with json-c
+ * first, accepts what it always did. It does not check the line is valid
+ * JSON beyond that, nor its MAC (dlqb__audit_split and the HMAC do). Fills
+ * *out only when true. Pure. */
+bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out);
+
+/* ---- the writer's state (writer.c; the other files see its log half) ---- */
+
+struct dlqb_audit {
+  char path[DLQB_CONFIG_STR_MAX];
+  char seal_path[DLQB_CONFIG_STR_MAX + 16];
+  char rotating[DLQB_CONFIG_STR_MAX + 16];
+  char writer[512]; /* JSON-escaped */
+  long long rotate_bytes;
+  int fd; /* the log, O_APPEND; -1 when closed */
+  dlqb__audit_hmac hmac;
+  unsigned char key[DLQB_AUDIT_KEY_MAX];
+  size_t key_len;
+  char key_id[DLQB_AUDIT_KEY_ID_HEX + 1];
+  char chain[DLQB_AUDIT_CHAIN_HEX + 1];
+  /* The committed state of the chain: a record counts only once it was
+   * written and synced, and its seal line appended. From open to close,
+   * this and everything above belong to the writer thread. */
+  bool started, ended;
+  uint64_t seq;
+  char last_mac[DLQB_AUDIT_MAC_HEX + 1];
+  char *buf; /* the batch being written */
+  size_t len, cap;
+  char *sbuf; /* a seal line being built, or the seal read back (compaction) */
+  size_t slen, scap;
+  long long seal_compacted; /* the seal's size after our last compaction */
+
+  /* ---- hand-over to the writer thread ---- */
+  pthread_t thread;
+  bool thread_running;
+  pthread_mutex_t mu;
+  pthread_cond_t work;   /* hops queued, or closing */
+  pthread_cond_t done;   /* an attempt finished */
+  dlqb_hop *queue;       /* submitted, not yet taken by the writer (mu) */
+  size_t qlen, qcap;
+  dlqb_hop *batch;       /* the writer's batch: retried until written */
+  size_t blen, bcap;
+  uint64_t submitted;    /* tickets handed out (mu) */
+  uint64_t attempts;     /* finished write attempts (mu) */
+  uint64_t failed_upto;  /* the last failed attempt covered tickets up to here (mu) */
+  dlqb_error failure;    /* why it failed (mu) */
+  dlqb_status failure_status;
+  bool closing;          /* (mu) */
+  _Atomic uint64_t durable; /* written and synced up to this ticket */
+  atomic_bool ok;        /* the last attempt succeeded */
+  int wake_fd;           /* eventfd, signalled after every attempt; -1 if none */
+};
+
+/* ---- building lines (record.c) ------------------------------------------ */
+
+/* Makes room for `more` bytes past len in *buf (starting at
+ * DLQB__AUDIT_BUF_INITIAL, doubling). False when out of memory. */
+bool dlqb__audit_reserve(char **buf, size_t *cap, size_t len, size_t more);
+
+/* Appends s to a->buf; the caller reserved the room. */
+void dlqb__audit_put(dlqb_audit *a, const char *s);
+
+/* Escapes text for a JSON string: control bytes and invalid UTF-8 become
+ * '?' first (dlqb_text_sanitize), so only '"' and '\\' need escaping and
+ * the result is canonical. dst needs 2 * strlen(src) + 1 bytes. */
+size_t dlqb__audit_escape(char *dst, const char *src);
+
+/* Appends ,"key":"<value escaped>" to a->buf. */
+void dlqb__audit_put_str(dlqb_audit *a, const char *key, const char *value);
+
+/* Closes the record that starts at offset `start` of a->buf: MACs it and
+ * writes the mac member and the newline. The MAC goes to mac_out. */
+bool dlqb__audit_end_record(dlqb_audit *a, size_t start, char *mac_out);
+
+/* Appends one chain record (hop NULL for chain_start and chain_end) to
+ * a->buf; seq and mac are the tentative chain state, advanced here. False
+ * when out of memory or OpenSSL fails. */
+bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
+                            const dlqb_hop *hop, uint64_t *seq, char *mac);
+
+/* ---- the log file (logfile.c) ------------------------------------------- */
+
+/* DLQB_EIO "cannot WHAT audit log 'PATH': <errno text>", from errno. */
+dlqb_status dlqb__audit_io_fail(dlqb_error *err, const char *what, const char *path);
+
+/* Locks the file now at a->path, reopening when it was rotated or replaced
+ * since we opened it (then our descriptor is a stale inode), and completes
+ * a rotation that crashed between its renames. On success the lock is held
+ * and *size is the file's size. */
+dlqb_status dlqb__audit_lock_log(dlqb_audit *a, off_t *size, dlqb_error *err);
+void dlqb__audit_unlock_log(dlqb_audit *a);
+void dlqb__audit_close_log(dlqb_audit *a);
+
+/* A file (the log or its seal) that does not end in a newline ends in a
+ * line some writer never finished: cuts it off (synced), updating *size. */
+dlqb_status dlqb__audit_cut_unfinished_line(int fd, const char *path, off_t *size,
+                                            dlqb_error *err);
+
+/* Renames the full, locked log of `size` bytes to <log>.<UTC time>[-N] and
+ * puts a new log in its place that starts with a file_start link. On
+ * return the lock and descriptor are dropped (the caller locks the new
+ * file). A failure leaves the old file in place, logged, and is not fatal. */
+void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time);
+
+/* ---- the seal file (seal.c) --------------------------------------------- */
+
+/* Appends ,"chains":[...] to the file_start record being built in a->buf:
+ * where every chain stood by the seal. False when out of memory. */
+bool dlqb__audit_put_sealed_chains(dlqb_audit *a);
+
+/* Replaces the seal with the latest line of each chain (dropping the
+ * chains that ended when drop_ended). Returns the new size, or -1 when it
+ * could not (the old seal then stays, which is still correct). */
+long long dlqb__audit_compact_seal(dlqb_audit *a, bool drop_ended);
+
+/* Appends our seal line for (seq, mac) to the seal file, with the log
+ * locked; synced only when `ended`. Compacts the seal now and then. */
+dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *mac,
+                                    const char *time, bool ended, dlqb_error *err);
+
+/* ---- errno text ---------------------------------------------------------- */
+
+/* strerror's text, lower-cased to fit the one-line error style. The audit
+ * folder's only copy; it gives way to a shared one in src/core once that
+ * exists. */
+static inline const char *dlqb__audit_errno_text(int e, char *buf, size_t len) {
+  snprintf(buf, len, "%s", strerror(e));
+  if (buf[0] >= 'A' && buf[0] <= 'Z') buf[0] = (char)(buf[0] - 'A' + 'a');
+  return buf;
+}
 
 #endif

@@ -7,7 +7,11 @@
  * Contracts checked: no crash or leak; a failure is DLQB_EINVAL or
  * DLQB_ENOMEM with a one-line printable message; after a failure every
  * further line fails too; audit show's filter matches no line without its
- * request_id; audit reconcile's tally never holds more ids than lines. */
+ * request_id; audit reconcile's tally never holds more ids than lines;
+ * the seal reader (dlqb__audit_seal_parse) reads no byte past a line, and
+ * on every line json-c reads as an object it agrees with json-c's reading
+ * of the members (what the verifier read before the reader was shared). */
+#include <json-c/json.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +21,60 @@
 #include "dlqb/audit.h"
 #include "dlqb/reconcile.h"
 #include "fuzz_common.h"
+
+/* The seal members as the verifier read them through json-c before the
+ * reader was shared: the oracle the reader must match. */
+static int json_hex(json_object *o, const char *key, size_t n, char *out) {
+  json_object *m;
+  if (!json_object_object_get_ex(o, key, &m) || !json_object_is_type(m, json_type_string))
+    return 0;
+  const char *s = json_object_get_string(m);
+  if (strlen(s) != n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  memcpy(out, s, n + 1);
+  return 1;
+}
+
+static void check_seal_reader(const char *line, size_t len) {
+  /* An exact copy, so that a read past len is an ASan error. */
+  char *copy = malloc(len ? len : 1);
+  FUZZ_CHECK(copy != NULL);
+  memcpy(copy, line, len);
+  dlqb__audit_seal s;
+  int ok = dlqb__audit_seal_parse(copy, len, &s);
+  if (ok) {
+    FUZZ_CHECK(strlen(s.chain) == DLQB_AUDIT_CHAIN_HEX && strlen(s.last_mac) == DLQB_AUDIT_MAC_HEX);
+    FUZZ_CHECK(s.seq < (uint64_t)INT64_MAX);
+  }
+  json_tokener *tok = json_tokener_new();
+  FUZZ_CHECK(tok != NULL);
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+  json_object *o = len < 1u << 30 ? json_tokener_parse_ex(tok, copy, (int)len) : NULL;
+  if (o != NULL && json_tokener_get_error(tok) == json_tokener_success &&
+      json_tokener_get_parse_end(tok) == len && json_object_is_type(o, json_type_object)) {
+    json_object *type, *seq, *ended;
+    char chain[DLQB_AUDIT_CHAIN_HEX + 1], mac[DLQB_AUDIT_MAC_HEX + 1];
+    int want = json_object_object_get_ex(o, "type", &type) &&
+               json_object_is_type(type, json_type_string) &&
+               strcmp(json_object_get_string(type), "seal") == 0 &&
+               json_hex(o, "chain", DLQB_AUDIT_CHAIN_HEX, chain) &&
+               json_object_object_get_ex(o, "seq", &seq) && json_object_is_type(seq, json_type_int) &&
+               json_object_get_int64(seq) >= 0 && json_object_get_int64(seq) != INT64_MAX &&
+               json_hex(o, "last_mac", DLQB_AUDIT_MAC_HEX, mac);
+    FUZZ_CHECK(ok == want);
+    if (ok) {
+      FUZZ_CHECK(strcmp(s.chain, chain) == 0 && strcmp(s.last_mac, mac) == 0);
+      FUZZ_CHECK(s.seq == (uint64_t)json_object_get_int64(seq));
+      int open = json_object_object_get_ex(o, "ended", &ended) &&
+                 json_object_is_type(ended, json_type_boolean) && !json_object_get_boolean(ended);
+      FUZZ_CHECK(s.open == open);
+    }
+  }
+  json_object_put(o);
+  json_tokener_free(tok);
+  free(copy);
+}
 
 static const unsigned char key[] = "fuzz-key-0123456789abcdef";
 
@@ -61,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(line + n + 8 + DLQB_AUDIT_MAC_HEX, "\"}", 2);
         n += 8 + DLQB_AUDIT_MAC_HEX + 2;
       }
+      check_seal_reader(line, n);
       dlqb_status st = in_seal ? dlqb_audit_verifier_seal_line(v, line, n, &err)
                                : dlqb_audit_verifier_line(v, line, n, complete, &err);
       /* audit show's filter is given only verified lines, but must not

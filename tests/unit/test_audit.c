@@ -1,6 +1,6 @@
-/* Unit tests of the audit trail: the writer's records, and the verifier
+/* Unit tests of the audit trail: the writer's records, the verifier
  * catching every kind of tampering, a wrong key, a cut tail, rotation
- * gaps, and concurrent writers. */
+ * gaps, and concurrent writers, and the one reader of seal lines. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../src/audit/audit_private.h"
 #include "dlqb/audit.h"
 
 #define KEY_TEXT "0123456789abcdef0123456789abcdef"
@@ -904,6 +905,228 @@ static void test_verifier_rejects_garbage(void **state) {
   }
 }
 
+/* ---- the seal reader (dlqb__audit_seal_parse) ---- */
+
+#define CHAIN_A "0123456789abcdef0123456789abcdef"
+#define MAC_A "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+#define SEAL_HEAD "{\"v\":1,\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"writer\":\"w\\\"1\","
+#define SEAL_TAIL                                                                        \
+  ",\"last_mac\":\"" MAC_A "\",\"ended\":false,\"time\":\"2024-01-01T00:00:00.000Z\","  \
+  "\"key\":\"0011223344556677\",\"mac\":\"" MAC_A "\"}"
+
+/* Parses text given as exactly len bytes in a buffer of its own, so that
+ * a read past len is an ASan error rather than a look at the next byte. */
+static bool seal_parse_exact(const char *text, size_t len, dlqb__audit_seal *out) {
+  char *copy = malloc(len ? len : 1);
+  assert_non_null(copy);
+  memcpy(copy, text, len);
+  bool ok = dlqb__audit_seal_parse(copy, len, out);
+  free(copy);
+  return ok;
+}
+
+static bool seal_parse_str(const char *text, dlqb__audit_seal *out) {
+  return seal_parse_exact(text, strlen(text), out);
+}
+
+static void test_seal_parse_reads_a_writer_line(void **state) {
+  (void)state;
+  dlqb__audit_seal s;
+  assert_true(seal_parse_str(SEAL_HEAD "\"seq\":812" SEAL_TAIL, &s));
+  assert_string_equal(s.chain, CHAIN_A);
+  assert_true(s.seq == 812);
+  assert_string_equal(s.last_mac, MAC_A);
+  assert_true(s.open);
+  const char ended[] = "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":0,\"last_mac\":\""
+                       MAC_A "\",\"ended\":true}";
+  assert_true(seal_parse_str(ended, &s));
+  assert_true(s.seq == 0);
+  assert_false(s.open);
+}
+
+static void test_seal_parse_truncated_line(void **state) {
+  (void)state;
+  const char line[] = SEAL_HEAD "\"seq\":812" SEAL_TAIL;
+  dlqb__audit_seal s;
+  /* Every cut of the line, down to nothing, is refused: the members may
+   * all be there long before the end, but the object is not closed. */
+  for (size_t n = 0; n < sizeof line - 1; n++) assert_false(seal_parse_exact(line, n, &s));
+  assert_true(seal_parse_exact(line, sizeof line - 1, &s));
+  /* A NUL is a byte like any other: len, not the NUL, ends the line. */
+  char with_nul[] = SEAL_HEAD "\"seq\":812" SEAL_TAIL;
+  with_nul[10] = '\0';
+  assert_false(seal_parse_exact(with_nul, sizeof with_nul - 1, &s));
+}
+
+static void test_seal_parse_needs_the_members(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      /* each of the four missing */
+      "{\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1}",
+      /* present but not what a seal holds */
+      "{\"type\":\"record\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "0\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"0123456789ABCDEF0123456789abcdef\",\"seq\":1,"
+      "\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":\"1\",\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":1,\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      /* only inside a nested value, which does not count */
+      "{\"type\":\"seal\",\"x\":{\"chain\":\"" CHAIN_A "\"},\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      /* a later copy of a member overrides a good one, as in json-c */
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"seq\":-1,\"last_mac\":\"" MAC_A "\"}",
+      /* not one object */
+      "",
+      "{}",
+      "[\"type\",\"seal\"]",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}x",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\",}",
+  };
+  dlqb__audit_seal s;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (seal_parse_str(bad[i], &s)) fprintf(stderr, "accepted: %s\n", bad[i]);
+    assert_false(seal_parse_str(bad[i], &s));
+  }
+}
+
+static void test_seal_parse_reads_json_as_json_c_does(void **state) {
+  (void)state;
+  dlqb__audit_seal s;
+  /* Whitespace, escapes, a duplicate whose last value is good, a NUL
+   * ending a string, nested values holding brackets in strings: the
+   * verifier parses the line with json-c first and has always read these
+   * members through it. */
+  assert_true(seal_parse_str(" { \"type\" : \"se\\u0061l\" , \"chain\":\"\\u0030123456789abcdef"
+                             "0123456789abcdef\", \"seq\" : -1 , \"seq\":-0, \"x\":[{\"y\":\"]}\"}],"
+                             "\"last_mac\":\"" MAC_A "\\u0000junk\" } ",
+                             &s));
+  assert_string_equal(s.chain, CHAIN_A);
+  assert_true(s.seq == 0);
+  assert_string_equal(s.last_mac, MAC_A);
+  assert_false(s.open);
+}
+
+static void test_seal_parse_very_long_line(void **state) {
+  (void)state;
+  /* A megabyte of writer name: skipped in one pass, bounded by len. */
+  size_t pad = 1 << 20;
+  const char head[] = "{\"type\":\"seal\",\"writer\":\"";
+  const char tail[] = "\",\"chain\":\"" CHAIN_A "\",\"seq\":3,\"last_mac\":\"" MAC_A "\"}";
+  size_t len = sizeof head - 1 + pad + sizeof tail - 1;
+  char *line = malloc(len + 64); /* room for the longer head below */
+  assert_non_null(line);
+  memcpy(line, head, sizeof head - 1);
+  memset(line + sizeof head - 1, 'w', pad);
+  memcpy(line + sizeof head - 1 + pad, tail, sizeof tail - 1);
+  dlqb__audit_seal s;
+  assert_true(seal_parse_exact(line, len, &s));
+  assert_true(s.seq == 3);
+  /* The same line with the writer's string never closed. */
+  assert_false(seal_parse_exact(line, sizeof head - 1 + pad, &s));
+  /* A hex member far longer than a MAC is no MAC. */
+  const char mac_head[] = "{\"type\":\"seal\",\"last_mac\":\"";
+  const char mac_tail[] = "\",\"chain\":\"" CHAIN_A "\",\"seq\":3}";
+  memcpy(line, mac_head, sizeof mac_head - 1);
+  memset(line + sizeof mac_head - 1, 'a', pad);
+  memcpy(line + sizeof mac_head - 1 + pad, mac_tail, sizeof mac_tail - 1);
+  assert_false(seal_parse_exact(line, sizeof mac_head - 1 + pad + sizeof mac_tail - 1, &s));
+  /* ... and with a MAC's length it is one: the test above can pass. */
+  size_t at = sizeof mac_head - 1 + DLQB_AUDIT_MAC_HEX;
+  memcpy(line + at, mac_tail, sizeof mac_tail - 1);
+  assert_true(seal_parse_exact(line, at + sizeof mac_tail - 1, &s));
+  free(line);
+}
+
+static void test_seal_parse_numbers_out_of_range(void **state) {
+  (void)state;
+  static const struct {
+    const char *seq;
+    bool ok;
+    uint64_t want;
+  } cases[] = {
+      {"0", true, 0},
+      {"9223372036854775806", true, 9223372036854775806u},
+      {"9223372036854775807", false, 0}, /* INT64_MAX: json-c saturates there */
+      {"9223372036854775808", false, 0},
+      {"18446744073709551615", false, 0},
+      {"18446744073709551616", false, 0},
+      {"99999999999999999999999999999", false, 0},
+      {"-1", false, 0},
+      {"-9223372036854775808", false, 0},
+      {"1.0", false, 0},
+      {"1e2", false, 0},
+      {"12abc", false, 0},
+      {"-", false, 0},
+      {"true", false, 0},
+      {"null", false, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char line[512];
+    snprintf(line, sizeof line, "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":%s,"
+             "\"last_mac\":\"" MAC_A "\"}", cases[i].seq);
+    dlqb__audit_seal s;
+    bool ok = seal_parse_str(line, &s);
+    if (ok != cases[i].ok) fprintf(stderr, "seq %s: %s\n", cases[i].seq, ok ? "read" : "refused");
+    assert_true(ok == cases[i].ok);
+    if (ok) assert_true(s.seq == cases[i].want);
+  }
+}
+
+/* Signs body + "}" as a writer would and feeds it to a verifier as a seal
+ * line. */
+static dlqb_status feed_signed_seal(world *w, const char *body, dlqb_error *err) {
+  dlqb__audit_hmac h;
+  assert_true(dlqb__audit_hmac_init(&h, w->key, w->key_len));
+  char mac[DLQB_AUDIT_MAC_HEX + 1], line[1024];
+  assert_true(dlqb__audit_hmac_body(&h, body, strlen(body), mac));
+  dlqb__audit_hmac_release(&h);
+  snprintf(line, sizeof line, "%s,\"mac\":\"%s\"}", body, mac);
+  dlqb_audit_verifier *v = dlqb_audit_verifier_new(w->key, w->key_len, 0);
+  assert_non_null(v);
+  dlqb_status st = dlqb_audit_verifier_seal_line(v, line, strlen(line), err);
+  dlqb_audit_verifier_free(v);
+  return st;
+}
+
+static void test_verifier_and_writer_read_seals_alike(void **state) {
+  world *w = *state;
+  dlqb_error err = {{0}};
+  /* The verifier reads a seal line with the shared reader: a genuine
+   * line with a seq out of range is malformed, not a checkpoint. */
+  assert_int_equal(feed_signed_seal(w, "{\"v\":1,\"type\":\"seal\",\"chain\":\"" CHAIN_A
+                                       "\",\"seq\":5,\"last_mac\":\"" MAC_A "\"", &err),
+                   DLQB_OK);
+  assert_int_equal(feed_signed_seal(w, "{\"v\":1,\"type\":\"seal\",\"chain\":\"" CHAIN_A
+                                       "\",\"seq\":9223372036854775807,\"last_mac\":\"" MAC_A "\"",
+                                    &err),
+                   DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "seal: line 1: malformed seal record"));
+  /* Every line the writer put in the seal reads back, and the last one
+   * vouches for the log's last record. */
+  make_log(w);
+  lines seal, log;
+  read_lines(w->seal, &seal);
+  read_lines(w->log, &log);
+  assert_true(seal.n > 0 && log.n == 8);
+  dlqb__audit_seal s = {{0}, 0, {0}, true};
+  for (size_t i = 0; i < seal.n; i++) {
+    size_t n = strlen(seal.line[i]);
+    assert_true(n > 0 && seal.line[i][n - 1] == '\n');
+    assert_true(dlqb__audit_seal_parse(seal.line[i], n - 1, &s));
+  }
+  assert_true(s.seq == 7);
+  assert_false(s.open); /* the chain_end's seal */
+  const char *last = log.line[log.n - 1];
+  size_t body;
+  const char *hex;
+  assert_true(dlqb__audit_split(last, strlen(last) - 1, &body, &hex));
+  assert_memory_equal(s.last_mac, hex, DLQB_AUDIT_MAC_HEX);
+  free_lines(&seal);
+  free_lines(&log);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -935,6 +1158,13 @@ int main(void) {
       T(test_rotation),
       T(test_concurrent_writers),
       T(test_verifier_rejects_garbage),
+      T(test_seal_parse_reads_a_writer_line),
+      T(test_seal_parse_truncated_line),
+      T(test_seal_parse_needs_the_members),
+      T(test_seal_parse_reads_json_as_json_c_does),
+      T(test_seal_parse_very_long_line),
+      T(test_seal_parse_numbers_out_of_range),
+      T(test_verifier_and_writer_read_seals_alike),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

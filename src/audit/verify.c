@@ -1,11 +1,7 @@
-/* Verifying the audit trail: a line-by-line checker with no I/O (so it can
- * be fuzzed and unit-tested over strings), plus a small driver that feeds
- * it files and lists a log's rotated files. */
-#include <dirent.h>
-#include <errno.h>
+/* Verifying the audit trail, line by line and with no I/O (so it can be
+ * fuzzed and unit-tested over strings): MACs, chains, rotation links and
+ * the seal. */
 #include <json-c/json.h>
-#include <libgen.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -243,29 +239,30 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
   v->line = ++v->seal_lines;
   dlqb_status st = open_line(v, line, len, "a seal record", &o, mac, err);
   if (st == DLQB_OK) {
-    const char *type = str_of(o, "type");
+    /* The line is valid JSON (open_line parsed it); what it vouches for is
+     * read by the seal reader the writer uses too, so both agree on it. The
+     * writer's name is only for messages. */
+    dlqb__audit_seal seal;
     const char *writer = str_of(o, "writer");
-    char chain[DLQB_AUDIT_CHAIN_HEX + 1], last[DLQB_AUDIT_MAC_HEX + 1];
-    uint64_t seq = 0;
     chain_state *c = NULL;
-    if (type == NULL || strcmp(type, "seal") != 0 || !hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, chain) ||
-        !uint_of(o, "seq", &seq) || !hex_of(o, "last_mac", DLQB_AUDIT_MAC_HEX, last)) {
+    if (!dlqb__audit_seal_parse(line, len, &seal)) {
       st = bad(v, err, "malformed seal record");
-    } else if ((c = upsert(v, chain)) == NULL) {
+    } else if ((c = upsert(v, seal.chain)) == NULL) {
       st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-    } else if (c->sealed && seq < c->seal_seq) {
+    } else if (c->sealed && seal.seq < c->seal_seq) {
       /* A writer appends its seal lines in order, under the log's lock. */
-      st = bad(v, err, "chain %s goes back from seq %llu to %llu", chain,
-               (unsigned long long)c->seal_seq, (unsigned long long)seq);
-    } else if (c->sealed && seq == c->seal_seq && !dlqb__audit_mac_equal(last, c->seal_mac)) {
-      st = bad(v, err, "chain %s is sealed at seq %llu with two different records", chain,
-               (unsigned long long)seq);
+      st = bad(v, err, "chain %s goes back from seq %llu to %llu", seal.chain,
+               (unsigned long long)c->seal_seq, (unsigned long long)seal.seq);
+    } else if (c->sealed && seal.seq == c->seal_seq &&
+               !dlqb__audit_mac_equal(seal.last_mac, c->seal_mac)) {
+      st = bad(v, err, "chain %s is sealed at seq %llu with two different records", seal.chain,
+               (unsigned long long)seal.seq);
     } else {
       /* The latest line of a chain is the one that counts. */
       if (!c->sealed) v->sum.sealed++;
       c->sealed = true;
-      c->seal_seq = seq;
-      memcpy(c->seal_mac, last, sizeof last);
+      c->seal_seq = seal.seq;
+      memcpy(c->seal_mac, seal.last_mac, sizeof c->seal_mac);
       copy_text(c->writer, sizeof c->writer, writer);
       v->sum.seal_checked = 1;
     }
@@ -437,206 +434,5 @@ dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summar
     v->line--; /* --partial started past the seal point: nothing to check */
   }
   if (sum != NULL) *sum = v->sum;
-  return DLQB_OK;
-}
-
-/* ---- files ---- */
-
-/* Feeds every line of path to the verifier (seal lines when seal). */
-static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal,
-                             dlqb_audit_visit_fn visit, void *visit_ctx, dlqb_error *err) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    int e = errno;
-    if (seal && e == ENOENT)
-      return dlqb_fail(err, DLQB_EINVAL, "no seal file '%s': truncation of the tail cannot be "
-                       "ruled out (--no-seal verifies without it)", path);
-    return dlqb_fail(err, DLQB_EIO, "cannot open '%s': %s", path, strerror(e));
-  }
-  if (!seal) dlqb_audit_verifier_begin_file(v, path);
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-  dlqb_status st = DLQB_OK;
-  while (st == DLQB_OK && (n = getline(&line, &cap, f)) >= 0) {
-    bool complete = n > 0 && line[n - 1] == '\n';
-    size_t len = (size_t)n - (complete ? 1 : 0);
-    /* A seal line cut short is one a crash interrupted (seal lines are
-     * not synced one by one): it vouches for nothing, and dropping it only
-     * makes the seal lag, which is never an accusation. */
-    if (seal)
-      st = complete ? dlqb_audit_verifier_seal_line(v, line, len, err) : DLQB_OK;
-    else
-      st = dlqb_audit_verifier_line(v, line, len, complete, err);
-    if (st == DLQB_OK && !seal && visit != NULL && !visit(visit_ctx, line, len))
-      st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  }
-  if (st == DLQB_OK && ferror(f)) st = dlqb_fail(err, DLQB_EIO, "cannot read '%s'", path);
-  free(line);
-  fclose(f);
-  return st;
-}
-
-dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
-                                    const char *const *files, size_t nfiles,
-                                    const char *seal_path, int partial,
-                                    dlqb_audit_visit_fn visit, void *visit_ctx,
-                                    dlqb_audit_summary *sum, dlqb_error *err) {
-  dlqb_audit_verifier *v = dlqb_audit_verifier_new(key, key_len, partial);
-  if (v == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  dlqb_status st = DLQB_OK;
-  if (seal_path != NULL) st = feed_file(v, seal_path, true, NULL, NULL, err);
-  for (size_t i = 0; st == DLQB_OK && i < nfiles; i++)
-    st = feed_file(v, files[i], false, visit, visit_ctx, err);
-  if (st == DLQB_OK) st = dlqb_audit_verifier_finish(v, sum, err);
-  dlqb_audit_verifier_free(v);
-  return st;
-}
-
-/* ---- the hops of one request (audit show) ---- */
-
-void dlqb_audit_filter_init(dlqb_audit_filter *f, const char *request_id, const char *message_id) {
-  f->request_id = request_id;
-  f->message_id = message_id;
-  f->needle_len = 0;
-  const char *key = request_id != NULL ? "request_id" : "message_id";
-  const char *id = request_id != NULL ? request_id : message_id;
-  if (id == NULL || strpbrk(id, "\"\\") != NULL) return;
-  int n = snprintf(f->needle, sizeof f->needle, "\"%s\":\"%s\"", key, id);
-  if (n > 0 && (size_t)n < sizeof f->needle) f->needle_len = (size_t)n;
-}
-
-json_object *dlqb_audit_record_parse(const char *line, size_t len) {
-  if (len > INT_MAX) return NULL;
-  json_tokener *tok = json_tokener_new();
-  if (tok == NULL) return NULL;
-  json_object *rec = json_tokener_parse_ex(tok, line, (int)len);
-  json_tokener_free(tok);
-  if (rec != NULL && !json_object_is_type(rec, json_type_object)) {
-    json_object_put(rec);
-    return NULL;
-  }
-  return rec;
-}
-
-const char *dlqb_audit_record_str(json_object *rec, const char *key) {
-  json_object *v;
-  if (!json_object_object_get_ex(rec, key, &v) || !json_object_is_type(v, json_type_string))
-    return "";
-  return json_object_get_string(v);
-}
-
-/* Ids are never empty (the commands refuse an empty one), so an absent
- * member ("") matches no filter: chain_start, chain_end and file_start
- * carry no ids and never match. */
-static bool member_is(json_object *rec, const char *key, const char *want) {
-  return want == NULL || strcmp(dlqb_audit_record_str(rec, key), want) == 0;
-}
-
-bool dlqb_audit_filter_match(const dlqb_audit_filter *f, const char *line, size_t len) {
-  if (f->request_id == NULL && f->message_id == NULL) return false;
-  if (f->needle_len > 0 && dlqb_text_find(line, len, f->needle, f->needle_len) == NULL)
-    return false; /* most lines of a big log: no parse */
-  json_object *rec = dlqb_audit_record_parse(line, len);
-  bool match = rec != NULL && member_is(rec, "request_id", f->request_id) &&
-               member_is(rec, "message_id", f->message_id);
-  json_object_put(rec);
-  return match;
-}
-
-/* Length of the rotation suffix at s: "YYYYmmddTHHMMSS.mmmZ" then an
- * optional "-N"; 0 when s is not exactly that. */
-static size_t rotated_suffix(const char *s) {
-  static const char shape[] = "dddddddd" "T" "dddddd" "." "ddd" "Z";
-  size_t i = 0;
-  for (; shape[i]; i++) {
-    char want = shape[i];
-    if (want == 'd' ? (s[i] < '0' || s[i] > '9') : s[i] != want) return 0;
-  }
-  if (s[i] == '-') {
-    size_t j = i + 1;
-    while (s[j] >= '0' && s[j] <= '9') j++;
-    if (j == i + 1) return 0;
-    i = j;
-  }
-  return s[i] == '\0' ? i : 0;
-}
-
-/* Rotated names differ only in their stamp and "-N" counter: the stamps
- * sort as text, the counters as numbers. */
-static int by_rotation(const void *pa, const void *pb) {
-  const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
-  size_t la = (size_t)(strrchr(a, 'Z') - a), lb = (size_t)(strrchr(b, 'Z') - b);
-  int c = strncmp(a, b, la < lb ? la : lb);
-  if (c != 0 || la != lb) return c != 0 ? c : (la < lb ? -1 : 1);
-  long na = a[la + 1] == '-' ? strtol(a + la + 2, NULL, 10) : 0;
-  long nb = b[lb + 1] == '-' ? strtol(b + lb + 2, NULL, 10) : 0;
-  return na < nb ? -1 : na > nb;
-}
-
-void dlqb_audit_files_free(char **files, size_t n) {
-  for (size_t i = 0; files != NULL && i < n; i++) free(files[i]);
-  free(files);
-}
-
-dlqb_status dlqb_audit_list_files(const char *path, char ***out, size_t *n, dlqb_error *err) {
-  char dcopy[4096], bcopy[4096];
-  snprintf(dcopy, sizeof dcopy, "%s", path);
-  snprintf(bcopy, sizeof bcopy, "%s", path);
-  const char *dir = dirname(dcopy), *base = basename(bcopy);
-  size_t blen = strlen(base);
-  *out = NULL;
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (d == NULL) return dlqb_fail(err, DLQB_EIO, "cannot list '%s': %s", dir, strerror(errno));
-  char **files = NULL;
-  size_t count = 0, cap = 0;
-  dlqb_status st = DLQB_OK;
-  bool current = false;
-  struct dirent *e;
-  while (st == DLQB_OK && (e = readdir(d)) != NULL) {
-    bool is_current = strcmp(e->d_name, base) == 0;
-    bool rotated = strncmp(e->d_name, base, blen) == 0 && e->d_name[blen] == '.' &&
-                   rotated_suffix(e->d_name + blen + 1) > 0;
-    if (is_current) current = true;
-    if (!rotated) continue;
-    if (count == cap) {
-      cap = cap ? cap * 2 : 16;
-      char **nf = realloc(files, (cap + 1) * sizeof *nf);
-      if (nf == NULL) {
-        st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-        break;
-      }
-      files = nf;
-    }
-    size_t need = strlen(dir) + 1 + strlen(e->d_name) + 1;
-    if ((files[count] = malloc(need)) == NULL) {
-      st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-      break;
-    }
-    snprintf(files[count++], need, "%s/%s", dir, e->d_name);
-  }
-  closedir(d);
-  if (st == DLQB_OK) {
-    if (count > 1) qsort(files, count, sizeof *files, by_rotation); /* files is NULL when 0 */
-    if (current) {
-      char **nf = realloc(files, (count + 1) * sizeof *nf);
-      if (nf == NULL || (nf[count] = strdup(path)) == NULL) {
-        files = nf != NULL ? nf : files;
-        st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-      } else {
-        files = nf;
-        count++;
-      }
-    }
-    if (st == DLQB_OK && count == 0)
-      st = dlqb_fail(err, DLQB_EIO, "no audit log at '%s'", path);
-  }
-  if (st != DLQB_OK) {
-    dlqb_audit_files_free(files, count);
-    return st;
-  }
-  *out = files;
-  *n = count;
   return DLQB_OK;
 }

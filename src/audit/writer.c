@@ -1,0 +1,357 @@
+/* The audit trail writer: one HMAC-chained JSON line per hop, appended
+ * under an exclusive lock and fsync'd once per batch, with a sealed
+ * checkpoint beside the log and size-based rotation. docs/audit.md
+ * describes the format and what it proves.
+ *
+ * Group commit: callers hand hops over (dlqb_audit_submit) and a writer
+ * thread formats, writes and syncs whatever has gathered since its last
+ * sync, so the pipe keeps consuming and publishing while a batch syncs and
+ * the batches grow with the load. Only the writer thread touches the chain
+ * state and the files once the log is open. This file holds the batch
+ * commit, the thread and the public handle; record.c, seal.c and logfile.c
+ * the format and the files. */
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audit_private.h"
+#include "dlqb/file.h"
+#include "dlqb/log.h"
+
+#define RETRY_MS 500 /* after a failed write, the writer tries again this often */
+
+/* Writes, under the lock: chain_start when the chain has not started,
+ * one record per hop, chain_end when `end`; syncs; updates the seal; and
+ * only then advances the chain. On failure the file is cut back to where
+ * it was, so no half batch stays behind. */
+static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool end,
+                          dlqb_error *err) {
+  char time[DLQB_ISO_TIME_MAX];
+  dlqb_iso_time(dlqb_now_ms(), time, sizeof time);
+  off_t size = 0;
+  dlqb_status st = dlqb__audit_lock_log(a, &size, err);
+  if (st != DLQB_OK) return st;
+  if ((st = dlqb__audit_cut_unfinished_line(a->fd, a->path, &size, err)) != DLQB_OK) goto unlock;
+  if (a->rotate_bytes > 0 && size >= a->rotate_bytes) {
+    dlqb__audit_rotate(a, size, time);
+    if (a->fd < 0 && (st = dlqb__audit_lock_log(a, &size, err)) != DLQB_OK) return st;
+  }
+
+  uint64_t seq = a->seq;
+  char mac[DLQB_AUDIT_MAC_HEX + 1];
+  memcpy(mac, a->last_mac, sizeof mac);
+  a->len = 0;
+  bool ok = true;
+  if (!a->started)
+    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, &seq, mac);
+  for (size_t i = 0; ok && i < n; i++)
+    ok = dlqb__audit_add_record(a, time, dlqb_event_name(hops[i].event), &hops[i], &seq, mac);
+  if (ok && end) ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_END, NULL, &seq, mac);
+  if (!ok) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "out of memory writing the audit log");
+    goto unlock;
+  }
+  if (a->len == 0) goto unlock;
+
+  if (!dlqb_write_all(a->fd, a->buf, a->len) || fdatasync(a->fd) != 0) {
+    st = dlqb__audit_io_fail(err, "write", a->path);
+    goto undo;
+  }
+  if ((st = dlqb__audit_append_seal(a, seq, mac, time, end, err)) != DLQB_OK) goto undo;
+  a->seq = seq;
+  memcpy(a->last_mac, mac, sizeof mac);
+  a->started = true;
+  a->ended = end;
+  goto unlock;
+
+undo:
+  /* Nobody else appends while we hold the lock, so everything past `size`
+   * is ours. If even that fails, the records stay as an orphan stretch of
+   * a chain we abandon: the next batch starts a fresh chain, so the log
+   * never holds two records with one chain and seq. */
+  if (ftruncate(a->fd, size) != 0 || fdatasync(a->fd) != 0) {
+    struct stat fs;
+    if (fstat(a->fd, &fs) != 0 || fs.st_size != size) {
+      unsigned char id[DLQB_AUDIT_CHAIN_HEX / 2];
+      if (RAND_bytes(id, sizeof id) == 1) dlqb__audit_hex(id, sizeof id, a->chain);
+      a->started = false;
+      a->seq = 0;
+      memcpy(a->last_mac, DLQB__AUDIT_ZERO_MAC, sizeof a->last_mac);
+    }
+  }
+unlock:
+  dlqb__audit_unlock_log(a);
+  return st;
+}
+
+/* ---- the writer thread ---- */
+
+/* Makes room for n more hops in *arr. It grows only past its largest
+ * size so far, and the pipe's window bounds how many hops wait at once, so
+ * steady traffic allocates nothing. */
+static bool reserve_hops(dlqb_hop **arr, size_t len, size_t *cap, size_t n) {
+  if (*cap - len >= n) return true;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap - len < n) ncap *= 2;
+  dlqb_hop *grown = realloc(*arr, ncap * sizeof *grown);
+  if (grown == NULL) return false;
+  *arr = grown;
+  *cap = ncap;
+  return true;
+}
+
+static void wake_waiters(dlqb_audit *a) {
+  pthread_cond_broadcast(&a->done);
+  if (a->wake_fd >= 0) {
+    uint64_t one = 1;
+    (void)!write(a->wake_fd, &one, sizeof one);
+  }
+}
+
+/* Takes everything queued into its batch, writes and syncs it, and
+ * publishes the outcome; after a failure it keeps the batch and tries
+ * again every RETRY_MS (fail closed: the pipe acks nothing meanwhile). */
+static void *writer_main(void *arg) {
+  dlqb_audit *a = arg;
+  /* Signals (SIGTERM: finish and exit) are the main thread's business. */
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  pthread_mutex_lock(&a->mu);
+  for (;;) {
+    while (a->qlen == 0 && a->blen == 0 && !a->closing) pthread_cond_wait(&a->work, &a->mu);
+    if (a->qlen == 0 && a->blen == 0) break; /* closing, nothing left */
+    dlqb_error err = {{0}};
+    dlqb_status st = DLQB_OK;
+    if (a->blen == 0) {
+      /* The usual case: the queue becomes the batch, no copy. */
+      dlqb_hop *t = a->batch;
+      size_t tcap = a->bcap;
+      a->batch = a->queue;
+      a->bcap = a->qcap;
+      a->blen = a->qlen;
+      a->queue = t;
+      a->qcap = tcap;
+      a->qlen = 0;
+    } else if (a->qlen == 0) {
+      /* A retry with nothing new queued: the queue may never have been
+       * allocated (NULL), so there is nothing to merge. */
+    } else if (!reserve_hops(&a->batch, a->blen, &a->bcap, a->qlen)) {
+      st = dlqb_fail(&err, DLQB_ENOMEM, "out of memory queueing audit records");
+    } else {
+      memcpy(a->batch + a->blen, a->queue, a->qlen * sizeof *a->queue);
+      a->blen += a->qlen;
+      a->qlen = 0;
+    }
+    uint64_t covered = a->submitted;
+    pthread_mutex_unlock(&a->mu);
+    if (st == DLQB_OK) st = commit(a, a->batch, a->blen, false, &err);
+    pthread_mutex_lock(&a->mu);
+    a->attempts++;
+    bool was_ok = atomic_load(&a->ok);
+    if (st == DLQB_OK) {
+      a->blen = 0;
+      atomic_store(&a->durable, covered);
+      atomic_store(&a->ok, true);
+      if (!was_ok)
+        dlqb_log_info("audit_recovered", "the audit log %s is writable again; acking resumes",
+                      a->path);
+    } else {
+      a->failed_upto = covered;
+      a->failure = err;
+      a->failure_status = st;
+      atomic_store(&a->ok, false);
+      if (was_ok)
+        dlqb_log_error("audit_failing", "%s; not acking until the audit log can be written",
+                       err.msg);
+    }
+    wake_waiters(a);
+    if (st != DLQB_OK) {
+      if (a->closing) break; /* what is left was never acked: it is redelivered */
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += RETRY_MS * 1000000L;
+      until.tv_sec += until.tv_nsec / 1000000000L;
+      until.tv_nsec %= 1000000000L;
+      while (!a->closing && pthread_cond_timedwait(&a->work, &a->mu, &until) == 0) {
+      }
+    }
+  }
+  pthread_mutex_unlock(&a->mu);
+  return NULL;
+}
+
+/* ---- public API ---- */
+
+dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
+                            dlqb_error *err) {
+  *out = NULL;
+  if (cfg->audit_log[0] == '\0') return DLQB_OK;
+  if (cfg->audit_key_file[0] == '\0')
+    return dlqb_fail(err, DLQB_EINVAL, "audit_key_file is required when audit_log is set");
+  dlqb_audit *a = calloc(1, sizeof *a);
+  if (a == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  a->fd = -1;
+  a->wake_fd = -1;
+  pthread_mutex_init(&a->mu, NULL);
+  pthread_cond_init(&a->work, NULL);
+  pthread_cond_init(&a->done, NULL);
+  dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, a->key, &a->key_len, err);
+  if (st != DLQB_OK) goto fail;
+  if (!dlqb__audit_hmac_init(&a->hmac, a->key, a->key_len)) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "cannot set up hmac-sha256 (openssl)");
+    goto fail;
+  }
+  dlqb_audit_key_id(a->key, a->key_len, a->key_id);
+  unsigned char id[DLQB_AUDIT_CHAIN_HEX / 2];
+  if (RAND_bytes(id, sizeof id) != 1) {
+    st = dlqb_fail(err, DLQB_EIO, "cannot draw a random chain id (openssl)");
+    goto fail;
+  }
+  dlqb__audit_hex(id, sizeof id, a->chain);
+  memcpy(a->last_mac, DLQB__AUDIT_ZERO_MAC, sizeof a->last_mac);
+  snprintf(a->path, sizeof a->path, "%s", cfg->audit_log);
+  snprintf(a->seal_path, sizeof a->seal_path, "%s%s", a->path, DLQB_AUDIT_SEAL_SUFFIX);
+  snprintf(a->rotating, sizeof a->rotating, "%s.rotating", a->path);
+  dlqb__audit_escape(a->writer, writer != NULL && writer[0] ? writer : cfg->instance);
+  a->rotate_bytes = cfg->audit_rotate_bytes;
+  if (!dlqb__audit_reserve(&a->buf, &a->cap, 0, DLQB__AUDIT_BUF_INITIAL) ||
+      !dlqb__audit_reserve(&a->sbuf, &a->scap, 0, 4096)) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    goto fail;
+  }
+  /* The log must at least open now: a wrong path or permission is a
+   * configuration error, better reported at start than at the first hop. */
+  off_t size;
+  if ((st = dlqb__audit_lock_log(a, &size, err)) != DLQB_OK) goto fail;
+  /* An absent seal reads as "nothing sealed"; create it so that a deleted
+   * seal is noticed. */
+  int sfd = open(a->seal_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (sfd >= 0) close(sfd);
+  dlqb__audit_unlock_log(a);
+  a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (a->wake_fd < 0) {
+    st = dlqb__audit_io_fail(err, "watch", a->path);
+    goto fail;
+  }
+  /* The chain_start record; if the disk is full now it goes out with the
+   * first batch instead, and until then nothing is acked. */
+  dlqb_error ignored;
+  atomic_store(&a->ok, commit(a, NULL, 0, false, &ignored) == DLQB_OK);
+  if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "cannot start the audit writer thread");
+    goto fail;
+  }
+  a->thread_running = true;
+  *out = a;
+  return DLQB_OK;
+fail:
+  dlqb_audit_close(a);
+  return st;
+}
+
+dlqb_status dlqb_audit_submit(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
+                              uint64_t *ticket, dlqb_error *err) {
+  *ticket = 0;
+  if (a == NULL) return DLQB_OK;
+  dlqb_status st = DLQB_OK;
+  pthread_mutex_lock(&a->mu);
+  if (!reserve_hops(&a->queue, a->qlen, &a->qcap, n)) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "out of memory queueing audit records");
+  } else if (n > 0) {
+    for (size_t i = 0; i < n; i++) a->queue[a->qlen++] = *hops[i];
+    a->submitted++;
+    pthread_cond_signal(&a->work);
+  }
+  *ticket = a->submitted;
+  pthread_mutex_unlock(&a->mu);
+  return st;
+}
+
+uint64_t dlqb_audit_durable(const dlqb_audit *a) {
+  return a == NULL ? UINT64_MAX : atomic_load(&((dlqb_audit *)a)->durable);
+}
+
+int dlqb_audit_wake_fd(const dlqb_audit *a) { return a == NULL ? -1 : a->wake_fd; }
+
+void dlqb_audit_clear_wake(const dlqb_audit *a) {
+  uint64_t n;
+  if (a != NULL && a->wake_fd >= 0) (void)!read(a->wake_fd, &n, sizeof n);
+}
+
+dlqb_status dlqb_audit_wait(dlqb_audit *a, uint64_t ticket, dlqb_error *err) {
+  if (a == NULL) return DLQB_OK;
+  dlqb_status st = DLQB_OK;
+  pthread_mutex_lock(&a->mu);
+  uint64_t seen = a->attempts;
+  for (;;) {
+    if (atomic_load(&a->durable) >= ticket) break;
+    /* An attempt that finished after we started waiting and covered our
+     * ticket failed: report it (the hops stay queued and are retried). */
+    if (a->attempts != seen && a->failed_upto >= ticket && !atomic_load(&a->ok)) {
+      *err = a->failure;
+      st = a->failure_status;
+      break;
+    }
+    if (!a->thread_running) {
+      st = dlqb_fail(err, DLQB_EIO, "audit log '%s' is closed", a->path);
+      break;
+    }
+    pthread_cond_wait(&a->done, &a->mu);
+  }
+  pthread_mutex_unlock(&a->mu);
+  return st;
+}
+
+dlqb_status dlqb_audit_record(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
+                              dlqb_error *err) {
+  if (a == NULL) return DLQB_OK;
+  uint64_t ticket;
+  dlqb_status st = dlqb_audit_submit(a, hops, n, &ticket, err);
+  return st == DLQB_OK ? dlqb_audit_wait(a, ticket, err) : st;
+}
+
+int dlqb_audit_healthy(const dlqb_audit *a) {
+  return a == NULL || atomic_load(&((dlqb_audit *)a)->ok);
+}
+
+void dlqb_audit_close(dlqb_audit *a) {
+  if (a == NULL) return;
+  if (a->thread_running) {
+    pthread_mutex_lock(&a->mu);
+    a->closing = true;
+    pthread_cond_signal(&a->work);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    a->thread_running = false;
+  }
+  /* Only this thread is left: the chain state is ours. */
+  if (a->started && !a->ended && a->hmac.ctx != NULL) {
+    dlqb_error err;
+    if (commit(a, NULL, 0, true, &err) != DLQB_OK)
+      dlqb_log_warn("audit_close", "cannot write the chain_end record: %s", err.msg);
+  }
+  dlqb__audit_close_log(a);
+  if (a->wake_fd >= 0) close(a->wake_fd);
+  dlqb__audit_hmac_release(&a->hmac);
+  OPENSSL_cleanse(a->key, sizeof a->key);
+  pthread_cond_destroy(&a->work);
+  pthread_cond_destroy(&a->done);
+  pthread_mutex_destroy(&a->mu);
+  free(a->queue);
+  free(a->batch);
+  free(a->buf);
+  free(a->sbuf);
+  free(a);
+}
