@@ -212,13 +212,5 @@ dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *mac
 
 /* ---- errno text ---------------------------------------------------------- */
 
-/* strerror's text, lower-cased to fit the one-line error style. The audit
- * folder's only copy; it gives way to a shared one in src/core once that
- * exists. */
-static inline const char *dlqb__audit_errno_text(int e, char *buf, size_t len) {
-  snprintf(buf, len, "%s", strerror(e));
-  if (buf[0] >= 'A' && buf[0] <= 'Z') buf[0] = (char)(buf[0] - 'A' + 'a');
-  return buf;
-}
 
 #endif

@@ -21,7 +21,9 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
     if (seal && e == ENOENT)
       return dlqb_fail(err, DLQB_EINVAL, "no seal file '%s': truncation of the tail cannot be "
                        "ruled out (--no-seal verifies without it)", path);
-    return dlqb_fail(err, DLQB_EIO, "cannot open '%s': %s", path, strerror(e));
+    char why[DLQB_ERRNO_TEXT_MAX];
+    return dlqb_fail(err, DLQB_EIO, "cannot open '%s': %s", path,
+                     dlqb_errno_text(e, why, sizeof why));
   }
   if (!seal) dlqb_audit_verifier_begin_file(v, path);
   char *line = NULL;
@@ -109,7 +111,9 @@ dlqb_status dlqb_audit_list_files(const char *path, char ***out, size_t *n, dlqb
   *out = NULL;
   *n = 0;
   DIR *d = opendir(dir);
-  if (d == NULL) return dlqb_fail(err, DLQB_EIO, "cannot list '%s': %s", dir, strerror(errno));
+  char why[DLQB_ERRNO_TEXT_MAX];
+  if (d == NULL)
+    return dlqb_fail(err, DLQB_EIO, "cannot list '%s': %s", dir, dlqb_errno_text(errno, why, sizeof why));
   char **files = NULL;
   size_t count = 0, cap = 0;
   dlqb_status st = DLQB_OK;

@@ -19,14 +19,14 @@ dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_K
   if (fd < 0)
     return dlqb_fail(err, errno == ENOENT ? DLQB_EINVAL : DLQB_EIO,
                      "cannot open audit key file '%s': %s", path,
-                     dlqb__audit_errno_text(errno, why, sizeof why));
+                     dlqb_errno_text(errno, why, sizeof why));
   dlqb_status st = DLQB_OK;
   unsigned char tmp[DLQB_AUDIT_KEY_MAX + 1];
   size_t n = 0;
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
     st = dlqb_fail(err, DLQB_EIO, "cannot stat audit key file '%s': %s", path,
-                   dlqb__audit_errno_text(errno, why, sizeof why));
+                   dlqb_errno_text(errno, why, sizeof why));
     goto done;
   }
   if (!S_ISREG(sb.st_mode)) {
@@ -46,7 +46,7 @@ dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_K
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       st = dlqb_fail(err, DLQB_EIO, "cannot read audit key file '%s': %s", path,
-                     dlqb__audit_errno_text(errno, why, sizeof why));
+                     dlqb_errno_text(errno, why, sizeof why));
       goto done;
     }
     if (r == 0 || (n += (size_t)r) == sizeof tmp) break;

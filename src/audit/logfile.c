@@ -20,7 +20,7 @@
 dlqb_status dlqb__audit_io_fail(dlqb_error *err, const char *what, const char *path) {
   char why[128];
   return dlqb_fail(err, DLQB_EIO, "cannot %s audit log '%s': %s", what, path,
-                   dlqb__audit_errno_text(errno, why, sizeof why));
+                   dlqb_errno_text(errno, why, sizeof why));
 }
 
 static void fsync_dir_of(const char *path) {
@@ -136,6 +136,7 @@ static bool last_mac_of(dlqb_audit *a, off_t size, char *mac) {
  * the new file). A failure leaves the old file in place and is not fatal:
  * the batch is still written to it. */
 void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
+  char why[DLQB_ERRNO_TEXT_MAX];
   char prev_mac[DLQB_AUDIT_MAC_HEX + 1];
   if (!last_mac_of(a, size, prev_mac)) {
     dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': its last line is not a record",
@@ -173,20 +174,22 @@ void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
 
   int fd = open(a->rotating, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
-    dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': %s", a->path, strerror(errno));
+    dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': %s", a->path,
+                  dlqb_errno_text(errno, why, sizeof why));
     return;
   }
   bool ok = dlqb_write_all(fd, a->buf, a->len) && fdatasync(fd) == 0;
   close(fd);
   if (!ok || rename(a->path, archive) != 0) {
-    dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': %s", a->path, strerror(errno));
+    dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': %s", a->path,
+                  dlqb_errno_text(errno, why, sizeof why));
     unlink(a->rotating);
     return;
   }
   /* ENOENT: a writer that found the empty gap completed the rename. */
   if (rename(a->rotating, a->path) != 0 && errno != ENOENT) {
     dlqb_log_error("audit_rotate", "cannot put the new audit log in place of '%s': %s", a->path,
-                   strerror(errno));
+                   dlqb_errno_text(errno, why, sizeof why));
     (void)rename(archive, a->path);
     return;
   }

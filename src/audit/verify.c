@@ -11,13 +11,14 @@
 
 #include "audit_private.h"
 #include "dlqb/audit.h"
+#include "dlqb/hashset.h"
 #include "dlqb/text.h"
 
 #define NAME_MAX_ 256
 #define WRITER_MAX 96
 
+/* What the verifier knows of one chain, kept in a hash set keyed by its id. */
 typedef struct {
-  bool used;
   char id[DLQB_AUDIT_CHAIN_HEX + 1];
   bool known; /* its chain_start was seen, or a rotation vouched for it */
   bool ended;
@@ -33,8 +34,7 @@ struct dlqb_audit_verifier {
   dlqb__audit_hmac hmac;
   char key_id[DLQB_AUDIT_KEY_ID_HEX + 1];
   int partial;
-  chain_state *tab;
-  size_t cap, used;
+  dlqb_hashset *chains; /* chain id -> chain_state */
   json_tokener *tok;
   char *scratch;
   size_t scratch_cap;
@@ -46,44 +46,18 @@ struct dlqb_audit_verifier {
   dlqb_audit_summary sum;
 };
 
-/* ---- the chain table: open addressing on the chain id ---- */
-
-static size_t hash_id(const char *id) {
-  size_t h = 1469598103934665603u;
-  for (; *id; id++) h = (h ^ (unsigned char)*id) * 1099511628211u;
-  return h;
-}
-
-static chain_state *find_slot(chain_state *tab, size_t cap, const char *id) {
-  size_t i = hash_id(id) & (cap - 1);
-  while (tab[i].used && strcmp(tab[i].id, id) != 0) i = (i + 1) & (cap - 1);
-  return &tab[i];
-}
+/* ---- the chain table ---- */
 
 static chain_state *lookup(dlqb_audit_verifier *v, const char *id) {
-  chain_state *c = find_slot(v->tab, v->cap, id);
-  return c->used ? c : NULL;
+  return dlqb_hashset_get(v->chains, id, strlen(id));
 }
 
-/* The entry for id, created when new; NULL when out of memory. */
+/* The entry for id, created when new; NULL when out of memory. The pointer
+ * is valid until the next upsert (the table may grow). */
 static chain_state *upsert(dlqb_audit_verifier *v, const char *id) {
-  if ((v->used + 1) * 2 > v->cap) {
-    size_t ncap = v->cap * 2;
-    chain_state *n = calloc(ncap, sizeof *n);
-    if (n == NULL) return NULL;
-    for (size_t i = 0; i < v->cap; i++)
-      if (v->tab[i].used) *find_slot(n, ncap, v->tab[i].id) = v->tab[i];
-    free(v->tab);
-    v->tab = n;
-    v->cap = ncap;
-  }
-  chain_state *c = find_slot(v->tab, v->cap, id);
-  if (!c->used) {
-    memset(c, 0, sizeof *c);
-    c->used = true;
-    snprintf(c->id, sizeof c->id, "%s", id);
-    v->used++;
-  }
+  bool added;
+  chain_state *c = dlqb_hashset_add(v->chains, id, strlen(id), &added);
+  if (c != NULL && added) snprintf(c->id, sizeof c->id, "%s", id);
   return c;
 }
 
@@ -94,10 +68,9 @@ dlqb_audit_verifier *dlqb_audit_verifier_new(const unsigned char *key, size_t ke
   dlqb_audit_verifier *v = calloc(1, sizeof *v);
   if (v == NULL) return NULL;
   v->partial = partial;
-  v->cap = 64;
-  v->tab = calloc(v->cap, sizeof *v->tab);
+  v->chains = dlqb_hashset_new(sizeof(chain_state));
   v->tok = json_tokener_new();
-  if (v->tab == NULL || v->tok == NULL || !dlqb__audit_hmac_init(&v->hmac, key, key_len)) {
+  if (v->chains == NULL || v->tok == NULL || !dlqb__audit_hmac_init(&v->hmac, key, key_len)) {
     dlqb_audit_verifier_free(v);
     return NULL;
   }
@@ -111,7 +84,7 @@ void dlqb_audit_verifier_free(dlqb_audit_verifier *v) {
   if (v == NULL) return;
   dlqb__audit_hmac_release(&v->hmac);
   if (v->tok != NULL) json_tokener_free(v->tok);
-  free(v->tab);
+  dlqb_hashset_free(v->chains);
   free(v->scratch);
   free(v);
 }
@@ -414,24 +387,34 @@ dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, s
   return st;
 }
 
+/* hashset_each visitor: remembers the first sealed chain that the log does
+ * not reach up to its seal line (with --partial, one whose records started
+ * past the seal point is not short). */
+static void find_short_chain(void *ctx, const char *key, size_t len, void *value) {
+  (void)key;
+  (void)len;
+  const chain_state **found = ctx;
+  const chain_state *c = value;
+  if (*found != NULL || !c->sealed || c->seal_hit) return;
+  if (!c->known || c->seq < c->seal_seq) *found = c;
+}
+
 dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summary *sum,
                                        dlqb_error *err) {
   if (v->failed) return dlqb_fail(err, DLQB_EINVAL, "verification already failed");
-  /* Report the first sealed chain that falls short: the tail was cut. */
-  for (size_t i = 0; i < v->cap; i++) {
-    chain_state *c = &v->tab[i];
-    if (!c->used || !c->sealed || c->seal_hit) continue;
+  /* Report a sealed chain that falls short: the tail was cut. */
+  const chain_state *c = NULL;
+  dlqb_hashset_each(v->chains, find_short_chain, &c);
+  if (c != NULL) {
     v->line++;
     if (!c->known)
       return bad(v, err, "missing: the seal vouches for chain %s (writer %s) up to seq %llu, "
                  "but the log has no record of it (the tail was cut, or the last file is "
                  "missing)", c->id, c->writer, (unsigned long long)c->seal_seq);
-    if (c->seq < c->seal_seq)
-      return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu but the seal vouches "
-                 "for seq %llu (the tail was cut: %llu records missing)",
-                 c->id, c->writer, (unsigned long long)c->seq, (unsigned long long)c->seal_seq,
-                 (unsigned long long)(c->seal_seq - c->seq));
-    v->line--; /* --partial started past the seal point: nothing to check */
+    return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu but the seal vouches "
+               "for seq %llu (the tail was cut: %llu records missing)",
+               c->id, c->writer, (unsigned long long)c->seq, (unsigned long long)c->seal_seq,
+               (unsigned long long)(c->seal_seq - c->seq));
   }
   if (sum != NULL) *sum = v->sum;
   return DLQB_OK;
