@@ -12,7 +12,34 @@
 # usage: scripts/debian-root.sh SUITE NAME [PACKAGE,...]
 #   e.g. scripts/debian-root.sh trixie trixie-rabbitmq rabbitmq-server
 # Prints the root's path on stdout; progress goes to stderr. Needs root.
+#        scripts/debian-root.sh --mirror
+# Prints the mirror it would use (for other scripts that fetch from Debian).
 set -euo pipefail
+
+# The first http(s) URI of the machine's Debian sources: deb822 first, then
+# the one-line format.
+mirror_of_this_machine() {
+    local uri=""
+    if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
+        uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i ~ /^https?:\/\// && $i !~ /security/) { print $i; exit } }' \
+            /etc/apt/sources.list.d/*.sources)
+    fi
+    if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+        uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:\/\// && $i !~ /security/) { print $i; exit } }' \
+            /etc/apt/sources.list)
+    fi
+    echo "$uri"
+}
+
+mirror=${DLQB_DEBIAN_MIRROR:-$(mirror_of_this_machine)}
+if [ -z "$mirror" ]; then
+    echo "debian-root: no Debian mirror in /etc/apt/sources.list{,.d}; set DLQB_DEBIAN_MIRROR" >&2
+    exit 1
+fi
+if [ "${1:-}" = --mirror ]; then
+    echo "$mirror"
+    exit 0
+fi
 
 suite=${1:-}
 name=${2:-}
@@ -44,26 +71,6 @@ command -v debootstrap >/dev/null || {
     exit 1
 }
 
-# The first http(s) URI of the machine's Debian sources: deb822 first, then
-# the one-line format.
-mirror_of_this_machine() {
-    local uri=""
-    if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
-        uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i ~ /^https?:\/\// && $i !~ /security/) { print $i; exit } }' \
-            /etc/apt/sources.list.d/*.sources)
-    fi
-    if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-        uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:\/\// && $i !~ /security/) { print $i; exit } }' \
-            /etc/apt/sources.list)
-    fi
-    echo "$uri"
-}
-
-mirror=${DLQB_DEBIAN_MIRROR:-$(mirror_of_this_machine)}
-if [ -z "$mirror" ]; then
-    echo "debian-root: no Debian mirror in /etc/apt/sources.list{,.d}; set DLQB_DEBIAN_MIRROR" >&2
-    exit 1
-fi
 
 mkdir -p "$cache/roots"
 partial="$root.partial"

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+import urllib.parse
 
 import pika
 
@@ -26,12 +27,21 @@ LEDGER = "dsr.completed"
 
 
 def connection_parameters():
-    params = pika.URLParameters(os.environ.get("WORKER_URL", "amqp://guest:guest@localhost:5672/%2f"))
+    url = os.environ.get("WORKER_URL", "amqp://guest:guest@localhost:5672/%2f")
     path = os.environ.get("WORKER_PASSWORD_FILE")
     if path:
         with open(path, encoding="utf-8") as f:
             password = f.readline().rstrip("\r\n")
-        params.credentials = pika.PlainCredentials(params.credentials.username, password)
+        # pika's URLParameters fails on a user without a password (Debian's
+        # pika 1.2 and 1.3: TypeError in its own parser), so the password
+        # goes into the URL it parses, percent-encoded; it is never printed.
+        parts = urllib.parse.urlsplit(url)
+        userinfo, at, hostport = parts.netloc.rpartition("@")
+        if not at or not userinfo or ":" in userinfo:
+            sys.exit("example-worker: WORKER_PASSWORD_FILE needs a WORKER_URL with a user and no password")
+        netloc = f"{userinfo}:{urllib.parse.quote(password, safe='')}@{hostport}"
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    params = pika.URLParameters(url)
     params.heartbeat = 30
     return params
 

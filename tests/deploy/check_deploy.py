@@ -9,8 +9,10 @@ usage: check_deploy.py compose SOURCE_DIR DLQ_BRIDGE_BINARY
 compose: docker/docker-compose.yml parses; the services, healthcheck and
   start order are there; every DLQ_BRIDGE_* variable it or the Dockerfile sets
   is one the bridge knows; every path it mounts or builds from exists; the
-  Dockerfile is multi-stage, non-root, with a /healthz HEALTHCHECK; and the
-  bridge's password is not in its URL.
+  Dockerfile is multi-stage, non-root, with a /healthz HEALTHCHECK, and
+  copies (and .dockerignore lets in) every folder CMakeLists.txt reads; and
+  the bridge's password is not in its URL. (docker compose up itself:
+  scripts/compose-test.sh.)
 docs: docs/configuration.md holds exactly `dlq-bridge help settings`; the
   man page docs/dlq-bridge.1.md names every command of `dlq-bridge --help`
   and every option of `dlq-bridge help COMMAND`, and every setting.
@@ -153,6 +155,27 @@ def check_dockerfile(src, known):
         for source in line.split()[:-1]:
             if not os.path.exists(os.path.join(src, source)):
                 problem(f"Dockerfile: copies {source}, which does not exist")
+    # The build stage runs CMake: every top-level folder CMakeLists.txt reads
+    # must be copied in and let through .dockerignore (a missing packaging/
+    # once broke `up --build`).
+    copied = {source.rstrip("/").split("/")[0]
+              for line in re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.M) for source in line.split()[:-1]}
+    with open(os.path.join(src, "CMakeLists.txt"), encoding="utf-8") as f:
+        cmake = f.read()
+    # What the image's build does not configure: option() texts, comments,
+    # and the blocks of options that are off by default (fuzz, bench).
+    cmake = re.sub(r"^\s*(#|option\().*$", "", cmake, flags=re.M)
+    cmake = re.sub(r"^if\((DLQB_FUZZ|DLQB_BENCH)\).*?^endif\(\)", "", cmake, flags=re.M | re.S)
+    needed = {m.split("/")[0] for m in re.findall(r"\b([a-z][a-z0-9_-]*/[A-Za-z0-9_./-]*)", cmake)
+              if os.path.isdir(os.path.join(src, m.split("/")[0]))}
+    needed |= set(re.findall(r"add_subdirectory\((\w+)", cmake))
+    with open(os.path.join(src, ".dockerignore"), encoding="utf-8") as f:
+        allowed = {line[1:].strip().rstrip("/") for line in f if line.startswith("!")}
+    for folder in sorted(needed):
+        if folder not in copied:
+            problem(f"Dockerfile: CMakeLists.txt reads {folder}/, which the build stage does not copy")
+        if folder not in allowed:
+            problem(f".dockerignore: keeps out {folder}/, which CMakeLists.txt reads")
 
 
 def check_docs(src, binary):
