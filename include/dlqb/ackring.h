@@ -8,11 +8,16 @@
  *   contiguous settled prefix, as one `multiple` ack when that reaches no
  *   held tag, else one ack per entry.
  *
- * The ring holds the deliveries of one channel that are not acked yet, in
- * delivery order (delivery tags ascending). Each entry is
+ * The ring holds the deliveries of one channel that will be acked but are
+ * not yet, in delivery order (delivery tags ascending). Each entry is
  *   PUBLISHED  republished, waiting for its confirm,
- *   SETTLED    confirmed, or settled with nothing published (resolve, skip),
- *   HELD       left unacked on purpose (returns to the queue at close).
+ *   SETTLED    confirmed, or settled with nothing published (resolve, skip).
+ * Held deliveries (left unacked on purpose: they return to the queue, in
+ * place, when the channel closes) take no slot: the ring only counts them
+ * and remembers the lowest held tag, which no multiple ack may pass. So a
+ * pass over a deep queue that holds most of it costs memory for what is in
+ * flight, not for what it holds.
+ *
  * The pipe (src/amqp/pipe.c) does the frame I/O around it: it pushes each
  * delivery as its handler settles it, feeds in the broker's confirms, hands
  * the ready prefix to the audit trail, and sends the acks a plan names.
@@ -41,17 +46,19 @@ typedef struct {
 
 typedef struct {
   dlqb_ack_entry *slots;
+  unsigned char *payload; /* payload_size bytes per slot, moved with its entry */
+  size_t payload_size;
   size_t cap, head, count;
-  size_t held;      /* entries in the ring in state HELD */
+  uint64_t held;    /* deliveries held on this channel (never acked) */
+  uint64_t last_tag; /* the highest tag pushed, held or not */
   size_t ready;     /* length of the prefix from head with no PUBLISHED entry */
   size_t submitted; /* length of the prefix handed to the audit trail (<= ready) */
-  /* Lowest delivery tag ever held (0: none). Held deliveries stay unacked
-   * at the broker after they leave the ring, so a multiple ack must never
-   * reach past it. */
+  /* Lowest delivery tag held (0: none). Held deliveries stay unacked at the
+   * broker, so a multiple ack must never reach past it. */
   uint64_t first_held_tag;
   /* Publishes carry consecutive sequence numbers and leave the ring in
-   * order, so at most cap are outstanding and seq % cap names a unique
-   * slot: seq_slot maps it to the entry, and a confirm needs no scan. */
+   * order, so the ones in the ring are consecutive and at most cap: seq %
+   * cap names a unique slot, and a confirm finds its entry without a scan. */
   size_t *seq_slot;
   uint64_t next_seq;
   uint64_t confirmed_upto; /* every publish up to this one is confirmed */
@@ -59,35 +66,31 @@ typedef struct {
   bool failed;
 } dlqb_ackring;
 
-/* What to send for the durable prefix: `run` entries leave the ring, of
- * which `nheld` are held (nothing is sent for them). When `multiple` is
- * true one ack with multiple=1 up to `multiple_tag` covers the rest;
- * otherwise each SETTLED entry among the first `run` gets its own ack
- * (dlqb_ackring_at). run == nheld: nothing to send. */
+/* What to send for the durable prefix: its first `run` entries leave the
+ * ring. When `multiple` is true one ack with multiple=1 up to
+ * `multiple_tag` covers them all; otherwise each gets its own ack
+ * (dlqb_ackring_at(r, 0 .. run-1)->tag). */
 typedef struct {
-  size_t run, nheld;
+  size_t run;
   bool multiple;
   uint64_t multiple_tag;
 } dlqb_ack_plan;
 
-/* Sets up a ring for a window of cap deliveries (the prefetch, >= 1). */
-dlqb_status dlqb_ackring_init(dlqb_ackring *r, size_t cap, dlqb_error *err);
+/* Sets up a ring for cap in-flight deliveries (>= 1; it grows when more
+ * arrive), each with payload_size bytes of the caller's data. */
+dlqb_status dlqb_ackring_init(dlqb_ackring *r, size_t cap, size_t payload_size, dlqb_error *err);
 void dlqb_ackring_release(dlqb_ackring *r);
 
-/* Room for another delivery. The broker never has more than `prefetch`
- * unacked deliveries out, so a full ring means a broker bug. */
-bool dlqb_ackring_full(const dlqb_ackring *r);
-
-/* The i-th entry from the head (i < count), and its slot number, which
- * stays the entry's until it leaves the ring: callers keep per-entry data
- * (the hop) in their own array of cap slots. */
+/* The i-th entry from the head (i < count), and its payload, which moves
+ * with it when the ring grows: valid until the next push. */
 dlqb_ack_entry *dlqb_ackring_at(const dlqb_ackring *r, size_t i);
-size_t dlqb_ackring_slot_of(const dlqb_ackring *r, size_t i);
+void *dlqb_ackring_payload_at(const dlqb_ackring *r, size_t i);
 
 /* Pushes delivery tag in the given state (PUBLISHED takes the next
- * publish sequence number) and returns its slot, or (size_t)-1 when the
- * ring is full or tag does not ascend. */
-size_t dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state);
+ * publish sequence number). Returns the payload of its slot (held: NULL,
+ * there is none), or NULL with *refused set when tag does not ascend or
+ * the ring cannot grow (out of memory). */
+void *dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state, bool *refused);
 
 /* A basic.ack from the broker for publish seq (multiple: every publish up
  * to it). Numbers never published, repeats and anything after
@@ -98,12 +101,12 @@ void dlqb_ackring_on_confirm(dlqb_ackring *r, uint64_t seq, bool multiple);
 void dlqb_ackring_fail(dlqb_ackring *r);
 
 /* Entries [submitted, ready) are settled but not yet handed to the audit
- * trail: the caller submits their hops (held entries have none), then
- * marks them with the ticket that covers them. */
+ * trail: the caller submits their hops, then marks them with the ticket
+ * that covers them. */
 void dlqb_ackring_mark_submitted(dlqb_ackring *r, uint64_t ticket);
 
 /* Plans the acks for the submitted prefix whose tickets are <= durable
- * (UINT64_MAX: no audit trail). False when nothing can leave the ring. */
+ * (UINT64_MAX: no audit trail). False when nothing can be acked. */
 bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *plan);
 
 /* Removes the plan's entries once its acks are sent. */

@@ -48,6 +48,11 @@ typedef struct {
   const char *queue;     /* queue to consume */
   int prefetch;          /* in-flight window, >= 1 */
   uint64_t max_messages; /* stop after this many deliveries are settled; 0 = no limit */
+  /* Holds may exceed the prefetch: a pass over a deep queue adds consumers
+   * as held deliveries fill them, so it reaches every message however
+   * many it leaves in place (the prefetch then bounds what is in flight,
+   * not what is held). */
+  bool deep;
   long idle_stop_ms;     /* stop after this long without deliveries; 0 = never */
   /* Every hop is handed to this audit trail once its publish is confirmed,
    * and its original acked only once the record is durable. NULL: off. */

@@ -11,12 +11,16 @@
  * the pass closes its connection: on a classic queue that changes neither
  * order nor counts.
  *
- * Held items occupy the prefetch window. The window is min(N, window);
- * when it fills with held items the broker sends nothing more, so the pass
- * stops there and reports window_full: the caller says so and the operator
- * re-runs with a larger --window (up to 65535). We chose this over
+ * Held items are never acked, so each consumer's window (min(N, window)
+ * unacked deliveries) fills with them; the pipe then adds another consumer
+ * on the same channel (pipe option `deep`), so a pass reaches every item
+ * at any depth while the window bounds only what is in flight. The client
+ * keeps nothing per held item (the ack ring counts them); the broker keeps
+ * them as unacked deliveries until the pass closes. We chose this over
  * requeueing unselected items at the tail because a requeue reorders the
- * DLQ and a crash in the middle of it would leave the order half-changed.
+ * DLQ and a crash in the middle of it would leave the order half-changed;
+ * a crash here (SIGKILL, a cut connection, a broker restart) returns every
+ * unacked item to its place.
  *
  * Every settled hop is recorded in the audit trail (when one is open)
  * before its original is acked. */
@@ -45,7 +49,7 @@ typedef struct {
   const char *purpose;   /* connection name, e.g. "dlq-bridge replay" */
   const char *actor;     /* who acts, copied into every hop */
   dlqb_audit *audit;     /* NULL: no audit trail */
-  int window;            /* prefetch cap; 0 = DLQB_SCAN_WINDOW_DEFAULT */
+  int window;            /* in flight at once (each consumer's prefetch); 0 = DLQB_SCAN_WINDOW_DEFAULT */
   uint64_t max_items;    /* examine at most this many; 0 = the depth at start */
   long idle_stop_ms;     /* give up waiting for deliveries after this; 0 = 5000 */
   double rate;           /* forwards per second; 0 = unlimited */
@@ -66,7 +70,6 @@ typedef struct {
   uint64_t forwarded;      /* published, confirmed and the original acked */
   uint64_t removed;        /* acked without a publish (resolve, skip as complete) */
   uint64_t held;           /* left in the queue by on_item */
-  bool window_full;        /* stopped early: the window filled with held items */
   bool interrupted;        /* stopped by *stop */
   bool stopped;            /* stopped early by dlqb_scan_stop */
   bool short_read;         /* fewer items arrived than counted (someone else took them) */

@@ -31,8 +31,8 @@ typedef struct {
   const dlqb_ledger *ledger;
   /* End the pass once --limit items are taken (resolve: one item). */
   bool stop_at_limit;
-  /* The SLA escalator: take items in the queue longer than sla_ms; the
-   * queue is FIFO by dlq_at, so the first younger one ends the pass. */
+  /* The SLA escalator: take items in the queue longer than sla_ms, and
+   * pass over every other one (never stop early: see verdict.c). */
   bool sla;
   uint64_t sla_ms;
 } dlqb_verdict_rule;

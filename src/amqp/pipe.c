@@ -17,6 +17,9 @@
 #define MAX_BODY_BYTES (512u * 1024u * 1024u) /* above RabbitMQ's own max_message_size */
 #define DRAIN_TIMEOUT_MS 30000
 #define IDLE_WAIT_MS 100
+/* Consumers one deep pass may add (each holds up to a window): with the
+ * default window of 5000, a queue of 20 million items. */
+#define MAX_CONSUMERS 4096
 
 /* What the pipe keeps per ring slot beside the ring's own entry. */
 typedef struct {
@@ -29,8 +32,8 @@ struct dlqb_pipe {
   amqp_connection_state_t conn;
   dlqb_pipe_options opt;
   dlqb_pipe_handler h;
-  dlqb_ackring ring; /* deliveries not yet acked, in delivery order */
-  slot_hop *hops;    /* the hop of each ring slot */
+  dlqb_ackring ring; /* deliveries not yet acked, in delivery order; slot_hop payloads */
+  size_t window;     /* the prefetch of each consumer */
   bool corked;             /* TCP_CORK is on: our frames wait for set_cork(false) */
   unsigned char *body;
   size_t body_cap;
@@ -39,10 +42,13 @@ struct dlqb_pipe {
   bool settled_now;     /* the handler settled the current delivery */
   bool settle_refused;  /* the ring refused a delivery (a protocol error) */
   bool cancel_sent;
-  bool consuming;
+  unsigned consumers;     /* basic.consume sent (consumer tags "dlqb", "dlqb-2", ...) */
+  unsigned consumers_ok;  /* of which the broker confirmed (consume-ok) */
+  unsigned cancelled;     /* of which the broker confirmed the cancel (cancel-ok) */
   uint64_t settled_total;
   long long last_delivery_ms, last_tick_ms;
-  const dlqb_hop **ack_hops; /* scratch for the audit submission, cap entries */
+  const dlqb_hop **ack_hops; /* scratch for the audit submission */
+  size_t ack_hops_cap;
   dlqb_pipe_stats stats;
 };
 
@@ -56,16 +62,11 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
   p->opt = *opt;
   p->h = *h;
   size_t cap = (size_t)(opt->prefetch > 0 ? opt->prefetch : 1);
-  dlqb_status st = dlqb_ackring_init(&p->ring, cap, err);
+  p->window = cap;
+  dlqb_status st = dlqb_ackring_init(&p->ring, cap, sizeof(slot_hop), err);
   if (st != DLQB_OK) {
     free(p);
     return st;
-  }
-  p->hops = calloc(cap, sizeof *p->hops);
-  p->ack_hops = calloc(cap, sizeof *p->ack_hops);
-  if (p->hops == NULL || p->ack_hops == NULL) {
-    dlqb_pipe_free(p);
-    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
   st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_PUB_CHANNEL, err);
@@ -84,7 +85,6 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
 void dlqb_pipe_free(dlqb_pipe *p) {
   if (p == NULL) return;
   dlqb_ackring_release(&p->ring);
-  free(p->hops);
   free(p->ack_hops);
   free(p->body);
   free(p->headers);
@@ -95,24 +95,25 @@ void dlqb_pipe_get_stats(const dlqb_pipe *p, dlqb_pipe_stats *out) { *out = p->s
 
 /* Records that the handler settled d in the given state; the hop (NULL:
  * none) is kept for the audit trail and after_ack. False when the ring
- * refuses it: the broker never has more than `prefetch` unacked deliveries
- * out and tags ascend on a channel, so that is a protocol error, which
- * on_deliver reports once the handler returns. */
+ * refuses it: tags ascend on a channel, so that is a protocol error (or
+ * the ring could not grow), which on_deliver reports once the handler
+ * returns. */
 static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
                    const dlqb_hop *hop) {
   p->settled_now = true;
-  size_t slot = dlqb_ackring_push(&p->ring, d->delivery_tag, state);
-  if (slot == (size_t)-1) {
+  bool refused;
+  slot_hop *sh = dlqb_ackring_push(&p->ring, d->delivery_tag, state, &refused);
+  if (refused) {
     p->settle_refused = true;
     return false;
   }
-  slot_hop *sh = &p->hops[slot];
+  p->settled_total++;
+  if (sh == NULL) return true; /* held: nothing kept */
   sh->has_hop = hop != NULL;
   if (hop != NULL) {
     sh->hop = *hop;
     sh->hop.published_mono_ms = state == DLQB_ACK_PUBLISHED ? dlqb_mono_ms() : 0;
   }
-  p->settled_total++;
   return true;
 }
 
@@ -166,9 +167,16 @@ static dlqb_status submit_ready(dlqb_pipe *p, dlqb_error *err) {
     dlqb_ackring_mark_submitted(r, 0);
     return DLQB_OK;
   }
+  if (p->ack_hops_cap < r->ready - r->submitted) {
+    size_t cap = r->cap;
+    const dlqb_hop **n = realloc(p->ack_hops, cap * sizeof *n);
+    if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    p->ack_hops = n;
+    p->ack_hops_cap = cap;
+  }
   size_t nhops = 0;
   for (size_t i = r->submitted; i < r->ready; i++) {
-    const slot_hop *sh = &p->hops[dlqb_ackring_slot_of(r, i)];
+    const slot_hop *sh = dlqb_ackring_payload_at(r, i);
     if (sh->has_hop) p->ack_hops[nhops++] = &sh->hop;
   }
   uint64_t ticket = r->last_ticket;
@@ -191,18 +199,15 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
   if (plan.multiple) {
     rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, plan.multiple_tag, 1);
   } else {
-    for (size_t i = 0; i < plan.run && rc == AMQP_STATUS_OK; i++) {
-      const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
-      if (e->state == DLQB_ACK_SETTLED) rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, e->tag, 0);
-    }
+    for (size_t i = 0; i < plan.run && rc == AMQP_STATUS_OK; i++)
+      rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, dlqb_ackring_at(r, i)->tag, 0);
   }
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "ack", err);
   long long now = dlqb_mono_ms();
   for (size_t i = 0; i < plan.run; i++) {
     const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
-    if (e->state == DLQB_ACK_HELD) continue;
     p->stats.acked++;
-    const slot_hop *sh = &p->hops[dlqb_ackring_slot_of(r, i)];
+    const slot_hop *sh = dlqb_ackring_payload_at(r, i);
     if (p->h.after_ack != NULL && sh->has_hop) {
       double lat = e->seq ? (double)(now - sh->hop.published_mono_ms) / 1000.0 : -1.0;
       p->h.after_ack(p->h.ctx, &sh->hop, lat);
@@ -218,7 +223,7 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
  * thread groups by itself, so entries go to it at once: waiting here would
  * only add to the time each holds a slot of the window. */
 static size_t submit_batch(const dlqb_pipe *p) {
-  return p->opt.audit != NULL ? 1 : (p->ring.cap + 3) / 4;
+  return p->opt.audit != NULL ? 1 : (p->window + 3) / 4;
 }
 
 /* True when the head entry's hop is durable: something can be acked. */
@@ -364,17 +369,56 @@ static dlqb_status on_deliver(dlqb_pipe *p, const amqp_basic_deliver_t *m, dlqb_
   }
   if (!p->settled_now) return dlqb_fail(err, DLQB_EINVAL, "internal error: delivery not settled");
   if (p->settle_refused)
-    return dlqb_fail(err, DLQB_ECONN, "protocol error: delivery %llu beyond the window of %zu",
-                     (unsigned long long)d.delivery_tag, p->ring.cap);
+    return dlqb_fail(err, DLQB_ECONN, "protocol error: delivery tag %llu out of order (or out "
+                     "of memory for the messages in flight)", (unsigned long long)d.delivery_tag);
   return DLQB_OK;
 }
 
+/* The tag of consumer i (0-based): "dlqb", then "dlqb-2", "dlqb-3", ... */
+static amqp_bytes_t consumer_tag(unsigned i, char *buf, size_t len) {
+  if (i == 0) snprintf(buf, len, "dlqb");
+  else snprintf(buf, len, "dlqb-%u", i + 1);
+  return dlqb_bytes(buf);
+}
+
+static bool consuming(const dlqb_pipe *p) { return p->cancelled < p->consumers; }
+
+/* Cancels every consumer; their cancel-oks arrive through dispatch. */
 static dlqb_status send_cancel(dlqb_pipe *p, dlqb_error *err) {
   if (p->cancel_sent) return DLQB_OK;
   p->cancel_sent = true;
-  amqp_basic_cancel_t c = {.consumer_tag = dlqb_bytes("dlqb"), .nowait = 0};
-  int rc = amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_BASIC_CANCEL_METHOD, &c);
-  return dlqb_link_status(rc, "cancel consumer", err);
+  for (unsigned i = 0; i < p->consumers; i++) {
+    char tag[32];
+    amqp_basic_cancel_t c = {.consumer_tag = consumer_tag(i, tag, sizeof tag), .nowait = 0};
+    int rc = amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_BASIC_CANCEL_METHOD, &c);
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "cancel consumer", err);
+  }
+  return DLQB_OK;
+}
+
+/* Held deliveries stay unacked, and each consumer gets at most a window of
+ * unacked ones, so a pass that holds more than a window would stall. With
+ * opt.deep, another consumer on the same channel and queue is added (its
+ * consume sent without waiting: its consume-ok arrives through dispatch)
+ * whenever less than half a window is free. The queue hands its messages
+ * to the consumers in order, and all of them deliver on this channel, so
+ * the delivery tags still follow the queue's order. */
+static dlqb_status add_consumer_if_full(dlqb_pipe *p, dlqb_error *err) {
+  if (!p->opt.deep || p->cancel_sent || p->consumers == 0 || p->consumers >= MAX_CONSUMERS ||
+      p->consumers_ok < p->consumers)
+    return DLQB_OK;
+  uint64_t capacity = (uint64_t)p->consumers * p->window;
+  uint64_t unacked = p->ring.held + p->ring.count;
+  if (unacked + p->window / 2 < capacity) return DLQB_OK;
+  char tag[32];
+  amqp_basic_consume_t c = {.queue = dlqb_bytes(p->opt.queue),
+                            .consumer_tag = consumer_tag(p->consumers, tag, sizeof tag),
+                            .arguments = p->opt.consume_args ? *p->opt.consume_args
+                                                             : amqp_empty_table};
+  int rc = amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_BASIC_CONSUME_METHOD, &c);
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "add a consumer", err);
+  p->consumers++;
+  return DLQB_OK;
 }
 
 static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
@@ -397,8 +441,11 @@ static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err
                      (int)r->routing_key.len, (const char *)r->routing_key.bytes,
                      (int)r->reply_text.len, (const char *)r->reply_text.bytes);
   }
+  case AMQP_BASIC_CONSUME_OK_METHOD:
+    p->consumers_ok++;
+    return DLQB_OK;
   case AMQP_BASIC_CANCEL_OK_METHOD:
-    p->consuming = false;
+    p->cancelled++;
     return DLQB_OK;
   case AMQP_BASIC_CANCEL_METHOD:
     return dlqb_fail(err, DLQB_ECONN, "broker cancelled the consumer on '%s' (queue deleted?)",
@@ -418,7 +465,7 @@ static dlqb_status start_consumer(dlqb_pipe *p, dlqb_error *err) {
   amqp_basic_consume(p->conn, DLQB_CHANNEL, dlqb_bytes(p->opt.queue), dlqb_bytes("dlqb"), 0, 0, 0,
                      p->opt.consume_args ? *p->opt.consume_args : amqp_empty_table);
   dlqb_status st = dlqb_link_reply(p->link, amqp_get_rpc_reply(p->conn), what, err);
-  if (st == DLQB_OK) p->consuming = true;
+  if (st == DLQB_OK) p->consumers = p->consumers_ok = 1;
   return st;
 }
 
@@ -439,18 +486,19 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     amqp_maybe_release_buffers_on_channel(p->conn, 0);
     long long now = dlqb_mono_ms();
 
-    bool idle_out = p->opt.idle_stop_ms > 0 && p->ring.count == p->ring.held &&
+    bool idle_out = p->opt.idle_stop_ms > 0 && p->ring.count == 0 &&
                     now - p->last_delivery_ms >= p->opt.idle_stop_ms;
     if ((stop != NULL && *stop) || limit_reached(p) || idle_out) {
       if ((st = send_cancel(p, err)) != DLQB_OK) return st;
       if (drain_deadline == 0) drain_deadline = now + DRAIN_TIMEOUT_MS;
-      if (p->ring.count == p->ring.held && !p->consuming) return DLQB_OK;
+      if (p->ring.count == 0 && !consuming(p)) return DLQB_OK;
       if (now > drain_deadline) {
         dlqb_log_warn("drain_timeout", "%zu messages still unconfirmed after %d ms; leaving them "
-                      "unacked for redelivery", p->ring.count - p->ring.held, DRAIN_TIMEOUT_MS);
+                      "unacked for redelivery", p->ring.count, DRAIN_TIMEOUT_MS);
         return DLQB_OK;
       }
     }
+    if ((st = add_consumer_if_full(p, err)) != DLQB_OK) return st;
     if (now - p->last_tick_ms >= 1000) {
       p->last_tick_ms = now;
       if (p->h.on_tick != NULL) p->h.on_tick(p->h.ctx);

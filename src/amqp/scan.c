@@ -111,15 +111,7 @@ static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *
   dlqb_item it;
   dlqb_item_read(d->props, &it);
   s->res.examined++;
-  dlqb_status st = s->o->on_item(s->o->ctx, s, d, &it, err);
-  if (st != DLQB_OK) return st;
-  /* Held items are never acked, so once they fill the window the broker
-   * sends nothing more: end the pass instead of waiting for the idle stop. */
-  if (s->res.held >= (uint64_t)s->prefetch && s->res.examined < s->limit && !s->stop_now) {
-    s->res.window_full = true;
-    s->stop_now = 1;
-  }
-  return DLQB_OK;
+  return s->o->on_item(s->o->ctx, s, d, &it, err);
 }
 
 static void after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
@@ -163,6 +155,7 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
     dlqb_pipe_options popt = {.queue = o->queue,
                               .prefetch = s.prefetch,
                               .max_messages = s.limit,
+                              .deep = true,
                               .idle_stop_ms = o->idle_stop_ms > 0 ? o->idle_stop_ms
                                                                   : IDLE_STOP_DEFAULT_MS,
                               .audit = o->audit};

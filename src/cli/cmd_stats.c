@@ -14,7 +14,7 @@
 
 static const cli_flag flags[] = {
     {"json", false, NULL, "print JSON for scripts instead of text"},
-    {"window", true, "N", "DLQ messages read at once for the breakdown, 1 to 65535 (default 5000)"},
+    {"window", true, "N", "DLQ messages read ahead at once for the breakdown, 1 to 65535 (default 5000)"},
     {NULL, false, NULL, NULL},
 };
 
@@ -96,7 +96,7 @@ static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, dlqb_error *err) {
                           .window = c->o.window, .on_item = stats_item, .ctx = c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, err);
-  if (st == DLQB_OK && (r.window_full || r.short_read)) *partial = true;
+  if (st == DLQB_OK && r.short_read) *partial = true;
   return st;
 }
 

@@ -178,9 +178,6 @@ void ops_progress_end(const ops_opts *o) {
 const char *ops_early_stop(const dlqb_scan_result *r, int window) {
   (void)window;
   if (r->interrupted) return "interrupted: the rest was left in the queue, untouched";
-  if (r->window_full)
-    return "stopped early: the window filled with items that were not selected; "
-           "run again with a larger --window (up to 65535) to reach the rest";
   if (r->short_read) return "fewer items arrived than the queue held at the start "
                             "(another consumer took some); run again to cover them";
   return NULL;

@@ -31,7 +31,7 @@
 #define OPS_COMMON_FLAGS                                                                       \
   {"json", false, NULL, "print JSON for scripts instead of text"},                             \
   {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"},    \
-  {"window", true, "N", "messages held in flight at once, 1 to 65535 (default 5000)"}
+  {"window", true, "N", "messages in flight at once, 1 to 65535 (default 5000); items left in place do not count"}
 
 typedef struct {
   dlqb_config cfg;

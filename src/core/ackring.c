@@ -3,13 +3,16 @@
 #include "dlqb/ackring.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-dlqb_status dlqb_ackring_init(dlqb_ackring *r, size_t cap, dlqb_error *err) {
+dlqb_status dlqb_ackring_init(dlqb_ackring *r, size_t cap, size_t payload_size, dlqb_error *err) {
   *r = (dlqb_ackring){0};
   r->cap = cap > 0 ? cap : 1;
+  r->payload_size = payload_size;
   r->slots = calloc(r->cap, sizeof *r->slots);
   r->seq_slot = calloc(r->cap, sizeof *r->seq_slot);
-  if (r->slots == NULL || r->seq_slot == NULL) {
+  r->payload = payload_size > 0 ? calloc(r->cap, payload_size) : NULL;
+  if (r->slots == NULL || r->seq_slot == NULL || (payload_size > 0 && r->payload == NULL)) {
     dlqb_ackring_release(r);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
@@ -19,41 +22,81 @@ dlqb_status dlqb_ackring_init(dlqb_ackring *r, size_t cap, dlqb_error *err) {
 void dlqb_ackring_release(dlqb_ackring *r) {
   free(r->slots);
   free(r->seq_slot);
+  free(r->payload);
   *r = (dlqb_ackring){0};
 }
 
-bool dlqb_ackring_full(const dlqb_ackring *r) { return r->count == r->cap; }
+static size_t slot_of(const dlqb_ackring *r, size_t i) { return (r->head + i) % r->cap; }
 
-size_t dlqb_ackring_slot_of(const dlqb_ackring *r, size_t i) { return (r->head + i) % r->cap; }
+dlqb_ack_entry *dlqb_ackring_at(const dlqb_ackring *r, size_t i) { return &r->slots[slot_of(r, i)]; }
 
-dlqb_ack_entry *dlqb_ackring_at(const dlqb_ackring *r, size_t i) {
-  return &r->slots[dlqb_ackring_slot_of(r, i)];
+void *dlqb_ackring_payload_at(const dlqb_ackring *r, size_t i) {
+  return r->payload != NULL ? r->payload + slot_of(r, i) * r->payload_size : NULL;
 }
 
-/* Extends the ready prefix over entries that no longer wait for a confirm
- * (held ones wait for nothing either). Each entry is passed over once
- * between commits, so keeping the prefix costs O(1) per message instead of
- * a scan from head per frame. */
+/* Doubles the ring, laying its entries out from slot 0 in order. The
+ * publishes in it keep consecutive numbers, so seq % cap stays unique. */
+static bool grow(dlqb_ackring *r) {
+  size_t cap = r->cap * 2;
+  dlqb_ack_entry *slots = calloc(cap, sizeof *slots);
+  size_t *seq_slot = calloc(cap, sizeof *seq_slot);
+  unsigned char *payload = r->payload_size > 0 ? calloc(cap, r->payload_size) : NULL;
+  if (slots == NULL || seq_slot == NULL || (r->payload_size > 0 && payload == NULL)) {
+    free(slots);
+    free(seq_slot);
+    free(payload);
+    return false;
+  }
+  for (size_t i = 0; i < r->count; i++) {
+    slots[i] = *dlqb_ackring_at(r, i);
+    if (payload != NULL)
+      memcpy(payload + i * r->payload_size, dlqb_ackring_payload_at(r, i), r->payload_size);
+    if (slots[i].state == DLQB_ACK_PUBLISHED) seq_slot[slots[i].seq % cap] = i;
+  }
+  free(r->slots);
+  free(r->seq_slot);
+  free(r->payload);
+  r->slots = slots;
+  r->seq_slot = seq_slot;
+  r->payload = payload;
+  r->cap = cap;
+  r->head = 0;
+  return true;
+}
+
+/* Extends the ready prefix over entries that no longer wait for a
+ * confirm. Each entry is passed over once between commits, so keeping the
+ * prefix costs O(1) per message instead of a scan from head per frame. */
 static void extend_ready(dlqb_ackring *r) {
   while (r->ready < r->count && dlqb_ackring_at(r, r->ready)->state != DLQB_ACK_PUBLISHED) r->ready++;
 }
 
-size_t dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state) {
-  if (dlqb_ackring_full(r)) return (size_t)-1;
-  if (r->count > 0 && dlqb_ackring_at(r, r->count - 1)->tag >= tag) return (size_t)-1;
-  size_t slot = dlqb_ackring_slot_of(r, r->count);
+void *dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state, bool *refused) {
+  *refused = tag <= r->last_tag;
+  if (*refused) return NULL;
+  if (state == DLQB_ACK_HELD) {
+    r->last_tag = tag;
+    if (r->first_held_tag == 0) r->first_held_tag = tag;
+    r->held++;
+    return NULL;
+  }
+  if (r->count == r->cap && !grow(r)) {
+    *refused = true;
+    return NULL;
+  }
+  r->last_tag = tag;
+  size_t slot = slot_of(r, r->count);
   dlqb_ack_entry *e = &r->slots[slot];
   *e = (dlqb_ack_entry){.tag = tag, .state = state};
   r->count++;
   if (state == DLQB_ACK_PUBLISHED) {
     e->seq = ++r->next_seq;
     r->seq_slot[e->seq % r->cap] = slot;
-  } else if (state == DLQB_ACK_HELD) {
-    if (r->first_held_tag == 0) r->first_held_tag = tag;
-    r->held++;
   }
   extend_ready(r);
-  return slot;
+  void *p = dlqb_ackring_payload_at(r, r->count - 1);
+  if (p != NULL) memset(p, 0, r->payload_size);
+  return p;
 }
 
 /* Marks publish seq confirmed if it is still in the ring. A slot whose
@@ -86,19 +129,14 @@ void dlqb_ackring_mark_submitted(dlqb_ackring *r, uint64_t ticket) {
 
 bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *plan) {
   *plan = (dlqb_ack_plan){0};
-  while (plan->run < r->submitted && dlqb_ackring_at(r, plan->run)->ticket <= durable) {
-    if (dlqb_ackring_at(r, plan->run)->state == DLQB_ACK_HELD) plan->nheld++;
-    plan->run++;
-  }
+  while (plan->run < r->submitted && dlqb_ackring_at(r, plan->run)->ticket <= durable) plan->run++;
   if (plan->run == 0) return false;
-  if (plan->run > plan->nheld) {
-    /* A held entry that left the ring earlier is still unacked at the
-     * broker: `multiple` would ack it (and lose it) if its tag is lower. */
-    uint64_t last = dlqb_ackring_at(r, plan->run - 1)->tag;
-    if (plan->nheld == 0 && (r->first_held_tag == 0 || r->first_held_tag > last)) {
-      plan->multiple = true;
-      plan->multiple_tag = last;
-    }
+  /* A held delivery is still unacked at the broker: `multiple` would ack
+   * it (and lose it) if its tag is lower. */
+  uint64_t last = dlqb_ackring_at(r, plan->run - 1)->tag;
+  if (r->first_held_tag == 0 || r->first_held_tag > last) {
+    plan->multiple = true;
+    plan->multiple_tag = last;
   }
   return true;
 }
@@ -108,5 +146,4 @@ void dlqb_ackring_commit(dlqb_ackring *r, const dlqb_ack_plan *plan) {
   r->count -= plan->run;
   r->ready -= plan->run;
   r->submitted -= plan->run;
-  r->held -= plan->nheld;
 }

@@ -3,11 +3,13 @@
 
 static dlqb_verdict hold(bool stop) { return (dlqb_verdict){DLQB_VERDICT_HOLD, stop}; }
 
+/* The SLA escalator takes what is overdue and passes over the rest: the
+ * DLQ is not in dlq_at order (a replayed item that fails again re-enters at
+ * the tail with its old first failure; anyone may publish into it), so the
+ * first young item proves nothing about the ones behind it. */
 static dlqb_verdict sla_verdict(const dlqb_verdict_rule *r, const dlqb_item *it, int64_t now_ms) {
   uint64_t age;
-  if (!dlqb_item_age(it, now_ms, &age)) return hold(false);
-  /* FIFO by dlq_at: the rest is younger. */
-  if (age <= r->sla_ms) return hold(true);
+  if (!dlqb_item_age(it, now_ms, &age) || age <= r->sla_ms) return hold(false);
   return (dlqb_verdict){DLQB_VERDICT_TAKE, false};
 }
 

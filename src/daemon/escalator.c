@@ -78,9 +78,6 @@ static void pass(dlqb_escalator *e) {
     dlqb_log_warn("escalator", "dlq sla pass failed: %s; trying again later", err.msg);
   } else if (st == DLQB_EBROKER) {
     dlqb_log_debug("escalator", "dlq sla pass skipped: %s", err.msg);
-  } else if (r.window_full) {
-    dlqb_log_warn("escalator", "the first %llu DLQ items carry no time stamp; items behind them "
-                  "were not checked against the dlq sla", (unsigned long long)r.held);
   }
 }
 

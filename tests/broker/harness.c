@@ -729,6 +729,8 @@ th_conn *th_connect(const th_vhost *v) {
   return c;
 }
 
+amqp_connection_state_t th_conn_amqp(th_conn *c) { return c->conn; }
+
 void th_close(th_conn *c) {
   if (c == NULL) return;
   if (c->conn != NULL) {

@@ -185,6 +185,10 @@ th_conn *th_connect(const th_vhost *v);
 /* Closes gracefully and frees. NULL-safe. */
 void th_close(th_conn *c);
 
+/* The rabbitmq-c connection under c, for helpers that need another channel
+ * (channel 1 is th_publish's; see bulk.h). */
+amqp_connection_state_t th_conn_amqp(th_conn *c);
+
 /* Publishes m (mandatory) and waits for the broker's confirm: 0 when acked
  * and routed, -1 on nack, return, timeout or a closed channel. */
 int th_publish(th_conn *c, const char *exchange, const char *routing_key, const th_msg *m);

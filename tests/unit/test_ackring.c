@@ -44,7 +44,7 @@ static int flush(dlqb_ackring *r, broker *b, uint64_t durable) {
   } else {
     for (size_t i = 0; i < plan.run; i++) {
       const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
-      if (e->state != DLQB_ACK_SETTLED) continue;
+      assert_int_equal(e->state, DLQB_ACK_SETTLED);
       /* A single ack of a tag that is not outstanding is a channel error
        * (PRECONDITION_FAILED): acked twice. */
       assert_true(b->outstanding[e->tag]);
@@ -61,8 +61,22 @@ static int flush(dlqb_ackring *r, broker *b, uint64_t durable) {
 static dlqb_ackring ring_of(size_t cap) {
   dlqb_ackring r;
   dlqb_error err;
-  assert_int_equal(dlqb_ackring_init(&r, cap, &err), DLQB_OK);
+  assert_int_equal(dlqb_ackring_init(&r, cap, sizeof(uint64_t), &err), DLQB_OK);
   return r;
+}
+
+/* Pushes tag and stores it in its payload (held: there is none). */
+static void push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state) {
+  bool refused;
+  uint64_t *p = dlqb_ackring_push(r, tag, state, &refused);
+  assert_false(refused);
+  if (state == DLQB_ACK_HELD) {
+    assert_null(p);
+  } else {
+    assert_non_null(p);
+    assert_int_equal(*p, 0); /* a fresh slot's payload is zeroed */
+    *p = tag;
+  }
 }
 
 static void test_confirmed_prefix_only(void **state) {
@@ -71,7 +85,7 @@ static void test_confirmed_prefix_only(void **state) {
   broker b = {0};
   for (uint64_t t = 1; t <= 4; t++) {
     deliver(&b, t);
-    dlqb_ackring_push(&r, t, DLQB_ACK_PUBLISHED);
+    push(&r, t, DLQB_ACK_PUBLISHED);
   }
   /* Confirms out of order: 2 and 4 first. Nothing is a prefix yet. */
   dlqb_ackring_on_confirm(&r, 2, false);
@@ -100,7 +114,7 @@ static void test_multiple_confirm_spanning_held_tags(void **state) {
                         DLQB_ACK_PUBLISHED};
   for (uint64_t t = 1; t <= 5; t++) {
     deliver(&b, t);
-    dlqb_ackring_push(&r, t, s[t - 1]);
+    push(&r, t, s[t - 1]);
   }
   /* One multiple confirm for all three publishes (seq 3 is tag 5). */
   dlqb_ackring_on_confirm(&r, 3, true);
@@ -118,14 +132,13 @@ static void test_multiple_ack_never_passes_an_earlier_held_tag(void **state) {
   dlqb_ackring r = ring_of(4);
   broker b = {0};
   deliver(&b, 1);
-  dlqb_ackring_push(&r, 1, DLQB_ACK_HELD);
-  dlqb_ackring_mark_submitted(&r, 0);
-  /* The held entry alone leaves the ring with nothing sent. */
-  assert_int_equal(flush(&r, &b, NO_AUDIT), 0);
+  push(&r, 1, DLQB_ACK_HELD);
+  /* A held delivery takes no slot and is never planned. */
   assert_int_equal(r.count, 0);
+  assert_int_equal(r.held, 1);
   for (uint64_t t = 2; t <= 3; t++) {
     deliver(&b, t);
-    dlqb_ackring_push(&r, t, DLQB_ACK_SETTLED);
+    push(&r, t, DLQB_ACK_SETTLED);
   }
   dlqb_ackring_mark_submitted(&r, 0);
   assert_int_equal(flush(&r, &b, NO_AUDIT), 2);
@@ -142,7 +155,7 @@ static void test_nack_in_the_middle(void **state) {
   broker b = {0};
   for (uint64_t t = 1; t <= 3; t++) {
     deliver(&b, t);
-    dlqb_ackring_push(&r, t, DLQB_ACK_PUBLISHED);
+    push(&r, t, DLQB_ACK_PUBLISHED);
   }
   dlqb_ackring_on_confirm(&r, 1, false);
   dlqb_ackring_fail(&r); /* basic.nack for 2 */
@@ -159,7 +172,7 @@ static void test_return_before_its_confirm(void **state) {
   dlqb_ackring r = ring_of(4);
   broker b = {0};
   deliver(&b, 1);
-  dlqb_ackring_push(&r, 1, DLQB_ACK_PUBLISHED);
+  push(&r, 1, DLQB_ACK_PUBLISHED);
   dlqb_ackring_fail(&r);                  /* basic.return: unroutable */
   dlqb_ackring_on_confirm(&r, 1, false); /* the confirm that follows it */
   dlqb_ackring_mark_submitted(&r, 0);
@@ -173,12 +186,12 @@ static void test_reconnect_starts_a_new_sequence(void **state) {
   /* A reconnect means a new channel: new delivery tags and publish numbers
    * from 1, in a new ring. Confirms of the old channel never reach it. */
   dlqb_ackring r = ring_of(4);
-  dlqb_ackring_push(&r, 1, DLQB_ACK_PUBLISHED);
+  push(&r, 1, DLQB_ACK_PUBLISHED);
   dlqb_ackring_release(&r);
   r = ring_of(4);
   broker b = {0};
   deliver(&b, 1);
-  assert_int_not_equal(dlqb_ackring_push(&r, 1, DLQB_ACK_PUBLISHED), (size_t)-1);
+  push(&r, 1, DLQB_ACK_PUBLISHED);
   assert_int_equal(dlqb_ackring_at(&r, 0)->seq, 1);
   dlqb_ackring_on_confirm(&r, 2, false); /* never published on this channel */
   dlqb_ackring_mark_submitted(&r, 0);
@@ -189,31 +202,61 @@ static void test_reconnect_starts_a_new_sequence(void **state) {
   dlqb_ackring_release(&r);
 }
 
-static void test_window_full_of_held_items(void **state) {
+static void test_a_deep_hold_takes_no_memory(void **state) {
   (void)state;
-  dlqb_ackring r = ring_of(3);
-  broker b = {0};
-  for (uint64_t t = 1; t <= 3; t++) {
-    deliver(&b, t);
-    dlqb_ackring_push(&r, t, DLQB_ACK_HELD);
-  }
-  assert_true(dlqb_ackring_full(&r));
-  assert_int_equal(dlqb_ackring_push(&r, 4, DLQB_ACK_HELD), (size_t)-1);
-  assert_int_equal(r.held, 3);
-  dlqb_ackring_mark_submitted(&r, 0);
-  assert_int_equal(flush(&r, &b, NO_AUDIT), 0);
+  /* A pass that holds a million items and moves one keeps one slot. */
+  dlqb_ackring r = ring_of(4);
+  for (uint64_t t = 1; t <= 1000000; t++) push(&r, t, DLQB_ACK_HELD);
+  assert_int_equal(r.held, 1000000);
   assert_int_equal(r.count, 0);
-  assert_int_equal(r.held, 0);
-  assert_true(b.outstanding[1] && b.outstanding[2] && b.outstanding[3]);
+  assert_int_equal(r.cap, 4);
+  push(&r, 1000001, DLQB_ACK_SETTLED);
+  dlqb_ackring_mark_submitted(&r, 0);
+  dlqb_ack_plan plan;
+  assert_true(dlqb_ackring_plan(&r, NO_AUDIT, &plan));
+  assert_int_equal(plan.run, 1);
+  assert_false(plan.multiple); /* it would take every held one with it */
+  dlqb_ackring_release(&r);
+}
+
+static void test_grows_past_its_first_size_keeping_order_and_confirms(void **state) {
+  (void)state;
+  dlqb_ackring r = ring_of(2);
+  broker b = {0};
+  /* Wrap the ring first, so growth has to unroll it. */
+  deliver(&b, 1);
+  push(&r, 1, DLQB_ACK_SETTLED);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_int_equal(flush(&r, &b, NO_AUDIT), 1);
+  for (uint64_t t = 2; t <= 40; t++) {
+    deliver(&b, t);
+    push(&r, t, t % 3 == 0 ? DLQB_ACK_SETTLED : DLQB_ACK_PUBLISHED);
+  }
+  assert_true(r.cap >= 39);
+  for (size_t i = 0; i < r.count; i++) {
+    assert_int_equal(dlqb_ackring_at(&r, i)->tag, i + 2);
+    assert_int_equal(*(uint64_t *)dlqb_ackring_payload_at(&r, i), i + 2);
+  }
+  /* Confirms, newest first, still find their entries after the moves. */
+  for (uint64_t seq = r.next_seq; seq >= 1; seq--) dlqb_ackring_on_confirm(&r, seq, false);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_int_equal(flush(&r, &b, NO_AUDIT), 39);
+  for (uint64_t t = 1; t <= 40; t++) assert_true(b.acked[t]);
   dlqb_ackring_release(&r);
 }
 
 static void test_tags_must_ascend(void **state) {
   (void)state;
   dlqb_ackring r = ring_of(4);
-  assert_int_not_equal(dlqb_ackring_push(&r, 5, DLQB_ACK_SETTLED), (size_t)-1);
-  assert_int_equal(dlqb_ackring_push(&r, 5, DLQB_ACK_SETTLED), (size_t)-1);
-  assert_int_equal(dlqb_ackring_push(&r, 3, DLQB_ACK_SETTLED), (size_t)-1);
+  bool refused;
+  push(&r, 5, DLQB_ACK_SETTLED);
+  assert_null(dlqb_ackring_push(&r, 5, DLQB_ACK_SETTLED, &refused));
+  assert_true(refused);
+  assert_null(dlqb_ackring_push(&r, 3, DLQB_ACK_HELD, &refused));
+  assert_true(refused);
+  push(&r, 6, DLQB_ACK_HELD);
+  assert_null(dlqb_ackring_push(&r, 6, DLQB_ACK_SETTLED, &refused));
+  assert_true(refused);
   dlqb_ackring_release(&r);
 }
 
@@ -222,10 +265,10 @@ static void test_waits_for_the_audit_ticket(void **state) {
   dlqb_ackring r = ring_of(8);
   broker b = {0};
   deliver(&b, 1);
-  dlqb_ackring_push(&r, 1, DLQB_ACK_SETTLED);
+  push(&r, 1, DLQB_ACK_SETTLED);
   dlqb_ackring_mark_submitted(&r, 7);
   deliver(&b, 2);
-  dlqb_ackring_push(&r, 2, DLQB_ACK_SETTLED);
+  push(&r, 2, DLQB_ACK_SETTLED);
   dlqb_ackring_mark_submitted(&r, 8);
   /* Confirmed but not recorded: nothing is acked. */
   assert_int_equal(flush(&r, &b, 6), 0);
@@ -267,12 +310,12 @@ static void test_random_interleavings(void **state) {
     int steps = 200 + (int)(rnd() % 400);
     for (int step = 0; step < steps && next_tag < MAX_TAGS - 1; step++) {
       uint64_t op = rnd() % 10;
-      if (op < 4 && !dlqb_ackring_full(&r)) {
+      if (op < 4) {
         uint64_t tag = next_tag++;
         dlqb_ack_state k = (dlqb_ack_state)(rnd() % 3);
         deliver(&b, tag);
         kind[tag] = k;
-        assert_int_not_equal(dlqb_ackring_push(&r, tag, k), (size_t)-1);
+        push(&r, tag, k);
         if (k == DLQB_ACK_PUBLISHED) {
           seq_of_tag[tag] = next_seq++;
         }
@@ -332,7 +375,8 @@ int main(void) {
       cmocka_unit_test(test_nack_in_the_middle),
       cmocka_unit_test(test_return_before_its_confirm),
       cmocka_unit_test(test_reconnect_starts_a_new_sequence),
-      cmocka_unit_test(test_window_full_of_held_items),
+      cmocka_unit_test(test_a_deep_hold_takes_no_memory),
+      cmocka_unit_test(test_grows_past_its_first_size_keeping_order_and_confirms),
       cmocka_unit_test(test_tags_must_ascend),
       cmocka_unit_test(test_waits_for_the_audit_ticket),
       cmocka_unit_test(test_random_interleavings),

@@ -1,0 +1,33 @@
+/* Loading and draining deep queues fast, for the broker tests of passes
+ * over tens of thousands of items: publishes with many confirms in flight
+ * (th_publish waits for each one) and a consumer that drains a queue in
+ * order. Both use channel 2 of a th_conn. Same conventions as harness.h:
+ * 0 or a count on success, -1 after one line on stderr. */
+#ifndef DLQB_TEST_BULK_H
+#define DLQB_TEST_BULK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness.h"
+
+/* One DLQ item as the bridge leaves it (request_id = message_id = id). */
+typedef struct {
+  char id[64];
+  char source_system[64];
+  int64_t dlq_at_ms;
+} th_bulk_item;
+
+/* Publishes n DLQ items to queue (default exchange, persistent), item i as
+ * fill(ctx, i, &item) describes it, and waits until the broker confirmed
+ * them all. */
+int th_bulk_publish_dlq(th_conn *c, const char *queue, size_t n,
+                        void (*fill)(void *ctx, size_t i, th_bulk_item *item), void *ctx);
+
+/* Takes every message off queue (a consumer with auto-ack) until it has
+ * been empty for idle_ms, calling visit(ctx, request_id) for each in the
+ * order the queue held them. Returns how many it took. */
+long th_bulk_drain(th_conn *c, const char *queue, int idle_ms,
+                   void (*visit)(void *ctx, const char *request_id), void *ctx);
+
+#endif

@@ -1,0 +1,181 @@
+/* A DLQ deeper than one consumer's window can ever be (the AMQP prefetch
+ * is 16 bits: 65,535): 70,000 items, one in a thousand from source_system
+ * billing, and one overdue item behind all of them. Filtered inspect,
+ * stats, reconcile and replay must cover every item without the operator
+ * tuning anything, leave the rest in its order, and the daemon's SLA
+ * escalator must reach the overdue item at the tail. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bulk.h"
+#include "flow.h"
+
+#define DEPTH 70000
+#define BILLING_EVERY 1000
+#define BILLING (DEPTH / BILLING_EVERY)
+#define HOUR_MS 3600000LL
+#define CMD_TIMEOUT_S 300
+
+static int64_t loaded_at;
+
+static void fill(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "d-%06zu", i);
+  snprintf(it->source_system, sizeof it->source_system, "%s",
+           i % BILLING_EVERY == BILLING_EVERY / 2 ? "billing" : "crm");
+  it->dlq_at_ms = loaded_at - HOUR_MS; /* an hour in the DLQ: not overdue */
+}
+
+static void fill_overdue(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  (void)i;
+  snprintf(it->id, sizeof it->id, "overdue");
+  snprintf(it->source_system, sizeof it->source_system, "crm");
+  it->dlq_at_ms = loaded_at - 48 * HOUR_MS;
+}
+
+/* Runs `dlq-bridge args` on t's vhost with env (NULL-terminated), its whole
+ * standard output in *out (malloc'd): th_run_bridge keeps only 8 KiB, and a
+ * listing of this DLQ is megabytes. Returns the exit status, -1 when it
+ * could not run. */
+static int run_all(fx_case *t, const char *args, const char *const *env, char **out) {
+  const th_env *e = th_env_get();
+  char cmd[2048];
+  assert_true(th_fmt(cmd, sizeof cmd, "timeout %d '%s' %s", CMD_TIMEOUT_S, e->bridge_bin, args));
+  /* The URL (with the test node's guest password) goes through the
+   * environment, never a command line. */
+  setenv("DLQ_BRIDGE_URL", t->vhost.url, 1);
+  for (size_t i = 0; env != NULL && env[i] != NULL; i++) assert_int_equal(putenv((char *)env[i]), 0);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  size_t got;
+  while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len < 4096) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+  }
+  buf[len] = '\0';
+  int status = pclose(p);
+  for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(strchr(env[i], '=') - env[i]), env[i]);
+    unsetenv(name);
+  }
+  *out = buf;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static json_object *run_json(fx_case *t, const char *args, const char *const *env) {
+  char *out = NULL;
+  int rc = run_all(t, args, env, &out);
+  if (rc != 0) fprintf(stderr, "dlq-bridge %s: exit %d\n", args, rc);
+  assert_int_equal(rc, 0);
+  json_object *j = json_tokener_parse(out);
+  free(out);
+  assert_non_null(j);
+  return j;
+}
+
+static int64_t member_int(json_object *j, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(j, key, &v)) fail_msg("no member '%s'", key);
+  return json_object_get_int64(v);
+}
+
+/* The DLQ in order after the replay: every id but billing's, ascending. */
+typedef struct {
+  long seen;
+  size_t next;  /* the index the next crm item must have */
+  long out_of_order;
+} order_check;
+
+static void check_order(void *ctx, const char *id) {
+  order_check *c = ctx;
+  c->seen++;
+  while (c->next < DEPTH && c->next % BILLING_EVERY == BILLING_EVERY / 2) c->next++;
+  char want[32];
+  snprintf(want, sizeof want, "d-%06zu", c->next);
+  if (strcmp(id, want) != 0) c->out_of_order++;
+  c->next++;
+}
+
+static void test_every_command_covers_a_deep_dlq(void **state) {
+  fx_case *t = *state;
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const audit_env[] = {a.env_log, a.env_key, NULL};
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  printf("loaded %d items in %.1f s\n", DEPTH, (double)(th_now_ms() - loaded_at) / 1000);
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", 1, fill_overdue, NULL), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH + 1);
+
+  /* The SLA escalator reaches the overdue item behind 70,000 fresh ones. */
+  const char *const daemon_env[] = {a.env_log, a.env_key, "DLQ_BRIDGE_DLQ_SLA=1d", NULL};
+  assert_int_equal(fx_start_bridge(t, daemon_env), 0);
+  th_msg m;
+  th_msg_init(&m);
+  FX_CHECK(t, fx_take(t, "compliance_review", &m, 120000) == 1);
+  FX_HDR_STR_EQ(&m, "request_id", "overdue");
+  th_msg_release(&m);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", DEPTH, 30000));
+
+  /* inspect lists all 70 billing items, wherever they sit. */
+  json_object *j = run_json(t, "inspect --source-system billing --json", NULL);
+  assert_int_equal(json_object_array_length(j), BILLING);
+  json_object_put(j);
+
+  /* stats: the breakdown covers the whole DLQ. */
+  j = run_json(t, "stats --json", NULL);
+  json_object *reasons;
+  assert_true(json_object_object_get_ex(j, "dlq_reasons", &reasons));
+  assert_int_equal(member_int(reasons, "max_attempts"), DEPTH);
+  json_object_put(j);
+
+  /* audit reconcile reads every item. */
+  j = run_json(t, "audit reconcile --json", audit_env);
+  json_object *dlq;
+  assert_true(json_object_object_get_ex(j, "dlq", &dlq));
+  assert_int_equal(member_int(dlq, "items"), DEPTH);
+  json_object_put(j);
+
+  /* A filtered replay moves exactly the billing items. */
+  j = run_json(t, "replay --source-system billing --json", audit_env);
+  assert_int_equal(member_int(j, "replayed"), BILLING);
+  assert_true(json_object_get_boolean(json_object_object_get(j, "complete")));
+  json_object_put(j);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), BILLING);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", DEPTH - BILLING, 30000));
+
+  /* The rest is exactly where it was, in its order. */
+  order_check oc = {0};
+  assert_int_equal(th_bulk_drain(t->conn, "dsr.dlq.manual", 2000, check_order, &oc),
+                   DEPTH - BILLING);
+  assert_int_equal(oc.out_of_order, 0);
+  fx_audit_remove(&a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_every_command_covers_a_deep_dlq),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
