@@ -7,7 +7,8 @@
  *
  *   dlqb-bench publish --url U --routing-key K [--exchange X] --count N
  *                      [--window W] [--size B] [--kind raw|failed|dlq]
- *                      [--declare-quorum]
+ *                      [--declare-quorum] [--source-every K] [--dlq-age-ms A]
+ *                      [--id-prefix P]
  *   dlqb-bench wait    --url U --queue Q [--queue Q2 ...] --at-least N
  *                      [--empty Q] [--timeout-ms T]
  *   dlqb-bench purge   --url U --queue Q [--queue Q2 ...] [--delete]
@@ -15,6 +16,10 @@
  *   dlqb-bench drain   --url U --queue Q --count N [--window W]
  *   dlqb-bench exec    -- COMMAND [ARGS...]
  *
+ * With --kind dlq, --source-every K gives every K-th item (i % K == K/2)
+ * source_system "billing" (the rest "bench"), --dlq-age-ms A dates
+ * dlq_at and first_seen_at A ms in the past, and --id-prefix P names the
+ * items P-0, P-1, ... (message_id and request_id; default bench-PID).
  * publish prints "RESULT count=N seconds=S rate=R"; wait prints
  * "DONE epoch=E" (CLOCK_REALTIME seconds with nanoseconds) when the summed
  * ready depth of the --queue queues is at least N and every --empty queue
@@ -57,6 +62,9 @@ typedef struct {
   long timeout_ms;
   const char *kind;
   bool declare_quorum;
+  long source_every;
+  long dlq_age_ms;
+  const char *id_prefix;
   bool delete_queue;
 } options;
 
@@ -115,8 +123,9 @@ static void disconnect(amqp_connection_state_t conn) {
   amqp_destroy_connection(conn);
 }
 
-static void iso_now(char *buf, size_t len) {
-  time_t t = time(NULL);
+/* The ISO-8601 UTC time ago_ms before now (0: now), to the second. */
+static void iso_ago(long ago_ms, char *buf, size_t len) {
+  time_t t = time(NULL) - ago_ms / 1000;
   struct tm tm;
   gmtime_r(&t, &tm);
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -184,18 +193,24 @@ static int cmd_publish(const options *o) {
   for (long i = 0; i < o->size; i++) body[i] = (char)('a' + i % 26);
   bool failed = strcmp(o->kind, "failed") == 0, dlq = strcmp(o->kind, "dlq") == 0;
   char now[40], msgid[64], reqid[64];
-  iso_now(now, sizeof now);
+  iso_ago(o->dlq_age_ms, now, sizeof now);
   uint64_t confirmed = 0;
   long window = o->window < 1 ? 1 : o->window;
   double t0 = mono_s();
   for (long i = 0; i < o->count; i++) {
-    snprintf(msgid, sizeof msgid, "bench-%ld-%ld", (long)getpid(), i);
-    snprintf(reqid, sizeof reqid, "req-%ld-%ld", (long)getpid(), i);
+    if (o->id_prefix != NULL) {
+      snprintf(msgid, sizeof msgid, "%s-%ld", o->id_prefix, i);
+      snprintf(reqid, sizeof reqid, "%s-%ld", o->id_prefix, i);
+    } else {
+      snprintf(msgid, sizeof msgid, "bench-%ld-%ld", (long)getpid(), i);
+      snprintf(reqid, sizeof reqid, "req-%ld-%ld", (long)getpid(), i);
+    }
+    bool selected = o->source_every > 0 && i % o->source_every == o->source_every / 2;
     amqp_table_entry_t h[12];
     int n = 0;
     if (failed || dlq) {
       h[n++] = str_entry("request_id", reqid);
-      h[n++] = str_entry("source_system", "bench");
+      h[n++] = str_entry("source_system", selected ? "billing" : "bench");
       h[n++] = str_entry("legal_basis", "gdpr_art_17");
       h[n++] = str_entry("action", "deletion");
       h[n++] = int_entry("attempt", dlq ? 5 : 0);
@@ -379,6 +394,9 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--exchange") == 0) o.exchange = v;
     else if (strcmp(a, "--routing-key") == 0) o.routing_key = v;
     else if (strcmp(a, "--kind") == 0) o.kind = v;
+    else if (strcmp(a, "--source-every") == 0) o.source_every = num_arg(a, v);
+    else if (strcmp(a, "--dlq-age-ms") == 0) o.dlq_age_ms = num_arg(a, v);
+    else if (strcmp(a, "--id-prefix") == 0) o.id_prefix = v;
     else if (strcmp(a, "--count") == 0) o.count = num_arg(a, v);
     else if (strcmp(a, "--window") == 0) o.window = num_arg(a, v);
     else if (strcmp(a, "--size") == 0) o.size = num_arg(a, v);

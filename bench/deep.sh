@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Every ops command on a deep DLQ: for each depth N it loads N items into
+# dsr.dlq.manual (one in a thousand from source_system billing, spread
+# through it) and times, each with the peak RSS of the command and of the
+# broker:
+#   inspect --source-system billing, stats, resolve of the last item,
+#   audit reconcile, replay --source-system billing, the daemon's SLA
+#   escalator reaching an overdue item behind all N, replay --all;
+# and beside them, in the same run, the anchors: the management UI's
+# "Get messages" (requeue) and "Move messages" (a shovel) of the whole
+# queue, and the raw rate at which one consumer reads it (dlqb-bench drain).
+# Prints a Markdown table (docs/performance.md, "Deep DLQ").
+#
+# usage: bench/deep.sh [--depths "10000 100000 1000000"] [--port P] [--no-build]
+#                      [--get-max N]
+#   --depths   the depths to measure (default 10000 100000 1000000)
+#   --port P   AMQP port of the private node; it also takes P+1..P+4 (default 24672)
+#   --get-max  the deepest queue "Get messages" is tried on (default 100000: its
+#              answer is one JSON document of every message, held in the broker's
+#              memory; at 1,000,000 that is most of a gigabyte)
+#   --no-build use the binaries already in build-bench/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+me=bench/deep.sh
+depths="10000 100000 1000000"
+port=24672
+build=1
+get_max=100000
+window=1000
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --depths) depths=${2:?--depths needs a value}; shift 2 ;;
+    --port) port=${2:?--port needs a value}; shift 2 ;;
+    --get-max) get_max=${2:?--get-max needs a value}; shift 2 ;;
+    --no-build) build=0; shift ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
+    *) echo "deep.sh: unknown argument '$1' (see bench/deep.sh --help)" >&2; exit 2 ;;
+    esac
+done
+
+bdir=build-bench
+node_dir=$bdir/broker-deep
+node_dirs=("$node_dir")
+work=$bdir/bench-deep
+bin=$bdir/dlq-bridge
+tool=$bdir/bench/dlqb-bench
+url="amqp://guest:guest@127.0.0.1:$port/%2f"
+mgmt="http://127.0.0.1:$((port + 1))"
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+
+build_bench
+rm -rf "$work"
+mkdir -p "$work"
+start_private_node dlqb-deep
+broker_pid=$(cat "$node_dir/server.pid")
+openssl rand -hex 32 >"$work/audit.key"
+chmod 600 "$work/audit.key"
+audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key")
+
+mib() { awk -v k="$1" 'BEGIN { if (k == "" || k == 0) print "n/a"; else printf "%.0f", k / 1024 }'; }
+rss_kib() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# The broker's peak RSS while a phase runs: a sampler writes the largest
+# VmRSS it saw (every 200 ms) to a file until it is stopped.
+sampler_start() {
+    (peak=0; while :; do r=$(rss_kib "$broker_pid"); [ "${r:-0}" -gt "$peak" ] && peak=$r && echo "$peak" >"$work/broker.peak"; sleep 0.2; done) &
+    sampler=$!
+    echo 0 >"$work/broker.peak"
+}
+sampler_stop() { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true; cat "$work/broker.peak"; }
+
+load() { # N [extra dlqb-bench publish flags]
+    local n=$1
+    shift
+    "$tool" publish --url "$url" --routing-key dsr.dlq.manual --kind dlq --count "$n" \
+        --window "$window" --source-every 1000 --dlq-age-ms 7200000 --id-prefix deep "$@" | field rate
+}
+
+rows=()
+row() { rows+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); }
+
+# Runs a command under dlqb-bench exec (its output to a file), with the
+# broker sampled; adds a row: depth, what, seconds, items/s, command MiB, broker MiB.
+timed() { # depth label n_for_rate command...
+    local depth=$1 label=$2 n=$3
+    shift 3
+    sampler_start
+    "$tool" exec -- "$@" >"$work/out" 2>"$work/err" || true
+    local b
+    b=$(sampler_stop)
+    local line secs kib status
+    line=$(grep '^EXEC ' "$work/out" | tail -n 1)
+    secs=$(echo "$line" | field seconds)
+    kib=$(echo "$line" | field maxrss_kib)
+    status=$(echo "$line" | field status)
+    if [ "$status" != 0 ]; then
+        log "$label at $depth exited $status: $(tail -n 2 "$work/err" | tr '\n' ' ')"
+        label="$label (exit $status)"
+    fi
+    row "$depth" "$label" "$secs" "$(rate "$n" 0 "$secs")" "$(mib "$kib")" "$(mib "$b")"
+}
+
+for n in $depths; do
+    purge_all
+    log "depth $n: loading"
+    lrate=$(load "$n")
+    log "depth $n: loaded at $lrate msg/s"
+    timed "$n" "inspect --source-system billing" "$n" "$bin" inspect --source-system billing --json
+    timed "$n" "stats" "$n" "$bin" stats --json
+    timed "$n" "resolve (the last item)" "$n" env "${audit_env[@]}" "$bin" resolve \
+        --message-id "deep-$((n - 1))" --note bench --json
+    timed "$n" "audit reconcile" "$n" env "${audit_env[@]}" "$bin" audit reconcile --json
+    timed "$n" "replay --source-system billing" "$n" env "${audit_env[@]}" "$bin" replay \
+        --source-system billing --json
+
+    # The SLA escalator: one overdue item behind all the others.
+    "$tool" publish --url "$url" --routing-key dsr.dlq.manual --kind dlq --count 1 --window 1 \
+        --dlq-age-ms 172800000 --id-prefix overdue >/dev/null
+    sampler_start
+    t0=$(now)
+    start_daemon "$work/daemon.log" "${audit_env[@]}" DLQ_BRIDGE_DLQ_SLA=1d
+    dpid=$last_pid
+    t1=$(wait_for --queue compliance_review --at-least 1)
+    drss=$(hwm_kib "$dpid")
+    stop_daemon "$dpid"
+    b=$(sampler_stop)
+    d=$(depth_now=$("$tool" depth --url "$url" --queue dsr.dlq.manual); echo "$depth_now")
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+    row "$n" "SLA escalator: first pass reaches the overdue tail" "$secs" "$(rate "$n" "$t0" "$t1")" \
+        "$(mib "$drss")" "$(mib "$b")"
+    log "depth $n: after the escalator the DLQ holds $d"
+
+    if [ "$n" -le "$get_max" ]; then
+        sampler_start
+        t0=$(now)
+        code=$(curl -s -o "$work/get.json" -w '%{http_code}' -u guest:guest -X POST \
+            -H 'content-type: application/json' "$mgmt/api/queues/%2F/dsr.dlq.manual/get" \
+            -d "{\"count\":$n,\"ackmode\":\"ack_requeue_true\",\"encoding\":\"auto\",\"truncate\":50}")
+        t1=$(now)
+        b=$(sampler_stop)
+        got=$(jq length "$work/get.json" 2>/dev/null || echo 0)
+        rm -f "$work/get.json"
+        row "$n" "anchor: management UI Get messages ($got got, HTTP $code)" \
+            "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" "$(rate "$got" "$t0" "$t1")" "-" "$(mib "$b")"
+    else
+        row "$n" "anchor: management UI Get messages" "not run" "-" "-" "-"
+    fi
+
+    purge_all
+    load "$n" >/dev/null
+    sampler_start
+    t0=$(now)
+    start_shovel
+    t1=$(wait_for --queue dsr.work --at-least "$n" --empty dsr.dlq.manual)
+    b=$(sampler_stop)
+    delete_shovel
+    row "$n" "anchor: management UI Move messages (shovel), all" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" "$(rate "$n" "$t0" "$t1")" "-" "$(mib "$b")"
+    purge_all
+    load "$n" >/dev/null
+    timed "$n" "replay --all" "$n" env "${audit_env[@]}" "$bin" replay --all --json
+    purge_all
+    load "$n" >/dev/null
+    sampler_start
+    line=$("$tool" drain --url "$url" --queue dsr.dlq.manual --count "$n" --window 5000)
+    b=$(sampler_stop)
+    row "$n" "anchor: one consumer reads the queue (dlqb-bench drain)" "$(echo "$line" | field seconds)" \
+        "$(echo "$line" | field rate)" "-" "$(mib "$b")"
+    row "$n" "(load: publish with $window confirms in flight)" "-" "$lrate" "-" "-"
+done
+
+echo
+echo "bench/deep.sh --depths \"$depths\" on $(nproc) cores, RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null)"
+echo
+echo "| depth | what | seconds | items/s | command peak RSS MiB | broker peak RSS MiB |"
+echo "| ---: | --- | ---: | ---: | ---: | ---: |"
+printf '%s\n' "${rows[@]}"
