@@ -15,6 +15,13 @@
 
 #include "dlqb/envelope.h" /* DLQB_ID_MAX, DLQB_LAST_ERROR_MAX */
 
+/* How far in the future a time on a message may be and still count: clocks
+ * of different hosts disagree a little, and that much reads as age 0. A
+ * later time is not evidence of anything (a producer can write any time, a
+ * host's clock can run fast) and is ignored (docs/envelope.md, "Which
+ * clock"). */
+#define DLQB_CLOCK_SKEW_MS INT64_C(300000)
+
 /* What the ops commands show and filter on, read from one DLQ message. */
 typedef struct {
   char message_id[128];                 /* from the message_id property */
@@ -35,6 +42,8 @@ typedef struct {
   int64_t escalated_at_ms;
   bool has_timestamp;                   /* the AMQP timestamp property */
   int64_t timestamp_ms;
+  bool has_xdeath_at;                   /* x-death[0].time: the broker's clock */
+  int64_t xdeath_at_ms;
 } dlqb_item;
 
 /* Fills out from a message's properties (headers, message_id, timestamp).
@@ -42,11 +51,21 @@ typedef struct {
  * integers may be any AMQP integer type or a decimal string. */
 void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out);
 
-/* The time an item's age counts from: dlq_at, else first_seen_at, else the
- * timestamp property. False when it has none of them. */
-bool dlqb_item_since(const dlqb_item *it, int64_t *epoch_ms);
+/* Whether a time on a message counts as evidence at now_ms: not later than
+ * now_ms + DLQB_CLOCK_SKEW_MS. */
+bool dlqb_time_usable(int64_t epoch_ms, int64_t now_ms);
 
-/* Age in milliseconds at now_ms (0 when in the future); false when unknown. */
+/* The time an item's age counts from at now_ms: the first usable one of
+ * dlq_at (the bridge's clock when it entered the DLQ), x-death[0].time (the
+ * broker's clock when it last dead-lettered it: items the broker moved into
+ * the DLQ itself carry no dlq_at), first_seen_at, the timestamp property.
+ * The later ones are older than the DLQ entry, so falling back never makes
+ * an item younger. A time too far in the future is skipped, never taken.
+ * False when none is usable: the item's age is unknown. */
+bool dlqb_item_since(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms);
+
+/* Age in milliseconds at now_ms (0 within the clock skew); false when
+ * unknown (no usable time). */
 bool dlqb_item_age(const dlqb_item *it, int64_t now_ms, uint64_t *age_ms);
 
 #endif

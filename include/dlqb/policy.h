@@ -43,7 +43,8 @@ typedef struct {
  *   random       a uniform 32-bit draw for the jitter
  * Rules, in order: invalid -> DLQ; delivery_limit -> DLQ "poison: repeated
  * consumer crash"; attempt+1 >= max_attempts -> DLQ; now + delay past
- * first_seen_at + sla_budget -> DLQ; otherwise retry on tier
+ * first_seen_at + sla_budget -> DLQ (a first_seen_at later than now_ms
+ * counts as now_ms: no claim extends the deadline); otherwise retry on tier
  * min(attempt, count-1) with delay uniform in [d*(1-jitter), d]. A DLQ
  * route of a valid envelope with replay_count >= cfg->max_replays sets
  * escalate. */

@@ -10,7 +10,10 @@
  *    with basic.get (manual ack) and put back with basic.reject(requeue),
  *    which returns it to the head of the queue. Classic queues keep no
  *    delivery count, so looking changes nothing but its redelivered flag.
- *    The age is measured from the head's stamp (dlqb_queue_head_stamp).
+ *    The age is measured from the head's stamp (dlqb_queue_head_stamp);
+ *    when the head has no usable one (none, or a time too far in the
+ *    future), from the first usable stamp among the next few messages: the
+ *    queue is FIFO, so that is a lower bound on the head's age.
  *  - quorum (dsr.work, dsr.failed, dsr.retry.*): never peeked. A requeue
  *    bumps x-delivery-count, and dsr.work's delivery limit of 1 would turn
  *    a peeked task into poison. The age is the time since the queue was
@@ -61,9 +64,11 @@ dlqb_status dlqb_queue_stat_read(dlqb_link *link, const dlqb_queue_spec *spec, i
 
 /* When the head message entered its current queue, from its properties: the
  * later of its dlq_at and escalated_at headers (ISO-8601 UTC), else its
- * AMQP timestamp property, else x-death[0].time. False when it has none.
- * Pure. */
-bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t *epoch_ms);
+ * AMQP timestamp property, else x-death[0].time (the broker's clock).
+ * Only times usable at now_ms count (dlqb_time_usable: a forged year 9999
+ * is skipped, never read as age 0). False when none does. Pure. */
+bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t now_ms,
+                           int64_t *epoch_ms);
 
 /* A tracker over every non-stream queue of a topology, remembering when each
  * was last seen empty. */

@@ -21,6 +21,10 @@ typedef enum { DLQB_VERDICT_HOLD, DLQB_VERDICT_TAKE, DLQB_VERDICT_SKIP_COMPLETE 
 typedef struct {
   dlqb_verdict_kind kind;
   bool stop_after;
+  /* The SLA escalator takes it because it has no usable time (none, or only
+   * times too far in the future): its age cannot be known, and holding it
+   * would hide it (and, at the head, everything behind it). */
+  bool no_time;
 } dlqb_verdict;
 
 typedef struct {
@@ -32,7 +36,8 @@ typedef struct {
   /* End the pass once --limit items are taken (resolve: one item). */
   bool stop_at_limit;
   /* The SLA escalator: take items in the queue longer than sla_ms, and
-   * pass over every other one (never stop early: see verdict.c). */
+   * items without a usable time (dlqb_item_since), and pass over every
+   * other one (never stop early: see verdict.c). */
   bool sla;
   uint64_t sla_ms;
 } dlqb_verdict_rule;

@@ -383,15 +383,24 @@ static amqp_bytes_t consumer_tag(unsigned i, char *buf, size_t len) {
 
 static bool consuming(const dlqb_pipe *p) { return p->cancelled < p->consumers; }
 
-/* Cancels every consumer; their cancel-oks arrive through dispatch. */
+static dlqb_status cancel_one(dlqb_pipe *p, unsigned i, dlqb_error *err) {
+  char tag[32];
+  amqp_basic_cancel_t c = {.consumer_tag = consumer_tag(i, tag, sizeof tag), .nowait = 0};
+  int rc = amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_BASIC_CANCEL_METHOD, &c);
+  return dlqb_link_status(rc, "cancel consumer", err);
+}
+
+/* Cancels every consumer the broker has confirmed; one whose consume-ok is
+ * still on its way is cancelled when it arrives (dispatch): RabbitMQ 3.10
+ * crashes the channel (INTERNAL_ERROR, badkey in consumer_monitor) on a
+ * cancel that overtakes its consumer's registration. The cancel-oks arrive
+ * through dispatch. */
 static dlqb_status send_cancel(dlqb_pipe *p, dlqb_error *err) {
   if (p->cancel_sent) return DLQB_OK;
   p->cancel_sent = true;
-  for (unsigned i = 0; i < p->consumers; i++) {
-    char tag[32];
-    amqp_basic_cancel_t c = {.consumer_tag = consumer_tag(i, tag, sizeof tag), .nowait = 0};
-    int rc = amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_BASIC_CANCEL_METHOD, &c);
-    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "cancel consumer", err);
+  for (unsigned i = 0; i < p->consumers_ok; i++) {
+    dlqb_status st = cancel_one(p, i, err);
+    if (st != DLQB_OK) return st;
   }
   return DLQB_OK;
 }
@@ -410,6 +419,11 @@ static dlqb_status add_consumer_if_full(dlqb_pipe *p, dlqb_error *err) {
   uint64_t capacity = (uint64_t)p->consumers * p->window;
   uint64_t unacked = p->ring.held + p->ring.count;
   if (unacked + p->window / 2 < capacity) return DLQB_OK;
+  /* Nothing more to come that the free windows cannot take. */
+  if (p->opt.max_messages > 0 &&
+      (p->settled_total >= p->opt.max_messages ||
+       p->opt.max_messages - p->settled_total <= capacity - (unacked < capacity ? unacked : capacity)))
+    return DLQB_OK;
   char tag[32];
   amqp_basic_consume_t c = {.queue = dlqb_bytes(p->opt.queue),
                             .consumer_tag = consumer_tag(p->consumers, tag, sizeof tag),
@@ -442,8 +456,9 @@ static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err
                      (int)r->reply_text.len, (const char *)r->reply_text.bytes);
   }
   case AMQP_BASIC_CONSUME_OK_METHOD:
+    /* Consume-oks come in the order of the consumes. */
     p->consumers_ok++;
-    return DLQB_OK;
+    return p->cancel_sent ? cancel_one(p, p->consumers_ok - 1, err) : DLQB_OK;
   case AMQP_BASIC_CANCEL_OK_METHOD:
     p->cancelled++;
     return DLQB_OK;

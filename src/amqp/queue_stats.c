@@ -16,6 +16,11 @@ struct dlqb_queue_stats {
   size_t n;
 };
 
+#include "dlqb/item.h"
+
+/* Messages a peek looks at when the head has no usable stamp. */
+#define PEEK_DEPTH 8
+
 /* x-death[0].time (an AMQP timestamp, seconds) as epoch ms. */
 static bool xdeath_time(const amqp_table_t *h, int64_t *ms) {
   const amqp_table_t *death = dlqb_header_first_death(h);
@@ -26,51 +31,68 @@ static bool xdeath_time(const amqp_table_t *h, int64_t *ms) {
   return true;
 }
 
-bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t *epoch_ms) {
+/* A header time that counts at now_ms (dlqb_time_usable). */
+static bool usable_header_time(const amqp_table_t *h, const char *key, int64_t now_ms,
+                               int64_t *ms) {
+  return h != NULL && dlqb_header_time(h, key, ms) && dlqb_time_usable(*ms, now_ms);
+}
+
+bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t now_ms,
+                           int64_t *epoch_ms) {
   const amqp_table_t *h = (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers : NULL;
   int64_t dlq_at = 0, escalated_at = 0;
-  bool has_dlq = h != NULL && dlqb_header_time(h, DLQB_H_DLQ_AT, &dlq_at);
-  bool has_esc = h != NULL && dlqb_header_time(h, DLQB_H_ESCALATED_AT, &escalated_at);
+  bool has_dlq = usable_header_time(h, DLQB_H_DLQ_AT, now_ms, &dlq_at);
+  bool has_esc = usable_header_time(h, DLQB_H_ESCALATED_AT, now_ms, &escalated_at);
   /* The later stamp is the entry into the current queue: dlq_at is written
-   * on every entry into the DLQ, escalated_at on entry into review. */
+   * on every entry into the DLQ, escalated_at on entry into review. A stamp
+   * too far in the future is no stamp: the next one down is older, so it
+   * never makes the queue look younger. */
   if (has_dlq || has_esc) {
     *epoch_ms = !has_esc || (has_dlq && dlq_at > escalated_at) ? dlq_at : escalated_at;
     return true;
   }
   if ((props->_flags & AMQP_BASIC_TIMESTAMP_FLAG) && props->timestamp > 0 &&
-      props->timestamp <= (uint64_t)INT64_MAX / 1000) {
+      props->timestamp <= (uint64_t)INT64_MAX / 1000 &&
+      dlqb_time_usable((int64_t)props->timestamp * 1000, now_ms)) {
     *epoch_ms = (int64_t)props->timestamp * 1000;
     return true;
   }
-  return h != NULL && xdeath_time(h, epoch_ms);
+  return h != NULL && xdeath_time(h, epoch_ms) && dlqb_time_usable(*epoch_ms, now_ms);
 }
 
-/* Takes the head of a classic queue without acking it, reads its stamp and
- * puts it back with basic.reject(requeue), which restores it at the head.
+/* Takes messages from the head of a classic queue without acking them until
+ * one carries a usable stamp (at most PEEK_DEPTH), then puts them all back
+ * with basic.nack(multiple, requeue), which restores them at the head in
+ * their order. The queue is FIFO by entry, so the first stamp found is a
+ * lower bound on the head's age even when the head's own stamp is unusable
+ * (a forged dlq_at in year 9999 must not make the queue read as new).
  * Only ever called for classic queues: see the header for why. */
-static dlqb_status peek_head(dlqb_link *link, const char *queue, bool *found, bool *stamped,
-                             int64_t *stamp_ms, dlqb_error *err) {
+static dlqb_status peek_head(dlqb_link *link, const char *queue, int64_t now_ms, bool *found,
+                             bool *stamped, int64_t *stamp_ms, dlqb_error *err) {
   amqp_connection_state_t conn = dlqb_link_conn(link);
   char what[160];
   *found = *stamped = false;
   snprintf(what, sizeof what, "peek at the head of '%s'", queue);
-  amqp_rpc_reply_t r = amqp_basic_get(conn, DLQB_CHANNEL, dlqb_bytes(queue), 0);
-  dlqb_status st = dlqb_link_reply(link, r, what, err);
-  if (st != DLQB_OK || r.reply.id != AMQP_BASIC_GET_OK_METHOD) return st; /* empty by now */
-  uint64_t tag = ((const amqp_basic_get_ok_t *)r.reply.decoded)->delivery_tag;
-  *found = true;
-
-  amqp_message_t msg;
-  r = amqp_read_message(conn, DLQB_CHANNEL, &msg, 0);
-  /* On failure the message is still unacked: the channel or connection
-   * closing (which the failure implies or the caller does) requeues it. */
-  st = dlqb_link_reply(link, r, what, err);
-  if (st != DLQB_OK) return st;
-  *stamped = dlqb_queue_head_stamp(&msg.properties, stamp_ms);
-  amqp_destroy_message(&msg);
-
+  uint64_t last_tag = 0;
+  dlqb_status st = DLQB_OK;
+  for (int i = 0; i < PEEK_DEPTH && !*stamped; i++) {
+    amqp_rpc_reply_t r = amqp_basic_get(conn, DLQB_CHANNEL, dlqb_bytes(queue), 0);
+    st = dlqb_link_reply(link, r, what, err);
+    if (st != DLQB_OK || r.reply.id != AMQP_BASIC_GET_OK_METHOD) break; /* no more */
+    last_tag = ((const amqp_basic_get_ok_t *)r.reply.decoded)->delivery_tag;
+    *found = true;
+    amqp_message_t msg;
+    r = amqp_read_message(conn, DLQB_CHANNEL, &msg, 0);
+    /* On failure the messages are still unacked: the channel or connection
+     * closing (which the failure implies or the caller does) requeues them. */
+    st = dlqb_link_reply(link, r, what, err);
+    if (st != DLQB_OK) return st;
+    *stamped = dlqb_queue_head_stamp(&msg.properties, now_ms, stamp_ms);
+    amqp_destroy_message(&msg);
+  }
+  if (st != DLQB_OK || last_tag == 0) return st;
   snprintf(what, sizeof what, "return the head of '%s'", queue);
-  return dlqb_link_status(amqp_basic_reject(conn, DLQB_CHANNEL, tag, 1), what, err);
+  return dlqb_link_status(amqp_basic_nack(conn, DLQB_CHANNEL, last_tag, 1, 1), what, err);
 }
 
 static double seconds_since(int64_t now_ms, int64_t then_ms) {
@@ -96,7 +118,7 @@ dlqb_status dlqb_queue_stat_read(dlqb_link *link, const dlqb_queue_spec *spec, i
   if (spec->type == DLQB_QTYPE_CLASSIC) {
     bool found, stamped;
     int64_t stamp = 0;
-    st = peek_head(link, spec->name, &found, &stamped, &stamp, err);
+    st = peek_head(link, spec->name, now_ms, &found, &stamped, &stamp, err);
     if (st == DLQB_EBROKER) return DLQB_OK; /* deleted meanwhile: depth stands, age unknown */
     if (st != DLQB_OK) return st;
     if (!found) { /* drained since the declare */

@@ -6,6 +6,7 @@
 #include "dlqb/headers.h"
 #include "dlqb/names.h"
 #include "dlqb/text.h"
+#include "dlqb/xdeath.h"
 
 static void read_text(const amqp_table_t *h, const char *key, char *dst, size_t cap) {
   amqp_bytes_t b;
@@ -43,20 +44,40 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
   out->has_dlq_at = dlqb_header_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
   out->has_first_seen_at = dlqb_header_time(h, DLQB_H_FIRST_SEEN_AT, &out->first_seen_at_ms);
   out->has_escalated_at = dlqb_header_time(h, DLQB_H_ESCALATED_AT, &out->escalated_at_ms);
+  const amqp_table_t *death = dlqb_header_first_death(h);
+  const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
+  if (t != NULL && t->kind == AMQP_FIELD_KIND_TIMESTAMP && t->value.u64 <= (uint64_t)INT64_MAX / 1000) {
+    out->has_xdeath_at = true;
+    out->xdeath_at_ms = (int64_t)t->value.u64 * 1000; /* AMQP timestamps are seconds */
+  }
 }
 
-bool dlqb_item_since(const dlqb_item *it, int64_t *epoch_ms) {
-  if (it->has_dlq_at) *epoch_ms = it->dlq_at_ms;
-  else if (it->has_first_seen_at) *epoch_ms = it->first_seen_at_ms;
-  else if (it->has_timestamp) *epoch_ms = it->timestamp_ms;
-  else return false;
-  return true;
+bool dlqb_time_usable(int64_t epoch_ms, int64_t now_ms) {
+  return now_ms > INT64_MAX - DLQB_CLOCK_SKEW_MS || epoch_ms <= now_ms + DLQB_CLOCK_SKEW_MS;
+}
+
+bool dlqb_item_since(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms) {
+  /* Most precise first; each later one is older than the DLQ entry. */
+  const struct {
+    bool has;
+    int64_t ms;
+  } c[] = {{it->has_dlq_at, it->dlq_at_ms},
+           {it->has_xdeath_at, it->xdeath_at_ms},
+           {it->has_first_seen_at, it->first_seen_at_ms},
+           {it->has_timestamp, it->timestamp_ms}};
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    if (c[i].has && dlqb_time_usable(c[i].ms, now_ms)) {
+      *epoch_ms = c[i].ms;
+      return true;
+    }
+  }
+  return false;
 }
 
 bool dlqb_item_age(const dlqb_item *it, int64_t now_ms, uint64_t *age_ms) {
   int64_t since;
-  if (!dlqb_item_since(it, &since)) return false;
-  /* Clocks of different hosts disagree a little: the future is age 0. */
+  if (!dlqb_item_since(it, now_ms, &since)) return false;
+  /* Within the clock skew: age 0. */
   *age_ms = now_ms > since ? (uint64_t)now_ms - (uint64_t)since : 0;
   return true;
 }

@@ -161,7 +161,12 @@ static void decide_route(const dlqb_config *cfg, const dlqb_envelope *env,
     tier = step < count - 1 ? (size_t)step : count - 1;
     delay = jittered(cfg->retry_delays_ms[tier], cfg->retry_jitter_percent, random);
   }
-  int64_t first_seen = env->has_first_seen_at ? env->first_seen_at_ms : now_ms;
+  /* A first_seen_at later than now is a claim nothing supports (a producer
+   * can write year 2200): it never moves the deadline past now + budget.
+   * The router then stamps now in its place (dlqb/route.h), so the budget
+   * runs from this failure and does not restart with each one. */
+  int64_t first_seen =
+      env->has_first_seen_at && env->first_seen_at_ms < now_ms ? env->first_seen_at_ms : now_ms;
   int64_t deadline = deadline_of(first_seen, cfg->sla_budget_ms);
   if (past_deadline(now_ms, delay, deadline)) {
     out->reason = DLQB_REASON_SLA_BUDGET;

@@ -37,7 +37,10 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
     /* Stamped so the bound travels with the task and a config change cannot
      * move it mid-flight. */
     set(out, DLQB_H_MAX_ATTEMPTS, DLQB_HSET_INT, NULL, env.max_attempts);
-    if (!env.has_first_seen_at) set(out, DLQB_H_FIRST_SEEN_AT, DLQB_HSET_STRING, out->now_iso, 0);
+    /* Absent, or in the future (see the policy): the bridge's clock from
+     * now on, so the SLA budget has a fixed start. */
+    if (!env.has_first_seen_at || env.first_seen_at_ms > now_ms)
+      set(out, DLQB_H_FIRST_SEEN_AT, DLQB_HSET_STRING, out->now_iso, 0);
     /* The worker's text now lives in last_error; a stale copy would be
      * mistaken for the next failure's. */
     set(out, DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0);

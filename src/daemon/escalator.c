@@ -27,6 +27,7 @@ struct dlqb_escalator {
   dlqb_stop_flag stop;
   char now_iso[DLQB_ISO_TIME_MAX];
   char reason[DLQB_LAST_ERROR_MAX + 1];
+  char no_time_reason[DLQB_LAST_ERROR_MAX + 1];
   int64_t now_ms;
 };
 
@@ -49,8 +50,8 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
   }
   dlqb_hset sets[DLQB_ESCALATION_SETS];
   size_t n = dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA);
-  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_ESCALATED, "sla", e->reason,
-                           err);
+  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_ESCALATED, "sla",
+                           v.no_time ? e->no_time_reason : e->reason, err);
 }
 
 static void escalated(void *ctx, const dlqb_hop *hop) {
@@ -66,6 +67,8 @@ static void pass(dlqb_escalator *e) {
   char sla[32];
   snprintf(e->reason, sizeof e->reason, "dlq_sla: in %s longer than %s", DLQB_Q_DLQ,
            dlqb_duration_format(e->cfg.dlq_sla_ms, sla, sizeof sla));
+  snprintf(e->no_time_reason, sizeof e->no_time_reason,
+           "dlq_sla: no usable time in %s (dlq_at missing or in the future)", DLQB_Q_DLQ);
   char purpose[320];
   snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg.instance);
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = "system",

@@ -6,7 +6,12 @@
  * dsr.work by a worker). Every copy must end in dsr.dlq.manual with
  * last_error "invalid envelope: ..." and its body intact, none may be
  * dropped, and the bridge must still be running and routing valid tasks
- * afterwards. */
+ * afterwards.
+ *
+ * Hostile times (issue 16, part 3): a DLQ item whose dlq_at is in year 9999
+ * at the head of the DLQ neither stops the SLA escalator's pass nor makes
+ * the DLQ's oldest age read 0; a task whose first_seen_at is in 2200 still
+ * meets the SLA budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <json-c/json.h>
 
 #include "flow.h"
 
@@ -453,10 +460,122 @@ static void test_hostile_messages_all_reach_the_dlq(void **state) {
   free(got);
 }
 
+/* ---- hostile times ------------------------------------------------------ */
+
+#define HOUR_MS INT64_C(3600000)
+#define CMD_TIMEOUT_MS 30000
+
+static void run_ok(fx_case *t, const char *const *args, const char *const *with, th_result *r) {
+  assert_int_equal(th_run_bridge(args, t->vhost.url, with, CMD_TIMEOUT_MS, r), 0);
+  if (r->exit_code != 0) fprintf(stderr, "%s: exit %d, stderr: %s\n", args[0], r->exit_code, r->err);
+  assert_int_equal(r->exit_code, 0);
+}
+
+/* A DLQ item as the bridge leaves it, with dlq_at as given (ISO text). */
+static void pub_dlq_at(fx_case *t, const char *id, const char *dlq_at) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, id), 0);
+  assert_int_equal(th_msg_set_int(&m, "attempt", 5), 0);
+  assert_int_equal(th_msg_set_str(&m, "last_error", "rejected by worker"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_at", dlq_at), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+}
+
+/* `stats --json`: the DLQ's oldest age in seconds, -1 when not reported. */
+static long dlq_oldest_age(fx_case *t, char *source, size_t cap) {
+  static const char *const args[] = {"stats", "--json", NULL};
+  th_result r;
+  run_ok(t, args, NULL, &r);
+  json_object *j = json_tokener_parse(r.out), *qs, *q, *v;
+  assert_non_null(j);
+  long age = -1;
+  if (json_object_object_get_ex(j, "queues", &qs) &&
+      json_object_object_get_ex(qs, "dsr.dlq.manual", &q)) {
+    if (json_object_object_get_ex(q, "oldest_age_seconds", &v) && v != NULL)
+      age = (long)json_object_get_int64(v);
+    if (json_object_object_get_ex(q, "age_source", &v))
+      snprintf(source, cap, "%s", json_object_get_string(v));
+  }
+  json_object_put(j);
+  return age;
+}
+
+static void test_future_dlq_at_at_the_head_hides_nothing(void **state) {
+  fx_case *t = *state;
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  run_ok(t, declare, NULL, &r);
+  char old_iso[48];
+  th_iso_time(th_now_ms() - 48 * HOUR_MS, old_iso, sizeof old_iso);
+  pub_dlq_at(t, "forged-9999", "9999-12-31T23:59:59Z");
+  pub_dlq_at(t, "two-days-a", old_iso);
+  pub_dlq_at(t, "two-days-b", old_iso);
+
+  /* The age gauge: the head's year 9999 is no evidence; the items behind
+   * it say the queue is at least two days old. (It read 0 before.) */
+  char source[32] = "";
+  long age = dlq_oldest_age(t, source, sizeof source);
+  printf("dlq oldest age with a year-9999 head: %ld s (%s)\n", age, source);
+  assert_true(age >= 47 * 3600);
+  assert_true(age < 49 * 3600);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 3); /* looking moved nothing */
+
+  /* The escalator: the head does not end its pass. The two-day-old items
+   * are escalated, and so is the head, which has no usable time. */
+  static const char *const sla[] = {"DLQ_BRIDGE_DLQ_SLA=24h", NULL};
+  assert_int_equal(fx_start_bridge(t, sla), 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 3, 20000));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  th_msg m;
+  th_msg_init(&m);
+  int forged = 0, old = 0;
+  while (th_get(t->conn, "compliance_review", &m) == 1) {
+    FX_HDR_STR_EQ(&m, "escalation_reason", "dlq_sla");
+    const char *id = th_msg_str(&m, "request_id");
+    assert_non_null(id);
+    if (strcmp(id, "forged-9999") == 0) forged++;
+    else if (strncmp(id, "two-days-", 9) == 0) old++;
+    th_msg_reset(&m);
+  }
+  th_msg_release(&m);
+  assert_int_equal(forged, 1);
+  assert_int_equal(old, 2);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+}
+
+static void test_future_first_seen_at_keeps_the_sla_budget(void **state) {
+  fx_case *t = *state;
+  /* Budget 1s, retry delay 2s: a task seen now cannot retry in budget. */
+  static const char *const budget[] = {"DLQ_BRIDGE_SLA_BUDGET=1s", "DLQ_BRIDGE_RETRY_DELAYS=2s",
+                                       "DLQ_BRIDGE_RETRY_JITTER=0", NULL};
+  assert_int_equal(fx_start_bridge(t, budget), 0);
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_msg_task(m, "first-seen-2200"), 0);
+  assert_int_equal(th_msg_set_str(m, "first_seen_at", "2200-01-01T00:00:00Z"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.work", m), 0);
+  th_worker *w = fx_worker(t);
+  th_msg *got = fx_msg(t);
+  assert_int_equal(th_worker_next(w, got, 10000), 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  /* Before: the deadline was 2200 + 1s, and the task went to dsr.retry.2s. */
+  FX_CHECK(t, fx_take(t, "dsr.dlq.manual", got, 15000) == 1);
+  FX_HDR_STR_EQ(got, "request_id", "first-seen-2200");
+  FX_HDR_STR_EQ(got, "dlq_reason", "sla_budget");
+  const char *fs = th_msg_str(got, "first_seen_at");
+  assert_non_null(fs);
+  assert_true(strncmp(fs, "2200", 4) != 0); /* the bridge's clock from now on */
+  assert_int_equal(fx_stop_bridges(t), 0);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_hostile_messages_all_reach_the_dlq),
+      FX_TEST(test_future_dlq_at_at_the_head_hides_nothing),
+      FX_TEST(test_future_first_seen_at_keeps_the_sla_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -643,7 +643,10 @@ static void test_daemon_escalates_sla_and_max_replays(void **state) {
                                     "DLQ_BRIDGE_MAX_ATTEMPTS=1", NULL};
   assert_int_equal(fx_start_bridge(t, env), 0);
   pub_dlq(t, "old", "crm", "gdpr_art_17", "rejected by worker", th_now_ms() - HOUR_MS);
-  pub_dlq(t, "young", "crm", "gdpr_art_17", "rejected by worker", th_now_ms() + HOUR_MS);
+  /* Young for the whole test: two minutes ahead is within the clock skew
+   * (DLQB_CLOCK_SKEW_MS), so it reads as age 0. Further ahead it would be
+   * no time at all, and escalated. */
+  pub_dlq(t, "young", "crm", "gdpr_art_17", "rejected by worker", th_now_ms() + 120000);
   th_msg m;
   th_msg_init(&m);
   FX_CHECK(t, fx_take(t, "compliance_review", &m, 15000) == 1);

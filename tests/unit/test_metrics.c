@@ -333,12 +333,15 @@ static amqp_table_entry_t str_entry(const char *k, const char *v) {
   return e;
 }
 
+/* 2026-11-30T07:00:00Z */
+#define NOW_MS INT64_C(1796022000000)
+
 static void test_head_stamp(void **state) {
   (void)state;
   amqp_basic_properties_t p;
   memset(&p, 0, sizeof p);
   int64_t ms = 0;
-  assert_false(dlqb_queue_head_stamp(&p, &ms));
+  assert_false(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
 
   /* x-death[0].time is the last resort. */
   amqp_table_entry_t death_fields[2];
@@ -354,33 +357,49 @@ static void test_head_stamp(void **state) {
   h[0].value.value.array = (amqp_array_t){1, &death};
   p._flags = AMQP_BASIC_HEADERS_FLAG;
   p.headers = (amqp_table_t){1, h};
-  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
   assert_int_equal(ms, INT64_C(1700000000000));
 
   /* The AMQP timestamp beats x-death. */
   p._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
   p.timestamp = 1700000100;
-  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
   assert_int_equal(ms, INT64_C(1700000100000));
 
   /* dlq_at beats both; the later of dlq_at and escalated_at wins. */
   h[1] = str_entry("dlq_at", "2026-11-30T05:00:00.500Z");
   p.headers.num_entries = 2;
-  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
   assert_int_equal(ms, INT64_C(1796014800500));
   h[2] = str_entry("escalated_at", "2026-11-30T06:00:00Z");
   p.headers.num_entries = 3;
-  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
   assert_int_equal(ms, INT64_C(1796018400000));
   h[2] = str_entry("escalated_at", "2026-11-29T06:00:00Z");
-  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
   assert_int_equal(ms, INT64_C(1796014800500));
 
   /* A malformed dlq_at is ignored, not trusted. */
   h[1] = str_entry("dlq_at", "yesterday");
   p.headers.num_entries = 2;
-  assert_true(dlqb_queue_head_stamp(&p, &ms));
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
   assert_int_equal(ms, INT64_C(1700000100000));
+
+  /* So is one in the future past the clock skew (a forged year 9999, a fast
+   * clock): the older stamps below it count. Within the skew it counts. */
+  h[1] = str_entry("dlq_at", "9999-12-31T23:59:59Z");
+  h[2] = str_entry("escalated_at", "2026-12-30T06:00:00Z");
+  p.headers.num_entries = 3;
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
+  assert_int_equal(ms, INT64_C(1700000100000));
+  p.timestamp = 253402300799u; /* 9999 too: x-death is left */
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
+  assert_int_equal(ms, INT64_C(1700000000000));
+  death_fields[1].value.value.u64 = 253402300799u;
+  assert_false(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
+  h[1] = str_entry("dlq_at", "2026-11-30T07:02:00Z"); /* NOW_MS + 2 min */
+  assert_true(dlqb_queue_head_stamp(&p, NOW_MS, &ms));
+  assert_int_equal(ms, INT64_C(1796022120000));
 }
 
 int main(void) {

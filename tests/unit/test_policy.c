@@ -387,9 +387,19 @@ static void test_sla_already_past(void **state) {
   env.first_seen_at_ms = NOW - 100 * HOUR;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
-  /* first_seen_at in the future (clock skew) just leaves more room. */
+  /* A first_seen_at in the future counts as now: it leaves no more room
+   * than a task first seen now (a producer's year 2200 would otherwise
+   * switch the budget off). */
   env.first_seen_at_ms = NOW + HOUR;
   cfg.retry_delays_ms[0] = 1000;
+  decide(&cfg, &env, &f, NOW, 0, &d);
+  assert_int_equal(d.route, DLQB_ROUTE_RETRY);
+  env.first_seen_at_ms = INT64_C(7258118400000); /* 2200-01-01 */
+  cfg.sla_budget_ms = (uint64_t)HOUR;
+  cfg.retry_delays_ms[0] = (uint64_t)HOUR + 1;
+  decide(&cfg, &env, &f, NOW, 0, &d);
+  assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
+  cfg.retry_delays_ms[0] = (uint64_t)HOUR;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
 }

@@ -114,6 +114,22 @@ static void test_second_failure_uses_the_next_tier_and_keeps_first_seen(void **s
   assert_null(find_set(&p, DLQB_H_FIRST_SEEN_AT));
 }
 
+static void test_future_first_seen_is_restamped(void **state) {
+  (void)state;
+  dlqb_config cfg;
+  make_cfg(&cfg);
+  task t;
+  make_task(&t, 1);
+  tb_add(&t.h, DLQB_H_FIRST_SEEN_AT, tb_str("2200-01-01T00:00:00Z"));
+  dlqb_route_plan p;
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-1", NOW, 0, &p);
+  /* A claim nothing supports: the budget runs from the bridge's clock now,
+   * and from the same stamp at every later failure. */
+  const dlqb_hset *fs = find_set(&p, DLQB_H_FIRST_SEEN_AT);
+  assert_non_null(fs);
+  assert_string_equal(fs->str, p.now_iso);
+}
+
 static void test_last_attempt_goes_to_the_dlq(void **state) {
   (void)state;
   dlqb_config cfg;
@@ -206,6 +222,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_first_failure_is_retried_on_the_first_tier),
       cmocka_unit_test(test_second_failure_uses_the_next_tier_and_keeps_first_seen),
+      cmocka_unit_test(test_future_first_seen_is_restamped),
       cmocka_unit_test(test_last_attempt_goes_to_the_dlq),
       cmocka_unit_test(test_invalid_envelope_goes_to_the_dlq_unchanged_but_for_the_reason),
       cmocka_unit_test(test_poison_is_dead_lettered_as_such),

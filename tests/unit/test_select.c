@@ -10,6 +10,7 @@
 #include "dlqb/select.h"
 
 #define NOW_MS 1796000000000LL /* 2026-11-30T...Z */
+#define LATER_MS (NOW_MS + 86400000LL) /* past every stamp below */
 #define HOUR_MS 3600000LL
 
 /* A message's properties with up to 16 headers, built in place. */
@@ -75,7 +76,7 @@ static void test_item_read_full(void **state) {
   assert_string_equal(it.dlq_reason, "max_attempts");
   assert_true(it.has_dlq_at);
   int64_t since = 0;
-  assert_true(dlqb_item_since(&it, &since));
+  assert_true(dlqb_item_since(&it, LATER_MS, &since));
   assert_int_equal(since, it.dlq_at_ms);
 }
 
@@ -109,20 +110,22 @@ static void test_item_age_fallbacks(void **state) {
   dlqb_item it;
   dlqb_item_read(&m.props, &it);
   int64_t since;
-  assert_true(dlqb_item_since(&it, &since));
+  assert_true(dlqb_item_since(&it, LATER_MS, &since));
   assert_int_equal(since, it.first_seen_at_ms);
 
   msg_init(&m, "x");
   m.props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
   m.props.timestamp = 1000;
   dlqb_item_read(&m.props, &it);
-  assert_true(dlqb_item_since(&it, &since));
+  assert_true(dlqb_item_since(&it, LATER_MS, &since));
   assert_int_equal(since, 1000000);
 
-  /* A stamp in the future (clock skew) is age 0, not a huge number. */
+  /* A stamp a little in the future (clock skew) is age 0, not a huge
+   * number; further out it is no evidence: the age is unknown. */
   uint64_t age = 99;
-  assert_true(dlqb_item_age(&it, 500, &age));
+  assert_true(dlqb_item_age(&it, 1000000 - DLQB_CLOCK_SKEW_MS, &age));
   assert_int_equal(age, 0);
+  assert_false(dlqb_item_age(&it, 1000000 - DLQB_CLOCK_SKEW_MS - 1, &age));
 }
 
 static void set_ok(dlqb_select *s, const char *name, const char *value) {

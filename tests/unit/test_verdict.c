@@ -95,9 +95,80 @@ static void test_sla_takes_overdue_and_passes_over_the_rest(void **state) {
   dlqb_verdict v = dlqb_verdict_of(&r, &young, NOW, 0);
   assert_int_equal(v.kind, DLQB_VERDICT_HOLD);
   assert_false(v.stop_after);
+  /* No time at all: escalated, never held, and never a stop. */
   v = dlqb_verdict_of(&r, &unknown, NOW, 0);
+  assert_int_equal(v.kind, DLQB_VERDICT_TAKE);
+  assert_false(v.stop_after);
+  assert_true(v.no_time);
+}
+
+static void test_sla_future_dlq_at_never_stops_the_pass(void **state) {
+  (void)state;
+  dlqb_verdict_rule r = {.sla = true, .sla_ms = (uint64_t)(24 * HOUR)};
+  /* Year 9999 at the head: not age 0 (which stopped every pass), not
+   * evidence at all: taken as an item without a time. */
+  dlqb_item forged = item("f", "crm", INT64_C(253402300799000));
+  dlqb_verdict v = dlqb_verdict_of(&r, &forged, NOW, 0);
+  assert_int_equal(v.kind, DLQB_VERDICT_TAKE);
+  assert_false(v.stop_after);
+  assert_true(v.no_time);
+  /* Its older evidence counts instead: x-death, then first_seen_at. */
+  forged.has_xdeath_at = true;
+  forged.xdeath_at_ms = NOW - 2 * HOUR;
+  v = dlqb_verdict_of(&r, &forged, NOW, 0);
   assert_int_equal(v.kind, DLQB_VERDICT_HOLD);
   assert_false(v.stop_after);
+  forged.xdeath_at_ms = NOW - 48 * HOUR;
+  v = dlqb_verdict_of(&r, &forged, NOW, 0);
+  assert_int_equal(v.kind, DLQB_VERDICT_TAKE);
+  assert_false(v.no_time);
+  /* A little in the future is clock skew: age 0, young, held. */
+  dlqb_item skewed = item("s", "crm", NOW + DLQB_CLOCK_SKEW_MS);
+  v = dlqb_verdict_of(&r, &skewed, NOW, 0);
+  assert_int_equal(v.kind, DLQB_VERDICT_HOLD);
+  assert_false(v.stop_after);
+  skewed.dlq_at_ms = NOW + DLQB_CLOCK_SKEW_MS + 1;
+  assert_true(dlqb_verdict_of(&r, &skewed, NOW, 0).no_time);
+}
+
+static void test_item_age_rule(void **state) {
+  (void)state;
+  dlqb_item it = item("a", "crm", 0);
+  uint64_t age;
+  int64_t since;
+  assert_false(dlqb_item_age(&it, NOW, &age));
+  /* The timestamp property, then first_seen_at, x-death, dlq_at: each one
+   * present and usable wins over those before it in this list. */
+  it.has_timestamp = true;
+  it.timestamp_ms = NOW - 4 * HOUR;
+  assert_true(dlqb_item_since(&it, NOW, &since));
+  assert_int_equal(since, NOW - 4 * HOUR);
+  it.has_first_seen_at = true;
+  it.first_seen_at_ms = NOW - 3 * HOUR;
+  assert_true(dlqb_item_since(&it, NOW, &since));
+  assert_int_equal(since, NOW - 3 * HOUR);
+  it.has_xdeath_at = true;
+  it.xdeath_at_ms = NOW - 2 * HOUR;
+  assert_true(dlqb_item_since(&it, NOW, &since));
+  assert_int_equal(since, NOW - 2 * HOUR);
+  it.has_dlq_at = true;
+  it.dlq_at_ms = NOW - HOUR;
+  assert_true(dlqb_item_age(&it, NOW, &age));
+  assert_int_equal(age, (uint64_t)HOUR);
+  /* A future one is skipped, whichever it is: never read as young. */
+  it.dlq_at_ms = NOW + 10 * HOUR;
+  it.xdeath_at_ms = NOW + 10 * HOUR;
+  assert_true(dlqb_item_age(&it, NOW, &age));
+  assert_int_equal(age, (uint64_t)(3 * HOUR));
+  it.first_seen_at_ms = it.timestamp_ms = INT64_MAX;
+  assert_false(dlqb_item_age(&it, NOW, &age));
+  /* Within the skew: age 0. */
+  it.dlq_at_ms = NOW + 1000;
+  assert_true(dlqb_item_age(&it, NOW, &age));
+  assert_int_equal(age, 0);
+  /* The end of time does not overflow. */
+  assert_true(dlqb_time_usable(INT64_MAX, INT64_MAX - 1));
+  assert_false(dlqb_time_usable(INT64_MAX, 0));
 }
 
 int main(void) {
@@ -107,6 +178,8 @@ int main(void) {
       cmocka_unit_test(test_limit_holds_the_rest),
       cmocka_unit_test(test_completed_tasks_are_skipped),
       cmocka_unit_test(test_sla_takes_overdue_and_passes_over_the_rest),
+      cmocka_unit_test(test_sla_future_dlq_at_never_stops_the_pass),
+      cmocka_unit_test(test_item_age_rule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
