@@ -30,6 +30,9 @@
 
 #define DLQB_ID_MAX 256         /* bytes of request_id / source_system */
 #define DLQB_LAST_ERROR_MAX 500 /* bytes of last_error */
+/* The largest attempt, max_attempts and replay_count the parser accepts:
+ * far above any real count, and above the largest max_replays setting. */
+#define DLQB_ENVELOPE_COUNT_MAX 1000000
 
 typedef struct {
   char request_id[DLQB_ID_MAX + 1];      /* trimmed */
@@ -54,5 +57,10 @@ typedef struct {
  * integers are all errors. out is fully written on success. */
 dlqb_status dlqb_envelope_parse(const amqp_table_t *headers, int64_t default_max_attempts,
                                 dlqb_envelope *out, dlqb_error *why);
+
+/* n + 1 for a count read from a header (replay_count): a negative n counts
+ * as 0, and the result saturates at DLQB_ENVELOPE_COUNT_MAX, so a hostile
+ * INT64_MAX neither overflows nor stamps a count the parser refuses. */
+int64_t dlqb_envelope_count_next(int64_t n);
 
 #endif

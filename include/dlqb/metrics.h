@@ -57,6 +57,17 @@ bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len);
 
 typedef struct dlqb_metrics_server dlqb_metrics_server;
 
+/* Slow clients cannot lock out the health check (the Docker image's
+ * HEALTHCHECK curls /healthz on 127.0.0.1 and the port is bound to
+ * 0.0.0.0): each connection carries one request (Connection: close) and
+ * is cut DLQB_METRICS_REQUEST_DEADLINE_S after it was accepted, however
+ * often the client sends (libmicrohttpd's own timeout is an idle timeout
+ * that a byte now and then resets); one address holds at most
+ * DLQB_METRICS_PER_IP connections of DLQB_METRICS_CONNECTIONS. */
+#define DLQB_METRICS_REQUEST_DEADLINE_S 3
+#define DLQB_METRICS_PER_IP 4
+#define DLQB_METRICS_CONNECTIONS 64
+
 /* Listens on addr ("host:port", "[v6]:port"; port 0 picks a free port) and
  * serves, from libmicrohttpd's own thread:
  *   GET /metrics  200, the exposition (text/plain; version=0.0.4)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "audit_cli.h"
+#include "dlqb/link.h"
 #include "dlqb/log.h"
 #include "dlqb/reconcile.h"
 #include "dlqb/scan.h"
@@ -29,7 +30,11 @@ static const cli_spec reconcile_spec = {
         "out, but not in it (removed behind dlq-bridge's back: a purge, a move in the\n"
         "management UI, a policy). UNRECORDED: in the DLQ with no record of entering it\n"
         "(the audit trail was off then). Hops recorded after the queue was read are\n"
-        "not counted as missing. Needs the broker settings and the audit key and log.\n"
+        "not counted as missing. NOT SEEN: as MISSING, but another consumer was on the\n"
+        "DLQ at the start or the end of the read (the daemon's SLA escalator, an\n"
+        "inspect): it may hold the item unacked, which the broker does not deliver to\n"
+        "us; not a failure, run again later. Needs the broker settings and the audit\n"
+        "key and log.\n"
         FILES_DETAILS
         "Exit status: 0 nothing missing; 1 something missing, the log not intact, or\n"
         "the DLQ not read whole; 2 usage or configuration error.",
@@ -45,7 +50,8 @@ typedef struct {
   bool read_whole;
   dlqb_scan_result scan;
   /* The verdict, filled by classify. */
-  json_object *missing, *unrecorded, *during, *extra;
+  uint32_t others;  /* most consumers seen on the DLQ at the start or end of the read */
+  json_object *missing, *unrecorded, *during, *extra, *not_seen;
   uint64_t expected;
 } reconcile_ctx;
 
@@ -65,8 +71,26 @@ static bool tally_line(void *ctx, const char *line, size_t len) {
   return dlqb_reconcile_line(ctx, line, len);
 }
 
+/* Consumers of the DLQ other than us right now (passive declare on a link
+ * of our own); false when it cannot be read. A consumer holds what it was
+ * delivered unacked, and the broker delivers that to nobody else. */
+static bool other_consumers(const dlqb_config *cfg, uint32_t *n, dlqb_error *err) {
+  dlqb_link *link = NULL;
+  if (dlqb_link_open(cfg, "dlq-bridge audit reconcile", &link, err) != DLQB_OK) return false;
+  dlqb_status st = dlqb_link_queue_depth(link, DLQB_Q_DLQ, NULL, n, err);
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  else dlqb_link_abort(link);
+  return st == DLQB_OK;
+}
+
 static int read_dlq(void *ctx, const dlqb_config *cfg) {
   reconcile_ctx *c = ctx;
+  dlqb_error cerr;
+  uint32_t before = 0, after = 0;
+  if (!other_consumers(cfg, &before, &cerr)) {
+    cli_error("%s", cerr.msg);
+    return EXIT_FAILURE_;
+  }
   dlqb_iso_time(dlqb_now_ms(), c->at, sizeof c->at);
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge audit reconcile",
                           .actor = "audit reconcile",
@@ -78,6 +102,12 @@ static int read_dlq(void *ctx, const dlqb_config *cfg) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;
   }
+  /* Our own consumer is gone once the scan closed its link. */
+  if (!other_consumers(cfg, &after, &cerr)) {
+    cli_error("%s", cerr.msg);
+    return EXIT_FAILURE_;
+  }
+  c->others = before > after ? before : after;
   if (c->scan.interrupted) {
     cli_error("read only %llu of the %llu items in %s (interrupted); nothing was compared",
               (unsigned long long)c->scan.examined, (unsigned long long)c->scan.depth_at_start,
@@ -113,7 +143,8 @@ static void classify(void *ctx, const dlqb_reconcile_entry *e) {
   long recorded = e->net > 0 ? e->net : 0;
   if (e->net > 0 && !came_after) c->expected++;
   if (e->present == 0 && e->net > 0)
-    json_object_array_add(came_after ? c->during : c->missing, entry_json(e));
+    json_object_array_add(came_after ? c->during : c->others > 0 ? c->not_seen : c->missing,
+                          entry_json(e));
   else if (e->present > 0 && e->entered == 0)
     json_object_array_add(c->unrecorded, entry_json(e));
   else if (e->present > recorded && !left_after)
@@ -141,7 +172,8 @@ static void print_entries(const char *label, json_object *arr, const char *why) 
 
 static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, bool sealed) {
   size_t nm = json_object_array_length(c->missing), nu = json_object_array_length(c->unrecorded),
-         nd = json_object_array_length(c->during), ne = json_object_array_length(c->extra);
+         nd = json_object_array_length(c->during), ne = json_object_array_length(c->extra),
+         nn = json_object_array_length(c->not_seen);
   if (c->o->json) {
     json_object *out = json_object_new_object(), *dlq = json_object_new_object();
     json_object_object_add(out, "intact", json_object_new_boolean(1));
@@ -156,6 +188,8 @@ static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, boo
     json_object_object_add(out, "unrecorded", json_object_get(c->unrecorded));
     json_object_object_add(out, "recorded_after_read", json_object_get(c->during));
     json_object_object_add(out, "extra_copies", json_object_get(c->extra));
+    json_object_object_add(out, "not_seen", json_object_get(c->not_seen));
+    json_object_object_add(dlq, "other_consumers", json_object_new_int64(c->others));
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(out);
@@ -171,10 +205,19 @@ static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, boo
   print_entries("MISSING", c->missing,
                 "recorded into the DLQ, never out, not in it: removed outside dlq-bridge");
   print_entries("UNRECORDED", c->unrecorded, "in the DLQ, no record of it entering");
+  if (nn > 0) {
+    char why[160];
+    snprintf(why, sizeof why,
+             "not seen: held by another consumer (%lu on %s during the read); run again later",
+             (unsigned long)c->others, DLQB_Q_DLQ);
+    print_entries("NOT SEEN", c->not_seen, why);
+  }
   print_entries("EXTRA", c->extra,
                 "more copies than records: a redelivery's duplicate, or a move interrupted "
                 "after its record");
-  if (nm == 0) printf("nothing missing\n");
+  if (nm == 0 && nn == 0) printf("nothing missing\n");
+  else if (nm == 0)
+    printf("nothing missing; %zu not seen (held by another consumer at the time)\n", nn);
 }
 
 int audit_reconcile(int argc, char **argv) {
@@ -186,11 +229,12 @@ int audit_reconcile(int argc, char **argv) {
   c.unrecorded = json_object_new_array();
   c.during = json_object_new_array();
   c.extra = json_object_new_array();
+  c.not_seen = json_object_new_array();
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
   int rc = EXIT_FAILURE_;
   if (c.r == NULL || c.missing == NULL || c.unrecorded == NULL || c.during == NULL ||
-      c.extra == NULL) {
+      c.extra == NULL || c.not_seen == NULL) {
     cli_error("out of memory");
   } else {
     rc = audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, c.r, &sum, &sealed, &help);
@@ -206,6 +250,7 @@ int audit_reconcile(int argc, char **argv) {
   json_object_put(c.unrecorded);
   json_object_put(c.during);
   json_object_put(c.extra);
+  json_object_put(c.not_seen);
   dlqb_reconcile_free(c.r);
   return rc;
 }

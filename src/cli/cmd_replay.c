@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "dlqb/envelope.h"
 #include "dlqb/ledger.h"
 #include "dlqb/log.h"
 #include "dlqb/topology.h"
@@ -14,7 +15,7 @@
 
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
-    {"rate", true, "N", "replay at most N messages a second (default: as fast as confirms allow)"},
+    {"rate", true, "N", "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
     {"dry-run", false, NULL, "list what would be replayed or skipped; move nothing"},
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
@@ -26,7 +27,8 @@ const cli_spec cmd_replay_spec = {
     .usage = "dlq-bridge replay (--all | FILTER...) [--limit N] [--rate N] [--dry-run] [--json]",
     .details =
         "Moves the selected items of dsr.dlq.manual to dsr.work with attempt reset to 0,\n"
-        "last_error, dlq_reason and dlq_at removed, replay_count raised by one and\n"
+        "last_error, dlq_reason and dlq_at removed, replay_count raised by one (at most\n"
+        "1000000, which counts as replayed too often) and\n"
         "first_seen_at kept. Filters combine (all must match). Items that are not\n"
         "selected stay in the DLQ, in their order. Only the items present at the start\n"
         "are examined. A task whose (request_id, source_system) is in the completion\n"
@@ -54,7 +56,9 @@ static size_t replay_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
   replay_opts *r = ctx;
   size_t n = 0;
   out[n++] = (dlqb_hset){DLQB_H_ATTEMPT, DLQB_HSET_INT, NULL, 0};
-  out[n++] = (dlqb_hset){DLQB_H_REPLAY_COUNT, DLQB_HSET_INT, NULL, it->replay_count + 1};
+  /* Saturated: a forged INT64_MAX must not wrap to a negative count. */
+  out[n++] = (dlqb_hset){DLQB_H_REPLAY_COUNT, DLQB_HSET_INT, NULL,
+                         dlqb_envelope_count_next(it->replay_count)};
   out[n++] = (dlqb_hset){DLQB_H_LAST_ERROR, DLQB_HSET_REMOVE, NULL, 0};
   out[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
   out[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_REMOVE, NULL, 0};

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/thread.h"
 
 #ifndef DLQB_VERSION
 #define DLQB_VERSION "0.1.0"
@@ -72,6 +73,12 @@ int main(int argc, char **argv) {
   const command *c = find(argv[1]);
   if (c == NULL) {
     cli_error("unknown command '%s' (see dlq-bridge --help)", argv[1]);
+    return EXIT_USAGE;
+  }
+  /* Before anything reads a broker frame (dlqb/thread.h). */
+  dlqb_error err;
+  if (dlqb_stack_ensure(&err) != DLQB_OK) {
+    cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
   return cli_finish(c->run(argc - 1, argv + 1));

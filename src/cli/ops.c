@@ -53,7 +53,8 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
   if (strcmp(flag, "rate") == 0) {
     char *end;
     double n = strtod(value, &end);
-    if (*value == '\0' || *end != '\0' || !(n > 0) || n > OPS_RATE_MAX)
+    /* Below 1 a single wait outlasts the heartbeat: the broker drops us. */
+    if (*value == '\0' || *end != '\0' || !(n >= 1) || n > OPS_RATE_MAX)
       return dlqb_fail(err, DLQB_EINVAL, "--rate: '%.32s' is not a number from 1 to %d", value,
                        OPS_RATE_MAX);
     o->rate = n;

@@ -9,7 +9,7 @@
 #include "dlqb/text.h"
 #include "headers_private.h"
 
-#define INT_FIELD_MAX 1000000          /* attempts and replays: far above any real count */
+#define INT_FIELD_MAX DLQB_ENVELOPE_COUNT_MAX
 #define FIRST_YEAR 2000                /* first_seen_at sanity range, inclusive */
 #define LAST_YEAR 2200
 
@@ -260,4 +260,9 @@ dlqb_status dlqb_envelope_parse(const amqp_table_t *headers, int64_t default_max
       (st = parse_first_seen(headers, out, why)) != DLQB_OK)
     return st;
   return DLQB_OK;
+}
+
+int64_t dlqb_envelope_count_next(int64_t n) {
+  if (n < 0) return 1;
+  return n >= DLQB_ENVELOPE_COUNT_MAX ? DLQB_ENVELOPE_COUNT_MAX : n + 1;
 }

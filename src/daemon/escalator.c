@@ -12,6 +12,7 @@
 #include "dlqb/duration.h"
 #include "dlqb/log.h"
 #include "dlqb/scan.h"
+#include "dlqb/thread.h"
 #include "dlqb/topology.h"
 #include "dlqb/verdict.h"
 
@@ -115,7 +116,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
     free(e);
     return st;
   }
-  if (pthread_create(&e->thread, NULL, run, e) != 0) {
+  if (dlqb_thread_start(&e->thread, run, e) != 0) { /* it reads DLQ items: a sized stack */
     dlqb_audit_close(e->audit);
     free(e);
     return dlqb_fail(err, DLQB_ENOMEM, "cannot start the dlq sla escalator thread");

@@ -1,8 +1,10 @@
 /* The /metrics and /healthz endpoint on libmicrohttpd's own thread. */
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,19 +12,87 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dlqb/clock.h"
 #include "dlqb/log.h"
 #include "dlqb/metrics.h"
 
-/* A scraper and a probe or two: a small limit keeps a misbehaving client
- * from tying up the bridge's memory. */
-#define MAX_CONNECTIONS 16
-#define CONNECTION_TIMEOUT_S 10
+/* A scraper and a probe or two, and room for slow clients from other
+ * addresses (see dlqb/metrics.h): the per-address limit keeps one client
+ * from taking every slot, the deadline frees each slot soon. */
+#define IDLE_TIMEOUT_S 2
+#define WATCH_STEP_US 100000
+
+/* A connection libmicrohttpd accepted: our own duplicate of its socket
+ * (shutting down a duplicate ends the same connection, and ours cannot be
+ * closed and reused under us by libmicrohttpd) and when it was accepted. */
+typedef struct {
+  int fd; /* -1: free */
+  int64_t accepted_us;
+  bool cut;
+} watched;
 
 struct dlqb_metrics_server {
   struct MHD_Daemon *daemon;
   dlqb_metrics *m;
   int port;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  pthread_t watchdog;
+  bool watching, stopping;
+  watched conns[DLQB_METRICS_CONNECTIONS];
 };
+
+/* libmicrohttpd's connection notices (its thread): track each socket. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+  dlqb_metrics_server *s = cls;
+  pthread_mutex_lock(&s->lock);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    for (size_t i = 0; ci != NULL && i < DLQB_METRICS_CONNECTIONS; i++) {
+      if (s->conns[i].fd >= 0) continue;
+      int fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0);
+      if (fd < 0) break; /* out of descriptors: only the idle timeout guards this one */
+      s->conns[i] = (watched){fd, dlqb_mono_us(), false};
+      *socket_ctx = &s->conns[i];
+      break;
+    }
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_ctx != NULL) {
+    watched *w = *socket_ctx;
+    close(w->fd);
+    w->fd = -1;
+    *socket_ctx = NULL;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Cuts every connection older than the deadline: libmicrohttpd then reads
+ * the end of the stream and closes it. */
+static void *watchdog_main(void *arg) {
+  dlqb_metrics_server *s = arg;
+  pthread_mutex_lock(&s->lock);
+  while (!s->stopping) {
+    int64_t now = dlqb_mono_us();
+    for (size_t i = 0; i < DLQB_METRICS_CONNECTIONS; i++) {
+      watched *w = &s->conns[i];
+      if (w->fd >= 0 && !w->cut &&
+          now - w->accepted_us >= (int64_t)DLQB_METRICS_REQUEST_DEADLINE_S * 1000000) {
+        shutdown(w->fd, SHUT_RDWR);
+        w->cut = true;
+      }
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += WATCH_STEP_US * 1000;
+    if (until.tv_nsec >= 1000000000) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&s->wake, &s->lock, &until);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
 
 /* Splits "host:port" / "[v6]:port" into host and port texts. */
 static dlqb_status split_addr(const char *addr, char *host, size_t hlen, char *port, size_t plen,
@@ -99,6 +169,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
   MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  /* One request per connection: the deadline counts from the accept. */
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, "Allow", "GET, HEAD");
   enum MHD_Result ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
@@ -155,12 +227,15 @@ dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
   dlqb_metrics_server *s = calloc(1, sizeof *s);
   if (s == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   s->m = m;
+  for (size_t i = 0; i < DLQB_METRICS_CONNECTIONS; i++) s->conns[i].fd = -1;
   int fd = -1;
   dlqb_status st = listen_on(addr, &fd, &s->port, err);
   if (st != DLQB_OK) {
     free(s);
     return st;
   }
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->wake, NULL);
   /* The server thread inherits our signal mask: block the stop signals
    * there so they always reach the thread that acts on them. */
   sigset_t all, old;
@@ -168,12 +243,18 @@ dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
   pthread_sigmask(SIG_SETMASK, &all, &old);
   s->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, handle, s,
                                MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)DLQB_METRICS_CONNECTIONS,
+                               MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)DLQB_METRICS_PER_IP,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                MHD_OPTION_END);
+  if (s->daemon != NULL) s->watching = pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (s->daemon == NULL) {
-    close(fd);
+  if (s->daemon == NULL || !s->watching) {
+    if (s->daemon != NULL) MHD_stop_daemon(s->daemon);
+    else close(fd);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
     free(s);
     return dlqb_fail(err, DLQB_EIO, "cannot start the metrics server on %s", addr);
   }
@@ -183,7 +264,14 @@ dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
 
 void dlqb_metrics_server_stop(dlqb_metrics_server *s) {
   if (s == NULL) return;
-  MHD_stop_daemon(s->daemon); /* also closes the listening socket */
+  pthread_mutex_lock(&s->lock);
+  s->stopping = true;
+  pthread_cond_signal(&s->wake);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->watchdog, NULL);
+  MHD_stop_daemon(s->daemon); /* closes the listening socket; every connection's CLOSED notice */
+  pthread_cond_destroy(&s->wake);
+  pthread_mutex_destroy(&s->lock);
   free(s);
 }
 

@@ -11,6 +11,7 @@
 #include "dlqb/log.h"
 #include "dlqb/metrics.h"
 #include "dlqb/queue_stats.h"
+#include "dlqb/thread.h"
 #include "dlqb/topology.h"
 
 struct dlqb_metrics_refresher {
@@ -98,7 +99,7 @@ dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&r->thread, NULL, run, r);
+  int rc = dlqb_thread_start(&r->thread, run, r); /* basic.get decodes headers: a sized stack */
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
     pthread_cond_destroy(&r->wake);

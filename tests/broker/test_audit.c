@@ -372,6 +372,46 @@ static void test_audit_reconcile_finds_what_was_removed(void **state) {
   audit_dir_remove(&d);
 }
 
+/* An item held unacked by another consumer while reconcile reads the DLQ
+ * (the SLA escalator, a concurrent inspect) is not in what the broker
+ * delivers: reconcile sees the consumer at the start or end of its read and
+ * reports the item as not seen, exit 0. Once that consumer acked it (really
+ * removed behind dlq-bridge's back) and left, it is MISSING, exit 1. */
+static void test_audit_reconcile_held_is_not_missing(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  assert_int_equal(fx_start_bridge(t, d.env), 0);
+  publish_failed(t, "held", 0, 2);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 2, WAIT_MS));
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"dead_lettered\"", 2));
+  assert_int_equal(fx_stop_bridges(t), 0); /* its SLA escalator would be a second consumer */
+
+  th_worker *w = th_worker_open(&t->vhost, "dsr.dlq.manual", 1);
+  assert_non_null(w);
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_worker_next(w, m, WAIT_MS), 1);
+  const char *held = th_msg_str(m, "request_id");
+  assert_non_null(held);
+  char want[96];
+  snprintf(want, sizeof want, "NOT SEEN    msg-%s  request_id %s", held, held);
+  th_result r;
+  reconcile(t, &d, false, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "missing 0"));
+  assert_non_null(strstr(r.out, want));
+  assert_non_null(strstr(r.out, "held by another consumer"));
+
+  assert_int_equal(th_worker_ack(w), 0);
+  th_worker_close(w);
+  reconcile(t, &d, false, &r);
+  assert_int_equal(r.exit_code, 1);
+  snprintf(want, sizeof want, "MISSING     msg-%s  request_id %s", held, held);
+  assert_non_null(strstr(r.out, want));
+  assert_non_null(strstr(r.out, "missing 1"));
+  audit_dir_remove(&d);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -379,6 +419,7 @@ int main(void) {
       FX_TEST(test_crash_while_unwritable_loses_nothing),
       FX_TEST(test_audit_show_one_task),
       FX_TEST(test_audit_reconcile_finds_what_was_removed),
+      FX_TEST(test_audit_reconcile_held_is_not_missing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

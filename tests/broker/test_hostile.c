@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <json-c/json.h>
 
@@ -570,12 +571,143 @@ static void test_future_first_seen_at_keeps_the_sla_budget(void **state) {
   assert_int_equal(fx_stop_bridges(t), 0);
 }
 
+/* ---- deep nesting and the stack ---------------------------------------- */
+
+/* 25,000 arrays, one inside the next: 125,007 bytes of header, which fits a
+ * frame with room for the bridge's own headers. rabbitmq-c 0.11 decodes it
+ * recursively at about 97 bytes of stack per level (measured: 2,443 KiB
+ * for 26,000 levels), so about 2.3 MiB: more than the 2 MiB glibc gives a
+ * thread when RLIMIT_STACK is unlimited. */
+#define DEEP_LEVELS 25000
+
+static amqp_field_value_t v_deep_array(th_msg *m, int depth) {
+  amqp_field_value_t v = v_kind(AMQP_FIELD_KIND_VOID);
+  for (int i = 0; i < depth; i++) v = v_array(m, &v, 1);
+  return v;
+}
+
+/* Sets this process's soft RLIMIT_STACK (children inherit it); returns the
+ * old one to restore. */
+static struct rlimit stack_limit(rlim_t soft) {
+  struct rlimit old, now;
+  assert_int_equal(getrlimit(RLIMIT_STACK, &old), 0);
+  now = old;
+  now.rlim_cur = soft;
+  assert_int_equal(setrlimit(RLIMIT_STACK, &now), 0);
+  return old;
+}
+
+static bool review_has_two(void *arg) {
+  return th_queue_depth(((fx_case *)arg)->conn, "compliance_review") == 2;
+}
+
+/* A DLQ item with a 25,000-deep header, with RLIMIT_STACK unlimited (the
+ * escalator's and the metrics refresher's threads then got glibc's 2 MiB
+ * and the daemon died on every start): the daemon survives and the SLA
+ * escalator moves it, with its reason, like the plain item behind it. */
+static void test_deep_header_in_dlq_threads(void **state) {
+  fx_case *t = *state;
+  th_msg *m = malloc(sizeof *m);
+  assert_non_null(m);
+  th_msg_init(m);
+  assert_int_equal(th_msg_task(m, "deep-dlq"), 0);
+  char iso[48];
+  th_iso_time(th_now_ms() - 48 * 3600 * 1000LL, iso, sizeof iso);
+  assert_int_equal(th_msg_set_str(m, "dlq_at", iso), 0);
+  assert_int_equal(th_msg_set_str(m, "dlq_reason", "max_attempts"), 0);
+  add_raw(m, "x-junk", v_deep_array(m, DEEP_LEVELS));
+  /* The queues first, then the items, then the daemon. */
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  th_msg_reset(m);
+  assert_int_equal(th_msg_task(m, "plain-dlq"), 0);
+  assert_int_equal(th_msg_set_str(m, "dlq_at", iso), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  th_msg_release(m);
+
+  static const char *const denv[] = {"DLQ_BRIDGE_DLQ_SLA=1h",
+                                     "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:22682", NULL};
+  struct rlimit old = stack_limit(RLIM_INFINITY);
+  int rc = fx_start_bridge(t, denv);
+  assert_int_equal(setrlimit(RLIMIT_STACK, &old), 0);
+  assert_int_equal(rc, 0);
+  pid_t pid = t->bridges[0].pid;
+  FX_CHECK(t, th_wait_until(review_has_two, t, TIMEOUT_MS));
+  /* In either order: the metrics refresher may hold the head for a moment. */
+  bool deep_seen = false;
+  for (int i = 0; i < 2; i++) {
+    th_msg_init(m);
+    FX_CHECK(t, fx_take(t, "compliance_review", m, TIMEOUT_MS) == 1);
+    FX_HDR_STR_EQ(m, "escalation_reason", "dlq_sla");
+    if (strcmp(th_msg_str(m, "request_id"), "deep-dlq") == 0) {
+      deep_seen = true;
+      assert_non_null(th_msg_find(m, "x-junk"));
+    }
+    th_msg_release(m);
+  }
+  assert_true(deep_seen);
+  free(m);
+  FX_CHECK(t, th_bridge_running(&t->bridges[0]));
+  assert_int_equal(t->bridges[0].pid, pid);
+  assert_int_equal(fx_stop_bridges(t), 0);
+}
+
+/* The same header on a failure report with no request_id, with a 1 MiB
+ * RLIMIT_STACK (the router's loop runs on the main thread, which used to
+ * crash there): the router sends it to the DLQ as an invalid envelope, and
+ * `inspect` lists it, both under that limit. */
+static void test_deep_header_in_failed_main_thread(void **state) {
+  fx_case *t = *state;
+  struct rlimit old = stack_limit(1024 * 1024);
+  int rc = fx_start_bridge(t, env);
+  assert_int_equal(setrlimit(RLIMIT_STACK, &old), 0);
+  assert_int_equal(rc, 0);
+  pid_t pid = t->bridges[0].pid;
+  th_msg *m = malloc(sizeof *m);
+  assert_non_null(m);
+  th_msg_init(m);
+  assert_int_equal(th_msg_task(m, "deep-failed"), 0);
+  th_msg_remove(m, "request_id");
+  add_raw(m, "x-junk", v_deep_array(m, DEEP_LEVELS));
+  assert_int_equal(th_publish(t->conn, "dsr.dlx", "", m), 0);
+  th_msg_release(m);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, TIMEOUT_MS));
+  FX_CHECK(t, th_bridge_running(&t->bridges[0]));
+  assert_int_equal(t->bridges[0].pid, pid);
+
+  static const char *const args[] = {"inspect", "--json", NULL};
+  th_result r;
+  old = stack_limit(1024 * 1024);
+  rc = th_run_bridge(args, t->vhost.url, NULL, TIMEOUT_MS, &r);
+  assert_int_equal(setrlimit(RLIMIT_STACK, &old), 0);
+  assert_int_equal(rc, 0);
+  if (r.exit_code != 0) fprintf(stderr, "inspect: exit %d: %s\n", r.exit_code, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "msg-deep-failed"));
+
+  assert_int_equal(fx_stop_bridges(t), 0);
+  th_msg_init(m);
+  FX_CHECK(t, fx_take(t, "dsr.dlq.manual", m, TIMEOUT_MS) == 1);
+  FX_HDR_STR_EQ(m, "dlq_reason", "invalid_envelope");
+  const char *why = th_msg_str(m, "last_error");
+  assert_non_null(why);
+  assert_non_null(strstr(why, "request_id"));
+  assert_non_null(th_msg_find(m, "x-junk"));
+  th_msg_release(m);
+  free(m);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_hostile_messages_all_reach_the_dlq),
       FX_TEST(test_future_dlq_at_at_the_head_hides_nothing),
       FX_TEST(test_future_first_seen_at_keeps_the_sla_budget),
+      FX_TEST(test_deep_header_in_dlq_threads),
+      FX_TEST(test_deep_header_in_failed_main_thread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

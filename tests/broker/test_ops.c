@@ -419,6 +419,51 @@ static void test_replay_rate(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), N);
 }
 
+/* A DLQ item stamped replay_count INT64_MAX: the replayed copy carries the
+ * saturated count (no signed overflow to a negative count, which the router
+ * would then call an invalid envelope), so a failure escalates it. */
+static void test_replay_count_saturates(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "top"), 0);
+  assert_int_equal(th_msg_set_int(&m, "replay_count", INT64_MAX), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  static const char *const args[] = {"replay", "--all", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  th_msg_init(&m);
+  assert_int_equal(fx_take(t, "dsr.work", &m, 5000), 1);
+  FX_HDR_INT_EQ(&m, "replay_count", 1000000); /* DLQB_ENVELOPE_COUNT_MAX */
+  th_msg_release(&m);
+}
+
+/* --rate takes 1 to 100000 (the help says so): 0.5 is refused before
+ * anything moves, in one line, exit 2. */
+static void test_rate_below_one_refused(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  pub_simple(t, "slow1");
+  static const char *const cmds[][2] = {{"replay", "--all"}, {"escalate", "--all"}};
+  static const char *const rates[] = {"0.5", "0.999", "0", "-1", "1e-9"};
+  for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+      const char *args[] = {cmds[c][0], cmds[c][1], "--rate", rates[i], NULL};
+      th_result r;
+      run(t, args, NULL, &r);
+      printf("%s --rate %s: exit %d: %s", cmds[c][0], rates[i], r.exit_code, r.err);
+      assert_int_equal(r.exit_code, 2);
+      assert_int_equal(th_count_lines(r.err), 1);
+      assert_non_null(strstr(r.err, "--rate"));
+    }
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 0);
+}
+
 static void test_escalate(void **state) {
   fx_case *t = *state;
   declare(t);
@@ -687,6 +732,8 @@ int main(void) {
       FX_TEST(test_replay_ledger_cache),
       FX_TEST(test_replay_sigkill_loses_nothing),
       FX_TEST(test_replay_rate),
+      FX_TEST(test_replay_count_saturates),
+      FX_TEST(test_rate_below_one_refused),
       FX_TEST(test_escalate),
       FX_TEST(test_inspect_leaves_dlq_exactly),
       FX_TEST(test_resolve),

@@ -1333,6 +1333,20 @@ static void test_sanitize_degenerate_arguments(void **state) {
   assert_string_equal(dst, "");
 }
 
+/* replay stamps replay_count + 1: at the top of int64 it saturates at the
+ * largest count the envelope accepts (no signed overflow, still valid, and
+ * at least any max_replays, so the next failure escalates). */
+static void test_count_next_saturates(void **state) {
+  (void)state;
+  assert_int_equal(dlqb_envelope_count_next(0), 1);
+  assert_int_equal(dlqb_envelope_count_next(41), 42);
+  assert_int_equal(dlqb_envelope_count_next(-3), 1);
+  assert_int_equal(dlqb_envelope_count_next(DLQB_ENVELOPE_COUNT_MAX - 1), DLQB_ENVELOPE_COUNT_MAX);
+  assert_int_equal(dlqb_envelope_count_next(DLQB_ENVELOPE_COUNT_MAX), DLQB_ENVELOPE_COUNT_MAX);
+  assert_int_equal(dlqb_envelope_count_next(INT64_MAX), DLQB_ENVELOPE_COUNT_MAX);
+  assert_true(DLQB_ENVELOPE_COUNT_MAX >= 1000); /* the largest max_replays setting */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_minimal_envelope_gets_defaults),
@@ -1389,6 +1403,7 @@ int main(void) {
       cmocka_unit_test(test_sanitize_controls),
       cmocka_unit_test(test_sanitize_truncation),
       cmocka_unit_test(test_sanitize_degenerate_arguments),
+      cmocka_unit_test(test_count_next_saturates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,10 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +314,123 @@ static void test_http_endpoint(void **state) {
   dlqb_metrics_free(m);
 }
 
+/* ---- slow clients ----------------------------------------------------- */
+
+#define SLOW_PORT 22681 /* the tests' metrics range 22680-22689 */
+#define SLOW_IPS 4
+#define SLOW_PER_IP 10
+#define PROBE_TIMEOUT_MS 3000 /* the Docker image's HEALTHCHECK --timeout */
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A client from 127.0.0.<host> that sends the start of a request and no
+ * end of headers: a slowloris. -1 when the connect itself fails. */
+static int slow_open(int host) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in src = {.sin_family = AF_INET};
+  src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)host - 1);
+  assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof src), 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(SLOW_PORT)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  static const char start[] = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
+  (void)send(fd, start, sizeof start - 1, MSG_NOSIGNAL);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
+}
+
+/* One more byte of the endless header; false once the server closed it. */
+static bool slow_trickle(int fd) {
+  char buf[256];
+  ssize_t r = recv(fd, buf, sizeof buf, 0);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+  return send(fd, "a", 1, MSG_NOSIGNAL) == 1 || errno == EAGAIN;
+}
+
+/* GET /healthz from 127.0.0.1 with the HEALTHCHECK's timeout: the status,
+ * 0 when refused, closed or too slow. */
+static int probe_healthz(int64_t *took_ms) {
+  int64_t t0 = mono_ms();
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct timeval tv = {.tv_sec = PROBE_TIMEOUT_MS / 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(SLOW_PORT)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int status = 0;
+  static const char req[] = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+      send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1)) {
+    char buf[512];
+    ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
+    if (r > 0) {
+      buf[r] = '\0';
+      sscanf(buf, "HTTP/1.%*d %d", &status);
+    }
+  }
+  close(fd);
+  *took_ms = mono_ms() - t0;
+  return status;
+}
+
+/* Forty slowloris clients from four other addresses, each trickling a byte
+ * every 200 ms (which reset the old 10 s idle timeout forever, and held all
+ * 16 connections): /healthz from 127.0.0.1 still answers within the
+ * HEALTHCHECK's 3 s every time, and the server cuts every slow client by
+ * its request deadline however often it sends. */
+static void test_slow_clients_do_not_lock_out_healthz(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("9.9.9");
+  dlqb_metrics_set_connected(m, true);
+  dlqb_metrics_server *s = NULL;
+  dlqb_error err;
+  char addr[32];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", SLOW_PORT);
+  assert_int_equal(dlqb_metrics_server_start(m, addr, &s, &err), DLQB_OK);
+  int fds[SLOW_IPS * SLOW_PER_IP];
+  int n = 0;
+  for (int ip = 0; ip < SLOW_IPS; ip++)
+    for (int k = 0; k < SLOW_PER_IP; k++) fds[n++] = slow_open(2 + ip);
+  int64_t start = mono_ms(), longest = 0;
+  int open_left = n, probes = 0;
+  /* Bounded by the deadline plus slack; ends as soon as all are cut. */
+  while (open_left > 0 && mono_ms() - start < 4 * 1000 * DLQB_METRICS_REQUEST_DEADLINE_S) {
+    for (int i = 0; i < n; i++)
+      if (fds[i] >= 0 && !slow_trickle(fds[i])) {
+        close(fds[i]);
+        fds[i] = -1;
+      }
+    open_left = 0;
+    for (int i = 0; i < n; i++) open_left += fds[i] >= 0;
+    int64_t took;
+    int status = probe_healthz(&took);
+    probes++;
+    if (took > longest) longest = took;
+    if (status != 200) fail_msg("/healthz gave %d after %lld ms with %d slow clients open",
+                                status, (long long)took, open_left);
+    poll(NULL, 0, 200);
+  }
+  int64_t all_cut = mono_ms() - start;
+  printf("slow clients: all %d cut after %lld ms; %d probes, slowest %lld ms\n", n,
+         (long long)all_cut, probes, (long long)longest);
+  assert_int_equal(open_left, 0);
+  assert_true(all_cut <= 1000 * DLQB_METRICS_REQUEST_DEADLINE_S + 1500);
+  assert_true(longest < PROBE_TIMEOUT_MS);
+  for (int i = 0; i < n; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  dlqb_metrics_server_stop(s);
+  dlqb_metrics_free(m);
+}
+
 static void test_bad_address_is_refused(void **state) {
   (void)state;
   dlqb_metrics *m = dlqb_metrics_new("x");
@@ -411,6 +532,7 @@ int main(void) {
       cmocka_unit_test(test_queue_gauges),
       cmocka_unit_test(test_health_verdict),
       cmocka_unit_test(test_http_endpoint),
+      cmocka_unit_test(test_slow_clients_do_not_lock_out_healthz),
       cmocka_unit_test(test_bad_address_is_refused),
       cmocka_unit_test(test_head_stamp),
   };
