@@ -35,13 +35,20 @@
 
 #include "dlqb/error.h"
 
-typedef enum { DLQB_ACK_PUBLISHED, DLQB_ACK_SETTLED, DLQB_ACK_HELD } dlqb_ack_state;
+typedef enum {
+  DLQB_ACK_PUBLISHED, /* republished, waiting for its confirm */
+  DLQB_ACK_SETTLED,   /* confirmed, or settled with nothing published */
+  DLQB_ACK_HELD,      /* push only: left unacked on purpose, takes no slot */
+  DLQB_ACK_RETURNED,  /* the broker returned its publish: waits for a decision */
+  DLQB_ACK_DROPPED    /* returned and then held: never acked, like HELD */
+} dlqb_ack_state;
 
 typedef struct {
   uint64_t tag;    /* delivery tag of the original */
   uint64_t seq;    /* publish sequence number; 0 when nothing was published */
   uint64_t ticket; /* the audit ticket covering its hop, once submitted */
   dlqb_ack_state state;
+  bool rearmed;    /* published again (dlqb_ackring_rearm): seq is outside seq_slot */
 } dlqb_ack_entry;
 
 typedef struct {
@@ -63,13 +70,14 @@ typedef struct {
   uint64_t next_seq;
   uint64_t confirmed_upto; /* every publish up to this one is confirmed */
   uint64_t last_ticket;    /* the ticket of the latest submission */
+  size_t rearmed;          /* entries published again and not yet confirmed */
   bool failed;
 } dlqb_ackring;
 
 /* What to send for the durable prefix: its first `run` entries leave the
  * ring. When `multiple` is true one ack with multiple=1 up to
- * `multiple_tag` covers them all; otherwise each gets its own ack
- * (dlqb_ackring_at(r, 0 .. run-1)->tag). */
+ * `multiple_tag` covers them all; otherwise each SETTLED one gets its own
+ * ack (dlqb_ackring_at(r, 0 .. run-1)->tag; DROPPED ones get none). */
 typedef struct {
   size_t run;
   bool multiple;
@@ -97,8 +105,25 @@ void *dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state, boo
  * dlqb_ackring_fail are ignored. */
 void dlqb_ackring_on_confirm(dlqb_ackring *r, uint64_t seq, bool multiple);
 
-/* A basic.nack or basic.return: no later confirm is believed. */
+/* A basic.nack (or a return the pipe cannot place): no later confirm is
+ * believed. */
 void dlqb_ackring_fail(dlqb_ackring *r);
+
+/* The index of the oldest PUBLISHED entry for which match(ctx, i) is true,
+ * or (size_t)-1. The pipe finds a returned message's entry this way. */
+size_t dlqb_ackring_find_published(const dlqb_ackring *r, bool (*match)(void *ctx, size_t i),
+                                   void *ctx);
+
+/* A basic.return for entry i's publish (it came back unroutable, and its
+ * confirm follows): RETURNED, so that confirm is not believed, and the
+ * prefix waits for the pipe's decision: */
+void dlqb_ackring_return(dlqb_ackring *r, size_t i);
+/* ... published again elsewhere: PUBLISHED under a new sequence number
+ * (returned), which its next confirm settles; */
+uint64_t dlqb_ackring_rearm(dlqb_ackring *r, size_t i);
+/* ... or left in the queue: DROPPED, never acked, and no multiple ack
+ * passes it. */
+void dlqb_ackring_drop(dlqb_ackring *r, size_t i);
 
 /* Entries [submitted, ready) are settled but not yet handed to the audit
  * trail: the caller submits their hops, then marks them with the ticket

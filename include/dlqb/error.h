@@ -17,7 +17,8 @@ typedef enum {
   DLQB_ECONN = -5,   /* the connection is gone; reconnect */
   DLQB_ETIMEOUT = -6,
   DLQB_ECONFLICT = -7, /* an existing object differs (e.g. queue arguments) */
-  DLQB_EACCESS = -8    /* the broker refused: permissions */
+  DLQB_EACCESS = -8,   /* the broker refused: permissions */
+  DLQB_EREFUSED = -9   /* this one message cannot be published as it is (nothing was sent) */
 } dlqb_status;
 
 /* Caller-owned detail for the last failure: one line, lower case, no

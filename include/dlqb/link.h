@@ -42,6 +42,13 @@ amqp_connection_state_t dlqb_link_conn(dlqb_link *link);
  * unknown. */
 int dlqb_link_broker_major(const dlqb_link *link);
 
+/* The broker user the link logged in as: RabbitMQ refuses a publish whose
+ * user_id property names anyone else (406, and the channel closes). */
+const char *dlqb_link_user(const dlqb_link *link);
+
+/* The negotiated frame_max: a message's content header must fit one frame. */
+size_t dlqb_link_frame_max(dlqb_link *link);
+
 /* AMQP reply codes a broker closes a channel with (AMQP 0-9-1 section 1.9). */
 #define DLQB_REPLY_ACCESS_REFUSED 403
 #define DLQB_REPLY_NOT_FOUND 404

@@ -31,6 +31,12 @@
 #define DLQB_H_WORKER_ERROR "worker_error"
 #define DLQB_H_DLQ_REASON "dlq_reason" /* machine-readable category, see policy.h */
 #define DLQB_H_DLQ_AT "dlq_at"         /* ISO-8601 UTC time it entered the DLQ */
+/* A producer's user_id the bridge could not forward (RabbitMQ accepts a
+ * user_id only from that user's own connection): kept here instead. */
+#define DLQB_H_ORIGINAL_USER_ID "original_user_id"
+/* How many producer headers were left off a task whose headers the broker
+ * could not take back (dlq_reason unpublishable). */
+#define DLQB_H_DROPPED_HEADERS "dropped_headers"
 
 /* ---- stamped by a move out of the DLQ ------------------------------- */
 

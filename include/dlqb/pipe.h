@@ -89,6 +89,20 @@ dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *pipe, const dlqb_delivery *d,
                                         amqp_basic_properties_t *props, const dlqb_hset *sets,
                                         size_t nsets, const dlqb_hop *hop, dlqb_error *err);
 
+/* dlqb_pipe_forward_rewritten keeps what the broker would refuse from
+ * reaching it: a user_id property of another broker user moves into the
+ * original_user_id header; headers that no longer fit one frame with the
+ * changes are DLQB_EREFUSED, with nothing sent and d still unsettled. */
+
+/* For a task the broker would not take back as it is (DLQB_EREFUSED): the
+ * same, but keeping only the headers the bridge knows (the envelope and its
+ * stamps, each of at most 2 KiB) and the message_id, timestamp and content
+ * type; dropped_headers says how many were left off. */
+dlqb_status dlqb_pipe_forward_minimal(dlqb_pipe *pipe, const dlqb_delivery *d,
+                                      const char *exchange, const char *routing_key,
+                                      amqp_basic_properties_t *props, const dlqb_hset *sets,
+                                      size_t nsets, const dlqb_hop *hop, dlqb_error *err);
+
 /* Settles d by acking it with nothing published (resolve, skip as complete). */
 void dlqb_pipe_ack(dlqb_pipe *pipe, const dlqb_delivery *d, const dlqb_hop *hop);
 

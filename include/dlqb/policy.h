@@ -18,7 +18,8 @@ typedef enum {
   DLQB_REASON_MAX_ATTEMPTS, /* "max_attempts" */
   DLQB_REASON_SLA_BUDGET,   /* "sla_budget" */
   DLQB_REASON_POISON,       /* "poison" */
-  DLQB_REASON_INVALID       /* "invalid_envelope" */
+  DLQB_REASON_INVALID,      /* "invalid_envelope" */
+  DLQB_REASON_UNPUBLISHABLE /* "unpublishable": the broker would refuse it as it is */
 } dlqb_reason;
 
 typedef struct {

@@ -6,6 +6,7 @@
 #define DLQB_REWRITE_H
 
 #include <amqp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,5 +38,10 @@ dlqb_status dlqb_headers_apply(const amqp_table_t *in, const dlqb_hset *sets, si
  * into sets and returns that count. The strings must outlive the sets. */
 size_t dlqb_escalation_stamp(dlqb_hset *sets, const char *by, const char *at_iso,
                              const char *reason);
+
+/* Whether key is a header the bridge reads or writes (the envelope, its
+ * stamps): the ones a task keeps when the rest must be left off
+ * (dlqb_pipe_forward_minimal). */
+bool dlqb_header_is_known(amqp_bytes_t key);
 
 #endif

@@ -42,4 +42,10 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
                           const char *message_id, int64_t now_ms, uint32_t random,
                           dlqb_route_plan *out);
 
+/* Turns plan into the DLQ route for a task the broker would not take back
+ * as it is (why: one line, e.g. the pipe's DLQB_EREFUSED detail): dlq_reason
+ * unpublishable, last_error says why, no expiration. The pipe then sends
+ * it with only the headers the bridge knows (dlqb_pipe_forward_minimal). */
+void dlqb_route_plan_refused(dlqb_route_plan *plan, const char *why);
+
 #endif

@@ -73,6 +73,8 @@ typedef struct {
   bool interrupted;        /* stopped by *stop */
   bool stopped;            /* stopped early by dlqb_scan_stop */
   bool short_read;         /* fewer items arrived than counted (someone else took them) */
+  uint64_t refused;        /* selected but left in place: the broker would not take them as
+                            * they are (dlqb_pipe_forward_rewritten's DLQB_EREFUSED) */
 } dlqb_scan_result;
 
 /* Runs one pass. Returns DLQB_OK when the pass ended (see res for why), or

@@ -25,6 +25,7 @@ struct dlqb_link {
   amqp_connection_state_t conn;
   int broker_major;
   int last_reply_code; /* of the last channel or connection close; 0: none */
+  char user[256];      /* the broker user it logged in as */
 };
 
 amqp_bytes_t dlqb_bytes(const char *s) {
@@ -37,6 +38,10 @@ amqp_connection_state_t dlqb_link_conn(dlqb_link *link) { return link->conn; }
 int dlqb_link_broker_major(const dlqb_link *link) { return link->broker_major; }
 
 int dlqb_link_reply_code(const dlqb_link *link) { return link->last_reply_code; }
+
+const char *dlqb_link_user(const dlqb_link *link) { return link->user; }
+
+size_t dlqb_link_frame_max(dlqb_link *link) { return (size_t)amqp_get_frame_max(link->conn); }
 
 /* rabbitmq-c reports a failed TCP connect only as "a socket error
  * occurred" (errno is left at EINPROGRESS). On that path only, one more
@@ -255,6 +260,7 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
     goto fail;
   }
   link->broker_major = parse_major(link->conn);
+  snprintf(link->user, sizeof link->user, "%s", ci.user);
   amqp_channel_open(link->conn, DLQB_CHANNEL);
   st = dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), "open channel", err);
   if (st != DLQB_OK) goto fail;

@@ -12,6 +12,8 @@
 #include <sys/time.h>
 
 #include "dlqb/ackring.h"
+#include "dlqb/text.h"
+#include "dlqb/wire.h"
 #include "dlqb/log.h"
 
 #define MAX_BODY_BYTES (512u * 1024u * 1024u) /* above RabbitMQ's own max_message_size */
@@ -127,25 +129,101 @@ dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *
   return DLQB_OK;
 }
 
+/* Room for the caller's header changes plus the pipe's own. */
+#define MAX_SETS 32
+/* A known header kept by dlqb_pipe_forward_minimal is at most this big:
+ * so that what is left always fits a frame. */
+#define MINIMAL_VALUE_MAX 2048
+
+/* Publishes d onward with the header table `in` (NULL: none) and sets
+ * applied, after fixing what the broker would refuse and loses nothing to
+ * fix: a user_id property of another broker user (RabbitMQ accepts a
+ * user_id only from that user's own connection, and closes the channel
+ * otherwise) moves into the original_user_id header. What cannot be fixed
+ * is DLQB_EREFUSED with nothing sent: headers that no longer fit one frame
+ * (rabbitmq-c would send half a publish and leave the connection broken). */
+static dlqb_status forward_with(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
+                                const char *routing_key, amqp_basic_properties_t *props,
+                                const amqp_table_t *in, const dlqb_hset *sets, size_t nsets,
+                                const dlqb_hop *hop, dlqb_error *err) {
+  dlqb_hset all[MAX_SETS];
+  if (nsets + 2 > MAX_SETS) return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
+  memcpy(all, sets, nsets * sizeof *sets);
+  size_t n = nsets;
+  char user_id[256];
+  const char *own = dlqb_link_user(p->link);
+  if ((props->_flags & AMQP_BASIC_USER_ID_FLAG) &&
+      !(props->user_id.len == strlen(own) && memcmp(props->user_id.bytes, own, props->user_id.len) == 0)) {
+    dlqb_text_sanitize(user_id, sizeof user_id, props->user_id.bytes, props->user_id.len);
+    props->_flags &= ~AMQP_BASIC_USER_ID_FLAG;
+    all[n++] = (dlqb_hset){DLQB_H_ORIGINAL_USER_ID, DLQB_HSET_STRING, user_id, 0};
+  }
+  size_t need = (in != NULL && in->num_entries > 0 ? (size_t)in->num_entries : 0) + n;
+  if (need > p->headers_cap) {
+    /* Grows to the largest table seen, so steady traffic allocates nothing. */
+    size_t cap = need < 64 ? 64 : need * 2;
+    amqp_table_entry_t *t = realloc(p->headers, cap * sizeof *t);
+    if (t == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    p->headers = t;
+    p->headers_cap = cap;
+  }
+  if (dlqb_headers_apply(in, all, n, p->headers, p->headers_cap, &props->headers) != DLQB_OK)
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: header table too small");
+  props->_flags |= AMQP_BASIC_HEADERS_FLAG;
+  size_t frame_max = dlqb_link_frame_max(p->link);
+  if (!dlqb_wire_fits(props, frame_max)) {
+    size_t size = dlqb_wire_content_header_size(props);
+    if (size == SIZE_MAX)
+      return dlqb_fail(err, DLQB_EREFUSED, "its headers nest too deep to be sent again");
+    return dlqb_fail(err, DLQB_EREFUSED, "its properties take %zu bytes with the bridge's headers, "
+                     "more than the broker's frame_max of %zu", size, frame_max);
+  }
+  return dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err);
+}
+
 dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
                                         const char *routing_key, amqp_basic_properties_t *props,
                                         const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
                                         dlqb_error *err) {
   const amqp_table_t *in =
       (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
-  size_t need = (in != NULL && in->num_entries > 0 ? (size_t)in->num_entries : 0) + nsets;
-  if (need > p->headers_cap) {
-    /* Grows to the largest table seen, so steady traffic allocates nothing. */
-    size_t cap = need < 64 ? 64 : need * 2;
-    amqp_table_entry_t *n = realloc(p->headers, cap * sizeof *n);
-    if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-    p->headers = n;
-    p->headers_cap = cap;
+  return forward_with(p, d, exchange, routing_key, props, in, sets, nsets, hop, err);
+}
+
+dlqb_status dlqb_pipe_forward_minimal(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
+                                      const char *routing_key, amqp_basic_properties_t *props,
+                                      const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
+                                      dlqb_error *err) {
+  const amqp_table_t *in =
+      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
+  size_t nin = in != NULL && in->num_entries > 0 ? (size_t)in->num_entries : 0;
+  amqp_table_entry_t *kept = calloc(nin > 0 ? nin : 1, sizeof *kept);
+  if (kept == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  amqp_table_t small = {0, kept};
+  int64_t dropped = 0;
+  for (size_t i = 0; i < nin; i++) {
+    const amqp_table_entry_t *e = &in->entries[i];
+    amqp_table_t one = {1, (amqp_table_entry_t *)e};
+    if (dlqb_header_is_known(e->key) && dlqb_wire_table_size(&one) <= MINIMAL_VALUE_MAX)
+      kept[small.num_entries++] = *e;
+    else
+      dropped++;
   }
-  if (dlqb_headers_apply(in, sets, nsets, p->headers, p->headers_cap, &props->headers) != DLQB_OK)
-    return dlqb_fail(err, DLQB_EINVAL, "internal error: header table too small");
-  props->_flags |= AMQP_BASIC_HEADERS_FLAG;
-  return dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err);
+  dlqb_hset all[MAX_SETS];
+  dlqb_status st = DLQB_EINVAL;
+  if (nsets + 1 <= MAX_SETS) {
+    memcpy(all, sets, nsets * sizeof *sets);
+    all[nsets] = (dlqb_hset){DLQB_H_DROPPED_HEADERS, DLQB_HSET_INT, NULL, dropped};
+    /* Whatever the producer set beside the headers may be what is too big
+     * (a long type, app_id, ...): only the message_id goes on. */
+    props->_flags &= AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
+                     AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
+    st = forward_with(p, d, exchange, routing_key, props, &small, all, nsets + 1, hop, err);
+  } else {
+    dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
+  }
+  free(kept);
+  return st;
 }
 
 void dlqb_pipe_ack(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_hop *hop) {

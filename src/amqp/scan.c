@@ -70,7 +70,15 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
   props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
   dlqb_hop hop;
   fill_hop(s, it, event, queue, cause, reason, &hop);
-  return dlqb_pipe_forward_rewritten(s->pipe, d, "", queue, &props, sets, nsets, &hop, err);
+  dlqb_status st = dlqb_pipe_forward_rewritten(s->pipe, d, "", queue, &props, sets, nsets, &hop, err);
+  if (st != DLQB_EREFUSED) return st;
+  /* The broker would not take it as it is: it stays where it is, and the
+   * pass goes on with the others. */
+  dlqb_log_warn("unpublishable", "message_id=%s left in %s: %s", it->message_id, s->o->queue,
+                err->msg);
+  s->res.refused++;
+  dlqb_scan_hold(s, d);
+  return DLQB_OK;
 }
 
 void dlqb_scan_ack(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event event,

@@ -316,6 +316,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     json_object_object_add(j, "skipped_complete", json_object_new_int64((int64_t)skipped));
     json_object_object_add(j, "left", json_object_new_int64((int64_t)left));
     json_object_object_add(j, "examined", json_object_new_int64((int64_t)r.examined));
+    json_object_object_add(j, "refused", json_object_new_int64((int64_t)r.refused));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     if (m->ledger_stats != NULL) json_object_object_add(j, "ledger", ledger_json(m));
@@ -328,6 +329,13 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
       snprintf(skip, sizeof skip, ", skipped as complete %llu", (unsigned long long)skipped);
     printf("%s%s %llu%s, left %llu in %s\n", m->dry_run ? "dry run: would have " : "", m->verb,
            (unsigned long long)moved, skip, (unsigned long long)left, DLQB_Q_DLQ);
+  }
+  if (r.refused > 0) {
+    /* Each one is named in a warning line above. */
+    cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s",
+              m->command, (unsigned long long)r.refused, r.refused == 1 ? "" : "s", DLQB_Q_DLQ,
+              r.refused == 1 ? "it" : "them", r.refused == 1 ? "it is" : "they are");
+    rc = EXIT_FAILURE_;
   }
   if (early != NULL) {
     cli_error("%s %s", m->command, early);

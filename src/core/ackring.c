@@ -67,8 +67,10 @@ static bool grow(dlqb_ackring *r) {
 /* Extends the ready prefix over entries that no longer wait for a
  * confirm. Each entry is passed over once between commits, so keeping the
  * prefix costs O(1) per message instead of a scan from head per frame. */
+static bool waits(dlqb_ack_state st) { return st == DLQB_ACK_PUBLISHED || st == DLQB_ACK_RETURNED; }
+
 static void extend_ready(dlqb_ackring *r) {
-  while (r->ready < r->count && dlqb_ackring_at(r, r->ready)->state != DLQB_ACK_PUBLISHED) r->ready++;
+  while (r->ready < r->count && !waits(dlqb_ackring_at(r, r->ready)->state)) r->ready++;
 }
 
 void *dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state, bool *refused) {
@@ -103,7 +105,21 @@ void *dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state, boo
  * entry carries another number was acked and reused: nothing to do. */
 static void confirm_one(dlqb_ackring *r, uint64_t seq) {
   dlqb_ack_entry *e = &r->slots[r->seq_slot[seq % r->cap]];
-  if (e->seq == seq && e->state == DLQB_ACK_PUBLISHED) e->state = DLQB_ACK_SETTLED;
+  if (e->seq == seq && e->state == DLQB_ACK_PUBLISHED && !e->rearmed) {
+    e->state = DLQB_ACK_SETTLED;
+    return;
+  }
+  /* A publish made again after a return has a number outside the map (it
+   * may have outlived the entries around it): look for it. Rare, so a scan. */
+  for (size_t i = 0; r->rearmed > 0 && i < r->count; i++) {
+    e = dlqb_ackring_at(r, i);
+    if (e->rearmed && e->seq == seq && e->state == DLQB_ACK_PUBLISHED) {
+      e->state = DLQB_ACK_SETTLED;
+      e->rearmed = false;
+      r->rearmed--;
+      return;
+    }
+  }
 }
 
 void dlqb_ackring_on_confirm(dlqb_ackring *r, uint64_t seq, bool multiple) {
@@ -121,6 +137,39 @@ void dlqb_ackring_on_confirm(dlqb_ackring *r, uint64_t seq, bool multiple) {
 
 void dlqb_ackring_fail(dlqb_ackring *r) { r->failed = true; }
 
+size_t dlqb_ackring_find_published(const dlqb_ackring *r, bool (*match)(void *ctx, size_t i),
+                                   void *ctx) {
+  for (size_t i = 0; i < r->count; i++)
+    if (dlqb_ackring_at(r, i)->state == DLQB_ACK_PUBLISHED && match(ctx, i)) return i;
+  return (size_t)-1;
+}
+
+void dlqb_ackring_return(dlqb_ackring *r, size_t i) {
+  dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+  if (e->rearmed) {
+    e->rearmed = false;
+    r->rearmed--;
+  }
+  e->state = DLQB_ACK_RETURNED;
+}
+
+uint64_t dlqb_ackring_rearm(dlqb_ackring *r, size_t i) {
+  dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+  e->state = DLQB_ACK_PUBLISHED;
+  e->seq = ++r->next_seq;
+  e->rearmed = true;
+  r->rearmed++;
+  return e->seq;
+}
+
+void dlqb_ackring_drop(dlqb_ackring *r, size_t i) {
+  dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+  e->state = DLQB_ACK_DROPPED;
+  if (r->first_held_tag == 0 || e->tag < r->first_held_tag) r->first_held_tag = e->tag;
+  r->held++;
+  extend_ready(r);
+}
+
 void dlqb_ackring_mark_submitted(dlqb_ackring *r, uint64_t ticket) {
   for (size_t i = r->submitted; i < r->ready; i++) dlqb_ackring_at(r, i)->ticket = ticket;
   r->last_ticket = ticket;
@@ -131,8 +180,8 @@ bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *p
   *plan = (dlqb_ack_plan){0};
   while (plan->run < r->submitted && dlqb_ackring_at(r, plan->run)->ticket <= durable) plan->run++;
   if (plan->run == 0) return false;
-  /* A held delivery is still unacked at the broker: `multiple` would ack
-   * it (and lose it) if its tag is lower. */
+  /* A held (or dropped) delivery is still unacked at the broker: `multiple`
+   * would ack it (and lose it) if its tag is lower. */
   uint64_t last = dlqb_ackring_at(r, plan->run - 1)->tag;
   if (r->first_held_tag == 0 || r->first_held_tag > last) {
     plan->multiple = true;

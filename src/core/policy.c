@@ -15,6 +15,7 @@ const char *dlqb_reason_name(dlqb_reason r) {
   case DLQB_REASON_SLA_BUDGET: return "sla_budget";
   case DLQB_REASON_POISON: return "poison";
   case DLQB_REASON_INVALID: return "invalid_envelope";
+  case DLQB_REASON_UNPUBLISHABLE: return "unpublishable";
   case DLQB_REASON_NONE:
   default: return "";
   }

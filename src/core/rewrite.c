@@ -93,3 +93,16 @@ dlqb_status dlqb_headers_apply(const amqp_table_t *in, const dlqb_hset *sets, si
   out->num_entries = (int)n;
   return DLQB_OK;
 }
+
+bool dlqb_header_is_known(amqp_bytes_t key) {
+  static const char *const known[] = {
+      DLQB_H_REQUEST_ID,   DLQB_H_SOURCE_SYSTEM,     DLQB_H_LEGAL_BASIS,    DLQB_H_ACTION,
+      DLQB_H_ATTEMPT,      DLQB_H_MAX_ATTEMPTS,      DLQB_H_LAST_ERROR,     DLQB_H_FIRST_SEEN_AT,
+      DLQB_H_REPLAY_COUNT, DLQB_H_WORKER_ERROR,      DLQB_H_DLQ_REASON,     DLQB_H_DLQ_AT,
+      DLQB_H_REPLAYED_BY,  DLQB_H_REPLAYED_AT,       DLQB_H_ESCALATED_BY,   DLQB_H_ESCALATED_AT,
+      DLQB_H_ESCALATION_REASON, DLQB_H_ORIGINAL_USER_ID,
+  };
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (key.len == strlen(known[i]) && memcmp(key.bytes, known[i], key.len) == 0) return true;
+  return false;
+}

@@ -80,3 +80,22 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
   snprintf(hop->to, sizeof hop->to, "%s", out->target);
   snprintf(hop->actor, sizeof hop->actor, "system");
 }
+
+void dlqb_route_plan_refused(dlqb_route_plan *p, const char *why) {
+  dlqb_decision *dec = &p->decision;
+  dec->route = DLQB_ROUTE_DLQ;
+  dec->reason = DLQB_REASON_UNPUBLISHABLE;
+  dec->escalate = false;
+  snprintf(dec->last_error, sizeof dec->last_error, "cannot be sent on as it is: %s", why);
+  p->has_expiration = false;
+  snprintf(p->target, sizeof p->target, "%s", DLQB_Q_DLQ);
+  p->nsets = 0;
+  set(p, DLQB_H_LAST_ERROR, DLQB_HSET_STRING, dec->last_error, 0);
+  set(p, DLQB_H_DLQ_REASON, DLQB_HSET_STRING, dlqb_reason_name(dec->reason), 0);
+  set(p, DLQB_H_DLQ_AT, DLQB_HSET_STRING, p->now_iso, 0);
+  dlqb_hop *hop = &p->hop;
+  hop->event = DLQB_EV_DEAD_LETTERED;
+  snprintf(hop->reason, sizeof hop->reason, "%s", dec->last_error);
+  snprintf(hop->cause, sizeof hop->cause, "%s", dlqb_reason_name(dec->reason));
+  snprintf(hop->to, sizeof hop->to, "%s", p->target);
+}

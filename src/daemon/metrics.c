@@ -20,6 +20,7 @@ typedef enum {
   C_DL_SLA_BUDGET,
   C_DL_POISON,
   C_DL_INVALID,
+  C_DL_UNPUBLISHABLE,
   C_POISON,
   C_INVALID,
   C_ESC_SLA,
@@ -77,6 +78,7 @@ static counter_id dead_letter_counter(const char *cause) {
   if (strcmp(cause, "sla_budget") == 0) return C_DL_SLA_BUDGET;
   if (strcmp(cause, "poison") == 0) return C_DL_POISON;
   if (strcmp(cause, "invalid_envelope") == 0) return C_DL_INVALID;
+  if (strcmp(cause, "unpublishable") == 0) return C_DL_UNPUBLISHABLE;
   return C_DL_MAX_ATTEMPTS;
 }
 
@@ -289,7 +291,8 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   } dl[] = {{"max_attempts", C_DL_MAX_ATTEMPTS},
             {"sla_budget", C_DL_SLA_BUDGET},
             {"poison", C_DL_POISON},
-            {"invalid_envelope", C_DL_INVALID}};
+            {"invalid_envelope", C_DL_INVALID},
+            {"unpublishable", C_DL_UNPUBLISHABLE}};
   for (size_t i = 0; i < sizeof dl / sizeof dl[0]; i++)
     put(&t, "dlq_bridge_dead_lettered_total{reason=\"%s\"} %llu\n", dl[i].reason,
         (unsigned long long)counter(m, dl[i].c));

@@ -56,8 +56,19 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   } else {
     props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
   }
-  return dlqb_pipe_forward_rewritten(pipe, d, "", plan.target, &props, plan.sets, plan.nsets,
-                                     &plan.hop, err);
+  dlqb_status st = dlqb_pipe_forward_rewritten(pipe, d, "", plan.target, &props, plan.sets,
+                                               plan.nsets, &plan.hop, err);
+  if (st != DLQB_EREFUSED) return st;
+  /* The broker would not take it back as it is: to the DLQ, with only the
+   * headers the bridge knows, saying why. The others in the window go on. */
+  dlqb_log_warn("unpublishable", "message_id=%s: %s; sent to %s with only its envelope",
+                plan.hop.message_id, err->msg, DLQB_Q_DLQ);
+  dlqb_route_plan_refused(&plan, err->msg);
+  props = *d->props;
+  props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  return dlqb_pipe_forward_minimal(pipe, d, "", plan.target, &props, plan.sets, plan.nsets,
+                                   &plan.hop, err);
 }
 
 static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
