@@ -107,7 +107,9 @@ void dlqb_audit_close(dlqb_audit *a);
  * written by `openssl rand -hex 32 > key` works), at least
  * DLQB_AUDIT_KEY_MIN and at most DLQB_AUDIT_KEY_MAX bytes. Refused
  * (DLQB_EINVAL) when it is not a regular file or group or others have any
- * permission on it (st_mode & 077). */
+ * permission on it (st_mode & 077). Before the key is copied out, the
+ * process stops being dumpable (RLIMIT_CORE 0 and PR_SET_DUMPABLE 0): no
+ * core dump or same-user ptrace can carry the key away. */
 dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_KEY_MAX],
                                 size_t *key_len, dlqb_error *err);
 
