@@ -19,7 +19,8 @@
  * DLQ and a crash in the middle of it would leave the order half-changed.
  *
  * Every settled hop is recorded in the audit trail (when one is open)
- * before its original is acked. */
+ * before its original is acked, and nothing is moved while it cannot be
+ * written. */
 #ifndef DLQB_SCAN_H
 #define DLQB_SCAN_H
 
@@ -50,6 +51,11 @@ typedef struct {
   long idle_stop_ms;     /* give up waiting for deliveries after this; 0 = 5000 */
   double rate;           /* forwards per second; 0 = unlimited */
   dlqb_stop_flag *stop; /* set by a signal handler or another thread; may be NULL */
+  /* What the pass does while its audit trail cannot be written
+   * (dlqb_pipe_audit_mode; *stop is the OUTWAIT give-up). Whatever the
+   * mode, no item is moved once the writer is unhealthy: the pass holds
+   * the rest and ends (audit_failed). */
+  int audit_mode;
   /* Called for each item, in queue order; must settle d exactly once. */
   dlqb_status (*on_item)(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                          dlqb_error *err);
@@ -70,6 +76,11 @@ typedef struct {
   bool interrupted;        /* stopped by *stop */
   bool stopped;            /* stopped early by dlqb_scan_stop */
   bool short_read;         /* fewer items arrived than counted (someone else took them) */
+  bool audit_failed;       /* stopped early: the audit trail could not be written */
+  /* Copies published whose originals were not acked (unconfirmed, or not
+   * recorded): those originals stay in the queue, so each such copy may be
+   * a duplicate. */
+  uint64_t unsettled_copies;
 } dlqb_scan_result;
 
 /* Runs one pass. Returns DLQB_OK when the pass ended (see res for why), or
