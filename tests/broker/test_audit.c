@@ -190,8 +190,13 @@ static void test_crash_while_unwritable_loses_nothing(void **state) {
 
   disk_full(&d);
   publish_failed(t, "crash", 0, 4);
-  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 4, WAIT_MS));
+  /* Those routed before the writer found the disk full have a DLQ copy;
+   * the rest were left unrouted once it had; none is acked. */
+  FX_CHECK(t, wait_count(t->bridges[0].log_path, "audit_failing", 1));
   FX_CHECK(t, wait_unacked(t, "dsr.failed", 4));
+  long copies = th_queue_depth(t->conn, "dsr.dlq.manual");
+  printf("routed before the writer failed: %ld\n", copies);
+  FX_CHECK(t, copies >= 1 && copies <= 4);
   /* The bridge dies holding them: none was acked, so all four return. */
   th_bridge_kill(&t->bridges[0]);
   FX_CHECK(t, th_wait_depth(t->conn, "dsr.failed", 4, WAIT_MS));
@@ -202,7 +207,7 @@ static void test_crash_while_unwritable_loses_nothing(void **state) {
   th_bridge *b2 = &t->bridges[1];
   assert_int_equal(th_bridge_start(b2, &t->vhost, d.env, "bridge2"), 0);
   t->nbridges = 2;
-  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 8, WAIT_MS));
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", copies + 4, WAIT_MS));
   FX_CHECK(t, wait_count(d.log, "\"event\":\"dead_lettered\"", 4));
   FX_CHECK(t, wait_unacked(t, "dsr.failed", 0));
   assert_int_equal(th_queue_depth(t->conn, "dsr.failed"), 0);
