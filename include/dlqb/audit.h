@@ -22,10 +22,14 @@
 typedef struct dlqb_audit dlqb_audit;
 
 /* Opens the log at cfg->audit_log with the key in cfg->audit_key_file
- * (refused when group or others may read it). When cfg->audit_log is ""
- * audit is off: *out is NULL and DLQB_OK is returned, and every other
- * function accepts the NULL handle and does nothing. `writer` names the
- * writer in its records (the bridge instance, or "replay@host:pid"). */
+ * (refused when group or others may read it) and writes the new chain's
+ * chain_start record: when that cannot be written (a full disk, a lock
+ * held by a stopped process) the open fails with DLQB_EIO naming the file
+ * and the errno, so that a writer that cannot record never moves anything.
+ * When cfg->audit_log is "" audit is off: *out is NULL and DLQB_OK is
+ * returned, and every other function accepts the NULL handle and does
+ * nothing. `writer` names the writer in its records (the bridge instance,
+ * or "replay@host:pid"); it is cut to 255 bytes. */
 dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
                             dlqb_error *err);
 
@@ -59,8 +63,26 @@ dlqb_status dlqb_audit_wait(dlqb_audit *a, uint64_t ticket, dlqb_error *err);
 dlqb_status dlqb_audit_record(dlqb_audit *a, const dlqb_hop *const *hops, size_t n,
                               dlqb_error *err);
 
-/* True when the last write attempt succeeded (for /healthz). */
+/* A write attempt in progress for this long (stuck in the kernel: a hung
+ * NFS fsync cannot be interrupted) makes the writer unhealthy. */
+#define DLQB_AUDIT_STALL_MS 5000
+
+/* True when the last write attempt succeeded and none has been in
+ * progress for DLQB_AUDIT_STALL_MS (for /healthz, and for the movers, which
+ * take no new work while it is false). Any thread. */
 int dlqb_audit_healthy(const dlqb_audit *a);
+
+/* dlqb_audit_healthy, and when false why (one line naming the file, into
+ * why[0..len), may be NULL): the last failure's message, or the stall. */
+bool dlqb_audit_health(const dlqb_audit *a, char *why, size_t len);
+
+/* DLQB_OK when healthy, else DLQB_EIO with dlqb_audit_health's reason. */
+dlqb_status dlqb_audit_check(const dlqb_audit *a, dlqb_error *err);
+
+/* Hops handed over and not yet written (for /metrics). Movers take no new
+ * work while the writer is unhealthy, so this stays within the windows of
+ * the pipes that feed it, however long an outage lasts. 0 for NULL. */
+size_t dlqb_audit_pending(const dlqb_audit *a);
 
 /* Lets the writer finish what was handed over (unless the log is failing:
  * then what is left was never acked and is redelivered), writes the
@@ -85,7 +107,9 @@ void dlqb_audit_close(dlqb_audit *a);
  * written by `openssl rand -hex 32 > key` works), at least
  * DLQB_AUDIT_KEY_MIN and at most DLQB_AUDIT_KEY_MAX bytes. Refused
  * (DLQB_EINVAL) when it is not a regular file or group or others have any
- * permission on it (st_mode & 077). */
+ * permission on it (st_mode & 077). Before the key is copied out, the
+ * process stops being dumpable (RLIMIT_CORE 0 and PR_SET_DUMPABLE 0): no
+ * core dump or same-user ptrace can carry the key away. */
 dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_KEY_MAX],
                                 size_t *key_len, dlqb_error *err);
 

@@ -13,6 +13,9 @@
 #ifndef DLQB_ESCALATOR_H
 #define DLQB_ESCALATOR_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "dlqb/config.h"
 #include "dlqb/error.h"
 #include "dlqb/hop.h"
@@ -28,9 +31,14 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
                                                    double confirm_seconds),
                                  void *ctx, dlqb_escalator **out, dlqb_error *err);
 
-/* True unless its audit writer's last write failed (for /healthz).
- * NULL-safe. */
+/* True unless its audit writer is unhealthy (dlqb_audit_healthy; for
+ * /healthz). While it is, no pass starts, and escalations a pass published
+ * stay unacked until they are recorded (never published twice). NULL-safe. */
 int dlqb_escalator_audit_healthy(const dlqb_escalator *e);
+
+/* dlqb_audit_health and dlqb_audit_pending of its writer. NULL-safe. */
+bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len);
+size_t dlqb_escalator_audit_pending(const dlqb_escalator *e);
 
 /* Stops the thread (finishing the pass in flight) and frees. NULL-safe. */
 void dlqb_escalator_stop(dlqb_escalator *e);

@@ -23,8 +23,8 @@ bool dlqb_read_file(const char *path, char **buf, size_t *cap, size_t *len);
 
 /* Replaces path with the n bytes at data so that a crash leaves either the
  * old file or the new one, never a torn one: a temporary file beside it
- * (mode 0600, named after path and our pid), synced, then renamed over
- * path. On failure the temporary file is removed and path is unchanged;
+ * (mode 0600, path.tmp.<random>, created exclusively: never an existing
+ * file or link), synced, then renamed over path, and the directory synced. On failure the temporary file is removed and path is unchanged;
  * `what` names the file in the error (e.g. "the ledger cache"). */
 dlqb_status dlqb_file_replace(const char *path, const void *data, size_t n, const char *what,
                               dlqb_error *err);

@@ -40,6 +40,11 @@ void dlqb_metrics_set_connected(dlqb_metrics *m, bool connected);
 /* Whether the audit log took its last write (true when audit is off). */
 void dlqb_metrics_set_audit_writable(dlqb_metrics *m, bool writable);
 
+/* The same with why it is not (one line, copied; NULL: none; /healthz
+ * adds it to its reason) and the hops the writers hold unwritten (the
+ * gauge dlq_bridge_audit_pending_records). */
+void dlqb_metrics_set_audit(dlqb_metrics *m, bool writable, const char *why, uint64_t pending);
+
 /* Replaces the queue gauges with stats (n entries, copied). ok false means
  * the refresher could not read them: the gauges are dropped and
  * dlq_bridge_queue_stats_up reads 0 until the next successful refresh. */

@@ -60,7 +60,26 @@ typedef struct {
   /* A consumer on a stream or ordered replay needs "x-stream-offset" etc.:
    * optional consume arguments. */
   const amqp_table_t *consume_args;
+  /* What the run does while the audit trail cannot be written
+   * (dlqb_audit_healthy false): see dlqb_pipe_audit_mode. */
+  int audit_mode;
+  /* DLQB_PIPE_AUDIT_OUTWAIT only: once set, a drain stops waiting for the
+   * audit trail (shutdown). May be NULL: it waits as long as it takes. */
+  dlqb_stop_flag *audit_give_up;
 } dlqb_pipe_options;
+
+enum dlqb_pipe_audit_mode {
+  /* The router: go on; nothing is acked until the log is written, the
+   * window fills and the broker waits; a drain gives up after 30 s. */
+  DLQB_PIPE_AUDIT_HOLD = 0,
+  /* Ops commands: end the run at once with DLQB_EIO and the writer's
+   * reason; the unacked originals go back to their queue. */
+  DLQB_PIPE_AUDIT_FAIL_FAST,
+  /* The escalator: a drain does not time out on entries that are
+   * confirmed and wait only for the audit trail; they are acked once it is
+   * written, so what was in flight is not published again. */
+  DLQB_PIPE_AUDIT_OUTWAIT,
+};
 
 /* Creates a pipe on an open link (puts its channel in confirm mode and sets
  * the prefetch). Frees nothing of the link. */

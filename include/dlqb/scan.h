@@ -23,7 +23,8 @@
  * unacked item to its place.
  *
  * Every settled hop is recorded in the audit trail (when one is open)
- * before its original is acked. */
+ * before its original is acked, and nothing is moved while it cannot be
+ * written. */
 #ifndef DLQB_SCAN_H
 #define DLQB_SCAN_H
 
@@ -54,6 +55,11 @@ typedef struct {
   long idle_stop_ms;     /* give up waiting for deliveries after this; 0 = 5000 */
   double rate;           /* forwards per second; 0 = unlimited */
   dlqb_stop_flag *stop; /* set by a signal handler or another thread; may be NULL */
+  /* What the pass does while its audit trail cannot be written
+   * (dlqb_pipe_audit_mode; *stop is the OUTWAIT give-up). Whatever the
+   * mode, no item is moved once the writer is unhealthy: the pass holds
+   * the rest and ends (audit_failed). */
+  int audit_mode;
   /* Called for each item, in queue order; must settle d exactly once. */
   dlqb_status (*on_item)(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                          dlqb_error *err);
@@ -75,6 +81,11 @@ typedef struct {
   bool short_read;         /* fewer items arrived than counted (someone else took them) */
   uint64_t refused;        /* selected but left in place: the broker would not take them as
                             * they are (dlqb_pipe_forward_rewritten's DLQB_EREFUSED) */
+  bool audit_failed;       /* stopped early: the audit trail could not be written */
+  /* Copies published whose originals were not acked (unconfirmed, or not
+   * recorded): those originals stay in the queue, so each such copy may be
+   * a duplicate. */
+  uint64_t unsettled_copies;
 } dlqb_scan_result;
 
 /* Runs one pass. Returns DLQB_OK when the pass ended (see res for why), or

@@ -566,6 +566,26 @@ static bool limit_reached(const dlqb_pipe *p) {
   return p->opt.max_messages > 0 && p->settled_total >= p->opt.max_messages;
 }
 
+/* ---- while the audit trail cannot be written (opt.audit_mode) ---- */
+
+/* OUTWAIT: true while what is left of the window is confirmed and waits
+ * only for the audit trail (and no shutdown gave up on it). */
+static bool outwait_audit(const dlqb_pipe *p) {
+  return p->opt.audit_mode == DLQB_PIPE_AUDIT_OUTWAIT && p->opt.audit != NULL &&
+         !(p->opt.audit_give_up != NULL && *p->opt.audit_give_up) &&
+         p->ring.ready == p->ring.count;
+}
+
+/* FAIL_FAST: the run's error once the audit trail cannot be written,
+ * after acking what it wrote before (nothing more is handed to it). */
+static dlqb_status audit_fail_fast(dlqb_pipe *p, dlqb_error *err) {
+  if (p->opt.audit_mode != DLQB_PIPE_AUDIT_FAIL_FAST) return DLQB_OK;
+  dlqb_status st = dlqb_audit_check(p->opt.audit, err);
+  dlqb_error ignored;
+  if (st != DLQB_OK && head_durable(p)) (void)ack_durable(p, &ignored);
+  return st;
+}
+
 static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   dlqb_status st = start_consumer(p, err);
   if (st != DLQB_OK) return st;
@@ -578,6 +598,7 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     amqp_maybe_release_buffers_on_channel(p->conn, DLQB_PUB_CHANNEL);
     amqp_maybe_release_buffers_on_channel(p->conn, 0);
     long long now = dlqb_mono_ms();
+    if ((st = audit_fail_fast(p, err)) != DLQB_OK) return st;
 
     bool idle_out = p->opt.idle_stop_ms > 0 && p->ring.count == 0 &&
                     now - p->last_delivery_ms >= p->opt.idle_stop_ms;
@@ -585,7 +606,7 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
       if ((st = send_cancel(p, err)) != DLQB_OK) return st;
       if (drain_deadline == 0) drain_deadline = now + DRAIN_TIMEOUT_MS;
       if (p->ring.count == 0 && !consuming(p)) return DLQB_OK;
-      if (now > drain_deadline) {
+      if (now > drain_deadline && !outwait_audit(p)) {
         dlqb_log_warn("drain_timeout", "%zu messages still unconfirmed after %d ms; leaving them "
                       "unacked for redelivery", p->ring.count, DRAIN_TIMEOUT_MS);
         return DLQB_OK;

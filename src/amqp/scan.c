@@ -116,6 +116,13 @@ static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *
     dlqb_pipe_hold(s->pipe, d);
     return DLQB_OK;
   }
+  if (!dlqb_audit_healthy(s->o->audit)) {
+    /* A writer that cannot record moves nothing: leave this and the rest. */
+    s->res.audit_failed = true;
+    s->stop_now = 1;
+    dlqb_pipe_hold(s->pipe, d);
+    return DLQB_OK;
+  }
   dlqb_item it;
   dlqb_item_read(d->props, &it);
   s->res.examined++;
@@ -166,12 +173,20 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
                               .deep = true,
                               .idle_stop_ms = o->idle_stop_ms > 0 ? o->idle_stop_ms
                                                                   : IDLE_STOP_DEFAULT_MS,
-                              .audit = o->audit};
+                              .audit = o->audit,
+                              .audit_mode = o->audit_mode,
+                              .audit_give_up = o->stop};
     dlqb_pipe_handler h = {.on_delivery = on_delivery,
                            .after_ack = after_ack, .on_tick = on_tick, .ctx = &s};
     st = dlqb_pipe_new(link, &popt, &h, &s.pipe, err);
     if (st == DLQB_OK) st = dlqb_pipe_run(s.pipe, &s.stop_now, err);
     if (st == DLQB_OK && !s.stop_now && s.res.examined < s.limit) s.res.short_read = true;
+    if (st == DLQB_EIO && !dlqb_audit_healthy(o->audit)) s.res.audit_failed = true;
+    if (s.pipe != NULL) {
+      dlqb_pipe_stats ps;
+      dlqb_pipe_get_stats(s.pipe, &ps);
+      s.res.unsettled_copies = ps.forwarded > s.res.forwarded ? ps.forwarded - s.res.forwarded : 0;
+    }
   }
   dlqb_pipe_free(s.pipe);
   /* Closing returns every held (unacked) item to the queue, in place. */

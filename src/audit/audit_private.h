@@ -41,6 +41,9 @@
  * this much headroom, so it grows only when a batch is larger than any
  * before it, never per message. */
 #define DLQB__AUDIT_RECORD_MAX 16384
+/* A writer's name is cut to this many bytes (at a character boundary) before
+ * escaping, so its escaped form (at most doubled) fits the writer buffer. */
+#define DLQB__AUDIT_WRITER_MAX 255
 #define DLQB__AUDIT_BUF_INITIAL (64 * 1024)
 
 /* An HMAC-SHA256 context keyed once; each mac call reuses it, so hashing a
@@ -102,7 +105,7 @@ struct dlqb_audit {
   char path[DLQB_CONFIG_STR_MAX];
   char seal_path[DLQB_CONFIG_STR_MAX + 16];
   char rotating[DLQB_CONFIG_STR_MAX + 16];
-  char writer[512]; /* JSON-escaped */
+  char writer[2 * DLQB__AUDIT_WRITER_MAX + 1]; /* JSON-escaped (dlqb__audit_writer_name) */
   long long rotate_bytes;
   int fd; /* the log, O_APPEND; -1 when closed */
   dlqb__audit_hmac hmac;
@@ -140,6 +143,11 @@ struct dlqb_audit {
   bool closing;          /* (mu) */
   _Atomic uint64_t durable; /* written and synced up to this ticket */
   atomic_bool ok;        /* the last attempt succeeded */
+  /* When the attempt in progress started (dlqb_mono_ms), 0 between
+   * attempts: an attempt stuck in the kernel (a hung NFS fsync) cannot be
+   * interrupted, but health can see it. */
+  _Atomic long long attempt_since_ms;
+  _Atomic size_t pending; /* hops submitted and not yet written (queue + batch) */
   int wake_fd;           /* eventfd, signalled after every attempt; -1 if none */
 };
 
@@ -148,6 +156,11 @@ struct dlqb_audit {
 /* Makes room for `more` bytes past len in *buf (starting at
  * DLQB__AUDIT_BUF_INITIAL, doubling). False when out of memory. */
 bool dlqb__audit_reserve(char **buf, size_t *cap, size_t len, size_t more);
+
+/* The JSON-escaped writer name for the records: name sanitised and cut to
+ * DLQB__AUDIT_WRITER_MAX bytes without splitting a character, then
+ * escaped. dst needs 2 * DLQB__AUDIT_WRITER_MAX + 1 bytes. Pure. */
+void dlqb__audit_writer_name(char *dst, const char *name);
 
 /* Appends s to a->buf; the caller reserved the room. */
 void dlqb__audit_put(dlqb_audit *a, const char *s);
@@ -175,10 +188,18 @@ bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
 /* DLQB_EIO "cannot WHAT audit log 'PATH': <errno text>", from errno. */
 dlqb_status dlqb__audit_io_fail(dlqb_error *err, const char *what, const char *path);
 
+/* Opens path with flags (O_CLOEXEC added); when it does not exist, creates
+ * it (mode 0600) and syncs its directory. -1 with errno on failure. */
+int dlqb__audit_open_or_create(const char *path, int flags);
+
+/* fsync of the directory holding path (best effort). */
+void dlqb__audit_fsync_dir_of(const char *path);
+
 /* Locks the file now at a->path, reopening when it was rotated or replaced
  * since we opened it (then our descriptor is a stale inode), and completes
- * a rotation that crashed between its renames. On success the lock is held
- * and *size is the file's size. */
+ * a rotation that crashed between its renames. Waits at most 2 s for
+ * another holder of the lock (then DLQB_EIO, saying so). On success the
+ * lock is held and *size is the file's size. */
 dlqb_status dlqb__audit_lock_log(dlqb_audit *a, off_t *size, dlqb_error *err);
 void dlqb__audit_unlock_log(dlqb_audit *a);
 void dlqb__audit_close_log(dlqb_audit *a);
@@ -209,8 +230,5 @@ long long dlqb__audit_compact_seal(dlqb_audit *a, bool drop_ended);
  * locked; synced only when `ended`. Compacts the seal now and then. */
 dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *mac,
                                     const char *time, bool ended, dlqb_error *err);
-
-/* ---- errno text ---------------------------------------------------------- */
-
 
 #endif

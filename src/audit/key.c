@@ -5,12 +5,27 @@
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "audit_private.h"
 
 #define KEY_ID_LABEL "dlq-bridge audit key id"
+
+/* Once the key is in memory, a core dump would carry it to wherever cores
+ * go (often a world-readable crash directory or a ticket). Both, because
+ * each covers what the other misses: RLIMIT_CORE 0 (soft and hard, so
+ * nothing in the process raises it again) stops core files the kernel
+ * writes itself; a piped core_pattern (systemd-coredump, apport) ignores
+ * RLIMIT_CORE, but not PR_SET_DUMPABLE 0, which also keeps other
+ * processes of the same user from ptrace-attaching and reading the key. */
+static void no_core_dumps(void) {
+  struct rlimit none = {0, 0};
+  (void)setrlimit(RLIMIT_CORE, &none);
+  (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
 
 dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_KEY_MAX],
                                 size_t *key_len, dlqb_error *err) {
@@ -63,6 +78,7 @@ dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_K
                    "(e.g. openssl rand -hex 32)",
                    path, n, DLQB_AUDIT_KEY_MIN);
   } else {
+    no_core_dumps();
     memcpy(key, tmp, n);
     *key_len = n;
   }

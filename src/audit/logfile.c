@@ -11,11 +11,19 @@
 #include <unistd.h>
 
 #include "audit_private.h"
+#include "dlqb/clock.h"
 #include "dlqb/file.h"
 #include "dlqb/log.h"
 
 #define TAIL_CHUNK 4096
 #define LOCK_TRIES 20
+/* How long one write attempt waits for another writer's lock. A batch holds
+ * it for a write and an fsync (milliseconds); a holder that keeps it longer
+ * is stopped (Ctrl-Z on an ops command) or stuck (a hung NFS server): the
+ * attempt then fails like a failed write, so the writer says so, /healthz
+ * turns unhealthy, and it tries again later instead of blocking unseen. */
+#define LOCK_WAIT_MS 2000
+#define LOCK_POLL_US 10000
 
 dlqb_status dlqb__audit_io_fail(dlqb_error *err, const char *what, const char *path) {
   char why[128];
@@ -23,7 +31,7 @@ dlqb_status dlqb__audit_io_fail(dlqb_error *err, const char *what, const char *p
                    dlqb_errno_text(errno, why, sizeof why));
 }
 
-static void fsync_dir_of(const char *path) {
+void dlqb__audit_fsync_dir_of(const char *path) {
   char copy[DLQB_CONFIG_STR_MAX + 16];
   snprintf(copy, sizeof copy, "%s", path);
   int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -42,18 +50,46 @@ void dlqb__audit_close_log(dlqb_audit *a) {
   a->fd = -1;
 }
 
+int dlqb__audit_open_or_create(const char *path, int flags) {
+  int fd = open(path, flags | O_CLOEXEC);
+  if (fd >= 0 || errno != ENOENT) return fd;
+  fd = open(path, flags | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    /* A new file's directory entry is durable only once its directory is
+     * synced: without it a crash can lose the whole new log, records that
+     * were synced and acked included. */
+    dlqb__audit_fsync_dir_of(path);
+    return fd;
+  }
+  /* Another writer created it between our two opens. */
+  return errno == EEXIST ? open(path, flags | O_CLOEXEC) : -1;
+}
+
+/* flock with a bounded wait (LOCK_WAIT_MS). */
+static dlqb_status lock_bounded(dlqb_audit *a, dlqb_error *err) {
+  long long give_up = dlqb_mono_ms() + LOCK_WAIT_MS;
+  for (;;) {
+    if (flock(a->fd, LOCK_EX | LOCK_NB) == 0) return DLQB_OK;
+    if (errno != EWOULDBLOCK && errno != EINTR) return dlqb__audit_io_fail(err, "lock", a->path);
+    if (dlqb_mono_ms() >= give_up)
+      return dlqb_fail(err, DLQB_EIO, "cannot lock audit log '%s': another process has held its "
+                       "lock for %d s (a stopped ops command? a hung file server?)", a->path,
+                       LOCK_WAIT_MS / 1000);
+    usleep(LOCK_POLL_US);
+  }
+}
+
 /* Locks the file now at a->path, reopening when it was rotated or replaced
  * since we opened it (then our descriptor is a stale inode). On success
  * the lock is held and *size is the file's size. */
 dlqb_status dlqb__audit_lock_log(dlqb_audit *a, off_t *size, dlqb_error *err) {
   for (int tries = 0; tries < LOCK_TRIES; tries++) {
     if (a->fd < 0) {
-      a->fd = open(a->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      a->fd = dlqb__audit_open_or_create(a->path, O_RDWR | O_APPEND);
       if (a->fd < 0) return dlqb__audit_io_fail(err, "open", a->path);
     }
-    while (flock(a->fd, LOCK_EX) != 0) {
-      if (errno != EINTR) return dlqb__audit_io_fail(err, "lock", a->path);
-    }
+    dlqb_status lst = lock_bounded(a, err);
+    if (lst != DLQB_OK) return lst;
     struct stat fs, ps;
     if (fstat(a->fd, &fs) != 0) {
       dlqb_status st = dlqb__audit_io_fail(err, "stat", a->path);
@@ -64,7 +100,7 @@ dlqb_status dlqb__audit_lock_log(dlqb_audit *a, off_t *size, dlqb_error *err) {
       /* A rotation that crashed between its two renames left an empty log
        * and the finished new file: complete it. */
       if (fs.st_size == 0 && access(a->rotating, F_OK) == 0) {
-        if (rename(a->rotating, a->path) == 0) fsync_dir_of(a->path);
+        if (rename(a->rotating, a->path) == 0) dlqb__audit_fsync_dir_of(a->path);
         dlqb__audit_unlock_log(a);
         dlqb__audit_close_log(a);
         continue;
@@ -172,7 +208,9 @@ void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
   char mac[DLQB_AUDIT_MAC_HEX + 1];
   if (!dlqb__audit_put_sealed_chains(a) || !dlqb__audit_end_record(a, 0, mac)) return;
 
-  int fd = open(a->rotating, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  /* O_NOFOLLOW: a link planted under this name must not make us truncate
+   * what it points at. */
+  int fd = open(a->rotating, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': %s", a->path,
                   dlqb_errno_text(errno, why, sizeof why));
@@ -193,7 +231,7 @@ void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
     (void)rename(archive, a->path);
     return;
   }
-  fsync_dir_of(a->path);
+  dlqb__audit_fsync_dir_of(a->path);
   (void)dlqb__audit_compact_seal(a, true);
   dlqb_log_info("audit_rotated", "audit log rotated to '%s'", archive);
   dlqb__audit_unlock_log(a);

@@ -114,6 +114,12 @@ size_t dlqb__audit_escape(char *dst, const char *src) {
   return n;
 }
 
+void dlqb__audit_writer_name(char *dst, const char *name) {
+  char cut[DLQB__AUDIT_WRITER_MAX + 1];
+  dlqb_text_sanitize(cut, sizeof cut, name, strlen(name));
+  dlqb__audit_escape(dst, cut);
+}
+
 void dlqb__audit_put_str(dlqb_audit *a, const char *key, const char *value) {
   a->buf[a->len++] = ',';
   a->buf[a->len++] = '"';

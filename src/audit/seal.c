@@ -347,7 +347,7 @@ dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *mac
                                     const char *time, bool ended, dlqb_error *err) {
   a->slen = 0;
   if (!put_seal_line(a, seq, mac, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  int fd = open(a->seal_path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  int fd = dlqb__audit_open_or_create(a->seal_path, O_RDWR | O_APPEND);
   if (fd < 0) return dlqb__audit_io_fail(err, "write the seal of", a->path);
   struct stat fs;
   off_t size = fstat(fd, &fs) == 0 ? fs.st_size : 0;

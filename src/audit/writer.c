@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "audit_private.h"
+#include "dlqb/clock.h"
 #include "dlqb/file.h"
 #include "dlqb/log.h"
 
@@ -156,12 +157,15 @@ static void *writer_main(void *arg) {
     }
     uint64_t covered = a->submitted;
     pthread_mutex_unlock(&a->mu);
+    atomic_store(&a->attempt_since_ms, dlqb_mono_ms());
     if (st == DLQB_OK) st = commit(a, a->batch, a->blen, false, &err);
+    atomic_store(&a->attempt_since_ms, 0);
     pthread_mutex_lock(&a->mu);
     a->attempts++;
     bool was_ok = atomic_load(&a->ok);
     if (st == DLQB_OK) {
       a->blen = 0;
+      atomic_store(&a->pending, a->qlen);
       atomic_store(&a->durable, covered);
       atomic_store(&a->ok, true);
       if (!was_ok)
@@ -224,7 +228,7 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   snprintf(a->path, sizeof a->path, "%s", cfg->audit_log);
   snprintf(a->seal_path, sizeof a->seal_path, "%s%s", a->path, DLQB_AUDIT_SEAL_SUFFIX);
   snprintf(a->rotating, sizeof a->rotating, "%s.rotating", a->path);
-  dlqb__audit_escape(a->writer, writer != NULL && writer[0] ? writer : cfg->instance);
+  dlqb__audit_writer_name(a->writer, writer != NULL && writer[0] ? writer : cfg->instance);
   a->rotate_bytes = cfg->audit_rotate_bytes;
   if (!dlqb__audit_reserve(&a->buf, &a->cap, 0, DLQB__AUDIT_BUF_INITIAL) ||
       !dlqb__audit_reserve(&a->sbuf, &a->scap, 0, 4096)) {
@@ -237,7 +241,7 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   if ((st = dlqb__audit_lock_log(a, &size, err)) != DLQB_OK) goto fail;
   /* An absent seal reads as "nothing sealed"; create it so that a deleted
    * seal is noticed. */
-  int sfd = open(a->seal_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  int sfd = dlqb__audit_open_or_create(a->seal_path, O_WRONLY);
   if (sfd >= 0) close(sfd);
   dlqb__audit_unlock_log(a);
   a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -245,10 +249,11 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
     st = dlqb__audit_io_fail(err, "watch", a->path);
     goto fail;
   }
-  /* The chain_start record; if the disk is full now it goes out with the
-   * first batch instead, and until then nothing is acked. */
-  dlqb_error ignored;
-  atomic_store(&a->ok, commit(a, NULL, 0, false, &ignored) == DLQB_OK);
+  /* The chain_start record, written now: a writer that cannot record
+   * (a full disk, a lock held by a stopped process) must not be handed
+   * anything to move, so that is the caller's error at once. */
+  if ((st = commit(a, NULL, 0, false, err)) != DLQB_OK) goto fail;
+  atomic_store(&a->ok, true);
   if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
     st = dlqb_fail(err, DLQB_ENOMEM, "cannot start the audit writer thread");
     goto fail;
@@ -271,6 +276,7 @@ dlqb_status dlqb_audit_submit(dlqb_audit *a, const dlqb_hop *const *hops, size_t
     st = dlqb_fail(err, DLQB_ENOMEM, "out of memory queueing audit records");
   } else if (n > 0) {
     for (size_t i = 0; i < n; i++) a->queue[a->qlen++] = *hops[i];
+    atomic_store(&a->pending, a->qlen + a->blen);
     a->submitted++;
     pthread_cond_signal(&a->work);
   }
@@ -322,8 +328,37 @@ dlqb_status dlqb_audit_record(dlqb_audit *a, const dlqb_hop *const *hops, size_t
   return st == DLQB_OK ? dlqb_audit_wait(a, ticket, err) : st;
 }
 
-int dlqb_audit_healthy(const dlqb_audit *a) {
-  return a == NULL || atomic_load(&((dlqb_audit *)a)->ok);
+int dlqb_audit_healthy(const dlqb_audit *a) { return dlqb_audit_health(a, NULL, 0); }
+
+bool dlqb_audit_health(const dlqb_audit *a, char *why, size_t len) {
+  if (why != NULL && len > 0) why[0] = '\0';
+  if (a == NULL) return true;
+  dlqb_audit *m = (dlqb_audit *)a;
+  long long since = atomic_load(&m->attempt_since_ms);
+  long long stuck = since > 0 ? dlqb_mono_ms() - since : 0;
+  if (stuck >= DLQB_AUDIT_STALL_MS) {
+    if (why != NULL)
+      snprintf(why, len, "audit log '%s': a write has been waiting for %lld s (a hung file "
+               "server?)", m->path, stuck / 1000);
+    return false;
+  }
+  if (atomic_load(&m->ok)) return true;
+  if (why != NULL) {
+    pthread_mutex_lock(&m->mu);
+    snprintf(why, len, "%s", m->failure.msg[0] ? m->failure.msg : "audit log is not writable");
+    pthread_mutex_unlock(&m->mu);
+  }
+  return false;
+}
+
+dlqb_status dlqb_audit_check(const dlqb_audit *a, dlqb_error *err) {
+  char why[DLQB_ERROR_MAX];
+  if (dlqb_audit_health(a, why, sizeof why)) return DLQB_OK;
+  return dlqb_fail(err, DLQB_EIO, "%s", why);
+}
+
+size_t dlqb_audit_pending(const dlqb_audit *a) {
+  return a == NULL ? 0 : atomic_load(&((dlqb_audit *)a)->pending);
 }
 
 void dlqb_audit_close(dlqb_audit *a) {

@@ -93,7 +93,8 @@ int cmd_resolve(int argc, char **argv) {
   dlqb_stop_flag *stop = cli_stop_flag();
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge resolve",
                           .actor = c.o.actor, .audit = audit, .window = c.o.window,
-                          .stop = stop, .on_item = resolve_item, .ctx = &c};
+                          .stop = stop, .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
+                          .on_item = resolve_item, .ctx = &c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
   dlqb_audit_close(audit);

@@ -42,9 +42,13 @@ typedef struct {
  * themselves); /healthz learns of them here, about once a second. */
 static void hook_on_tick(void *ctx) {
   run_ctx *rc = ctx;
-  if (rc->metrics != NULL)
-    dlqb_metrics_set_audit_writable(rc->metrics, dlqb_audit_healthy(rc->audit) &&
-                                                     dlqb_escalator_audit_healthy(rc->escalator));
+  if (rc->metrics == NULL) return;
+  char why[DLQB_ERROR_MAX];
+  bool ok = dlqb_audit_health(rc->audit, why, sizeof why);
+  if (ok) ok = dlqb_escalator_audit_health(rc->escalator, why, sizeof why);
+  dlqb_metrics_set_audit(rc->metrics, ok, ok ? NULL : why,
+                         dlqb_audit_pending(rc->audit) +
+                             dlqb_escalator_audit_pending(rc->escalator));
 }
 
 static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
@@ -100,20 +104,16 @@ int cmd_run(int argc, char **argv) {
                              .on_tick = hook_on_tick,
                              .on_connected = hook_on_connected,
                              .ctx = &hctx};
-  /* A key readable by others, or a log that cannot be opened, stops the
-   * start: better than a bridge that cannot ack anything. */
+  /* A key readable by others, or a log that cannot be opened or written
+   * (its chain_start), stops the start: better than a bridge that cannot
+   * ack anything. */
   dlqb_status st = dlqb_audit_open(&cfg, cfg.instance, &hctx.audit, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
   }
   hooks.audit = hctx.audit;
-  if (hctx.audit != NULL) {
-    dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
-    if (!dlqb_audit_healthy(hctx.audit))
-      dlqb_log_error("audit_failing", "cannot write the audit log %s yet; not acking until it "
-                     "can", cfg.audit_log);
-  }
+  if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
   st = metrics_start(&cfg, &hctx, &metrics_server, &refresher, &err);
   if (st == DLQB_OK) hook_on_tick(&hctx);
   /* DLQ items past DLQ_BRIDGE_DLQ_SLA go to compliance_review, from a

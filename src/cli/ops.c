@@ -292,19 +292,30 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = o->actor,
                           .audit = audit, .window = window, .rate = m->rate, .stop = stop,
+                          .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
                           .on_item = move_item, .on_tick = move_tick, .after_ack = move_acked,
                           .ctx = &c};
   dlqb_scan_result r;
-  dlqb_error err;
+  dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&o->cfg, &so, &r, &err);
   ops_progress_end(o);
   dlqb_audit_close(audit);
   int rc = EXIT_OK;
-  if (st != DLQB_OK) {
+  if (st != DLQB_OK && !r.audit_failed) {
     json_object_put(c.items);
     return ops_fail(&err);
   }
+  /* The trail lost midway: the pass stopped at once; say what moved (each
+   * of those is recorded) and what may now be there twice. */
+  char lost[DLQB_ERROR_MAX + 256];
   const char *early = ops_early_stop(&r, o->window);
+  if (r.audit_failed) {
+    snprintf(lost, sizeof lost, "stopped: %s; copies published but not recorded: %llu "
+             "(their originals stay in %s, so %s may hold them twice)",
+             err.msg[0] ? err.msg : "the audit log cannot be written",
+             (unsigned long long)r.unsettled_copies, DLQB_Q_DLQ, m->target);
+    early = lost;
+  }
   uint64_t moved = m->dry_run ? c.would_move : r.forwarded;
   uint64_t skipped = m->dry_run ? c.would_skip : r.removed;
   uint64_t taken = m->dry_run ? 0 : r.forwarded + r.removed;

@@ -63,6 +63,9 @@ static void escalated(void *ctx, const dlqb_hop *hop) {
 }
 
 static void pass(dlqb_escalator *e) {
+  /* A writer that cannot record moves nothing: no pass until it has
+   * written what it holds (it retries by itself, and logs both turns). */
+  if (!dlqb_audit_healthy(e->audit)) return;
   e->now_ms = dlqb_now_ms();
   dlqb_iso_time(e->now_ms, e->now_iso, sizeof e->now_iso);
   char sla[32];
@@ -74,6 +77,11 @@ static void pass(dlqb_escalator *e) {
   snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg.instance);
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = "system",
                           .audit = e->audit, .idle_stop_ms = 2000, .stop = &e->stop,
+                          /* Escalations published when the log fails stay
+                           * unacked until it is written: ending the pass
+                           * would return their originals and the next pass
+                           * would publish them again. */
+                          .audit_mode = DLQB_PIPE_AUDIT_OUTWAIT,
                           .on_item = escalate_item, .after_ack = escalated, .ctx = e};
   dlqb_scan_result r;
   dlqb_error err;
@@ -127,6 +135,14 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
 
 int dlqb_escalator_audit_healthy(const dlqb_escalator *e) {
   return e == NULL || dlqb_audit_healthy(e->audit);
+}
+
+bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len) {
+  return dlqb_audit_health(e != NULL ? e->audit : NULL, why, len);
+}
+
+size_t dlqb_escalator_audit_pending(const dlqb_escalator *e) {
+  return dlqb_audit_pending(e != NULL ? e->audit : NULL);
 }
 
 void dlqb_escalator_stop(dlqb_escalator *e) {

@@ -48,6 +48,8 @@ struct dlqb_metrics {
   bool queues_ok;
   dlqb_queue_stat queues[DLQB_TOPO_MAX_QUEUES];
   size_t nqueues;
+  char audit_why[DLQB_ERROR_MAX]; /* why the audit log is not writable */
+  uint64_t audit_pending;
 };
 
 dlqb_metrics *dlqb_metrics_new(const char *version) {
@@ -134,6 +136,14 @@ void dlqb_metrics_set_connected(dlqb_metrics *m, bool connected) {
 }
 
 void dlqb_metrics_set_audit_writable(dlqb_metrics *m, bool writable) {
+  dlqb_metrics_set_audit(m, writable, NULL, 0);
+}
+
+void dlqb_metrics_set_audit(dlqb_metrics *m, bool writable, const char *why, uint64_t pending) {
+  pthread_mutex_lock(&m->lock);
+  snprintf(m->audit_why, sizeof m->audit_why, "%s", why != NULL ? why : "");
+  m->audit_pending = pending;
+  pthread_mutex_unlock(&m->lock);
   atomic_store(&m->audit_writable, writable);
 }
 
@@ -147,10 +157,18 @@ void dlqb_metrics_set_queues(dlqb_metrics *m, const dlqb_queue_stat *stats, size
 }
 
 bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len) {
+  static const char audit_down[] = "audit log is not writable";
   const char *why = NULL;
   if (!atomic_load(&m->connected)) why = "not connected to the broker";
-  else if (!atomic_load(&m->audit_writable)) why = "audit log is not writable";
-  if (reason != NULL && len > 0) snprintf(reason, len, "%s", why ? why : "ok");
+  else if (!atomic_load(&m->audit_writable)) why = audit_down;
+  if (reason != NULL && len > 0) {
+    pthread_mutex_lock(&m->lock);
+    if (why == audit_down && m->audit_why[0] != '\0')
+      snprintf(reason, len, "%s: %s", why, m->audit_why);
+    else
+      snprintf(reason, len, "%s", why ? why : "ok");
+    pthread_mutex_unlock(&m->lock);
+  }
   return why == NULL;
 }
 
@@ -278,6 +296,13 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   put_family(&t, "dlq_bridge_audit_writable", "gauge",
              "1 while the audit log takes writes (or audit is off), 0 after a failed write.");
   put(&t, "dlq_bridge_audit_writable %d\n", atomic_load(&m->audit_writable) ? 1 : 0);
+  pthread_mutex_lock(&m->lock);
+  uint64_t pending = m->audit_pending;
+  pthread_mutex_unlock(&m->lock);
+  put_family(&t, "dlq_bridge_audit_pending_records", "gauge",
+             "Hops handed to the audit writers and not yet written (stays within the prefetch "
+             "windows during an outage).");
+  put(&t, "dlq_bridge_audit_pending_records %llu\n", (unsigned long long)pending);
 
   put_counter(&t, m, "dlq_bridge_failures_seen_total",
               "Failed tasks the bridge took from dsr.failed and settled.", C_FAILURES_SEEN);

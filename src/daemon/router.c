@@ -24,6 +24,9 @@ typedef struct {
   const dlqb_config *cfg;
   const dlqb_router_hooks *hooks;
   uint64_t rng;
+  dlqb_stop_flag *stop;       /* the daemon's (SIGTERM) */
+  dlqb_stop_flag session_end; /* the pipe's: *stop, or the audit trail is back */
+  uint64_t held_for_audit;    /* deliveries of this session left unrouted */
 } router;
 
 static uint32_t next_random(router *r) {
@@ -34,10 +37,29 @@ static uint32_t next_random(router *r) {
   return (uint32_t)((r->rng * 0x2545F4914F6CDD1DULL) >> 32);
 }
 
+/* The pipe polls session_end, not the daemon's flag, so that on_tick can
+ * end a session; this keeps it following the daemon's flag at every delivery and
+ * tick (so SIGTERM is seen within a tick, about a second, when idle). */
+static void follow_stop(router *r) {
+  if (*r->stop) atomic_store(&r->session_end, 1);
+}
+
 /* The I/O around the pure routing plan (dlqb/route.h): read the delivery,
  * publish where the plan says, with its header changes. */
 static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d, dlqb_error *err) {
   router *r = ctx;
+  follow_stop(r);
+  dlqb_audit *audit = r->hooks ? r->hooks->audit : NULL;
+  if (!dlqb_audit_healthy(audit)) {
+    /* A writer that cannot record moves nothing: leave it unacked and
+     * unrouted (the window bounds how many), and take them up again on a
+     * new session once the log is written (on_tick). */
+    if (r->held_for_audit++ == 0)
+      dlqb_log_warn("audit_holding", "the audit log cannot be written; leaving new failures in "
+                    "%s until it can", DLQB_Q_FAILED);
+    dlqb_pipe_hold(pipe, d);
+    return DLQB_OK;
+  }
   const amqp_table_t *headers =
       (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
   char message_id[sizeof ((dlqb_hop *)0)->message_id] = "";
@@ -83,7 +105,14 @@ static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
 static void on_tick(void *ctx) {
   router *r = ctx;
   if (r->hooks && r->hooks->on_tick) r->hooks->on_tick(r->hooks->ctx);
+  follow_stop(r);
+  /* Held deliveries come back only when the channel closes: once the audit
+   * trail is writable again, end the session (acking what it recorded) so
+   * that the next one routes them. */
+  if (r->held_for_audit > 0 && dlqb_audit_healthy(r->hooks ? r->hooks->audit : NULL))
+    atomic_store(&r->session_end, 1);
 }
+
 
 static void set_connected(router *r, int up) {
   if (r->hooks && r->hooks->on_connected) r->hooks->on_connected(r->hooks->ctx, up);
@@ -112,7 +141,9 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   if (st == DLQB_OK) {
     set_connected(r, 1);
     dlqb_log_info("connected", "routing from %s (prefetch %d)", DLQB_Q_FAILED, r->cfg->prefetch);
-    st = dlqb_pipe_run(pipe, stop, err);
+    r->held_for_audit = 0;
+    atomic_store(&r->session_end, *stop);
+    st = dlqb_pipe_run(pipe, &r->session_end, err);
     set_connected(r, 0);
   }
   dlqb_pipe_free(pipe);
@@ -124,7 +155,7 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
 dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
                             const dlqb_router_hooks *hooks, dlqb_stop_flag *stop,
                             dlqb_error *err) {
-  router r = {.cfg = cfg, .hooks = hooks};
+  router r = {.cfg = cfg, .hooks = hooks, .stop = stop};
   r.rng = (uint64_t)dlqb_now_ms() * 2654435761u ^ (uint64_t)getpid() << 32 ^ 0x9E3779B97F4A7C15ULL;
   bool ever_connected = false;
   /* Until the first contact, a broker that does not answer (still
@@ -137,6 +168,12 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
   while (!*stop) {
     bool connected = false;
     st = session(&r, no_declare, stop, &connected, err);
+    if (st == DLQB_OK && !*stop) {
+      /* Ended to take up what it held while the audit log failed. */
+      dlqb_log_info("audit_resumed", "the audit log is writable again; routing what was held");
+      backoff = BACKOFF_MIN_MS;
+      continue;
+    }
     if (st == DLQB_OK) break;
     /* Retrying cannot fix these; say so and exit non-zero. */
     if (st == DLQB_ECONFLICT || st == DLQB_EINVAL || st == DLQB_EACCESS) break;

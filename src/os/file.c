@@ -67,9 +67,13 @@ bool dlqb_read_file(const char *path, char **buf, size_t *cap, size_t *len) {
 dlqb_status dlqb_file_replace(const char *path, const void *data, size_t n, const char *what,
                               dlqb_error *err) {
   char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
     return dlqb_fail(err, DLQB_EINVAL, "cannot write %s '%s': path too long", what, path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  /* mkstemp: a fresh random name, created with O_EXCL and mode 0600, so a
+   * file or link planted under a guessable name (path.tmp.<pid>) is never
+   * followed or truncated. */
+  int fd = mkstemp(tmp);
+  if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
   bool ok = fd >= 0 && dlqb_write_all(fd, data, n) && fdatasync(fd) == 0;
   int saved = errno;
   if (fd >= 0 && close(fd) != 0 && ok) {
@@ -85,6 +89,19 @@ dlqb_status dlqb_file_replace(const char *path, const void *data, size_t n, cons
     char why[DLQB_ERRNO_TEXT_MAX];
     return dlqb_fail(err, DLQB_EIO, "cannot write %s '%s': %s", what, path,
                      dlqb_errno_text(saved, why, sizeof why));
+  }
+  /* The rename is durable only once the directory is synced (best effort:
+   * the new file is complete either way). */
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) slash[1] = '\0';
+  else if (slash != NULL) *slash = '\0';
+  else snprintf(dir, sizeof dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
   }
   return DLQB_OK;
 }

@@ -12,12 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../src/audit/audit_private.h"
 #include "dlqb/audit.h"
+#include "dlqb/file.h"
 
 #define KEY_TEXT "0123456789abcdef0123456789abcdef"
 #define OTHER_KEY_TEXT "fedcba9876543210fedcba9876543210"
@@ -1127,11 +1131,144 @@ static void test_verifier_and_writer_read_seals_alike(void **state) {
   free_lines(&log);
 }
 
+/* A log whose disk is full from the start: the open fails, naming the file
+ * and the errno, so that an ops command fails before its first publish. */
+static void test_open_on_full_disk_fails(void **state) {
+  world *w = *state;
+  assert_int_equal(symlink("/dev/full", w->log), 0);
+  dlqb_audit *a = (dlqb_audit *)1;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_EIO);
+  assert_null(a);
+  printf("  %s\n", err.msg);
+  assert_non_null(strstr(err.msg, w->log));
+  assert_non_null(strstr(err.msg, "no space left on device"));
+}
+
+/* Another process holds the lock and does not let go (stopped): a write
+ * attempt gives up after the bounded wait instead of blocking, the writer
+ * turns unhealthy saying why, keeps the hop (counted as pending), and
+ * writes it once the lock is free. */
+static void test_lock_held_elsewhere_times_out(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_OK);
+  int holder = open(w->log, O_RDWR); /* its own open file: flock conflicts */
+  assert_true(holder >= 0);
+  assert_int_equal(flock(holder, LOCK_EX | LOCK_NB), 0);
+  dlqb_hop h = make_hop(DLQB_EV_DEAD_LETTERED, 1);
+  const dlqb_hop *p = &h;
+  uint64_t ticket = 0;
+  assert_int_equal(dlqb_audit_submit(a, &p, 1, &ticket, &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_wait(a, ticket, &err), DLQB_EIO);
+  printf("  %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "held its lock"));
+  char why[DLQB_ERROR_MAX];
+  assert_false(dlqb_audit_health(a, why, sizeof why));
+  assert_non_null(strstr(why, w->log));
+  assert_int_equal(dlqb_audit_check(a, &err), DLQB_EIO);
+  assert_int_equal(dlqb_audit_pending(a), 1);
+  assert_true(dlqb_audit_durable(a) < ticket);
+  close(holder);
+  assert_int_equal(dlqb_audit_wait(a, ticket, &err), DLQB_OK);
+  assert_true(dlqb_audit_healthy(a));
+  assert_int_equal(dlqb_audit_pending(a), 0);
+  dlqb_audit_close(a);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.records, 3); /* chain_start, the hop, chain_end */
+}
+
+/* The writer's name is cut before escaping: 255 quotes after a prefix (as
+ * "escalator@" + an instance name) used to overflow the writer buffer. */
+static void test_writer_name_is_bounded(void **state) {
+  world *w = *state;
+  char name[300], longer[1200];
+  snprintf(name, sizeof name, "escalator@");
+  memset(name + 10, '"', 255);
+  name[265] = '\0';
+  memset(longer, '\\', sizeof longer - 1);
+  longer[sizeof longer - 1] = '\0';
+  struct {
+    char buf[2 * DLQB__AUDIT_WRITER_MAX + 1];
+    char canary[16];
+  } out;
+  memset(out.canary, 'C', sizeof out.canary);
+  dlqb__audit_writer_name(out.buf, longer);
+  assert_int_equal(strlen(out.buf), 2 * DLQB__AUDIT_WRITER_MAX);
+  for (size_t i = 0; i < sizeof out.canary; i++) assert_int_equal(out.canary[i], 'C');
+  dlqb__audit_writer_name(out.buf, name);
+  assert_int_equal(strncmp(out.buf, "escalator@\\\"", 12), 0);
+  assert_true(strlen(out.buf) <= 2 * DLQB__AUDIT_WRITER_MAX);
+
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, name, &a, &err), DLQB_OK);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 1);
+  dlqb_audit_close(a);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.records, 3);
+}
+
+/* Loading the key makes the process undumpable: no core file, no piped
+ * core handler, no same-user ptrace can carry the key away. */
+static void test_key_load_disables_core_dumps(void **state) {
+  world *w = *state;
+  fflush(NULL);
+  pid_t pid = fork(); /* a child, so the test runner itself stays dumpable */
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    unsigned char key[DLQB_AUDIT_KEY_MAX];
+    size_t len;
+    dlqb_error err;
+    if (dlqb_audit_key_load(w->key_path, key, &len, &err) != DLQB_OK) _exit(2);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_CORE, &rl) != 0 || rl.rlim_cur != 0 || rl.rlim_max != 0) _exit(3);
+    _exit(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : 4);
+  }
+  int ws;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  assert_true(WIFEXITED(ws));
+  assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
+/* dlqb_file_replace (the seal compaction, the ledger cache) never writes
+ * through a name planted beside the file: the old temporary name was
+ * path.tmp.<pid>, which anyone with write access to the directory could
+ * make a link to a file of ours. */
+static void test_file_replace_ignores_planted_temp_names(void **state) {
+  world *w = *state;
+  char victim[160], planted[200];
+  snprintf(victim, sizeof victim, "%s/victim", w->dir);
+  write_text(victim, "keep me\n", 0600);
+  snprintf(planted, sizeof planted, "%s.tmp.%ld", w->seal, (long)getpid());
+  assert_int_equal(symlink(victim, planted), 0);
+  dlqb_error err;
+  assert_int_equal(dlqb_file_replace(w->seal, "new\n", 4, "the audit seal", &err), DLQB_OK);
+  struct stat st;
+  assert_int_equal(lstat(w->seal, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  assert_int_equal(st.st_mode & 0777, 0600);
+  char buf[64] = "";
+  FILE *f = fopen(victim, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  assert_string_equal(buf, "keep me\n");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_key_file_rules),
+      T(test_open_on_full_disk_fails),
+      T(test_lock_held_elsewhere_times_out),
+      T(test_writer_name_is_bounded),
+      T(test_key_load_disables_core_dumps),
+      T(test_file_replace_ignores_planted_temp_names),
       T(test_audit_off),
       T(test_every_event_type_is_recorded),
       T(test_edited_record),
