@@ -22,6 +22,16 @@
 
 typedef struct dlqb_pipe dlqb_pipe;
 
+/* A publish the broker returned (basic.return: no queue took it), and the
+ * hop it carried; valid during the on_returned call only. */
+typedef struct {
+  size_t index;                         /* its entry in the ack ring */
+  const amqp_basic_properties_t *props; /* as published */
+  amqp_bytes_t body;
+  const dlqb_hop *hop;                  /* the hop that publish was for */
+  const char *why;                      /* one line: the broker's reply and the queue */
+} dlqb_returned;
+
 /* One delivery, valid only during the handler call. */
 typedef struct {
   uint64_t delivery_tag;
@@ -41,6 +51,11 @@ typedef struct {
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   /* Called about once a second while running. May be NULL. */
   void (*on_tick)(void *ctx);
+  /* Called for a publish the broker returned; must settle it once through
+   * dlqb_pipe_republish or dlqb_pipe_keep_returned. NULL: a return ends the
+   * run (DLQB_EBROKER), as any refusal does. */
+  dlqb_status (*on_returned)(void *ctx, dlqb_pipe *pipe, const dlqb_returned *ret,
+                             dlqb_error *err);
   void *ctx;
 } dlqb_pipe_handler;
 
@@ -121,6 +136,19 @@ dlqb_status dlqb_pipe_forward_minimal(dlqb_pipe *pipe, const dlqb_delivery *d,
                                       const char *exchange, const char *routing_key,
                                       amqp_basic_properties_t *props, const dlqb_hset *sets,
                                       size_t nsets, const dlqb_hop *hop, dlqb_error *err);
+
+/* Settles a returned publish by publishing its message again (with sets
+ * applied to its headers, as dlqb_pipe_forward_minimal does) to
+ * routing_key: its original is acked once that one is confirmed and hop
+ * recorded. */
+dlqb_status dlqb_pipe_republish(dlqb_pipe *pipe, const dlqb_returned *ret, const char *exchange,
+                                const char *routing_key, amqp_basic_properties_t *props,
+                                const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
+                                dlqb_error *err);
+
+/* Settles a returned publish by leaving its original where it was: never
+ * acked, nothing recorded. */
+void dlqb_pipe_keep_returned(dlqb_pipe *pipe, const dlqb_returned *ret);
 
 /* Settles d by acking it with nothing published (resolve, skip as complete). */
 void dlqb_pipe_ack(dlqb_pipe *pipe, const dlqb_delivery *d, const dlqb_hop *hop);

@@ -119,42 +119,48 @@ static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
   return true;
 }
 
+/* Publishes with mandatory on the publishing channel. */
+static dlqb_status publish(dlqb_pipe *p, const char *exchange, const char *routing_key,
+                           const amqp_basic_properties_t *props, amqp_bytes_t body,
+                           dlqb_error *err) {
+  int rc = amqp_basic_publish(p->conn, DLQB_PUB_CHANNEL, dlqb_bytes(exchange),
+                              dlqb_bytes(routing_key), 1, 0, props, body);
+  return rc == AMQP_STATUS_OK ? DLQB_OK : dlqb_link_status(rc, "publish", err);
+}
+
 dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
                               const char *routing_key, const amqp_basic_properties_t *props,
                               amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err) {
-  int rc = amqp_basic_publish(p->conn, DLQB_PUB_CHANNEL, dlqb_bytes(exchange), dlqb_bytes(routing_key),
-                              1, 0, props, body);
-  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "publish", err);
+  dlqb_status st = publish(p, exchange, routing_key, props, body, err);
+  if (st != DLQB_OK) return st;
   if (settle(p, d, DLQB_ACK_PUBLISHED, hop)) p->stats.forwarded++;
   return DLQB_OK;
 }
 
 /* Room for the caller's header changes plus the pipe's own. */
 #define MAX_SETS 32
-/* A known header kept by dlqb_pipe_forward_minimal is at most this big:
- * so that what is left always fits a frame. */
+/* A known header kept by a minimal copy is at most this big, so that what
+ * is left always fits a frame. */
 #define MINIMAL_VALUE_MAX 2048
 
-/* Publishes d onward with the header table `in` (NULL: none) and sets
- * applied, after fixing what the broker would refuse and loses nothing to
- * fix: a user_id property of another broker user (RabbitMQ accepts a
- * user_id only from that user's own connection, and closes the channel
- * otherwise) moves into the original_user_id header. What cannot be fixed
- * is DLQB_EREFUSED with nothing sent: headers that no longer fit one frame
+/* Makes props publishable from this connection with the header table `in`
+ * (NULL: none) and sets applied, fixing what the broker would refuse and
+ * loses nothing to fix: a user_id property of another broker user
+ * (RabbitMQ accepts a user_id only from that user's own connection, and
+ * closes the channel otherwise) moves into the original_user_id header,
+ * kept in user_id (256 bytes, the caller's, until the publish). What cannot
+ * be fixed is DLQB_EREFUSED: headers that no longer fit one frame
  * (rabbitmq-c would send half a publish and leave the connection broken). */
-static dlqb_status forward_with(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
-                                const char *routing_key, amqp_basic_properties_t *props,
-                                const amqp_table_t *in, const dlqb_hset *sets, size_t nsets,
-                                const dlqb_hop *hop, dlqb_error *err) {
+static dlqb_status prepare(dlqb_pipe *p, amqp_basic_properties_t *props, const amqp_table_t *in,
+                           const dlqb_hset *sets, size_t nsets, char *user_id, dlqb_error *err) {
   dlqb_hset all[MAX_SETS];
   if (nsets + 2 > MAX_SETS) return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
   memcpy(all, sets, nsets * sizeof *sets);
   size_t n = nsets;
-  char user_id[256];
   const char *own = dlqb_link_user(p->link);
   if ((props->_flags & AMQP_BASIC_USER_ID_FLAG) &&
       !(props->user_id.len == strlen(own) && memcmp(props->user_id.bytes, own, props->user_id.len) == 0)) {
-    dlqb_text_sanitize(user_id, sizeof user_id, props->user_id.bytes, props->user_id.len);
+    dlqb_text_sanitize(user_id, 256, props->user_id.bytes, props->user_id.len);
     props->_flags &= ~AMQP_BASIC_USER_ID_FLAG;
     all[n++] = (dlqb_hset){DLQB_H_ORIGINAL_USER_ID, DLQB_HSET_STRING, user_id, 0};
   }
@@ -178,7 +184,7 @@ static dlqb_status forward_with(dlqb_pipe *p, const dlqb_delivery *d, const char
     return dlqb_fail(err, DLQB_EREFUSED, "its properties take %zu bytes with the bridge's headers, "
                      "more than the broker's frame_max of %zu", size, frame_max);
   }
-  return dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err);
+  return DLQB_OK;
 }
 
 dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
@@ -187,43 +193,90 @@ dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *p, const dlqb_delivery *d, co
                                         dlqb_error *err) {
   const amqp_table_t *in =
       (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
-  return forward_with(p, d, exchange, routing_key, props, in, sets, nsets, hop, err);
+  char user_id[256];
+  dlqb_status st = prepare(p, props, in, sets, nsets, user_id, err);
+  return st == DLQB_OK ? dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err) : st;
+}
+
+/* The minimal copy of a message the broker would not take as it is: only
+ * the headers the bridge knows (each at most MINIMAL_VALUE_MAX bytes), and
+ * of the other properties only message_id, delivery mode, timestamp and
+ * content type. kept (malloc'd, the caller frees) holds the table's
+ * entries; the count of headers left off goes into *dropped. */
+static dlqb_status minimal_copy(const amqp_basic_properties_t *in_props,
+                                amqp_basic_properties_t *props, amqp_table_t *table,
+                                amqp_table_entry_t **kept, int64_t *dropped, dlqb_error *err) {
+  const amqp_table_t *in =
+      (in_props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &in_props->headers : NULL;
+  size_t nin = in != NULL && in->num_entries > 0 ? (size_t)in->num_entries : 0;
+  *kept = calloc(nin > 0 ? nin : 1, sizeof **kept);
+  if (*kept == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  *table = (amqp_table_t){0, *kept};
+  *dropped = 0;
+  for (size_t i = 0; i < nin; i++) {
+    const amqp_table_entry_t *e = &in->entries[i];
+    amqp_table_t one = {1, (amqp_table_entry_t *)e};
+    if (dlqb_header_is_known(e->key) && dlqb_wire_table_size(&one) <= MINIMAL_VALUE_MAX)
+      (*kept)[table->num_entries++] = *e;
+    else
+      (*dropped)++;
+  }
+  props->_flags &= AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
+                   AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
+  return DLQB_OK;
+}
+
+/* prepare() for a minimal copy: sets plus dropped_headers. */
+static dlqb_status prepare_minimal(dlqb_pipe *p, const amqp_basic_properties_t *in_props,
+                                   amqp_basic_properties_t *props, const dlqb_hset *sets,
+                                   size_t nsets, char *user_id, amqp_table_entry_t **kept,
+                                   dlqb_error *err) {
+  amqp_table_t table;
+  int64_t dropped = 0;
+  if (nsets + 1 > MAX_SETS) return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
+  dlqb_status st = minimal_copy(in_props, props, &table, kept, &dropped, err);
+  if (st != DLQB_OK) return st;
+  dlqb_hset all[MAX_SETS];
+  memcpy(all, sets, nsets * sizeof *sets);
+  all[nsets] = (dlqb_hset){DLQB_H_DROPPED_HEADERS, DLQB_HSET_INT, NULL, dropped};
+  return prepare(p, props, &table, all, nsets + 1, user_id, err);
 }
 
 dlqb_status dlqb_pipe_forward_minimal(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
                                       const char *routing_key, amqp_basic_properties_t *props,
                                       const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
                                       dlqb_error *err) {
-  const amqp_table_t *in =
-      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
-  size_t nin = in != NULL && in->num_entries > 0 ? (size_t)in->num_entries : 0;
-  amqp_table_entry_t *kept = calloc(nin > 0 ? nin : 1, sizeof *kept);
-  if (kept == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  amqp_table_t small = {0, kept};
-  int64_t dropped = 0;
-  for (size_t i = 0; i < nin; i++) {
-    const amqp_table_entry_t *e = &in->entries[i];
-    amqp_table_t one = {1, (amqp_table_entry_t *)e};
-    if (dlqb_header_is_known(e->key) && dlqb_wire_table_size(&one) <= MINIMAL_VALUE_MAX)
-      kept[small.num_entries++] = *e;
-    else
-      dropped++;
-  }
-  dlqb_hset all[MAX_SETS];
-  dlqb_status st = DLQB_EINVAL;
-  if (nsets + 1 <= MAX_SETS) {
-    memcpy(all, sets, nsets * sizeof *sets);
-    all[nsets] = (dlqb_hset){DLQB_H_DROPPED_HEADERS, DLQB_HSET_INT, NULL, dropped};
-    /* Whatever the producer set beside the headers may be what is too big
-     * (a long type, app_id, ...): only the message_id goes on. */
-    props->_flags &= AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
-                     AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
-    st = forward_with(p, d, exchange, routing_key, props, &small, all, nsets + 1, hop, err);
-  } else {
-    dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
-  }
+  amqp_table_entry_t *kept = NULL;
+  char user_id[256];
+  dlqb_status st = prepare_minimal(p, d->props, props, sets, nsets, user_id, &kept, err);
+  if (st == DLQB_OK) st = dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err);
   free(kept);
   return st;
+}
+
+dlqb_status dlqb_pipe_republish(dlqb_pipe *p, const dlqb_returned *ret, const char *exchange,
+                                const char *routing_key, amqp_basic_properties_t *props,
+                                const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
+                                dlqb_error *err) {
+  amqp_table_entry_t *kept = NULL;
+  char user_id[256];
+  dlqb_status st = prepare_minimal(p, ret->props, props, sets, nsets, user_id, &kept, err);
+  if (st == DLQB_OK) st = publish(p, exchange, routing_key, props, ret->body, err);
+  free(kept);
+  if (st != DLQB_OK) return st;
+  dlqb_ackring_rearm(&p->ring, ret->index);
+  slot_hop *sh = dlqb_ackring_payload_at(&p->ring, ret->index);
+  sh->has_hop = true;
+  sh->hop = *hop;
+  sh->hop.published_mono_ms = dlqb_mono_ms();
+  return DLQB_OK;
+}
+
+void dlqb_pipe_keep_returned(dlqb_pipe *p, const dlqb_returned *ret) {
+  slot_hop *sh = dlqb_ackring_payload_at(&p->ring, ret->index);
+  sh->has_hop = false; /* nothing moved: nothing to record */
+  dlqb_ackring_drop(&p->ring, ret->index);
+  p->stats.held++;
 }
 
 void dlqb_pipe_ack(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_hop *hop) {
@@ -278,12 +331,14 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
     rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, plan.multiple_tag, 1);
   } else {
     for (size_t i = 0; i < plan.run && rc == AMQP_STATUS_OK; i++)
-      rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, dlqb_ackring_at(r, i)->tag, 0);
+      if (dlqb_ackring_at(r, i)->state == DLQB_ACK_SETTLED)
+        rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, dlqb_ackring_at(r, i)->tag, 0);
   }
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "ack", err);
   long long now = dlqb_mono_ms();
   for (size_t i = 0; i < plan.run; i++) {
     const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+    if (e->state != DLQB_ACK_SETTLED) continue; /* dropped: left in the queue */
     p->stats.acked++;
     const slot_hop *sh = dlqb_ackring_payload_at(r, i);
     if (p->h.after_ack != NULL && sh->has_hop) {
@@ -368,6 +423,14 @@ static dlqb_status closed_by_broker(dlqb_pipe *p, const amqp_frame_t *f, dlqb_er
   const amqp_channel_close_t *c = f->payload.method.decoded;
   amqp_channel_close_ok_t ok = {0};
   amqp_send_method(p->conn, f->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+  if (f->channel == DLQB_PUB_CHANNEL) {
+    /* The consuming channel is still open: what was confirmed (and
+     * recorded) before the close can still be acked, and is (run_loop's
+     * DLQB_EBROKER path); nothing confirmed after it is believed. */
+    dlqb_ackring_fail(&p->ring);
+    return dlqb_fail(err, DLQB_EBROKER, "publishing channel closed by broker: %.*s",
+                     (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+  }
   return dlqb_fail(err, DLQB_ECONN, "channel closed by broker: %.*s", (int)c->reply_text.len,
                    (const char *)c->reply_text.bytes);
 }
@@ -487,16 +550,18 @@ static dlqb_status send_cancel(dlqb_pipe *p, dlqb_error *err) {
  * unacked ones, so a pass that holds more than a window would stall. With
  * opt.deep, another consumer on the same channel and queue is added (its
  * consume sent without waiting: its consume-ok arrives through dispatch)
- * whenever less than half a window is free. The queue hands its messages
+ * whenever held deliveries leave less than half a window free. The queue hands its messages
  * to the consumers in order, and all of them deliver on this channel, so
  * the delivery tags still follow the queue's order. */
 static dlqb_status add_consumer_if_full(dlqb_pipe *p, dlqb_error *err) {
   if (!p->opt.deep || p->cancel_sent || p->consumers == 0 || p->consumers >= MAX_CONSUMERS ||
       p->consumers_ok < p->consumers)
     return DLQB_OK;
+  /* Only held deliveries eat windows for good: what is in flight will be
+   * acked (or, when the audit trail cannot write, must stay bounded). */
   uint64_t capacity = (uint64_t)p->consumers * p->window;
+  if (p->ring.held + p->window / 2 < capacity) return DLQB_OK;
   uint64_t unacked = p->ring.held + p->ring.count;
-  if (unacked + p->window / 2 < capacity) return DLQB_OK;
   /* Nothing more to come that the free windows cannot take. */
   if (p->opt.max_messages > 0 &&
       (p->settled_total >= p->opt.max_messages ||
@@ -513,6 +578,61 @@ static dlqb_status add_consumer_if_full(dlqb_pipe *p, dlqb_error *err) {
   return DLQB_OK;
 }
 
+/* Matches a ring entry against a returned message: same queue, same
+ * message_id; the oldest such unconfirmed publish is the one returned
+ * (the broker returns and confirms a channel's publishes in order). */
+typedef struct {
+  const dlqb_pipe *p;
+  const char *queue, *message_id;
+} return_match;
+
+static bool matches_return(void *ctx, size_t i) {
+  const return_match *m = ctx;
+  const slot_hop *sh = dlqb_ackring_payload_at(&m->p->ring, i);
+  return sh->has_hop && strcmp(sh->hop.to, m->queue) == 0 &&
+         strcmp(sh->hop.message_id, m->message_id) == 0;
+}
+
+/* A basic.return: reads the returned message (its content follows on the
+ * publishing channel), finds the publish it was and lets the handler
+ * settle it, so one unroutable message neither stops nor duplicates the
+ * others. Without a handler, or when it cannot be placed, the run ends. */
+static dlqb_status on_return(dlqb_pipe *p, const amqp_basic_return_t *r, dlqb_error *err) {
+  char queue[DLQB_NAME_MAX], text[160], why[320];
+  dlqb_text_sanitize(queue, sizeof queue, r->routing_key.bytes, r->routing_key.len);
+  dlqb_text_sanitize(text, sizeof text, r->reply_text.bytes, r->reply_text.len);
+  snprintf(why, sizeof why, "the broker returned it from '%s': %u %s (is the queue declared?)",
+           queue, (unsigned)r->reply_code, text);
+  amqp_message_t msg;
+  amqp_rpc_reply_t rr = amqp_read_message(p->conn, DLQB_PUB_CHANNEL, &msg, 0);
+  if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
+    dlqb_ackring_fail(&p->ring);
+    return dlqb_link_reply(p->link, rr, "read a returned message", err);
+  }
+  char message_id[sizeof ((dlqb_hop *)0)->message_id] = "";
+  if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+    dlqb_text_sanitize(message_id, sizeof message_id, msg.properties.message_id.bytes,
+                       msg.properties.message_id.len);
+  return_match m = {p, queue, message_id};
+  size_t i = p->h.on_returned != NULL ? dlqb_ackring_find_published(&p->ring, matches_return, &m)
+                                      : (size_t)-1;
+  dlqb_status st;
+  if (i == (size_t)-1) {
+    dlqb_ackring_fail(&p->ring);
+    st = dlqb_fail(err, DLQB_EBROKER, "publish to '%s' was returned: %s (is the queue declared?)",
+                   queue, text);
+  } else {
+    dlqb_ackring_return(&p->ring, i);
+    const slot_hop *sh = dlqb_ackring_payload_at(&p->ring, i);
+    dlqb_hop hop = sh->hop; /* the handler may replace the slot's */
+    dlqb_returned ret = {.index = i, .props = &msg.properties, .body = msg.body,
+                         .hop = &hop, .why = why};
+    st = p->h.on_returned(p->h.ctx, p, &ret, err);
+  }
+  amqp_destroy_message(&msg);
+  return st;
+}
+
 static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
   if (f->frame_type != AMQP_FRAME_METHOD) return DLQB_OK;
   switch (f->payload.method.id) {
@@ -526,13 +646,8 @@ static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err
   case AMQP_BASIC_NACK_METHOD:
     dlqb_ackring_fail(&p->ring);
     return dlqb_fail(err, DLQB_EBROKER, "broker refused a publish (basic.nack)");
-  case AMQP_BASIC_RETURN_METHOD: {
-    dlqb_ackring_fail(&p->ring);
-    const amqp_basic_return_t *r = f->payload.method.decoded;
-    return dlqb_fail(err, DLQB_EBROKER, "publish to '%.*s' was returned: %.*s (is the queue declared?)",
-                     (int)r->routing_key.len, (const char *)r->routing_key.bytes,
-                     (int)r->reply_text.len, (const char *)r->reply_text.bytes);
-  }
+  case AMQP_BASIC_RETURN_METHOD:
+    return on_return(p, f->payload.method.decoded, err);
   case AMQP_BASIC_CONSUME_OK_METHOD:
     /* Consume-oks come in the order of the consumes. */
     p->consumers_ok++;

@@ -129,6 +129,19 @@ static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *
   return s->o->on_item(s->o->ctx, s, d, &it, err);
 }
 
+/* A move the broker returned (its target queue is missing): the item stays
+ * where it is, and the pass goes on with the others. */
+static dlqb_status scan_returned(void *ctx, dlqb_pipe *pipe, const dlqb_returned *ret,
+                                 dlqb_error *err) {
+  dlqb_scan *s = ctx;
+  (void)err;
+  dlqb_log_warn("unroutable", "message_id=%s left in %s: %s", ret->hop->message_id, s->o->queue,
+                ret->why);
+  dlqb_pipe_keep_returned(pipe, ret);
+  s->res.refused++;
+  return DLQB_OK;
+}
+
 static void after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
   dlqb_scan *s = ctx;
   /* Counted here, once the original is acked: a move that was published
@@ -177,7 +190,8 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
                               .audit_mode = o->audit_mode,
                               .audit_give_up = o->stop};
     dlqb_pipe_handler h = {.on_delivery = on_delivery,
-                           .after_ack = after_ack, .on_tick = on_tick, .ctx = &s};
+                           .after_ack = after_ack, .on_tick = on_tick,
+                           .on_returned = scan_returned, .ctx = &s};
     st = dlqb_pipe_new(link, &popt, &h, &s.pipe, err);
     if (st == DLQB_OK) st = dlqb_pipe_run(s.pipe, &s.stop_now, err);
     if (st == DLQB_OK && !s.stop_now && s.res.examined < s.limit) s.res.short_read = true;

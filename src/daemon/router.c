@@ -93,6 +93,28 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
                                    &plan.hop, err);
 }
 
+/* A publish the broker returned (a delay queue missing, e.g. after a new
+ * retry delay with --no-declare): the task goes to the DLQ instead, saying
+ * why, while the rest of the window goes on. With the DLQ or the review
+ * queue itself missing there is nowhere to put it: the run ends, and the
+ * task waits in dsr.failed. */
+static dlqb_status route_returned(void *ctx, dlqb_pipe *pipe, const dlqb_returned *ret,
+                                  dlqb_error *err) {
+  (void)ctx;
+  if (strcmp(ret->hop->to, DLQB_Q_DLQ) == 0 || strcmp(ret->hop->to, DLQB_Q_REVIEW) == 0)
+    return dlqb_fail(err, DLQB_EBROKER, "%s; nothing can be routed until it exists", ret->why);
+  dlqb_log_warn("unroutable", "message_id=%s: %s; sent to %s instead", ret->hop->message_id,
+                ret->why, DLQB_Q_DLQ);
+  dlqb_route_plan plan;
+  memset(&plan, 0, sizeof plan);
+  plan.hop = *ret->hop;
+  dlqb_iso_time(dlqb_now_ms(), plan.now_iso, sizeof plan.now_iso);
+  dlqb_route_plan_refused(&plan, ret->why);
+  amqp_basic_properties_t props = *ret->props;
+  return dlqb_pipe_republish(pipe, ret, "", plan.target, &props, plan.sets, plan.nsets, &plan.hop,
+                             err);
+}
+
 static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
   router *r = ctx;
   int level = hop->event == DLQB_EV_RETRY_SCHEDULED ? DLQB_LOG_DEBUG : DLQB_LOG_INFO;
@@ -135,8 +157,8 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   }
   dlqb_pipe_options opt = {.queue = DLQB_Q_FAILED, .prefetch = r->cfg->prefetch,
                            .audit = r->hooks ? r->hooks->audit : NULL};
-  dlqb_pipe_handler h = {.on_delivery = route_one,
-                         .after_ack = log_hop, .on_tick = on_tick, .ctx = r};
+  dlqb_pipe_handler h = {.on_delivery = route_one, .after_ack = log_hop, .on_tick = on_tick,
+                         .on_returned = route_returned, .ctx = r};
   if (st == DLQB_OK) st = dlqb_pipe_new(link, &opt, &h, &pipe, err);
   if (st == DLQB_OK) {
     set_connected(r, 1);

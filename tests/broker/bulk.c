@@ -151,3 +151,17 @@ long th_bulk_drain(th_conn *c, const char *queue, int idle_ms,
   close_channel(conn);
   return n;
 }
+
+int th_publish_props(th_conn *c, const char *exchange, const char *routing_key,
+                     const amqp_basic_properties_t *props, amqp_bytes_t body) {
+  amqp_connection_state_t conn = th_conn_amqp(c);
+  if (open_channel(conn, true) != 0) return -1;
+  uint64_t confirmed = 0;
+  int rc = amqp_basic_publish(conn, BULK_CHANNEL, bytes_of(exchange), bytes_of(routing_key), 1, 0,
+                              props, body) == AMQP_STATUS_OK
+               ? await_confirms(conn, &confirmed, 1)
+               : -1;
+  if (rc != 0) fprintf(stderr, "bulk: publish with properties to '%s' failed\n", routing_key);
+  close_channel(conn);
+  return rc;
+}

@@ -30,4 +30,10 @@ int th_bulk_publish_dlq(th_conn *c, const char *queue, size_t n,
 long th_bulk_drain(th_conn *c, const char *queue, int idle_ms,
                    void (*visit)(void *ctx, const char *request_id), void *ctx);
 
+/* Publishes one message with exactly these properties (th_msg cannot set
+ * them all: user_id, or a header table near frame_max) through exchange,
+ * mandatory, and waits for its confirm. */
+int th_publish_props(th_conn *c, const char *exchange, const char *routing_key,
+                     const amqp_basic_properties_t *props, amqp_bytes_t body);
+
 #endif

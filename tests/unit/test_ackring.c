@@ -44,6 +44,7 @@ static int flush(dlqb_ackring *r, broker *b, uint64_t durable) {
   } else {
     for (size_t i = 0; i < plan.run; i++) {
       const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+      if (e->state == DLQB_ACK_DROPPED) continue; /* left in the queue: no ack */
       assert_int_equal(e->state, DLQB_ACK_SETTLED);
       /* A single ack of a tag that is not outstanding is a channel error
        * (PRECONDITION_FAILED): acked twice. */
@@ -278,6 +279,53 @@ static void test_waits_for_the_audit_ticket(void **state) {
   dlqb_ackring_release(&r);
 }
 
+static void test_a_returned_publish_is_not_acked_by_its_confirm(void **state) {
+  (void)state;
+  dlqb_ackring r = ring_of(4);
+  broker b = {0};
+  for (uint64_t t = 1; t <= 3; t++) {
+    deliver(&b, t);
+    push(&r, t, DLQB_ACK_PUBLISHED);
+  }
+  /* Publish 2 comes back: its confirm follows, and must not count. */
+  dlqb_ackring_return(&r, 1);
+  dlqb_ackring_on_confirm(&r, 3, true);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_int_equal(flush(&r, &b, NO_AUDIT), 1); /* 1 only: 2 waits, so 3 does */
+  /* Published again elsewhere: its new confirm settles it. */
+  uint64_t seq = dlqb_ackring_rearm(&r, 0);
+  assert_int_equal(seq, 4);
+  dlqb_ackring_on_confirm(&r, 2, false); /* the old number: not believed */
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_int_equal(flush(&r, &b, NO_AUDIT), 0);
+  dlqb_ackring_on_confirm(&r, seq, false);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_int_equal(flush(&r, &b, NO_AUDIT), 2);
+  assert_true(b.acked[1] && b.acked[2] && b.acked[3]);
+  assert_int_equal(r.rearmed, 0);
+  dlqb_ackring_release(&r);
+}
+
+static void test_a_dropped_return_stays_unacked(void **state) {
+  (void)state;
+  dlqb_ackring r = ring_of(4);
+  broker b = {0};
+  for (uint64_t t = 1; t <= 3; t++) {
+    deliver(&b, t);
+    push(&r, t, DLQB_ACK_PUBLISHED);
+  }
+  dlqb_ackring_return(&r, 1);
+  dlqb_ackring_drop(&r, 1); /* left in the queue */
+  dlqb_ackring_on_confirm(&r, 3, true);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_int_equal(flush(&r, &b, NO_AUDIT), 2);
+  assert_true(b.acked[1] && !b.acked[2] && b.acked[3]);
+  assert_true(b.outstanding[2]);
+  assert_int_equal(b.multiple_acks, 0); /* a multiple ack up to 3 would take 2 */
+  assert_int_equal(r.count, 0);
+  dlqb_ackring_release(&r);
+}
+
 /* xorshift64*: a fixed seed per round, so a failure can be replayed. */
 static uint64_t rnd_state;
 static uint64_t rnd(void) {
@@ -378,6 +426,8 @@ int main(void) {
       cmocka_unit_test(test_a_deep_hold_takes_no_memory),
       cmocka_unit_test(test_grows_past_its_first_size_keeping_order_and_confirms),
       cmocka_unit_test(test_tags_must_ascend),
+      cmocka_unit_test(test_a_returned_publish_is_not_acked_by_its_confirm),
+      cmocka_unit_test(test_a_dropped_return_stays_unacked),
       cmocka_unit_test(test_waits_for_the_audit_ticket),
       cmocka_unit_test(test_random_interleavings),
   };
