@@ -431,6 +431,14 @@ static dlqb_status closed_by_broker(dlqb_pipe *p, const amqp_frame_t *f, dlqb_er
     return dlqb_fail(err, DLQB_EBROKER, "publishing channel closed by broker: %.*s",
                      (int)c->reply_text.len, (const char *)c->reply_text.bytes);
   }
+  if (c->reply_code == DLQB_REPLY_PRECONDITION_FAILED && p->ring.count + p->ring.held > 0)
+    /* The one 406 a consuming channel gets while deliveries are unacked:
+     * they stayed so longer than the broker's consumer_timeout (30 min by
+     * default), e.g. behind an audit outage or a slow --rate pass. They
+     * return to the queue; say what to change. */
+    return dlqb_fail(err, DLQB_ECONN, "consuming channel closed by broker: %.*s (deliveries unacked "
+                     "longer than the broker's consumer_timeout: see docs/reliability.md, "
+                     "\"consumer_timeout\")", (int)c->reply_text.len, (const char *)c->reply_text.bytes);
   return dlqb_fail(err, DLQB_ECONN, "channel closed by broker: %.*s", (int)c->reply_text.len,
                    (const char *)c->reply_text.bytes);
 }
