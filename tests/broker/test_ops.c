@@ -1,5 +1,6 @@
 /* The ops commands against a real broker: replay (every filter, the
- * completion ledger, --limit, --rate, SIGKILL midway), escalate, inspect
+ * completion ledger and who may write it, --limit, --rate, SIGKILL
+ * midway), escalate, inspect
  * (the DLQ exactly as it was), stats, resolve, and ops while the daemon
  * routes, including its own SLA and max_replays escalations. */
 #include <setjmp.h>
