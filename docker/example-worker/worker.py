@@ -70,7 +70,7 @@ def publish_demo_tasks(ch, count):
     print(f"example-worker: published {count} demo tasks", flush=True)
 
 
-def handle(ch, method, props, body):
+def handle(ch, method, props, body, worker_user):
     headers = dict(props.headers or {})
     fate = int(headers.get("demo_fate", 0))
     attempt = int(headers.get("attempt", 0))
@@ -93,9 +93,12 @@ def handle(ch, method, props, body):
         print(f"example-worker: {rid} attempt {attempt}: reject (always)", flush=True)
         ch.basic_reject(method.delivery_tag, requeue=False)
         return
-    # Done: record it in the completion ledger, then ack.
+    # Done: record it in the completion ledger, then ack. user_id is our own
+    # broker user (the broker refuses any other): replay trusts the entry
+    # only when that user is one of its completion_writers.
     ch.basic_publish("", LEDGER, b"", pika.BasicProperties(
-        delivery_mode=2, headers={"request_id": rid, "source_system": headers.get("source_system", "")}),
+        user_id=worker_user, delivery_mode=2,
+        headers={"request_id": rid, "source_system": headers.get("source_system", "")}),
         mandatory=True)
     ch.basic_ack(method.delivery_tag)
     print(f"example-worker: {rid} attempt {attempt}: done", flush=True)
@@ -107,14 +110,16 @@ def main():
     demo = int(os.environ.get("DEMO_TASKS", "0"))
     while True:
         try:
-            conn = pika.BlockingConnection(connection_parameters())
+            params = connection_parameters()
+            user = params.credentials.username
+            conn = pika.BlockingConnection(params)
             ch = conn.channel()
             ch.confirm_delivery()
             if demo > 0:
                 publish_demo_tasks(ch, demo)
                 demo = 0  # once, not after every reconnect
             ch.basic_qos(prefetch_count=1)  # a crash returns only the task in hand
-            ch.basic_consume(WORK, lambda c, m, p, b: handle(c, m, p, b))
+            ch.basic_consume(WORK, lambda c, m, p, b: handle(c, m, p, b, user))
             print("example-worker: consuming dsr.work", flush=True)
             ch.start_consuming()
         except KeyboardInterrupt:

@@ -36,6 +36,9 @@ typedef struct {
   uint64_t dlq_sla_ms;       /* DLQ items older than this are escalated */
   int max_replays;           /* failures after this many replays escalate */
   char ledger_cache[DLQB_CONFIG_STR_MAX];   /* "" = replay reads the ledger whole */
+  /* Broker users whose ledger entries count as completions, as "a,b"
+   * (trimmed, none empty); "" = none, so replay re-runs every task. */
+  char completion_writers[DLQB_CONFIG_STR_MAX];
   char audit_log[DLQB_CONFIG_STR_MAX];      /* "" = audit off */
   char audit_key_file[DLQB_CONFIG_STR_MAX];
   int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */
@@ -91,6 +94,10 @@ dlqb_status dlqb_config_apply_env(dlqb_config *c, const char *(*lookup)(const ch
 /* getenv with the const-returning signature apply_env takes (getenv itself
  * returns char * and so does not convert without a warning). */
 const char *dlqb_config_getenv(const char *name);
+
+/* True when user (len bytes, not NUL-terminated: an AMQP user_id) is one
+ * of c->completion_writers, compared byte for byte. */
+bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len);
 
 /* Finds the setting whose flag is `flag` (without dashes); NULL if none. */
 const dlqb_config_setting *dlqb_config_find_flag(const char *flag);

@@ -2,6 +2,12 @@
  * have recorded as done in the stream dsr.completed. replay reads it once
  * at start so that it never re-runs a completed task.
  *
+ * Anyone who may publish to the default exchange can append to the stream,
+ * so an entry counts only when its AMQP user_id property (which RabbitMQ
+ * refuses unless it is the publishing connection's user) names one of the
+ * completion_writers setting's users. The others are counted as
+ * unverified and never make a task complete.
+ *
  * Three parts: a set of pairs (pure, unit-tested), an optional cache file
  * of the set, and a reader that fills it from the stream over its own
  * connection (a stream consumer on the ops command's channel would leave
@@ -40,44 +46,52 @@ void dlqb_ledger_each(const dlqb_ledger *l,
                       void (*fn)(void *ctx, const char *request_id, const char *source_system),
                       void *ctx);
 
-/* ---- the cache (src/ledger_cache.c) ------------------------------------
+/* ---- the cache (src/os/ledger_cache.c) ---------------------------------
  * A file holding the set as read up to one of replay's marker entries, and
  * where that marker is in the stream, so that the next replay reads only
  * the entries after it. The marker is what makes it safe: a cache is used
  * only when the entry at its offset is still that very marker (unique per
  * run), so a stream that was deleted and declared again, cut by retention
- * or belongs to another broker is read whole instead. */
+ * or belongs to another broker is read whole instead. The cache also names
+ * the completion writers it was built under: the set holds only their
+ * entries, so under any other list it is read whole again (a writer taken
+ * off the list must stop counting at once). */
 
 #define DLQB_LEDGER_MARKER_MAX 64
 
 typedef struct {
   char marker[DLQB_LEDGER_MARKER_MAX]; /* the marker's text */
   int64_t offset;                      /* its offset in the stream */
+  uint64_t unverified;                 /* entries before it not from a completion writer */
 } dlqb_ledger_mark;
 
-/* The bytes of a cache file for l as of mark (*out is malloc'd; the caller
- * frees it). The format (docs/runbook.md): five text lines (a title with
- * the format version, the marker, the offset, the pair count, a SHA-256 of
- * the pairs), an empty line, then each pair as request_id NUL
- * source_system NUL. */
-dlqb_status dlqb_ledger_cache_encode(const dlqb_ledger *l, const dlqb_ledger_mark *mark, char **out,
-                                     size_t *len, dlqb_error *err);
+/* The bytes of a cache file for l as of mark, built trusting `writers`
+ * (dlqb_config.completion_writers; *out is malloc'd; the caller frees it).
+ * The format (docs/runbook.md): seven text lines (a title with the format
+ * version, the writers, the marker, the offset, the pair count, the
+ * unverified count, a SHA-256 of the pairs), an empty line, then each pair
+ * as request_id NUL source_system NUL. */
+dlqb_status dlqb_ledger_cache_encode(const dlqb_ledger *l, const dlqb_ledger_mark *mark,
+                                     const char *writers, char **out, size_t *len,
+                                     dlqb_error *err);
 
 /* Adds the pairs of a cache file's bytes to l and sets *mark. DLQB_EINVAL
  * with the reason when the bytes are not one whole, intact cache (torn,
- * edited, another version); l may then hold some of its pairs. */
-dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, dlqb_ledger *l,
-                                     dlqb_ledger_mark *mark, dlqb_error *err);
+ * edited, another version) or were built under other writers than
+ * `writers`; l may then hold some of its pairs. */
+dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, const char *writers,
+                                     dlqb_ledger *l, dlqb_ledger_mark *mark, dlqb_error *err);
 
-/* Reads the cache file at path into l and *mark; *found is false (and l
- * untouched) when there is none. Refuses a file that is not a regular file
- * owned by us, or that group or others may write: whoever can write the
- * cache decides which tasks replay treats as complete. */
-dlqb_status dlqb_ledger_cache_read(const char *path, dlqb_ledger *l, dlqb_ledger_mark *mark,
-                                   bool *found, dlqb_error *err);
+/* Reads the cache file at path, built under `writers`, into l and *mark;
+ * *found is false (and l untouched) when there is none. Refuses a file that
+ * is not a regular file owned by us, or that group or others may write:
+ * whoever can write the cache decides which tasks replay treats as
+ * complete. */
+dlqb_status dlqb_ledger_cache_read(const char *path, const char *writers, dlqb_ledger *l,
+                                   dlqb_ledger_mark *mark, bool *found, dlqb_error *err);
 
 /* Writes the cache file at path (mode 0600, replaced atomically). */
-dlqb_status dlqb_ledger_cache_write(const char *path, const dlqb_ledger *l,
+dlqb_status dlqb_ledger_cache_write(const char *path, const char *writers, const dlqb_ledger *l,
                                     const dlqb_ledger_mark *mark, dlqb_error *err);
 
 /* ---- the reader ---------------------------------------------------------- */
@@ -93,14 +107,16 @@ typedef enum {
 /* What dlqb_ledger_load read. */
 typedef struct {
   size_t entries;  /* stream messages read (those after the cache's marker when it was used) */
-  size_t ignored;  /* messages without request_id or source_system */
+  size_t ignored;  /* messages without request_id or source_system (replay's markers) */
+  size_t unverified; /* completions not from a completion writer: not counted (the cache's too) */
   size_t cached;   /* pairs taken from the cache */
   dlqb_ledger_cache_state cache;
   bool cache_saved; /* the cache file was (re)written for the next run */
 } dlqb_ledger_stats;
 
-/* Fills l with every completion in the stream `stream` (dsr.completed), on
- * a connection of its own (opened with cfg, closed before returning). The
+/* Fills l with every completion in the stream `stream` (dsr.completed)
+ * whose user_id is one of cfg->completion_writers, on a connection of its
+ * own (opened with cfg, closed before returning). The
  * end: it first appends a marker entry (header x-dlqb-ledger-marker, no
  * request_id, so readers ignore it) and waits for its confirm, then reads
  * up to the marker, so every completion confirmed before the call is

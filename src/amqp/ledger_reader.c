@@ -90,8 +90,18 @@ static int64_t stream_offset(const amqp_basic_properties_t *p) {
   return offset;
 }
 
+/* True when the entry's user_id, which RabbitMQ refuses unless it is the
+ * publishing connection's user, names a completion writer. Without one the
+ * entry proves nothing: anyone with write on the default exchange can
+ * append it. */
+static bool from_writer(const dlqb_config *cfg, const amqp_basic_properties_t *p) {
+  return (p->_flags & AMQP_BASIC_USER_ID_FLAG) &&
+         dlqb_config_is_completion_writer(cfg, p->user_id.bytes, p->user_id.len);
+}
+
 /* Where a read starts and what it found at its end. */
 typedef struct {
+  const dlqb_config *cfg;       /* its completion_writers */
   const dlqb_ledger_mark *from; /* the cache's marker, or NULL: read from the first entry */
   const char *marker;           /* this run's marker: the end */
   int64_t end_offset;           /* out: this run's marker's offset, -1 if not told */
@@ -178,12 +188,13 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
       return DLQB_OK;
     } else {
       stats->entries++;
-      if (header_id(props, DLQB_H_REQUEST_ID, rid, sizeof rid) &&
-          header_id(props, DLQB_H_SOURCE_SYSTEM, src, sizeof src)) {
+      if (!header_id(props, DLQB_H_REQUEST_ID, rid, sizeof rid) ||
+          !header_id(props, DLQB_H_SOURCE_SYSTEM, src, sizeof src))
+        stats->ignored++; /* our markers among them */
+      else if (!from_writer(span->cfg, props))
+        stats->unverified++;
+      else
         st = dlqb_ledger_add(l, rid, src, err);
-      } else {
-        stats->ignored++;
-      }
     }
     uint64_t tag = env.delivery_tag;
     amqp_destroy_envelope(&env);
@@ -221,11 +232,11 @@ static void end_link(dlqb_link *link, dlqb_status st) {
 
 /* Takes the set from the cache at path into l when there is a usable one;
  * sets *from and the stats. A cache that cannot be used is a warning. */
-static bool take_cache(const char *path, dlqb_ledger *l, dlqb_ledger_mark *from,
-                       dlqb_ledger_stats *stats) {
+static bool take_cache(const char *path, const char *writers, dlqb_ledger *l,
+                       dlqb_ledger_mark *from, dlqb_ledger_stats *stats) {
   bool found = false;
   dlqb_error why;
-  if (dlqb_ledger_cache_read(path, l, from, &found, &why) != DLQB_OK) {
+  if (dlqb_ledger_cache_read(path, writers, l, from, &found, &why) != DLQB_OK) {
     dlqb_log_warn("ledger_cache", "%s; reading the whole completion ledger", why.msg);
     dlqb_ledger_clear(l);
     stats->cache = DLQB_LEDGER_CACHE_REBUILT;
@@ -233,6 +244,7 @@ static bool take_cache(const char *path, dlqb_ledger *l, dlqb_ledger_mark *from,
   }
   stats->cache = found ? DLQB_LEDGER_CACHE_USED : DLQB_LEDGER_CACHE_CREATED;
   stats->cached = found ? dlqb_ledger_size(l) : 0;
+  stats->unverified = found ? (size_t)from->unverified : 0;
   return found;
 }
 
@@ -249,8 +261,9 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
   st = dlqb_link_queue_depth(link, stream, NULL, NULL, err);
   if (st == DLQB_OK) st = append_marker(link, stream, marker, idle_ms, err);
   dlqb_ledger_mark from;
-  read_span span = {.marker = marker};
-  if (st == DLQB_OK && cached && take_cache(cache_path, l, &from, stats)) span.from = &from;
+  read_span span = {.cfg = cfg, .marker = marker};
+  if (st == DLQB_OK && cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats))
+    span.from = &from;
   if (st == DLQB_OK) st = read_stream(link, stream, &span, l, idle_ms, stats, err);
   if (st == DLQB_OK && span.stale) {
     /* Deleted and declared again, cut by retention, another broker's: the
@@ -261,7 +274,7 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
                   "completion ledger", cache_path, stream);
     dlqb_ledger_clear(l);
     stats->cache = DLQB_LEDGER_CACHE_REBUILT;
-    stats->cached = stats->entries = stats->ignored = 0;
+    stats->cached = stats->entries = stats->ignored = stats->unverified = 0;
     dlqb_link_close(link);
     link = NULL;
     span.from = NULL;
@@ -270,10 +283,10 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
   }
   if (link != NULL) end_link(link, st);
   if (st == DLQB_OK && cached && span.end_offset >= 0) {
-    dlqb_ledger_mark to = {.offset = span.end_offset};
+    dlqb_ledger_mark to = {.offset = span.end_offset, .unverified = stats->unverified};
     snprintf(to.marker, sizeof to.marker, "%s", marker);
     dlqb_error why;
-    if (dlqb_ledger_cache_write(cache_path, l, &to, &why) == DLQB_OK)
+    if (dlqb_ledger_cache_write(cache_path, cfg->completion_writers, l, &to, &why) == DLQB_OK)
       stats->cache_saved = true;
     else
       dlqb_log_warn("ledger_cache", "%s; the next replay reads the whole ledger", why.msg);

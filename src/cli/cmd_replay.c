@@ -33,8 +33,12 @@ const cli_spec cmd_replay_spec = {
         "selected stay in the DLQ, in their order. Only the items present at the start\n"
         "are examined. A task whose (request_id, source_system) is in the completion\n"
         "ledger dsr.completed is not replayed: it leaves the DLQ audited as\n"
-        "skipped_complete. Each move is confirmed before the DLQ copy is acked, so an\n"
-        "interrupted replay loses nothing (at worst a task is in both queues).\n"
+        "skipped_complete. A ledger entry counts only when its AMQP user_id (which\n"
+        "RabbitMQ checks) is one of DLQ_BRIDGE_COMPLETION_WRITERS; the others are\n"
+        "counted as unverified and their tasks replayed. With no writers set, every\n"
+        "selected task is replayed. Each move is confirmed before the DLQ copy is\n"
+        "acked, so an interrupted replay loses nothing (at worst a task is in both\n"
+        "queues).\n"
         "The ledger is read whole each time, unless DLQ_BRIDGE_LEDGER_CACHE names a\n"
         "file to keep it in between runs: then only its new entries are read.\n"
         "A task replayed DLQ_BRIDGE_MAX_REPLAYS times that fails again goes to\n"
@@ -109,10 +113,21 @@ int cmd_replay(int argc, char **argv) {
     dlqb_ledger_free(ledger);
     return ops_fail(&err);
   }
+  /* Anyone with write on the default exchange can append to the ledger:
+   * without writers to trust, no entry proves a task done, and re-running
+   * a finished erasure is harmless where skipping an unfinished one is not.
+   * (Said after the ledger is read, so a broker that cannot be reached
+   * stays a one-line error.) */
+  if (r.o.cfg.completion_writers[0] == '\0')
+    dlqb_log_warn("replay", "the completion ledger is not trusted: set completion_writers "
+                  "(DLQ_BRIDGE_COMPLETION_WRITERS) to the broker users of your workers; until "
+                  "then every selected task is replayed");
   if (!r.o.json && isatty(2)) {
     fprintf(stderr, "completion ledger: %zu entries read, %zu distinct tasks", ls.entries,
             dlqb_ledger_size(ledger));
     if (ls.cache == DLQB_LEDGER_CACHE_USED) fprintf(stderr, " (%zu from the cache)", ls.cached);
+    if (ls.unverified > 0)
+      fprintf(stderr, ", %zu unverified entries ignored", ls.unverified);
     fputc('\n', stderr);
   }
   ops_move_spec m = {.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,

@@ -267,6 +267,7 @@ static json_object *ledger_json(const ops_move_spec *m) {
   json_object_object_add(j, "entries_read", json_object_new_int64((int64_t)ls->entries));
   json_object_object_add(j, "tasks", json_object_new_int64((int64_t)dlqb_ledger_size(m->ledger)));
   json_object_object_add(j, "from_cache", json_object_new_int64((int64_t)ls->cached));
+  json_object_object_add(j, "unverified", json_object_new_int64((int64_t)ls->unverified));
   json_object_object_add(j, "cache", json_object_new_string(cache_names[ls->cache]));
   json_object_object_add(j, "cache_saved", json_object_new_boolean(ls->cache_saved));
   return j;
@@ -335,11 +336,16 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     ops_print_json(j);
   } else {
     if (m->dry_run && !c.header_done) printf("no items match\n");
-    char skip[64] = "";
+    char skip[64] = "", unverified[96] = "";
     if (m->ledger != NULL)
       snprintf(skip, sizeof skip, ", skipped as complete %llu", (unsigned long long)skipped);
-    printf("%s%s %llu%s, left %llu in %s\n", m->dry_run ? "dry run: would have " : "", m->verb,
-           (unsigned long long)moved, skip, (unsigned long long)left, DLQB_Q_DLQ);
+    if (m->ledger_stats != NULL && m->ledger_stats->unverified > 0)
+      snprintf(unverified, sizeof unverified,
+               " (%zu unverified completions ignored: not from completion_writers)",
+               m->ledger_stats->unverified);
+    printf("%s%s %llu%s, left %llu in %s%s\n", m->dry_run ? "dry run: would have " : "",
+           m->verb, (unsigned long long)moved, skip, (unsigned long long)left, DLQB_Q_DLQ,
+           unverified);
   }
   if (r.refused > 0) {
     /* Each one is named in a warning line above. */

@@ -31,7 +31,8 @@ typedef enum {
   KIND_ADDR,       /* host:port, or "" / "off" for off */
   KIND_LOG_FORMAT, /* text | json */
   KIND_LOG_LEVEL,  /* error | warn | info | debug */
-  KIND_NAME        /* printable ASCII */
+  KIND_NAME,       /* printable ASCII */
+  KIND_USERS       /* broker user names, comma-separated; kept as "a,b" */
 } setting_kind;
 
 /* X(key, field, env, flag, default, kind, min, max, help), one per setting.
@@ -69,6 +70,9 @@ typedef enum {
     1000, "replays of a task before its next failure escalates (1 to 1000)")                \
   X(ledger_cache, ledger_cache, "DLQ_BRIDGE_LEDGER_CACHE", "ledger-cache", "", KIND_PATH,   \
     0, 0, "replay's cache of the completion ledger; empty = read it whole every replay")    \
+  X(completion_writers, completion_writers, "DLQ_BRIDGE_COMPLETION_WRITERS",                \
+    "completion-writers", "", KIND_USERS, 0, 0,                                             \
+    "broker users whose completions replay trusts, comma-separated; empty = none")          \
   X(audit_log, audit_log, "DLQ_BRIDGE_AUDIT_LOG", "audit-log", "", KIND_PATH, 0, 0,         \
     "audit log file; empty = no audit log")                                                 \
   X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "",      \
@@ -367,6 +371,61 @@ static dlqb_status set_log_level(int *field, const char *value, dlqb_error *err)
                    quote(value, q));
 }
 
+/* A list of broker users, "a, b" kept as "a,b": each name trimmed, none
+ * empty, no control characters; blank means none. A name cannot hold a
+ * comma here (RabbitMQ allows one; such a user cannot be listed). */
+static dlqb_status set_users(char *field, const char *value, const setting_rule *r,
+                             dlqb_error *err) {
+  char q[QUOTE_BUF];
+  char list[DLQB_CONFIG_STR_MAX];
+  size_t used = 0;
+  dlqb_status st = check_length(value, r, value, err);
+  if (st != DLQB_OK) {
+    return st;
+  }
+  const char *p;
+  size_t n;
+  trim(value, &p, &n);
+  if (n == 0) {
+    field[0] = '\0';
+    return DLQB_OK;
+  }
+  for (size_t item = 1;; item++) {
+    const char *comma = memchr(p, ',', n);
+    size_t len = comma != NULL ? (size_t)(comma - p) : n;
+    const char *name = p;
+    while (len > 0 && is_space(*name)) {
+      name++;
+      len--;
+    }
+    while (len > 0 && is_space(name[len - 1])) {
+      len--;
+    }
+    if (len == 0) {
+      return dlqb_fail(err, DLQB_EINVAL, "'%s': user %zu of the list is empty", quote(value, q),
+                       item);
+    }
+    for (size_t i = 0; i < len; i++) {
+      if (is_control((unsigned char)name[i])) {
+        return dlqb_fail(err, DLQB_EINVAL, "'%s' contains a control character", quote(value, q));
+      }
+    }
+    if (used > 0) {
+      list[used++] = ',';
+    }
+    memcpy(list + used, name, len);
+    used += len;
+    if (comma == NULL) {
+      break;
+    }
+    n -= (size_t)(comma + 1 - p);
+    p = comma + 1;
+  }
+  list[used] = '\0';
+  memcpy(field, list, used + 1);
+  return DLQB_OK;
+}
+
 /* Parses value into its field; on failure the field is untouched. */
 static dlqb_status set_by_rule(dlqb_config *c, const setting_rule *r, const char *value,
                                dlqb_error *err) {
@@ -389,6 +448,8 @@ static dlqb_status set_by_rule(dlqb_config *c, const setting_rule *r, const char
     return set_log_format((dlqb_log_format *)(void *)field, value, err);
   case KIND_LOG_LEVEL:
     return set_log_level((int *)(void *)field, value, err);
+  case KIND_USERS:
+    return set_users(field, value, r, err);
   }
   return dlqb_fail(err, DLQB_EINVAL, "internal error: unknown setting kind");
 }
@@ -686,6 +747,18 @@ dlqb_status dlqb_config_apply_file(dlqb_config *c, const char *path, dlqb_error 
 }
 
 const char *dlqb_config_getenv(const char *name) { return getenv(name); }
+
+bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len) {
+  const char *p = c->completion_writers;
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    if (n == len && len > 0 && memcmp(p, user, len) == 0) {
+      return true;
+    }
+    p += n + (p[n] == ',');
+  }
+  return false;
+}
 
 dlqb_status dlqb_config_apply_env(dlqb_config *c, const char *(*lookup)(const char *name),
                                   dlqb_error *err) {

@@ -14,9 +14,14 @@
 
 #include "dlqb/envelope.h"
 #include "dlqb/file.h"
+#include "dlqb/text.h"
 
-#define TITLE "dlq-bridge completion ledger cache 1"
-#define HEADER_MAX 256 /* the five lines and the empty one, whatever their values */
+/* Version 2 names the completion writers; a version 1 cache (which trusted
+ * every entry) is refused, so the first replay after an upgrade reads the
+ * whole ledger. */
+#define TITLE "dlq-bridge completion ledger cache 2"
+/* The seven lines and the empty one, whatever their values. */
+#define HEADER_MAX (320 + DLQB_CONFIG_STR_MAX)
 #define SHA256_HEX 64
 
 /* SHA-256 of n bytes at p as lower-case hex (SHA256_HEX chars and a NUL). */
@@ -40,6 +45,15 @@ static bool marker_ok(const char *m, size_t n) {
   return true;
 }
 
+/* The writers list fits one header line: no control characters. */
+static bool writers_ok(const char *w) {
+  size_t n = strlen(w);
+  if (n >= DLQB_CONFIG_STR_MAX) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)w[i] < 0x20 || w[i] == 0x7f) return false;
+  return true;
+}
+
 /* ---- encode ---------------------------------------------------------------- */
 
 typedef struct {
@@ -58,12 +72,15 @@ static void put_pair(void *ctx, const char *request_id, const char *source_syste
   w->len += la + lb;
 }
 
-dlqb_status dlqb_ledger_cache_encode(const dlqb_ledger *l, const dlqb_ledger_mark *mark, char **out,
-                                     size_t *len, dlqb_error *err) {
+dlqb_status dlqb_ledger_cache_encode(const dlqb_ledger *l, const dlqb_ledger_mark *mark,
+                                     const char *writers, char **out, size_t *len,
+                                     dlqb_error *err) {
   *out = NULL;
   *len = 0;
   if (!marker_ok(mark->marker, strlen(mark->marker)) || mark->offset < 0)
     return dlqb_fail(err, DLQB_EINVAL, "internal error: bad ledger marker for the cache");
+  if (!writers_ok(writers))
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: bad writers list for the ledger cache");
   pair_writer measure = {0};
   dlqb_ledger_each(l, put_pair, &measure);
   /* Pairs first, after room for the header, then the header (it holds
@@ -77,8 +94,11 @@ dlqb_status dlqb_ledger_cache_encode(const dlqb_ledger *l, const dlqb_ledger_mar
     free(buf);
     return dlqb_fail(err, DLQB_EINVAL, "cannot compute the ledger cache's digest");
   }
-  int hl = snprintf(buf, HEADER_MAX, "%s\nmarker %s\noffset %" PRId64 "\npairs %zu\nsha256 %s\n\n",
-                    TITLE, mark->marker, mark->offset, dlqb_ledger_size(l), digest);
+  int hl = snprintf(buf, HEADER_MAX,
+                    "%s\nwriters %s\nmarker %s\noffset %" PRId64 "\npairs %zu\nunverified %" PRIu64
+                    "\nsha256 %s\n\n",
+                    TITLE, writers, mark->marker, mark->offset, dlqb_ledger_size(l),
+                    mark->unverified, digest);
   if (hl < 0 || hl >= HEADER_MAX) {
     free(buf);
     return dlqb_fail(err, DLQB_EINVAL, "internal error: ledger cache header too long");
@@ -127,13 +147,22 @@ static const char *take_field(const char **p, const char *end) {
   return f;
 }
 
-dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, dlqb_ledger *l,
-                                     dlqb_ledger_mark *mark, dlqb_error *err) {
+dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, const char *writers,
+                                     dlqb_ledger *l, dlqb_ledger_mark *mark, dlqb_error *err) {
   const char *p = buf, *end = buf + len, *v;
   size_t vlen;
-  uint64_t offset, pairs;
+  uint64_t offset, pairs, unverified;
   if (!take_line(&p, end, TITLE, &v, &vlen) || vlen != 0)
     return dlqb_fail(err, DLQB_EINVAL, "not a ledger cache of this version");
+  /* Its pairs are the entries of these writers only: under another list
+   * some would be missing and others would count that must not. */
+  if (!take_line(&p, end, "writers ", &v, &vlen) || vlen >= DLQB_CONFIG_STR_MAX)
+    return dlqb_fail(err, DLQB_EINVAL, "no valid writers line");
+  if (vlen != strlen(writers) || memcmp(v, writers, vlen) != 0) {
+    char was[DLQB_QUOTE_BUF], now[DLQB_QUOTE_BUF];
+    return dlqb_fail(err, DLQB_EINVAL, "built under completion_writers '%s', not '%s'",
+                     dlqb_text_quote(was, v, vlen), dlqb_text_quote(now, writers, strlen(writers)));
+  }
   if (!take_line(&p, end, "marker ", &v, &vlen) || !marker_ok(v, vlen))
     return dlqb_fail(err, DLQB_EINVAL, "no valid marker line");
   memcpy(mark->marker, v, vlen);
@@ -143,6 +172,10 @@ dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, dlqb_ledger *l
   mark->offset = (int64_t)offset;
   if (!take_line(&p, end, "pairs ", &v, &vlen) || !parse_uint(v, vlen, SIZE_MAX / 4, &pairs))
     return dlqb_fail(err, DLQB_EINVAL, "no valid pairs line");
+  if (!take_line(&p, end, "unverified ", &v, &vlen) ||
+      !parse_uint(v, vlen, INT64_MAX, &unverified))
+    return dlqb_fail(err, DLQB_EINVAL, "no valid unverified line");
+  mark->unverified = unverified;
   const char *want;
   size_t wantlen;
   if (!take_line(&p, end, "sha256 ", &want, &wantlen) || wantlen != SHA256_HEX)
@@ -167,8 +200,8 @@ dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, dlqb_ledger *l
 
 /* ---- files ----------------------------------------------------------------- */
 
-dlqb_status dlqb_ledger_cache_read(const char *path, dlqb_ledger *l, dlqb_ledger_mark *mark,
-                                   bool *found, dlqb_error *err) {
+dlqb_status dlqb_ledger_cache_read(const char *path, const char *writers, dlqb_ledger *l,
+                                   dlqb_ledger_mark *mark, bool *found, dlqb_error *err) {
   char os_why[DLQB_ERRNO_TEXT_MAX];
   *found = false;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -196,7 +229,7 @@ dlqb_status dlqb_ledger_cache_read(const char *path, dlqb_ledger *l, dlqb_ledger
   close(fd);
   if (st == DLQB_OK) {
     dlqb_error why;
-    st = dlqb_ledger_cache_decode(buf, len, l, mark, &why);
+    st = dlqb_ledger_cache_decode(buf, len, writers, l, mark, &why);
     if (st != DLQB_OK) dlqb_fail(err, st, "the ledger cache '%s' is unusable: %s", path, why.msg);
   }
   free(buf);
@@ -204,11 +237,11 @@ dlqb_status dlqb_ledger_cache_read(const char *path, dlqb_ledger *l, dlqb_ledger
   return st;
 }
 
-dlqb_status dlqb_ledger_cache_write(const char *path, const dlqb_ledger *l,
+dlqb_status dlqb_ledger_cache_write(const char *path, const char *writers, const dlqb_ledger *l,
                                     const dlqb_ledger_mark *mark, dlqb_error *err) {
   char *buf;
   size_t len;
-  dlqb_status st = dlqb_ledger_cache_encode(l, mark, &buf, &len, err);
+  dlqb_status st = dlqb_ledger_cache_encode(l, mark, writers, &buf, &len, err);
   if (st != DLQB_OK) return st;
   st = dlqb_file_replace(path, buf, len, "the ledger cache", err);
   free(buf);

@@ -537,6 +537,7 @@ static int th__from_amqp(th_msg *m, const amqp_basic_properties_t *p, amqp_bytes
   th__prop(m->app_id, p->_flags, AMQP_BASIC_APP_ID_FLAG, p->app_id);
   th__prop(m->type, p->_flags, AMQP_BASIC_TYPE_FLAG, p->type);
   th__prop(m->expiration, p->_flags, AMQP_BASIC_EXPIRATION_FLAG, p->expiration);
+  th__prop(m->user_id, p->_flags, AMQP_BASIC_USER_ID_FLAG, p->user_id);
   m->has_timestamp = (p->_flags & AMQP_BASIC_TIMESTAMP_FLAG) != 0;
   m->timestamp = m->has_timestamp ? p->timestamp : 0;
   m->delivery_mode = (p->_flags & AMQP_BASIC_DELIVERY_MODE_FLAG) ? p->delivery_mode : 0;
@@ -591,6 +592,7 @@ static void th__to_amqp(const th_msg *m, amqp_basic_properties_t *p, amqp_table_
       {m->app_id, AMQP_BASIC_APP_ID_FLAG, &p->app_id},
       {m->type, AMQP_BASIC_TYPE_FLAG, &p->type},
       {m->expiration, AMQP_BASIC_EXPIRATION_FLAG, &p->expiration},
+      {m->user_id, AMQP_BASIC_USER_ID_FLAG, &p->user_id},
   };
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
     if (strs[i].value[0] == '\0') continue;
@@ -691,7 +693,8 @@ static int th__recover(th_conn *c, amqp_rpc_reply_t r) {
 }
 
 /* Opens a TCP connection and logs into vhost; NULL on failure. */
-static amqp_connection_state_t th__login(const char *vhost) {
+static amqp_connection_state_t th__login(const char *vhost, const char *user,
+                                         const char *password) {
   const th_env *e = th_env_get();
   if (e == NULL) return NULL;
   amqp_connection_state_t conn = amqp_new_connection();
@@ -709,7 +712,7 @@ static amqp_connection_state_t th__login(const char *vhost) {
     return NULL;
   }
   amqp_rpc_reply_t r =
-      amqp_login(conn, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+      amqp_login(conn, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, user, password);
   if (r.reply_type != AMQP_RESPONSE_NORMAL) {
     th__say_reply("login", r);
     amqp_destroy_connection(conn);
@@ -718,10 +721,12 @@ static amqp_connection_state_t th__login(const char *vhost) {
   return conn;
 }
 
-th_conn *th_connect(const th_vhost *v) {
+th_conn *th_connect(const th_vhost *v) { return th_connect_as(v, "guest", "guest"); }
+
+th_conn *th_connect_as(const th_vhost *v, const char *user, const char *password) {
   th_conn *c = calloc(1, sizeof *c);
   if (c == NULL) return NULL;
-  c->conn = th__login(v->name);
+  c->conn = th__login(v->name, user, password);
   if (c->conn == NULL || th__open_channel(c) != 0) {
     th_close(c);
     return NULL;
@@ -933,7 +938,7 @@ struct th_worker {
 th_worker *th_worker_open(const th_vhost *v, const char *queue, int prefetch) {
   th_worker *w = calloc(1, sizeof *w);
   if (w == NULL) return NULL;
-  w->conn = th__login(v->name);
+  w->conn = th__login(v->name, "guest", "guest");
   if (w->conn == NULL) goto fail;
   if (amqp_channel_open(w->conn, 1) == NULL ||
       amqp_basic_qos(w->conn, 1, 0, (uint16_t)prefetch, 0) == NULL ||

@@ -117,6 +117,7 @@ typedef struct {
   char app_id[TH_PROP_MAX];
   char type[TH_PROP_MAX];
   char expiration[TH_PROP_MAX];
+  char user_id[TH_PROP_MAX]; /* the broker refuses one that is not the connection's user */
   bool has_timestamp;
   uint64_t timestamp;
   uint8_t delivery_mode; /* th_msg_init sets 2 (persistent) */
@@ -181,6 +182,9 @@ typedef struct th_conn th_conn;
 /* Opens a connection to vhost v with channel 1 in confirm mode. NULL on
  * failure. Close with th_close. */
 th_conn *th_connect(const th_vhost *v);
+
+/* The same, logged in as user (th_connect is guest's). */
+th_conn *th_connect_as(const th_vhost *v, const char *user, const char *password);
 
 /* Closes gracefully and frees. NULL-safe. */
 void th_close(th_conn *c);

@@ -36,6 +36,9 @@ extern char **environ;
 #define PERM_OPERATOR                                                                        \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                   \
   "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
+#define PERM_WORKER                                                                          \
+  "{\"configure\":\"^$\",\"write\":\"^(amq\\\\.default|dsr\\\\.dlx)$\","                          \
+  "\"read\":\"^dsr\\\\.work$\"}"
 
 /* ---- definitions ------------------------------------------------------ */
 
@@ -342,6 +345,34 @@ static void test_least_privilege_operator_runs_ops(void **state) {
   if (has_command("replay")) assert_true(th_wait_depth(t->conn, "dsr.work", 1, 5000));
   if (has_command("escalate") && has_command("replay"))
     assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+
+  /* A completion as the worker user writes it (docs/worker-guide.md: user_id
+   * its own name) counts for the operator's replay that lists that user. */
+  if (has_command("replay")) {
+    restricted_user worker;
+    make_user(t, "worker", PERM_WORKER, &worker);
+    th_conn *wc = th_connect_as(&t->vhost, worker.name, PASSWORD);
+    assert_non_null(wc);
+    th_msg_init(&m);
+    assert_int_equal(th_msg_add_str(&m, "request_id", "lp-done"), 0);
+    assert_int_equal(th_msg_add_str(&m, "source_system", "test-suite"), 0);
+    fmt(m.user_id, sizeof m.user_id, "%s", worker.name);
+    assert_int_equal(th_publish(wc, "", "dsr.completed", &m), 0);
+    th_msg_release(&m);
+    th_close(wc);
+    th_msg_init(&m);
+    assert_int_equal(th_msg_task(&m, "lp-done"), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+    th_msg_release(&m);
+    char writers[TH_NAME_MAX + 64];
+    fmt(writers, sizeof writers, "DLQ_BRIDGE_COMPLETION_WRITERS=%s", worker.name);
+    static const char *const done[] = {"replay", "--request-id", "lp-done", NULL};
+    run_as(&operator, done, writers, &r);
+    assert_int_equal(r.exit_code, 0);
+    assert_non_null(strstr(r.out, "replayed 0, skipped as complete 1"));
+    assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+    drop_user(&worker);
+  }
   drop_user(&deployer);
   drop_user(&operator);
   if (ran == 0) skip();

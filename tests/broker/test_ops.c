@@ -1,5 +1,6 @@
 /* The ops commands against a real broker: replay (every filter, the
- * completion ledger, --limit, --rate, SIGKILL midway), escalate, inspect
+ * completion ledger and who may write it, --limit, --rate, SIGKILL
+ * midway), escalate, inspect
  * (the DLQ exactly as it was), stats, resolve, and ops while the daemon
  * routes, including its own SLA and max_replays escalations. */
 #include <setjmp.h>
@@ -60,13 +61,28 @@ static void pub_simple(fx_case *t, const char *id) {
   pub_dlq(t, id, "crm", "gdpr_art_17", "rejected by worker", th_now_ms() - HOUR_MS);
 }
 
-static void pub_completed(fx_case *t, const char *id, const char *src) {
+/* The completion writer these tests configure: the harness's own user. */
+#define WRITER "guest"
+#define ENV_WRITERS "DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER
+static const char *const writers_env[] = {ENV_WRITERS, NULL};
+
+/* Appends a completion to the ledger over conn, with the AMQP user_id
+ * property set to as (NULL: none). -1 when the broker refuses it. */
+static int pub_completion(th_conn *conn, const char *id, const char *src, const char *as) {
   th_msg m;
   th_msg_init(&m);
   assert_int_equal(th_msg_add_str(&m, "request_id", id), 0);
   assert_int_equal(th_msg_add_str(&m, "source_system", src), 0);
-  assert_int_equal(th_publish(t->conn, "", "dsr.completed", &m), 0);
+  if (as != NULL) snprintf(m.user_id, sizeof m.user_id, "%s", as);
+  int rc = th_publish(conn, "", "dsr.completed", &m);
   th_msg_release(&m);
+  return rc;
+}
+
+/* A completion as a worker records it (docs/worker-guide.md): user_id is
+ * its own broker user, which the broker checks. */
+static void pub_completed(fx_case *t, const char *id, const char *src) {
+  assert_int_equal(pub_completion(t->conn, id, src, WRITER), 0);
 }
 
 /* Takes every message off queue, recording request_ids in order. */
@@ -252,7 +268,7 @@ static void test_replay_skips_completed(void **state) {
   pub_completed(t, "c1", "another-system"); /* same request, other system: not done */
   static const char *const args[] = {"replay", "--all", NULL};
   th_result r;
-  run(t, args, NULL, &r);
+  run(t, args, writers_env, &r);
   assert_int_equal(r.exit_code, 0);
   printf("replay: %s", r.out);
   assert_non_null(strstr(r.out, "replayed 6, skipped as complete 4, left 0"));
@@ -265,7 +281,7 @@ static void test_replay_skips_completed(void **state) {
    * completed ones again and never re-runs them. */
   pub_simple(t, "c0");
   pub_simple(t, "c1");
-  run(t, args, NULL, &r);
+  run(t, args, writers_env, &r);
   assert_non_null(strstr(r.out, "replayed 1, skipped as complete 1"));
   n = drain(t, "dsr.work", ids, 16);
   expect_ids(ids, n, (const char *[]){"c1", NULL});
@@ -279,13 +295,14 @@ static long ledger_num(json_object *j, const char *key) {
   return (long)json_object_get_int64(v);
 }
 
-/* Runs replay --all --json with the ledger cache at path; checks how the
- * ledger was read (cache state, entries read from the stream, pairs from
- * the cache) and what moved. */
-static void replay_with_cache(fx_case *t, const char *env_cache, const char *cache_state,
-                              long entries_read, long from_cache, long replayed, long skipped) {
+/* Runs replay --all --json with env (the ledger cache and the writers);
+ * checks how the ledger was read (cache state, entries read from the
+ * stream, pairs from the cache) and what moved. A rebuilt cache must say
+ * why on stderr (why_rebuilt). */
+static void replay_with_cache(fx_case *t, const char *const *env, const char *cache_state,
+                              long entries_read, long from_cache, long replayed, long skipped,
+                              const char *why_rebuilt) {
   static const char *const args[] = {"replay", "--all", "--json", NULL};
-  const char *env[] = {env_cache, NULL};
   th_result r;
   run(t, args, env, &r);
   assert_int_equal(r.exit_code, 0);
@@ -304,7 +321,10 @@ static void replay_with_cache(fx_case *t, const char *env_cache, const char *cac
   assert_true(json_object_object_get_ex(j, "skipped_complete", &v));
   assert_int_equal(json_object_get_int64(v), skipped);
   json_object_put(j);
-  if (strcmp(cache_state, "rebuilt") == 0) assert_non_null(strstr(r.err, "does not match the stream"));
+  if (strcmp(cache_state, "rebuilt") == 0) {
+    if (strstr(r.err, why_rebuilt) == NULL) fprintf(stderr, "stderr: %s", r.err);
+    assert_non_null(strstr(r.err, why_rebuilt));
+  }
 }
 
 /* DLQ_BRIDGE_LEDGER_CACHE: the first replay reads the whole ledger and
@@ -319,6 +339,7 @@ static void test_replay_ledger_cache(void **state) {
   char cache[96], env_cache[160];
   assert_true(th_fmt(cache, sizeof cache, "%s/ledger.cache", dir));
   assert_true(th_fmt(env_cache, sizeof env_cache, "DLQ_BRIDGE_LEDGER_CACHE=%s", cache));
+  const char *const env[] = {env_cache, ENV_WRITERS, NULL};
   id_t_ ids[16];
 
   /* 1: no cache yet. x0 is complete. */
@@ -326,7 +347,7 @@ static void test_replay_ledger_cache(void **state) {
   pub_completed(t, "x1", "crm");
   pub_simple(t, "x0");
   pub_simple(t, "x2");
-  replay_with_cache(t, env_cache, "created", 2, 0, 1, 1);
+  replay_with_cache(t, env, "created", 2, 0, 1, 1, NULL);
   expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"x2", NULL});
 
   /* 2: only x3 is read from the stream; x1's completion comes from the
@@ -335,7 +356,7 @@ static void test_replay_ledger_cache(void **state) {
   pub_simple(t, "x1");
   pub_simple(t, "x3");
   pub_simple(t, "x4");
-  replay_with_cache(t, env_cache, "used", 1, 2, 1, 2);
+  replay_with_cache(t, env, "used", 1, 2, 1, 2, NULL);
   expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"x4", NULL});
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
 
@@ -348,16 +369,124 @@ static void test_replay_ledger_cache(void **state) {
   pub_completed(t, "x5", "crm");
   pub_simple(t, "x1");
   pub_simple(t, "x5");
-  replay_with_cache(t, env_cache, "rebuilt", 1, 0, 1, 1);
+  replay_with_cache(t, env, "rebuilt", 1, 0, 1, 1, "does not match the stream");
   expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"x1", NULL});
 
   /* 4: and the rebuilt cache serves the next run. */
   pub_simple(t, "x5");
-  replay_with_cache(t, env_cache, "used", 0, 1, 0, 1);
+  replay_with_cache(t, env, "used", 0, 1, 0, 1, NULL);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+
+  /* 5: the cache was built trusting guest; under another list of writers
+   * it is not used (x5's completion is guest's, so it no longer counts).
+   * The whole read: x5 and the markers of runs 3 and 4. */
+  const char *const other[] = {env_cache, "DLQ_BRIDGE_COMPLETION_WRITERS=someone-else", NULL};
+  pub_simple(t, "x5");
+  replay_with_cache(t, other, "rebuilt", 3, 0, 1, 0, "completion_writers");
+  expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"x5", NULL});
+
+  /* 6: and the cache now built under that list is not used under guest's. */
+  pub_simple(t, "x5");
+  replay_with_cache(t, env, "rebuilt", 4, 0, 0, 1, "completion_writers");
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
 
   unlink(cache);
   rmdir(dir);
+}
+
+/* Creates a producer user (write on amq.default only, as producers have:
+ * docs/least-privilege.md) on t's vhost; name gets its name. */
+static void make_producer(fx_case *t, char *name, size_t cap, const char *password) {
+  char path[TH_PATH_MAX], body[256];
+  assert_true(th_fmt(name, cap, "%s-producer", t->vhost.name));
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", name));
+  assert_true(th_fmt(body, sizeof body, "{\"password\":\"%s\",\"tags\":\"\"}", password));
+  int status = th_mgmt("PUT", path, body, NULL);
+  assert_true(status == 201 || status == 204);
+  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, name));
+  status = th_mgmt("PUT", path,
+                   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\",\"read\":\"^$\"}",
+                   NULL);
+  assert_true(status == 201 || status == 204);
+}
+
+/* Runs replay --all --json (--dry-run when dry) with env; returns the
+ * parsed answer and leaves stderr in *r. */
+static json_object *replay_json(fx_case *t, const char *const *env, bool dry, th_result *r) {
+  static const char *const wet[] = {"replay", "--all", "--json", NULL};
+  static const char *const dry_args[] = {"replay", "--all", "--json", "--dry-run", NULL};
+  run(t, dry ? dry_args : wet, env, r);
+  printf("replay%s: %s%s", dry ? " --dry-run" : "", r->out, r->err);
+  assert_int_equal(r->exit_code, 0);
+  json_object *j = json_tokener_parse(r->out);
+  assert_non_null(j);
+  return j;
+}
+
+static long json_num(json_object *j, const char *key) {
+  json_object *v;
+  return json_object_object_get_ex(j, key, &v) ? (long)json_object_get_int64(v) : -1;
+}
+
+/* Issue 16, part 4: anyone who may publish to the default exchange can
+ * append to dsr.completed. Only an entry whose user_id (which the broker
+ * checks against the publishing connection's user) names a listed
+ * completion writer makes replay skip a task; the others are replayed and
+ * counted as unverified. With no writers listed nothing counts. */
+static void test_replay_forged_completions_delete_nothing(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  char producer[TH_NAME_MAX + 16];
+  make_producer(t, producer, sizeof producer, "producer-pw");
+  th_conn *p = th_connect_as(&t->vhost, producer, "producer-pw");
+  assert_non_null(p);
+  pub_simple(t, "fa");
+  pub_simple(t, "fb");
+  pub_simple(t, "fc");
+  pub_simple(t, "ok");
+  assert_int_equal(pub_completion(t->conn, "fa", "crm", NULL), 0); /* the writer's user, unproven */
+  assert_int_equal(pub_completion(p, "fb", "crm", NULL), 0);       /* a producer, no user_id */
+  assert_int_equal(pub_completion(p, "fc", "crm", producer), 0);   /* a producer as itself */
+  pub_completed(t, "ok", "crm");                                   /* the writer, user_id set */
+  /* A producer cannot claim to be the writer: the broker closes the channel. */
+  assert_int_equal(pub_completion(p, "fa", "crm", WRITER), -1);
+  th_close(p);
+
+  /* No writers listed (the default): nothing counts, and replay says so. */
+  th_result r;
+  json_object *j = replay_json(t, NULL, true, &r);
+  assert_int_equal(json_num(j, "replayed"), 4);
+  assert_int_equal(json_num(j, "skipped_complete"), 0);
+  assert_int_equal(ledger_num(j, "unverified"), 4);
+  assert_int_equal(ledger_num(j, "tasks"), 0);
+  assert_non_null(strstr(r.err, "the completion ledger is not trusted"));
+  json_object_put(j);
+
+  /* guest listed: only its user_id-bearing entry counts. The marker the
+   * dry run left in the stream counts as nothing at all. */
+  j = replay_json(t, writers_env, false, &r);
+  assert_int_equal(json_num(j, "replayed"), 3);
+  assert_int_equal(json_num(j, "skipped_complete"), 1);
+  assert_int_equal(ledger_num(j, "unverified"), 3);
+  assert_int_equal(ledger_num(j, "tasks"), 1);
+  assert_null(strstr(r.err, "not trusted"));
+  json_object_put(j);
+  id_t_ ids[16];
+  expect_ids(ids, drain(t, "dsr.work", ids, 16), (const char *[]){"fa", "fb", "fc", NULL});
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+
+  /* The text summary counts them too. */
+  pub_simple(t, "fb");
+  static const char *const args[] = {"replay", "--all", NULL};
+  run(t, args, writers_env, &r);
+  assert_int_equal(r.exit_code, 0);
+  printf("replay: %s", r.out);
+  assert_non_null(strstr(r.out, "replayed 1, skipped as complete 0, left 0"));
+  assert_non_null(strstr(r.out, "3 unverified"));
+
+  char path[TH_PATH_MAX];
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", producer));
+  th_mgmt("DELETE", path, NULL, NULL);
 }
 
 static void test_replay_sigkill_loses_nothing(void **state) {
@@ -665,7 +794,7 @@ static void test_ops_while_daemon_routes(void **state) {
   }
   th_result r;
   static const char *const rep[] = {"replay", "--older-than", "0s", NULL};
-  run(t, rep, NULL, &r);
+  run(t, rep, writers_env, &r);
   FX_CHECK(t, r.exit_code == 0 || r.exit_code == 1);
   /* Work off the replays: ack them all. */
   int acked = 0;
@@ -732,6 +861,7 @@ int main(void) {
       FX_TEST(test_replay_limit),
       FX_TEST(test_replay_skips_completed),
       FX_TEST(test_replay_ledger_cache),
+      FX_TEST(test_replay_forged_completions_delete_nothing),
       FX_TEST(test_replay_sigkill_loses_nothing),
       FX_TEST(test_replay_rate),
       FX_TEST(test_replay_count_saturates),

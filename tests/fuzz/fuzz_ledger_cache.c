@@ -1,9 +1,10 @@
 /* libFuzzer target: the completion ledger's cache decoder.
  * Contracts checked: any bytes decode or are refused with one line (never
  * a crash or an overread); what decodes encodes back to bytes that decode
- * to the same marker, offset and number of pairs. Half the inputs (first
- * byte odd) are taken as the pairs section behind a header with a correct
- * digest, so the pair parser is reached past the SHA-256 check. */
+ * to the same marker, offset, unverified count and number of pairs, and is
+ * refused under another writers list. Half the inputs (first byte odd) are
+ * taken as the pairs section behind a header with a correct digest, so the
+ * pair parser is reached past the SHA-256 check. */
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The completion writers every input is decoded under. */
+#define WRITERS "w1,w2"
+
 /* A cache whose header is right for the pairs in data (count from byte 1). */
 static char *wrap(const uint8_t *data, size_t size, size_t *len) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -25,10 +29,10 @@ static char *wrap(const uint8_t *data, size_t size, size_t *len) {
   FUZZ_CHECK(EVP_Digest(pairs, plen, md, &mdlen, EVP_sha256(), NULL) == 1);
   char hex[2 * EVP_MAX_MD_SIZE + 1];
   for (unsigned int i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
-  char head[256];
+  char head[320];
   int hl = snprintf(head, sizeof head,
-                    "dlq-bridge completion ledger cache 1\nmarker 1-2-3-ab\noffset 7\npairs %zu\n"
-                    "sha256 %s\n\n", count, hex);
+                    "dlq-bridge completion ledger cache 2\nwriters " WRITERS "\nmarker 1-2-3-ab\n"
+                    "offset 7\npairs %zu\nunverified 3\nsha256 %s\n\n", count, hex);
   char *buf = malloc((size_t)hl + plen + 1);
   FUZZ_CHECK(buf != NULL);
   memcpy(buf, head, (size_t)hl);
@@ -52,15 +56,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dlqb_ledger_mark mark;
   dlqb_error err;
   memset(&err, 0, sizeof err);
-  if (dlqb_ledger_cache_decode(buf, len, l, &mark, &err) == DLQB_OK) {
+  if (dlqb_ledger_cache_decode(buf, len, WRITERS, l, &mark, &err) == DLQB_OK) {
     char *again;
     size_t again_len;
-    FUZZ_CHECK(dlqb_ledger_cache_encode(l, &mark, &again, &again_len, &err) == DLQB_OK);
+    FUZZ_CHECK(dlqb_ledger_cache_encode(l, &mark, WRITERS, &again, &again_len, &err) == DLQB_OK);
     dlqb_ledger *back = dlqb_ledger_new();
     dlqb_ledger_mark mark2;
-    FUZZ_CHECK(dlqb_ledger_cache_decode(again, again_len, back, &mark2, &err) == DLQB_OK);
+    FUZZ_CHECK(dlqb_ledger_cache_decode(again, again_len, WRITERS, back, &mark2, &err) == DLQB_OK);
     FUZZ_CHECK(strcmp(mark.marker, mark2.marker) == 0 && mark.offset == mark2.offset);
+    FUZZ_CHECK(mark.unverified == mark2.unverified);
     FUZZ_CHECK(dlqb_ledger_size(back) == dlqb_ledger_size(l));
+    /* What was built trusting w1 and w2 is no cache for w1 alone. */
+    dlqb_ledger_clear(back);
+    FUZZ_CHECK(dlqb_ledger_cache_decode(again, again_len, "w1", back, &mark2, &err) == DLQB_EINVAL);
     free(again);
     dlqb_ledger_free(back);
   } else {

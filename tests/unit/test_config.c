@@ -97,7 +97,7 @@ static size_t setting_count(void) {
 static void test_table_rows_are_consistent(void **state) {
   (void)state;
   const dlqb_config_setting *s = dlqb_config_settings();
-  assert_int_equal(setting_count(), 22);
+  assert_int_equal(setting_count(), 23);
   for (size_t i = 0; s[i].key != NULL; i++) {
     char env[64] = "DLQ_BRIDGE_";
     char flag[64];
@@ -162,6 +162,7 @@ static void test_default_values(void **state) {
   assert_int_equal(c.log_format, DLQB_LOG_TEXT);
   assert_int_equal(c.log_level, 2);
   assert_string_equal(c.instance, "");
+  assert_string_equal(c.completion_writers, ""); /* no ledger entry counts */
   assert_int_equal(dlqb_config_validate(&c, &err), DLQB_OK);
 }
 
@@ -467,6 +468,37 @@ static void test_instance(void **state) {
   /* the error quotes well-formed UTF-8 as it is and a broken byte as '?' */
   set_bad("instance", "caf\xc3\xa9\t", "'caf\xc3\xa9?' contains");
   set_bad("max_attempts", "\xff""5", "'?5' is not an integer");
+}
+
+/* completion_writers: names trimmed, kept as "a,b"; an empty name is an
+ * error (a stray comma must not stand for anyone); a user counts only when
+ * its whole name matches. */
+static void test_completion_writers(void **state) {
+  (void)state;
+  dlqb_config c;
+  dlqb_config_defaults(&c);
+  assert_false(dlqb_config_is_completion_writer(&c, "", 0));
+  assert_false(dlqb_config_is_completion_writer(&c, "guest", 5));
+  set_ok(&c, "completion_writers", " dsr-worker , svc.b@corp ");
+  assert_string_equal(c.completion_writers, "dsr-worker,svc.b@corp");
+  assert_true(dlqb_config_is_completion_writer(&c, "dsr-worker", 10));
+  assert_true(dlqb_config_is_completion_writer(&c, "svc.b@corp", 10));
+  assert_false(dlqb_config_is_completion_writer(&c, "dsr-worke", 9));
+  assert_false(dlqb_config_is_completion_writer(&c, "dsr-worker,svc.b@corp", 21));
+  assert_false(dlqb_config_is_completion_writer(&c, "", 0));
+  /* user_id is bytes, not a C string: a NUL inside never matches a prefix. */
+  assert_false(dlqb_config_is_completion_writer(&c, "dsr-worker\0x", 12));
+  set_ok(&c, "completion_writers", "  ");
+  assert_string_equal(c.completion_writers, "");
+  set_ok(&c, "completion_writers", "one");
+  assert_true(dlqb_config_is_completion_writer(&c, "one", 3));
+  set_bad("completion_writers", "a,,b", "user 2 of the list is empty");
+  set_bad("completion_writers", "a,", "user 2 of the list is empty");
+  set_bad("completion_writers", ", a", "user 1 of the list is empty");
+  set_bad("completion_writers", "a,b\tc", "control character");
+  char *over = repeat("", 'w', DLQB_CONFIG_STR_MAX);
+  set_bad("completion_writers", over, "is longer than");
+  free(over);
 }
 
 static void test_set_arguments(void **state) {
@@ -942,6 +974,7 @@ int main(void) {
       cmocka_unit_test(test_metrics_addr),
       cmocka_unit_test(test_log_settings),
       cmocka_unit_test(test_instance),
+      cmocka_unit_test(test_completion_writers),
       cmocka_unit_test(test_set_arguments),
       cmocka_unit_test(test_json_applies_members),
       cmocka_unit_test(test_json_length_is_respected),

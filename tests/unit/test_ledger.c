@@ -64,7 +64,9 @@ static dlqb_ledger *sample_ledger(int n) {
   return l;
 }
 
-static const dlqb_ledger_mark sample_mark = {"4242-1764460800-123456789-00112233aabbccdd", 98765};
+static const dlqb_ledger_mark sample_mark = {"4242-1764460800-123456789-00112233aabbccdd", 98765,
+                                             17};
+#define WRITERS "dsr-worker,svc-b" /* the completion_writers the samples are built under */
 
 static void test_cache_round_trip(void **state) {
   (void)state;
@@ -73,12 +75,13 @@ static void test_cache_round_trip(void **state) {
     dlqb_ledger *l = sample_ledger(n);
     char *buf;
     size_t len;
-    assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, &buf, &len, &err), DLQB_OK);
+    assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, WRITERS, &buf, &len, &err), DLQB_OK);
     dlqb_ledger *back = dlqb_ledger_new();
-    dlqb_ledger_mark mark = {{0}, -1};
-    assert_int_equal(dlqb_ledger_cache_decode(buf, len, back, &mark, &err), DLQB_OK);
+    dlqb_ledger_mark mark = {{0}, -1, 0};
+    assert_int_equal(dlqb_ledger_cache_decode(buf, len, WRITERS, back, &mark, &err), DLQB_OK);
     assert_string_equal(mark.marker, sample_mark.marker);
     assert_int_equal(mark.offset, sample_mark.offset);
+    assert_int_equal(mark.unverified, sample_mark.unverified);
     assert_int_equal(dlqb_ledger_size(back), (size_t)n);
     char id[32];
     for (int i = 0; i < n; i++) {
@@ -91,14 +94,21 @@ static void test_cache_round_trip(void **state) {
   }
 }
 
-/* Decodes buf; asserts it is refused with a reason containing `why`. */
-static void expect_refused(const char *buf, size_t len, const char *why) {
+/* Decodes buf under writers; asserts it is refused with a reason
+ * containing `why`. */
+static void expect_refused_under(const char *buf, size_t len, const char *writers,
+                                 const char *why) {
   dlqb_error err = {{0}};
   dlqb_ledger *l = dlqb_ledger_new();
   dlqb_ledger_mark mark;
-  assert_int_equal(dlqb_ledger_cache_decode(buf, len, l, &mark, &err), DLQB_EINVAL);
+  assert_int_equal(dlqb_ledger_cache_decode(buf, len, writers, l, &mark, &err), DLQB_EINVAL);
   if (strstr(err.msg, why) == NULL) fail_msg("refused with '%s', expected '%s'", err.msg, why);
+  assert_null(strchr(err.msg, '\n'));
   dlqb_ledger_free(l);
+}
+
+static void expect_refused(const char *buf, size_t len, const char *why) {
+  expect_refused_under(buf, len, WRITERS, why);
 }
 
 static void test_cache_refuses_damage(void **state) {
@@ -107,7 +117,7 @@ static void test_cache_refuses_damage(void **state) {
   dlqb_ledger *l = sample_ledger(50);
   char *buf;
   size_t len;
-  assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, &buf, &len, &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, WRITERS, &buf, &len, &err), DLQB_OK);
   char *copy = malloc(len + 16);
   assert_non_null(copy);
 
@@ -115,7 +125,8 @@ static void test_cache_refuses_damage(void **state) {
   expect_refused(buf, len - 1, "sha256");
   expect_refused(buf, len - 20, "sha256");
   expect_refused(buf, 30, "version");
-  expect_refused(buf, 60, "marker");
+  expect_refused(buf, 60, "writers");
+  expect_refused(buf, 70, "marker");
   expect_refused(buf, 0, "version");
   /* One pair edited (a task someone wants skipped), or one added. */
   memcpy(copy, buf, len);
@@ -128,10 +139,15 @@ static void test_cache_refuses_damage(void **state) {
   memcpy(copy, buf, len);
   memcpy(copy + len, "extra\0crm\0", 10);
   expect_refused(copy, len + 10, "sha256");
-  /* Another format version, a marker that is not ours, a negative offset. */
+  /* Another format version (1 trusted every entry), a marker that is not
+   * ours, a negative offset, no unverified count. */
   memcpy(copy, buf, len);
-  copy[strlen("dlq-bridge completion ledger cache ")] = '2';
+  copy[strlen("dlq-bridge completion ledger cache ")] = '1';
   expect_refused(copy, len, "version");
+  memcpy(copy, buf, len);
+  char *u = strstr(copy, "unverified ") + strlen("unverified ");
+  u[0] = 'x';
+  expect_refused(copy, len, "unverified");
   memcpy(copy, buf, len);
   char *m = strstr(copy, "marker ") + strlen("marker ");
   m[0] = ' ';
@@ -153,7 +169,7 @@ static void test_cache_refuses_wrong_count(void **state) {
   dlqb_ledger *l = sample_ledger(3);
   char *buf;
   size_t len;
-  assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, &buf, &len, &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, WRITERS, &buf, &len, &err), DLQB_OK);
   char *p = strstr(buf, "pairs 3\n");
   assert_non_null(p);
   p[6] = '4';
@@ -161,6 +177,43 @@ static void test_cache_refuses_wrong_count(void **state) {
   p[6] = '2';
   expect_refused(buf, len, "bytes after the last pair");
   free(buf);
+  dlqb_ledger_free(l);
+}
+
+/* The pairs are those of the writers the cache was built under: under any
+ * other list (narrowed, widened, none, even reordered) it is not used. A
+ * version 1 cache, which trusted every entry, is never used either. */
+static void test_cache_refuses_other_writers(void **state) {
+  (void)state;
+  dlqb_error err;
+  dlqb_ledger *l = sample_ledger(5);
+  char *buf;
+  size_t len;
+  assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, WRITERS, &buf, &len, &err), DLQB_OK);
+  expect_refused_under(buf, len, "dsr-worker", "built under completion_writers 'dsr-worker,svc-b', "
+                                               "not 'dsr-worker'");
+  expect_refused_under(buf, len, WRITERS ",intruder", "completion_writers");
+  expect_refused_under(buf, len, "", "completion_writers");
+  expect_refused_under(buf, len, "svc-b,dsr-worker", "completion_writers");
+  free(buf);
+
+  /* Built under none: holds nothing that counts, and only that list uses it. */
+  dlqb_ledger *empty = dlqb_ledger_new();
+  assert_int_equal(dlqb_ledger_cache_encode(empty, &sample_mark, "", &buf, &len, &err), DLQB_OK);
+  dlqb_ledger_mark mark;
+  assert_int_equal(dlqb_ledger_cache_decode(buf, len, "", l, &mark, &err), DLQB_OK);
+  expect_refused_under(buf, len, WRITERS, "completion_writers '', not 'dsr-worker,svc-b'");
+  free(buf);
+
+  static const char v1[] = "dlq-bridge completion ledger cache 1\nmarker 1-2-3-ab\noffset 7\n"
+                           "pairs 0\nsha256 "
+                           "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n\n";
+  expect_refused(v1, sizeof v1 - 1, "not a ledger cache of this version");
+
+  /* A writers list that cannot be one header line is not written. */
+  assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, "a\nmarker x", &buf, &len, &err),
+                   DLQB_EINVAL);
+  dlqb_ledger_free(empty);
   dlqb_ledger_free(l);
 }
 
@@ -176,16 +229,16 @@ static void test_cache_files(void **state) {
   bool found = true;
 
   /* None yet: not found, nothing added, no error. */
-  assert_int_equal(dlqb_ledger_cache_read(path, l, &mark, &found, &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_cache_read(path, WRITERS, l, &mark, &found, &err), DLQB_OK);
   assert_false(found);
   assert_int_equal(dlqb_ledger_size(l), 0);
 
   dlqb_ledger *src = sample_ledger(20);
-  assert_int_equal(dlqb_ledger_cache_write(path, src, &sample_mark, &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_cache_write(path, WRITERS, src, &sample_mark, &err), DLQB_OK);
   struct stat sb;
   assert_int_equal(stat(path, &sb), 0);
   assert_int_equal(sb.st_mode & 0777, 0600);
-  assert_int_equal(dlqb_ledger_cache_read(path, l, &mark, &found, &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_cache_read(path, WRITERS, l, &mark, &found, &err), DLQB_OK);
   assert_true(found);
   assert_int_equal(dlqb_ledger_size(l), 20);
   assert_int_equal(mark.offset, sample_mark.offset);
@@ -193,7 +246,7 @@ static void test_cache_files(void **state) {
   /* Others may write it: whoever can decides what counts as complete. */
   assert_int_equal(chmod(path, 0620), 0);
   dlqb_ledger_clear(l);
-  assert_int_equal(dlqb_ledger_cache_read(path, l, &mark, &found, &err), DLQB_EINVAL);
+  assert_int_equal(dlqb_ledger_cache_read(path, WRITERS, l, &mark, &found, &err), DLQB_EINVAL);
   assert_false(found);
   assert_non_null(strstr(err.msg, "not ours alone to write"));
   assert_int_equal(chmod(path, 0600), 0);
@@ -202,14 +255,14 @@ static void test_cache_files(void **state) {
   char link[160];
   snprintf(link, sizeof link, "%s/link", dir);
   assert_int_equal(symlink(path, link), 0);
-  assert_int_equal(dlqb_ledger_cache_read(link, l, &mark, &found, &err), DLQB_EIO);
-  assert_int_equal(dlqb_ledger_cache_read(dir, l, &mark, &found, &err), DLQB_EINVAL);
+  assert_int_equal(dlqb_ledger_cache_read(link, WRITERS, l, &mark, &found, &err), DLQB_EIO);
+  assert_int_equal(dlqb_ledger_cache_read(dir, WRITERS, l, &mark, &found, &err), DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "not a regular file"));
 
   /* A write into a directory that is gone fails cleanly. */
   char gone[160];
   snprintf(gone, sizeof gone, "%s/no-such-dir/cache", dir);
-  assert_int_equal(dlqb_ledger_cache_write(gone, src, &sample_mark, &err), DLQB_EIO);
+  assert_int_equal(dlqb_ledger_cache_write(gone, WRITERS, src, &sample_mark, &err), DLQB_EIO);
   assert_non_null(strstr(err.msg, "cannot write the ledger cache"));
 
   unlink(link);
@@ -238,6 +291,7 @@ int main(void) {
       cmocka_unit_test(test_ledger_clear_and_each),
       cmocka_unit_test(test_cache_round_trip),
       cmocka_unit_test(test_cache_refuses_damage),
+      cmocka_unit_test(test_cache_refuses_other_writers),
       cmocka_unit_test(test_cache_refuses_wrong_count),
       cmocka_unit_test(test_cache_files),
   };
