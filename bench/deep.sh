@@ -54,7 +54,8 @@ build_bench
 rm -rf "$work"
 mkdir -p "$work"
 start_private_node dlqb-deep
-broker_pid=$(cat "$node_dir/server.pid")
+# The node's own process (beam.smp): rabbit.pid; server.pid is its wrapper.
+broker_pid=$(cat "$node_dir/rabbit.pid")
 openssl rand -hex 32 >"$work/audit.key"
 chmod 600 "$work/audit.key"
 audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key")
