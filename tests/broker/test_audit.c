@@ -37,7 +37,10 @@ static void audit_dir_init(audit_dir *d) {
   d->env[0] = d->a.env_log;
   d->env[1] = d->a.env_key;
   d->env[2] = "DLQ_BRIDGE_MAX_ATTEMPTS=1"; /* every failure goes to the DLQ */
-  d->env[3] = NULL;
+  /* Metrics off: a bridge started with th_bridge_start (not fx_start_bridge)
+   * would otherwise need the default port 9464 free on this machine. */
+  d->env[3] = "DLQ_BRIDGE_METRICS_ADDR=off";
+  d->env[4] = NULL;
 }
 
 static void audit_dir_remove(const audit_dir *d) { fx_audit_remove(&d->a); }
