@@ -77,6 +77,17 @@ const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t) {
   return &xd->value.array.entries[0].value.table;
 }
 
+bool dlqb_header_xdeath_forged(const amqp_table_t *t) {
+  const amqp_field_value_t *xd = dlqb_header_find(t, "x-death");
+  if (xd == NULL) return false;
+  if (xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries <= 0 ||
+      xd->value.array.entries == NULL)
+    return true;
+  for (int i = 0; i < xd->value.array.num_entries; i++)
+    if (xd->value.array.entries[i].kind != AMQP_FIELD_KIND_TABLE) return true;
+  return false;
+}
+
 /* Text of a string-kinded value; false for any other kind. A NULL pointer
  * (only legal with length 0) reads as empty. */
 static bool field_text(const amqp_field_value_t *v, const char **p, size_t *len) {

@@ -84,6 +84,13 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
     props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
     props.expiration = dlqb_bytes(expiration);
     sets[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
+    /* The retry queue dead-letters the task back to dsr.work on expiry. An
+     * x-death a client forged crashes that on RabbitMQ 3.10.8 (an array of
+     * strings: function_clause in rabbit_dead_letter) and the queue stops
+     * dead-lettering; it says nothing the bridge reads, so it goes. The
+     * DLQ copy keeps it as it came. */
+    if (dlqb_header_xdeath_forged(headers))
+      sets[n++] = (dlqb_hset){"x-death", DLQB_HSET_REMOVE, NULL, 0};
   } else {
     snprintf(target, sizeof target, "%s", DLQB_Q_DLQ);
     /* Nothing may expire out of the DLQ. */

@@ -137,6 +137,11 @@ bool dlqb_header_time(const amqp_table_t *t, const char *key, int64_t *epoch_ms)
  * absent or not an array whose first entry is a table. */
 const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t);
 
+/* True when an x-death header is present but is not a non-empty array of
+ * tables, the only shape the broker writes: a client forged it. (RabbitMQ
+ * 3.10.8's quorum-queue dead-lettering crashes on an array of strings.) */
+bool dlqb_header_xdeath_forged(const amqp_table_t *t);
+
 /* Formats epoch milliseconds as ISO-8601 UTC with milliseconds
  * ("2026-11-30T05:09:48.123Z"). buf needs DLQB_ISO_TIME_MAX bytes. */
 char *dlqb_iso_time(int64_t epoch_ms, char *buf, size_t len);

@@ -478,10 +478,43 @@ static void test_hostile_messages_all_reach_the_dlq(void **state) {
   free(got);
 }
 
+/* A valid task that a worker reports with a forged x-death, an array of
+ * strings (the broker only ever writes an array of tables). The bridge
+ * retries it through dsr.retry.100ms, a quorum queue that dead-letters it
+ * back to dsr.work when it expires: on RabbitMQ 3.10.8 a forged x-death
+ * there crashes that queue's dead-letter worker (function_clause in
+ * rabbit_dead_letter) and the queue stops dead-lettering. The task, and a
+ * plain one after it, must both come back to dsr.work, with the broker's
+ * own x-death (reason expired, from the retry queue). */
+static void test_forged_xdeath_task_is_retried(void **state) {
+  fx_case *t = *state;
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  th_msg *m = fx_msg(t), *got = fx_msg(t);
+  const char *ids[2] = {"forged-xdeath", "plain-after-forged"};
+  for (int i = 0; i < 2; i++) {
+    th_msg_reset(m);
+    assert_int_equal(th_msg_task(m, ids[i]), 0);
+    assert_int_equal(th_msg_add_str(m, "worker_error", "upstream timeout"), 0);
+    if (i == 0) {
+      amqp_field_value_t items[1] = {v_text(m, AMQP_FIELD_KIND_UTF8, "rejected", 8)};
+      add_raw(m, "x-death", v_array(m, items, 1));
+    }
+    assert_int_equal(th_publish(t->conn, "dsr.dlx", "", m), 0);
+    FX_CHECK(t, fx_take(t, "dsr.work", got, TIMEOUT_MS) == 1);
+    FX_HDR_STR_EQ(got, "request_id", ids[i]);
+    FX_HDR_INT_EQ(got, "attempt", 1);
+    assert_int_equal(th_msg_count(got, "x-death"), 1);
+    assert_string_equal(got->xdeath_reason, "expired");
+    assert_string_equal(got->xdeath_queue, "dsr.retry.100ms");
+  }
+  assert_int_equal(fx_stop_bridges(t), 0);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_hostile_messages_all_reach_the_dlq),
+      FX_TEST(test_forged_xdeath_task_is_retried),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
