@@ -57,8 +57,7 @@ broker_ticks() { awk '{ print $14 + $15 }' "/proc/$beam/stat"; }
 sample() {
     sleep 0.5
     # shellcheck disable=SC1090,SC1091
-    (. "$node_dir/node.env" && HOME=$node_dir/home /usr/lib/rabbitmq/bin/rabbitmqctl \
-        -n "$RABBITMQ_NODENAME" eval "$(cat bench/process-shares.erl)") >"$1" 2>&1
+    scripts/broker-node.sh ctl "$node_dir" eval "$(cat bench/process-shares.erl)" >"$1" 2>&1
 }
 # Runs one move ($1: replay or shovel) of the preloaded DLQ and reports it.
 move() {

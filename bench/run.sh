@@ -17,7 +17,7 @@
 # f) on the reliability suite's three-node cluster instead.
 #
 # usage: bench/run.sh [--messages N] [--rounds R] [--window W] [--port P]
-#                     [--full] [--no-build] [--bridge PATH]
+#                     [--full] [--no-build] [--bridge PATH] [--broker 3.10|4.0]
 #   --messages N  messages per measurement (default 50000)
 #   --rounds R    repeat shovel, replay and routing R times, report the median
 #                 (default 3; the machine is shared and noisy)
@@ -29,6 +29,9 @@
 #   --no-build    use the binaries already in build-bench/
 #   --bridge PATH measure this dlq-bridge binary instead of build-bench's
 #                 (e.g. an older build, for before/after numbers)
+#   --broker V    the RabbitMQ of the private node: 3.10 (default, this
+#                 machine's) or 4.0 (Debian trixie's 4.0.5, chrooted from a
+#                 cached root: scripts/broker-node.sh, DLQB_BROKER_VERSION)
 # The shovel is the one the management UI's "Move messages" creates (direct
 # amqp:/// URIs, prefetch 1000, ack-mode on-confirm, delete after the queue
 # length). Daemons run with metrics off (two on one host would share a port).
@@ -48,6 +51,12 @@ while [ $# -gt 0 ]; do
     --full) full=1; shift ;;
     --no-build) build=0; shift ;;
     --bridge) bridge=${2:?--bridge needs a value}; shift 2 ;;
+    --broker)
+        case "${2:-}" in
+        3.10 | 4.0) export DLQB_BROKER_VERSION=$2; shift 2 ;;
+        *) echo "run.sh: --broker takes 3.10 or 4.0, not '${2:-}'" >&2; exit 2 ;;
+        esac
+        ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see bench/run.sh --help)" >&2; exit 2 ;;
     esac

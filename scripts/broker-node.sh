@@ -13,22 +13,104 @@
 # DIR/advanced.config, when present, is the node's advanced.config.
 # It never touches a node it did not start: stop only signals the pid it recorded.
 #
+# Which RabbitMQ: DLQB_BROKER_VERSION at start (recorded in DIR/node.env, so
+# later commands on DIR follow it):
+#   3.10  (default) this machine's own rabbitmq-server (Debian bookworm: 3.10.8)
+#   4.0   Debian trixie's rabbitmq-server (4.0.5, Erlang 27), installed in a
+#         cached debootstrap root by scripts/debian-root.sh and run chrooted.
+# A node in a root runs in a private mount namespace (unshare -m) that
+# bind-mounts /proc, /dev, /sys and DIR (at the same path) into the root: the
+# mounts are never visible outside that namespace and vanish with the node's
+# last process, so the shared root is left as it was even after a kill -9.
+#
 # usage: broker-node.sh start DIR BASE_PORT [NODENAME]
 #        broker-node.sh stop DIR
 #        broker-node.sh env DIR     (prints the shell variables of a started node)
 #        broker-node.sh join DIR OTHER_NODENAME   (joins OTHER's cluster)
+#        broker-node.sh ctl DIR ARGS...   (rabbitmqctl -n NODE ARGS... on DIR's node)
 set -euo pipefail
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|env DIR [BASE_PORT] [NODENAME]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|kill|join|env|ctl DIR [BASE_PORT] [NODENAME]" >&2; exit 2; }
 
 rabbit_bin=/usr/lib/rabbitmq/bin
+here=$(cd "$(dirname "$0")" && pwd)
 
 node_env() {
     # shellcheck disable=SC1091
     . "$dir/node.env"
+    dir=${NODE_DIR:-$dir}
     export HOME="$dir/home" RABBITMQ_NODENAME
+    broker_root=${BROKER_ROOT:-}
+}
+
+# The root a version runs from ("" for this machine's own), built on first use.
+root_of_version() {
+    case "$1" in
+    3.10) echo "" ;;
+    4.0) "$here/debian-root.sh" trixie trixie-rabbitmq rabbitmq-server ;;
+    *) echo "broker-node: unknown DLQB_BROKER_VERSION '$1' (3.10 or 4.0)" >&2; return 2 ;;
+    esac
+}
+
+# Sets the array run to the command line of a RabbitMQ program
+# (rabbitmq-server, rabbitmqctl, ...) with ARGS: the program itself, or, for a
+# node in $broker_root, the program chrooted into the root inside a private
+# mount namespace where DIR is visible at its own path. The caller's
+# environment passes through.
+rabbit_cmd() {
+    local prog=$1
+    shift
+    if [ -z "$broker_root" ]; then
+        run=("$rabbit_bin/$prog" "$@")
+        return
+    fi
+    make_mount_point
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    run=(unshare --mount --propagation private -- /bin/sh -euc '
+        r=$1 d=$2
+        shift 2
+        mount --rbind /proc "$r/proc"
+        mount --rbind /dev "$r/dev"
+        mount --rbind /sys "$r/sys"
+        mount --bind "$d" "$r$d"
+        exec chroot "$r" "$@"' sh "$broker_root" "$dir" "$rabbit_bin/$prog" "$@")
+}
+
+rabbit() {
+    local run
+    rabbit_cmd "$@"
+    "${run[@]}"
+}
+
+# The folders made inside the root to mount DIR on are listed in a ledger
+# beside the root, so that stop removes (when empty) exactly those and never
+# one of the root's own (such as /tmp).
+ledger() { echo "$broker_root.mount-points"; }
+
+make_mount_point() {
+    local p=$dir made=()
+    while [ "$p" != / ] && [ ! -d "$broker_root$p" ]; do
+        made+=("$p")
+        p=$(dirname "$p")
+    done
+    [ ${#made[@]} -gt 0 ] || return 0
+    (flock 9; mkdir -p "$broker_root$dir"; printf '%s\n' "${made[@]}" >>"$(ledger)") 9>"$(ledger).lock"
+}
+
+forget_mount_point() {
+    [ -n "$broker_root" ] && [ -f "$(ledger)" ] || return 0
+    local p=$dir
+    (
+        flock 9
+        while [ "$p" != / ] && grep -qxF -- "$p" "$(ledger)" && rmdir "$broker_root$p" 2>/dev/null; do
+            p=$(dirname "$p")
+        done
+        # Keep the ledger to the folders still there.
+        sort -u "$(ledger)" | while read -r m; do [ ! -d "$broker_root$m" ] || echo "$m"; done >"$(ledger).new"
+        mv "$(ledger).new" "$(ledger)"
+    ) 9>"$(ledger).lock"
 }
 
 wait_ready() {
@@ -58,13 +140,24 @@ wait_ready() {
     return 1
 }
 
+# Waits until no process of the node's group is left (beam.smp outlives the
+# wrapper script by a moment, writing its last log lines: a 4.0 node would
+# write them into the root itself once its namespace's mount is gone).
+await_group_gone() {
+    for _ in $(seq 1 40); do pgrep -g "$1" >/dev/null || return 0; sleep 0.25; done
+    kill -9 -- -"$1" 2>/dev/null || true
+}
+
 case "$cmd" in
 start)
     base=${3:?BASE_PORT required}
     name=${4:-dlqb-test-$base}
     mgmt=$((base + 1)) dist=$((base + 2)) stream=$((base + 3)) amqps=$((base + 4))
     if [ "$base" = 5672 ]; then mgmt=15672 dist=25672 stream=5552 amqps=5671; fi
+    version=${DLQB_BROKER_VERSION:-3.10}
+    broker_root=$(root_of_version "$version") || exit $?
     mkdir -p "$dir/mnesia" "$dir/log" "$dir/home"
+    dir=$(cd "$dir" && pwd -P) # the path the root sees it at must be absolute
     if [ -f "$dir/server.pid" ] && kill -0 "$(cat "$dir/server.pid")" 2>/dev/null; then
         echo "broker-node: already running in $dir" >&2
         exit 0
@@ -109,6 +202,8 @@ DIST_PORT=$dist
 STREAM_PORT=$stream
 AMQPS_PORT=$amqps
 NODE_DIR=$dir
+BROKER_VERSION=$version
+BROKER_ROOT=$broker_root
 EOF
     node_env
     (
@@ -122,7 +217,12 @@ EOF
         if [ -f "$dir/advanced.config" ]; then export RABBITMQ_ADVANCED_CONFIG_FILE="$dir/advanced.config"; fi
         export RABBITMQ_PID_FILE="$dir/rabbit.pid"
         export ERL_EPMD_ADDRESS=127.0.0.1
-        setsid "$rabbit_bin/rabbitmq-server" > "$dir/server.out" 2>&1 &
+        # A node in a root would start the root's port mapper inside its
+        # namespace, where it would outlive the node; this machine's own
+        # epmd (as a 3.10 node starts it) serves every version.
+        if [ -n "$broker_root" ]; then epmd -daemon; fi
+        rabbit_cmd rabbitmq-server
+        setsid "${run[@]}" > "$dir/server.out" 2>&1 &
         echo $! > "$dir/server.pid"
     )
     . "$dir/node.env"
@@ -134,19 +234,25 @@ stop)
     if [ -f "$dir/server.pid" ]; then
         pid=$(cat "$dir/server.pid")
         if kill -0 "$pid" 2>/dev/null; then
-            "$rabbit_bin/rabbitmqctl" -n "$RABBITMQ_NODENAME" stop >/dev/null 2>&1 || true
+            rabbit rabbitmqctl -n "$RABBITMQ_NODENAME" stop >/dev/null 2>&1 || true
             for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
             # The wrapper was started with setsid: its process group is the node.
             kill -- -"$pid" 2>/dev/null || true
         fi
+        await_group_gone "$pid"
         rm -f "$dir/server.pid"
     fi
+    forget_mount_point
     ;;
 kill)
     # Hard stop, as a crash or power loss would do; used by fault tests.
     [ -f "$dir/server.pid" ] || exit 0
-    kill -9 -- -"$(cat "$dir/server.pid")" 2>/dev/null || true
+    pid=$(cat "$dir/server.pid")
+    kill -9 -- -"$pid" 2>/dev/null || true
+    await_group_gone "$pid"
     rm -f "$dir/server.pid"
+    node_env
+    forget_mount_point
     ;;
 join)
     # Makes the started node in DIR a member of OTHER's cluster (OTHER is a
@@ -154,17 +260,24 @@ join)
     # cookie: copy OTHER's DIR/home/.erlang.cookie before starting this one.
     other=${3:?OTHER node name required}
     node_env
-    "$rabbit_bin/rabbitmqctl" -q -n "$RABBITMQ_NODENAME" stop_app
-    "$rabbit_bin/rabbitmqctl" -q -n "$RABBITMQ_NODENAME" join_cluster "$other"
-    "$rabbit_bin/rabbitmqctl" -q -n "$RABBITMQ_NODENAME" start_app
+    rabbit rabbitmqctl -q -n "$RABBITMQ_NODENAME" stop_app
+    rabbit rabbitmqctl -q -n "$RABBITMQ_NODENAME" join_cluster "$other"
+    rabbit rabbitmqctl -q -n "$RABBITMQ_NODENAME" start_app
     . "$dir/node.env"
     wait_ready
     ;;
 env)
     cat "$dir/node.env"
     ;;
+ctl)
+    # rabbitmqctl for DIR's node, from the node's own RabbitMQ (so through
+    # the root for a 4.0 node): the tests' and benchmarks' one way to run it.
+    shift 2
+    node_env
+    rabbit rabbitmqctl -n "$RABBITMQ_NODENAME" "$@"
+    ;;
 *)
-    echo "usage: $0 start|stop|kill|join|env DIR [BASE_PORT] [NODENAME|OTHER_NODENAME]" >&2
+    echo "usage: $0 start|stop|kill|join|env|ctl DIR [BASE_PORT] [NODENAME|OTHER_NODENAME|ARGS]" >&2
     exit 2
     ;;
 esac

@@ -73,6 +73,14 @@ command -v debootstrap >/dev/null || {
 
 
 mkdir -p "$cache/roots"
+# One build of NAME at a time: a second caller (another node starting, another
+# clone) waits for the first and then finds the root built.
+exec 8>"$cache/roots/$name.lock"
+flock 8
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "$root"
+    exit 0
+fi
 partial="$root.partial"
 # A half-built root from an interrupted run may still have a mount inside.
 for m in proc sys dev; do

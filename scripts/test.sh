@@ -1,40 +1,70 @@
 #!/usr/bin/env bash
 # The test command: installs missing dependencies, then builds and tests
-# dlq-bridge twice -- a RelWithDebInfo build in build/ and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/ -- running
-# the unit tests and then the broker tests (each build starts its own private
-# RabbitMQ node, on ports 31672.. and 30672.., so the two never collide).
+# dlq-bridge, each build running the unit tests and then the broker tests
+# against a private RabbitMQ node of its own (scripts/broker-node.sh):
+#   build/       RelWithDebInfo, RabbitMQ 3.10.8 (this machine's, Debian bookworm), ports 31672..
+#   build-rmq4/  RelWithDebInfo, RabbitMQ 4.0.5 (Debian trixie's, run chrooted from a
+#                cached debootstrap root that scripts/debian-root.sh builds once), ports 28672..
+#   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, RabbitMQ 3.10, ports 30672..
+#   build-tsan/  ThreadSanitizer (clang; the audit writer, the escalator and the metrics
+#                server are threads), RabbitMQ 3.10, ports 29672..
+# The sanitizer builds stay on 3.10: they look for faults in the bridge's own
+# memory and threads, which no broker version changes, and running them on
+# both would double the longest part of CI; every broker difference is covered
+# by build-rmq4. Then the libFuzzer targets get a bounded run each in
+# build-fuzz/ (clang), and build-trixie/ builds the bridge against trixie's
+# rabbitmq-c 0.15 (bookworm's is 0.11) and runs its unit tests, inside a
+# cached trixie build root. Every build but build-trixie (a packager's view)
+# treats compiler warnings as errors (-DDLQB_WERROR=ON).
 #
-# Then the compose quick start runs for real (scripts/compose-test.sh: its
-# own docker engine, docker/docker-compose.yml next to RabbitMQ 4.0; about
-# 1.5 minutes with its images cached, 4 without; skipped with one line only
-# where dockerd cannot start at all).
+# After the 3.10 and 4.0 builds the compose quick start runs for real
+# (scripts/compose-test.sh: its own docker engine, docker/docker-compose.yml
+# next to RabbitMQ 4.0; about 1.5 minutes with its images cached, 4 without;
+# skipped with one line only where dockerd cannot start at all; not with
+# --quick or --broker).
 #
-# Then the unit and broker tests run once more under ThreadSanitizer in
-# build-tsan/ (clang, ports 29672..; the audit writer, the escalator and the
-# metrics server are threads), and the libFuzzer targets get a bounded run
-# each in build-fuzz/ (clang).
-#
-# usage: scripts/test.sh [--quick] [--long]
-#   --quick  skips the sanitizer, thread-sanitizer and fuzz builds
-#   --long   also runs the long fault tests (label "long": a three-node
-#            cluster losing a node, and every fault test longer, with
-#            DLQB_TEST_LONG=1); adds about 10 minutes per build
+# usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0]
+#   --quick   skips the sanitizer, thread-sanitizer, fuzz and rabbitmq-c 0.15 builds
+#   --long    also runs the long fault tests (label "long": a three-node
+#             cluster losing a node, and every fault test longer, with
+#             DLQB_TEST_LONG=1); adds about 10 minutes per build
+#   --broker  runs the broker suites against that RabbitMQ only (build/ for
+#             3.10, build-rmq4/ for 4.0; the sanitizer builds only with 3.10),
+#             e.g. `scripts/test.sh --broker 4.0 --quick` to chase a 4.x bug
+# DLQB_TEST_PORT_SHIFT=N (default 0) moves every build's ports by N, so a
+# second checkout on the same machine can test beside the first.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+usage="usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0]"
 quick=0
 long=0
-for arg in "$@"; do
-    case "$arg" in
+broker=all
+while [ $# -gt 0 ]; do
+    case "$1" in
     --quick) quick=1 ;;
     --long) long=1 ;;
+    --broker)
+        case "${2:-}" in
+        3.10 | 4.0) broker=$2; shift ;;
+        *) echo "test.sh: --broker takes 3.10 or 4.0, not '${2:-}' ($usage)" >&2; exit 2 ;;
+        esac
+        ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
-    *) echo "test.sh: unknown argument '$arg' (usage: scripts/test.sh [--quick] [--long])" >&2; exit 2 ;;
+    *) echo "test.sh: unknown argument '$1' ($usage)" >&2; exit 2 ;;
     esac
+    shift
 done
+shift_by=${DLQB_TEST_PORT_SHIFT:-0}
+case "$shift_by" in
+-[0-9]* | [0-9]*) [ "$shift_by" -eq "$shift_by" ] 2>/dev/null ||
+    { echo "test.sh: DLQB_TEST_PORT_SHIFT must be an integer, not '$shift_by'" >&2; exit 2; } ;;
+*) echo "test.sh: DLQB_TEST_PORT_SHIFT must be an integer, not '$shift_by'" >&2; exit 2 ;;
+esac
+port() { echo $(($1 + shift_by)); }
+wants() { [ "$broker" = all ] || [ "$broker" = "$1" ]; }
 
 started=$SECONDS
 step() { printf '\n==> %s  (%ds)\n' "$*" $((SECONDS - started)); }
@@ -44,8 +74,10 @@ fail() { printf '\ntest.sh: FAILED: %s  (after %ds)\n' "$*" $((SECONDS - started
 # any node the broker fixture left behind so the next run starts clean.
 stop_nodes() {
     local b
-    for b in build build-asan build-tsan; do
-        for dir in "$root/$b/test-broker" "$root/$b/test-broker-tls"; do
+    # (build-rmq4's node is RabbitMQ 4.0 on ports 28672..: broker-node.sh
+    # stop follows what the node's node.env recorded.)
+    for b in build build-rmq4 build-asan build-tsan; do
+        for dir in "$root/$b/test-broker" "$root/$b/test-broker-tls" "$root/$b/test-cluster/n"[123]; do
             [ -f "$dir/server.pid" ] && "$root/scripts/broker-node.sh" stop "$dir" >/dev/null 2>&1
         done
     done
@@ -54,19 +86,20 @@ stop_nodes() {
 trap stop_nodes EXIT
 
 # Builds one configuration and runs its unit tests, then its broker tests.
-#   $1 build dir   $2 AMQP port of its test node   $3.. extra cmake arguments
+#   $1 build dir   $2 AMQP port of its test node   $3 RabbitMQ version
+#   $4.. extra cmake arguments
 build_and_test() {
-    local dir=$1 port=$2
-    shift 2
-    step "configure $dir"
+    local dir=$1 port=$2 version=$3
+    shift 3
+    step "configure $dir (RabbitMQ $version)"
     cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_WERROR=ON \
-        -DDLQB_TEST_BROKER_PORT="$port" "$@" ||
+        -DDLQB_TEST_BROKER_PORT="$port" -DDLQB_TEST_BROKER_VERSION="$version" "$@" ||
         fail "cmake configure of $dir"
     step "build $dir"
     cmake --build "$dir" -j2 || fail "build of $dir"
     step "unit tests ($dir)"
     ctest --test-dir "$dir" --output-on-failure -j2 -L unit || fail "unit tests in $dir"
-    step "broker tests ($dir)"
+    step "broker tests ($dir, RabbitMQ $version)"
     ctest --test-dir "$dir" --output-on-failure -L broker ||
         fail "broker tests in $dir (bridge logs: $dir/tests/broker/logs/)"
     if [ "$long" = 1 ]; then
@@ -79,28 +112,58 @@ build_and_test() {
 step "dependencies"
 scripts/install-deps.sh || fail "missing dependencies (see above)"
 
-build_and_test build 31672
+# Builds the bridge in build-trixie/ against Debian trixie's rabbitmq-c 0.15
+# and runs the cmocka unit tests there: chrooted into a cached trixie build
+# root, with the source tree bind-mounted at /mnt inside a private mount
+# namespace (so no mount outlives the step or shows outside it). The deploy.*
+# checks compare files, not the library, and need tools the root lacks.
+trixie_build() {
+    local troot
+    step "trixie build root (rabbitmq-c 0.15)"
+    troot=$(scripts/debian-root.sh trixie trixie-build \
+        build-essential,cmake,pkg-config,librabbitmq-dev,libssl-dev,libjson-c-dev,libcmocka-dev,libmicrohttpd-dev) ||
+        fail "building the trixie build root"
+    step "build-trixie: configure, build and unit tests against rabbitmq-c 0.15"
+    # shellcheck disable=SC2016 # expanded by the inner shells
+    unshare --mount --propagation private -- /bin/sh -euc '
+        mount --rbind /proc "$1/proc"
+        mount --rbind /dev "$1/dev"
+        mount --bind "$2" "$1/mnt"
+        exec chroot "$1" /bin/sh -euc "
+            cmake -S /mnt -B /mnt/build-trixie -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_BROKER_TESTS=OFF
+            cmake --build /mnt/build-trixie -j2
+            ctest --test-dir /mnt/build-trixie --output-on-failure -j2 -R \"^unit[.]\""' \
+        sh "$troot" "$root" || fail "build or unit tests against rabbitmq-c 0.15 in build-trixie"
+}
 
-step "compose test (docker/docker-compose.yml, its own docker engine)"
-compose_rc=0
-scripts/compose-test.sh || compose_rc=$?
-case "$compose_rc" in
-0) ;;
-77) ;; # skipped: it printed why
-*) fail "compose test (logs: build/compose-test/)" ;;
-esac
+if wants 3.10; then build_and_test build "$(port 31672)" 3.10; fi
+if wants 4.0; then build_and_test build-rmq4 "$(port 28672)" 4.0; fi
+
+if [ "$quick" = 0 ] && [ "$broker" = all ]; then
+    step "compose test (docker/docker-compose.yml, its own docker engine)"
+    compose_rc=0
+    scripts/compose-test.sh || compose_rc=$?
+    case "$compose_rc" in
+    0) ;;
+    77) ;; # skipped: it printed why
+    *) fail "compose test (logs: build/compose-test/)" ;;
+    esac
+fi
 
 if [ "$quick" = 1 ]; then
-    step "skipping the sanitizer build (--quick)"
+    step "skipping the sanitizer, fuzz and rabbitmq-c 0.15 builds (--quick)"
 else
-    export ASAN_OPTIONS=detect_leaks=1
-    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    build_and_test build-asan 30672 -DDLQB_SANITIZE=ON
-    # ThreadSanitizer over the unit tests and the broker tests: the daemon's
-    # threads (audit writer, escalator, metrics server and refresher) only
-    # meet the main thread's shutdown and reconnects in a real run.
-    export TSAN_OPTIONS=halt_on_error=1
-    CC=clang build_and_test build-tsan 29672 -DDLQB_TSAN=ON -DDLQB_BROKER_TESTS=ON
+    if wants 3.10; then
+        export ASAN_OPTIONS=detect_leaks=1
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+        build_and_test build-asan "$(port 30672)" 3.10 -DDLQB_SANITIZE=ON
+        # ThreadSanitizer over the unit tests and the broker tests: the daemon's
+        # threads (audit writer, escalator, metrics server and refresher) only
+        # meet the main thread's shutdown and reconnects in a real run.
+        export TSAN_OPTIONS=halt_on_error=1
+        CC=clang build_and_test build-tsan "$(port 29672)" 3.10 -DDLQB_TSAN=ON -DDLQB_BROKER_TESTS=ON
+    fi
+    trixie_build
 
     # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
     # (seeds and every past finding) first. They need clang.

@@ -36,4 +36,9 @@ void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out);
  * absent or not an array whose first entry is a table. */
 const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t);
 
+/* True when an x-death header is present but is not a non-empty array of
+ * tables, the only shape the broker writes: a client forged it. (RabbitMQ
+ * 3.10.8's quorum-queue dead-lettering crashes on an array of strings.) */
+bool dlqb_header_xdeath_forged(const amqp_table_t *t);
+
 #endif

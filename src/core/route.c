@@ -50,6 +50,12 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
     out->has_expiration = true;
     snprintf(out->expiration, sizeof out->expiration, "%llu", (unsigned long long)dec->delay_ms);
     set(out, DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0);
+    /* The retry queue dead-letters the task back to dsr.work on expiry. An
+     * x-death a client forged crashes that on RabbitMQ 3.10.8 (an array of
+     * strings: function_clause in rabbit_dead_letter) and the queue stops
+     * dead-lettering; it says nothing the bridge reads, so it goes. The
+     * DLQ copy keeps it as it came. */
+    if (dlqb_header_xdeath_forged(headers)) set(out, DLQB_H_X_DEATH, DLQB_HSET_REMOVE, NULL, 0);
   } else {
     /* Nothing may expire out of the DLQ: has_expiration stays false, and
      * the router clears the property. */

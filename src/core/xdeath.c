@@ -74,3 +74,14 @@ void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out) {
     }
   }
 }
+
+bool dlqb_header_xdeath_forged(const amqp_table_t *t) {
+  const amqp_field_value_t *xd = dlqb_header_find(t, DLQB_H_X_DEATH);
+  if (xd == NULL) return false;
+  if (xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries <= 0 ||
+      xd->value.array.entries == NULL)
+    return true;
+  for (int i = 0; i < xd->value.array.num_entries; i++)
+    if (xd->value.array.entries[i].kind != AMQP_FIELD_KIND_TABLE) return true;
+  return false;
+}

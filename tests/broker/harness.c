@@ -258,6 +258,20 @@ const char *th_json_str(json_object *obj, const char *key) {
   return json_object_get_string(v);
 }
 
+int th_broker_version(void) {
+  static int version = -1;
+  if (version >= 0) return version;
+  json_object *o = th_mgmt_get_json("/api/overview");
+  int major = 0, minor = 0;
+  const char *v = th_json_str(o, "rabbitmq_version");
+  if (sscanf(v, "%d.%d", &major, &minor) == 2 && major > 0 && minor >= 0 && minor < 100)
+    version = major * 100 + minor;
+  else
+    th__say("cannot read the node's rabbitmq_version (got '%s')", v);
+  if (o != NULL) json_object_put(o);
+  return version;
+}
+
 /* ---- vhosts ----------------------------------------------------------- */
 
 int th_vhost_create(th_vhost *v, const char *tag) {

@@ -20,7 +20,11 @@
 #define TH_NAME_MAX 200
 #define TH_URL_MAX 512
 #define TH_PATH_MAX 1024
-#define TH_MAX_HEADERS 32
+/* Headers a th_msg holds. A message dead-lettered from a quorum queue
+ * carries 8 broker headers on RabbitMQ 4.0.5 (x-death, x-delivery-count and
+ * three x-first-death-* and x-last-death-*), 5 on 3.10.8; 48 leaves room for
+ * those, the bridge's own and the hostile test's 22 junk headers. */
+#define TH_MAX_HEADERS 48
 #define TH_KEY_MAX 128
 #define TH_STR_MAX 1024
 #define TH_PROP_MAX 256
@@ -63,6 +67,12 @@ typedef bool (*th_cond)(void *arg);
 /* Polls cond(arg) every few milliseconds until it is true (returns true) or
  * timeout_ms has passed (returns false after one last check). */
 bool th_wait_until(th_cond cond, void *arg, int timeout_ms);
+
+/* The node's RabbitMQ release as major * 100 + minor (310 for 3.10.8, 400
+ * for 4.0.5), from the management API's rabbitmq_version; read once, -1
+ * when it cannot be read. Tests branch on it only where the broker really
+ * behaves differently, and say what was measured. */
+int th_broker_version(void);
 
 /* ---- management API --------------------------------------------------- */
 

@@ -202,10 +202,9 @@ static void test_cluster_node_killed_mid_flow(void **state) {
   if (!r.settled || r.lost > 0) {
     /* Where the missing tasks are: at-least-once dead-lettering holds them
      * inside the source queue (messages_dlx) until the target confirms. */
-    sh(". '%s/node.env' && HOME='%s/home' /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "
-       "\"$RABBITMQ_NODENAME\" list_queues -p '%s' name type messages messages_ready "
+    sh("'%s' ctl '%s' -q list_queues -p '%s' name type messages messages_ready "
        "messages_unacknowledged leader members online >&2",
-       g_dir[2], g_dir[2], t->vhost.name);
+       g_script, g_dir[2], t->vhost.name);
     for (int q = 0; q < 2; q++)
       sh("curl -s -u guest:guest 'http://127.0.0.1:%d/api/queues/%s/%s' | python3 -c "
          "'import json,sys; d=json.load(sys.stdin); print({k: v for k, v in d.items() "

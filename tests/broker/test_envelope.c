@@ -18,6 +18,7 @@ typedef struct {
   const char *name;  /* also the message_id: "inv-<name>" */
   const char *field; /* what last_error must mention */
   void (*spoil)(th_msg *m);
+  bool repeats_key; /* the fault is a repeated header key */
 } bad_case;
 
 static void no_request_id(th_msg *m) {
@@ -71,21 +72,21 @@ static void long_last_error(th_msg *m) {
 }
 
 static const bad_case cases[] = {
-    {"no-request-id", "request_id", no_request_id},
-    {"blank-request-id", "request_id", blank_request_id},
-    {"int-request-id", "request_id", int_request_id},
-    {"no-source-system", "source_system", no_source_system},
-    {"empty-source-system", "source_system", empty_source_system},
-    {"unknown-legal-basis", "legal_basis", unknown_legal_basis},
-    {"unknown-action", "action", unknown_action},
-    {"negative-attempt", "attempt", negative_attempt},
-    {"text-attempt", "attempt", text_attempt},
-    {"fractional-attempt", "attempt", fractional_attempt},
-    {"zero-max-attempts", "max_attempts", zero_max_attempts},
-    {"long-last-error", "last_error", long_last_error},
-    {"bad-first-seen-at", "first_seen_at", bad_first_seen_at},
-    {"duplicate-request-id", "request_id", duplicate_request_id},
-    {"duplicate-attempt", "attempt", duplicate_attempt},
+    {"no-request-id", "request_id", no_request_id, false},
+    {"blank-request-id", "request_id", blank_request_id, false},
+    {"int-request-id", "request_id", int_request_id, false},
+    {"no-source-system", "source_system", no_source_system, false},
+    {"empty-source-system", "source_system", empty_source_system, false},
+    {"unknown-legal-basis", "legal_basis", unknown_legal_basis, false},
+    {"unknown-action", "action", unknown_action, false},
+    {"negative-attempt", "attempt", negative_attempt, false},
+    {"text-attempt", "attempt", text_attempt, false},
+    {"fractional-attempt", "attempt", fractional_attempt, false},
+    {"zero-max-attempts", "max_attempts", zero_max_attempts, false},
+    {"long-last-error", "last_error", long_last_error, false},
+    {"bad-first-seen-at", "first_seen_at", bad_first_seen_at, false},
+    {"duplicate-request-id", "request_id", duplicate_request_id, true},
+    {"duplicate-attempt", "attempt", duplicate_attempt, true},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -121,10 +122,19 @@ static const bad_case *case_of(const th_msg *m) {
 static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", "DLQ_BRIDGE_RETRY_JITTER=0",
                                   NULL};
 
+/* Whether the bridge can see a repeated header key at all. RabbitMQ 4.0.5
+ * rebuilds the header table when it delivers to an AMQP 0-9-1 consumer:
+ * keys sorted, and only the first value of a repeated top-level key kept,
+ * with no signal (measured with confirms on: nothing lost, bodies
+ * identical). 3.10.8 delivers the table as published. */
+static bool repeats_reach_the_bridge(void) { return th_broker_version() < 400; }
+
 /* Publishes every bad case to dsr.dlx (as a worker reporting it would) and
  * checks each DLQ copy. */
 static void test_invalid_envelopes_go_to_dlq_at_once(void **state) {
   fx_case *t = *state;
+  int version = th_broker_version();
+  assert_true(version > 0);
   assert_int_equal(fx_start_bridge(t, env), 0);
   th_msg *m = fx_msg(t), *got = fx_msg(t);
   for (size_t i = 0; i < NCASES; i++) {
@@ -137,13 +147,21 @@ static void test_invalid_envelopes_go_to_dlq_at_once(void **state) {
   assert_int_equal(th_msg_task(m, "valid-control"), 0);
   assert_int_equal(th_publish(t->conn, "dsr.dlx", "", m), 0);
 
+  /* On 4.x the repeated-key cases arrive as valid tasks (the first value
+   * of each key) and are retried like the control. */
+  size_t expect_dlq = 0, expect_retried = 1;
+  for (size_t i = 0; i < NCASES; i++) {
+    if (cases[i].repeats_key && !repeats_reach_the_bridge()) expect_retried++;
+    else expect_dlq++;
+  }
   bool seen[NCASES] = {false};
-  for (size_t n = 0; n < NCASES; n++) {
+  for (size_t n = 0; n < expect_dlq; n++) {
     FX_CHECK(t, fx_take(t, "dsr.dlq.manual", got, DELIVERY_TIMEOUT_MS) == 1);
     const bad_case *c = case_of(got);
     if (c == NULL) fprintf(stderr, "unexpected DLQ message '%s'\n", got->message_id);
     assert_non_null(c);
     assert_false(seen[c - cases]);
+    assert_true(!c->repeats_key || repeats_reach_the_bridge());
     seen[c - cases] = true;
 
     const char *why = th_msg_str(got, "last_error");
@@ -164,10 +182,31 @@ static void test_invalid_envelopes_go_to_dlq_at_once(void **state) {
     assert_string_equal(got->content_type, "application/json");
     assert_string_equal(got->app_id, "broker-tests");
   }
-  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 1, DELIVERY_TIMEOUT_MS));
-  assert_int_equal(th_get(t->conn, "dsr.work", got), 1);
-  FX_HDR_STR_EQ(got, "request_id", "valid-control");
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", (long)expect_retried, DELIVERY_TIMEOUT_MS));
+  bool control = false;
+  for (size_t n = 0; n < expect_retried; n++) {
+    assert_int_equal(th_get(t->conn, "dsr.work", got), 1);
+    const bad_case *c = case_of(got);
+    if (c == NULL) {
+      FX_HDR_STR_EQ(got, "request_id", "valid-control");
+      control = true;
+      continue;
+    }
+    /* 4.x: what the bridge saw, and so retried, is the first value. */
+    printf("%-22s retried on %d.%d with the first value of its repeated key\n", c->name,
+           version / 100, version % 100);
+    assert_true(c->repeats_key && !seen[c - cases]);
+    seen[c - cases] = true;
+    char id[64];
+    snprintf(id, sizeof id, "inv-%s", c->name);
+    FX_HDR_STR_EQ(got, "request_id", id);
+    assert_int_equal(th_msg_count(got, "request_id"), 1);
+    assert_int_equal(th_msg_count(got, "attempt"), 1);
+    FX_HDR_INT_EQ(got, "attempt", 1); /* duplicate-attempt's first value was 0 */
+  }
+  assert_true(control);
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
   assert_int_equal(fx_stop_bridges(t), 0);
 }
 

@@ -190,10 +190,10 @@ typedef struct {
 static int rabbitmqctl(const char *args) {
   const th_env *e = th_env_get();
   char cmd[3 * TH_PATH_MAX];
-  snprintf(cmd, sizeof cmd,
-           ". '%s/node.env' && HOME='%s/home' /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "
-           "\"$RABBITMQ_NODENAME\" %s >/dev/null",
-           e->node_dir, e->node_dir, args);
+  /* Through broker-node.sh, which runs the node's own rabbitmqctl (chrooted
+   * for a 4.0 node). */
+  snprintf(cmd, sizeof cmd, "'%s/scripts/broker-node.sh' ctl '%s' -q %s >/dev/null",
+           e->source_dir, e->node_dir, args);
   fflush(NULL);
   int rc = system(cmd);
   if (rc != 0) fprintf(stderr, "rabbitmqctl %s failed (%d)\n", args, rc);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flow.h"
@@ -93,11 +94,73 @@ static void test_poison_threshold_is_configurable(void **state) {
   assert_int_equal(fx_stop_bridges(t), 0);
 }
 
+/* One "Get messages" of the management UI (ackmode ack_requeue_true) on
+ * queue: 1 when it showed a message (and put it back), 0 when the queue was
+ * empty, -1 on error. */
+static int peek(fx_case *t, const char *queue) {
+  char path[TH_URL_MAX], *out = NULL;
+  assert_true(th_fmt(path, sizeof path, "/api/queues/%s/%s/get", t->vhost.name, queue));
+  int status = th_mgmt("POST", path, "{\"count\":1,\"ackmode\":\"ack_requeue_true\",\"encoding\":\"auto\"}",
+                       &out);
+  json_object *j = status == 200 ? json_tokener_parse(out) : NULL;
+  free(out);
+  if (j == NULL || !json_object_is_type(j, json_type_array)) {
+    fprintf(stderr, "peek %s: status %d\n", queue, status);
+    if (j != NULL) json_object_put(j);
+    return -1;
+  }
+  int n = (int)json_object_array_length(j);
+  json_object_put(j);
+  return n > 0 ? 1 : 0;
+}
+
+/* The retry queues set no x-delivery-limit (nothing consumes them). On
+ * RabbitMQ 4.x a quorum queue without one gets the default limit of 20, and
+ * each requeue counts, so looking at a waiting retry in the management UI
+ * moves it on. Measured: on 4.0.5 21 looks show it, the 22nd finds it gone and
+ * the task is in dsr.work (dead-lettered with reason delivery_limit: the
+ * queue's dead-letter target), early but not lost; on 3.10.8 it stays put
+ * however often it is looked at. */
+static void test_looking_at_a_retry_queue_never_drops_a_task(void **state) {
+  fx_case *t = *state;
+  static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=10m", NULL};
+  int version = th_broker_version();
+  assert_true(version > 0);
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  th_msg *got = fx_msg(t);
+  assert_int_equal(fx_publish_task(t, "peeked-1"), 0);
+  th_worker *w = fx_worker(t);
+  assert_non_null(w);
+  FX_CHECK(t, th_worker_next(w, got, DELIVERY_TIMEOUT_MS) == 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  fx_crash(t, w); /* gone (nothing unacked), or it would be handed the task in dsr.work */
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.retry.10m", 1, DELIVERY_TIMEOUT_MS));
+
+  int looks = 0;
+  while (looks < 30 && peek(t, "dsr.retry.10m") == 1) looks++;
+  printf("RabbitMQ %d.%d: %d looks at dsr.retry.10m showed the task\n", version / 100,
+         version % 100, looks);
+  if (version >= 400) {
+    assert_int_equal(looks, 21); /* limit 20: delivered 21 times, as with x-delivery-limit */
+    FX_CHECK(t, fx_take(t, "dsr.work", got, DELIVERY_TIMEOUT_MS) == 1);
+    FX_HDR_STR_EQ(got, "request_id", "peeked-1");
+    assert_string_equal(got->xdeath_reason, "delivery_limit");
+    assert_string_equal(got->xdeath_queue, "dsr.retry.10m");
+  } else {
+    assert_int_equal(looks, 30);
+    assert_int_equal(th_queue_depth(t->conn, "dsr.retry.10m"), 1);
+    assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  }
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  assert_int_equal(fx_stop_bridges(t), 0);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_two_crashes_make_poison),
       FX_TEST(test_poison_wins_over_remaining_attempts),
+      FX_TEST(test_looking_at_a_retry_queue_never_drops_a_task),
       FX_TEST(test_poison_threshold_is_configurable),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -841,6 +841,28 @@ static void test_failure_uses_first_death_only(void **state) {
   expect_reported(&d.h.t);
 }
 
+/* Only a non-empty array of tables is the broker's x-death. */
+static void test_xdeath_forged(void **state) {
+  (void)state;
+  death_hdrs d;
+  death_init(&d, v_str("rejected"), "q0");
+  assert_false(dlqb_header_xdeath_forged(&d.h.t));
+  hdrs h;
+  h_valid(&h);
+  assert_false(dlqb_header_xdeath_forged(&h.t)); /* absent */
+  assert_false(dlqb_header_xdeath_forged(NULL));
+  amqp_field_value_t items[2] = {v_str("rejected"), v_str("expired")};
+  h_put(&h, "x-death", v_array(items, 2));
+  assert_true(dlqb_header_xdeath_forged(&h.t));
+  h_put(&h, "x-death", v_array(items, 0));
+  assert_true(dlqb_header_xdeath_forged(&h.t));
+  h_put(&h, "x-death", v_str("rejected"));
+  assert_true(dlqb_header_xdeath_forged(&h.t));
+  items[0] = d.deaths[0]; /* a table, then a string */
+  h_put(&h, "x-death", v_array(items, 2));
+  assert_true(dlqb_header_xdeath_forged(&h.t));
+}
+
 /* A worker's copy of a retried task still carries the delay queue's
  * expiry first: that is backoff history, so the failure is the worker's. */
 static void test_failure_retry_expiry_is_reported(void **state) {
@@ -1382,6 +1404,7 @@ int main(void) {
       cmocka_unit_test(test_first_seen_at_wrong_type),
       cmocka_unit_test(test_failure_reasons),
       cmocka_unit_test(test_failure_uses_first_death_only),
+      cmocka_unit_test(test_xdeath_forged),
       cmocka_unit_test(test_failure_absent),
       cmocka_unit_test(test_failure_retry_expiry_is_reported),
       cmocka_unit_test(test_failure_malformed_x_death),
