@@ -114,6 +114,10 @@ void dlqb_metrics_count_hop(dlqb_metrics *m, const dlqb_hop *hop, double confirm
   case DLQB_EV_REPLAYED:
   case DLQB_EV_SKIPPED_COMPLETE:
   case DLQB_EV_RESOLVED:
+  case DLQB_EV_CLAIMED:
+  case DLQB_EV_DECIDED_REPLAY:
+  case DLQB_EV_DECIDED_RESOLVE:
+  case DLQB_EV_DECIDED_RETURN:
   case DLQB_EV__COUNT:
     break;
   }
