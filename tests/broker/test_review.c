@@ -3,7 +3,8 @@
  * ledger, resolve, return), the whole story in `audit show`, a decision
  * SIGKILLed at every moment (nothing lost; the trail says which copy
  * counts), and `audit reconcile` naming an item acked away from
- * compliance_review behind the bridge's back. */
+ * compliance_review behind the bridge's back, and the daemon's review
+ * gauges. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -394,6 +395,56 @@ static void test_reconcile_names_review_item_acked_away(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* The value of series in the bridge's /metrics on port, or -1. */
+static double metric(int port, const char *series) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "curl -s --max-time 5 'http://127.0.0.1:%d/metrics'", port);
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  char line[1024];
+  double v = -1;
+  size_t n = strlen(series);
+  while (fgets(line, sizeof line, p) != NULL)
+    if (strncmp(line, series, n) == 0 && line[n] == ' ') v = strtod(line + n + 1, NULL);
+  pclose(p);
+  return v;
+}
+
+typedef struct {
+  int port;
+  double unclaimed, claimed;
+} gauges_want;
+
+static bool gauges_are(void *arg) {
+  gauges_want *w = arg;
+  return metric(w->port, "dlq_bridge_review_items{state=\"unclaimed\"}") == w->unclaimed &&
+         metric(w->port, "dlq_bridge_review_items{state=\"claimed\"}") == w->claimed;
+}
+
+/* The daemon's review gauges follow claims and decisions, and its pass
+ * moves nothing. */
+static void test_review_gauges(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:20683", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  escalate_ids(t, &tr, (const char *[]){"g1", "g2", "g3", NULL});
+  gauges_want w = {20683, 3, 0};
+  FX_CHECK(t, th_wait_until(gauges_are, &w, 30000));
+  assert_true(metric(20683, "dlq_bridge_review_oldest_age_seconds{state=\"unclaimed\"}") >= 0);
+  assert_int_equal(claim(t, &tr, "msg-g2", "alice", false), 0);
+  w = (gauges_want){20683, 2, 1};
+  FX_CHECK(t, th_wait_until(gauges_are, &w, 30000));
+  assert_true(metric(20683, "dlq_bridge_review_oldest_age_seconds{state=\"claimed\"}") >= 0);
+  decide(t, &tr, "msg-g2", "--return", NULL, 0);
+  w = (gauges_want){20683, 2, 0};
+  FX_CHECK(t, th_wait_until(gauges_are, &w, 30000));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 2);
+  fx_audit_remove(&tr.a);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -401,6 +452,7 @@ int main(void) {
       FX_TEST(test_each_decision_and_the_story),
       FX_TEST(test_decision_sigkill_loses_nothing),
       FX_TEST(test_reconcile_names_review_item_acked_away),
+      FX_TEST(test_review_gauges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
