@@ -18,6 +18,10 @@ typedef enum {
   DLQB_EV_SKIPPED_COMPLETE,/* DLQ item already in the completion ledger */
   DLQB_EV_ESCALATED,       /* DLQ -> compliance_review (operator or SLA) */
   DLQB_EV_RESOLVED,        /* removed from the DLQ with a note */
+  DLQB_EV_CLAIMED,         /* compliance_review item claimed (re-published with owner) */
+  DLQB_EV_DECIDED_REPLAY,  /* compliance_review -> work queue by its reviewer */
+  DLQB_EV_DECIDED_RESOLVE, /* removed from compliance_review with the reviewer's note */
+  DLQB_EV_DECIDED_RETURN,  /* compliance_review -> DLQ by its reviewer */
   DLQB_EV__COUNT
 } dlqb_event;
 
@@ -32,7 +36,8 @@ typedef struct {
   /* Machine-readable category, for metrics labels and audit queries: the
    * dlq_reason ("max_attempts", "sla_budget", "poison", "invalid_envelope")
    * for hops into the DLQ; who escalated ("operator", "sla", "max_replays")
-   * for DLQB_EV_ESCALATED; "" otherwise. */
+   * for DLQB_EV_ESCALATED; "force" for a claim or decision that overrode
+   * the custody (DLQB_CAUSE_FORCE); "" otherwise. */
   char cause[24];
   char from[DLQB_NAME_MAX];
   char to[DLQB_NAME_MAX];

@@ -38,8 +38,15 @@ typedef struct {
   int64_t dlq_at_ms;
   bool has_first_seen_at;
   int64_t first_seen_at_ms;
-  bool has_escalated_at;                /* compliance_review items */
+  /* compliance_review items: why they were escalated, and their custody */
+  bool has_escalated_at;
   int64_t escalated_at_ms;
+  char escalated_by[128];
+  char escalation_reason[32];
+  char escalation_note[DLQB_LAST_ERROR_MAX + 1];
+  char owner[128];                      /* "" when unclaimed */
+  bool has_claimed_at;
+  int64_t claimed_at_ms;
   bool has_timestamp;                   /* the AMQP timestamp property */
   int64_t timestamp_ms;
   bool has_xdeath_at;                   /* x-death[0].time: the broker's clock */

@@ -19,6 +19,7 @@
 #include "dlqb/error.h"
 #include "dlqb/hop.h"
 #include "dlqb/queue_stats.h"
+#include "dlqb/review.h"
 
 typedef struct dlqb_metrics dlqb_metrics;
 
@@ -49,6 +50,12 @@ void dlqb_metrics_set_audit(dlqb_metrics *m, bool writable, const char *why, uin
  * the refresher could not read them: the gauges are dropped and
  * dlq_bridge_queue_stats_up reads 0 until the next successful refresh. */
 void dlqb_metrics_set_queues(dlqb_metrics *m, const dlqb_queue_stat *stats, size_t n, bool ok);
+
+/* Replaces the review gauges with t (copied): items unclaimed and claimed,
+ * and the oldest of each (since the escalation; since the claim). ok false
+ * means the last pass over compliance_review did not read it whole: the
+ * review gauges are dropped until the next one that does. */
+void dlqb_metrics_set_review(dlqb_metrics *m, const dlqb_review_tally *t, bool ok);
 
 /* Renders the exposition into a malloc'd, NUL-terminated buffer (*text, of
  * *len bytes, the caller frees). DLQB_ENOMEM is the only failure. */
@@ -97,7 +104,10 @@ typedef struct dlqb_metrics_refresher dlqb_metrics_refresher;
  * queue of cfg's topology (dlqb_queue_stats) on its own connection (named
  * "dlq-bridge metrics <instance>": rabbitmq-c connections are not
  * thread-safe, so it never touches the router's) and publishes them into m.
- * It reconnects on its own when the broker goes away. cfg is copied; m must
+ * It reconnects on its own when the broker goes away. When compliance_review
+ * holds items it also passes over it (a scan that holds every item, as
+ * `review list` does, on a connection of its own, "dlq-bridge metrics
+ * review") for the review gauges. cfg is copied; m must
  * outlive the refresher. Stop with dlqb_metrics_refresher_stop
  * (NULL-safe), which returns once the thread has closed its connection. */
 dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg,

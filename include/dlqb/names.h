@@ -42,13 +42,23 @@
 
 #define DLQB_H_REPLAYED_BY "replayed_by" /* the operator (--actor) */
 #define DLQB_H_REPLAYED_AT "replayed_at" /* ISO-8601 UTC */
-/* Escalation to compliance_review (dlqb_escalation_stamp writes all three). */
+/* Escalation to compliance_review (dlqb_escalation_stamp writes all four,
+ * and clears the custody below: a new escalation is unclaimed). */
 #define DLQB_H_ESCALATED_BY "escalated_by"
 #define DLQB_H_ESCALATED_AT "escalated_at"
 #define DLQB_H_ESCALATION_REASON "escalation_reason"
+#define DLQB_H_ESCALATION_NOTE "escalation_note" /* the operator's why (escalate --note) */
+
+/* ---- custody in compliance_review (dlqb/review.h) ------------------- */
+
+#define DLQB_H_OWNER "owner"           /* who claimed it (review claim --actor) */
+#define DLQB_H_CLAIMED_AT "claimed_at" /* ISO-8601 UTC */
 
 /* escalated_by when the bridge itself escalates (operators give --actor). */
 #define DLQB_ACTOR_BRIDGE "dlq-bridge"
+/* hop cause of a claim or decision taken over from another owner, or
+ * made on an unclaimed item (--force). */
+#define DLQB_CAUSE_FORCE "force"
 /* escalation_reason values. */
 #define DLQB_ESCALATION_OPERATOR "operator"       /* `escalate` */
 #define DLQB_ESCALATION_DLQ_SLA "dlq_sla"         /* the SLA escalator */

@@ -1,6 +1,6 @@
-/* Reconciling the DLQ with the audit trail (`audit reconcile`): which
- * messages the trail says are in dsr.dlq.manual, against the ones the
- * queue holds. Pure, over message ids and verified log lines; the command
+/* Reconciling a queue with the audit trail (`audit reconcile`): which
+ * messages the trail says are in dsr.dlq.manual (or compliance_review),
+ * against the ones the queue holds. Pure, over message ids and verified log lines; the command
  * reads the queue (a scan that holds every item) and the log.
  *
  * Per message_id it keeps: copies present in the queue snapshot; the net
@@ -31,8 +31,13 @@ typedef struct {
   char last_out_time[32]; /* of the last recorded hop out of the DLQ ("" when none) */
 } dlqb_reconcile_entry;
 
-/* NULL when out of memory. */
+#define DLQB_RECONCILE_QUEUE_MAX 256
+
+/* For dsr.dlq.manual. NULL when out of memory. */
 dlqb_reconcile *dlqb_reconcile_new(void);
+/* For another queue (compliance_review); "the DLQ" below then means it.
+ * NULL when out of memory or the name is too long. */
+dlqb_reconcile *dlqb_reconcile_new_for(const char *queue);
 void dlqb_reconcile_free(dlqb_reconcile *r); /* NULL-safe */
 
 /* One item of the queue snapshot. */
@@ -40,8 +45,8 @@ dlqb_status dlqb_reconcile_present(dlqb_reconcile *r, const char *message_id,
                                    const char *request_id, dlqb_error *err);
 
 /* One verified log line (without its newline), in log order. Lines that
- * are not a hop into or out of dsr.dlq.manual, or carry no message_id,
- * change nothing. False when out of memory. */
+ * are not a hop into or out of the queue (a hop from it into itself is
+ * neither), or carry no message_id, change nothing. False when out of memory. */
 bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len);
 
 /* Every entry held, in no particular order. */

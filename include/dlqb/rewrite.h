@@ -30,14 +30,27 @@ typedef struct {
 dlqb_status dlqb_headers_apply(const amqp_table_t *in, const dlqb_hset *sets, size_t nsets,
                                amqp_table_entry_t *scratch, size_t cap, amqp_table_t *out);
 
-#define DLQB_ESCALATION_SETS 3
+#define DLQB_ESCALATION_SETS 6
 
 /* The header changes that mark a message escalated to compliance_review:
  * escalated_by = by, escalated_at = at_iso (ISO-8601 UTC), escalation_reason
- * = reason (one of DLQB_ESCALATION_*). Writes DLQB_ESCALATION_SETS entries
- * into sets and returns that count. The strings must outlive the sets. */
+ * = reason (one of DLQB_ESCALATION_*), escalation_note = note (removed when
+ * note is NULL or empty, so an older escalation's note never sticks), and
+ * owner and claimed_at removed: a new escalation is unclaimed. Writes
+ * DLQB_ESCALATION_SETS entries into sets and returns that count. The
+ * strings must outlive the sets. */
 size_t dlqb_escalation_stamp(dlqb_hset *sets, const char *by, const char *at_iso,
-                             const char *reason);
+                             const char *reason, const char *note);
+
+#define DLQB_REPLAY_SETS 8
+
+/* The header changes of a replay to dsr.work (replay, review decide
+ * --replay): attempt 0, replay_count = replay_count + 1 (saturating),
+ * last_error, dlq_reason, dlq_at and worker_error removed, replayed_by =
+ * by, replayed_at = at_iso. Writes DLQB_REPLAY_SETS entries and returns
+ * that count. */
+size_t dlqb_replay_stamp(dlqb_hset *sets, int64_t replay_count, const char *by,
+                         const char *at_iso);
 
 /* Whether key is a header the bridge reads or writes (the envelope, its
  * stamps): the ones a task keeps when the rest must be left off

@@ -18,7 +18,7 @@
 #include "dlqb/rewrite.h"
 #include "dlqb/topology.h"
 
-#define DLQB_ROUTE_MAX_SETS 12
+#define DLQB_ROUTE_MAX_SETS 16
 
 typedef struct {
   dlqb_decision decision;

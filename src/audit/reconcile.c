@@ -1,4 +1,4 @@
-/* The DLQ against the audit trail: see dlqb/reconcile.h. */
+/* A queue (the DLQ, compliance_review) against the audit trail: see dlqb/reconcile.h. */
 #include "dlqb/reconcile.h"
 
 #include <json-c/json.h>
@@ -20,11 +20,18 @@ typedef struct {
 
 struct dlqb_reconcile {
   dlqb_hashset *ids;
+  char queue[DLQB_RECONCILE_QUEUE_MAX];
+  size_t queue_len;
 };
 
-dlqb_reconcile *dlqb_reconcile_new(void) {
+dlqb_reconcile *dlqb_reconcile_new(void) { return dlqb_reconcile_new_for(DLQB_Q_DLQ); }
+
+dlqb_reconcile *dlqb_reconcile_new_for(const char *queue) {
+  if (strlen(queue) >= DLQB_RECONCILE_QUEUE_MAX) return NULL;
   dlqb_reconcile *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
+  snprintf(r->queue, sizeof r->queue, "%s", queue);
+  r->queue_len = strlen(queue);
   r->ids = dlqb_hashset_new(sizeof(slot));
   if (r->ids == NULL) {
     free(r);
@@ -75,7 +82,7 @@ dlqb_status dlqb_reconcile_present(dlqb_reconcile *r, const char *message_id,
                                    const char *request_id, dlqb_error *err) {
   slot *s = get(r, message_id);
   if (s == NULL || !set_request(s, request_id))
-    return dlqb_fail(err, DLQB_ENOMEM, "out of memory reconciling the DLQ");
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory reconciling %s", r->queue);
   s->e.present++;
   return DLQB_OK;
 }
@@ -84,12 +91,14 @@ static void copy(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%
 
 bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len) {
   /* Most lines are hops elsewhere: no parse for them. */
-  if (dlqb_text_find(line, len, DLQB_Q_DLQ, sizeof DLQB_Q_DLQ - 1) == NULL) return true;
+  if (dlqb_text_find(line, len, r->queue, r->queue_len) == NULL) return true;
   json_object *rec = dlqb_audit_record_parse(line, len);
   if (rec == NULL) return true; /* not a record: the verifier decides about those */
   const char *id = dlqb_audit_record_str(rec, "message_id");
-  bool into = strcmp(dlqb_audit_record_str(rec, "to"), DLQB_Q_DLQ) == 0;
-  bool out = strcmp(dlqb_audit_record_str(rec, "from"), DLQB_Q_DLQ) == 0;
+  /* A hop from the queue into itself (a review claim's re-publish) is
+   * neither: the copy replaced the original. */
+  bool into = strcmp(dlqb_audit_record_str(rec, "to"), r->queue) == 0;
+  bool out = strcmp(dlqb_audit_record_str(rec, "from"), r->queue) == 0;
   bool ok = true;
   if (id[0] != '\0' && into != out) {
     slot *held = dlqb_hashset_get(r->ids, id, strlen(id));

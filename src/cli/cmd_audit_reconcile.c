@@ -1,4 +1,4 @@
-/* dlq-bridge audit reconcile: the DLQ against the audit trail. */
+/* dlq-bridge audit reconcile: the DLQ and compliance_review against the audit trail. */
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ static const cli_flag reconcile_flags[] = {
 
 static const cli_spec reconcile_spec = {
     .name = "audit reconcile",
-    .summary = "check that the DLQ holds what the audit trail put there",
+    .summary = "check that the DLQ and compliance_review hold what the audit trail put there",
     .usage = "dlq-bridge audit reconcile [FILE...] [--json] [--window N]\n"
              "       [--seal FILE | --no-seal] [--partial] [settings]",
     .details =
@@ -30,27 +30,30 @@ static const cli_spec reconcile_spec = {
         "out, but not in it (removed behind dlq-bridge's back: a purge, a move in the\n"
         "management UI, a policy). UNRECORDED: in the DLQ with no record of entering it\n"
         "(the audit trail was off then). Hops recorded after the queue was read are\n"
-        "not counted as missing. NOT SEEN: as MISSING, but another consumer was on the\n"
-        "DLQ at the start or the end of the read (the daemon's SLA escalator, an\n"
-        "inspect): it may hold the item unacked, which the broker does not deliver to\n"
-        "us; not a failure, run again later. Needs the broker settings and the audit\n"
-        "key and log.\n"
+        "not counted as missing. compliance_review is read and compared the same way\n"
+        "(into it: escalated; out of it: a review decision; a claim's re-publish is\n"
+        "neither), so an item acked away there in the management UI is MISSING too.\n"
+        "NOT SEEN: as MISSING, but another consumer was on that queue at the start or\n"
+        "the end of the read (the daemon's SLA escalator, an inspect): it may hold the\n"
+        "item unacked, which the broker does not deliver to us; not a failure, run\n"
+        "again later. Needs the broker settings and the audit key and log.\n"
         FILES_DETAILS
         "Exit status: 0 nothing missing; 1 something missing, the log not intact, or\n"
-        "the DLQ not read whole; 2 usage or configuration error.",
+        "a queue not read whole; 2 usage or configuration error.",
     .flags = reconcile_flags,
     .settings = true,
 };
 
 typedef struct {
   const audit_opts *o;
+  const char *queue; /* dsr.dlq.manual or compliance_review */
   dlqb_reconcile *r;
   char at[DLQB_ISO_TIME_MAX]; /* when the queue was read: later records are not missing */
   uint64_t items, without_id;
   bool read_whole;
   dlqb_scan_result scan;
+  uint32_t others; /* most consumers seen on the queue at the start or end of the read */
   /* The verdict, filled by classify. */
-  uint32_t others;  /* most consumers seen on the DLQ at the start or end of the read */
   json_object *missing, *unrecorded, *during, *extra, *not_seen;
   uint64_t expected;
 } reconcile_ctx;
@@ -67,17 +70,24 @@ static dlqb_status snapshot_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
   return dlqb_reconcile_present(c->r, it->message_id, it->request_id, err);
 }
 
+/* The DLQ and compliance_review, each reconciled on its own. */
+typedef struct {
+  reconcile_ctx dlq, review;
+} reconcile_pair;
+
 static bool tally_line(void *ctx, const char *line, size_t len) {
-  return dlqb_reconcile_line(ctx, line, len);
+  reconcile_pair *p = ctx;
+  return dlqb_reconcile_line(p->dlq.r, line, len) && dlqb_reconcile_line(p->review.r, line, len);
 }
 
-/* Consumers of the DLQ other than us right now (passive declare on a link
- * of our own); false when it cannot be read. A consumer holds what it was
+/* Consumers of queue other than us right now (passive declare on a link of
+ * our own); false when it cannot be read. A consumer holds what it was
  * delivered unacked, and the broker delivers that to nobody else. */
-static bool other_consumers(const dlqb_config *cfg, uint32_t *n, dlqb_error *err) {
+static bool other_consumers(const dlqb_config *cfg, const char *queue, uint32_t *n,
+                            dlqb_error *err) {
   dlqb_link *link = NULL;
   if (dlqb_link_open(cfg, "dlq-bridge audit reconcile", &link, err) != DLQB_OK) return false;
-  dlqb_status st = dlqb_link_queue_depth(link, DLQB_Q_DLQ, NULL, n, err);
+  dlqb_status st = dlqb_link_queue_depth(link, queue, NULL, n, err);
   if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);
   return st == DLQB_OK;
@@ -87,12 +97,12 @@ static int read_dlq(void *ctx, const dlqb_config *cfg) {
   reconcile_ctx *c = ctx;
   dlqb_error cerr;
   uint32_t before = 0, after = 0;
-  if (!other_consumers(cfg, &before, &cerr)) {
+  if (!other_consumers(cfg, c->queue, &before, &cerr)) {
     cli_error("%s", cerr.msg);
     return EXIT_FAILURE_;
   }
   dlqb_iso_time(dlqb_now_ms(), c->at, sizeof c->at);
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge audit reconcile",
+  dlqb_scan_options so = {.queue = c->queue, .purpose = "dlq-bridge audit reconcile",
                           .actor = "audit reconcile",
                           .window = c->o->window,
                           .stop = cli_stop_flag(), .on_item = snapshot_item, .ctx = c};
@@ -103,7 +113,7 @@ static int read_dlq(void *ctx, const dlqb_config *cfg) {
     return EXIT_FAILURE_;
   }
   /* Our own consumer is gone once the scan closed its link. */
-  if (!other_consumers(cfg, &after, &cerr)) {
+  if (!other_consumers(cfg, c->queue, &after, &cerr)) {
     cli_error("%s", cerr.msg);
     return EXIT_FAILURE_;
   }
@@ -111,10 +121,16 @@ static int read_dlq(void *ctx, const dlqb_config *cfg) {
   if (c->scan.interrupted) {
     cli_error("read only %llu of the %llu items in %s (interrupted); nothing was compared",
               (unsigned long long)c->scan.examined, (unsigned long long)c->scan.depth_at_start,
-              DLQB_Q_DLQ);
+              c->queue);
     return EXIT_FAILURE_;
   }
   return EXIT_OK;
+}
+
+static int read_both(void *ctx, const dlqb_config *cfg) {
+  reconcile_pair *p = ctx;
+  int rc = read_dlq(&p->dlq, cfg);
+  return rc == EXIT_OK ? read_dlq(&p->review, cfg) : rc;
 }
 
 static json_object *entry_json(const dlqb_reconcile_entry *e) {
@@ -155,7 +171,7 @@ static void classify(void *ctx, const dlqb_reconcile_entry *e) {
    * (recorded) after the queue was read. */
 }
 
-static void print_entries(const char *label, json_object *arr, const char *why) {
+static void print_entries(const char *label, json_object *arr, const char *queue, const char *why) {
   size_t n = json_object_array_length(arr);
   for (size_t i = 0; i < n; i++) {
     json_object *j = json_object_array_get_idx(arr, i), *v;
@@ -166,14 +182,55 @@ static void print_entries(const char *label, json_object *arr, const char *why) 
       printf("  %s at %s by %s", json_object_get_string(v),
              json_object_get_string(json_object_object_get(j, "last_time")),
              json_object_get_string(json_object_object_get(j, "last_writer")));
-    printf("  (%s)\n", why);
+    printf("  (in %s: %s)\n", queue, why);
   }
 }
 
-static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, bool sealed) {
+/* compliance_review's part of --json. */
+static json_object *review_json(const reconcile_ctx *c) {
+  json_object *j = json_object_new_object();
+  json_object_object_add(j, "read_at", json_object_new_string(c->at));
+  json_object_object_add(j, "items", json_object_new_int64((int64_t)c->items));
+  json_object_object_add(j, "without_message_id", json_object_new_int64((int64_t)c->without_id));
+  json_object_object_add(j, "recorded_in_queue", json_object_new_int64((int64_t)c->expected));
+  json_object_object_add(j, "missing", json_object_get(c->missing));
+  json_object_object_add(j, "unrecorded", json_object_get(c->unrecorded));
+  json_object_object_add(j, "recorded_after_read", json_object_get(c->during));
+  json_object_object_add(j, "extra_copies", json_object_get(c->extra));
+  json_object_object_add(j, "not_seen", json_object_get(c->not_seen));
+  json_object_object_add(j, "other_consumers", json_object_new_int64(c->others));
+  return j;
+}
+
+/* One queue's part of the text. */
+static void print_queue(const reconcile_ctx *c) {
   size_t nm = json_object_array_length(c->missing), nu = json_object_array_length(c->unrecorded),
-         nd = json_object_array_length(c->during), ne = json_object_array_length(c->extra),
-         nn = json_object_array_length(c->not_seen);
+         nd = json_object_array_length(c->during), ne = json_object_array_length(c->extra);
+  printf("%s read at %s: %llu item%s (%llu without a message_id, not compared)\n", c->queue,
+         c->at, (unsigned long long)c->items, c->items == 1 ? "" : "s",
+         (unsigned long long)c->without_id);
+  printf("the audit trail puts %llu message%s %s; missing %zu, unrecorded %zu, recorded after "
+         "the read %zu, copies beyond the records %zu\n",
+         (unsigned long long)c->expected, c->expected == 1 ? "" : "s",
+         strcmp(c->queue, DLQB_Q_DLQ) == 0 ? "there" : "in " DLQB_Q_REVIEW, nm, nu, nd, ne);
+  print_entries("MISSING", c->missing, c->queue,
+                "recorded into it, never out, not in it: removed outside dlq-bridge");
+  print_entries("UNRECORDED", c->unrecorded, c->queue, "no record of it entering");
+  if (json_object_array_length(c->not_seen) > 0) {
+    char why[160];
+    snprintf(why, sizeof why, "not seen: held by another consumer (%lu during the read); run "
+             "again later", (unsigned long)c->others);
+    print_entries("NOT SEEN", c->not_seen, c->queue, why);
+  }
+  print_entries("EXTRA", c->extra, c->queue,
+                "more copies than records: a redelivery's duplicate, or a move interrupted "
+                "after its record");
+}
+
+static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_audit_summary *sum,
+                            bool sealed) {
+  size_t nm = json_object_array_length(c->missing) + json_object_array_length(review->missing);
+  size_t nn = json_object_array_length(c->not_seen) + json_object_array_length(review->not_seen);
   if (c->o->json) {
     json_object *out = json_object_new_object(), *dlq = json_object_new_object();
     json_object_object_add(out, "intact", json_object_new_boolean(1));
@@ -190,68 +247,67 @@ static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, boo
     json_object_object_add(out, "extra_copies", json_object_get(c->extra));
     json_object_object_add(out, "not_seen", json_object_get(c->not_seen));
     json_object_object_add(dlq, "other_consumers", json_object_new_int64(c->others));
+    json_object_object_add(out, DLQB_Q_REVIEW, review_json(review));
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(out);
     return;
   }
   audit_print_summary(sum, sealed);
-  printf("%s read at %s: %llu item%s (%llu without a message_id, not compared)\n", DLQB_Q_DLQ,
-         c->at, (unsigned long long)c->items, c->items == 1 ? "" : "s",
-         (unsigned long long)c->without_id);
-  printf("the audit trail puts %llu message%s there; missing %zu, unrecorded %zu, recorded after "
-         "the read %zu, copies beyond the records %zu\n",
-         (unsigned long long)c->expected, c->expected == 1 ? "" : "s", nm, nu, nd, ne);
-  print_entries("MISSING", c->missing,
-                "recorded into the DLQ, never out, not in it: removed outside dlq-bridge");
-  print_entries("UNRECORDED", c->unrecorded, "in the DLQ, no record of it entering");
-  if (nn > 0) {
-    char why[160];
-    snprintf(why, sizeof why,
-             "not seen: held by another consumer (%lu on %s during the read); run again later",
-             (unsigned long)c->others, DLQB_Q_DLQ);
-    print_entries("NOT SEEN", c->not_seen, why);
-  }
-  print_entries("EXTRA", c->extra,
-                "more copies than records: a redelivery's duplicate, or a move interrupted "
-                "after its record");
+  print_queue(c);
+  print_queue(review);
   if (nm == 0 && nn == 0) printf("nothing missing\n");
   else if (nm == 0)
     printf("nothing missing; %zu not seen (held by another consumer at the time)\n", nn);
 }
 
+static bool ctx_init(reconcile_ctx *c, const audit_opts *o, const char *queue) {
+  c->o = o;
+  c->queue = queue;
+  c->r = dlqb_reconcile_new_for(queue);
+  c->missing = json_object_new_array();
+  c->unrecorded = json_object_new_array();
+  c->during = json_object_new_array();
+  c->extra = json_object_new_array();
+  c->not_seen = json_object_new_array();
+  return c->r != NULL && c->missing != NULL && c->unrecorded != NULL && c->during != NULL &&
+         c->extra != NULL && c->not_seen != NULL;
+}
+
+static void ctx_free(reconcile_ctx *c) {
+  json_object_put(c->missing);
+  json_object_put(c->unrecorded);
+  json_object_put(c->during);
+  json_object_put(c->extra);
+  json_object_put(c->not_seen);
+  dlqb_reconcile_free(c->r);
+}
+
 int audit_reconcile(int argc, char **argv) {
-  audit_opts o = {.prepare = read_dlq};
-  reconcile_ctx c = {.o = &o};
-  o.prepare_ctx = &c;
-  c.r = dlqb_reconcile_new();
-  c.missing = json_object_new_array();
-  c.unrecorded = json_object_new_array();
-  c.during = json_object_new_array();
-  c.extra = json_object_new_array();
-  c.not_seen = json_object_new_array();
+  audit_opts o = {.prepare = read_both};
+  reconcile_pair p;
+  memset(&p, 0, sizeof p);
+  o.prepare_ctx = &p;
+  bool ok = ctx_init(&p.dlq, &o, DLQB_Q_DLQ);
+  ok = ctx_init(&p.review, &o, DLQB_Q_REVIEW) && ok;
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
   int rc = EXIT_FAILURE_;
-  if (c.r == NULL || c.missing == NULL || c.unrecorded == NULL || c.during == NULL ||
-      c.extra == NULL || c.not_seen == NULL) {
+  if (!ok) {
     cli_error("out of memory");
   } else {
-    rc = audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, c.r, &sum, &sealed, &help);
+    rc = audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, &p, &sum, &sealed, &help);
     if (help) {
       cli_print_help(&reconcile_spec, stdout);
     } else if (rc == EXIT_OK) {
-      dlqb_reconcile_each(c.r, classify, &c);
-      print_reconcile(&c, &sum, sealed);
-      if (json_object_array_length(c.missing) > 0) rc = EXIT_FAILURE_;
+      dlqb_reconcile_each(p.dlq.r, classify, &p.dlq);
+      dlqb_reconcile_each(p.review.r, classify, &p.review);
+      print_reconcile(&p.dlq, &p.review, &sum, sealed);
+      if (json_object_array_length(p.dlq.missing) + json_object_array_length(p.review.missing) > 0)
+        rc = EXIT_FAILURE_;
     }
   }
-  json_object_put(c.missing);
-  json_object_put(c.unrecorded);
-  json_object_put(c.during);
-  json_object_put(c.extra);
-  json_object_put(c.not_seen);
-  dlqb_reconcile_free(c.r);
+  ctx_free(&p.dlq);
+  ctx_free(&p.review);
   return rc;
 }
-

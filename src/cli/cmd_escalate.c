@@ -13,6 +13,7 @@ static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
     {"rate", true, "N", "escalate at most N messages a second, 1 to 100000"},
     {"dry-run", false, NULL, "list what would be escalated; move nothing"},
+    {"note", true, "TEXT", "why, for the reviewer: kept on the item (escalation_note) and in the audit trail"},
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -20,11 +21,13 @@ static const cli_flag flags[] = {
 const cli_spec cmd_escalate_spec = {
     .name = "escalate",
     .summary = "move DLQ items to compliance_review for a person to decide",
-    .usage = "dlq-bridge escalate (--all | FILTER...) [--limit N] [--dry-run] [--json]",
+    .usage = "dlq-bridge escalate (--all | FILTER...) [--note TEXT] [--limit N] [--dry-run] [--json]",
     .details =
         "Moves the selected items of dsr.dlq.manual to compliance_review, stamping the\n"
         "headers escalated_by (--actor), escalated_at (now, ISO-8601 UTC) and\n"
-        "escalation_reason=operator. Everything else, body included, is kept.\n"
+        "escalation_reason=operator, and escalation_note (--note) when given; the note\n"
+        "is also the hop's reason in the audit trail. The item arrives unclaimed (see\n"
+        "'dlq-bridge review'). Everything else, body included, is kept.\n"
         "Items not selected stay in the DLQ, in their order. The daemon escalates by\n"
         "itself items older than DLQ_BRIDGE_DLQ_SLA (escalation_reason=dlq_sla) and\n"
         "tasks that fail again after DLQ_BRIDGE_MAX_REPLAYS replays (max_replays).",
@@ -35,22 +38,30 @@ const cli_spec cmd_escalate_spec = {
 typedef struct {
   ops_opts o;
   char now[DLQB_ISO_TIME_MAX];
+  const char *note; /* --note, or NULL */
 } escalate_opts;
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
-  return ops_flag(&((escalate_opts *)ctx)->o, flag, value, err);
+  escalate_opts *e = ctx;
+  if (flag != NULL && strcmp(flag, "note") == 0) {
+    if (value[0] == '\0' || strlen(value) > DLQB_LAST_ERROR_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--note: give 1 to %d bytes", DLQB_LAST_ERROR_MAX);
+    e->note = value;
+    return DLQB_OK;
+  }
+  return ops_flag(&e->o, flag, value, err);
 }
 
 static size_t escalate_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
   escalate_opts *e = ctx;
   (void)it;
-  return dlqb_escalation_stamp(out, e->o.actor, e->now, DLQB_ESCALATION_OPERATOR);
+  return dlqb_escalation_stamp(out, e->o.actor, e->now, DLQB_ESCALATION_OPERATOR, e->note);
 }
 
 static const char *escalate_reason(void *ctx, const dlqb_item *it) {
-  (void)ctx;
+  const escalate_opts *e = ctx;
   (void)it;
-  return DLQB_ESCALATION_OPERATOR;
+  return e->note != NULL ? e->note : DLQB_ESCALATION_OPERATOR;
 }
 
 int cmd_escalate(int argc, char **argv) {

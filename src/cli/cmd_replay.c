@@ -58,18 +58,7 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
 
 static size_t replay_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
   replay_opts *r = ctx;
-  size_t n = 0;
-  out[n++] = (dlqb_hset){DLQB_H_ATTEMPT, DLQB_HSET_INT, NULL, 0};
-  /* Saturated: a forged INT64_MAX must not wrap to a negative count. */
-  out[n++] = (dlqb_hset){DLQB_H_REPLAY_COUNT, DLQB_HSET_INT, NULL,
-                         dlqb_envelope_count_next(it->replay_count)};
-  out[n++] = (dlqb_hset){DLQB_H_LAST_ERROR, DLQB_HSET_REMOVE, NULL, 0};
-  out[n++] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
-  out[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_REMOVE, NULL, 0};
-  out[n++] = (dlqb_hset){DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0};
-  out[n++] = (dlqb_hset){DLQB_H_REPLAYED_BY, DLQB_HSET_STRING, r->o.actor, 0};
-  out[n++] = (dlqb_hset){DLQB_H_REPLAYED_AT, DLQB_HSET_STRING, r->actor_now, 0};
-  return n;
+  return dlqb_replay_stamp(out, it->replay_count, r->o.actor, r->actor_now);
 }
 
 static const char *replay_reason(void *ctx, const dlqb_item *it) {

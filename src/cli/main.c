@@ -18,6 +18,7 @@ static const command commands[] = {
     {&cmd_inspect_spec, cmd_inspect},
     {&cmd_stats_spec, cmd_stats},
     {&cmd_resolve_spec, cmd_resolve},
+    {&cmd_review_spec, cmd_review},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

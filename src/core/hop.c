@@ -10,6 +10,10 @@ static const char *const event_names[DLQB_EV__COUNT] = {
     [DLQB_EV_SKIPPED_COMPLETE] = "skipped_complete",
     [DLQB_EV_ESCALATED] = "escalated",
     [DLQB_EV_RESOLVED] = "resolved",
+    [DLQB_EV_CLAIMED] = "claimed",
+    [DLQB_EV_DECIDED_REPLAY] = "decided_replay",
+    [DLQB_EV_DECIDED_RESOLVE] = "decided_resolve",
+    [DLQB_EV_DECIDED_RETURN] = "decided_return",
 };
 
 const char *dlqb_event_name(dlqb_event ev) {

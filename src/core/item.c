@@ -44,6 +44,11 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
   out->has_dlq_at = dlqb_header_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
   out->has_first_seen_at = dlqb_header_time(h, DLQB_H_FIRST_SEEN_AT, &out->first_seen_at_ms);
   out->has_escalated_at = dlqb_header_time(h, DLQB_H_ESCALATED_AT, &out->escalated_at_ms);
+  read_text(h, DLQB_H_ESCALATED_BY, out->escalated_by, sizeof out->escalated_by);
+  read_text(h, DLQB_H_ESCALATION_REASON, out->escalation_reason, sizeof out->escalation_reason);
+  read_text(h, DLQB_H_ESCALATION_NOTE, out->escalation_note, sizeof out->escalation_note);
+  read_text(h, DLQB_H_OWNER, out->owner, sizeof out->owner);
+  out->has_claimed_at = dlqb_header_time(h, DLQB_H_CLAIMED_AT, &out->claimed_at_ms);
   const amqp_table_t *death = dlqb_header_first_death(h);
   const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
   if (t != NULL && t->kind == AMQP_FIELD_KIND_TIMESTAMP && t->value.u64 <= (uint64_t)INT64_MAX / 1000) {

@@ -2,8 +2,11 @@
 #include "dlqb/rewrite.h"
 
 #include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "dlqb/envelope.h"
 #include "dlqb/headers.h"
 #include "dlqb/names.h"
 #include "headers_private.h"
@@ -24,11 +27,31 @@ static bool bytes_same(amqp_bytes_t a, amqp_bytes_t b) {
 }
 
 size_t dlqb_escalation_stamp(dlqb_hset *sets, const char *by, const char *at_iso,
-                             const char *reason) {
+                             const char *reason, const char *note) {
+  bool has_note = note != NULL && note[0] != '\0';
   sets[0] = (dlqb_hset){DLQB_H_ESCALATED_BY, DLQB_HSET_STRING, by, 0};
   sets[1] = (dlqb_hset){DLQB_H_ESCALATED_AT, DLQB_HSET_STRING, at_iso, 0};
   sets[2] = (dlqb_hset){DLQB_H_ESCALATION_REASON, DLQB_HSET_STRING, reason, 0};
+  sets[3] = (dlqb_hset){DLQB_H_ESCALATION_NOTE, has_note ? DLQB_HSET_STRING : DLQB_HSET_REMOVE,
+                        has_note ? note : NULL, 0};
+  sets[4] = (dlqb_hset){DLQB_H_OWNER, DLQB_HSET_REMOVE, NULL, 0};
+  sets[5] = (dlqb_hset){DLQB_H_CLAIMED_AT, DLQB_HSET_REMOVE, NULL, 0};
   return DLQB_ESCALATION_SETS;
+}
+
+size_t dlqb_replay_stamp(dlqb_hset *sets, int64_t replay_count, const char *by,
+                         const char *at_iso) {
+  /* Saturated: a forged INT64_MAX must not wrap to a negative count. */
+  int64_t next = dlqb_envelope_count_next(replay_count);
+  sets[0] = (dlqb_hset){DLQB_H_ATTEMPT, DLQB_HSET_INT, NULL, 0};
+  sets[1] = (dlqb_hset){DLQB_H_REPLAY_COUNT, DLQB_HSET_INT, NULL, next};
+  sets[2] = (dlqb_hset){DLQB_H_LAST_ERROR, DLQB_HSET_REMOVE, NULL, 0};
+  sets[3] = (dlqb_hset){DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0};
+  sets[4] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_REMOVE, NULL, 0};
+  sets[5] = (dlqb_hset){DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0};
+  sets[6] = (dlqb_hset){DLQB_H_REPLAYED_BY, DLQB_HSET_STRING, by, 0};
+  sets[7] = (dlqb_hset){DLQB_H_REPLAYED_AT, DLQB_HSET_STRING, at_iso, 0};
+  return DLQB_REPLAY_SETS;
 }
 
 /* The last set naming key (later sets win), or NULL. */

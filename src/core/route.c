@@ -66,7 +66,7 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
       /* Poison at the replay level: replays did not help, a person decides. */
       snprintf(out->target, sizeof out->target, "%s", DLQB_Q_REVIEW);
       out->nsets += dlqb_escalation_stamp(out->sets + out->nsets, DLQB_ACTOR_BRIDGE, out->now_iso,
-                                          DLQB_ESCALATION_MAX_REPLAYS);
+                                          DLQB_ESCALATION_MAX_REPLAYS, NULL);
     }
   }
 

@@ -50,7 +50,8 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
     return DLQB_OK;
   }
   dlqb_hset sets[DLQB_ESCALATION_SETS];
-  size_t n = dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA);
+  size_t n = dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA,
+                                   NULL);
   return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_ESCALATED, "sla",
                            v.no_time ? e->no_time_reason : e->reason, err);
 }

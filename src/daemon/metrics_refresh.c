@@ -11,6 +11,7 @@
 #include "dlqb/log.h"
 #include "dlqb/metrics.h"
 #include "dlqb/queue_stats.h"
+#include "dlqb/scan.h"
 #include "dlqb/thread.h"
 #include "dlqb/topology.h"
 
@@ -42,6 +43,53 @@ static bool nap(dlqb_metrics_refresher *r, long ms) {
   return stop;
 }
 
+/* ---- the review gauges: one pass over compliance_review ---- */
+
+typedef struct {
+  dlqb_review_tally t;
+  int64_t now_ms;
+} review_pass;
+
+static dlqb_status tally_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                              dlqb_error *err) {
+  review_pass *p = ctx;
+  (void)err;
+  dlqb_scan_hold(s, d); /* nothing moves: every item returns to its place */
+  dlqb_review_tally_add(&p->t, it, p->now_ms);
+  return DLQB_OK;
+}
+
+/* The review gauges from stats (this refresh's queue stats): an empty
+ * review queue needs no pass. A pass that did not read the queue whole
+ * (another consumer held some items: a `review` command, say) reports
+ * nothing rather than a part. */
+static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *stats, size_t n) {
+  const dlqb_queue_stat *q = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(stats[i].queue, DLQB_Q_REVIEW) == 0) q = &stats[i];
+  review_pass p;
+  memset(&p, 0, sizeof p);
+  if (q == NULL || !q->present) {
+    dlqb_metrics_set_review(r->m, NULL, false);
+    return;
+  }
+  if (q->depth == 0 && q->consumers == 0) {
+    dlqb_metrics_set_review(r->m, &p.t, true);
+    return;
+  }
+  p.now_ms = dlqb_now_ms();
+  char name[340];
+  snprintf(name, sizeof name, "dlq-bridge metrics review %s", r->cfg.instance);
+  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = name, .actor = DLQB_ACTOR_BRIDGE,
+                          .on_item = tally_item, .ctx = &p};
+  dlqb_scan_result res;
+  dlqb_error err = {{0}};
+  dlqb_status st = dlqb_scan_run(&r->cfg, &so, &res, &err);
+  bool whole = st == DLQB_OK && !res.short_read && !res.interrupted;
+  if (st != DLQB_OK) dlqb_log_warn("queue_stats", "cannot read %s: %s", DLQB_Q_REVIEW, err.msg);
+  dlqb_metrics_set_review(r->m, &p.t, whole);
+}
+
 static void *run(void *arg) {
   dlqb_metrics_refresher *r = arg;
   dlqb_topology topo;
@@ -62,11 +110,13 @@ static void *run(void *arg) {
     if (st == DLQB_OK) {
       dlqb_metrics_set_queues(r->m, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs),
                               true);
+      refresh_review(r, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs));
       if (failing) dlqb_log_info("queue_stats", "reading queue stats again");
       failing = false;
       continue;
     }
     dlqb_metrics_set_queues(r->m, NULL, 0, false);
+    dlqb_metrics_set_review(r->m, NULL, false);
     if (!failing) dlqb_log_warn("queue_stats", "cannot read queue stats: %s", err.msg);
     failing = true;
     /* Start over on a fresh connection; the old one may be half-dead. */

@@ -198,9 +198,20 @@ def check_docs(src, binary):
             problem(f"docs/dlq-bridge.1.md has no section for the command '{cmd}'")
         if cmd in ("help", "version"):
             continue
-        for opt in re.findall(r"^\s+(--[a-z0-9-]+)", run(binary, "help", cmd), re.M):
+        helptext = run(binary, "help", cmd)
+        for opt in re.findall(r"^\s+(--[a-z0-9-]+)", helptext, re.M):
             if opt not in man:
                 problem(f"docs/dlq-bridge.1.md does not mention '{opt}' of '{cmd}'")
+        # A command with subcommands (audit, review) lists them in its help;
+        # each has its own options.
+        if "subcommands:\n" in helptext:
+            listed = helptext.split("subcommands:\n", 1)[1].split("\n\n", 1)[0]
+            for sub in re.findall(r"^  ([a-z]+)\b", listed, re.M):
+                if not re.search(rf"\b{re.escape(cmd)} {re.escape(sub)}\b", man):
+                    problem(f"docs/dlq-bridge.1.md has no synopsis for '{cmd} {sub}'")
+                for opt in re.findall(r"^\s+(--[a-z0-9-]+)", run(binary, cmd, sub, "--help"), re.M):
+                    if opt not in man:
+                        problem(f"docs/dlq-bridge.1.md does not mention '{opt}' of '{cmd} {sub}'")
     for var in known_variables(binary):
         if var not in man and var not in config_md:
             problem(f"neither the man page nor configuration.md mentions {var}")

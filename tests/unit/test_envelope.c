@@ -1165,12 +1165,17 @@ static void test_escalation_stamp(void **state) {
   dlqb_hset sets[DLQB_ESCALATION_SETS + 1];
   sets[0] = (dlqb_hset){"keep", DLQB_HSET_STRING, "yes", 0};
   size_t n = 1 + dlqb_escalation_stamp(sets + 1, "alice", "2026-11-30T05:09:48.123Z",
-                                       DLQB_ESCALATION_OPERATOR);
-  assert_int_equal(n, 4);
+                                       DLQB_ESCALATION_OPERATOR, "subject asked twice");
+  assert_int_equal(n, 7);
   h_clear(&h);
   h_add(&h, "escalated_by", v_str("someone before"));
+  h_add(&h, "owner", v_str("carol"));
+  h_add(&h, "claimed_at", v_str("2026-11-29T00:00:00Z"));
   assert_int_equal(dlqb_headers_apply(&h.t, sets, n, scratch, 8, &out), DLQB_OK);
-  assert_int_equal(out.num_entries, 4);
+  assert_int_equal(out.num_entries, 5); /* custody cleared: a new escalation is unclaimed */
+  assert_null(out_find(&out, "owner", NULL));
+  assert_null(out_find(&out, "claimed_at", NULL));
+  assert_str_value(out_find(&out, "escalation_note", NULL), "subject asked twice");
   assert_int_equal(out_count(&out, "escalated_by"), 1);
   assert_str_value(out_find(&out, "escalated_by", NULL), "alice");
   assert_str_value(out_find(&out, "escalated_at", NULL), "2026-11-30T05:09:48.123Z");
@@ -1179,6 +1184,13 @@ static void test_escalation_stamp(void **state) {
   assert_string_equal(DLQB_ESCALATION_DLQ_SLA, "dlq_sla");
   assert_string_equal(DLQB_ESCALATION_MAX_REPLAYS, "max_replays");
   assert_string_equal(DLQB_ACTOR_BRIDGE, "dlq-bridge");
+  /* No note: an older escalation's note is removed, not kept. */
+  n = 1 + dlqb_escalation_stamp(sets + 1, "dlq-bridge", "2026-11-30T05:09:48.123Z",
+                                DLQB_ESCALATION_DLQ_SLA, NULL);
+  h_clear(&h);
+  h_add(&h, "escalation_note", v_str("stale"));
+  assert_int_equal(dlqb_headers_apply(&h.t, sets, n, scratch, 8, &out), DLQB_OK);
+  assert_null(out_find(&out, "escalation_note", NULL));
 }
 
 static void test_apply_result_parses(void **state) {

@@ -220,6 +220,31 @@ static void test_queue_gauges(void **state) {
   dlqb_metrics_free(m);
 }
 
+/* The review gauges: absent until a pass read compliance_review whole,
+ * an unknown oldest age absent too, and dropped after a partial pass. */
+static void test_review_gauges(void **state) {
+  (void)state;
+  dlqb_metrics *m = dlqb_metrics_new("x");
+  char *t = render(m);
+  assert_false(has_line_starting(t, "dlq_bridge_review_items{"));
+  free(t);
+  dlqb_review_tally r = {.items = 3, .unclaimed = 2, .claimed = 1, .has_oldest_unclaimed = true,
+                         .oldest_unclaimed_ms = 90500};
+  dlqb_metrics_set_review(m, &r, true);
+  t = render(m);
+  assert_true(sample(t, "dlq_bridge_review_items{state=\"unclaimed\"}") == 2);
+  assert_true(sample(t, "dlq_bridge_review_items{state=\"claimed\"}") == 1);
+  assert_true(sample(t, "dlq_bridge_review_oldest_age_seconds{state=\"unclaimed\"}") == 90.5);
+  assert_false(has_line_starting(t, "dlq_bridge_review_oldest_age_seconds{state=\"claimed\"}"));
+  free(t);
+  dlqb_metrics_set_review(m, &r, false);
+  t = render(m);
+  assert_false(has_line_starting(t, "dlq_bridge_review_items{"));
+  assert_false(has_line_starting(t, "dlq_bridge_review_oldest_age_seconds{"));
+  free(t);
+  dlqb_metrics_free(m);
+}
+
 static void test_health_verdict(void **state) {
   (void)state;
   dlqb_metrics *m = dlqb_metrics_new("x");
@@ -526,6 +551,7 @@ static void test_head_stamp(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fresh_registry_exports_zeros),
+      cmocka_unit_test(test_review_gauges),
       cmocka_unit_test(test_every_family_has_help_and_type),
       cmocka_unit_test(test_hops_are_counted_by_event_and_cause),
       cmocka_unit_test(test_latency_histogram_is_cumulative),

@@ -146,8 +146,36 @@ static void test_other_lines_change_nothing(void **state) {
   dlqb_reconcile_free(r);
 }
 
+/* compliance_review: escalations in, decisions out, and a claim's
+ * re-publish (review to review) neither. */
+static void test_review_queue(void **state) {
+  (void)state;
+  dlqb_reconcile *r = dlqb_reconcile_new_for("compliance_review");
+  assert_non_null(r);
+  dlqb_error err;
+  assert_int_equal(dlqb_reconcile_present(r, "msg-2", "R-msg-2", &err), DLQB_OK);
+  hop(r, "dead_lettered", "msg-1", "dsr.failed", "dsr.dlq.manual"); /* the DLQ's: ignored */
+  hop(r, "escalated", "msg-1", "dsr.dlq.manual", "compliance_review");
+  hop(r, "escalated", "msg-2", "dsr.dlq.manual", "compliance_review");
+  hop(r, "claimed", "msg-2", "compliance_review", "compliance_review");
+  hop(r, "claimed", "msg-2", "compliance_review", "compliance_review");
+  hop(r, "escalated", "msg-3", "dsr.dlq.manual", "compliance_review");
+  hop(r, "decided_return", "msg-3", "compliance_review", "dsr.dlq.manual");
+  lookup l1 = entry(r, "msg-1"); /* recorded in, not there: missing */
+  assert_int_equal(l1.found.present, 0);
+  assert_int_equal(l1.found.net, 1);
+  assert_string_equal(l1.found.last_event, "escalated");
+  lookup l2 = entry(r, "msg-2"); /* claimed twice, still one copy expected */
+  assert_int_equal(l2.found.present, 1);
+  assert_int_equal(l2.found.net, 1);
+  assert_int_equal(entry(r, "msg-3").seen, 0); /* decided: forgotten */
+  assert_int_equal(dlqb_reconcile_size(r), 2);
+  dlqb_reconcile_free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_review_queue),
       cmocka_unit_test(test_kinds_of_entries),
       cmocka_unit_test(test_removal_keeps_the_rest_findable),
       cmocka_unit_test(test_other_lines_change_nothing),

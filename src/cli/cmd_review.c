@@ -1,0 +1,230 @@
+/* dlq-bridge review: the custody of compliance_review items. Its
+ * subcommands (list here; claim and decide in cmd_review_custody.c) are a
+ * second small table in this file, as for `audit`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "dlqb/clock.h"
+#include "dlqb/review.h"
+#include "dlqb/topology.h"
+#include "ops.h"
+#include "review_cli.h"
+
+/* ---- how an item is shown ---- */
+
+static void put_str_or_null(json_object *o, const char *key, const char *v) {
+  json_object_object_add(o, key, v[0] != '\0' ? json_object_new_string(v) : NULL);
+}
+
+static void put_time_or_null(json_object *o, const char *key, bool has, int64_t ms) {
+  char iso[DLQB_ISO_TIME_MAX];
+  json_object_object_add(o, key, has ? json_object_new_string(dlqb_iso_time(ms, iso, sizeof iso))
+                                     : NULL);
+}
+
+json_object *review_item_json(const dlqb_item *it, int64_t now_ms) {
+  json_object *j = ops_item_json(it, now_ms);
+  uint64_t age = 0, claimed = 0;
+  bool known = dlqb_review_age(it, now_ms, &age);
+  bool claim_known = dlqb_review_claim_age(it, now_ms, &claimed);
+  json_object_object_add(j, "age_seconds", known ? json_object_new_int64((int64_t)(age / 1000)) : NULL);
+  put_str_or_null(j, "escalated_by", it->escalated_by);
+  put_time_or_null(j, "escalated_at", it->has_escalated_at, it->escalated_at_ms);
+  put_str_or_null(j, "escalation_reason", it->escalation_reason);
+  put_str_or_null(j, "escalation_note", it->escalation_note);
+  put_str_or_null(j, "owner", it->owner);
+  put_time_or_null(j, "claimed_at", it->owner[0] != '\0' && it->has_claimed_at, it->claimed_at_ms);
+  json_object_object_add(j, "claimed_seconds",
+                         claim_known ? json_object_new_int64((int64_t)(claimed / 1000)) : NULL);
+  return j;
+}
+
+/* ---- review list ---- */
+
+static const cli_flag list_flags[] = {
+    {"request-id", true, "ID", "only the item(s) with this request_id"},
+    {"source-system", true, "NAME", "only items from this source_system"},
+    {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},
+    {"owner", true, "NAME", "only items claimed by NAME"},
+    {"unclaimed", false, NULL, "only items nobody has claimed"},
+    {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
+    OPS_COMMON_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+static const cli_spec list_spec = {
+    .name = "review list",
+    .summary = "what waits in compliance_review, why, and who owns it",
+    .usage = "dlq-bridge review list [--request-id ID] [--source-system NAME] [--legal-basis B]\n"
+             "       [--owner NAME | --unclaimed] [--limit N] [--json]",
+    .details =
+        "Lists the items of compliance_review: age in review (since escalated_at),\n"
+        "request_id, source_system, legal_basis, message_id, who escalated it and why\n"
+        "(escalated_by, escalation_reason, escalation_note), and its owner with the time\n"
+        "since the claim. Nothing is consumed: as inspect, every item returns to its\n"
+        "place when the pass ends. Payloads are never shown.",
+    .flags = list_flags,
+    .settings = true,
+};
+
+typedef struct {
+  ops_opts o;
+  const char *owner;
+  bool unclaimed;
+  uint64_t listed, unclaimed_listed;
+  int64_t now_ms;
+  json_object *items;
+} list_ctx;
+
+static dlqb_status list_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
+  list_ctx *c = ctx;
+  if (flag != NULL && strcmp(flag, "owner") == 0) {
+    if (value[0] == '\0') return dlqb_fail(err, DLQB_EINVAL, "--owner needs a non-empty value");
+    c->owner = value;
+    return DLQB_OK;
+  }
+  if (flag != NULL && strcmp(flag, "unclaimed") == 0) {
+    c->unclaimed = true;
+    return DLQB_OK;
+  }
+  return ops_flag(&c->o, flag, value, err);
+}
+
+static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
+
+static void list_header(void) {
+  printf("%-8s %-24s %-14s %-13s %-24s %-14s %-12s %-12s %-8s %s\n", "AGE", "REQUEST_ID",
+         "SOURCE", "LEGAL_BASIS", "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER", "CLAIMED",
+         "NOTE");
+}
+
+static void list_print(const dlqb_item *it, int64_t now_ms) {
+  char age[32], claimed[32];
+  uint64_t a = 0, ca = 0;
+  bool known = dlqb_review_age(it, now_ms, &a);
+  bool claim_known = dlqb_review_claim_age(it, now_ms, &ca);
+  if (it->owner[0] == '\0') snprintf(claimed, sizeof claimed, "-");
+  else ops_age_text(claim_known, ca, claimed, sizeof claimed);
+  printf("%-8s %-24s %-14s %-13s %-24s %-14s %-12s %-12s %-8s %s\n",
+         ops_age_text(known, a, age, sizeof age), or_dash(it->request_id),
+         or_dash(it->source_system), or_dash(it->legal_basis), or_dash(it->message_id),
+         or_dash(it->escalated_by), or_dash(it->escalation_reason), or_dash(it->owner), claimed,
+         or_dash(it->escalation_note));
+}
+
+static dlqb_status list_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                             dlqb_error *err) {
+  list_ctx *c = ctx;
+  (void)err;
+  dlqb_scan_hold(s, d); /* everything returns to its place */
+  if (c->unclaimed && it->owner[0] != '\0') return DLQB_OK;
+  if (c->owner != NULL && strcmp(c->owner, it->owner) != 0) return DLQB_OK;
+  dlqb_verdict_rule rule = {.sel = &c->o.sel, .stop_at_limit = true};
+  dlqb_verdict v = dlqb_verdict_of(&rule, it, c->now_ms, c->listed);
+  if (v.kind == DLQB_VERDICT_HOLD) return DLQB_OK;
+  c->listed++;
+  if (it->owner[0] == '\0') c->unclaimed_listed++;
+  if (c->o.json) {
+    json_object_array_add(c->items, review_item_json(it, c->now_ms));
+  } else {
+    if (c->listed == 1) list_header();
+    list_print(it, c->now_ms);
+  }
+  if (v.stop_after) dlqb_scan_stop(s);
+  return DLQB_OK;
+}
+
+static int review_list(int argc, char **argv) {
+  list_ctx c;
+  memset(&c, 0, sizeof c);
+  bool help;
+  int rc = ops_load(&list_spec, argc, argv, &c.o, list_flag, &c, &help);
+  if (rc != EXIT_OK) return rc;
+  if (help) {
+    cli_print_help(&list_spec, stdout);
+    return EXIT_OK;
+  }
+  if (c.owner != NULL && c.unclaimed) {
+    cli_error("--owner and --unclaimed exclude each other");
+    return EXIT_USAGE;
+  }
+  dlqb_error err;
+  if (dlqb_select_validate(&c.o.sel, &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return EXIT_USAGE;
+  }
+  c.now_ms = dlqb_now_ms();
+  if (c.o.json) c.items = json_object_new_array();
+  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = "dlq-bridge review list",
+                          .actor = c.o.actor, .window = c.o.window, .stop = cli_stop_flag(),
+                          .on_item = list_item, .ctx = &c};
+  dlqb_scan_result r;
+  dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
+  if (st != DLQB_OK) {
+    json_object_put(c.items);
+    return ops_fail(&err);
+  }
+  if (c.o.json) ops_print_json(c.items);
+  else if (c.listed == 0)
+    printf("no items%s in %s (%llu examined)\n",
+           dlqb_select_given(&c.o.sel) || c.owner || c.unclaimed ? " match" : "", DLQB_Q_REVIEW,
+           (unsigned long long)r.examined);
+  else
+    printf("%llu item%s listed (%llu unclaimed), %llu examined, %llu in %s\n",
+           (unsigned long long)c.listed, c.listed == 1 ? "" : "s",
+           (unsigned long long)c.unclaimed_listed, (unsigned long long)r.examined,
+           (unsigned long long)r.depth_at_start, DLQB_Q_REVIEW);
+  const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
+  if (early != NULL) {
+    cli_error("review list %s", early);
+    return EXIT_FAILURE_;
+  }
+  return EXIT_OK;
+}
+
+/* ---- the subcommand table ---- */
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"list", review_list},
+    {"claim", review_claim},
+    {"decide", review_decide},
+};
+#define NSUB (sizeof subcommands / sizeof subcommands[0])
+
+const cli_spec cmd_review_spec = {
+    .name = "review",
+    .summary = "list, claim and decide compliance_review items, each step audited",
+    .usage = "dlq-bridge review SUBCOMMAND [options]",
+    .details = "subcommands:\n"
+               "  list [FILTER...]   what waits in compliance_review, why, and who owns it\n"
+               "  claim --message-id ID\n"
+               "                     take ownership of an item (--force over another owner)\n"
+               "  decide --message-id ID (--replay | --resolve --note TEXT | --return)\n"
+               "                     the owner's decision: to dsr.work, removed, or back to the DLQ\n"
+               "\n"
+               "`dlq-bridge review SUBCOMMAND --help` shows a subcommand's options.",
+    .flags = NULL,
+    .settings = false,
+};
+
+int cmd_review(int argc, char **argv) {
+  if (argc < 2) {
+    cli_print_help(&cmd_review_spec, stderr);
+    return EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    cli_print_help(&cmd_review_spec, stdout);
+    return EXIT_OK;
+  }
+  for (size_t i = 0; i < NSUB; i++)
+    if (strcmp(subcommands[i].name, argv[1]) == 0) return subcommands[i].run(argc - 1, argv + 1);
+  cli_error("unknown review subcommand '%s' (see dlq-bridge review --help)", argv[1]);
+  return EXIT_USAGE;
+}

@@ -1,0 +1,354 @@
+/* dlq-bridge review claim and review decide: one compliance_review item
+ * changes hands or is decided, in one audited, confirmed hop. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlqb/clock.h"
+#include "dlqb/ledger.h"
+#include "dlqb/review.h"
+#include "dlqb/topology.h"
+#include "ops.h"
+#include "review_cli.h"
+
+#define LEDGER_IDLE_MS 10000
+#define CUSTODY_MAX_SETS (DLQB_LEAVE_SETS + DLQB_REPLAY_SETS + 2)
+
+static const cli_flag claim_flags[] = {
+    {"message-id", true, "ID", "the message_id of the item to claim (required)"},
+    {"force", false, NULL, "take it over from its owner (recorded as forced)"},
+    OPS_COMMON_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+static const cli_spec claim_spec = {
+    .name = "review claim",
+    .summary = "take ownership of one compliance_review item",
+    .usage = "dlq-bridge review claim --message-id ID [--force] [--actor NAME] [--json]",
+    .details =
+        "Makes --actor the owner of the first compliance_review item whose message_id is\n"
+        "ID: a copy with the headers owner and claimed_at (now) is published to\n"
+        "compliance_review (at its tail), confirmed and recorded as claimed, then the\n"
+        "original is acked. An item someone else owns is refused unless --force, and a\n"
+        "forced claim is recorded with cause force and the previous owner. Claiming an\n"
+        "item you own changes nothing. Exits 1 when no item has that message_id, when\n"
+        "another owner holds it, or when the claim was not confirmed.",
+    .flags = claim_flags,
+    .settings = true,
+};
+
+static const cli_flag decide_flags[] = {
+    {"message-id", true, "ID", "the message_id of the item decided (required)"},
+    {"replay", false, NULL, "send the task to dsr.work with attempts reset (completed tasks are removed)"},
+    {"resolve", false, NULL, "remove it: handled outside the system (needs --note)"},
+    {"return", false, NULL, "send it back to dsr.dlq.manual"},
+    {"note", true, "TEXT", "the decision's reason, for the audit trail (required with --resolve)"},
+    {"force", false, NULL, "decide an item you do not own (recorded as forced)"},
+    OPS_COMMON_FLAGS,
+    {NULL, false, NULL, NULL},
+};
+
+static const cli_spec decide_spec = {
+    .name = "review decide",
+    .summary = "the owner's decision on one compliance_review item",
+    .usage = "dlq-bridge review decide --message-id ID (--replay | --resolve --note TEXT | --return)\n"
+             "       [--note TEXT] [--force] [--actor NAME] [--json]",
+    .details =
+        "Only the item's owner (see 'review claim') decides, unless --force (recorded\n"
+        "with cause force). Each decision is one hop, confirmed and recorded before the\n"
+        "review copy is acked, so an interrupted decision loses nothing (at worst the\n"
+        "item is in both places, and the audit trail says whether the hop was made):\n"
+        "  --replay   to dsr.work as replay does it (attempt 0, replay_count + 1,\n"
+        "             replayed_by/at), unless its task is in the completion ledger\n"
+        "             dsr.completed: then it is removed, recorded as skipped_complete;\n"
+        "  --resolve  removed, recorded as decided_resolve with the note;\n"
+        "  --return   back to dsr.dlq.manual with dlq_at = now (the DLQ SLA starts\n"
+        "             again).\n"
+        "Leaving review removes the escalation and custody headers (escalated_by,\n"
+        "escalated_at, escalation_reason, escalation_note, owner, claimed_at); the\n"
+        "audit trail keeps them ('dlq-bridge audit show --request-id'). Exits 1 when no\n"
+        "item has that message_id, when the actor may not decide, or when the hop was\n"
+        "not confirmed.",
+    .flags = decide_flags,
+    .settings = true,
+};
+
+typedef enum { ACT_CLAIM, ACT_REPLAY, ACT_RESOLVE, ACT_RETURN } act_kind;
+
+typedef struct {
+  ops_opts o;
+  act_kind kind;
+  int ndecisions; /* decide: how many of --replay/--resolve/--return were given */
+  const char *message_id, *note;
+  bool force;
+  dlqb_select sel; /* the one item: its message_id, limit 1 */
+  const dlqb_ledger *ledger;
+  char now[DLQB_ISO_TIME_MAX];
+  char reason[DLQB_LAST_ERROR_MAX + 1];
+  /* What the pass found and did. */
+  bool found;
+  dlqb_item item;
+  dlqb_review_gate gate;
+  bool settled;          /* its hop was confirmed, recorded and the original acked */
+  dlqb_event done_event; /* that hop's event */
+} act_ctx;
+
+static dlqb_status act_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
+  act_ctx *c = ctx;
+  if (flag == NULL) return ops_flag(&c->o, flag, value, err);
+  if (strcmp(flag, "message-id") == 0 || strcmp(flag, "note") == 0) {
+    if (value[0] == '\0') return dlqb_fail(err, DLQB_EINVAL, "--%s needs a non-empty value", flag);
+    if (strlen(value) > DLQB_LAST_ERROR_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--%s: at most %d bytes", flag, DLQB_LAST_ERROR_MAX);
+    if (flag[0] == 'm') c->message_id = value;
+    else c->note = value;
+    return DLQB_OK;
+  }
+  if (strcmp(flag, "force") == 0) {
+    c->force = true;
+    return DLQB_OK;
+  }
+  act_kind k = strcmp(flag, "replay") == 0    ? ACT_REPLAY
+               : strcmp(flag, "resolve") == 0 ? ACT_RESOLVE
+               : strcmp(flag, "return") == 0  ? ACT_RETURN
+                                              : ACT_CLAIM;
+  if (k != ACT_CLAIM) {
+    c->kind = k;
+    c->ndecisions++;
+    return DLQB_OK;
+  }
+  return ops_flag(&c->o, flag, value, err);
+}
+
+static const char *verb(act_kind k) {
+  static const char *const v[] = {"claimed", "replayed", "resolved", "returned"};
+  return v[k];
+}
+
+/* The hop's reason: the note (or what happened), and for a forced hop
+ * whose custody it overrode. Sanitised again when the hop is filled. */
+static const char *hop_reason(act_ctx *c, const dlqb_item *it) {
+  const char *what = c->note != NULL ? c->note
+                     : c->kind == ACT_CLAIM  ? "claimed"
+                     : c->kind == ACT_REPLAY ? "replayed by the reviewer"
+                                             : "returned to the DLQ by the reviewer";
+  if (c->gate != DLQB_GATE_FORCED) snprintf(c->reason, sizeof c->reason, "%s", what);
+  else if (it->owner[0] != '\0')
+    snprintf(c->reason, sizeof c->reason, "forced over %s's claim: %s", it->owner, what);
+  else snprintf(c->reason, sizeof c->reason, "forced, unclaimed: %s", what);
+  return c->reason;
+}
+
+static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                            dlqb_error *err) {
+  act_ctx *c = ctx;
+  dlqb_verdict_rule rule = {.sel = &c->sel, .stop_at_limit = true,
+                            .ledger = c->kind == ACT_REPLAY ? c->ledger : NULL};
+  dlqb_verdict v = dlqb_verdict_of(&rule, it, 0, c->found ? 1 : 0);
+  if (v.kind == DLQB_VERDICT_HOLD) {
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
+  c->found = true;
+  c->item = *it;
+  dlqb_scan_stop(s); /* one item: the rest stays in place */
+  c->gate = c->kind == ACT_CLAIM ? dlqb_review_claim_gate(it, c->o.actor, c->force)
+                                 : dlqb_review_decide_gate(it, c->o.actor, c->force);
+  if (c->gate != DLQB_GATE_ALLOW && c->gate != DLQB_GATE_FORCED) {
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
+  const char *cause = c->gate == DLQB_GATE_FORCED ? DLQB_CAUSE_FORCE : "";
+  const char *reason = hop_reason(c, it);
+  dlqb_hset sets[CUSTODY_MAX_SETS];
+  size_t n = 0;
+  switch (c->kind) {
+  case ACT_CLAIM:
+    n = dlqb_review_claim_stamp(sets, c->o.actor, c->now);
+    return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_CLAIMED, cause, reason,
+                             err);
+  case ACT_REPLAY:
+    if (v.kind == DLQB_VERDICT_SKIP_COMPLETE) {
+      dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, cause, "already in the completion ledger");
+      return DLQB_OK;
+    }
+    n = dlqb_review_leave_stamp(sets);
+    n += dlqb_replay_stamp(sets + n, it->replay_count, c->o.actor, c->now);
+    return dlqb_scan_forward(s, d, it, DLQB_Q_WORK, sets, n, DLQB_EV_DECIDED_REPLAY, cause,
+                             reason, err);
+  case ACT_RESOLVE:
+    dlqb_scan_ack(s, d, it, DLQB_EV_DECIDED_RESOLVE, cause, reason);
+    return DLQB_OK;
+  case ACT_RETURN:
+    n = dlqb_review_leave_stamp(sets);
+    /* A fresh SLA clock: with its old dlq_at the SLA escalator would send
+     * it straight back to review. */
+    sets[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_STRING, c->now, 0};
+    return dlqb_scan_forward(s, d, it, DLQB_Q_DLQ, sets, n, DLQB_EV_DECIDED_RETURN, cause, reason,
+                             err);
+  }
+  return DLQB_OK;
+}
+
+static void act_acked(void *ctx, const dlqb_hop *hop) {
+  act_ctx *c = ctx;
+  c->settled = true;
+  c->done_event = hop->event;
+}
+
+static const char *outcome(const act_ctx *c) {
+  if (c->gate == DLQB_GATE_ALREADY_MINE) return "already_yours";
+  if (c->settled) return dlqb_event_name(c->done_event);
+  return "not_done";
+}
+
+static void print_result(const act_ctx *c) {
+  const dlqb_item *it = &c->item;
+  if (c->o.json) {
+    json_object *j = json_object_new_object();
+    json_object_object_add(j, "message_id", json_object_new_string(c->message_id));
+    json_object_object_add(j, "found", json_object_new_boolean(c->found));
+    if (c->found) {
+      json_object_object_add(j, "outcome", json_object_new_string(outcome(c)));
+      json_object_object_add(j, "done", json_object_new_boolean(c->settled));
+      json_object_object_add(j, "forced", json_object_new_boolean(c->gate == DLQB_GATE_FORCED));
+      json_object_object_add(j, "actor", json_object_new_string(c->o.actor));
+      json_object_object_add(j, "note", c->note ? json_object_new_string(c->note) : NULL);
+      json_object_object_add(j, "item", review_item_json(it, dlqb_now_ms()));
+    }
+    ops_print_json(j);
+    return;
+  }
+  if (!c->found) return;
+  const char *rid = it->request_id[0] ? it->request_id : "-";
+  const char *src = it->source_system[0] ? it->source_system : "-";
+  if (c->gate == DLQB_GATE_ALREADY_MINE) {
+    printf("%s (request_id %s, source_system %s) is already claimed by %s\n", c->message_id, rid,
+           src, c->o.actor);
+    return;
+  }
+  if (!c->settled) return;
+  const char *forced = c->gate == DLQB_GATE_FORCED ? " (forced)" : "";
+  if (c->done_event == DLQB_EV_CLAIMED)
+    printf("claimed %s (request_id %s, source_system %s) for %s%s%s%s\n", c->message_id, rid, src,
+           c->o.actor, forced, it->owner[0] ? ", taken over from " : "", it->owner);
+  else if (c->done_event == DLQB_EV_SKIPPED_COMPLETE)
+    printf("removed %s (request_id %s, source_system %s): already in the completion ledger, not "
+           "replayed%s\n", c->message_id, rid, src, forced);
+  else
+    printf("%s %s (request_id %s, source_system %s)%s%s\n", verb(c->kind), c->message_id, rid,
+           src, c->kind == ACT_REPLAY   ? " to " DLQB_Q_WORK
+                : c->kind == ACT_RETURN ? " to " DLQB_Q_DLQ
+                                        : "",
+           forced);
+}
+
+/* Why the actor may not act, as one line. */
+static void refused(const act_ctx *c) {
+  char iso[DLQB_ISO_TIME_MAX] = "an unknown time";
+  if (c->item.has_claimed_at) dlqb_iso_time(c->item.claimed_at_ms, iso, sizeof iso);
+  if (c->gate == DLQB_GATE_OWNED)
+    cli_error("%s is claimed by %s since %s; --force %s (recorded as forced)", c->message_id,
+              c->item.owner, iso, c->kind == ACT_CLAIM ? "takes it over" : "decides anyway");
+  else
+    cli_error("%s is not claimed; claim it first ('dlq-bridge review claim --message-id %s'), "
+              "or --force (recorded as forced)", c->message_id, c->message_id);
+}
+
+static int act_run(act_ctx *c, const char *command) {
+  dlqb_error err;
+  dlqb_select_init(&c->sel);
+  if (dlqb_select_set(&c->sel, "message-id", c->message_id, &err) != DLQB_OK ||
+      dlqb_select_set(&c->sel, "limit", "1", &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    return EXIT_USAGE;
+  }
+  dlqb_iso_time(dlqb_now_ms(), c->now, sizeof c->now);
+  dlqb_audit *audit = NULL;
+  if (!ops_audit_open(&c->o, command, &audit)) return EXIT_FAILURE_;
+  char purpose[64];
+  snprintf(purpose, sizeof purpose, "dlq-bridge %s", command);
+  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = purpose, .actor = c->o.actor,
+                          .audit = audit, .window = c->o.window, .stop = cli_stop_flag(),
+                          .on_item = act_item, .after_ack = act_acked, .ctx = c};
+  dlqb_scan_result r;
+  dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, &err);
+  dlqb_audit_close(audit);
+  if (st != DLQB_OK) return ops_fail(&err);
+  print_result(c);
+  if (c->found && (c->settled || c->gate == DLQB_GATE_ALREADY_MINE)) return EXIT_OK;
+  if (c->found && (c->gate == DLQB_GATE_OWNED || c->gate == DLQB_GATE_UNCLAIMED)) {
+    refused(c);
+    return EXIT_FAILURE_;
+  }
+  if (c->found) {
+    cli_error("the %s of '%s' was not confirmed; it is still in %s", command, c->message_id,
+              DLQB_Q_REVIEW);
+    return EXIT_FAILURE_;
+  }
+  const char *early = r.interrupted ? ops_early_stop(&r, c->o.window) : NULL;
+  if (early != NULL) cli_error("%s %s", command, early);
+  else cli_error("no item with message_id '%s' in %s (%llu examined)", c->message_id,
+                 DLQB_Q_REVIEW, (unsigned long long)r.examined);
+  return EXIT_FAILURE_;
+}
+
+int review_claim(int argc, char **argv) {
+  act_ctx c;
+  memset(&c, 0, sizeof c);
+  c.kind = ACT_CLAIM;
+  bool help;
+  int rc = ops_load(&claim_spec, argc, argv, &c.o, act_flag, &c, &help);
+  if (rc != EXIT_OK) return rc;
+  if (help) {
+    cli_print_help(&claim_spec, stdout);
+    return EXIT_OK;
+  }
+  if (c.message_id == NULL) {
+    cli_error("review claim needs --message-id ID (see 'dlq-bridge review claim --help')");
+    return EXIT_USAGE;
+  }
+  return act_run(&c, "review claim");
+}
+
+int review_decide(int argc, char **argv) {
+  act_ctx c;
+  memset(&c, 0, sizeof c);
+  c.kind = ACT_CLAIM; /* none yet */
+  bool help;
+  int rc = ops_load(&decide_spec, argc, argv, &c.o, act_flag, &c, &help);
+  if (rc != EXIT_OK) return rc;
+  if (help) {
+    cli_print_help(&decide_spec, stdout);
+    return EXIT_OK;
+  }
+  if (c.message_id == NULL || c.ndecisions != 1) {
+    cli_error("review decide needs --message-id ID and one of --replay, --resolve, --return "
+              "(see 'dlq-bridge review decide --help')");
+    return EXIT_USAGE;
+  }
+  if (c.kind == ACT_RESOLVE && c.note == NULL) {
+    cli_error("review decide --resolve needs --note TEXT: why it can go");
+    return EXIT_USAGE;
+  }
+  if (c.kind != ACT_REPLAY) return act_run(&c, "review decide");
+  /* The whole ledger first, as replay reads it: replaying on a partial one
+   * could re-run a completed erasure. */
+  dlqb_ledger *ledger = dlqb_ledger_new();
+  if (ledger == NULL) {
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
+  }
+  dlqb_ledger_stats ls;
+  dlqb_error err;
+  if (dlqb_ledger_load(&c.o.cfg, DLQB_Q_COMPLETED, c.o.cfg.ledger_cache, ledger, LEDGER_IDLE_MS,
+                       &ls, &err) != DLQB_OK) {
+    dlqb_ledger_free(ledger);
+    return ops_fail(&err);
+  }
+  c.ledger = ledger;
+  rc = act_run(&c, "review decide");
+  dlqb_ledger_free(ledger);
+  return rc;
+}
