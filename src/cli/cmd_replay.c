@@ -96,9 +96,17 @@ int cmd_replay(int argc, char **argv) {
     cli_error("out of memory");
     return EXIT_FAILURE_;
   }
+  /* The audit trail first: one that cannot be written stops the replay
+   * before anything is read or said. */
+  dlqb_audit *audit = NULL;
+  if (!r.o.dry_run && !ops_audit_open(&r.o, "replay", &audit)) {
+    dlqb_ledger_free(ledger);
+    return EXIT_FAILURE_;
+  }
   dlqb_ledger_stats ls;
   if (dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache, ledger, LEDGER_IDLE_MS,
                        &ls, &err) != DLQB_OK) {
+    dlqb_audit_close(audit);
     dlqb_ledger_free(ledger);
     return ops_fail(&err);
   }
@@ -121,9 +129,10 @@ int cmd_replay(int argc, char **argv) {
   }
   ops_move_spec m = {.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
                      .verb = "replayed", .dry_run = r.o.dry_run, .rate = r.o.rate, .ledger = ledger,
-                     .ledger_stats = &ls,
+                     .ledger_stats = &ls, .audit = audit,
                      .sets = replay_sets, .reason = replay_reason, .ctx = &r};
   rc = ops_move_run(&r.o, &m, stop);
+  dlqb_audit_close(audit);
   dlqb_ledger_free(ledger);
   return rc;
 }

@@ -274,8 +274,9 @@ static json_object *ledger_json(const ops_move_spec *m) {
 }
 
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop) {
-  dlqb_audit *audit = NULL;
-  if (!m->dry_run && !ops_audit_open(o, m->command, &audit)) return EXIT_FAILURE_;
+  dlqb_audit *audit = m->audit;
+  bool own_audit = audit == NULL && !m->dry_run;
+  if (own_audit && !ops_audit_open(o, m->command, &audit)) return EXIT_FAILURE_;
   move_ctx c = {.o = o, .m = m, .now_ms = dlqb_now_ms(),
                 .rule = {.sel = &o->sel, .ledger = m->ledger}};
   /* With --rate the handler waits between moves while deliveries queue up
@@ -300,7 +301,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&o->cfg, &so, &r, &err);
   ops_progress_end(o);
-  dlqb_audit_close(audit);
+  if (own_audit) dlqb_audit_close(audit);
   int rc = EXIT_OK;
   if (st != DLQB_OK && !r.audit_failed) {
     json_object_put(c.items);

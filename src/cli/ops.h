@@ -108,6 +108,10 @@ typedef struct {
   double rate;          /* moves per second; 0 = unlimited */
   const dlqb_ledger *ledger; /* completed tasks are removed as SKIPPED_COMPLETE; may be NULL */
   const dlqb_ledger_stats *ledger_stats; /* how the ledger was read, for --json; may be NULL */
+  /* The audit trail, opened by the caller (replay opens it before it reads
+   * the ledger, so an unwritable trail fails first); NULL: ops_move_run
+   * opens its own (none for a dry run). */
+  dlqb_audit *audit;
   /* Writes the header changes for it into out (at most OPS_MAX_SETS);
    * strings must live until the next call. Returns how many. */
   size_t (*sets)(void *ctx, const dlqb_item *it, dlqb_hset *out);
