@@ -10,22 +10,22 @@
 #define IN_FLIGHT 1000
 #define CONFIRM_WAIT_S 30
 
-static amqp_bytes_t bytes_of(const char *s) {
+amqp_bytes_t th_bytes(const char *s) {
   amqp_bytes_t b = {strlen(s), (void *)s};
   return b;
 }
 
-static amqp_table_entry_t str_entry(const char *key, const char *value) {
+amqp_table_entry_t th_str_entry(const char *key, const char *value) {
   amqp_table_entry_t e;
-  e.key = bytes_of(key);
+  e.key = th_bytes(key);
   e.value.kind = AMQP_FIELD_KIND_UTF8;
-  e.value.value.bytes = bytes_of(value);
+  e.value.value.bytes = th_bytes(value);
   return e;
 }
 
 static amqp_table_entry_t int_entry(const char *key, int64_t value) {
   amqp_table_entry_t e;
-  e.key = bytes_of(key);
+  e.key = th_bytes(key);
   e.value.kind = AMQP_FIELD_KIND_I64;
   e.value.value.i64 = value;
   return e;
@@ -85,21 +85,21 @@ int th_bulk_publish_dlq(th_conn *c, const char *queue, size_t n,
     char dlq_at[48];
     th_iso_time(it.dlq_at_ms, dlq_at, sizeof dlq_at);
     amqp_table_entry_t h[] = {
-        str_entry("request_id", it.id),          str_entry("source_system", it.source_system),
-        str_entry("legal_basis", "gdpr_art_17"), str_entry("action", "deletion"),
+        th_str_entry("request_id", it.id),          th_str_entry("source_system", it.source_system),
+        th_str_entry("legal_basis", "gdpr_art_17"), th_str_entry("action", "deletion"),
         int_entry("attempt", 5),                 int_entry("max_attempts", 5),
-        str_entry("first_seen_at", dlq_at),      str_entry("last_error", "rejected by worker"),
-        str_entry("dlq_reason", "max_attempts"), str_entry("dlq_at", dlq_at),
+        th_str_entry("first_seen_at", dlq_at),      th_str_entry("last_error", "rejected by worker"),
+        th_str_entry("dlq_reason", "max_attempts"), th_str_entry("dlq_at", dlq_at),
     };
     amqp_basic_properties_t p;
     memset(&p, 0, sizeof p);
     p._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
     p.delivery_mode = 2;
-    p.message_id = bytes_of(it.id);
+    p.message_id = th_bytes(it.id);
     p.headers.num_entries = (int)(sizeof h / sizeof h[0]);
     p.headers.entries = h;
-    if (amqp_basic_publish(conn, BULK_CHANNEL, amqp_empty_bytes, bytes_of(queue), 1, 0, &p,
-                           bytes_of("{}")) != AMQP_STATUS_OK) {
+    if (amqp_basic_publish(conn, BULK_CHANNEL, amqp_empty_bytes, th_bytes(queue), 1, 0, &p,
+                           th_bytes("{}")) != AMQP_STATUS_OK) {
       fprintf(stderr, "bulk: publish %zu failed\n", i);
       rc = -1;
     } else if (i + 1 - confirmed >= IN_FLIGHT) {
@@ -117,7 +117,7 @@ long th_bulk_drain(th_conn *c, const char *queue, int idle_ms,
   amqp_connection_state_t conn = th_conn_amqp(c);
   if (open_channel(conn, false) != 0) return -1;
   amqp_basic_qos(conn, BULK_CHANNEL, 0, IN_FLIGHT, 0);
-  if (amqp_basic_consume(conn, BULK_CHANNEL, bytes_of(queue), amqp_empty_bytes, 0, 1, 0,
+  if (amqp_basic_consume(conn, BULK_CHANNEL, th_bytes(queue), amqp_empty_bytes, 0, 1, 0,
                          amqp_empty_table) == NULL) {
     fprintf(stderr, "bulk: cannot consume %s\n", queue);
     return -1;
@@ -157,7 +157,7 @@ int th_publish_props(th_conn *c, const char *exchange, const char *routing_key,
   amqp_connection_state_t conn = th_conn_amqp(c);
   if (open_channel(conn, true) != 0) return -1;
   uint64_t confirmed = 0;
-  int rc = amqp_basic_publish(conn, BULK_CHANNEL, bytes_of(exchange), bytes_of(routing_key), 1, 0,
+  int rc = amqp_basic_publish(conn, BULK_CHANNEL, th_bytes(exchange), th_bytes(routing_key), 1, 0,
                               props, body) == AMQP_STATUS_OK
                ? await_confirms(conn, &confirmed, 1)
                : -1;

@@ -11,6 +11,11 @@
 
 #include "harness.h"
 
+/* The bytes of s (not copied), and a header entry with a string value, for
+ * building rabbitmq-c properties by hand. */
+amqp_bytes_t th_bytes(const char *s);
+amqp_table_entry_t th_str_entry(const char *key, const char *value);
+
 /* One DLQ item as the bridge leaves it (request_id = message_id = id). */
 typedef struct {
   char id[64];

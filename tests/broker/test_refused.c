@@ -19,19 +19,6 @@
 #define WAIT_MS 20000
 #define FRAME_MAX 131072 /* the bridge's and the broker's default */
 
-static amqp_bytes_t b_of(const char *s) {
-  amqp_bytes_t b = {strlen(s), (void *)s};
-  return b;
-}
-
-static amqp_table_entry_t str_hdr(const char *key, const char *value) {
-  amqp_table_entry_t e;
-  e.key = b_of(key);
-  e.value.kind = AMQP_FIELD_KIND_UTF8;
-  e.value.value.bytes = b_of(value);
-  return e;
-}
-
 /* A failure report as a worker publishes it to dsr.dlx: a valid envelope,
  * worker_error, and whatever extra headers and properties the case adds. */
 typedef struct {
@@ -41,20 +28,20 @@ typedef struct {
 
 static void make_report(report *r, const char *id) {
   memset(r, 0, sizeof *r);
-  r->h[0] = str_hdr("request_id", id);
-  r->h[1] = str_hdr("source_system", "crm");
-  r->h[2] = str_hdr("legal_basis", "gdpr_art_17");
-  r->h[3] = str_hdr("action", "deletion");
-  r->h[4] = str_hdr("worker_error", "upstream 503");
+  r->h[0] = th_str_entry("request_id", id);
+  r->h[1] = th_str_entry("source_system", "crm");
+  r->h[2] = th_str_entry("legal_basis", "gdpr_art_17");
+  r->h[3] = th_str_entry("action", "deletion");
+  r->h[4] = th_str_entry("worker_error", "upstream 503");
   r->p._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
   r->p.delivery_mode = 2;
-  r->p.message_id = b_of(id);
+  r->p.message_id = th_bytes(id);
   r->p.headers.entries = r->h;
   r->p.headers.num_entries = 5;
 }
 
 static void publish_report(fx_case *t, report *r) {
-  assert_int_equal(th_publish_props(t->conn, "dsr.dlx", "", &r->p, b_of("{}")), 0);
+  assert_int_equal(th_publish_props(t->conn, "dsr.dlx", "", &r->p, th_bytes("{}")), 0);
 }
 
 static void publish_plain(fx_case *t, const char *id) {
@@ -128,7 +115,7 @@ static void test_foreign_user_id(void **state) {
   report r;
   make_report(&r, "foreign");
   r.p._flags |= AMQP_BASIC_USER_ID_FLAG;
-  r.p.user_id = b_of("guest");
+  r.p.user_id = th_bytes("guest");
   publish_report(t, &r);
   publish_plain(t, "after");
 
@@ -170,7 +157,7 @@ static void test_headers_that_no_longer_fit(void **state) {
   assert_non_null(junk);
   memset(junk, 'j', junk_len);
   junk[junk_len] = '\0';
-  r.h[5] = str_hdr("x-junk", junk);
+  r.h[5] = th_str_entry("x-junk", junk);
   r.p.headers.num_entries = 6;
   publish_plain(t, "before");
   publish_report(t, &r);
