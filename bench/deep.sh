@@ -105,6 +105,9 @@ timed() { # depth label n_for_rate command...
 
 for n in $depths; do
     purge_all
+    # A trail of its own per depth: the purges between depths remove items
+    # behind dlq-bridge's back, which reconcile would rightly call MISSING.
+    audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit-$n.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key")
     log "depth $n: loading"
     lrate=$(load "$n")
     log "depth $n: loaded at $lrate msg/s"
