@@ -1,5 +1,6 @@
 /* dlqb-audit-gen: writes an audit log of N hop records through the real
- * audit writer (dlqb_audit_record: HMAC chain, seal, group commit), for
+ * audit writer (dlqb_audit_record: hash chain, a signature per batch, seal,
+ * group commit), for
  * bench/audit.sh to time `audit verify` and `audit show` on. Request ids
  * repeat every 100,000 hops (DSR-0 ..), so one id has N/100,000 hops, as a
  * task retried a few times has. A measuring tool, not part of dlq-bridge.

@@ -36,12 +36,14 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-head -c 32 /dev/urandom > "$work/key"
-chmod 600 "$work/key"
-export DLQ_BRIDGE_AUDIT_LOG=$work/audit.log DLQ_BRIDGE_AUDIT_KEY_FILE=$work/key
+# The writer's key pair: it signs with the private key; verify and show
+# are given only the public key, as an auditor would be.
+(umask 077 && openssl genpkey -algorithm ed25519 -out "$work/key" 2>/dev/null)
+openssl pkey -in "$work/key" -pubout -out "$work/key.pub.pem"
+export DLQ_BRIDGE_AUDIT_LOG=$work/audit.log DLQ_BRIDGE_AUDIT_PUBLIC_KEYS=$work/key.pub.pem
 
 start=$(date +%s.%N)
-"$bdir/bench/dlqb-audit-gen" "$DLQ_BRIDGE_AUDIT_LOG" "$DLQ_BRIDGE_AUDIT_KEY_FILE" "$records"
+"$bdir/bench/dlqb-audit-gen" "$DLQ_BRIDGE_AUDIT_LOG" "$work/key" "$records"
 written=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')
 size=$(stat -c %s "$DLQ_BRIDGE_AUDIT_LOG")
 printf 'log: %d records, %d MB, written in %.1f s\n' "$records" $((size / 1000000)) "$written"

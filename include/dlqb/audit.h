@@ -1,13 +1,15 @@
-/* The tamper-evident audit trail: one JSON line per hop, each carrying an
- * HMAC-SHA256 over its content and the previous record's MAC of the same
- * writer's chain. Records are written and fsync'd before the originals of
- * their hops are acked, one fsync per batch (group commit): the pipe hands
- * hops over with dlqb_audit_submit and acks an original only once
+/* The tamper-evident audit trail: one JSON line per hop, each naming the
+ * SHA-256 of the previous record of the same writer's chain; the last
+ * record of every batch (and every seal line) carries an Ed25519
+ * signature of the writer's own key, so that the records verify with
+ * public keys alone. Records are written and fsync'd before the originals
+ * of their hops are acked, one fsync per batch (group commit): the pipe
+ * hands hops over with dlqb_audit_submit and acks an original only once
  * dlqb_audit_durable has reached the ticket its hop was given.
  *
  * Several writers (bridge instances, ops commands) may append to one log;
- * each has its own chain, and `dlq-bridge audit verify` checks them all.
- * Never records payloads or credentials. */
+ * each has its own chain and its own key, and `dlq-bridge audit verify`
+ * checks them all. Never records payloads or credentials. */
 #ifndef DLQB_AUDIT_H
 #define DLQB_AUDIT_H
 
@@ -21,8 +23,12 @@
 
 typedef struct dlqb_audit dlqb_audit;
 
-/* Opens the log at cfg->audit_log with the key in cfg->audit_key_file
- * (refused when group or others may read it) and writes the new chain's
+/* Opens the log at cfg->audit_log with the Ed25519 private key in
+ * cfg->audit_key_file (refused when group or others may read it) and the
+ * public keys in cfg->audit_public_keys (optional: with them the writer
+ * checks the other writers' seal lines it carries over at a rotation;
+ * without, it carries over only its own and those it cannot check stay
+ * for verify to judge), and writes the new chain's
  * chain_start record: when that cannot be written (a full disk, a lock
  * held by a stopped process) the open fails with DLQB_EIO naming the file
  * and the errno, so that a writer that cannot record never moves anything.
@@ -90,33 +96,44 @@ size_t dlqb_audit_pending(const dlqb_audit *a);
  * shows the chain open), then frees. NULL-safe. */
 void dlqb_audit_close(dlqb_audit *a);
 
-/* ---- format and key (docs/audit.md is the reference) ------------------- */
+/* ---- format and keys (docs/audit.md is the reference) ------------------ */
 
-#define DLQB_AUDIT_VERSION 1
-#define DLQB_AUDIT_KEY_MIN 16       /* bytes of key material, at least */
-#define DLQB_AUDIT_KEY_MAX 1024
-#define DLQB_AUDIT_MAC_HEX 64       /* HMAC-SHA256 as lower-case hex */
+#define DLQB_AUDIT_VERSION 2
+#define DLQB_AUDIT_HASH_HEX 64      /* SHA-256 of a record, lower-case hex */
+#define DLQB_AUDIT_SIG_HEX 128      /* an Ed25519 signature, lower-case hex */
 #define DLQB_AUDIT_CHAIN_HEX 32     /* 128 random bits per writer start */
-#define DLQB_AUDIT_KEY_ID_HEX 16    /* non-secret key fingerprint */
+#define DLQB_AUDIT_KEY_ID_HEX 16    /* SHA-256 of the raw public key, cut */
 #define DLQB_AUDIT_SEAL_SUFFIX ".seal"
 /* Rotated files are named <log>.<YYYYmmddTHHMMSS.mmmZ>[-N]: sorting the
  * names sorts them oldest first. */
 #define DLQB_AUDIT_ROTATED_INFIX "."
 
-/* Reads the key file: its bytes, less trailing whitespace (so a hex key
- * written by `openssl rand -hex 32 > key` works), at least
- * DLQB_AUDIT_KEY_MIN and at most DLQB_AUDIT_KEY_MAX bytes. Refused
- * (DLQB_EINVAL) when it is not a regular file or group or others have any
- * permission on it (st_mode & 077). Before the key is copied out, the
- * process stops being dumpable (RLIMIT_CORE 0 and PR_SET_DUMPABLE 0): no
- * core dump or same-user ptrace can carry the key away. */
-dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_KEY_MAX],
-                                size_t *key_len, dlqb_error *err);
+struct evp_pkey_st; /* OpenSSL's EVP_PKEY */
 
-/* The key's public fingerprint (HMAC of a fixed label), written into every
- * record so that verify can tell "wrong key" from "edited". out needs
- * DLQB_AUDIT_KEY_ID_HEX + 1 bytes. */
-void dlqb_audit_key_id(const unsigned char *key, size_t key_len, char *out);
+/* Reads a writer's Ed25519 private key (PEM, as `openssl genpkey
+ * -algorithm ed25519` writes it) and its key id (DLQB_AUDIT_KEY_ID_HEX + 1
+ * bytes). Refused (DLQB_EINVAL) when it is not a regular file, group or
+ * others have any permission on it (st_mode & 077), or it is not such a
+ * key. Before the key is parsed, the process stops being dumpable
+ * (RLIMIT_CORE 0 and PR_SET_DUMPABLE 0): no core dump or same-user ptrace
+ * can carry the key away. *out is the caller's (EVP_PKEY_free). */
+dlqb_status dlqb_audit_key_load(const char *path, struct evp_pkey_st **out, char *key_id,
+                                dlqb_error *err);
+
+/* The public keys a verifier trusts, by key id. */
+typedef struct dlqb_audit_keyring dlqb_audit_keyring;
+
+dlqb_audit_keyring *dlqb_audit_keyring_new(void); /* NULL when out of memory */
+void dlqb_audit_keyring_free(dlqb_audit_keyring *r);
+
+/* Adds the Ed25519 public keys (PEM) at path: one file, or every *.pem in
+ * a directory (at least one). A file named *.pem.revoked holds a revoked
+ * key: a record it signed fails verification, naming the key. A file
+ * holding a private key is refused (DLQB_EINVAL): a verifier needs no
+ * secret. DLQB_EINVAL also for a missing path or a file that is not such
+ * a key; DLQB_EIO when it cannot be read. */
+dlqb_status dlqb_audit_keyring_add(dlqb_audit_keyring *r, const char *path, dlqb_error *err);
+size_t dlqb_audit_keyring_size(const dlqb_audit_keyring *r);
 
 /* ---- verification: pure over lines (fuzzable), see src/audit/verify.c - */
 
@@ -135,11 +152,11 @@ typedef struct {
   int seal_checked;
 } dlqb_audit_summary;
 
-/* A verifier for one key (copied). partial: accept a first file that
- * begins with a file_start link (older files archived away) and take the
- * chain states it carries as given. NULL when out of memory. */
-dlqb_audit_verifier *dlqb_audit_verifier_new(const unsigned char *key, size_t key_len,
-                                             int partial);
+/* A verifier trusting the keys of ring (borrowed: it must outlive the
+ * verifier). partial: accept a first file that begins with a file_start
+ * link (older files archived away) and take the chain states it carries
+ * as given. NULL when out of memory. */
+dlqb_audit_verifier *dlqb_audit_verifier_new(const dlqb_audit_keyring *ring, int partial);
 void dlqb_audit_verifier_free(dlqb_audit_verifier *v);
 
 /* Feeds one line of the seal file (without its newline); call for every
@@ -148,6 +165,11 @@ void dlqb_audit_verifier_free(dlqb_audit_verifier *v);
  * goes back. err: "seal: line N: ...". */
 dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *line, size_t len,
                                           dlqb_error *err);
+
+/* Says a seal was given (even an empty one): then a chain with hops and no
+ * seal line is reported at the end. feed_file calls it before the seal's
+ * lines; the seal_line calls imply it. */
+void dlqb_audit_verifier_begin_seal(dlqb_audit_verifier *v);
 
 /* Starts the next log file, oldest first; name is used in messages (copied). */
 void dlqb_audit_verifier_begin_file(dlqb_audit_verifier *v, const char *name);
@@ -160,7 +182,9 @@ dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, s
                                      int complete, dlqb_error *err);
 
 /* Ends the input: checks that every sealed chain reached its seal (tail
- * truncation) and fills *sum. */
+ * truncation), that every chain ends in a signed record (a batch cut
+ * short), and, with a seal given, that every chain with hops has a seal
+ * line or a rotation's word (an emptied seal); fills *sum. */
 dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summary *sum,
                                        dlqb_error *err);
 
@@ -174,7 +198,7 @@ typedef bool (*dlqb_audit_visit_fn)(void *ctx, const char *line, size_t len);
  * seal check), showing each accepted line to visit (may be NULL).
  * DLQB_EINVAL: tampering, err names file and line; DLQB_EIO: a file cannot
  * be read. */
-dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
+dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring,
                                     const char *const *files, size_t nfiles,
                                     const char *seal_path, int partial,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,

@@ -40,7 +40,8 @@ typedef struct {
    * (trimmed, none empty); "" = none, so replay re-runs every task. */
   char completion_writers[DLQB_CONFIG_STR_MAX];
   char audit_log[DLQB_CONFIG_STR_MAX];      /* "" = audit off */
-  char audit_key_file[DLQB_CONFIG_STR_MAX];
+  char audit_key_file[DLQB_CONFIG_STR_MAX];    /* this writer's Ed25519 private key */
+  char audit_public_keys[DLQB_CONFIG_STR_MAX]; /* the writers' public keys: file or dir */
   int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */
   char metrics_addr[DLQB_CONFIG_STR_MAX];   /* host:port, "" = off */
   dlqb_log_format log_format;

@@ -42,6 +42,9 @@ typedef struct {
   char from[DLQB_NAME_MAX];
   char to[DLQB_NAME_MAX];
   char actor[128];
+  /* The broker user the mover's connection logged in as (dlqb_link_user):
+   * unlike the free-text actor, the broker authenticated it. */
+  char broker_user[128];
   long long published_mono_ms; /* for confirm latency */
 } dlqb_hop;
 

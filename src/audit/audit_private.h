@@ -1,5 +1,5 @@
 /* What the files of src/audit/ share: the record format constants, the
- * HMAC over a record's text, the writer's state, and the functions one file
+ * hash and signature over a record's text, the key ring, the writer's state, and the functions one file
  * of the writer calls in another. Included only inside src/audit/ and by
  * the unit and fuzz tests. */
 #ifndef DLQB_AUDIT_PRIVATE_H
@@ -22,15 +22,19 @@
 
 /* ---- the format (record.c) ---------------------------------------------- */
 
-/* Every record and seal line is BODY + MAC_TAIL + 64 hex + "\"}", where
- * BODY starts with '{' and the MAC covers BODY + "}" (the record as a JSON
- * object without its mac member). */
-#define DLQB__AUDIT_MAC_TAIL ",\"mac\":\""
-#define DLQB__AUDIT_MAC_TAIL_LEN 8
-#define DLQB__AUDIT_SUFFIX_LEN (DLQB__AUDIT_MAC_TAIL_LEN + DLQB_AUDIT_MAC_HEX + 2)
+/* A record or seal line is BODY + "}" (unsigned: a record inside a batch)
+ * or BODY + SIG_TAIL + 128 hex + "\"}" (signed: the last record of a
+ * batch, every seal line and file_start), where BODY starts with '{'. The
+ * record's hash is the SHA-256 of BODY + "}" (the line as a JSON object
+ * without its sig member), and the signature is Ed25519 over the same
+ * bytes; the next record of the chain names the hash as its prev, so one
+ * signature covers its whole batch. */
+#define DLQB__AUDIT_SIG_TAIL ",\"sig\":\""
+#define DLQB__AUDIT_SIG_TAIL_LEN 8
+#define DLQB__AUDIT_SUFFIX_LEN (DLQB__AUDIT_SIG_TAIL_LEN + DLQB_AUDIT_SIG_HEX + 2)
 
 /* The prev of a chain's first record. */
-#define DLQB__AUDIT_ZERO_MAC "0000000000000000000000000000000000000000000000000000000000000000"
+#define DLQB__AUDIT_ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 #define DLQB__AUDIT_EV_CHAIN_START "chain_start"
 #define DLQB__AUDIT_EV_CHAIN_END "chain_end"
@@ -46,20 +50,28 @@
 #define DLQB__AUDIT_WRITER_MAX 255
 #define DLQB__AUDIT_BUF_INITIAL (64 * 1024)
 
-/* An HMAC-SHA256 context keyed once; each mac call reuses it, so hashing a
+/* A SHA-256 context fetched once; each hash call reuses it, so hashing a
  * record allocates nothing. */
 typedef struct {
-  EVP_MAC *mac;
-  EVP_MAC_CTX *ctx;
-} dlqb__audit_hmac;
+  EVP_MD *md;
+  EVP_MD_CTX *ctx;
+} dlqb__audit_hasher;
 
-/* Keys h; false when OpenSSL fails (out of memory). */
-bool dlqb__audit_hmac_init(dlqb__audit_hmac *h, const unsigned char *key, size_t key_len);
-void dlqb__audit_hmac_release(dlqb__audit_hmac *h);
+/* False when OpenSSL fails (out of memory). */
+bool dlqb__audit_hasher_init(dlqb__audit_hasher *h);
+void dlqb__audit_hasher_release(dlqb__audit_hasher *h);
 
-/* Writes the lower-case hex HMAC of body[0..len) + "}" into out (65 bytes).
- * False when OpenSSL fails. */
-bool dlqb__audit_hmac_body(dlqb__audit_hmac *h, const char *body, size_t len, char *out);
+/* Writes the lower-case hex SHA-256 of body[0..len) + "}" into out (65
+ * bytes). False when OpenSSL fails. */
+bool dlqb__audit_hash_body(dlqb__audit_hasher *h, const char *body, size_t len, char *out);
+
+/* The Ed25519 signature of msg[0..len) (BODY + "}") with key, as hex into
+ * out (DLQB_AUDIT_SIG_HEX + 1 bytes). False when OpenSSL fails. */
+bool dlqb__audit_sign(EVP_PKEY *key, const char *msg, size_t len, char *out);
+
+/* True when sig (DLQB_AUDIT_SIG_HEX hex digits) is pub's signature of
+ * msg[0..len). */
+bool dlqb__audit_sig_ok(EVP_PKEY *pub, const char *msg, size_t len, const char *sig);
 
 /* Writes in[0..n) as lower-case hex into out (2n + 1 bytes, NUL included). */
 void dlqb__audit_hex(const unsigned char *in, size_t n, char *out);
@@ -67,13 +79,40 @@ void dlqb__audit_hex(const unsigned char *in, size_t n, char *out);
 /* True when s[0..n) is all lower-case hex digits. */
 bool dlqb__audit_is_lower_hex(const char *s, size_t n);
 
-/* Splits a line into its body and mac: true when the line ends in
- * ,"mac":"<64 lower-case hex>"} and starts with '{'; *body_len is then the
- * length of the body and mac points at the 64 hex digits in line. */
-bool dlqb__audit_split(const char *line, size_t len, size_t *body_len, const char **mac);
+/* Splits a line into its body and signature: true when the line starts
+ * with '{' and ends in '}'; *body_len is then the length of BODY, and *sig
+ * points at the 128 hex digits in line when it ends in
+ * ,"sig":"<128 lower-case hex>"} (NULL when unsigned). */
+bool dlqb__audit_split(const char *line, size_t len, size_t *body_len, const char **sig);
 
-/* Constant-time comparison of two 64-digit hex MACs. */
-bool dlqb__audit_mac_equal(const char *a, const char *b);
+/* Constant-time comparison of two 64-digit hex hashes. */
+bool dlqb__audit_hash_equal(const char *a, const char *b);
+
+/* ---- keys (key.c) -------------------------------------------------------- */
+
+typedef struct {
+  char id[DLQB_AUDIT_KEY_ID_HEX + 1];
+  EVP_PKEY *pub;
+  bool revoked;
+  char name[256]; /* the file it came from, for messages */
+} dlqb__audit_pubkey;
+
+struct dlqb_audit_keyring {
+  dlqb__audit_pubkey *keys;
+  size_t n, cap;
+};
+
+/* The key id of key (public or private): the first DLQB_AUDIT_KEY_ID_HEX
+ * hex digits of the SHA-256 of its raw public key. */
+bool dlqb__audit_key_id_of(EVP_PKEY *key, char *out);
+
+/* The key with this id, NULL when the ring lacks it. */
+const dlqb__audit_pubkey *dlqb__audit_keyring_find(const dlqb_audit_keyring *r, const char *id);
+
+/* Adds pub (a reference is taken) under name; a key already there stays,
+ * revoked when either says so. */
+dlqb_status dlqb__audit_keyring_put(dlqb_audit_keyring *r, EVP_PKEY *pub, const char *name,
+                                    bool revoked, dlqb_error *err);
 
 /* ---- the seal format (seal.c) ------------------------------------------- */
 
@@ -81,7 +120,8 @@ bool dlqb__audit_mac_equal(const char *a, const char *b);
 typedef struct {
   char chain[DLQB_AUDIT_CHAIN_HEX + 1];
   uint64_t seq;
-  char last_mac[DLQB_AUDIT_MAC_HEX + 1];
+  char last_hash[DLQB_AUDIT_HASH_HEX + 1];
+  char key[DLQB_AUDIT_KEY_ID_HEX + 1]; /* "" when absent or not a key id */
   bool open; /* "ended":false: the chain had not ended at that batch */
 } dlqb__audit_seal;
 
@@ -89,13 +129,14 @@ typedef struct {
  * the verifier. Reads line[0..len) (without its newline), never past len
  * and without needing a NUL: the writer reads the whole seal back as one
  * buffer. True when the line is one JSON object whose top-level "type" is
- * "seal", "chain" DLQB_AUDIT_CHAIN_HEX and "last_mac" DLQB_AUDIT_MAC_HEX
+ * "seal", "chain" DLQB_AUDIT_CHAIN_HEX and "last_hash" DLQB_AUDIT_HASH_HEX
  * lower-case hex digits, and "seq" an integer from 0 to INT64_MAX - 1; it
  * reads them as json-c does (escapes decoded, a string ending at a NUL, a
  * member given twice counting by its last value, other members and nested
  * values skipped), so that the verifier, which parses the line with json-c
  * first, accepts what it always did. It does not check the line is valid
- * JSON beyond that, nor its MAC (dlqb__audit_split and the HMAC do). Fills
+ * JSON beyond that, nor its signature (dlqb__audit_split and the key do);
+ * "key" is read when it is DLQB_AUDIT_KEY_ID_HEX lower-case hex digits. Fills
  * *out only when true. Pure. */
 bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out);
 
@@ -108,17 +149,19 @@ struct dlqb_audit {
   char writer[2 * DLQB__AUDIT_WRITER_MAX + 1]; /* JSON-escaped (dlqb__audit_writer_name) */
   long long rotate_bytes;
   int fd; /* the log, O_APPEND; -1 when closed */
-  dlqb__audit_hmac hmac;
-  unsigned char key[DLQB_AUDIT_KEY_MAX];
-  size_t key_len;
+  dlqb__audit_hasher hasher;
+  EVP_PKEY *key; /* this writer's private key */
   char key_id[DLQB_AUDIT_KEY_ID_HEX + 1];
+  /* Our own public key and the configured ones: the seal lines of other
+   * writers that a rotation carries over are checked against these. */
+  dlqb_audit_keyring *ring;
   char chain[DLQB_AUDIT_CHAIN_HEX + 1];
   /* The committed state of the chain: a record counts only once it was
    * written and synced, and its seal line appended. From open to close,
    * this and everything above belong to the writer thread. */
   bool started, ended;
   uint64_t seq;
-  char last_mac[DLQB_AUDIT_MAC_HEX + 1];
+  char last_hash[DLQB_AUDIT_HASH_HEX + 1];
   char *buf; /* the batch being written */
   size_t len, cap;
   char *sbuf; /* a seal line being built, or the seal read back (compaction) */
@@ -173,15 +216,17 @@ size_t dlqb__audit_escape(char *dst, const char *src);
 /* Appends ,"key":"<value escaped>" to a->buf. */
 void dlqb__audit_put_str(dlqb_audit *a, const char *key, const char *value);
 
-/* Closes the record that starts at offset `start` of a->buf: MACs it and
- * writes the mac member and the newline. The MAC goes to mac_out. */
-bool dlqb__audit_end_record(dlqb_audit *a, size_t start, char *mac_out);
+/* Closes the record that starts at offset `start` of a->buf: hashes it
+ * (into hash_out), signs it when `sign`, and writes the end and the
+ * newline. */
+bool dlqb__audit_end_record(dlqb_audit *a, size_t start, bool sign, char *hash_out);
 
 /* Appends one chain record (hop NULL for chain_start and chain_end) to
- * a->buf; seq and mac are the tentative chain state, advanced here. False
- * when out of memory or OpenSSL fails. */
+ * a->buf, signed when `sign` (the last of its batch); seq and hash are the
+ * tentative chain state, advanced here. False when out of memory or
+ * OpenSSL fails. */
 bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
-                            const dlqb_hop *hop, uint64_t *seq, char *mac);
+                            const dlqb_hop *hop, bool sign, uint64_t *seq, char *hash);
 
 /* ---- the log file (logfile.c) ------------------------------------------- */
 
@@ -226,9 +271,9 @@ bool dlqb__audit_put_sealed_chains(dlqb_audit *a);
  * could not (the old seal then stays, which is still correct). */
 long long dlqb__audit_compact_seal(dlqb_audit *a, bool drop_ended);
 
-/* Appends our seal line for (seq, mac) to the seal file, with the log
+/* Appends our seal line for (seq, hash) to the seal file, with the log
  * locked; synced only when `ended`. Compacts the seal now and then. */
-dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *mac,
+dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *hash,
                                     const char *time, bool ended, dlqb_error *err);
 
 #endif

@@ -26,6 +26,7 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
                      dlqb_errno_text(e, why, sizeof why));
   }
   if (!seal) dlqb_audit_verifier_begin_file(v, path);
+  else dlqb_audit_verifier_begin_seal(v);
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
@@ -49,12 +50,12 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
   return st;
 }
 
-dlqb_status dlqb_audit_verify_files(const unsigned char *key, size_t key_len,
+dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring,
                                     const char *const *files, size_t nfiles,
                                     const char *seal_path, int partial,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err) {
-  dlqb_audit_verifier *v = dlqb_audit_verifier_new(key, key_len, partial);
+  dlqb_audit_verifier *v = dlqb_audit_verifier_new(ring, partial);
   if (v == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   dlqb_status st = DLQB_OK;
   if (seal_path != NULL) st = feed_file(v, seal_path, true, NULL, NULL, err);

@@ -1,9 +1,13 @@
-/* The audit key: loading the key file under its permission rules, and the
- * key's public id. */
+/* The audit keys: loading a writer's Ed25519 private key under its
+ * permission rules, key ids, and the verifier's ring of public keys. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/pem.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -12,7 +16,8 @@
 
 #include "audit_private.h"
 
-#define KEY_ID_LABEL "dlq-bridge audit key id"
+#define KEY_FILE_MAX (64 * 1024) /* a PEM key is a few hundred bytes */
+#define REVOKED_SUFFIX ".pem.revoked"
 
 /* Once the key is in memory, a core dump would carry it to wherever cores
  * go (often a world-readable crash directory or a ticket). Both, because
@@ -27,74 +32,191 @@ static void no_core_dumps(void) {
   (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
-dlqb_status dlqb_audit_key_load(const char *path, unsigned char key[DLQB_AUDIT_KEY_MAX],
-                                size_t *key_len, dlqb_error *err) {
+/* Reads the whole file at fd (at most KEY_FILE_MAX bytes) into buf. */
+static dlqb_status read_key_file(int fd, const char *path, char *buf, size_t *n,
+                                 dlqb_error *err) {
   char why[128];
+  *n = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + *n, KEY_FILE_MAX - *n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0)
+      return dlqb_fail(err, DLQB_EIO, "cannot read audit key file '%s': %s", path,
+                       dlqb_errno_text(errno, why, sizeof why));
+    if (r == 0) return DLQB_OK;
+    if ((*n += (size_t)r) == KEY_FILE_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "audit key file '%s' is longer than %d bytes", path,
+                       KEY_FILE_MAX);
+  }
+}
+
+bool dlqb__audit_key_id_of(EVP_PKEY *key, char *out) {
+  unsigned char raw[32], md[32];
+  size_t len = sizeof raw;
+  unsigned int md_len = 0;
+  if (EVP_PKEY_get_raw_public_key(key, raw, &len) != 1 || len != sizeof raw ||
+      EVP_Digest(raw, len, md, &md_len, EVP_sha256(), NULL) != 1)
+    return false;
+  dlqb__audit_hex(md, DLQB_AUDIT_KEY_ID_HEX / 2, out);
+  return true;
+}
+
+dlqb_status dlqb_audit_key_load(const char *path, EVP_PKEY **out, char *key_id,
+                                dlqb_error *err) {
+  char why[128];
+  *out = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return dlqb_fail(err, errno == ENOENT ? DLQB_EINVAL : DLQB_EIO,
                      "cannot open audit key file '%s': %s", path,
                      dlqb_errno_text(errno, why, sizeof why));
   dlqb_status st = DLQB_OK;
-  unsigned char tmp[DLQB_AUDIT_KEY_MAX + 1];
+  char *buf = malloc(KEY_FILE_MAX);
   size_t n = 0;
   struct stat sb;
-  if (fstat(fd, &sb) != 0) {
+  if (buf == NULL) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  } else if (fstat(fd, &sb) != 0) {
     st = dlqb_fail(err, DLQB_EIO, "cannot stat audit key file '%s': %s", path,
                    dlqb_errno_text(errno, why, sizeof why));
-    goto done;
-  }
-  if (!S_ISREG(sb.st_mode)) {
+  } else if (!S_ISREG(sb.st_mode)) {
     st = dlqb_fail(err, DLQB_EINVAL, "audit key file '%s' is not a regular file", path);
-    goto done;
-  }
-  /* A key others can read signs nothing: anyone could forge records. */
-  if ((sb.st_mode & 077) != 0) {
+  } else if ((sb.st_mode & 077) != 0) {
+    /* A private key others can read signs nothing: anyone could forge. */
     st = dlqb_fail(err, DLQB_EINVAL,
                    "audit key file '%s' is accessible by group or others (mode %04o); "
                    "chmod 600 it",
                    path, (unsigned)(sb.st_mode & 07777));
-    goto done;
-  }
-  for (;;) {
-    ssize_t r = read(fd, tmp + n, sizeof tmp - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      st = dlqb_fail(err, DLQB_EIO, "cannot read audit key file '%s': %s", path,
-                     dlqb_errno_text(errno, why, sizeof why));
-      goto done;
-    }
-    if (r == 0 || (n += (size_t)r) == sizeof tmp) break;
-  }
-  while (n > 0 && (tmp[n - 1] == '\n' || tmp[n - 1] == '\r' || tmp[n - 1] == ' ' ||
-                   tmp[n - 1] == '\t'))
-    n--;
-  if (n > DLQB_AUDIT_KEY_MAX) {
-    st = dlqb_fail(err, DLQB_EINVAL, "audit key file '%s' is longer than %d bytes", path,
-                   DLQB_AUDIT_KEY_MAX);
-  } else if (n < DLQB_AUDIT_KEY_MIN) {
-    st = dlqb_fail(err, DLQB_EINVAL,
-                   "audit key file '%s' holds %zu bytes; at least %d are needed "
-                   "(e.g. openssl rand -hex 32)",
-                   path, n, DLQB_AUDIT_KEY_MIN);
-  } else {
+  } else if ((st = read_key_file(fd, path, buf, &n, err)) == DLQB_OK) {
     no_core_dumps();
-    memcpy(key, tmp, n);
-    *key_len = n;
+    BIO *bio = BIO_new_mem_buf(buf, (int)n);
+    EVP_PKEY *k = bio != NULL ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    if (k == NULL || !EVP_PKEY_is_a(k, "ED25519") || !dlqb__audit_key_id_of(k, key_id)) {
+      EVP_PKEY_free(k);
+      st = dlqb_fail(err, DLQB_EINVAL,
+                     "audit key file '%s' is not an Ed25519 private key in PEM (make one with "
+                     "openssl genpkey -algorithm ed25519)", path);
+    } else {
+      *out = k;
+    }
   }
-done:
-  OPENSSL_cleanse(tmp, sizeof tmp);
+  if (buf != NULL) {
+    OPENSSL_cleanse(buf, KEY_FILE_MAX);
+    free(buf);
+  }
   close(fd);
   return st;
 }
 
-void dlqb_audit_key_id(const unsigned char *key, size_t key_len, char *out) {
-  dlqb__audit_hmac h;
-  char hex[DLQB_AUDIT_MAC_HEX + 1] = "";
-  /* The label is hashed as a body, "}" appended: any fixed text will do. */
-  if (dlqb__audit_hmac_init(&h, key, key_len)) {
-    if (!dlqb__audit_hmac_body(&h, KEY_ID_LABEL, strlen(KEY_ID_LABEL), hex)) hex[0] = '\0';
-    dlqb__audit_hmac_release(&h);
+/* ---- the ring of public keys ---- */
+
+dlqb_audit_keyring *dlqb_audit_keyring_new(void) { return calloc(1, sizeof(dlqb_audit_keyring)); }
+
+void dlqb_audit_keyring_free(dlqb_audit_keyring *r) {
+  if (r == NULL) return;
+  for (size_t i = 0; i < r->n; i++) EVP_PKEY_free(r->keys[i].pub);
+  free(r->keys);
+  free(r);
+}
+
+size_t dlqb_audit_keyring_size(const dlqb_audit_keyring *r) { return r != NULL ? r->n : 0; }
+
+const dlqb__audit_pubkey *dlqb__audit_keyring_find(const dlqb_audit_keyring *r, const char *id) {
+  for (size_t i = 0; r != NULL && i < r->n; i++)
+    if (strcmp(r->keys[i].id, id) == 0) return &r->keys[i];
+  return NULL;
+}
+
+dlqb_status dlqb__audit_keyring_put(dlqb_audit_keyring *r, EVP_PKEY *pub, const char *name,
+                                    bool revoked, dlqb_error *err) {
+  char id[DLQB_AUDIT_KEY_ID_HEX + 1];
+  if (!dlqb__audit_key_id_of(pub, id))
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' holds no Ed25519 public key", name);
+  dlqb__audit_pubkey *have = (dlqb__audit_pubkey *)dlqb__audit_keyring_find(r, id);
+  if (have != NULL) {
+    /* The same key twice (e.g. its .pem and its .pem.revoked): revoked wins. */
+    have->revoked = have->revoked || revoked;
+    return DLQB_OK;
   }
-  snprintf(out, DLQB_AUDIT_KEY_ID_HEX + 1, "%s", hex[0] ? hex : "unknown");
+  if (r->n == r->cap) {
+    size_t ncap = r->cap ? r->cap * 2 : 8;
+    dlqb__audit_pubkey *grown = realloc(r->keys, ncap * sizeof *grown);
+    if (grown == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    r->keys = grown;
+    r->cap = ncap;
+  }
+  if (EVP_PKEY_up_ref(pub) != 1) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  dlqb__audit_pubkey *k = &r->keys[r->n++];
+  memset(k, 0, sizeof *k);
+  memcpy(k->id, id, sizeof k->id);
+  k->pub = pub;
+  k->revoked = revoked;
+  snprintf(k->name, sizeof k->name, "%s", name);
+  return DLQB_OK;
+}
+
+/* Adds the one public key in the PEM file at path. */
+static dlqb_status add_file(dlqb_audit_keyring *r, const char *path, bool revoked,
+                            dlqb_error *err) {
+  char why[128];
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return dlqb_fail(err, errno == ENOENT ? DLQB_EINVAL : DLQB_EIO,
+                     "cannot open audit public key '%s': %s", path,
+                     dlqb_errno_text(errno, why, sizeof why));
+  char head[64] = "";
+  size_t got = fread(head, 1, sizeof head - 1, f);
+  head[got] = '\0';
+  rewind(f);
+  /* A verifier must never need a secret: a private key handed to it is a
+   * mistake to point out, not to use. */
+  if (strstr(head, "PRIVATE KEY") != NULL) {
+    fclose(f);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "'%s' holds a private key; give verify the public key (openssl pkey -in "
+                     "KEY -pubout)", path);
+  }
+  EVP_PKEY *pub = PEM_read_PUBKEY(f, NULL, NULL, NULL);
+  fclose(f);
+  if (pub == NULL || !EVP_PKEY_is_a(pub, "ED25519")) {
+    EVP_PKEY_free(pub);
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' is not an Ed25519 public key in PEM", path);
+  }
+  dlqb_status st = dlqb__audit_keyring_put(r, pub, path, revoked, err);
+  EVP_PKEY_free(pub);
+  return st;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+dlqb_status dlqb_audit_keyring_add(dlqb_audit_keyring *r, const char *path, dlqb_error *err) {
+  char why[128];
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return dlqb_fail(err, errno == ENOENT ? DLQB_EINVAL : DLQB_EIO,
+                     "cannot open audit public keys '%s': %s", path,
+                     dlqb_errno_text(errno, why, sizeof why));
+  if (!S_ISDIR(sb.st_mode)) return add_file(r, path, ends_with(path, REVOKED_SUFFIX), err);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return dlqb_fail(err, DLQB_EIO, "cannot list audit public keys '%s': %s", path,
+                     dlqb_errno_text(errno, why, sizeof why));
+  dlqb_status st = DLQB_OK;
+  size_t before = r->n;
+  struct dirent *e;
+  while (st == DLQB_OK && (e = readdir(d)) != NULL) {
+    bool revoked = ends_with(e->d_name, REVOKED_SUFFIX);
+    if (e->d_name[0] == '.' || (!revoked && !ends_with(e->d_name, ".pem"))) continue;
+    char file[DLQB_CONFIG_STR_MAX + 300];
+    snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+    st = add_file(r, file, revoked, err);
+  }
+  closedir(d);
+  if (st == DLQB_OK && r->n == before)
+    st = dlqb_fail(err, DLQB_EINVAL, "no public key (*.pem) in '%s'", path);
+  return st;
 }

@@ -147,9 +147,9 @@ dlqb_status dlqb__audit_cut_unfinished_line(int fd, const char *path, off_t *siz
   return DLQB_OK;
 }
 
-/* The mac of the last line of the locked log of `size` bytes (which ends
+/* The hash of the last line of the locked log of `size` bytes (which ends
  * in a newline: repair_tail ran). */
-static bool last_mac_of(dlqb_audit *a, off_t size, char *mac) {
+static bool last_hash_of(dlqb_audit *a, off_t size, char *hash) {
   char tail[DLQB__AUDIT_RECORD_MAX * 2];
   off_t from = size > (off_t)sizeof tail ? size - (off_t)sizeof tail : 0;
   ssize_t r = pread(a->fd, tail, (size_t)(size - from), from);
@@ -158,23 +158,21 @@ static bool last_mac_of(dlqb_audit *a, off_t size, char *mac) {
   size_t start = end;
   while (start > 0 && tail[start - 1] != '\n') start--;
   size_t body;
-  const char *hex;
-  if (!dlqb__audit_split(tail + start, end - start, &body, &hex)) return false;
-  memcpy(mac, hex, DLQB_AUDIT_MAC_HEX);
-  mac[DLQB_AUDIT_MAC_HEX] = '\0';
-  return true;
+  const char *sig;
+  return dlqb__audit_split(tail + start, end - start, &body, &sig) &&
+         dlqb__audit_hash_body(&a->hasher, tail + start, body, hash);
 }
 
 /* Renames the full log to <log>.<UTC time>[-N] and puts a new log in its
- * place that starts with a file_start link: the MAC of the old file's last
+ * place that starts with a file_start link: the hash of the old file's last
  * line and the chain states the seal vouched for. Called with the log
  * locked; on return the lock and descriptor are dropped (the caller locks
  * the new file). A failure leaves the old file in place and is not fatal:
  * the batch is still written to it. */
 void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
   char why[DLQB_ERRNO_TEXT_MAX];
-  char prev_mac[DLQB_AUDIT_MAC_HEX + 1];
-  if (!last_mac_of(a, size, prev_mac)) {
+  char prev_hash[DLQB_AUDIT_HASH_HEX + 1];
+  if (!last_hash_of(a, size, prev_hash)) {
     dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': its last line is not a record",
                   a->path);
     return;
@@ -201,12 +199,12 @@ void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
   if (!dlqb__audit_reserve(&a->buf, &a->cap, 0, DLQB__AUDIT_RECORD_MAX)) return;
   a->len += (size_t)snprintf(a->buf, DLQB__AUDIT_RECORD_MAX,
                              "{\"v\":%d,\"event\":\"%s\",\"time\":\"%s\",\"writer\":\"%s\","
-                             "\"key\":\"%s\",\"prev_mac\":\"%s\"",
+                             "\"key\":\"%s\",\"prev_hash\":\"%s\"",
                              DLQB_AUDIT_VERSION, DLQB__AUDIT_EV_FILE_START, time, a->writer,
-                             a->key_id, prev_mac);
+                             a->key_id, prev_hash);
   dlqb__audit_put_str(a, "prev_file", base);
-  char mac[DLQB_AUDIT_MAC_HEX + 1];
-  if (!dlqb__audit_put_sealed_chains(a) || !dlqb__audit_end_record(a, 0, mac)) return;
+  char hash[DLQB_AUDIT_HASH_HEX + 1];
+  if (!dlqb__audit_put_sealed_chains(a) || !dlqb__audit_end_record(a, 0, true, hash)) return;
 
   /* O_NOFOLLOW: a link planted under this name must not make us truncate
    * what it points at. */

@@ -1,9 +1,8 @@
-/* The audit record format: the HMAC over a line, hex, splitting a line
- * from its mac, and building the JSON lines of a batch. */
+/* The audit record format: the hash and signature over a line, hex,
+ * splitting a line from its signature, and building the JSON lines of a
+ * batch. */
 #include <inttypes.h>
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/params.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,26 +11,23 @@
 #include "audit_private.h"
 #include "dlqb/text.h"
 
-/* ---- HMAC, hex and the mac member ---- */
+/* ---- hash, signature, hex and the sig member ---- */
 
-bool dlqb__audit_hmac_init(dlqb__audit_hmac *h, const unsigned char *key, size_t key_len) {
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                         OSSL_PARAM_construct_end()};
-  h->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-  h->ctx = h->mac != NULL ? EVP_MAC_CTX_new(h->mac) : NULL;
-  if (h->ctx == NULL || !EVP_MAC_init(h->ctx, key, key_len, params)) {
-    dlqb__audit_hmac_release(h);
+bool dlqb__audit_hasher_init(dlqb__audit_hasher *h) {
+  h->md = EVP_MD_fetch(NULL, "SHA256", NULL);
+  h->ctx = h->md != NULL ? EVP_MD_CTX_new() : NULL;
+  if (h->ctx == NULL) {
+    dlqb__audit_hasher_release(h);
     return false;
   }
   return true;
 }
 
-void dlqb__audit_hmac_release(dlqb__audit_hmac *h) {
-  EVP_MAC_CTX_free(h->ctx);
-  EVP_MAC_free(h->mac);
+void dlqb__audit_hasher_release(dlqb__audit_hasher *h) {
+  EVP_MD_CTX_free(h->ctx);
+  EVP_MD_free(h->md);
   h->ctx = NULL;
-  h->mac = NULL;
+  h->md = NULL;
 }
 
 void dlqb__audit_hex(const unsigned char *in, size_t n, char *out) {
@@ -43,17 +39,42 @@ void dlqb__audit_hex(const unsigned char *in, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-bool dlqb__audit_hmac_body(dlqb__audit_hmac *h, const char *body, size_t len, char *out) {
+bool dlqb__audit_hash_body(dlqb__audit_hasher *h, const char *body, size_t len, char *out) {
   unsigned char md[32];
-  size_t md_len = 0;
-  /* A NULL key re-initialises with the key already set. */
-  if (!EVP_MAC_init(h->ctx, NULL, 0, NULL) ||
-      !EVP_MAC_update(h->ctx, (const unsigned char *)body, len) ||
-      !EVP_MAC_update(h->ctx, (const unsigned char *)"}", 1) ||
-      !EVP_MAC_final(h->ctx, md, &md_len, sizeof md) || md_len != sizeof md)
+  unsigned int md_len = 0;
+  if (!EVP_DigestInit_ex(h->ctx, h->md, NULL) || !EVP_DigestUpdate(h->ctx, body, len) ||
+      !EVP_DigestUpdate(h->ctx, "}", 1) || !EVP_DigestFinal_ex(h->ctx, md, &md_len) ||
+      md_len != sizeof md)
     return false;
   dlqb__audit_hex(md, sizeof md, out);
   return true;
+}
+
+bool dlqb__audit_sign(EVP_PKEY *key, const char *msg, size_t len, char *out) {
+  unsigned char sig[DLQB_AUDIT_SIG_HEX / 2];
+  size_t sig_len = sizeof sig;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  /* Ed25519 signs the message itself (no digest: NULL), in one shot. */
+  bool ok = ctx != NULL && EVP_DigestSignInit(ctx, NULL, NULL, NULL, key) == 1 &&
+            EVP_DigestSign(ctx, sig, &sig_len, (const unsigned char *)msg, len) == 1 &&
+            sig_len == sizeof sig;
+  EVP_MD_CTX_free(ctx);
+  if (ok) dlqb__audit_hex(sig, sizeof sig, out);
+  return ok;
+}
+
+static int hex_val(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+
+bool dlqb__audit_sig_ok(EVP_PKEY *pub, const char *msg, size_t len, const char *sig) {
+  unsigned char raw[DLQB_AUDIT_SIG_HEX / 2];
+  if (!dlqb__audit_is_lower_hex(sig, DLQB_AUDIT_SIG_HEX)) return false;
+  for (size_t i = 0; i < sizeof raw; i++)
+    raw[i] = (unsigned char)(hex_val(sig[2 * i]) << 4 | hex_val(sig[2 * i + 1]));
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  bool ok = ctx != NULL && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pub) == 1 &&
+            EVP_DigestVerify(ctx, raw, sizeof raw, (const unsigned char *)msg, len) == 1;
+  EVP_MD_CTX_free(ctx);
+  return ok;
 }
 
 bool dlqb__audit_is_lower_hex(const char *s, size_t n) {
@@ -62,21 +83,25 @@ bool dlqb__audit_is_lower_hex(const char *s, size_t n) {
   return true;
 }
 
-bool dlqb__audit_split(const char *line, size_t len, size_t *body_len, const char **mac) {
-  if (len < DLQB__AUDIT_SUFFIX_LEN + 1 || line[0] != '{') return false;
-  size_t body = len - DLQB__AUDIT_SUFFIX_LEN;
-  if (memcmp(line + body, DLQB__AUDIT_MAC_TAIL, DLQB__AUDIT_MAC_TAIL_LEN) != 0) return false;
-  const char *hex = line + body + DLQB__AUDIT_MAC_TAIL_LEN;
-  if (!dlqb__audit_is_lower_hex(hex, DLQB_AUDIT_MAC_HEX) ||
-      memcmp(hex + DLQB_AUDIT_MAC_HEX, "\"}", 2) != 0)
-    return false;
-  *body_len = body;
-  *mac = hex;
+bool dlqb__audit_split(const char *line, size_t len, size_t *body_len, const char **sig) {
+  if (len < 2 || line[0] != '{' || line[len - 1] != '}') return false;
+  *sig = NULL;
+  *body_len = len - 1;
+  if (len >= DLQB__AUDIT_SUFFIX_LEN + 1) {
+    size_t body = len - DLQB__AUDIT_SUFFIX_LEN;
+    const char *hex = line + body + DLQB__AUDIT_SIG_TAIL_LEN;
+    if (memcmp(line + body, DLQB__AUDIT_SIG_TAIL, DLQB__AUDIT_SIG_TAIL_LEN) == 0 &&
+        dlqb__audit_is_lower_hex(hex, DLQB_AUDIT_SIG_HEX) &&
+        memcmp(hex + DLQB_AUDIT_SIG_HEX, "\"}", 2) == 0) {
+      *body_len = body;
+      *sig = hex;
+    }
+  }
   return true;
 }
 
-bool dlqb__audit_mac_equal(const char *a, const char *b) {
-  return CRYPTO_memcmp(a, b, DLQB_AUDIT_MAC_HEX) == 0;
+bool dlqb__audit_hash_equal(const char *a, const char *b) {
+  return CRYPTO_memcmp(a, b, DLQB_AUDIT_HASH_HEX) == 0;
 }
 
 /* ---- building records ---- */
@@ -144,12 +169,21 @@ static void begin_record(dlqb_audit *a, uint64_t seq, const char *prev, const ch
                              a->key_id);
 }
 
-/* Closes the record that starts at offset `start`: MACs it and writes the
- * mac member and the newline. The MAC goes to mac_out. */
-bool dlqb__audit_end_record(dlqb_audit *a, size_t start, char *mac_out) {
-  if (!dlqb__audit_hmac_body(&a->hmac, a->buf + start, a->len - start, mac_out)) return false;
-  dlqb__audit_put(a, DLQB__AUDIT_MAC_TAIL);
-  dlqb__audit_put(a, mac_out);
+/* Closes the record that starts at offset `start`: hashes it, signs it
+ * when `sign`, and writes its end and the newline. */
+bool dlqb__audit_end_record(dlqb_audit *a, size_t start, bool sign, char *hash_out) {
+  if (!dlqb__audit_hash_body(&a->hasher, a->buf + start, a->len - start, hash_out)) return false;
+  if (!sign) {
+    dlqb__audit_put(a, "}\n");
+    return true;
+  }
+  /* Ed25519 signs one contiguous message: BODY + "}", for a moment in the
+   * buffer (reserved: the caller keeps DLQB__AUDIT_RECORD_MAX headroom). */
+  char sig[DLQB_AUDIT_SIG_HEX + 1];
+  a->buf[a->len] = '}';
+  if (!dlqb__audit_sign(a->key, a->buf + start, a->len - start + 1, sig)) return false;
+  dlqb__audit_put(a, DLQB__AUDIT_SIG_TAIL);
+  dlqb__audit_put(a, sig);
   dlqb__audit_put(a, "\"}\n");
   return true;
 }
@@ -165,20 +199,21 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
   dlqb__audit_put_str(a, "from", h->from);
   dlqb__audit_put_str(a, "to", h->to);
   dlqb__audit_put_str(a, "actor", h->actor);
+  dlqb__audit_put_str(a, "broker_user", h->broker_user);
 }
 
-/* Appends one chain record to the batch; seq and mac are the tentative
+/* Appends one chain record to the batch; seq and hash are the tentative
  * chain state, advanced here. */
 bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
-                            const dlqb_hop *hop, uint64_t *seq, char *mac) {
+                            const dlqb_hop *hop, bool sign, uint64_t *seq, char *hash) {
   if (!dlqb__audit_reserve(&a->buf, &a->cap, a->len, DLQB__AUDIT_RECORD_MAX)) return false;
   size_t start = a->len;
   /* chain_start is seq 0 (written once, before anything else); the rest
    * count up from it. */
   uint64_t next = strcmp(event, DLQB__AUDIT_EV_CHAIN_START) == 0 ? 0 : *seq + 1;
-  begin_record(a, next, mac, time, event);
+  begin_record(a, next, hash, time, event);
   if (hop != NULL) put_hop(a, hop);
-  if (!dlqb__audit_end_record(a, start, mac)) return false;
+  if (!dlqb__audit_end_record(a, start, sign, hash)) return false;
   *seq = next;
   return true;
 }

@@ -21,9 +21,9 @@
  * ending at a NUL (json-c gives out C strings). Only text that could be a
  * member name or value the seal reader compares is kept. */
 typedef struct {
-  char text[DLQB_AUDIT_MAC_HEX + 1];
+  char text[DLQB_AUDIT_HASH_HEX + 1];
   size_t len;
-  bool fits; /* at most DLQB_AUDIT_MAC_HEX bytes, all ASCII */
+  bool fits; /* at most DLQB_AUDIT_HASH_HEX bytes, all ASCII */
 } json_text;
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -76,7 +76,7 @@ static const char *read_string(const char *p, const char *end, json_text *t) {
     if (cut) continue;
     if (c == 0) {
       cut = true;
-    } else if (c >= 0x80 || t->len == DLQB_AUDIT_MAC_HEX) {
+    } else if (c >= 0x80 || t->len == DLQB_AUDIT_HASH_HEX) {
       t->fits = false; /* nothing the reader compares */
       cut = true;
     } else {
@@ -143,8 +143,9 @@ static bool hex_text(const json_text *t, size_t digits, char *out) {
 bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out) {
   const char *p = line, *end = line + len;
   dlqb__audit_seal s;
-  bool type_ok = false, chain_ok = false, seq_ok = false, mac_ok = false;
+  bool type_ok = false, chain_ok = false, seq_ok = false, hash_ok = false;
   s.open = false;
+  s.key[0] = '\0';
   p = skip_ws(p, end);
   if (p == end || *p != '{') return false;
   p = skip_ws(p + 1, end);
@@ -160,13 +161,15 @@ bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out)
       if (p == end) return false;
       const char *key = name.fits ? name.text : "";
       bool is_type = strcmp(key, "type") == 0, is_chain = strcmp(key, "chain") == 0,
-           is_mac = strcmp(key, "last_mac") == 0;
-      if ((is_type || is_chain || is_mac) && *p == '"') {
+           is_hash = strcmp(key, "last_hash") == 0, is_key = strcmp(key, "key") == 0;
+      if (is_key) s.key[0] = '\0';
+      if ((is_type || is_chain || is_hash || is_key) && *p == '"') {
         if ((p = read_string(p, end, &value)) == NULL) return false;
         /* A member given twice counts by its last value, as in json-c. */
         if (is_type) type_ok = value.fits && strcmp(value.text, "seal") == 0;
         if (is_chain) chain_ok = hex_text(&value, DLQB_AUDIT_CHAIN_HEX, s.chain);
-        if (is_mac) mac_ok = hex_text(&value, DLQB_AUDIT_MAC_HEX, s.last_mac);
+        if (is_hash) hash_ok = hex_text(&value, DLQB_AUDIT_HASH_HEX, s.last_hash);
+        if (is_key && !hex_text(&value, DLQB_AUDIT_KEY_ID_HEX, s.key)) s.key[0] = '\0';
       } else {
         const char *scalar;
         const char *from = p;
@@ -174,7 +177,7 @@ bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out)
         size_t n = (size_t)(p - from);
         if (is_type) type_ok = false;
         if (is_chain) chain_ok = false;
-        if (is_mac) mac_ok = false;
+        if (is_hash) hash_ok = false;
         if (strcmp(key, "seq") == 0) seq_ok = scalar != NULL && seq_value(scalar, n, &s.seq);
         if (strcmp(key, "ended") == 0)
           s.open = scalar != NULL && n == 5 && memcmp(scalar, "false", 5) == 0;
@@ -191,40 +194,44 @@ bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out)
       return false;
     }
   }
-  if (skip_ws(p, end) != end || !type_ok || !chain_ok || !seq_ok || !mac_ok) return false;
+  if (skip_ws(p, end) != end || !type_ok || !chain_ok || !seq_ok || !hash_ok) return false;
   *out = s;
   return true;
 }
 
 /* ---- writing and compacting the seal ---- */
 
-/* Builds our seal line for (seq, mac) at the end of a->sbuf. */
-static bool put_seal_line(dlqb_audit *a, uint64_t seq, const char *mac, const char *time,
+/* Builds our signed seal line for (seq, hash) at the end of a->sbuf. */
+static bool put_seal_line(dlqb_audit *a, uint64_t seq, const char *hash, const char *time,
                           bool ended) {
   if (!dlqb__audit_reserve(&a->sbuf, &a->scap, a->slen, DLQB__AUDIT_RECORD_MAX)) return false;
   size_t start = a->slen;
   a->slen += (size_t)snprintf(a->sbuf + a->slen, DLQB__AUDIT_RECORD_MAX,
                               "{\"v\":%d,\"type\":\"seal\",\"chain\":\"%s\",\"writer\":\"%s\","
-                              "\"seq\":%" PRIu64 ",\"last_mac\":\"%s\",\"ended\":%s,"
+                              "\"seq\":%" PRIu64 ",\"last_hash\":\"%s\",\"ended\":%s,"
                               "\"time\":\"%s\",\"key\":\"%s\"",
-                              DLQB_AUDIT_VERSION, a->chain, a->writer, seq, mac,
+                              DLQB_AUDIT_VERSION, a->chain, a->writer, seq, hash,
                               ended ? "true" : "false", time, a->key_id);
-  char smac[DLQB_AUDIT_MAC_HEX + 1];
-  if (!dlqb__audit_hmac_body(&a->hmac, a->sbuf + start, a->slen - start, smac)) return false;
+  char sig[DLQB_AUDIT_SIG_HEX + 1];
+  a->sbuf[a->slen] = '}'; /* signed as BODY + "}", then overwritten */
+  if (!dlqb__audit_sign(a->key, a->sbuf + start, a->slen - start + 1, sig)) return false;
   a->slen += (size_t)snprintf(a->sbuf + a->slen, DLQB__AUDIT_RECORD_MAX, "%s%s\"}\n",
-                              DLQB__AUDIT_MAC_TAIL, smac);
+                              DLQB__AUDIT_SIG_TAIL, sig);
   return true;
 }
 
 /* What each_latest_seal shows: one chain's latest seal line and what it
- * vouches for. False to stop (out of memory). */
+ * vouches for; `checked` when its signature verified with a key of a->ring
+ * (false: signed with a key this writer does not know). False to stop (out
+ * of memory). */
 typedef bool (*seal_fn)(dlqb_audit *a, const char *line, size_t n, const dlqb__audit_seal *seal,
-                        void *ctx);
+                        bool checked, void *ctx);
 
-/* Calls fn with the latest authentic line (without its newline) of every
- * chain in the seal text s[0..len), newest first. A torn last line, lines
- * that are not seal lines and lines whose MAC does not check are passed
- * over: they vouch for nothing. */
+/* Calls fn with the latest line (without its newline) of every chain in
+ * the seal text s[0..len), newest first, that is signed with a key of
+ * a->ring or with a key a->ring lacks. A torn last line, lines that are
+ * not seal lines, unsigned lines and lines whose signature does not check
+ * with the key they name are passed over: they vouch for nothing. */
 static bool each_latest_seal(dlqb_audit *a, const char *s, size_t len, seal_fn fn, void *ctx) {
   char(*seen)[DLQB_AUDIT_CHAIN_HEX + 1] = NULL;
   size_t nseen = 0, cap = 0;
@@ -237,15 +244,25 @@ static bool each_latest_seal(dlqb_audit *a, const char *s, size_t len, seal_fn f
     const char *line = s + start;
     size_t n = stop - start, body;
     end = start;
-    const char *hex;
+    const char *sig;
     dlqb__audit_seal seal;
-    char mac[DLQB_AUDIT_MAC_HEX + 1];
     if (!dlqb__audit_seal_parse(line, n, &seal)) continue;
     bool dup = false;
     for (size_t i = 0; i < nseen && !dup; i++) dup = strcmp(seen[i], seal.chain) == 0;
-    if (dup || !dlqb__audit_split(line, n, &body, &hex) ||
-        !dlqb__audit_hmac_body(&a->hmac, line, body, mac) || !dlqb__audit_mac_equal(mac, hex))
-      continue;
+    if (dup || !dlqb__audit_split(line, n, &body, &sig) || sig == NULL) continue;
+    const dlqb__audit_pubkey *k = dlqb__audit_keyring_find(a->ring, seal.key);
+    /* Signed as BODY + "}": the line's bytes up to the sig member, which
+     * the seal text holds contiguously; a '}' is put after them for the
+     * check and the byte restored. */
+    bool checked = false;
+    if (k != NULL) {
+      char *mut = (char *)line;
+      char saved = mut[body];
+      mut[body] = '}';
+      checked = !k->revoked && dlqb__audit_sig_ok(k->pub, line, body + 1, sig);
+      mut[body] = saved;
+      if (!checked) continue;
+    }
     if (nseen == cap) {
       cap = cap ? cap * 2 : 16;
       void *grown = realloc(seen, cap * sizeof *seen);
@@ -256,28 +273,31 @@ static bool each_latest_seal(dlqb_audit *a, const char *s, size_t len, seal_fn f
       seen = grown;
     }
     memcpy(seen[nseen++], seal.chain, sizeof seal.chain);
-    ok = fn(a, line, n, &seal, ctx);
+    ok = fn(a, line, n, &seal, checked, ctx);
   }
   free(seen);
   return ok;
 }
 
-/* Adds one {"chain","seq","mac"} member for a seal line to a->buf. */
+/* Adds one {"chain","seq","hash"} member for a seal line to a->buf. Only
+ * lines whose signature this writer checked: its own signature on the
+ * file_start must not vouch for a state someone without a key made up. */
 static bool put_chain_state(dlqb_audit *a, const char *line, size_t n,
-                            const dlqb__audit_seal *seal, void *ctx) {
+                            const dlqb__audit_seal *seal, bool checked, void *ctx) {
   (void)line;
   (void)n;
   bool *first = ctx;
+  if (!checked) return true;
   if (!dlqb__audit_reserve(&a->buf, &a->cap, a->len, 256)) return false;
   a->len += (size_t)snprintf(a->buf + a->len, 256, "%s{\"chain\":\"%s\",\"seq\":%" PRIu64 ","
-                             "\"mac\":\"%s\"}", *first ? "" : ",", seal->chain, seal->seq,
-                             seal->last_mac);
+                             "\"hash\":\"%s\"}", *first ? "" : ",", seal->chain, seal->seq,
+                             seal->last_hash);
   *first = false;
   return true;
 }
 
 /* Copies where every chain stood by the seal into the file_start record
- * being built, as "chains":[{"chain":..,"seq":..,"mac":..},...]. */
+ * being built, as "chains":[{"chain":..,"seq":..,"hash":..},...]. */
 bool dlqb__audit_put_sealed_chains(dlqb_audit *a) {
   size_t len = 0;
   bool first = true;
@@ -299,8 +319,9 @@ typedef struct {
 /* Adds a chain's latest seal line to the compacted seal being built in
  * *ctx, unless it ended and ended chains are being dropped. */
 static bool keep_seal_line(dlqb_audit *a, const char *line, size_t n,
-                           const dlqb__audit_seal *seal, void *ctx) {
+                           const dlqb__audit_seal *seal, bool checked, void *ctx) {
   (void)a;
+  (void)checked; /* one we cannot check stays for verify to judge */
   compacted_seal *out = ctx;
   if (out->drop_ended && !seal->open) return true;
   if (!dlqb__audit_reserve(&out->buf, &out->cap, out->len, n + 1)) return false;
@@ -335,7 +356,7 @@ long long dlqb__audit_compact_seal(dlqb_audit *a, bool drop_ended) {
   return (long long)out.len;
 }
 
-/* Appends our seal line for (seq, mac) to the seal file. Appending (not
+/* Appends our seal line for (seq, hash) to the seal file. Appending (not
  * replacing) keeps a batch to one write of a file that already exists; the
  * latest line of a chain is the one that counts. It is synced only at the
  * chain's end: the log is synced first, so a seal line that a crash loses
@@ -343,16 +364,20 @@ long long dlqb__audit_compact_seal(dlqb_audit *a, bool drop_ended) {
  * batch is what lets the audit trail keep up with routing (docs/audit.md,
  * "What a crash can do"). Called with the log locked, so writers take
  * turns. */
-dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *mac,
+dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *hash,
                                     const char *time, bool ended, dlqb_error *err) {
   a->slen = 0;
-  if (!put_seal_line(a, seq, mac, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (!put_seal_line(a, seq, hash, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   int fd = dlqb__audit_open_or_create(a->seal_path, O_RDWR | O_APPEND);
   if (fd < 0) return dlqb__audit_io_fail(err, "write the seal of", a->path);
   struct stat fs;
   off_t size = fstat(fd, &fs) == 0 ? fs.st_size : 0;
   dlqb_status st = dlqb__audit_cut_unfinished_line(fd, a->seal_path, &size, err);
-  if (st == DLQB_OK && (!dlqb_write_all(fd, a->sbuf, a->slen) || (ended && fdatasync(fd) != 0)))
+  /* A chain's first seal line is synced too (one more sync per writer
+   * start): then a chain that has any hop has a seal line that survives a
+   * crash, and verify can report a chain without one as tampering. */
+  bool sync = ended || seq == 0;
+  if (st == DLQB_OK && (!dlqb_write_all(fd, a->sbuf, a->slen) || (sync && fdatasync(fd) != 0)))
     st = dlqb__audit_io_fail(err, "write the seal of", a->path);
   close(fd);
   /* A line per batch adds up (at a low rate a batch is a record or two):

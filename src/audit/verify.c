@@ -1,6 +1,6 @@
 /* Verifying the audit trail, line by line and with no I/O (so it can be
- * fuzzed and unit-tested over strings): MACs, chains, rotation links and
- * the seal. */
+ * fuzzed and unit-tested over strings): signatures, hash chains, rotation
+ * links and the seal, with public keys only. */
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -23,17 +23,25 @@ typedef struct {
   bool known; /* its chain_start was seen, or a rotation vouched for it */
   bool ended;
   uint64_t seq;
-  char mac[DLQB_AUDIT_MAC_HEX + 1];
+  char hash[DLQB_AUDIT_HASH_HEX + 1];
+  char key[DLQB_AUDIT_KEY_ID_HEX + 1]; /* the key its records are signed with */
+  /* Records since the chain's last signed one: a writer signs the last
+   * record of every batch, so a chain that ends unsigned was cut inside a
+   * batch or added to by someone without the key. */
+  uint64_t unsigned_tail;
   char writer[WRITER_MAX];
   bool sealed, seal_hit;
+  bool linked; /* a file_start carried its state */
   uint64_t seal_seq;
-  char seal_mac[DLQB_AUDIT_MAC_HEX + 1];
+  char seal_hash[DLQB_AUDIT_HASH_HEX + 1];
+  char seal_key[DLQB_AUDIT_KEY_ID_HEX + 1];
 } chain_state;
 
 struct dlqb_audit_verifier {
-  dlqb__audit_hmac hmac;
-  char key_id[DLQB_AUDIT_KEY_ID_HEX + 1];
+  const dlqb_audit_keyring *ring;
+  dlqb__audit_hasher hasher;
   int partial;
+  bool seal_given;
   dlqb_hashset *chains; /* chain id -> chain_state */
   json_tokener *tok;
   char *scratch;
@@ -41,7 +49,7 @@ struct dlqb_audit_verifier {
   char file[NAME_MAX_];
   char prev_file[NAME_MAX_];
   unsigned long line, seal_lines;
-  char last_mac[DLQB_AUDIT_MAC_HEX + 1]; /* of the last line read */
+  char last_hash[DLQB_AUDIT_HASH_HEX + 1]; /* of the last line read */
   bool failed;
   dlqb_audit_summary sum;
 };
@@ -63,26 +71,25 @@ static chain_state *upsert(dlqb_audit_verifier *v, const char *id) {
 
 /* ---- lifecycle ---- */
 
-dlqb_audit_verifier *dlqb_audit_verifier_new(const unsigned char *key, size_t key_len,
-                                             int partial) {
+dlqb_audit_verifier *dlqb_audit_verifier_new(const dlqb_audit_keyring *ring, int partial) {
   dlqb_audit_verifier *v = calloc(1, sizeof *v);
   if (v == NULL) return NULL;
+  v->ring = ring;
   v->partial = partial;
   v->chains = dlqb_hashset_new(sizeof(chain_state));
   v->tok = json_tokener_new();
-  if (v->chains == NULL || v->tok == NULL || !dlqb__audit_hmac_init(&v->hmac, key, key_len)) {
+  if (v->chains == NULL || v->tok == NULL || !dlqb__audit_hasher_init(&v->hasher)) {
     dlqb_audit_verifier_free(v);
     return NULL;
   }
   json_tokener_set_flags(v->tok, JSON_TOKENER_STRICT);
-  dlqb_audit_key_id(key, key_len, v->key_id);
   snprintf(v->file, sizeof v->file, "audit log");
   return v;
 }
 
 void dlqb_audit_verifier_free(dlqb_audit_verifier *v) {
   if (v == NULL) return;
-  dlqb__audit_hmac_release(&v->hmac);
+  dlqb__audit_hasher_release(&v->hasher);
   if (v->tok != NULL) json_tokener_free(v->tok);
   dlqb_hashset_free(v->chains);
   free(v->scratch);
@@ -105,7 +112,8 @@ static dlqb_status bad(dlqb_audit_verifier *v, dlqb_error *err, const char *fmt,
   return dlqb_fail(err, DLQB_EINVAL, "%s: line %lu: %s", v->file, v->line, what);
 }
 
-/* Parses body + "}" (the MAC'd object) with json-c; NULL when malformed. */
+/* Parses body + "}" (the hashed and signed object) into v->scratch and
+ * with json-c; NULL when malformed. */
 static json_object *parse_body(dlqb_audit_verifier *v, const char *line, size_t body) {
   if (body + 2 > v->scratch_cap) {
     size_t ncap = body + 2 < 4096 ? 4096 : (body + 2) * 2;
@@ -160,42 +168,62 @@ static bool uint_of(json_object *o, const char *key, uint64_t *out) {
   return true;
 }
 
-/* Checks the MAC of a line and parses it. On success *obj is the record
- * and mac its MAC. `what` names the kind of line in messages. */
+/* Checks a line's signature (when it has one; `must_sign` requires one)
+ * with the key it names, and parses it. On success *obj is the record,
+ * hash its hash, key the key id it names and *is_signed whether it is
+ * signed. `what` names the kind of line in messages. */
 static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t len,
-                             const char *what, json_object **obj, char *mac, dlqb_error *err) {
+                             const char *what, bool must_sign, json_object **obj, char *hash,
+                             char *key, bool *is_signed, dlqb_error *err) {
   size_t body;
-  const char *hex;
-  char want[DLQB_AUDIT_MAC_HEX + 1];
+  const char *sig;
   *obj = NULL;
   if (len == 0) return bad(v, err, "empty line (not %s)", what);
-  if (!dlqb__audit_split(line, len, &body, &hex))
-    return bad(v, err, "not %s (no mac at the end of the line)", what);
-  if (!dlqb__audit_hmac_body(&v->hmac, line, body, want))
-    return dlqb_fail(err, DLQB_ENOMEM, "hmac-sha256 failed (openssl)");
+  if (!dlqb__audit_split(line, len, &body, &sig))
+    return bad(v, err, "not %s (not one JSON object)", what);
   json_object *o = parse_body(v, line, body);
-  if (!dlqb__audit_mac_equal(want, hex)) {
-    char key[DLQB_AUDIT_KEY_ID_HEX + 1];
-    dlqb_status st;
-    /* The key id is not authenticated: it only makes the message helpful,
-     * and is quoted only when it has the shape of one. */
-    if (o != NULL && hex_of(o, "key", DLQB_AUDIT_KEY_ID_HEX, key) && strcmp(key, v->key_id) != 0)
-      st = bad(v, err, "mac mismatch (wrong key: the record names key id %s, this key's id "
-               "is %s)", key, v->key_id);
-    else
-      st = bad(v, err, "mac mismatch (record edited, or wrong key)");
-    json_object_put(o);
-    return st;
-  }
-  if (o == NULL) return bad(v, err, "malformed %s (the mac is valid: a writer bug)", what);
+  if (o == NULL) return bad(v, err, "malformed %s", what);
   json_object *ver;
-  if (!json_object_object_get_ex(o, "v", &ver) || json_object_get_int(ver) != DLQB_AUDIT_VERSION) {
+  int version = json_object_object_get_ex(o, "v", &ver) ? json_object_get_int(ver) : 0;
+  if (version != DLQB_AUDIT_VERSION) {
     json_object_put(o);
+    if (version == 1)
+      return bad(v, err, "a version 1 record (HMAC, before public-key signatures): this "
+                 "verifier reads version %d only; check that file with the release that wrote "
+                 "it and its HMAC key", DLQB_AUDIT_VERSION);
     return bad(v, err, "unsupported record version (this verifier reads version %d)",
                DLQB_AUDIT_VERSION);
   }
-  memcpy(mac, hex, DLQB_AUDIT_MAC_HEX);
-  mac[DLQB_AUDIT_MAC_HEX] = '\0';
+  if (!dlqb__audit_hash_body(&v->hasher, line, body, hash)) {
+    json_object_put(o);
+    return dlqb_fail(err, DLQB_ENOMEM, "sha-256 failed (openssl)");
+  }
+  if (!hex_of(o, "key", DLQB_AUDIT_KEY_ID_HEX, key)) {
+    json_object_put(o);
+    return bad(v, err, "malformed %s (no key id)", what);
+  }
+  *is_signed = sig != NULL;
+  dlqb_status st = DLQB_OK;
+  if (sig == NULL) {
+    if (must_sign)
+      st = bad(v, err, "%s without a signature (forged by someone without a key)", what);
+  } else {
+    const dlqb__audit_pubkey *k = dlqb__audit_keyring_find(v->ring, key);
+    /* v->scratch holds BODY + "}" (parse_body): what the signature covers. */
+    if (k == NULL)
+      st = bad(v, err, "signed with key %s, which is not among the %zu public keys given (a "
+               "writer whose public key is missing, or a forgery)", key,
+               dlqb_audit_keyring_size(v->ring));
+    else if (k->revoked)
+      st = bad(v, err, "signed with key %s, which is revoked (%s)", key, k->name);
+    else if (!dlqb__audit_sig_ok(k->pub, v->scratch, body + 1, sig))
+      st = bad(v, err, "signature does not verify with key %s (record edited, or forged under "
+               "another writer's key id)", key);
+  }
+  if (st != DLQB_OK) {
+    json_object_put(o);
+    return st;
+  }
   *obj = o;
   return DLQB_OK;
 }
@@ -203,14 +231,16 @@ static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t le
 dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *line, size_t len,
                                           dlqb_error *err) {
   json_object *o = NULL;
-  char mac[DLQB_AUDIT_MAC_HEX + 1];
+  char hash[DLQB_AUDIT_HASH_HEX + 1], key[DLQB_AUDIT_KEY_ID_HEX + 1];
+  bool is_signed;
   char saved[NAME_MAX_];
   unsigned long saved_line = v->line;
   if (v->failed) return dlqb_fail(err, DLQB_EINVAL, "verification already failed");
+  v->seal_given = true;
   snprintf(saved, sizeof saved, "%s", v->file);
   snprintf(v->file, sizeof v->file, "seal");
   v->line = ++v->seal_lines;
-  dlqb_status st = open_line(v, line, len, "a seal record", &o, mac, err);
+  dlqb_status st = open_line(v, line, len, "a seal record", true, &o, hash, key, &is_signed, err);
   if (st == DLQB_OK) {
     /* The line is valid JSON (open_line parsed it); what it vouches for is
      * read by the seal reader the writer uses too, so both agree on it. The
@@ -227,15 +257,19 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
       st = bad(v, err, "chain %s goes back from seq %llu to %llu", seal.chain,
                (unsigned long long)c->seal_seq, (unsigned long long)seal.seq);
     } else if (c->sealed && seal.seq == c->seal_seq &&
-               !dlqb__audit_mac_equal(seal.last_mac, c->seal_mac)) {
+               !dlqb__audit_hash_equal(seal.last_hash, c->seal_hash)) {
       st = bad(v, err, "chain %s is sealed at seq %llu with two different records", seal.chain,
                (unsigned long long)seal.seq);
+    } else if (c->sealed && strcmp(c->seal_key, key) != 0) {
+      st = bad(v, err, "chain %s is sealed with key %s and with key %s (forged under another "
+               "writer's key)", seal.chain, c->seal_key, key);
     } else {
       /* The latest line of a chain is the one that counts. */
       if (!c->sealed) v->sum.sealed++;
       c->sealed = true;
       c->seal_seq = seal.seq;
-      memcpy(c->seal_mac, seal.last_mac, sizeof c->seal_mac);
+      memcpy(c->seal_hash, seal.last_hash, sizeof c->seal_hash);
+      memcpy(c->seal_key, key, sizeof c->seal_key);
       copy_text(c->writer, sizeof c->writer, writer);
       v->sum.seal_checked = 1;
     }
@@ -245,6 +279,8 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
   v->line = saved_line;
   return st;
 }
+
+void dlqb_audit_verifier_begin_seal(dlqb_audit_verifier *v) { v->seal_given = true; }
 
 void dlqb_audit_verifier_begin_file(dlqb_audit_verifier *v, const char *name) {
   if (v->sum.files > 0) snprintf(v->prev_file, sizeof v->prev_file, "%s", v->file);
@@ -256,12 +292,12 @@ void dlqb_audit_verifier_begin_file(dlqb_audit_verifier *v, const char *name) {
 
 /* A file_start link: line 1 of every rotated-into file. */
 static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_error *err) {
-  char prev_mac[DLQB_AUDIT_MAC_HEX + 1];
+  char prev_hash[DLQB_AUDIT_HASH_HEX + 1];
   const char *prev_text = str_of(o, "prev_file");
   char prev_file[NAME_MAX_];
   copy_text(prev_file, sizeof prev_file, prev_text);
   json_object *chains;
-  if (!hex_of(o, "prev_mac", DLQB_AUDIT_MAC_HEX, prev_mac) || prev_text == NULL ||
+  if (!hex_of(o, "prev_hash", DLQB_AUDIT_HASH_HEX, prev_hash) || prev_text == NULL ||
       !json_object_object_get_ex(o, "chains", &chains) ||
       !json_object_is_type(chains, json_type_array))
     return bad(v, err, "malformed file_start record");
@@ -270,25 +306,26 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
   if (first && !v->partial)
     return bad(v, err, "this file continues '%s', which was not given (give every file, oldest "
                "first; or --partial to start here)", prev_file);
-  if (!first && !dlqb__audit_mac_equal(prev_mac, v->last_mac))
+  if (!first && !dlqb__audit_hash_equal(prev_hash, v->last_hash))
     return bad(v, err, "does not follow '%s' (it continues '%s'): a file between them is "
                "missing, a file was cut short, or the files are out of order",
                v->prev_file, prev_file);
   size_t n = json_object_array_length(chains);
   for (size_t i = 0; i < n; i++) {
     json_object *e = json_object_array_get_idx(chains, i);
-    char id[DLQB_AUDIT_CHAIN_HEX + 1], mac[DLQB_AUDIT_MAC_HEX + 1];
+    char id[DLQB_AUDIT_CHAIN_HEX + 1], hash[DLQB_AUDIT_HASH_HEX + 1];
     uint64_t seq;
     if (!json_object_is_type(e, json_type_object) || !hex_of(e, "chain", DLQB_AUDIT_CHAIN_HEX, id) ||
-        !uint_of(e, "seq", &seq) || !hex_of(e, "mac", DLQB_AUDIT_MAC_HEX, mac))
+        !uint_of(e, "seq", &seq) || !hex_of(e, "hash", DLQB_AUDIT_HASH_HEX, hash))
       return bad(v, err, "malformed chain entry %zu in file_start", i + 1);
     chain_state *c = first ? upsert(v, id) : lookup(v, id);
     if (first) {
       /* --partial: take the rotation's word for what came before. */
       if (c == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
       c->known = true;
+      c->linked = true;
       c->seq = seq;
-      memcpy(c->mac, mac, sizeof mac);
+      memcpy(c->hash, hash, sizeof hash);
       continue;
     }
     if (c == NULL || !c->known)
@@ -299,9 +336,10 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
                  "only up to seq %llu (records deleted)",
                  id, (unsigned long long)seq, (unsigned long long)c->seq);
     /* A smaller seq is a seal that lagged (a crash between log and seal). */
-    if (seq == c->seq && !dlqb__audit_mac_equal(mac, c->mac))
+    if (seq == c->seq && !dlqb__audit_hash_equal(hash, c->hash))
       return bad(v, err, "chain %s seq %llu differs from the rotation's record of it (record "
                  "replaced)", id, (unsigned long long)seq);
+    c->linked = true;
   }
   if (first) v->sum.partial = 1;
   v->sum.rotations++;
@@ -310,25 +348,30 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
 
 /* A chain record: chain_start, a hop, or chain_end. */
 static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const char *event,
-                                   const char *mac, dlqb_error *err) {
-  char id[DLQB_AUDIT_CHAIN_HEX + 1], prev[DLQB_AUDIT_MAC_HEX + 1];
+                                   const char *hash, const char *key, bool is_signed,
+                                   dlqb_error *err) {
+  char id[DLQB_AUDIT_CHAIN_HEX + 1], prev[DLQB_AUDIT_HASH_HEX + 1];
   uint64_t seq;
   if (!hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, id) || !uint_of(o, "seq", &seq) ||
-      !hex_of(o, "prev", DLQB_AUDIT_MAC_HEX, prev))
+      !hex_of(o, "prev", DLQB_AUDIT_HASH_HEX, prev))
     return bad(v, err, "malformed record (chain, seq or prev missing)");
   if (v->line == 1 && v->sum.files > 1)
     return bad(v, err, "expected a file_start record linking this file to '%s' (a file is "
                "missing, or the files are out of order)", v->prev_file);
   chain_state *c = lookup(v, id);
   if (strcmp(event, DLQB__AUDIT_EV_CHAIN_START) == 0) {
-    if (seq != 0 || strcmp(prev, DLQB__AUDIT_ZERO_MAC) != 0)
+    if (seq != 0 || strcmp(prev, DLQB__AUDIT_ZERO_HASH) != 0)
       return bad(v, err, "malformed chain_start (seq must be 0 and prev zero)");
     if (c != NULL && c->known)
       return bad(v, err, "chain %s starts a second time (a copied or replayed record)", id);
     if (c == NULL && (c = upsert(v, id)) == NULL)
       return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     const char *writer = str_of(o, "writer");
+    if (c->sealed && strcmp(c->seal_key, key) != 0)
+      return bad(v, err, "chain %s starts with key %s but is sealed with key %s (forged under "
+                 "another writer's key)", id, key, c->seal_key);
     c->known = true;
+    memcpy(c->key, key, sizeof c->key);
     copy_text(c->writer, sizeof c->writer, writer);
     v->sum.chains++;
   } else {
@@ -343,18 +386,24 @@ static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const
     if (seq > c->seq + 1)
       return bad(v, err, "chain %s jumps from seq %llu to seq %llu (records deleted or "
                  "reordered)", id, (unsigned long long)c->seq, (unsigned long long)seq);
-    if (!dlqb__audit_mac_equal(prev, c->mac))
+    if (!dlqb__audit_hash_equal(prev, c->hash))
       return bad(v, err, "prev does not match seq %llu of chain %s (records deleted, inserted "
                  "or reordered)", (unsigned long long)c->seq, id);
+    /* A chain continued from a rotation (--partial) learns its key here. */
+    if (c->key[0] == '\0') memcpy(c->key, key, sizeof c->key);
+    if (strcmp(key, c->key) != 0)
+      return bad(v, err, "record of chain %s names key %s, but the chain is signed with key %s "
+                 "(forged under another writer's key)", id, key, c->key);
     if (strcmp(event, DLQB__AUDIT_EV_CHAIN_END) == 0) {
       c->ended = true;
       v->sum.chains_ended++;
     }
   }
   c->seq = seq;
-  memcpy(c->mac, mac, DLQB_AUDIT_MAC_HEX + 1);
+  memcpy(c->hash, hash, DLQB_AUDIT_HASH_HEX + 1);
+  c->unsigned_tail = is_signed ? 0 : c->unsigned_tail + 1;
   if (c->sealed && seq == c->seal_seq) {
-    if (!dlqb__audit_mac_equal(mac, c->seal_mac))
+    if (!dlqb__audit_hash_equal(hash, c->seal_hash))
       return bad(v, err, "chain %s seq %llu differs from the seal (record replaced)", id,
                  (unsigned long long)seq);
     c->seal_hit = true;
@@ -372,49 +421,79 @@ dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, s
     return bad(v, err, "incomplete record at the end of the file (a torn write, or the file "
                "was cut)");
   json_object *o = NULL;
-  char mac[DLQB_AUDIT_MAC_HEX + 1];
-  dlqb_status st = open_line(v, line, len, "an audit record", &o, mac, err);
+  char hash[DLQB_AUDIT_HASH_HEX + 1], key[DLQB_AUDIT_KEY_ID_HEX + 1];
+  bool is_signed;
+  dlqb_status st = open_line(v, line, len, "an audit record", false, &o, hash, key, &is_signed,
+                             err);
   if (st != DLQB_OK) return st;
   const char *event = str_of(o, "event");
   if (event == NULL)
     st = bad(v, err, "malformed record (no event)");
   else if (strcmp(event, DLQB__AUDIT_EV_FILE_START) == 0)
-    st = on_file_start(v, o, err);
+    st = is_signed ? on_file_start(v, o, err)
+                   : bad(v, err, "file_start without a signature (forged by someone without a "
+                         "key)");
   else
-    st = on_chain_record(v, o, event, mac, err);
+    st = on_chain_record(v, o, event, hash, key, is_signed, err);
   json_object_put(o);
-  if (st == DLQB_OK) memcpy(v->last_mac, mac, sizeof mac);
+  if (st == DLQB_OK) memcpy(v->last_hash, hash, sizeof hash);
   return st;
 }
 
-/* hashset_each visitor: remembers the first sealed chain that the log does
- * not reach up to its seal line (with --partial, one whose records started
- * past the seal point is not short). */
-static void find_short_chain(void *ctx, const char *key, size_t len, void *value) {
+/* What finish looks for: the first chain found of each kind. */
+typedef struct {
+  const dlqb_audit_verifier *v;
+  const chain_state *short_chain;  /* sealed, and the log stops short of it */
+  const chain_state *unsigned_end; /* ends in records no signature covers */
+  const chain_state *unsealed;     /* has hops, and no seal line or rotation vouches */
+} finish_scan;
+
+/* hashset_each visitor (with --partial, a chain whose records started past
+ * the seal point is not short). */
+static void scan_chain(void *ctx, const char *key, size_t len, void *value) {
   (void)key;
   (void)len;
-  const chain_state **found = ctx;
+  finish_scan *f = ctx;
   const chain_state *c = value;
-  if (*found != NULL || !c->sealed || c->seal_hit) return;
-  if (!c->known || c->seq < c->seal_seq) *found = c;
+  if (f->short_chain == NULL && c->sealed && !c->seal_hit && (!c->known || c->seq < c->seal_seq))
+    f->short_chain = c;
+  if (f->unsigned_end == NULL && c->known && c->unsigned_tail > 0) f->unsigned_end = c;
+  /* Every batch appends a seal line and a chain's first one is synced: a
+   * chain past its chain_start with none lost it to someone's hand. */
+  if (f->unsealed == NULL && f->v->seal_given && c->known && !c->sealed && !c->linked &&
+      c->seq > 0)
+    f->unsealed = c;
 }
 
 dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summary *sum,
                                        dlqb_error *err) {
   if (v->failed) return dlqb_fail(err, DLQB_EINVAL, "verification already failed");
-  /* Report a sealed chain that falls short: the tail was cut. */
-  const chain_state *c = NULL;
-  dlqb_hashset_each(v->chains, find_short_chain, &c);
+  finish_scan f = {.v = v};
+  dlqb_hashset_each(v->chains, scan_chain, &f);
+  const chain_state *c = f.short_chain;
   if (c != NULL) {
     v->line++;
     if (!c->known)
       return bad(v, err, "missing: the seal vouches for chain %s (writer %s) up to seq %llu, "
-                 "but the log has no record of it (the tail was cut, or the last file is "
-                 "missing)", c->id, c->writer, (unsigned long long)c->seal_seq);
+                 "but the log has no record of it (the chain was deleted, the tail was cut, or "
+                 "the last file is missing)", c->id, c->writer, (unsigned long long)c->seal_seq);
     return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu but the seal vouches "
                "for seq %llu (the tail was cut: %llu records missing)",
                c->id, c->writer, (unsigned long long)c->seq, (unsigned long long)c->seal_seq,
                (unsigned long long)(c->seal_seq - c->seq));
+  }
+  if ((c = f.unsigned_end) != NULL) {
+    v->line++;
+    return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu in %llu record%s no "
+               "signature covers (a batch was cut short, or records were added without the "
+               "writer's key)", c->id, c->writer, (unsigned long long)c->seq,
+               (unsigned long long)c->unsigned_tail, c->unsigned_tail == 1 ? "" : "s");
+  }
+  if ((c = f.unsealed) != NULL) {
+    v->line++;
+    return bad(v, err, "missing: chain %s (writer %s, up to seq %llu) has no seal line (the "
+               "seal was emptied, replaced or cut: its tail cannot be checked)",
+               c->id, c->writer, (unsigned long long)c->seq);
   }
   if (sum != NULL) *sum = v->sum;
   return DLQB_OK;

@@ -1,5 +1,6 @@
-/* The audit trail writer: one HMAC-chained JSON line per hop, appended
- * under an exclusive lock and fsync'd once per batch, with a sealed
+/* The audit trail writer: one hash-chained JSON line per hop, the last of
+ * each batch signed, appended under an exclusive lock and fsync'd once per
+ * batch, with a sealed
  * checkpoint beside the log and size-based rotation. docs/audit.md
  * describes the format and what it proves.
  *
@@ -50,15 +51,22 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
   }
 
   uint64_t seq = a->seq;
-  char mac[DLQB_AUDIT_MAC_HEX + 1];
-  memcpy(mac, a->last_mac, sizeof mac);
+  char hash[DLQB_AUDIT_HASH_HEX + 1];
+  memcpy(hash, a->last_hash, sizeof hash);
   a->len = 0;
   bool ok = true;
+  /* Only the batch's last record is signed: the hash chain binds the ones
+   * before it to that signature, so a batch costs one signature however
+   * large it is, and a batch cut short ends unsigned, which verify names. */
+  size_t left = (a->started ? 0 : 1) + n + (end ? 1 : 0);
   if (!a->started)
-    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, &seq, mac);
+    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, --left == 0, &seq,
+                                hash);
   for (size_t i = 0; ok && i < n; i++)
-    ok = dlqb__audit_add_record(a, time, dlqb_event_name(hops[i].event), &hops[i], &seq, mac);
-  if (ok && end) ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_END, NULL, &seq, mac);
+    ok = dlqb__audit_add_record(a, time, dlqb_event_name(hops[i].event), &hops[i], --left == 0,
+                                &seq, hash);
+  if (ok && end)
+    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_END, NULL, --left == 0, &seq, hash);
   if (!ok) {
     st = dlqb_fail(err, DLQB_ENOMEM, "out of memory writing the audit log");
     goto unlock;
@@ -69,9 +77,9 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
     st = dlqb__audit_io_fail(err, "write", a->path);
     goto undo;
   }
-  if ((st = dlqb__audit_append_seal(a, seq, mac, time, end, err)) != DLQB_OK) goto undo;
+  if ((st = dlqb__audit_append_seal(a, seq, hash, time, end, err)) != DLQB_OK) goto undo;
   a->seq = seq;
-  memcpy(a->last_mac, mac, sizeof mac);
+  memcpy(a->last_hash, hash, sizeof hash);
   a->started = true;
   a->ended = end;
   goto unlock;
@@ -88,7 +96,7 @@ undo:
       if (RAND_bytes(id, sizeof id) == 1) dlqb__audit_hex(id, sizeof id, a->chain);
       a->started = false;
       a->seq = 0;
-      memcpy(a->last_mac, DLQB__AUDIT_ZERO_MAC, sizeof a->last_mac);
+      memcpy(a->last_hash, DLQB__AUDIT_ZERO_HASH, sizeof a->last_hash);
     }
   }
 unlock:
@@ -211,20 +219,31 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   pthread_mutex_init(&a->mu, NULL);
   pthread_cond_init(&a->work, NULL);
   pthread_cond_init(&a->done, NULL);
-  dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, a->key, &a->key_len, err);
+  dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, &a->key, a->key_id, err);
   if (st != DLQB_OK) goto fail;
-  if (!dlqb__audit_hmac_init(&a->hmac, a->key, a->key_len)) {
-    st = dlqb_fail(err, DLQB_ENOMEM, "cannot set up hmac-sha256 (openssl)");
+  if (!dlqb__audit_hasher_init(&a->hasher) || (a->ring = dlqb_audit_keyring_new()) == NULL) {
+    st = dlqb_fail(err, DLQB_ENOMEM, "cannot set up sha-256 (openssl)");
     goto fail;
   }
-  dlqb_audit_key_id(a->key, a->key_len, a->key_id);
+  /* The private key holds the public one: a reference to it as public. */
+  if ((st = dlqb__audit_keyring_put(a->ring, a->key, cfg->audit_key_file, false, err)) != DLQB_OK)
+    goto fail;
+  if (cfg->audit_public_keys[0] != '\0' &&
+      (st = dlqb_audit_keyring_add(a->ring, cfg->audit_public_keys, err)) != DLQB_OK)
+    goto fail;
+  const dlqb__audit_pubkey *own = dlqb__audit_keyring_find(a->ring, a->key_id);
+  if (own != NULL && own->revoked) {
+    st = dlqb_fail(err, DLQB_EINVAL, "audit key file '%s' holds key %s, which is revoked in '%s'",
+                   cfg->audit_key_file, a->key_id, cfg->audit_public_keys);
+    goto fail;
+  }
   unsigned char id[DLQB_AUDIT_CHAIN_HEX / 2];
   if (RAND_bytes(id, sizeof id) != 1) {
     st = dlqb_fail(err, DLQB_EIO, "cannot draw a random chain id (openssl)");
     goto fail;
   }
   dlqb__audit_hex(id, sizeof id, a->chain);
-  memcpy(a->last_mac, DLQB__AUDIT_ZERO_MAC, sizeof a->last_mac);
+  memcpy(a->last_hash, DLQB__AUDIT_ZERO_HASH, sizeof a->last_hash);
   snprintf(a->path, sizeof a->path, "%s", cfg->audit_log);
   snprintf(a->seal_path, sizeof a->seal_path, "%s%s", a->path, DLQB_AUDIT_SEAL_SUFFIX);
   snprintf(a->rotating, sizeof a->rotating, "%s.rotating", a->path);
@@ -372,15 +391,16 @@ void dlqb_audit_close(dlqb_audit *a) {
     a->thread_running = false;
   }
   /* Only this thread is left: the chain state is ours. */
-  if (a->started && !a->ended && a->hmac.ctx != NULL) {
+  if (a->started && !a->ended && a->hasher.ctx != NULL) {
     dlqb_error err;
     if (commit(a, NULL, 0, true, &err) != DLQB_OK)
       dlqb_log_warn("audit_close", "cannot write the chain_end record: %s", err.msg);
   }
   dlqb__audit_close_log(a);
   if (a->wake_fd >= 0) close(a->wake_fd);
-  dlqb__audit_hmac_release(&a->hmac);
-  OPENSSL_cleanse(a->key, sizeof a->key);
+  dlqb__audit_hasher_release(&a->hasher);
+  dlqb_audit_keyring_free(a->ring);
+  EVP_PKEY_free(a->key); /* OpenSSL cleanses the key material it frees */
   pthread_cond_destroy(&a->work);
   pthread_cond_destroy(&a->done);
   pthread_mutex_destroy(&a->mu);

@@ -20,8 +20,9 @@
 
 #define FILES_DETAILS                                                                    \
   "FILEs are the log's files oldest first; without them, the configured\n"             \
-  "DLQ_BRIDGE_AUDIT_LOG and its rotated files. The key is DLQ_BRIDGE_AUDIT_KEY_FILE\n" \
-  "(--audit-key-file).\n"
+  "DLQ_BRIDGE_AUDIT_LOG and its rotated files. The writers' public keys are\n"     \
+  "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS (--audit-public-keys: a PEM file, or a directory\n" \
+  "of *.pem; *.pem.revoked there are revoked keys); no secret key is read.\n"
 
 typedef struct {
   const char **files; /* positional FILEs (room for argc entries) */

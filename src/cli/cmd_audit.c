@@ -2,7 +2,6 @@
  * subcommands (verify here; show and reconcile in their own files) are a
  * second small table in this file; each verifies the whole log first, with
  * the reading shared here (audit_cli.h). */
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +23,9 @@ static const cli_spec verify_spec = {
     .summary = "check that an audit log is complete and unaltered",
     .usage = "dlq-bridge audit verify [FILE...] [--seal FILE | --no-seal] [--partial] [settings]",
     .details =
-        "Checks every record's HMAC-SHA256, every writer's chain of records, the links\n"
-        "between rotated files, and the seal that catches a cut tail.\n" FILES_DETAILS
+        "Checks every writer's Ed25519 signatures with its public key (no secret is\n"
+        "needed), every writer's hash chain of records, the links between rotated\n"
+        "files, and the seal that catches a cut tail.\n" FILES_DETAILS
         "Exit status: 0 intact; 1 not intact (the first bad line is named) or unreadable;\n"
         "2 usage or configuration error.",
     .flags = verify_flags,
@@ -68,8 +68,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   dlqb_config cfg;
   char **listed = NULL;
   size_t nlisted = 0;
-  unsigned char key[DLQB_AUDIT_KEY_MAX];
-  size_t key_len = 0;
+  dlqb_audit_keyring *ring = NULL;
   char seal[DLQB_CONFIG_STR_MAX + 16];
   dlqb_error err = {{0}};
   o->files = calloc((size_t)argc + 1, sizeof *o->files);
@@ -93,11 +92,19 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
     cli_error("no audit log given (name the files, or set DLQ_BRIDGE_AUDIT_LOG)");
     goto done;
   }
-  if (cfg.audit_key_file[0] == '\0') {
-    cli_error("no audit key given (set DLQ_BRIDGE_AUDIT_KEY_FILE or --audit-key-file)");
+  /* Public keys only: an auditor checks the trail without any writer's
+   * secret, and audit_key_file is never read here. */
+  if (cfg.audit_public_keys[0] == '\0') {
+    cli_error("no public keys given (set DLQ_BRIDGE_AUDIT_PUBLIC_KEYS or --audit-public-keys "
+              "to the writers' *.pem public keys)");
     goto done;
   }
-  dlqb_status st = dlqb_audit_key_load(cfg.audit_key_file, key, &key_len, &err);
+  if ((ring = dlqb_audit_keyring_new()) == NULL) {
+    cli_error("out of memory");
+    rc = EXIT_FAILURE_;
+    goto done;
+  }
+  dlqb_status st = dlqb_audit_keyring_add(ring, cfg.audit_public_keys, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     rc = st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
@@ -124,8 +131,8 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   }
   if (o->prepare != NULL && (rc = o->prepare(o->prepare_ctx, &cfg)) != EXIT_OK) goto done;
   rc = EXIT_FAILURE_;
-  st = dlqb_audit_verify_files(key, key_len, files, nfiles, seal_path, o->partial, visit, ctx,
-                               sum, &err);
+  st = dlqb_audit_verify_files(ring, files, nfiles, seal_path, o->partial, visit, ctx, sum,
+                               &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     goto done;
@@ -133,7 +140,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   *sealed = seal_path != NULL;
   rc = EXIT_OK;
 done:
-  OPENSSL_cleanse(key, sizeof key);
+  dlqb_audit_keyring_free(ring);
   dlqb_audit_files_free(listed, nlisted);
   free(o->files);
   o->files = NULL;

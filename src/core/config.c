@@ -76,7 +76,10 @@ typedef enum {
   X(audit_log, audit_log, "DLQ_BRIDGE_AUDIT_LOG", "audit-log", "", KIND_PATH, 0, 0,         \
     "audit log file; empty = no audit log")                                                 \
   X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "",      \
-    KIND_PATH, 0, 0, "key file for signing the audit log; required with audit_log")         \
+    KIND_PATH, 0, 0, "Ed25519 private key (PEM) signing this writer's audit records")       \
+  X(audit_public_keys, audit_public_keys, "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS",                   \
+    "audit-public-keys", "", KIND_PATH, 0, 0,                                               \
+    "the audit writers' PEM public keys: a file, or a directory of *.pem")                  \
   X(audit_rotate_bytes, audit_rotate_bytes, "DLQ_BRIDGE_AUDIT_ROTATE_BYTES",                \
     "audit-rotate-bytes", "67108864", KIND_INT, 0, INT_MAX,                                 \
     "rotate the audit log once it reaches this many bytes; 0 = never")                      \
@@ -801,9 +804,8 @@ dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err) {
   if (cert != key) {
     return dlqb_fail(err, DLQB_EINVAL, "tls_cert_file and tls_key_file must be given together");
   }
-  if (c->audit_log[0] != '\0' && c->audit_key_file[0] == '\0') {
-    return dlqb_fail(err, DLQB_EINVAL, "audit_key_file is required when audit_log is set");
-  }
+  /* audit_log without audit_key_file is valid here: the readers (audit
+   * verify, show) need only audit_public_keys; a writer's open refuses it. */
   return DLQB_OK;
 }
 

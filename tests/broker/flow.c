@@ -2,6 +2,10 @@
 #include "flow.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,17 +148,27 @@ int fx_audit_init(fx_audit *a) {
   memset(a, 0, sizeof *a);
   snprintf(a->dir, sizeof a->dir, "/tmp/dlqb-broker-audit-XXXXXX");
   if (mkdtemp(a->dir) == NULL) return -1;
+  char pub[192];
   if (!th_fmt(a->key, sizeof a->key, "%s/audit.key", a->dir) ||
+      !th_fmt(a->keys, sizeof a->keys, "%s/keys", a->dir) ||
+      !th_fmt(pub, sizeof pub, "%s/keys/writer.pem", a->dir) ||
       !th_fmt(a->log, sizeof a->log, "%s/audit.log", a->dir) ||
       !th_fmt(a->env_log, sizeof a->env_log, "DLQ_BRIDGE_AUDIT_LOG=%s", a->log) ||
-      !th_fmt(a->env_key, sizeof a->env_key, "DLQ_BRIDGE_AUDIT_KEY_FILE=%s", a->key))
+      !th_fmt(a->env_key, sizeof a->env_key, "DLQ_BRIDGE_AUDIT_KEY_FILE=%s", a->key) ||
+      !th_fmt(a->env_pub, sizeof a->env_pub, "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS=%s", a->keys) ||
+      mkdir(a->keys, 0700) != 0)
     return -1;
-  int fd = open(a->key, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return -1;
-  static const char key[] = "9f2c4b7e1a8d3f6c0b5e9a2d7c4f1e8b\n";
-  ssize_t w = write(fd, key, sizeof key - 1);
-  close(fd);
-  return w == (ssize_t)(sizeof key - 1) ? 0 : -1;
+  EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+  int fd = k != NULL ? open(a->key, O_WRONLY | O_CREAT | O_TRUNC, 0600) : -1;
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  bool ok = f != NULL && PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL) == 1;
+  if (f != NULL) fclose(f);
+  else if (fd >= 0) close(fd);
+  FILE *g = ok ? fopen(pub, "w") : NULL;
+  ok = g != NULL && PEM_write_PUBKEY(g, k) == 1;
+  if (g != NULL) fclose(g);
+  EVP_PKEY_free(k);
+  return ok ? 0 : -1;
 }
 
 void fx_audit_remove(const fx_audit *a) {
@@ -180,7 +194,7 @@ int fx_count_in_file(const char *path, const char *needle) {
 int fx_audit_verify(const fx_audit *a, th_result *r) {
   /* No FILE: verify takes the configured log with its rotated files. */
   const char *const args[] = {"audit", "verify", NULL};
-  const char *const env[] = {a->env_log, a->env_key, NULL};
+  const char *const env[] = {a->env_log, a->env_pub, NULL};
   return th_run_bridge(args, NULL, env, 30000, r);
 }
 

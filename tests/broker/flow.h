@@ -92,12 +92,14 @@ int64_t fx_attempt(const th_msg *m);
 
 /* ---- an audit trail for the bridges ------------------------------------ */
 
-/* A scratch directory holding a key (mode 0600) and the log's path;
- * env_log and env_key are the bridge environment entries that use them. */
+/* A scratch directory holding a writer's Ed25519 key pair (the private
+ * key, mode 0600, at key; its public key in keys/) and the log's path;
+ * env_log, env_key and env_pub are the bridge environment entries that
+ * use them (a verifier is given env_pub only: no secret). */
 typedef struct {
   char dir[64];
-  char key[128], log[128];
-  char env_log[192], env_key[192];
+  char key[128], keys[128], log[128];
+  char env_log[192], env_key[192], env_pub[192];
 } fx_audit;
 
 /* Creates it; 0 on success. */
@@ -110,8 +112,8 @@ void fx_audit_remove(const fx_audit *a);
 int fx_count_in_file(const char *path, const char *needle);
 
 /* Runs `dlq-bridge audit verify` on the configured log: every rotated file
- * oldest first, then the log, against its seal. Returns th_run_bridge's
- * result; r->exit_code 0 = intact. */
+ * oldest first, then the log, against its seal, given the public keys and
+ * no private key. Returns th_run_bridge's result; r->exit_code 0 = intact. */
 int fx_audit_verify(const fx_audit *a, th_result *r);
 
 /* ---- the conservation flow -------------------------------------------- */

@@ -222,7 +222,7 @@ static void test_crash_while_unwritable_loses_nothing(void **state) {
 /* Runs `dlq-bridge audit show --request-id id [--json]` on d's log. */
 static void audit_show(const audit_dir *d, const char *id, bool json, th_result *r) {
   const char *const args[] = {"audit", "show", "--request-id", id, json ? "--json" : NULL, NULL};
-  const char *const env[] = {d->a.env_log, d->a.env_key, NULL};
+  const char *const env[] = {d->a.env_log, d->a.env_pub, NULL};
   assert_int_equal(th_run_bridge(args, NULL, env, 30000, r), 0);
   printf("audit show %s%s: exit %d\n%s%s", id, json ? " --json" : "", r->exit_code, r->out,
          r->err);
@@ -289,7 +289,7 @@ static void test_audit_show_one_task(void **state) {
   static const char *const no_filter[] = {"audit", "show", NULL};
   static const char *const empty_id[] = {"audit", "show", "--request-id", "", NULL};
   const char *const *bad[] = {no_filter, empty_id};
-  const char *const audit_env[] = {d.a.env_log, d.a.env_key, NULL};
+  const char *const audit_env[] = {d.a.env_log, d.a.env_pub, NULL};
   for (size_t i = 0; i < 2; i++) {
     assert_int_equal(th_run_bridge(bad[i], NULL, audit_env, 30000, &r), 0);
     printf("usage: exit %d, %s", r.exit_code, r.err);
@@ -324,7 +324,7 @@ static void test_audit_show_one_task(void **state) {
 /* Runs `dlq-bridge audit reconcile [--json]` against the case's vhost. */
 static void reconcile(fx_case *t, const audit_dir *d, bool json, th_result *r) {
   const char *const args[] = {"audit", "reconcile", json ? "--json" : NULL, NULL};
-  const char *const env[] = {d->a.env_log, d->a.env_key, NULL};
+  const char *const env[] = {d->a.env_log, d->a.env_pub, NULL};
   assert_int_equal(th_run_bridge(args, t->vhost.url, env, 30000, r), 0);
   printf("audit reconcile%s: exit %d\n%s%s", json ? " --json" : "", r->exit_code, r->out, r->err);
 }

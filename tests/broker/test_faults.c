@@ -87,7 +87,7 @@ typedef struct {
 static int reconcile_dlq(fx_case *t, void *arg) {
   reconcile_check *c = arg;
   const char *const args[] = {"audit", "reconcile", NULL};
-  const char *const env[] = {c->audit->env_log, c->audit->env_key, NULL};
+  const char *const env[] = {c->audit->env_log, c->audit->env_pub, NULL};
   if (th_run_bridge(args, t->vhost.url, env, 60000, &c->r) != 0) return -1;
   printf("audit reconcile: exit %d\n%s%s", c->r.exit_code, c->r.out, c->r.err);
   return 0;

@@ -1,9 +1,10 @@
 /* libFuzzer target: the audit verifier over arbitrary lines.
  * Input: the first byte picks a mode; the rest is split at '\n' into lines,
  * and a line "--" starts the next file (lines before the first "==" line go
- * to the seal). In mode "sign" every line is taken as a record body and
- * given a valid MAC first, so the fuzzer reaches the chain, seal and
- * rotation checks and not only the MAC check.
+ * to the seal). In mode "sign" every line is taken as a record body,
+ * KEYIDKEYIDKEYID0 in it becomes the fuzz key's id, and it is given a
+ * valid Ed25519 signature first, so the fuzzer reaches the chain, seal
+ * and rotation checks and not only the signature check.
  * Contracts checked: no crash or leak; a failure is DLQB_EINVAL or
  * DLQB_ENOMEM with a one-line printable message; after a failure every
  * further line fails too; audit show's filter matches no line without its
@@ -44,7 +45,7 @@ static void check_seal_reader(const char *line, size_t len) {
   dlqb__audit_seal s;
   int ok = dlqb__audit_seal_parse(copy, len, &s);
   if (ok) {
-    FUZZ_CHECK(strlen(s.chain) == DLQB_AUDIT_CHAIN_HEX && strlen(s.last_mac) == DLQB_AUDIT_MAC_HEX);
+    FUZZ_CHECK(strlen(s.chain) == DLQB_AUDIT_CHAIN_HEX && strlen(s.last_hash) == DLQB_AUDIT_HASH_HEX);
     FUZZ_CHECK(s.seq < (uint64_t)INT64_MAX);
   }
   json_tokener *tok = json_tokener_new();
@@ -54,17 +55,17 @@ static void check_seal_reader(const char *line, size_t len) {
   if (o != NULL && json_tokener_get_error(tok) == json_tokener_success &&
       json_tokener_get_parse_end(tok) == len && json_object_is_type(o, json_type_object)) {
     json_object *type, *seq, *ended;
-    char chain[DLQB_AUDIT_CHAIN_HEX + 1], mac[DLQB_AUDIT_MAC_HEX + 1];
+    char chain[DLQB_AUDIT_CHAIN_HEX + 1], mac[DLQB_AUDIT_HASH_HEX + 1];
     int want = json_object_object_get_ex(o, "type", &type) &&
                json_object_is_type(type, json_type_string) &&
                strcmp(json_object_get_string(type), "seal") == 0 &&
                json_hex(o, "chain", DLQB_AUDIT_CHAIN_HEX, chain) &&
                json_object_object_get_ex(o, "seq", &seq) && json_object_is_type(seq, json_type_int) &&
                json_object_get_int64(seq) >= 0 && json_object_get_int64(seq) != INT64_MAX &&
-               json_hex(o, "last_mac", DLQB_AUDIT_MAC_HEX, mac);
+               json_hex(o, "last_hash", DLQB_AUDIT_HASH_HEX, mac);
     FUZZ_CHECK(ok == want);
     if (ok) {
-      FUZZ_CHECK(strcmp(s.chain, chain) == 0 && strcmp(s.last_mac, mac) == 0);
+      FUZZ_CHECK(strcmp(s.chain, chain) == 0 && strcmp(s.last_hash, mac) == 0);
       FUZZ_CHECK(s.seq == (uint64_t)json_object_get_int64(seq));
       int open = json_object_object_get_ex(o, "ended", &ended) &&
                  json_object_is_type(ended, json_type_boolean) && !json_object_get_boolean(ended);
@@ -76,17 +77,26 @@ static void check_seal_reader(const char *line, size_t len) {
   free(copy);
 }
 
-static const unsigned char key[] = "fuzz-key-0123456789abcdef";
+static const unsigned char raw_key[32] = "fuzz-key-0123456789abcdef-ed255";
+#define KEYID_PLACEHOLDER "KEYIDKEYIDKEYID0"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   int sign = data[0] & 1;
-  dlqb_audit_verifier *v = dlqb_audit_verifier_new(key, sizeof key - 1, (data[0] >> 1) & 1);
+  static EVP_PKEY *key;
+  static dlqb_audit_keyring *ring;
+  static char key_id[DLQB_AUDIT_KEY_ID_HEX + 1];
+  if (key == NULL) {
+    dlqb_error kerr;
+    key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, raw_key, sizeof raw_key);
+    ring = dlqb_audit_keyring_new();
+    FUZZ_CHECK(key != NULL && ring != NULL && dlqb__audit_key_id_of(key, key_id));
+    FUZZ_CHECK(dlqb__audit_keyring_put(ring, key, "fuzz", false, &kerr) == DLQB_OK);
+  }
+  dlqb_audit_verifier *v = dlqb_audit_verifier_new(ring, (data[0] >> 1) & 1);
   FUZZ_CHECK(v != NULL);
-  dlqb__audit_hmac h;
-  FUZZ_CHECK(dlqb__audit_hmac_init(&h, key, sizeof key - 1));
   dlqb_error err;
   memset(&err, 0, sizeof err);
   const char *p = (const char *)data + 1, *end = (const char *)data + size;
@@ -98,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dlqb_reconcile *tally = dlqb_reconcile_new();
   FUZZ_CHECK(tally != NULL);
   size_t nlines = 0;
-  char *line = malloc(size + 128);
+  char *line = malloc(size + DLQB__AUDIT_SUFFIX_LEN + 16);
   FUZZ_CHECK(line != NULL);
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -112,12 +122,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       memcpy(line, p, len);
       size_t n = len;
       if (sign && len > 0 && line[0] == '{') {
-        char mac[DLQB_AUDIT_MAC_HEX + 1];
-        FUZZ_CHECK(dlqb__audit_hmac_body(&h, line, len, mac));
-        memcpy(line + n, ",\"mac\":\"", 8);
-        memcpy(line + n + 8, mac, DLQB_AUDIT_MAC_HEX);
-        memcpy(line + n + 8 + DLQB_AUDIT_MAC_HEX, "\"}", 2);
-        n += 8 + DLQB_AUDIT_MAC_HEX + 2;
+        char sig[DLQB_AUDIT_SIG_HEX + 1];
+        for (char *k = line; (k = (char *)dlqb_text_find(k, (size_t)(line + n - k), KEYID_PLACEHOLDER,
+                                                         DLQB_AUDIT_KEY_ID_HEX)) != NULL;)
+          memcpy(k, key_id, DLQB_AUDIT_KEY_ID_HEX);
+        line[n] = '}';
+        FUZZ_CHECK(dlqb__audit_sign(key, line, n + 1, sig));
+        memcpy(line + n, DLQB__AUDIT_SIG_TAIL, DLQB__AUDIT_SIG_TAIL_LEN);
+        memcpy(line + n + DLQB__AUDIT_SIG_TAIL_LEN, sig, DLQB_AUDIT_SIG_HEX);
+        memcpy(line + n + DLQB__AUDIT_SIG_TAIL_LEN + DLQB_AUDIT_SIG_HEX, "\"}", 2);
+        n += DLQB__AUDIT_SUFFIX_LEN;
       }
       check_seal_reader(line, n);
       dlqb_status st = in_seal ? dlqb_audit_verifier_seal_line(v, line, n, &err)
@@ -145,7 +159,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st != DLQB_OK) FUZZ_CHECK(fuzz_printable_line(err.msg, sizeof err.msg));
   else FUZZ_CHECK(sum.chains_ended <= sum.chains);
   free(line);
-  dlqb__audit_hmac_release(&h);
   dlqb_audit_verifier_free(v);
   dlqb_reconcile_free(tally);
   return 0;

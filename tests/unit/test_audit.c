@@ -1,6 +1,7 @@
 /* Unit tests of the audit trail: the writer's records, the verifier
- * catching every kind of tampering, a wrong key, a cut tail, rotation
- * gaps, and concurrent writers, and the one reader of seal lines. */
+ * catching every kind of tampering with public keys alone (a wrong or
+ * foreign key, a cut tail or batch, an emptied seal, rotation gaps),
+ * concurrent writers, and the one reader of seal lines. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +10,8 @@
 
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +26,20 @@
 #include "dlqb/audit.h"
 #include "dlqb/file.h"
 
-#define KEY_TEXT "0123456789abcdef0123456789abcdef"
-#define OTHER_KEY_TEXT "fedcba9876543210fedcba9876543210"
 #define MAX_LINES 4096
 
-/* One test's scratch directory with a key and a log path. */
+/* One test's scratch directory with a writer's key pair (the private key
+ * at key_path, its public key in keys/), a second writer's key pair
+ * (other_key_path, keys/other.pem), the ring of both public keys a
+ * verifier is given, and a log path. */
 typedef struct {
   char dir[64];
-  char key_path[128];
+  char key_path[128], other_key_path[128];
+  char keys[128];
   char log[128];
   char seal[160];
   dlqb_config cfg;
-  unsigned char key[DLQB_AUDIT_KEY_MAX];
-  size_t key_len;
+  dlqb_audit_keyring *ring;
 } world;
 
 static void write_text(const char *path, const char *text, mode_t mode) {
@@ -46,6 +50,30 @@ static void write_text(const char *path, const char *text, mode_t mode) {
   close(fd);
 }
 
+/* Writes a new Ed25519 key pair: the private key (0600) and its public key. */
+static int make_key_pair(const char *priv, const char *pub) {
+  EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+  if (k == NULL) return -1;
+  int fd = open(priv, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  int ok = f != NULL && PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL) == 1;
+  if (f != NULL) fclose(f);
+  FILE *g = fopen(pub, "w");
+  ok = ok && g != NULL && PEM_write_PUBKEY(g, k) == 1;
+  if (g != NULL) fclose(g);
+  EVP_PKEY_free(k);
+  return ok ? 0 : -1;
+}
+
+/* The ring of the public keys in w->keys, as a verifier loads them. */
+static void reload_ring(world *w) {
+  dlqb_audit_keyring_free(w->ring);
+  w->ring = dlqb_audit_keyring_new();
+  assert_non_null(w->ring);
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_keyring_add(w->ring, w->keys, &err), DLQB_OK);
+}
+
 static int setup(void **state) {
   world *w = calloc(1, sizeof *w);
   if (w == NULL) return -1;
@@ -54,14 +82,22 @@ static int setup(void **state) {
   snprintf(w->key_path, sizeof w->key_path, "%s/audit.key", w->dir);
   snprintf(w->log, sizeof w->log, "%s/audit.log", w->dir);
   snprintf(w->seal, sizeof w->seal, "%s/audit.log.seal", w->dir);
-  write_text(w->key_path, KEY_TEXT "\n", 0600);
+  snprintf(w->other_key_path, sizeof w->other_key_path, "%s/other.key", w->dir);
+  snprintf(w->keys, sizeof w->keys, "%s/keys", w->dir);
+  char pub[200];
+  if (mkdir(w->keys, 0700) != 0) return -1;
+  snprintf(pub, sizeof pub, "%s/unit.pem", w->keys);
+  if (make_key_pair(w->key_path, pub) != 0) return -1;
+  snprintf(pub, sizeof pub, "%s/other.pem", w->keys);
+  if (make_key_pair(w->other_key_path, pub) != 0) return -1;
   dlqb_config_defaults(&w->cfg);
   snprintf(w->cfg.audit_log, sizeof w->cfg.audit_log, "%s", w->log);
   snprintf(w->cfg.audit_key_file, sizeof w->cfg.audit_key_file, "%s", w->key_path);
   snprintf(w->cfg.instance, sizeof w->cfg.instance, "unit-test:1");
   w->cfg.audit_rotate_bytes = 0;
   dlqb_error err;
-  if (dlqb_audit_key_load(w->key_path, w->key, &w->key_len, &err) != DLQB_OK) return -1;
+  w->ring = dlqb_audit_keyring_new();
+  if (w->ring == NULL || dlqb_audit_keyring_add(w->ring, w->keys, &err) != DLQB_OK) return -1;
   *state = w;
   return 0;
 }
@@ -71,6 +107,7 @@ static int teardown(void **state) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", w->dir);
   int rc = system(cmd);
+  dlqb_audit_keyring_free(w->ring);
   free(w);
   return rc == 0 ? 0 : -1;
 }
@@ -155,7 +192,7 @@ static void free_lines(lines *l) {
 static dlqb_status verify_one(world *w, const char *seal, dlqb_audit_summary *sum,
                               dlqb_error *err) {
   const char *files[] = {w->log};
-  return dlqb_audit_verify_files(w->key, w->key_len, files, 1, seal, 0, NULL, NULL, sum, err);
+  return dlqb_audit_verify_files(w->ring, files, 1, seal, 0, NULL, NULL, sum, err);
 }
 
 /* Asserts verification of the single log fails with a message containing
@@ -177,37 +214,79 @@ static void expect_good(world *w, dlqb_audit_summary *sum) {
   assert_int_equal(st, DLQB_OK);
 }
 
+/* Signs body (a record or seal line without its end, which must name the
+ * key id) with the private key at key_path as a writer does: line =
+ * body + ,"sig":"..."} . The key's id goes where body has KEYID, or is
+ * appended as the key member. */
+static void sign_body(const char *key_path, const char *body, char *line, size_t cap) {
+  EVP_PKEY *key = NULL;
+  char id[DLQB_AUDIT_KEY_ID_HEX + 1], msg[4096], sig[DLQB_AUDIT_SIG_HEX + 1];
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_key_load(key_path, &key, id, &err), DLQB_OK);
+  const char *at = strstr(body, "KEYID");
+  if (at != NULL)
+    snprintf(msg, sizeof msg, "%.*s%s%s}", (int)(at - body), body, id, at + 5);
+  else
+    snprintf(msg, sizeof msg, "%s,\"key\":\"%s\"}", body, id);
+  size_t n = strlen(msg);
+  assert_true(dlqb__audit_sign(key, msg, n, sig));
+  EVP_PKEY_free(key);
+  snprintf(line, cap, "%.*s,\"sig\":\"%s\"}", (int)(n - 1), msg, sig);
+}
+
 /* ---- the key ---- */
 
 static void test_key_file_rules(void **state) {
   world *w = *state;
-  unsigned char key[DLQB_AUDIT_KEY_MAX];
-  size_t len = 0;
+  EVP_PKEY *key = NULL;
+  char id[DLQB_AUDIT_KEY_ID_HEX + 1];
   dlqb_error err;
-  assert_int_equal(dlqb_audit_key_load(w->key_path, key, &len, &err), DLQB_OK);
-  assert_int_equal(len, strlen(KEY_TEXT)); /* the newline is not key material */
+  assert_int_equal(dlqb_audit_key_load(w->key_path, &key, id, &err), DLQB_OK);
+  assert_int_equal(strlen(id), DLQB_AUDIT_KEY_ID_HEX);
+  EVP_PKEY_free(key);
 
   assert_int_equal(chmod(w->key_path, 0640), 0);
-  assert_int_equal(dlqb_audit_key_load(w->key_path, key, &len, &err), DLQB_EINVAL);
+  assert_int_equal(dlqb_audit_key_load(w->key_path, &key, id, &err), DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "group or others"));
   assert_int_equal(chmod(w->key_path, 0604), 0);
-  assert_int_equal(dlqb_audit_key_load(w->key_path, key, &len, &err), DLQB_EINVAL);
+  assert_int_equal(dlqb_audit_key_load(w->key_path, &key, id, &err), DLQB_EINVAL);
 
-  char short_key[160];
-  snprintf(short_key, sizeof short_key, "%s/short.key", w->dir);
-  write_text(short_key, "tooshort\n", 0600);
-  assert_int_equal(dlqb_audit_key_load(short_key, key, &len, &err), DLQB_EINVAL);
-  assert_non_null(strstr(err.msg, "at least"));
+  /* An old HMAC key, or a public key, is not a signing key. */
+  char hmac_key[160];
+  snprintf(hmac_key, sizeof hmac_key, "%s/hmac.key", w->dir);
+  write_text(hmac_key, "0123456789abcdef0123456789abcdef\n", 0600);
+  assert_int_equal(dlqb_audit_key_load(hmac_key, &key, id, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "not an Ed25519 private key"));
 
   char missing[160];
   snprintf(missing, sizeof missing, "%s/none.key", w->dir);
-  assert_int_equal(dlqb_audit_key_load(missing, key, &len, &err), DLQB_EINVAL);
+  assert_int_equal(dlqb_audit_key_load(missing, &key, id, &err), DLQB_EINVAL);
+  assert_null(key);
 
   /* The writer refuses a readable key too. */
   assert_int_equal(chmod(w->key_path, 0644), 0);
   dlqb_audit *a = NULL;
   assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_EINVAL);
   assert_null(a);
+}
+
+/* A verifier is handed public keys only: a private key given to it is
+ * refused, so that nobody is led to copy a writer's secret to an auditor. */
+static void test_keyring_takes_public_keys_only(void **state) {
+  world *w = *state;
+  dlqb_audit_keyring *r = dlqb_audit_keyring_new();
+  assert_non_null(r);
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_keyring_add(r, w->key_path, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "holds a private key"));
+  char empty[160];
+  snprintf(empty, sizeof empty, "%s/empty", w->dir);
+  assert_int_equal(mkdir(empty, 0700), 0);
+  assert_int_equal(dlqb_audit_keyring_add(r, empty, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "no public key"));
+  assert_int_equal(dlqb_audit_keyring_add(r, w->keys, &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_keyring_size(r), 2);
+  dlqb_audit_keyring_free(r);
 }
 
 static void test_audit_off(void **state) {
@@ -244,7 +323,9 @@ static void test_every_event_type_is_recorded(void **state) {
   lines l;
   read_lines(w->log, &l);
   assert_int_equal(l.n, DLQB_EV__COUNT + 2);
-  char prev[DLQB_AUDIT_MAC_HEX + 1] = "";
+  char prev[DLQB_AUDIT_HASH_HEX + 1] = "";
+  dlqb__audit_hasher hasher;
+  assert_true(dlqb__audit_hasher_init(&hasher));
   char chain[DLQB_AUDIT_CHAIN_HEX + 1] = "";
   for (size_t i = 0; i < l.n; i++) {
     json_object *o = json_tokener_parse(l.line[i]);
@@ -264,7 +345,7 @@ static void test_every_event_type_is_recorded(void **state) {
       assert_true(json_object_object_get_ex(o, "request_id", &m));
       assert_string_equal(json_object_get_string(m), want);
       static const char *const members[] = {"source_system", "legal_basis", "attempt", "reason",
-                                            "cause", "from", "to", "actor"};
+                                            "cause", "from", "to", "actor", "broker_user"};
       for (size_t k = 0; k < sizeof members / sizeof members[0]; k++)
         assert_true(json_object_object_get_ex(o, members[k], &m));
       json_object_object_get_ex(o, "reason", &m);
@@ -281,12 +362,19 @@ static void test_every_event_type_is_recorded(void **state) {
     assert_string_equal(json_object_get_string(m), chain);
     assert_true(json_object_object_get_ex(o, "prev", &m));
     if (i > 0) assert_string_equal(json_object_get_string(m), prev);
-    assert_true(json_object_object_get_ex(o, "mac", &m));
-    snprintf(prev, sizeof prev, "%s", json_object_get_string(m));
-    /* Never the key itself. */
-    assert_null(strstr(l.line[i], KEY_TEXT));
+    assert_true(json_object_object_get_ex(o, "key", &m));
+    assert_int_equal(strlen(json_object_get_string(m)), DLQB_AUDIT_KEY_ID_HEX);
+    /* One signature per batch: this batch's last record (and chain_start
+     * and chain_end, each a batch of its own). */
+    assert_int_equal(json_object_object_get_ex(o, "sig", &m), i == 0 || i >= l.n - 2);
+    size_t body;
+    const char *sig;
+    assert_true(dlqb__audit_split(l.line[i], strlen(l.line[i]) - 1, &body, &sig));
+    assert_true(dlqb__audit_hash_body(&hasher, l.line[i], body, prev));
+    assert_null(strstr(l.line[i], "PRIVATE"));
     json_object_put(o);
   }
+  dlqb__audit_hasher_release(&hasher);
   free_lines(&l);
 
   dlqb_audit_summary sum;
@@ -316,7 +404,7 @@ static void test_edited_record(void **state) {
   world *w = *state;
   make_log(w);
   edit_log(w, 2, "msg-1");
-  expect_bad(w, "line 3: mac mismatch (record edited, or wrong key)");
+  expect_bad(w, "line 3: signature does not verify with key");
 }
 
 static void test_deleted_record(void **state) {
@@ -365,18 +453,18 @@ static void test_inserted_forgery(void **state) {
   make_log(w);
   lines l;
   read_lines(w->log, &l);
-  /* A well-formed record with a made-up mac. */
+  /* A well-formed record with a made-up signature. */
   char forged[2048];
-  snprintf(forged, sizeof forged, "%s", l.line[3]);
-  char *mac = strstr(forged, ",\"mac\":\"");
-  assert_non_null(mac);
-  memset(mac + 8, 'a', DLQB_AUDIT_MAC_HEX);
+  snprintf(forged, sizeof forged, "%s", l.line[2]);
+  char *sig = strstr(forged, ",\"sig\":\"");
+  assert_non_null(sig);
+  memset(sig + 8, 'a', DLQB_AUDIT_SIG_HEX);
   memmove(&l.line[5], &l.line[4], (l.n - 4) * sizeof l.line[0]);
   l.line[4] = strdup(forged);
   l.n++;
   write_lines(w->log, &l);
   free_lines(&l);
-  expect_bad(w, "line 5: mac mismatch");
+  expect_bad(w, "line 5: signature does not verify with key");
 }
 
 static void test_reordered_records(void **state) {
@@ -393,16 +481,129 @@ static void test_reordered_records(void **state) {
   expect_bad(w, "jumps from seq 1 to seq 3");
 }
 
+/* The verifier holds only the other writer's public key: every line names
+ * a key it does not have. */
 static void test_wrong_key(void **state) {
   world *w = *state;
   make_log(w);
-  memcpy(w->key, OTHER_KEY_TEXT, strlen(OTHER_KEY_TEXT));
-  expect_bad(w, "seal: line 1: mac mismatch (wrong key");
+  char own[200];
+  snprintf(own, sizeof own, "%s/unit.pem", w->keys);
+  assert_int_equal(unlink(own), 0);
+  reload_ring(w);
+  expect_bad(w, "seal: line 1: signed with key");
+  expect_bad(w, "which is not among the 1 public keys given");
   dlqb_error err;
   dlqb_audit_summary sum;
   assert_int_equal(verify_one(w, NULL, &sum, &err), DLQB_EINVAL);
   printf("  verify: %s\n", err.msg);
-  assert_non_null(strstr(err.msg, "line 1: mac mismatch (wrong key"));
+  assert_non_null(strstr(err.msg, "line 1: signed with key"));
+}
+
+/* The audit trail is checked with public keys alone: with every private
+ * key gone from the machine, a genuine log verifies. */
+static void test_verifier_needs_no_secret(void **state) {
+  world *w = *state;
+  make_log(w);
+  assert_int_equal(unlink(w->key_path), 0);
+  assert_int_equal(unlink(w->other_key_path), 0);
+  dlqb_audit_summary sum;
+  expect_good(w, &sum);
+  assert_int_equal(sum.records, 8);
+  assert_int_equal(sum.sealed, 1);
+}
+
+/* Another writer (an operator host with its own key) rewrites a record of
+ * the daemon's chain and signs it with its own key: its signature is
+ * genuine, but not the chain's. */
+static void test_forged_with_another_writers_key(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  /* Line 3 ends a batch (signed): cut its sig and key, re-sign as other. */
+  char body[2048], forged[2200];
+  snprintf(body, sizeof body, "%s", l.line[2]);
+  char *key = strstr(body, ",\"key\":\"");
+  assert_non_null(key);
+  memcpy(key + 8, "KEYID", 5);
+  memmove(key + 13, key + 8 + DLQB_AUDIT_KEY_ID_HEX, strlen(key + 8 + DLQB_AUDIT_KEY_ID_HEX) + 1);
+  char *reason = strstr(body, "worker said no");
+  if (reason != NULL) memcpy(reason, "worker said ok", 14);
+  *strstr(body, ",\"sig\":\"") = '\0';
+  sign_body(w->other_key_path, body, forged, sizeof forged);
+  free(l.line[2]);
+  l.line[2] = malloc(strlen(forged) + 2);
+  sprintf(l.line[2], "%s\n", forged);
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 3: record of chain");
+  expect_bad(w, "but the chain is signed with key");
+  /* The same record naming the daemon's key id, signed by the other key. */
+  read_lines(w->log, &l);
+  char *k = strstr(l.line[2], ",\"key\":\"");
+  const char *daemon_key = strstr(l.line[0], ",\"key\":\"");
+  memcpy(k + 8, daemon_key + 8, DLQB_AUDIT_KEY_ID_HEX);
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 3: signature does not verify with key");
+}
+
+/* A batch cut short (its signed last record gone, the seal not checked):
+ * what is left is covered by no signature. */
+static void test_cut_batch(void **state) {
+  world *w = *state;
+  make_log(w);
+  lines l;
+  read_lines(w->log, &l);
+  free(l.line[7]);
+  free(l.line[6]);
+  l.n = 6; /* chain_start, 2 batches of 2, the first record of the third */
+  write_lines(w->log, &l);
+  free_lines(&l);
+  dlqb_error err;
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_one(w, NULL, &sum, &err), DLQB_EINVAL);
+  printf("  verify: %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "ends at seq 5 in 1 record no signature covers"));
+}
+
+/* The seal emptied (or replaced by an empty file), the log's tail cut
+ * with it: verify names the chain that has no seal line. */
+static void test_emptied_seal(void **state) {
+  world *w = *state;
+  make_log(w);
+  write_text(w->seal, "", 0600);
+  expect_bad(w, "has no seal line");
+}
+
+/* A revoked key (its .pem renamed .pem.revoked): what it signed fails,
+ * naming the key. */
+static void test_revoked_key(void **state) {
+  world *w = *state;
+  make_log(w);
+  char pem[200], revoked[220];
+  snprintf(pem, sizeof pem, "%s/unit.pem", w->keys);
+  snprintf(revoked, sizeof revoked, "%s/unit.pem.revoked", w->keys);
+  assert_int_equal(rename(pem, revoked), 0);
+  reload_ring(w);
+  expect_bad(w, "which is revoked");
+  /* ... and a writer does not sign with a key revoked where it looks. */
+  snprintf(w->cfg.audit_public_keys, sizeof w->cfg.audit_public_keys, "%s", w->keys);
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "revoked"));
+}
+
+/* A version 1 (HMAC) log is named as such, not called tampered. */
+static void test_version_1_log_is_named(void **state) {
+  world *w = *state;
+  write_text(w->log,
+             "{\"v\":1,\"chain\":\"5cbe368e45f65150ed4278e33636866a\",\"seq\":0,\"prev\":\"00\","
+             "\"event\":\"chain_start\",\"mac\":\"0000000000000000000000000000000000000000000000"
+             "000000000000000000\"}\n", 0600);
+  write_text(w->seal, "", 0600);
+  expect_bad(w, "line 1: a version 1 record (HMAC");
 }
 
 static void test_truncated_tail(void **state) {
@@ -417,9 +618,18 @@ static void test_truncated_tail(void **state) {
   free_lines(&l);
   expect_bad(w, "line 7: missing: chain");
   expect_bad(w, "ends at seq 5 but the seal vouches for seq 7");
-  /* Without the seal the cut is invisible: that is what the seal is for. */
+  /* Without the seal, a cut inside a batch still shows (what is left of
+   * the batch is signed by nobody); a cut of whole batches does not: that
+   * is what the seal (and the anchors) are for. */
   dlqb_error err;
   dlqb_audit_summary sum;
+  assert_int_equal(verify_one(w, NULL, &sum, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "no signature covers"));
+  read_lines(w->log, &l);
+  l.n -= 1; /* the third batch's first record too: two whole batches gone */
+  write_lines(w->log, &l);
+  l.n = n - 2;
+  free_lines(&l);
   assert_int_equal(verify_one(w, NULL, &sum, &err), DLQB_OK);
 }
 
@@ -451,7 +661,7 @@ static void test_seal_missing_or_edited(void **state) {
   p[6] = '5'; /* claim less, to hide a cut */
   write_lines(w->seal, &l);
   free_lines(&l);
-  expect_bad(w, "seal: line 5: mac mismatch (record edited, or wrong key)");
+  expect_bad(w, "seal: line 5: signature does not verify with key");
   assert_int_equal(unlink(w->seal), 0);
   expect_bad(w, "no seal file");
 }
@@ -515,7 +725,7 @@ static void test_visitor_sees_every_accepted_line(void **state) {
   dlqb_audit_summary sum;
   dlqb_error err;
   visit_count c = {0};
-  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, files, 1, w->seal, 0, count_visit,
+  assert_int_equal(dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit,
                                            &c, &sum, &err),
                    DLQB_OK);
   assert_int_equal(c.lines, 8); /* chain_start, 6 hops, chain_end */
@@ -523,7 +733,7 @@ static void test_visitor_sees_every_accepted_line(void **state) {
 
   /* A visitor that runs out of memory stops the verification. */
   visit_count stop = {.fail_after = 3};
-  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, files, 1, w->seal, 0, count_visit,
+  assert_int_equal(dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit,
                                            &stop, &sum, &err),
                    DLQB_ENOMEM);
   assert_int_equal(stop.lines, 3);
@@ -531,7 +741,7 @@ static void test_visitor_sees_every_accepted_line(void **state) {
   /* An edited line is never shown to the visitor, nor anything after it. */
   edit_log(w, 4, "req-3");
   visit_count bad = {0};
-  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, files, 1, w->seal, 0, count_visit,
+  assert_int_equal(dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit,
                                            &bad, &sum, &err),
                    DLQB_EINVAL);
   assert_int_equal(bad.lines, 4);
@@ -686,7 +896,7 @@ static dlqb_status verify_list(world *w, const char *const *files, size_t n, int
                                dlqb_error *err) {
   dlqb_audit_summary sum;
   dlqb_status st =
-      dlqb_audit_verify_files(w->key, w->key_len, files, n, w->seal, partial, NULL, NULL, &sum,
+      dlqb_audit_verify_files(w->ring, files, n, w->seal, partial, NULL, NULL, &sum,
                               err);
   printf("  verify %zu files: %s\n", n, st == DLQB_OK ? "ok" : err->msg);
   return st;
@@ -760,7 +970,7 @@ static void test_rotation_with_a_long_seal(void **state) {
   assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
   assert_true(n >= 2);
   dlqb_audit_summary sum;
-  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
+  assert_int_equal(dlqb_audit_verify_files(w->ring, (const char *const *)files, n,
                                            w->seal, 0, NULL, NULL, &sum, &err),
                    DLQB_OK);
   assert_int_equal(sum.records, 1 + 1 + 58 + 1);
@@ -789,7 +999,7 @@ static void test_rotation(void **state) {
   assert_true(n >= 4);
   assert_string_equal(files[n - 1], w->log);
   dlqb_audit_summary sum;
-  assert_int_equal(dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
+  assert_int_equal(dlqb_audit_verify_files(w->ring, (const char *const *)files, n,
                                            w->seal, 0, NULL, NULL, &sum, &err),
                    DLQB_OK);
   assert_int_equal(sum.chains, 2);
@@ -873,7 +1083,7 @@ static void test_concurrent_writers(void **state) {
   dlqb_error err;
   assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
   dlqb_audit_summary sum;
-  dlqb_status st = dlqb_audit_verify_files(w->key, w->key_len, (const char *const *)files, n,
+  dlqb_status st = dlqb_audit_verify_files(w->ring, (const char *const *)files, n,
                                            w->seal, 0, NULL, NULL, &sum, &err);
   if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
   assert_int_equal(st, DLQB_OK);
@@ -894,11 +1104,12 @@ static void test_verifier_rejects_garbage(void **state) {
       "{}",
       "not json at all",
       "{\"mac\":\"00\"}",
+      "{\"v\":2,\"key\":\"0011223344556677\"}",
       "{\"v\":1,\"mac\":\"0000000000000000000000000000000000000000000000000000000000000000\"}",
       "\x01\x02\x03",
   };
   for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
-    dlqb_audit_verifier *v = dlqb_audit_verifier_new(w->key, w->key_len, 0);
+    dlqb_audit_verifier *v = dlqb_audit_verifier_new(w->ring, 0);
     assert_non_null(v);
     dlqb_error err;
     assert_int_equal(dlqb_audit_verifier_line(v, junk[i], strlen(junk[i]), 1, &err), DLQB_EINVAL);
@@ -913,10 +1124,10 @@ static void test_verifier_rejects_garbage(void **state) {
 
 #define CHAIN_A "0123456789abcdef0123456789abcdef"
 #define MAC_A "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-#define SEAL_HEAD "{\"v\":1,\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"writer\":\"w\\\"1\","
+#define SEAL_HEAD "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"writer\":\"w\\\"1\","
 #define SEAL_TAIL                                                                        \
-  ",\"last_mac\":\"" MAC_A "\",\"ended\":false,\"time\":\"2024-01-01T00:00:00.000Z\","  \
-  "\"key\":\"0011223344556677\",\"mac\":\"" MAC_A "\"}"
+  ",\"last_hash\":\"" MAC_A "\",\"ended\":false,\"time\":\"2024-01-01T00:00:00.000Z\","  \
+  "\"key\":\"0011223344556677\",\"sig\":\"" MAC_A MAC_A "\"}"
 
 /* Parses text given as exactly len bytes in a buffer of its own, so that
  * a read past len is an ASan error rather than a look at the next byte. */
@@ -939,9 +1150,9 @@ static void test_seal_parse_reads_a_writer_line(void **state) {
   assert_true(seal_parse_str(SEAL_HEAD "\"seq\":812" SEAL_TAIL, &s));
   assert_string_equal(s.chain, CHAIN_A);
   assert_true(s.seq == 812);
-  assert_string_equal(s.last_mac, MAC_A);
+  assert_string_equal(s.last_hash, MAC_A);
   assert_true(s.open);
-  const char ended[] = "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":0,\"last_mac\":\""
+  const char ended[] = "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":0,\"last_hash\":\""
                        MAC_A "\",\"ended\":true}";
   assert_true(seal_parse_str(ended, &s));
   assert_true(s.seq == 0);
@@ -966,27 +1177,27 @@ static void test_seal_parse_needs_the_members(void **state) {
   (void)state;
   static const char *const bad[] = {
       /* each of the four missing */
-      "{\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
-      "{\"type\":\"seal\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
-      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"last_mac\":\"" MAC_A "\"}",
+      "{\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_hash\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"seq\":1,\"last_hash\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"last_hash\":\"" MAC_A "\"}",
       "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1}",
       /* present but not what a seal holds */
-      "{\"type\":\"record\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
-      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "0\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"record\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_hash\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "0\",\"seq\":1,\"last_hash\":\"" MAC_A "\"}",
       "{\"type\":\"seal\",\"chain\":\"0123456789ABCDEF0123456789abcdef\",\"seq\":1,"
-      "\"last_mac\":\"" MAC_A "\"}",
-      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":\"1\",\"last_mac\":\"" MAC_A "\"}",
-      "{\"type\":\"seal\",\"chain\":1,\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      "\"last_hash\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":\"1\",\"last_hash\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":1,\"seq\":1,\"last_hash\":\"" MAC_A "\"}",
       /* only inside a nested value, which does not count */
-      "{\"type\":\"seal\",\"x\":{\"chain\":\"" CHAIN_A "\"},\"seq\":1,\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"x\":{\"chain\":\"" CHAIN_A "\"},\"seq\":1,\"last_hash\":\"" MAC_A "\"}",
       /* a later copy of a member overrides a good one, as in json-c */
-      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"seq\":-1,\"last_mac\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"seq\":-1,\"last_hash\":\"" MAC_A "\"}",
       /* not one object */
       "",
       "{}",
       "[\"type\",\"seal\"]",
-      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\"}x",
-      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_mac\":\"" MAC_A "\",}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_hash\":\"" MAC_A "\"}x",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"last_hash\":\"" MAC_A "\",}",
   };
   dlqb__audit_seal s;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -1004,11 +1215,11 @@ static void test_seal_parse_reads_json_as_json_c_does(void **state) {
    * members through it. */
   assert_true(seal_parse_str(" { \"type\" : \"se\\u0061l\" , \"chain\":\"\\u0030123456789abcdef"
                              "0123456789abcdef\", \"seq\" : -1 , \"seq\":-0, \"x\":[{\"y\":\"]}\"}],"
-                             "\"last_mac\":\"" MAC_A "\\u0000junk\" } ",
+                             "\"last_hash\":\"" MAC_A "\\u0000junk\" } ",
                              &s));
   assert_string_equal(s.chain, CHAIN_A);
   assert_true(s.seq == 0);
-  assert_string_equal(s.last_mac, MAC_A);
+  assert_string_equal(s.last_hash, MAC_A);
   assert_false(s.open);
 }
 
@@ -1017,7 +1228,7 @@ static void test_seal_parse_very_long_line(void **state) {
   /* A megabyte of writer name: skipped in one pass, bounded by len. */
   size_t pad = 1 << 20;
   const char head[] = "{\"type\":\"seal\",\"writer\":\"";
-  const char tail[] = "\",\"chain\":\"" CHAIN_A "\",\"seq\":3,\"last_mac\":\"" MAC_A "\"}";
+  const char tail[] = "\",\"chain\":\"" CHAIN_A "\",\"seq\":3,\"last_hash\":\"" MAC_A "\"}";
   size_t len = sizeof head - 1 + pad + sizeof tail - 1;
   char *line = malloc(len + 64); /* room for the longer head below */
   assert_non_null(line);
@@ -1030,14 +1241,14 @@ static void test_seal_parse_very_long_line(void **state) {
   /* The same line with the writer's string never closed. */
   assert_false(seal_parse_exact(line, sizeof head - 1 + pad, &s));
   /* A hex member far longer than a MAC is no MAC. */
-  const char mac_head[] = "{\"type\":\"seal\",\"last_mac\":\"";
+  const char mac_head[] = "{\"type\":\"seal\",\"last_hash\":\"";
   const char mac_tail[] = "\",\"chain\":\"" CHAIN_A "\",\"seq\":3}";
   memcpy(line, mac_head, sizeof mac_head - 1);
   memset(line + sizeof mac_head - 1, 'a', pad);
   memcpy(line + sizeof mac_head - 1 + pad, mac_tail, sizeof mac_tail - 1);
   assert_false(seal_parse_exact(line, sizeof mac_head - 1 + pad + sizeof mac_tail - 1, &s));
   /* ... and with a MAC's length it is one: the test above can pass. */
-  size_t at = sizeof mac_head - 1 + DLQB_AUDIT_MAC_HEX;
+  size_t at = sizeof mac_head - 1 + DLQB_AUDIT_HASH_HEX;
   memcpy(line + at, mac_tail, sizeof mac_tail - 1);
   assert_true(seal_parse_exact(line, at + sizeof mac_tail - 1, &s));
   free(line);
@@ -1069,7 +1280,7 @@ static void test_seal_parse_numbers_out_of_range(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char line[512];
     snprintf(line, sizeof line, "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":%s,"
-             "\"last_mac\":\"" MAC_A "\"}", cases[i].seq);
+             "\"last_hash\":\"" MAC_A "\"}", cases[i].seq);
     dlqb__audit_seal s;
     bool ok = seal_parse_str(line, &s);
     if (ok != cases[i].ok) fprintf(stderr, "seq %s: %s\n", cases[i].seq, ok ? "read" : "refused");
@@ -1081,13 +1292,10 @@ static void test_seal_parse_numbers_out_of_range(void **state) {
 /* Signs body + "}" as a writer would and feeds it to a verifier as a seal
  * line. */
 static dlqb_status feed_signed_seal(world *w, const char *body, dlqb_error *err) {
-  dlqb__audit_hmac h;
-  assert_true(dlqb__audit_hmac_init(&h, w->key, w->key_len));
-  char mac[DLQB_AUDIT_MAC_HEX + 1], line[1024];
-  assert_true(dlqb__audit_hmac_body(&h, body, strlen(body), mac));
-  dlqb__audit_hmac_release(&h);
-  snprintf(line, sizeof line, "%s,\"mac\":\"%s\"}", body, mac);
-  dlqb_audit_verifier *v = dlqb_audit_verifier_new(w->key, w->key_len, 0);
+  char line[1024], sig[DLQB_AUDIT_SIG_HEX + 1];
+  sign_body(w->key_path, body, line, sizeof line);
+  (void)sig;
+  dlqb_audit_verifier *v = dlqb_audit_verifier_new(w->ring, 0);
   assert_non_null(v);
   dlqb_status st = dlqb_audit_verifier_seal_line(v, line, strlen(line), err);
   dlqb_audit_verifier_free(v);
@@ -1099,11 +1307,11 @@ static void test_verifier_and_writer_read_seals_alike(void **state) {
   dlqb_error err = {{0}};
   /* The verifier reads a seal line with the shared reader: a genuine
    * line with a seq out of range is malformed, not a checkpoint. */
-  assert_int_equal(feed_signed_seal(w, "{\"v\":1,\"type\":\"seal\",\"chain\":\"" CHAIN_A
-                                       "\",\"seq\":5,\"last_mac\":\"" MAC_A "\"", &err),
+  assert_int_equal(feed_signed_seal(w, "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A
+                                       "\",\"seq\":5,\"last_hash\":\"" MAC_A "\"", &err),
                    DLQB_OK);
-  assert_int_equal(feed_signed_seal(w, "{\"v\":1,\"type\":\"seal\",\"chain\":\"" CHAIN_A
-                                       "\",\"seq\":9223372036854775807,\"last_mac\":\"" MAC_A "\"",
+  assert_int_equal(feed_signed_seal(w, "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A
+                                       "\",\"seq\":9223372036854775807,\"last_hash\":\"" MAC_A "\"",
                                     &err),
                    DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "seal: line 1: malformed seal record"));
@@ -1114,7 +1322,7 @@ static void test_verifier_and_writer_read_seals_alike(void **state) {
   read_lines(w->seal, &seal);
   read_lines(w->log, &log);
   assert_true(seal.n > 0 && log.n == 8);
-  dlqb__audit_seal s = {{0}, 0, {0}, true};
+  dlqb__audit_seal s = {{0}, 0, {0}, {0}, true};
   for (size_t i = 0; i < seal.n; i++) {
     size_t n = strlen(seal.line[i]);
     assert_true(n > 0 && seal.line[i][n - 1] == '\n');
@@ -1124,9 +1332,14 @@ static void test_verifier_and_writer_read_seals_alike(void **state) {
   assert_false(s.open); /* the chain_end's seal */
   const char *last = log.line[log.n - 1];
   size_t body;
-  const char *hex;
-  assert_true(dlqb__audit_split(last, strlen(last) - 1, &body, &hex));
-  assert_memory_equal(s.last_mac, hex, DLQB_AUDIT_MAC_HEX);
+  const char *sig;
+  char hash[DLQB_AUDIT_HASH_HEX + 1];
+  dlqb__audit_hasher h;
+  assert_true(dlqb__audit_hasher_init(&h));
+  assert_true(dlqb__audit_split(last, strlen(last) - 1, &body, &sig));
+  assert_true(dlqb__audit_hash_body(&h, last, body, hash));
+  dlqb__audit_hasher_release(&h);
+  assert_string_equal(s.last_hash, hash);
   free_lines(&seal);
   free_lines(&log);
 }
@@ -1220,10 +1433,11 @@ static void test_key_load_disables_core_dumps(void **state) {
   pid_t pid = fork(); /* a child, so the test runner itself stays dumpable */
   assert_true(pid >= 0);
   if (pid == 0) {
-    unsigned char key[DLQB_AUDIT_KEY_MAX];
-    size_t len;
+    EVP_PKEY *key = NULL;
+    char id[DLQB_AUDIT_KEY_ID_HEX + 1];
     dlqb_error err;
-    if (dlqb_audit_key_load(w->key_path, key, &len, &err) != DLQB_OK) _exit(2);
+    if (dlqb_audit_key_load(w->key_path, &key, id, &err) != DLQB_OK) _exit(2);
+    EVP_PKEY_free(key);
     struct rlimit rl;
     if (getrlimit(RLIMIT_CORE, &rl) != 0 || rl.rlim_cur != 0 || rl.rlim_max != 0) _exit(3);
     _exit(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : 4);
@@ -1278,6 +1492,13 @@ int main(void) {
       T(test_inserted_forgery),
       T(test_reordered_records),
       T(test_wrong_key),
+      T(test_keyring_takes_public_keys_only),
+      T(test_verifier_needs_no_secret),
+      T(test_forged_with_another_writers_key),
+      T(test_cut_batch),
+      T(test_emptied_seal),
+      T(test_revoked_key),
+      T(test_version_1_log_is_named),
       T(test_truncated_tail),
       T(test_torn_last_line),
       T(test_whole_log_emptied),
