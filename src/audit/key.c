@@ -206,7 +206,7 @@ dlqb_status dlqb_audit_keyring_add(dlqb_audit_keyring *r, const char *path, dlqb
     return dlqb_fail(err, DLQB_EIO, "cannot list audit public keys '%s': %s", path,
                      dlqb_errno_text(errno, why, sizeof why));
   dlqb_status st = DLQB_OK;
-  size_t before = r->n;
+  size_t found = 0; /* files, not new keys: a writer's own key may be there too */
   struct dirent *e;
   while (st == DLQB_OK && (e = readdir(d)) != NULL) {
     bool revoked = ends_with(e->d_name, REVOKED_SUFFIX);
@@ -214,9 +214,10 @@ dlqb_status dlqb_audit_keyring_add(dlqb_audit_keyring *r, const char *path, dlqb
     char file[DLQB_CONFIG_STR_MAX + 300];
     snprintf(file, sizeof file, "%s/%s", path, e->d_name);
     st = add_file(r, file, revoked, err);
+    found++;
   }
   closedir(d);
-  if (st == DLQB_OK && r->n == before)
+  if (st == DLQB_OK && found == 0)
     st = dlqb_fail(err, DLQB_EINVAL, "no public key (*.pem) in '%s'", path);
   return st;
 }

@@ -116,7 +116,7 @@ static void test_every_command_covers_a_deep_dlq(void **state) {
   fx_case *t = *state;
   fx_audit a;
   assert_int_equal(fx_audit_init(&a), 0);
-  const char *const audit_env[] = {a.env_log, a.env_key, NULL};
+  const char *const audit_env[] = {a.env_log, a.env_key, a.env_pub, NULL};
   static const char *const declare_args[] = {"declare", NULL};
   th_result r;
   assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
@@ -128,7 +128,7 @@ static void test_every_command_covers_a_deep_dlq(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH + 1);
 
   /* The SLA escalator reaches the overdue item behind 70,000 fresh ones. */
-  const char *const daemon_env[] = {a.env_log, a.env_key, "DLQ_BRIDGE_DLQ_SLA=1d", NULL};
+  const char *const daemon_env[] = {a.env_log, a.env_key, a.env_pub, "DLQ_BRIDGE_DLQ_SLA=1d", NULL};
   assert_int_equal(fx_start_bridge(t, daemon_env), 0);
   FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 1, 120000));
   FX_CHECK(t, fx_stop_bridges(t) == 0);

@@ -23,7 +23,7 @@
 /* A case with the audit trail on; env holds its variables. */
 typedef struct {
   fx_audit a;
-  const char *env[4];
+  const char *env[5];
 } trail;
 
 static void trail_init(trail *tr) {
@@ -32,7 +32,8 @@ static void trail_init(trail *tr) {
   tr->env[1] = tr->a.env_key;
   /* The test's own completions are written as guest (issue 16 part 4). */
   tr->env[2] = "DLQ_BRIDGE_COMPLETION_WRITERS=guest";
-  tr->env[3] = NULL;
+  tr->env[3] = tr->a.env_pub; /* audit show and reconcile read public keys only */
+  tr->env[4] = NULL;
 }
 
 static void run(fx_case *t, const trail *tr, const char *const *args, th_result *r) {
