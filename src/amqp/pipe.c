@@ -115,6 +115,8 @@ static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
   if (hop != NULL) {
     sh->hop = *hop;
     sh->hop.published_mono_ms = state == DLQB_ACK_PUBLISHED ? dlqb_mono_ms() : 0;
+    /* The authenticated broker user, beside the actor it acts for. */
+    snprintf(sh->hop.broker_user, sizeof sh->hop.broker_user, "%s", dlqb_link_user(p->link));
   }
   return true;
 }
@@ -269,6 +271,7 @@ dlqb_status dlqb_pipe_republish(dlqb_pipe *p, const dlqb_returned *ret, const ch
   sh->has_hop = true;
   sh->hop = *hop;
   sh->hop.published_mono_ms = dlqb_mono_ms();
+  snprintf(sh->hop.broker_user, sizeof sh->hop.broker_user, "%s", dlqb_link_user(p->link));
   return DLQB_OK;
 }
 

@@ -77,6 +77,13 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
     memcpy(hop->request_id, env.request_id, sizeof hop->request_id);
     memcpy(hop->source_system, env.source_system, sizeof hop->source_system);
     memcpy(hop->legal_basis, env.legal_basis, sizeof hop->legal_basis);
+  } else {
+    /* An invalid task keeps what identity it has, so `audit show
+     * --request-id` finds it (each field that is there, sanitised). */
+    (void)dlqb_header_id(headers, DLQB_H_REQUEST_ID, hop->request_id, sizeof hop->request_id);
+    (void)dlqb_header_id(headers, DLQB_H_SOURCE_SYSTEM, hop->source_system,
+                         sizeof hop->source_system);
+    (void)dlqb_header_id(headers, DLQB_H_LEGAL_BASIS, hop->legal_basis, sizeof hop->legal_basis);
   }
   hop->attempt = dec->attempt;
   snprintf(hop->reason, sizeof hop->reason, "%s", dec->last_error);

@@ -166,7 +166,14 @@ static void test_invalid_envelope_goes_to_the_dlq_unchanged_but_for_the_reason(v
   assert_null(find_set(&p, DLQB_H_FIRST_SEEN_AT));
   assert_int_equal(p.hop.event, DLQB_EV_INVALID);
   assert_string_equal(p.hop.request_id, "");
+  assert_string_equal(p.hop.source_system, "crm"); /* what identity it has is recorded */
   assert_int_equal(p.hop.attempt, 0);
+  /* With a request_id but no source_system: the audit trail still names it. */
+  tb_clear(&h);
+  tb_add(&h, DLQB_H_REQUEST_ID, tb_str("  R-UINV "));
+  dlqb_route_plan_make(&cfg, &h.t, "", NOW, 0, &p);
+  assert_false(p.valid);
+  assert_string_equal(p.hop.request_id, "R-UINV");
 }
 
 static void test_poison_is_dead_lettered_as_such(void **state) {
