@@ -40,6 +40,7 @@ static const cli_spec reconcile_spec = {
         "the DLQ not read whole; 2 usage or configuration error.",
     .flags = reconcile_flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_AUDIT, CLI_USES_LOG, NULL},
 };
 
 typedef struct {
@@ -192,6 +193,7 @@ static void print_reconcile(reconcile_ctx *c, const dlqb_audit_summary *sum, boo
     json_object_object_add(dlq, "other_consumers", json_object_new_int64(c->others));
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    cli_json_printed();
     json_object_put(out);
     return;
   }

@@ -28,6 +28,7 @@ static const cli_spec show_spec = {
         "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
     .flags = show_flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_AUDIT, CLI_USES_LOG, NULL},
 };
 
 /* The matching records, parsed, in log order. */
@@ -119,6 +120,7 @@ static void print_show(const audit_opts *o, json_object **hops, size_t n,
     json_object_object_add(out, "hops", arr);
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    cli_json_printed();
     json_object_put(out);
     return;
   }

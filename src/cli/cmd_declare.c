@@ -23,6 +23,7 @@ const cli_spec cmd_declare_spec = {
                "or purged. `dlq-bridge run` declares the same topology at start.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
 };
 
 typedef struct {

@@ -30,6 +30,7 @@ const cli_spec cmd_escalate_spec = {
         "tasks that fail again after DLQ_BRIDGE_MAX_REPLAYS replays (max_replays).",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, NULL},
 };
 
 typedef struct {

@@ -12,10 +12,12 @@
 #define PAYLOAD_SHOWN_MAX (64 * 1024)
 
 static const cli_flag flags[] = {
-    OPS_SELECT_FLAGS,
+    {"all", false, NULL, "list every item (what inspect does without a filter)"},
+    OPS_FILTER_FLAGS,
+    {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
     {"show-payload", false, NULL, "also print each message body (hidden by default)"},
     {"queue", true, "NAME", "list another classic queue, e.g. compliance_review"},
-    OPS_COMMON_FLAGS,
+    OPS_OUTPUT_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -33,6 +35,7 @@ const cli_spec cmd_inspect_spec = {
         "invisible to other consumers. Payloads are hidden unless --show-payload.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, NULL},
 };
 
 typedef struct {

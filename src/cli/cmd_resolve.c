@@ -26,6 +26,7 @@ const cli_spec cmd_resolve_spec = {
         "message_id.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, NULL},
 };
 
 typedef struct {

@@ -35,6 +35,7 @@ const cli_spec cmd_stats_spec = {
         "...}, \"dlq_reasons\": {\"<reason>\": N, ...}}.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
 };
 
 typedef struct {

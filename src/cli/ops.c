@@ -157,6 +157,7 @@ void ops_print_json(json_object *json) {
   printf("%s\n", json_object_to_json_string_ext(json, JSON_C_TO_STRING_PLAIN |
                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(json);
+  cli_json_printed();
 }
 
 static bool progress_wanted(const ops_opts *o) {

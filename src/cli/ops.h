@@ -16,22 +16,31 @@
 #include "dlqb/select.h"
 #include "dlqb/verdict.h"
 
-/* Selection flags, shared by replay, escalate and inspect. */
-#define OPS_SELECT_FLAGS                                                                       \
-  {"all", false, NULL, "select every item (required when no filter is given)"},               \
+/* Filters, shared by replay, escalate and inspect. */
+#define OPS_FILTER_FLAGS                                                                       \
   {"request-id", true, "ID", "only the item(s) with this request_id"},                         \
   {"source-system", true, "NAME", "only items from this source_system"},                       \
   {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \
   {"reason", true, "TEXT", "only items whose last_error contains TEXT"},                       \
   {"older-than", true, "DURATION", "only items in the DLQ longer than this (e.g. 2h, 7d)"},     \
-  {"newer-than", true, "DURATION", "only items in the DLQ for less than this"},                \
-  {"limit", true, "N", "act on at most N items (the first N selected, in queue order)"}
+  {"newer-than", true, "DURATION", "only items in the DLQ for less than this"}
 
-/* Flags every ops command takes. */
-#define OPS_COMMON_FLAGS                                                                       \
+/* Selection flags of the commands that move items (replay, escalate). */
+#define OPS_SELECT_FLAGS                                                                       \
+  {"all", false, NULL, "select every item (required when no filter is given)"},               \
+  OPS_FILTER_FLAGS,                                                                            \
+  {"limit", true, "N", "act on at most N items (the first N selected, in queue order; items "  \
+   "skipped as complete do not count)"}
+
+/* --json and --window: every ops command. */
+#define OPS_OUTPUT_FLAGS                                                                       \
   {"json", false, NULL, "print JSON for scripts instead of text"},                             \
-  {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"},    \
   {"window", true, "N", "messages in flight at once, 1 to 65535 (default 5000); items left in place do not count"}
+
+/* Flags of the ops commands that write the audit trail. */
+#define OPS_COMMON_FLAGS                                                                       \
+  OPS_OUTPUT_FLAGS,                                                                            \
+  {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"}
 
 typedef struct {
   dlqb_config cfg;
