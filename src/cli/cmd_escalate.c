@@ -13,6 +13,7 @@ static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
     {"rate", true, "N", "escalate at most N messages a second, 1 to 100000"},
     {"dry-run", false, NULL, "list what would be escalated; move nothing"},
+    OPS_WIDE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };

@@ -17,6 +17,7 @@ static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
     {"rate", true, "N", "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
     {"dry-run", false, NULL, "list what would be replayed or skipped; move nothing"},
+    OPS_WIDE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };

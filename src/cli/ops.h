@@ -32,6 +32,9 @@
   {"limit", true, "N", "act on at most N items (the first N selected, in queue order; items "  \
    "skipped as complete do not count)"}
 
+/* --wide: the commands that print item tables. */
+#define OPS_WIDE_FLAG {"wide", false, NULL, "print whole columns instead of cutting them to the terminal's width"}
+
 /* --json and --window: every ops command. */
 #define OPS_OUTPUT_FLAGS                                                                       \
   {"json", false, NULL, "print JSON for scripts instead of text"},                             \
@@ -51,6 +54,7 @@ typedef struct {
   bool window_set;     /* --window given: not adjusted for --rate */
   bool quiet_progress; /* no progress line even on a terminal */
   bool dry_run;        /* --dry-run (replay, escalate): list, move nothing */
+  bool wide;           /* --wide: item tables are not cut to the terminal */
   double rate;         /* --rate (replay, escalate): moves per second, 0 = unlimited */
 } ops_opts;
 
@@ -91,6 +95,22 @@ void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms);
 /* Header line matching ops_item_print. */
 void ops_item_header(FILE *out);
 
+/* The width item tables fit: 0 (no limit) with --wide; else COLUMNS when
+ * set (a person's choice, and how a recording or a test asks for one);
+ * else the terminal's width when stdout is one (80 if it does not say);
+ * else no limit: a pipe into grep or a file keeps every character, and
+ * scripts read --json. */
+size_t ops_output_width(bool wide);
+
+/* Lays the item table out for `columns` (0: every column, nothing cut),
+ * for ops_item_header and ops_item_print. Cells are sanitised and cut
+ * with an ellipsis. */
+void ops_table_fit(size_t columns);
+
+/* Whether a cell was cut; ops_table_note prints the line saying so. */
+bool ops_table_was_cut(void);
+void ops_table_note(FILE *out, size_t columns);
+
 /* Prints json (and a newline) to stdout and drops the reference. */
 void ops_print_json(json_object *json);
 
@@ -124,6 +144,18 @@ typedef struct {
   const char *(*reason)(void *ctx, const dlqb_item *it);
   void *ctx;
 } ops_move_spec;
+
+/* The dry run's WOULD column: "replay", "escalate", "skip". */
+#define OPS_WOULD_WIDTH 8
+
+/* The summary line of a pass: "replayed 4, skipped as complete 1, left 10
+ * of 15 in dsr.dlq.manual", or for a dry run (verb "replay") "dry run: would
+ * replay 4, would skip as complete 1, would leave 10 of 15 in ...": what
+ * would remain, not today's depth. The skip part only with a ledger.
+ * Returns buf. */
+char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledger,
+                       uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
+                       char *buf, size_t len);
 
 /* Passes over the DLQ once, moving the selected items, and prints the
  * items (dry run, or --json) and the summary. Returns the exit code. */

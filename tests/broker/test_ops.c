@@ -218,7 +218,13 @@ static void test_replay_usage_and_dry_run(void **state) {
   static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
   run(t, dry, NULL, &r);
   assert_int_equal(r.exit_code, 0);
-  assert_non_null(strstr(r.out, "would have replayed 4"));
+  assert_non_null(strstr(r.out, "dry run: would replay 4, would skip as complete 0, would leave 0 "
+                                "of 4 in dsr.dlq.manual"));
+  assert_non_null(strstr(r.out, "\nreplay "));   /* the WOULD column, future tense */
+  assert_null(strstr(r.out, "replayed"));
+  static const char *const dry_limit[] = {"replay", "--all", "--limit", "3", "--dry-run", NULL};
+  run(t, dry_limit, NULL, &r);
+  assert_non_null(strstr(r.out, "would replay 3, would skip as complete 0, would leave 1 of 4"));
   id_t_ ids[16];
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
   int n = drain(t, "dsr.dlq.manual", ids, 16);
@@ -255,11 +261,31 @@ static void test_replay_skips_completed(void **state) {
   run(t, args, NULL, &r);
   assert_int_equal(r.exit_code, 0);
   printf("replay: %s", r.out);
-  assert_non_null(strstr(r.out, "replayed 6, skipped as complete 4, left 0"));
+  assert_non_null(strstr(r.out, "replayed 6, skipped as complete 4, left 0 of 10"));
   id_t_ ids[16];
   int n = drain(t, "dsr.work", ids, 16);
   expect_ids(ids, n, (const char *[]){"c1", "c2", "c4", "c5", "c7", "c8", NULL});
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+
+  /* --limit counts what is replayed, not what is skipped as complete:
+   * c0 and c3 are complete, so --limit 2 replays c1 and c2. */
+  for (int i = 0; i < 5; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "c%d", i);
+    pub_simple(t, id);
+  }
+  static const char *const dry2[] = {"replay", "--all", "--limit", "2", "--dry-run", NULL};
+  run(t, dry2, NULL, &r);
+  printf("replay --limit 2 --dry-run: %s", r.out);
+  assert_non_null(strstr(r.out, "dry run: would replay 2, would skip as complete 1, would leave 2 "
+                                "of 5 in dsr.dlq.manual"));
+  static const char *const lim2[] = {"replay", "--all", "--limit", "2", NULL};
+  run(t, lim2, NULL, &r);
+  assert_non_null(strstr(r.out, "replayed 2, skipped as complete 1, left 2 of 5"));
+  n = drain(t, "dsr.work", ids, 16);
+  expect_ids(ids, n, (const char *[]){"c1", "c2", NULL});
+  n = drain(t, "dsr.dlq.manual", ids, 16);
+  expect_ids(ids, n, (const char *[]){"c3", "c4", NULL});
 
   /* Idempotent: replaying again (the tasks are back in the DLQ) skips the
    * completed ones again and never re-runs them. */
@@ -491,6 +517,21 @@ static void test_escalate(void **state) {
   assert_int_equal(r.exit_code, 2);
 }
 
+/* The longest line of text, in characters (UTF-8 continuation bytes do not
+ * count). */
+static size_t max_line_chars(const char *text) {
+  size_t best = 0, n = 0;
+  for (const char *p = text; *p != '\0'; p++) {
+    if (*p == '\n') {
+      n = 0;
+      continue;
+    }
+    if (((unsigned char)*p & 0xC0u) != 0x80u) n++;
+    if (n > best) best = n;
+  }
+  return best;
+}
+
 static void test_inspect_leaves_dlq_exactly(void **state) {
   fx_case *t = *state;
   declare(t);
@@ -508,10 +549,17 @@ static void test_inspect_leaves_dlq_exactly(void **state) {
   assert_null(strstr(r.out, "subject")); /* payload hidden */
   static const char *const filt[] = {"inspect", "--source-system", "billing", "--json", NULL};
   run(t, filt, NULL, &r);
-  json_object *j = json_tokener_parse(r.out);
+  json_object *j = json_tokener_parse(r.out), *items = NULL, *v = NULL;
   assert_non_null(j);
-  assert_int_equal(json_object_array_length(j), 2);
-  assert_string_equal(th_json_str(json_object_array_get_idx(j, 0), "request_id"), "b1");
+  assert_true(json_object_object_get_ex(j, "items", &items));
+  assert_int_equal(json_object_array_length(items), 2);
+  assert_string_equal(th_json_str(json_object_array_get_idx(items, 0), "request_id"), "b1");
+  assert_true(json_object_object_get_ex(j, "examined", &v));
+  assert_int_equal(json_object_get_int64(v), 44);
+  assert_true(json_object_object_get_ex(j, "total", &v));
+  assert_int_equal(json_object_get_int64(v), 44);
+  assert_true(json_object_object_get_ex(j, "listed", &v));
+  assert_int_equal(json_object_get_int64(v), 2);
   json_object_put(j);
   static const char *const pay[] = {"inspect", "--request-id", "a2", "--show-payload", NULL};
   run(t, pay, NULL, &r);
@@ -534,6 +582,45 @@ static void test_inspect_leaves_dlq_exactly(void **state) {
     snprintf(id, sizeof id, "i%d", i);
     assert_string_equal(ids[4 + i].id, id);
   }
+}
+
+/* On an 80-column terminal (COLUMNS here) no line is longer than 80
+ * characters, the cut is marked and said, hostile text is sanitised; --wide
+ * shows every column whole. */
+static void test_inspect_fits_80_columns(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  pub_dlq(t, "req-with-a-rather-long-identifier", "an-upstream-system-name", "gdpr_art_17",
+          "worker error: \x1b[2J the upstream service answered 503 Service Unavailable after "
+          "30 seconds, three times in a row", th_now_ms() - 90000);
+  th_result r;
+  static const char *const all[] = {"inspect", NULL};
+  static const char *const cols80[] = {"COLUMNS=80", NULL};
+  run(t, all, cols80, &r);
+  printf("%s", r.out);
+  assert_int_equal(r.exit_code, 0);
+  assert_true(max_line_chars(r.out) <= 80);
+  assert_non_null(strstr(r.out, "AGE    MESSAGE_ID   REQUEST_ID   SOURCE     LAST_ERROR"));
+  assert_non_null(strstr(r.out, " req-with-a-\xe2\x80\xa6 ")); /* REQUEST_ID, cut */
+  assert_non_null(strstr(r.out, "worker error: ?[2J the"));
+  assert_null(strstr(r.out, "\x1b"));
+  assert_non_null(strstr(r.out, "--wide or --json"));
+  /* 120 columns: room for DLQ_REASON too. */
+  static const char *const cols120[] = {"COLUMNS=120", NULL};
+  run(t, all, cols120, &r);
+  assert_true(max_line_chars(r.out) <= 120);
+  assert_non_null(strstr(r.out, "DLQ_REASON"));
+  static const char *const wide[] = {"inspect", "--wide", NULL};
+  run(t, wide, cols80, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_true(max_line_chars(r.out) > 120);
+  assert_null(strstr(r.out, "\xe2\x80\xa6"));
+  assert_non_null(strstr(r.out, "three times in a row"));
+  assert_null(strstr(r.out, "\x1b"));
+  /* Not a terminal and no COLUMNS: nothing is cut (a pipe into grep). */
+  run(t, all, NULL, &r);
+  assert_non_null(strstr(r.out, "three times in a row"));
 }
 
 static void test_resolve(void **state) {
@@ -737,7 +824,7 @@ int main(void) {
       FX_TEST(test_replay_count_saturates),
       FX_TEST(test_rate_below_one_refused),
       FX_TEST(test_escalate),
-      FX_TEST(test_inspect_leaves_dlq_exactly),
+      FX_TEST(test_inspect_leaves_dlq_exactly), FX_TEST(test_inspect_fits_80_columns),
       FX_TEST(test_resolve),
       FX_TEST(test_stats),
       FX_TEST(test_unreachable_broker),
