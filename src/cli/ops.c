@@ -415,7 +415,8 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   ops_progress_end(o);
   dlqb_audit_close(audit);
   int rc = EXIT_OK;
-  if (st != DLQB_OK && !r.audit_failed) {
+  /* Lost before the first item: nothing happened; the error says why. */
+  if (st != DLQB_OK && !r.audit_failed && r.examined == 0) {
     json_object_put(c.items);
     return ops_fail(&err);
   }
@@ -428,6 +429,19 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
              "(their originals stay in %s, so %s may hold them twice)",
              err.msg[0] ? err.msg : "the audit log cannot be written",
              (unsigned long long)r.unsettled_copies, DLQB_Q_DLQ, m->target);
+    early = lost;
+  } else if (st != DLQB_OK) {
+    /* The broker went midway (issue 19): as the Ctrl-C path does, say what
+     * moved, that nothing is lost and what to do, and that the copies whose
+     * confirms never came may now be in both queues. */
+    char twice[128];
+    if (r.unsettled_copies > 0)
+      snprintf(twice, sizeof twice, "up to %llu item%s", (unsigned long long)r.unsettled_copies,
+               r.unsettled_copies == 1 ? "" : "s");
+    else snprintf(twice, sizeof twice, "the last items sent");
+    snprintf(lost, sizeof lost, "stopped: %s; nothing is lost: what was not moved is still in %s, "
+             "run it again; %s may now be in both %s and %s", err.msg, DLQB_Q_DLQ, twice,
+             DLQB_Q_DLQ, m->target);
     early = lost;
   }
   uint64_t moved = m->dry_run ? c.would_move : r.forwarded;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,6 +422,81 @@ static void test_replay_sigkill_loses_nothing(void **state) {
   for (int i = 1; i < nd; i++) assert_true(atoi(dlq[i - 1].id + 1) < atoi(dlq[i].id + 1));
 }
 
+/* Cuts the proxy once the replay has visibly moved items. */
+typedef struct {
+  fx_case *t;
+  th_proxy *px;
+  long after;
+  bool cut;
+} cutter;
+
+static void *cut_when_moving(void *arg) {
+  cutter *c = arg;
+  c->cut = th_wait_depth(c->t->conn, "dsr.work", c->after, 30000);
+  th_proxy_cut(c->px);
+  return NULL;
+}
+
+/* The broker lost mid-replay (issue 19): the summary says how many moved,
+ * the error that the connection went, that nothing is lost, to run it
+ * again, and that some items may be in both queues; --json still prints
+ * one summary document. Nothing is lost. */
+static void test_replay_broker_lost(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  enum { N = 400 };
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "k%d", i);
+    pub_simple(t, id);
+  }
+  th_proxy px = {0};
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url[TH_URL_MAX + 32];
+  assert_true(th_proxy_url_env(&px, &t->vhost, url, sizeof url));
+  const char *const env[] = {url, NULL};
+  static const char *const text[] = {"replay", "--all", "--rate", "100", NULL};
+  static const char *const json[] = {"replay", "--all", "--rate", "100", "--json", NULL};
+  for (int round = 0; round < 2; round++) {
+    cutter c = {.t = t, .px = &px, .after = th_queue_depth(t->conn, "dsr.work") + 60};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cut_when_moving, &c), 0);
+    th_result r;
+    assert_int_equal(th_run_bridge(round == 0 ? text : json, NULL, env, 60000, &r), 0);
+    pthread_join(th, NULL);
+    printf("lost broker: exit %d\nstdout: %sstderr: %s", r.exit_code, r.out, r.err);
+    assert_true(c.cut);
+    assert_int_equal(r.exit_code, 1);
+    assert_non_null(strstr(r.err, "the connection to the broker was lost"));
+    assert_non_null(strstr(r.err, "nothing is lost"));
+    assert_non_null(strstr(r.err, "run it again"));
+    assert_non_null(strstr(r.err, "may now be in both dsr.dlq.manual and dsr.work"));
+    if (round == 0) {
+      assert_non_null(strstr(r.out, "replayed "));
+      assert_non_null(strstr(r.out, " of 400 in dsr.dlq.manual"));
+    } else {
+      json_object *j = json_tokener_parse(r.out), *v = NULL;
+      assert_non_null(j);
+      assert_true(json_object_object_get_ex(j, "complete", &v));
+      assert_false(json_object_get_boolean(v));
+      assert_true(json_object_object_get_ex(j, "replayed", &v));
+      assert_true(json_object_object_get_ex(j, "examined", &v));
+      assert_true(json_object_get_int64(v) >= 60);
+      assert_non_null(strstr(th_json_str(j, "stopped_early"), "nothing is lost"));
+      json_object_put(j);
+    }
+    assert_int_equal(th_proxy_start(&px), 0);
+  }
+  th_proxy_cut(&px);
+  static id_t_ work[MAX_IDS], dlq[MAX_IDS];
+  int nw = drain(t, "dsr.work", work, MAX_IDS);
+  int nd = drain(t, "dsr.dlq.manual", dlq, MAX_IDS);
+  int seen[N] = {0};
+  for (int i = 0; i < nw; i++) seen[atoi(work[i].id + 1)]++;
+  for (int i = 0; i < nd; i++) seen[atoi(dlq[i].id + 1)]++;
+  for (int i = 0; i < N; i++) assert_true(seen[i] > 0);
+}
+
 static void test_replay_rate(void **state) {
   fx_case *t = *state;
   declare(t);
@@ -825,6 +901,7 @@ int main(void) {
       FX_TEST(test_rate_below_one_refused),
       FX_TEST(test_escalate),
       FX_TEST(test_inspect_leaves_dlq_exactly), FX_TEST(test_inspect_fits_80_columns),
+      FX_TEST(test_replay_broker_lost),
       FX_TEST(test_resolve),
       FX_TEST(test_stats),
       FX_TEST(test_unreachable_broker),
