@@ -257,8 +257,36 @@ static void test_replay_skips_completed(void **state) {
     if (i % 3 == 0) pub_completed(t, id, "crm");
   }
   pub_completed(t, "c1", "another-system"); /* same request, other system: not done */
-  static const char *const args[] = {"replay", "--all", NULL};
   th_result r;
+  /* A dry run writes nothing (not even the ledger's end marker), so a user
+   * who may only read runs it (issue 19). */
+  const th_env *e = th_env_get();
+  char user[TH_NAME_MAX + 8], path[TH_PATH_MAX], env_url[TH_URL_MAX + 96];
+  assert_true(th_fmt(user, sizeof user, "%s-ro", t->vhost.name));
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  int st = th_mgmt("PUT", path, "{\"password\":\"ro-pw\",\"tags\":\"\"}", NULL);
+  assert_true(st == 201 || st == 204);
+  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, user));
+  st = th_mgmt("PUT", path, "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}", NULL);
+  assert_true(st == 201 || st == 204);
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://%s:ro-pw@127.0.0.1:%d/%s", user,
+                     e->amqp_port, t->vhost.name));
+  const char *const ro_env[] = {env_url, NULL};
+  static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
+  assert_int_equal(th_run_bridge(dry, NULL, ro_env, CMD_TIMEOUT_MS, &r), 0);
+  printf("read-only dry run: exit %d: %s%s", r.exit_code, r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "dry run: would replay 6, would skip as complete 4, would leave 0 "
+                                "of 10"));
+  /* The same user cannot replay for real: that appends the marker. */
+  static const char *const real[] = {"replay", "--all", NULL};
+  assert_int_equal(th_run_bridge(real, NULL, ro_env, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 10);
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  th_mgmt("DELETE", path, NULL, NULL);
+
+  static const char *const args[] = {"replay", "--all", NULL};
   run(t, args, NULL, &r);
   assert_int_equal(r.exit_code, 0);
   printf("replay: %s", r.out);
