@@ -274,7 +274,18 @@ static void test_audit_show_one_task(void **state) {
   assert_int_equal(th_run_bridge(replay, t->vhost.url, env, 30000, &r), 0);
   printf("replay: exit %d\n%s%s", r.exit_code, r.out, r.err);
   assert_int_equal(r.exit_code, 0);
+  const char *const resolve[] = {"resolve", "--message-id", "msg-show-2", "--note", "done by hand",
+                                 NULL};
+  assert_int_equal(th_run_bridge(resolve, t->vhost.url, env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
   assert_int_equal(fx_stop_bridges(t), 0);
+
+  /* A removal has no destination: no arrow pointing nowhere (issue 19). */
+  audit_show(&d, "show-2", false, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "resolved         removed from dsr.dlq.manual"));
+  assert_null(strstr(r.out, "-> "  " "));
+  assert_null(strstr(r.out, "->  "));
 
   audit_show(&d, "show-1", false, &r);
   assert_int_equal(r.exit_code, 0);
