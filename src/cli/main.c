@@ -73,7 +73,7 @@ static void unknown_command(const char *name) {
     }
   }
   if (best != NULL)
-    cli_error("unknown command '%s': did you mean '%s'? (see dlq-bridge --help)", name, best);
+    cli_error("unknown command '%s'; did you mean '%s'?", name, best);
   else cli_error("unknown command '%s' (see dlq-bridge --help)", name);
 }
 

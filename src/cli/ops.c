@@ -191,7 +191,10 @@ static void put_cell(FILE *out, int col, const char *text, bool *first) {
   char buf[4 * DLQB_LAST_ERROR_MAX + 64];
   bool cut = false;
   size_t width = table_unlimited ? 0 : table.width[col];
-  dlqb_text_cell(buf, sizeof buf, text, strlen(text), width, col != COL_ERROR, &cut);
+  /* Ids differ in their tails ("R-2026-11-1001"): a cut keeps the end. */
+  if (col == COL_MSGID || col == COL_REQID)
+    dlqb_text_cell_tail(buf, sizeof buf, text, strlen(text), width, true, &cut);
+  else dlqb_text_cell(buf, sizeof buf, text, strlen(text), width, col != COL_ERROR, &cut);
   table_cut = table_cut || cut;
   fprintf(out, "%s%s", *first ? "" : " ", buf);
   if (table_unlimited && col != COL_ERROR) {
@@ -297,9 +300,12 @@ char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledg
   if (ledger)
     snprintf(skip, sizeof skip, ", %s%s as complete %llu", would, dry_run ? "skip" : "skipped",
              (unsigned long long)skipped);
-  snprintf(buf, len, "%s%s%s %llu%s, %s%s %llu of %llu in %s", dry_run ? "dry run: " : "", would,
+  /* A dry run's line is the longer: without the queue's name it fits 80
+   * columns (and the real run names the queue). */
+  snprintf(buf, len, "%s%s%s %llu%s, %s%s %llu of %llu%s%s", dry_run ? "dry run: " : "", would,
            verb, (unsigned long long)moved, skip, would, dry_run ? "leave" : "left",
-           (unsigned long long)left, (unsigned long long)total, queue);
+           (unsigned long long)left, (unsigned long long)total, dry_run ? "" : " in ",
+           dry_run ? "" : queue);
   return buf;
 }
 

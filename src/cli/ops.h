@@ -150,8 +150,8 @@ typedef struct {
 
 /* The summary line of a pass: "replayed 4, skipped as complete 1, left 10
  * of 15 in dsr.dlq.manual", or for a dry run (verb "replay") "dry run: would
- * replay 4, would skip as complete 1, would leave 10 of 15 in ...": what
- * would remain, not today's depth. The skip part only with a ledger.
+ * replay 4, would skip as complete 1, would leave 10 of 15": what would
+ * remain, not today's depth. The skip part only with a ledger.
  * Returns buf. */
 char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledger,
                        uint64_t skipped, uint64_t left, uint64_t total, const char *queue,

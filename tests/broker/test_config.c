@@ -191,7 +191,7 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
       {{"inspect", "--url", "amqp://guest:guest@localhost:abc/", "--json"}, NULL, 2, "the port"},
       {{"stats", "--password-file", "/nonexistent", "--json"}, NULL, 2, "--password-file"},
       {{"replay", "--all", "--json"}, nokey, 2, "DLQ_BRIDGE_AUDIT_KEY_FILE is empty"},
-      {{"insepct", "--json"}, NULL, 2, "did you mean 'inspect'"},
+      {{"insepct", "--json"}, NULL, 2, "did you mean 'inspect'?"},
       {{"inspect", "--prefetch", "5", "--json"}, NULL, 2, "unknown option '--prefetch'"},
       {{"inspect", "--actor", "bob", "--json"}, NULL, 2, "unknown option '--actor'"},
       {{"inspect", unreachable, "--json"}, NULL, 1, "connection refused"},
