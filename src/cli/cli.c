@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -163,9 +164,7 @@ static const char *env_for_command(const char *name) {
   return getenv(name);
 }
 
-/* Checks what dlqb_config_validate cannot name as the operator typed it,
- * and the password file, whose absence is a configuration error (exit 2)
- * rather than a failure to connect. */
+/* Checks what dlqb_config_validate cannot name as the operator typed it. */
 static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, dlqb_error *err) {
   char a[DLQB_CONFIG_STR_MAX + 80], b[DLQB_CONFIG_STR_MAX + 80];
   if (cli_uses(spec, "audit_log") && cfg->audit_log[0] != '\0' && cfg->audit_key_file[0] == '\0') {
@@ -177,14 +176,34 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
     return dlqb_fail(err, DLQB_EINVAL, "%s is empty, but %s turns the audit trail on, which "
                      "needs a key file", a, b);
   }
-  if (cli_uses(spec, "password_file") && cfg->password_file[0] != '\0') {
-    char why[DLQB_ERRNO_TEXT_MAX];
-    FILE *f = fopen(cfg->password_file, "r");
-    cli_setting_source("password_file", a, sizeof a);
-    if (f == NULL)
-      return dlqb_fail(err, DLQB_EINVAL, "%s: cannot read password file '%s': %s", a,
-                       cfg->password_file, dlqb_errno_text(errno, why, sizeof why));
-    fclose(f);
+  return DLQB_OK;
+}
+
+/* Files the connection reads: one that cannot be read is a configuration
+ * error (exit 2) naming the setting, not a failure to connect later. */
+static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlqb_error *err) {
+  static const struct {
+    const char *key, *what;
+    size_t offset;
+  } files[] = {
+      {"password_file", "password file", offsetof(dlqb_config, password_file)},
+      {"tls_ca_file", "tls ca file", offsetof(dlqb_config, tls_ca_file)},
+      {"tls_cert_file", "tls client certificate", offsetof(dlqb_config, tls_cert_file)},
+      {"tls_key_file", "tls client key", offsetof(dlqb_config, tls_key_file)},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    const char *path = (const char *)cfg + files[i].offset;
+    if (!cli_uses(spec, files[i].key) || path[0] == '\0') continue;
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+      fclose(f);
+      continue;
+    }
+    char a[DLQB_CONFIG_STR_MAX + 80], why[DLQB_ERRNO_TEXT_MAX];
+    int e = errno;
+    return dlqb_fail(err, DLQB_EINVAL, "%s: cannot read %s '%s': %s",
+                     cli_setting_source(files[i].key, a, sizeof a), files[i].what, path,
+                     dlqb_errno_text(e, why, sizeof why));
   }
   return DLQB_OK;
 }
@@ -303,6 +322,7 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
   }
   if (spec->settings && check_sources(spec, cfg, &err) != DLQB_OK) goto bad;
   if (spec->settings && dlqb_config_validate(cfg, &err) != DLQB_OK) goto bad;
+  if (spec->settings && check_files(spec, cfg, &err) != DLQB_OK) goto bad;
   if (cfg->instance[0] == '\0') {
     char host[200] = "localhost";
     gethostname(host, sizeof host - 1);

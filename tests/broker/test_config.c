@@ -183,13 +183,16 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
   static const char *const nokey[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
                                       "DLQ_BRIDGE_AUDIT_KEY_FILE=", NULL};
   const struct {
-    const char *args[6];
+    const char *args[8];
     const char *const *env;
     int code;
     const char *names;
   } cases[] = {
       {{"inspect", "--url", "amqp://guest:guest@localhost:abc/", "--json"}, NULL, 2, "the port"},
       {{"stats", "--password-file", "/nonexistent", "--json"}, NULL, 2, "--password-file"},
+      {{"inspect", "--url", "amqps://localhost/", "--tls-ca-file", "/nonexistent/ca.pem", "--json"},
+       NULL, 2,
+       "--tls-ca-file: cannot read tls ca file '/nonexistent/ca.pem'"},
       {{"replay", "--all", "--json"}, nokey, 2, "DLQ_BRIDGE_AUDIT_KEY_FILE is empty"},
       {{"insepct", "--json"}, NULL, 2, "did you mean 'inspect'?"},
       {{"inspect", "--prefetch", "5", "--json"}, NULL, 2, "unknown option '--prefetch'"},
