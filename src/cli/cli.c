@@ -73,8 +73,70 @@ int cli_finish(int code) {
   return code;
 }
 
+/* Help lines fit an 80-column terminal: the text after a 28-column left
+ * part is wrapped at spaces, continuation lines indented under it. */
+#define HELP_WIDTH 80
+#define HELP_LEFT 28
+
+static void help_row(FILE *out, const char *left, const char *text) {
+  fprintf(out, "  %-26s", left);
+  size_t col = strlen(left) > 26 ? 2 + strlen(left) : HELP_LEFT;
+  if (col > HELP_LEFT) {
+    fputc('\n', out);
+    fprintf(out, "%*s", HELP_LEFT, "");
+    col = HELP_LEFT;
+  }
+  const char *p = text;
+  bool first = true;
+  while (*p != '\0') {
+    size_t word = strcspn(p, " ");
+    if (!first && col + 1 + word > HELP_WIDTH) {
+      fprintf(out, "\n%*s", HELP_LEFT, "");
+      col = HELP_LEFT;
+      first = true;
+    }
+    fprintf(out, " %.*s", (int)word, p);
+    col += 1 + word;
+    first = false;
+    p += word;
+    while (*p == ' ') p++;
+  }
+  fputc('\n', out);
+}
+
+/* The usage line(s), wrapped at spaces to HELP_WIDTH, continuations
+ * indented under the command. */
+static void help_usage(FILE *out, const char *usage) {
+  fputs("usage:", out);
+  size_t col = 6;
+  for (const char *p = usage; *p != '\0';) {
+    if (*p == '\n') { /* the spec's own line break */
+      fputc('\n', out);
+      p++;
+      col = 0;
+      while (*p == ' ') {
+        fputc(' ', out);
+        col++;
+        p++;
+      }
+      continue;
+    }
+    size_t word = strcspn(p, " \n");
+    if (col + 1 + word > HELP_WIDTH && col > 18) {
+      fprintf(out, "\n%*s", 17, "");
+      col = 17;
+    }
+    fprintf(out, " %.*s", (int)word, p);
+    col += 1 + word;
+    p += word;
+    while (*p == ' ') p++;
+  }
+  fputc('\n', out);
+}
+
 void cli_print_help(const cli_spec *spec, FILE *out) {
-  fprintf(out, "usage: %s\n\n%s\n", spec->usage, spec->summary);
+  help_usage(out, spec->usage);
+  fprintf(out, "\n%s\n", spec->summary);
   if (spec->details) fprintf(out, "\n%s\n", spec->details);
   if (spec->flags && spec->flags[0].name) {
     fprintf(out, "\noptions:\n");
@@ -82,23 +144,25 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
       char left[64];
       snprintf(left, sizeof left, "--%s%s%s", f->name, f->takes_value ? " " : "",
                f->takes_value ? f->metavar : "");
-      fprintf(out, "  %-26s %s\n", left, f->help);
+      help_row(out, left, f->help);
     }
   }
-  fprintf(out, "  %-26s %s\n", "--help", "show this help and exit");
+  help_row(out, "--help", "show this help and exit");
   if (spec->settings) {
     fprintf(out, "\nsettings (flag, environment variable, default; flags beat the environment,\n"
                  "which beats the --config file; 'dlq-bridge help settings' lists them all):\n");
-    fprintf(out, "  %-26s %s\n", "--config FILE", "JSON config file (also DLQ_BRIDGE_CONFIG)");
+    help_row(out, "--config FILE", "JSON config file (also DLQ_BRIDGE_CONFIG)");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
       snprintf(left, sizeof left, "--%s VALUE", s->flag);
-      fprintf(out, "  %-26s %s\n  %-26s %s (default: %s)\n", left, s->help, "", s->env,
-              s->dflt[0] ? s->dflt : "none");
+      char env[256];
+      snprintf(env, sizeof env, "%s (default: %s)", s->env, s->dflt[0] ? s->dflt : "none");
+      help_row(out, left, s->help);
+      help_row(out, "", env);
     }
   }
-  fprintf(out, "\nexit status: 0 success, 1 failure (e.g. broker unreachable), 2 usage or "
+  fprintf(out, "\nexit status: 0 success, 1 failure (e.g. broker unreachable), 2 usage or\n"
                "configuration error\n");
 }
 

@@ -188,7 +188,7 @@ static const subcommand subcommands[] = {
 
 const cli_spec cmd_audit_spec = {
     .name = "audit",
-    .summary = "check the tamper-evident audit trail; show a task's path; reconcile the DLQ with it",
+    .summary = "verify the audit trail, show a task's path, reconcile the DLQ",
     .usage = "dlq-bridge audit SUBCOMMAND [options]",
     .details = "subcommands:\n"
                "  verify [FILE...]   check that the audit log is complete and unaltered\n"

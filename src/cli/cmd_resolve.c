@@ -17,7 +17,7 @@ static const cli_flag flags[] = {
 
 const cli_spec cmd_resolve_spec = {
     .name = "resolve",
-    .summary = "remove one DLQ item that was handled outside the system, with a note",
+    .summary = "remove one DLQ item handled outside the system, with a note",
     .usage = "dlq-bridge resolve --message-id ID --note TEXT [--actor NAME] [--json]",
     .details =
         "Removes the first item of dsr.dlq.manual whose message_id is ID and records\n"
