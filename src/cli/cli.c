@@ -254,10 +254,15 @@ static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlq
       {"tls_ca_file", "tls ca file", offsetof(dlqb_config, tls_ca_file)},
       {"tls_cert_file", "tls client certificate", offsetof(dlqb_config, tls_cert_file)},
       {"tls_key_file", "tls client key", offsetof(dlqb_config, tls_key_file)},
+      {"audit_key_file", "audit key file", offsetof(dlqb_config, audit_key_file)},
   };
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     const char *path = (const char *)cfg + files[i].offset;
     if (!cli_uses(spec, files[i].key) || path[0] == '\0') continue;
+    /* The key matters only with a log (audit verify may name its files). */
+    if (strcmp(files[i].key, "audit_key_file") == 0 && cfg->audit_log[0] == '\0' &&
+        strncmp(spec->name, "audit", 5) != 0)
+      continue;
     FILE *f = fopen(path, "r");
     if (f != NULL) {
       fclose(f);

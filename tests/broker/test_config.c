@@ -182,6 +182,8 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
   snprintf(unreachable, sizeof unreachable, "--url=amqp://guest:guest@127.0.0.1:%d/", free_port());
   static const char *const nokey[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
                                       "DLQ_BRIDGE_AUDIT_KEY_FILE=", NULL};
+  static const char *const nofile[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
+                                       "DLQ_BRIDGE_AUDIT_KEY_FILE=/nonexistent/audit.key", NULL};
   const struct {
     const char *args[8];
     const char *const *env;
@@ -194,6 +196,8 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
        NULL, 2,
        "--tls-ca-file: cannot read tls ca file '/nonexistent/ca.pem'"},
       {{"replay", "--all", "--json"}, nokey, 2, "DLQ_BRIDGE_AUDIT_KEY_FILE is empty"},
+      {{"resolve", "--message-id", "m", "--note", "n", "--json"}, nofile, 2,
+       "DLQ_BRIDGE_AUDIT_KEY_FILE: cannot read audit key file '/nonexistent/audit.key'"},
       {{"insepct", "--json"}, NULL, 2, "did you mean 'inspect'?"},
       {{"inspect", "--prefetch", "5", "--json"}, NULL, 2, "unknown option '--prefetch'"},
       {{"inspect", "--actor", "bob", "--json"}, NULL, 2, "unknown option '--actor'"},
