@@ -217,6 +217,9 @@ EOF
         if [ -f "$dir/advanced.config" ]; then export RABBITMQ_ADVANCED_CONFIG_FILE="$dir/advanced.config"; fi
         export RABBITMQ_PID_FILE="$dir/rabbit.pid"
         export ERL_EPMD_ADDRESS=127.0.0.1
+        # The distribution port listens on every interface unless told
+        # otherwise (RABBITMQ_NODE_IP_ADDRESS covers AMQP only).
+        export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
         # A node in a root would start the root's port mapper inside its
         # namespace, where it would outlive the node; this machine's own
         # epmd (as a 3.10 node starts it) serves every version.

@@ -62,8 +62,10 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out);
  * now_ms + DLQB_CLOCK_SKEW_MS. */
 bool dlqb_time_usable(int64_t epoch_ms, int64_t now_ms);
 
-/* The time an item's age counts from at now_ms: the first usable one of
- * dlq_at (the bridge's clock when it entered the DLQ), x-death[0].time (the
+/* The time an item's age counts from at now_ms: the later usable one of
+ * dlq_at (the bridge's clock when it entered the DLQ) and escalated_at
+ * (when it entered compliance_review), as stats reads a queue's head; else
+ * the first usable one of x-death[0].time (the
  * broker's clock when it last dead-lettered it: items the broker moved into
  * the DLQ itself carry no dlq_at), first_seen_at, the timestamp property.
  * The later ones are older than the DLQ entry, so falling back never makes

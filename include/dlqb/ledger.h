@@ -137,4 +137,14 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
                              dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
                              dlqb_error *err);
 
+/* As dlqb_ledger_load, but writes nothing (no marker, no cache file) and
+ * so needs no write permission: for a dry run, which only lists. Without a
+ * marker the end is the first quiet_ms without an entry, so on a ledger
+ * being appended to it may miss the newest completions (a dry run then
+ * says "would replay" for a task the replay skips). The cache, when there
+ * is one, is read, not rewritten. */
+dlqb_status dlqb_ledger_peek(const dlqb_config *cfg, const char *stream, const char *cache_path,
+                             dlqb_ledger *l, long quiet_ms, dlqb_ledger_stats *stats,
+                             dlqb_error *err);
+
 #endif

@@ -25,6 +25,22 @@ bool dlqb_text_utf8_valid(const char *p, size_t len, bool *has_control);
  * DLQB_QUOTE_MAX bytes, "..." marking a cut. Returns buf. */
 const char *dlqb_text_quote(char buf[DLQB_QUOTE_BUF], const char *p, size_t len);
 
+/* src (len bytes) as a table cell of `width` columns: sanitised as
+ * dlqb_text_sanitize does, cut to width-1 characters and an ellipsis
+ * ("\u2026") when longer, padded with spaces to width when pad. Each
+ * character counts as one column (a wide CJK character takes two on most
+ * terminals: such a row may run a column or two long). width 0: no cut, no
+ * padding. Never writes past cap (NUL included). Sets *cut when it cut
+ * (cut may be NULL). Returns bytes written. */
+size_t dlqb_text_cell(char *dst, size_t cap, const char *src, size_t len, size_t width, bool pad,
+                      bool *cut);
+
+/* As dlqb_text_cell, but a cut keeps the end ("\u2026" then the last
+ * width-1 characters): for ids, whose distinct part is usually the tail
+ * ("R-2026-11-1001", "R-2026-11-1002"). */
+size_t dlqb_text_cell_tail(char *dst, size_t cap, const char *src, size_t len, size_t width,
+                           bool pad, bool *cut);
+
 /* The first occurrence of needle (n bytes) in hay (len bytes), or NULL;
  * neither needs a NUL (memmem, which glibc offers only with _GNU_SOURCE). */
 const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size_t n);

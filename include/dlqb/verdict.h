@@ -43,7 +43,9 @@ typedef struct {
 } dlqb_verdict_rule;
 
 /* The verdict for it at now_ms, when `selected` items of this pass were
- * already selected (TAKE or SKIP_COMPLETE; --limit counts them). */
+ * already counted against --limit. The caller decides what counts: replay
+ * and escalate count what they act on (TAKE), not items skipped as
+ * complete; inspect counts what it lists. */
 dlqb_verdict dlqb_verdict_of(const dlqb_verdict_rule *rule, const dlqb_item *it, int64_t now_ms,
                              uint64_t selected);
 

@@ -105,6 +105,7 @@ typedef struct {
   const dlqb_ledger_mark *from; /* the cache's marker, or NULL: read from the first entry */
   const char *marker;           /* this run's marker: the end */
   int64_t end_offset;           /* out: this run's marker's offset, -1 if not told */
+  bool until_quiet;             /* no marker (a dry run): the end is idle_ms without entries */
   bool stale;                   /* out: the entry at from->offset is not from->marker */
 } read_span;
 
@@ -156,6 +157,9 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
       return DLQB_OK;
     }
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        r.library_error == AMQP_STATUS_TIMEOUT && span->until_quiet)
+      return DLQB_OK;
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
         r.library_error == AMQP_STATUS_TIMEOUT)
       return dlqb_fail(err, DLQB_ETIMEOUT,
                        "completion ledger '%s': read %zu entries, then nothing for %ld ms "
@@ -182,7 +186,7 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
           return DLQB_OK;
         }
       }
-    } else if (is_marker(props, span->marker)) {
+    } else if (span->marker != NULL && is_marker(props, span->marker)) {
       span->end_offset = offset;
       amqp_destroy_envelope(&env);
       return DLQB_OK;
@@ -291,5 +295,36 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
     else
       dlqb_log_warn("ledger_cache", "%s; the next replay reads the whole ledger", why.msg);
   }
+  return st;
+}
+
+/* ---- without writing: dry runs (issue 19) ------------------------------- */
+
+dlqb_status dlqb_ledger_peek(const dlqb_config *cfg, const char *stream, const char *cache_path,
+                             dlqb_ledger *l, long quiet_ms, dlqb_ledger_stats *stats,
+                             dlqb_error *err) {
+  memset(stats, 0, sizeof *stats);
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(cfg, "dlq-bridge ledger reader", &link, err);
+  if (st != DLQB_OK) return st;
+  st = dlqb_link_queue_depth(link, stream, NULL, NULL, err);
+  dlqb_ledger_mark from;
+  read_span span = {.cfg = cfg, .until_quiet = true};
+  bool cached = cache_path != NULL && cache_path[0] != '\0';
+  if (st == DLQB_OK && cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats))
+    span.from = &from;
+  if (st == DLQB_OK) st = read_stream(link, stream, &span, l, quiet_ms, stats, err);
+  if (st == DLQB_OK && span.stale) {
+    /* As in dlqb_ledger_load: the cache is not this stream's; read it whole. */
+    dlqb_ledger_clear(l);
+    stats->cache = DLQB_LEDGER_CACHE_REBUILT;
+    stats->cached = stats->entries = stats->ignored = stats->unverified = 0;
+    dlqb_link_close(link);
+    link = NULL;
+    span.from = NULL;
+    st = dlqb_link_open(cfg, "dlq-bridge ledger reader", &link, err);
+    if (st == DLQB_OK) st = read_stream(link, stream, &span, l, quiet_ms, stats, err);
+  }
+  if (link != NULL) end_link(link, st);
   return st;
 }

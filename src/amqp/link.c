@@ -79,6 +79,12 @@ dlqb_status dlqb_link_status(int status, const char *what, dlqb_error *err) {
   dlqb_status s = DLQB_ECONN;
   if (status == AMQP_STATUS_TIMEOUT) s = DLQB_ETIMEOUT;
   if (status == AMQP_STATUS_NO_MEMORY) s = DLQB_ENOMEM;
+  /* rabbitmq-c's "a socket error occurred" alone reads like a problem with
+   * what was asked (a queue, a message): say the connection went. */
+  if (status == AMQP_STATUS_SOCKET_ERROR || status == AMQP_STATUS_CONNECTION_CLOSED ||
+      status == AMQP_STATUS_SOCKET_CLOSED || status == AMQP_STATUS_HEARTBEAT_TIMEOUT)
+    return dlqb_fail(err, s, "cannot %s: the connection to the broker was lost (%s)", what,
+                     amqp_error_string2(status));
   return dlqb_fail(err, s, "cannot %s: %s", what, amqp_error_string2(status));
 }
 
@@ -303,7 +309,8 @@ dlqb_status dlqb_link_confirm_select(dlqb_link *link, amqp_channel_t channel, dl
 dlqb_status dlqb_link_queue_depth(dlqb_link *link, const char *queue, uint32_t *depth,
                                   uint32_t *consumers, dlqb_error *err) {
   char what[200];
-  snprintf(what, sizeof what, "find queue '%s'", queue);
+  /* A passive declare: "find" would blame the queue for a lost connection. */
+  snprintf(what, sizeof what, "read the depth of queue '%s'", queue);
   amqp_queue_declare_ok_t *ok = amqp_queue_declare(link->conn, DLQB_CHANNEL, dlqb_bytes(queue),
                                                    1, 0, 0, 0, amqp_empty_table);
   dlqb_status st = dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), what, err);

@@ -4,13 +4,25 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "dlqb/log.h"
 
 static dlqb_stop_flag stop_requested;
+
+/* The --json error document (cli_finish) and where settings came from
+ * (cli_setting_source): one command runs per process. */
+static bool json_errors, json_printed;
+static char last_error[DLQB_ERROR_MAX + 128];
+static const cli_spec *loading;
+static const char *config_path;
+static const char *flag_keys[64];
+static size_t nflag_keys;
 
 static void on_stop_signal(int sig) {
   (void)sig;
@@ -32,13 +44,27 @@ dlqb_stop_flag *cli_stop_flag(void) {
 void cli_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("dlq-bridge: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
   va_end(ap);
+  fprintf(stderr, "dlq-bridge: %s\n", last_error);
 }
 
+void cli_json_errors(bool on) { json_errors = on; }
+
+void cli_json_printed(void) { json_printed = true; }
+
 int cli_finish(int code) {
+  if (code != EXIT_OK && json_errors && !json_printed) {
+    json_object *j = json_object_new_object(), *e = json_object_new_object();
+    json_object_object_add(e, "message",
+                           json_object_new_string(last_error[0] ? last_error : "failed"));
+    json_object_object_add(e, "exit_status", json_object_new_int(code));
+    json_object_object_add(j, "error", e);
+    printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                         JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(j);
+    json_printed = true;
+  }
   if (fflush(stdout) != 0 || ferror(stdout)) {
     char why[DLQB_ERRNO_TEXT_MAX];
     if (errno != EPIPE) cli_error("cannot write output: %s", dlqb_errno_text(errno, why, sizeof why));
@@ -47,8 +73,70 @@ int cli_finish(int code) {
   return code;
 }
 
+/* Help lines fit an 80-column terminal: the text after a 28-column left
+ * part is wrapped at spaces, continuation lines indented under it. */
+#define HELP_WIDTH 80
+#define HELP_LEFT 28
+
+static void help_row(FILE *out, const char *left, const char *text) {
+  fprintf(out, "  %-26s", left);
+  size_t col = strlen(left) > 26 ? 2 + strlen(left) : HELP_LEFT;
+  if (col > HELP_LEFT) {
+    fputc('\n', out);
+    fprintf(out, "%*s", HELP_LEFT, "");
+    col = HELP_LEFT;
+  }
+  const char *p = text;
+  bool first = true;
+  while (*p != '\0') {
+    size_t word = strcspn(p, " ");
+    if (!first && col + 1 + word > HELP_WIDTH) {
+      fprintf(out, "\n%*s", HELP_LEFT, "");
+      col = HELP_LEFT;
+      first = true;
+    }
+    fprintf(out, " %.*s", (int)word, p);
+    col += 1 + word;
+    first = false;
+    p += word;
+    while (*p == ' ') p++;
+  }
+  fputc('\n', out);
+}
+
+/* The usage line(s), wrapped at spaces to HELP_WIDTH, continuations
+ * indented under the command. */
+static void help_usage(FILE *out, const char *usage) {
+  fputs("usage:", out);
+  size_t col = 6;
+  for (const char *p = usage; *p != '\0';) {
+    if (*p == '\n') { /* the spec's own line break */
+      fputc('\n', out);
+      p++;
+      col = 0;
+      while (*p == ' ') {
+        fputc(' ', out);
+        col++;
+        p++;
+      }
+      continue;
+    }
+    size_t word = strcspn(p, " \n");
+    if (col + 1 + word > HELP_WIDTH && col > 18) {
+      fprintf(out, "\n%*s", 17, "");
+      col = 17;
+    }
+    fprintf(out, " %.*s", (int)word, p);
+    col += 1 + word;
+    p += word;
+    while (*p == ' ') p++;
+  }
+  fputc('\n', out);
+}
+
 void cli_print_help(const cli_spec *spec, FILE *out) {
-  fprintf(out, "usage: %s\n\n%s\n", spec->usage, spec->summary);
+  help_usage(out, spec->usage);
+  fprintf(out, "\n%s\n", spec->summary);
   if (spec->details) fprintf(out, "\n%s\n", spec->details);
   if (spec->flags && spec->flags[0].name) {
     fprintf(out, "\noptions:\n");
@@ -56,22 +144,25 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
       char left[64];
       snprintf(left, sizeof left, "--%s%s%s", f->name, f->takes_value ? " " : "",
                f->takes_value ? f->metavar : "");
-      fprintf(out, "  %-26s %s\n", left, f->help);
+      help_row(out, left, f->help);
     }
   }
-  fprintf(out, "  %-26s %s\n", "--help", "show this help and exit");
+  help_row(out, "--help", "show this help and exit");
   if (spec->settings) {
     fprintf(out, "\nsettings (flag, environment variable, default; flags beat the environment,\n"
-                 "which beats the --config file):\n");
-    fprintf(out, "  %-26s %s\n", "--config FILE", "JSON config file (also DLQ_BRIDGE_CONFIG)");
+                 "which beats the --config file; 'dlq-bridge help settings' lists them all):\n");
+    help_row(out, "--config FILE", "JSON config file (also DLQ_BRIDGE_CONFIG)");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
+      if (!cli_uses(spec, s->key)) continue;
       char left[64];
       snprintf(left, sizeof left, "--%s VALUE", s->flag);
-      fprintf(out, "  %-26s %s\n  %-26s %s (default: %s)\n", left, s->help, "", s->env,
-              s->dflt[0] ? s->dflt : "none");
+      char env[256];
+      snprintf(env, sizeof env, "%s (default: %s)", s->env, s->dflt[0] ? s->dflt : "none");
+      help_row(out, left, s->help);
+      help_row(out, "", env);
     }
   }
-  fprintf(out, "\nexit status: 0 success, 1 failure (e.g. broker unreachable), 2 usage or "
+  fprintf(out, "\nexit status: 0 success, 1 failure (e.g. broker unreachable), 2 usage or\n"
                "configuration error\n");
 }
 
@@ -101,6 +192,91 @@ void cli_print_settings_markdown(FILE *out) {
   }
 }
 
+bool cli_uses(const cli_spec *spec, const char *key) {
+  if (!spec->settings) return false;
+  if (spec->uses == NULL) return true;
+  for (const char *const *k = spec->uses; *k; k++)
+    if (strcmp(*k, key) == 0) return true;
+  return false;
+}
+
+const char *cli_setting_source(const char *key, char *buf, size_t len) {
+  const dlqb_config_setting *s = dlqb_config_settings();
+  while (s->key && strcmp(s->key, key) != 0) s++;
+  if (s->key == NULL) {
+    snprintf(buf, len, "%s", key);
+    return buf;
+  }
+  for (size_t i = 0; i < nflag_keys; i++) {
+    if (strcmp(flag_keys[i], key) == 0) {
+      snprintf(buf, len, "--%s", s->flag);
+      return buf;
+    }
+  }
+  if (getenv(s->env) != NULL) snprintf(buf, len, "%s", s->env);
+  else if (config_path != NULL && config_path[0] != '\0')
+    snprintf(buf, len, "key '%s' in config file '%s'", key, config_path);
+  else snprintf(buf, len, "the default");
+  return buf;
+}
+
+/* The environment as the command being loaded sees it: only the settings
+ * it reads (a variable meant for the daemon must not break inspect). */
+static const char *env_for_command(const char *name) {
+  for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++)
+    if (strcmp(s->env, name) == 0 && !cli_uses(loading, s->key)) return NULL;
+  return getenv(name);
+}
+
+/* Checks what dlqb_config_validate cannot name as the operator typed it. */
+static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, dlqb_error *err) {
+  char a[DLQB_CONFIG_STR_MAX + 80], b[DLQB_CONFIG_STR_MAX + 80];
+  if (cli_uses(spec, "audit_log") && cfg->audit_log[0] != '\0' && cfg->audit_key_file[0] == '\0') {
+    cli_setting_source("audit_key_file", a, sizeof a);
+    cli_setting_source("audit_log", b, sizeof b);
+    if (strcmp(a, "the default") == 0)
+      return dlqb_fail(err, DLQB_EINVAL, "%s turns the audit trail on, which needs a key file: "
+                       "give --audit-key-file or DLQ_BRIDGE_AUDIT_KEY_FILE", b);
+    return dlqb_fail(err, DLQB_EINVAL, "%s is empty, but %s turns the audit trail on, which "
+                     "needs a key file", a, b);
+  }
+  return DLQB_OK;
+}
+
+/* Files the connection reads: one that cannot be read is a configuration
+ * error (exit 2) naming the setting, not a failure to connect later. */
+static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlqb_error *err) {
+  static const struct {
+    const char *key, *what;
+    size_t offset;
+  } files[] = {
+      {"password_file", "password file", offsetof(dlqb_config, password_file)},
+      {"tls_ca_file", "tls ca file", offsetof(dlqb_config, tls_ca_file)},
+      {"tls_cert_file", "tls client certificate", offsetof(dlqb_config, tls_cert_file)},
+      {"tls_key_file", "tls client key", offsetof(dlqb_config, tls_key_file)},
+      {"audit_key_file", "audit key file", offsetof(dlqb_config, audit_key_file)},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    const char *path = (const char *)cfg + files[i].offset;
+    if (!cli_uses(spec, files[i].key) || path[0] == '\0') continue;
+    /* The key matters only with a log (audit verify may name its files). */
+    if (strcmp(files[i].key, "audit_key_file") == 0 && cfg->audit_log[0] == '\0' &&
+        strncmp(spec->name, "audit", 5) != 0)
+      continue;
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+      fclose(f);
+      continue;
+    }
+    char a[DLQB_CONFIG_STR_MAX + 80], why[DLQB_ERRNO_TEXT_MAX];
+    int e = errno;
+    return dlqb_fail(err, DLQB_EINVAL, "%s: cannot read %s '%s': %s",
+                     cli_setting_source(files[i].key, a, sizeof a), files[i].what, path,
+                     dlqb_errno_text(e, why, sizeof why));
+  }
+  return DLQB_OK;
+}
+
 static const cli_flag *find_cmd_flag(const cli_spec *spec, const char *name) {
   for (const cli_flag *f = spec->flags; f && f->name; f++)
     if (strcmp(f->name, name) == 0) return f;
@@ -127,6 +303,8 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
              void *ctx, bool *help) {
   dlqb_error err = {{0}};
   *help = false;
+  loading = spec;
+  nflag_keys = 0;
   dlqb_config_defaults(cfg);
 
   /* Pass 1: --help and --config, which decide what else happens. */
@@ -148,11 +326,16 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
       config_file = v;
     }
   }
+  config_path = config_file;
   if (spec->settings) {
     if (config_file != NULL && config_file[0] != '\0' &&
         dlqb_config_apply_file(cfg, config_file, &err) != DLQB_OK)
       goto bad;
-    if (dlqb_config_apply_env(cfg, dlqb_config_getenv, &err) != DLQB_OK) goto bad;
+    /* A config file shared with the daemon: what this command does not read
+     * goes back to its default. */
+    for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++)
+      if (!cli_uses(spec, s->key)) (void)dlqb_config_set(cfg, s->key, s->dflt, "default", NULL);
+    if (dlqb_config_apply_env(cfg, env_for_command, &err) != DLQB_OK) goto bad;
   }
 
   /* Pass 2: every flag in order, settings and command flags alike. */
@@ -175,7 +358,8 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     const char *base = arg + 2;
     snprintf(name, sizeof name, "%.*s", (int)strcspn(base, "="), base);
     const cli_flag *cf = find_cmd_flag(spec, name);
-    const dlqb_config_setting *s = spec->settings ? dlqb_config_find_flag(name) : NULL;
+    const dlqb_config_setting *s = dlqb_config_find_flag(name);
+    if (s != NULL && !cli_uses(spec, s->key)) s = NULL;
     if (strcmp(name, "config") == 0 && spec->settings) {
       if (!has_inline_value(arg)) i++;
       continue;
@@ -201,9 +385,13 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
       if (on_flag(ctx, name, value, &err) != DLQB_OK) goto bad;
     } else if (dlqb_config_set(cfg, s->key, value, source, &err) != DLQB_OK) {
       goto bad;
+    } else if (nflag_keys < sizeof flag_keys / sizeof flag_keys[0]) {
+      flag_keys[nflag_keys++] = s->key;
     }
   }
+  if (spec->settings && check_sources(spec, cfg, &err) != DLQB_OK) goto bad;
   if (spec->settings && dlqb_config_validate(cfg, &err) != DLQB_OK) goto bad;
+  if (spec->settings && check_files(spec, cfg, &err) != DLQB_OK) goto bad;
   if (cfg->instance[0] == '\0') {
     char host[200] = "localhost";
     gethostname(host, sizeof host - 1);

@@ -33,7 +33,26 @@ typedef struct {
   const char *details;  /* paragraphs for --help, may be NULL */
   const cli_flag *flags;/* command flags, terminated by {NULL}; may be NULL */
   bool settings;        /* accepts the connection/routing settings flags */
+  /* The settings keys it reads (NULL-terminated, e.g. CLI_USES_BROKER); NULL:
+   * every one. Only these are taken from the environment and flags, checked
+   * and shown in --help; the others keep their defaults, so a read-only
+   * command cannot fail on a setting it never reads. */
+  const char *const *uses;
 } cli_spec;
+
+/* Groups of settings keys for cli_spec.uses. */
+#define CLI_USES_BROKER "url", "password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"
+#define CLI_USES_LOG "log_format", "log_level", "instance"
+#define CLI_USES_AUDIT "audit_log", "audit_key_file", "audit_rotate_bytes"
+#define CLI_USES_TOPOLOGY "poison_threshold", "retry_delays"
+
+/* Whether spec reads the setting with this JSON key. */
+bool cli_uses(const cli_spec *spec, const char *key);
+
+/* Where the setting `key` was set for the last cli_load, as the operator
+ * typed it: "--audit-key-file", "DLQ_BRIDGE_AUDIT_KEY_FILE", "key
+ * 'audit_key_file' in config file 'PATH'", or "the default". Returns buf. */
+const char *cli_setting_source(const char *key, char *buf, size_t len);
 
 /* Loads the configuration for a command: defaults, then the JSON file from
  * --config (or DLQ_BRIDGE_CONFIG), then the environment, then flags, and
@@ -50,14 +69,24 @@ void cli_print_help(const cli_spec *spec, FILE *out);
  * and --config): the generated part of docs/configuration.md. */
 void cli_print_settings_markdown(FILE *out);
 
-/* Prints "dlq-bridge: <msg>" to stderr. */
+/* Prints "dlq-bridge: <msg>" to stderr, and keeps it as the message of the
+ * --json error document (cli_finish). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* With --json on the command line, a failure still prints exactly one JSON
+ * document on stdout: main calls this before the command runs; the command
+ * calls cli_json_printed once it printed its own document. */
+void cli_json_errors(bool on);
+void cli_json_printed(void);
 
 /* Installs SIGTERM/SIGINT handlers that set the returned stop flag, and
  * ignores SIGPIPE. */
 dlqb_stop_flag *cli_stop_flag(void);
 
-/* Flushes stdout and reports a write error (e.g. a closed pipe) as failure. */
+/* Flushes stdout and reports a write error (e.g. a closed pipe) as failure.
+ * With cli_json_errors on, a failure (code != 0) without a JSON document
+ * yet prints {"error": {"message": M, "exit_status": code}} first, M being
+ * the last cli_error line. */
 int cli_finish(int code);
 
 #endif

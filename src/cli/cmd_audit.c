@@ -15,6 +15,7 @@
 
 static const cli_flag verify_flags[] = {
     LOG_FLAGS,
+    {"json", false, NULL, "print the summary as JSON for scripts"},
     {NULL, false, NULL, NULL},
 };
 
@@ -27,9 +28,13 @@ static const cli_spec verify_spec = {
         "needed), every writer's hash chain of records, the links between rotated\n"
         "files, and the seal that catches a cut tail.\n" FILES_DETAILS
         "Exit status: 0 intact; 1 not intact (the first bad line is named) or unreadable;\n"
-        "2 usage or configuration error.",
+        "2 usage or configuration error. --json prints {\"intact\": true, \"records\": N,\n"
+        "\"chains\": N, \"chains_ended\": N, \"files\": N, \"rotations\": N, \"sealed\": true|false,\n"
+        "\"sealed_chains\": N, \"partial\": true|false}, or on failure the error document\n"
+        "{\"error\": {\"message\": ..., \"exit_status\": N}}.",
     .flags = verify_flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_AUDIT, CLI_USES_LOG, NULL},
 };
 
 static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
@@ -154,8 +159,23 @@ static int audit_verify(int argc, char **argv) {
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
   int rc = audit_load_and_verify(&verify_spec, argc, argv, &o, NULL, NULL, &sum, &sealed, &help);
-  if (help) cli_print_help(&verify_spec, stdout);
-  else if (rc == EXIT_OK) audit_print_summary(&sum, sealed);
+  if (help) {
+    cli_print_help(&verify_spec, stdout);
+  } else if (rc == EXIT_OK && o.json) {
+    json_object *j = json_object_new_object();
+    json_object_object_add(j, "intact", json_object_new_boolean(1));
+    json_object_object_add(j, "records", json_object_new_int64((int64_t)sum.records));
+    json_object_object_add(j, "chains", json_object_new_int64((int64_t)sum.chains));
+    json_object_object_add(j, "chains_ended", json_object_new_int64((int64_t)sum.chains_ended));
+    json_object_object_add(j, "files", json_object_new_int64((int64_t)sum.files));
+    json_object_object_add(j, "rotations", json_object_new_int64((int64_t)sum.rotations));
+    json_object_object_add(j, "sealed", json_object_new_boolean(sealed));
+    json_object_object_add(j, "sealed_chains", json_object_new_int64((int64_t)sum.sealed));
+    json_object_object_add(j, "partial", json_object_new_boolean(sum.partial));
+    ops_print_json(j);
+  } else if (rc == EXIT_OK) {
+    audit_print_summary(&sum, sealed);
+  }
   return rc;
 }
 
@@ -175,7 +195,7 @@ static const subcommand subcommands[] = {
 
 const cli_spec cmd_audit_spec = {
     .name = "audit",
-    .summary = "check the tamper-evident audit trail; show a task's path; reconcile the DLQ with it",
+    .summary = "verify the audit trail, show a task's path, reconcile the DLQ",
     .usage = "dlq-bridge audit SUBCOMMAND [options]",
     .details = "subcommands:\n"
                "  verify [FILE...]   check that the audit log is complete and unaltered\n"

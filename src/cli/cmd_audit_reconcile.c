@@ -42,6 +42,7 @@ static const cli_spec reconcile_spec = {
         "a queue not read whole; 2 usage or configuration error.",
     .flags = reconcile_flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_AUDIT, CLI_USES_LOG, NULL},
 };
 
 typedef struct {
@@ -250,6 +251,7 @@ static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_
     json_object_object_add(out, DLQB_Q_REVIEW, review_json(review));
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    cli_json_printed();
     json_object_put(out);
     return;
   }

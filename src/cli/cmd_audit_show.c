@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "audit_cli.h"
+#include "dlqb/envelope.h"
+#include "dlqb/text.h"
 
 static const cli_flag show_flags[] = {
     {"request-id", true, "ID", "the hops of the task(s) with this request_id"},
@@ -28,6 +30,7 @@ static const cli_spec show_spec = {
         "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
     .flags = show_flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_AUDIT, CLI_USES_LOG, NULL},
 };
 
 /* The matching records, parsed, in log order. */
@@ -88,18 +91,33 @@ static void stable_sort_by_time(json_object **hops, size_t n) {
   }
 }
 
+/* A record's text as a terminal may show it: the log is verified, but its
+ * reasons came from messages. */
+static const char *clean(const char *v, char *buf, size_t cap) {
+  dlqb_text_sanitize(buf, cap, v, strlen(v));
+  return buf;
+}
+
 static void print_hop_text(json_object *h) {
   json_object *attempt;
+  char b1[DLQB_LAST_ERROR_MAX + 1], b2[256], b3[256], b4[256];
   const char *cause = dlqb_audit_record_str(h, "cause");
   const char *reason = dlqb_audit_record_str(h, "reason");
-  /* from or to is empty for a hop with no such queue (resolve removes) */
-  printf("%s  %-16s %s -> %s", shown(h, "time"), shown(h, "event"),
-         dlqb_audit_record_str(h, "from"), dlqb_audit_record_str(h, "to"));
-  if (json_object_object_get_ex(h, "attempt", &attempt))
+  const char *from = dlqb_audit_record_str(h, "from"), *to = dlqb_audit_record_str(h, "to");
+  printf("%s  %-16s ", clean(shown(h, "time"), b2, sizeof b2), clean(shown(h, "event"), b3, sizeof b3));
+  /* A hop without a destination (resolve, skip as complete) removed the
+   * message: no arrow pointing nowhere. */
+  if (from[0] != '\0' && to[0] != '\0')
+    printf("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
+  else if (from[0] != '\0') printf("removed from %s", clean(from, b1, sizeof b1));
+  else printf("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
+  /* null (the item had no attempt header) is not attempt 0 */
+  if (json_object_object_get_ex(h, "attempt", &attempt) && json_object_is_type(attempt, json_type_int))
     printf("  attempt %lld", (long long)json_object_get_int64(attempt));
-  if (cause[0] != '\0') printf("  cause %s", cause);
-  if (reason[0] != '\0') printf("  reason \"%s\"", reason);
-  printf("  by %s (%s)\n", shown(h, "actor"), shown(h, "writer"));
+  if (cause[0] != '\0') printf("  cause %s", clean(cause, b2, sizeof b2));
+  if (reason[0] != '\0') printf("  reason \"%s\"", clean(reason, b1, sizeof b1));
+  printf("  by %s", clean(shown(h, "actor"), b3, sizeof b3));
+  printf(" (%s)\n", clean(shown(h, "writer"), b4, sizeof b4));
 }
 
 static void print_show(const audit_opts *o, json_object **hops, size_t n,
@@ -119,6 +137,7 @@ static void print_show(const audit_opts *o, json_object **hops, size_t n,
     json_object_object_add(out, "hops", arr);
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    cli_json_printed();
     json_object_put(out);
     return;
   }

@@ -23,6 +23,7 @@ const cli_spec cmd_declare_spec = {
                "or purged. `dlq-bridge run` declares the same topology at start.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
 };
 
 typedef struct {
@@ -65,6 +66,12 @@ int cmd_declare(int argc, char **argv) {
   dlqb_status st = dlqb_link_open(&cfg, "dlq-bridge declare", &link, &err);
   if (st == DLQB_OK) st = dlqb_topology_declare(link, &topo, &err);
   dlqb_link_close(link);
+  if (st == DLQB_ECONFLICT) {
+    /* Queue arguments are fixed once a queue exists: say what to do. */
+    cli_error("%s (a queue's arguments cannot change in place: see \"Changing the topology\" "
+              "in docs/rabbitmq-versions.md)", err.msg);
+    return EXIT_FAILURE_;
+  }
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;

@@ -14,6 +14,7 @@ static const cli_flag flags[] = {
     {"rate", true, "N", "escalate at most N messages a second, 1 to 100000"},
     {"dry-run", false, NULL, "list what would be escalated; move nothing"},
     {"note", true, "TEXT", "why, for the reviewer: kept on the item (escalation_note) and in the audit trail"},
+    OPS_WIDE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -33,6 +34,7 @@ const cli_spec cmd_escalate_spec = {
         "tasks that fail again after DLQ_BRIDGE_MAX_REPLAYS replays (max_replays).",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, NULL},
 };
 
 typedef struct {

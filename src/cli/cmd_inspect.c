@@ -12,27 +12,37 @@
 #define PAYLOAD_SHOWN_MAX (64 * 1024)
 
 static const cli_flag flags[] = {
-    OPS_SELECT_FLAGS,
+    {"all", false, NULL, "list every item (what inspect does without a filter)"},
+    OPS_FILTER_FLAGS,
+    {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
     {"show-payload", false, NULL, "also print each message body (hidden by default)"},
     {"queue", true, "NAME", "list another classic queue, e.g. compliance_review"},
-    OPS_COMMON_FLAGS,
+    OPS_WIDE_FLAG,
+    OPS_OUTPUT_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
 const cli_spec cmd_inspect_spec = {
     .name = "inspect",
     .summary = "list DLQ items and why they failed, without consuming them",
-    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--show-payload] [--json]",
+    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--show-payload] [--wide] [--json]",
     .details =
-        "Lists the items of dsr.dlq.manual (request_id, source_system, legal_basis,\n"
-        "action, attempt, dlq_reason, last_error, age) with the same filters as replay;\n"
-        "no filter lists everything. Nothing is consumed: every message is received\n"
-        "without an ack and returns to its place when inspect disconnects, so the\n"
-        "queue's order and content are unchanged (the DLQ is a classic queue, which\n"
-        "keeps no delivery count). While inspect runs, the items it reads are briefly\n"
-        "invisible to other consumers. Payloads are hidden unless --show-payload.",
+        "Lists the items of dsr.dlq.manual (age, message_id, request_id, source_system,\n"
+        "then legal_basis, action, attempt and dlq_reason as the width allows, and\n"
+        "last_error) with the same filters as replay; no filter lists everything.\n"
+        "On a terminal the columns are cut to its width (or to COLUMNS) with an\n"
+        "ellipsis; --wide, a pipe or --json shows everything in full. AGE counts\n"
+        "from the same time as stats (the later of dlq_at and escalated_at).\n"
+        "Nothing is consumed: every message is received without an ack and returns\n"
+        "to its place when inspect disconnects, so the queue's order and content\n"
+        "are unchanged (the DLQ is a classic queue, which keeps no delivery count).\n"
+        "While inspect runs, the items it reads are briefly invisible to other\n"
+        "consumers. Payloads are hidden unless --show-payload.\n"
+        "--json prints {\"queue\": Q, \"examined\": N, \"total\": N, \"listed\": N,\n"
+        "\"complete\": true|false, \"items\": [...]}; total is the depth at the start.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, NULL},
 };
 
 typedef struct {
@@ -115,6 +125,8 @@ int cmd_inspect(int argc, char **argv) {
     return EXIT_FAILURE_;
   }
   c.now_ms = dlqb_now_ms();
+  size_t columns = ops_output_width(c.o.wide);
+  ops_table_fit(columns);
   if (c.o.json) c.items = json_object_new_array();
   dlqb_scan_options so = {.queue = c.queue, .purpose = "dlq-bridge inspect", .actor = c.o.actor,
                           .window = c.o.window, .stop = stop, .on_item = inspect_item, .ctx = &c};
@@ -125,8 +137,17 @@ int cmd_inspect(int argc, char **argv) {
     json_object_put(c.items);
     return ops_fail(&err);
   }
+  const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (c.o.json) {
-    ops_print_json(c.items);
+    json_object *j = json_object_new_object();
+    json_object_object_add(j, "queue", json_object_new_string(c.queue));
+    json_object_object_add(j, "examined", json_object_new_int64((int64_t)r.examined));
+    json_object_object_add(j, "total", json_object_new_int64((int64_t)r.depth_at_start));
+    json_object_object_add(j, "listed", json_object_new_int64((int64_t)c.listed));
+    json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
+    if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
+    json_object_object_add(j, "items", c.items);
+    ops_print_json(j);
   } else if (c.listed == 0) {
     printf("no items%s in %s (%llu examined)\n", dlqb_select_given(&c.o.sel) ? " match" : "",
            c.queue, (unsigned long long)r.examined);
@@ -134,8 +155,8 @@ int cmd_inspect(int argc, char **argv) {
     printf("%llu item%s listed, %llu examined, %llu in %s\n", (unsigned long long)c.listed,
            c.listed == 1 ? "" : "s", (unsigned long long)r.examined,
            (unsigned long long)r.depth_at_start, c.queue);
+    ops_table_note(stdout, columns);
   }
-  const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (early != NULL) {
     cli_error("inspect %s", early);
     return EXIT_FAILURE_;

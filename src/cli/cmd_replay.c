@@ -12,11 +12,14 @@
 #include "ops.h"
 
 #define LEDGER_IDLE_MS 10000
+/* A dry run's end of the ledger: a stream delivers its entries in a burst. */
+#define LEDGER_QUIET_MS 1500
 
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
     {"rate", true, "N", "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
-    {"dry-run", false, NULL, "list what would be replayed or skipped; move nothing"},
+    {"dry-run", false, NULL, "list what would be replayed or skipped; move and write nothing"},
+    OPS_WIDE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -45,6 +48,7 @@ const cli_spec cmd_replay_spec = {
         "compliance_review instead of the DLQ.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache", NULL},
 };
 
 typedef struct {
@@ -104,8 +108,12 @@ int cmd_replay(int argc, char **argv) {
     return EXIT_FAILURE_;
   }
   dlqb_ledger_stats ls;
-  if (dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache, ledger, LEDGER_IDLE_MS,
-                       &ls, &err) != DLQB_OK) {
+  /* A dry run writes nothing, not even the ledger's end marker. */
+  dlqb_status lst = r.o.dry_run ? dlqb_ledger_peek(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache,
+                                                   ledger, LEDGER_QUIET_MS, &ls, &err)
+                                : dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache,
+                                                   ledger, LEDGER_IDLE_MS, &ls, &err);
+  if (lst != DLQB_OK) {
     dlqb_audit_close(audit);
     dlqb_ledger_free(ledger);
     return ops_fail(&err);

@@ -17,7 +17,7 @@ static const cli_flag flags[] = {
 
 const cli_spec cmd_resolve_spec = {
     .name = "resolve",
-    .summary = "remove one DLQ item that was handled outside the system, with a note",
+    .summary = "remove one DLQ item handled outside the system, with a note",
     .usage = "dlq-bridge resolve --message-id ID --note TEXT [--actor NAME] [--json]",
     .details =
         "Removes the first item of dsr.dlq.manual whose message_id is ID and records\n"
@@ -26,6 +26,7 @@ const cli_spec cmd_resolve_spec = {
         "message_id.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, NULL},
 };
 
 typedef struct {

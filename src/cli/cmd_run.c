@@ -128,6 +128,11 @@ int cmd_run(int argc, char **argv) {
   dlqb_metrics_server_stop(metrics_server);
   dlqb_metrics_free(hctx.metrics);
   dlqb_audit_close(hctx.audit);
+  if (st == DLQB_ECONFLICT) {
+    cli_error("%s (a queue's arguments cannot change in place: see \"Changing the topology\" "
+              "in docs/rabbitmq-versions.md)", err.msg);
+    return EXIT_FAILURE_;
+  }
   if (st == DLQB_EACCESS) {
     cli_error("%s (a bridge user without configure permission runs with --no-declare)", err.msg);
     return EXIT_FAILURE_;

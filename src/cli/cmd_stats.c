@@ -35,6 +35,7 @@ const cli_spec cmd_stats_spec = {
         "...}, \"dlq_reasons\": {\"<reason>\": N, ...}}.",
     .flags = flags,
     .settings = true,
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
 };
 
 typedef struct {
@@ -164,7 +165,9 @@ int cmd_stats(int argc, char **argv) {
       snprintf(depth, sizeof depth, "%lu", (unsigned long)r->depth);
       if (!r->present) {
         snprintf(age, sizeof age, "(queue missing)");
-      } else if (r->age_source == DLQB_AGE_UNKNOWN) {
+      } else if (r->age_source == DLQB_AGE_UNKNOWN || r->age_source == DLQB_AGE_EMPTY) {
+        /* Empty: no oldest message, so no age ("0s" would read as one
+         * that just arrived). */
         snprintf(age, sizeof age, "-");
       } else {
         ops_age_text(true, (uint64_t)(r->oldest_age_seconds * 1000), age, sizeof age);

@@ -1,4 +1,5 @@
 /* dlq-bridge: dispatches to a command; only here is the exit code decided. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,13 +40,62 @@ static void usage(FILE *out) {
           "exit status: 0 success, 1 failure, 2 usage or configuration error\n");
 }
 
+/* Edit distance (insertions, deletions, substitutions, and swaps of two
+ * neighbours: "insepct") between two short words. */
+static size_t distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 30 || lb > 30) return 99;
+  size_t d[32][32];
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    for (size_t j = 1; j <= lb; j++) {
+      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  }
+  return d[la][lb];
+}
+
+/* Names the nearest command when one is within two edits. */
+static void unknown_command(const char *name) {
+  const char *best = NULL;
+  size_t best_d = 3;
+  for (size_t i = 0; i < NCOMMANDS; i++) {
+    size_t d = distance(name, commands[i].spec->name);
+    if (d < best_d) {
+      best_d = d;
+      best = commands[i].spec->name;
+    }
+  }
+  if (best != NULL)
+    cli_error("unknown command '%s'; did you mean '%s'?", name, best);
+  else cli_error("unknown command '%s' (see dlq-bridge --help)", name);
+}
+
 static const command *find(const char *name) {
   for (size_t i = 0; i < NCOMMANDS; i++)
     if (strcmp(commands[i].spec->name, name) == 0) return &commands[i];
   return NULL;
 }
 
+/* Whether --json is among the options (before a "--"): then even a usage
+ * error prints a JSON document, as a script expects one either way. */
+static bool wants_json(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) break;
+    if (strcmp(argv[i], "--json") == 0) return true;
+  }
+  return false;
+}
+
 int main(int argc, char **argv) {
+  cli_json_errors(wants_json(argc, argv));
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return cli_finish(argc < 2 ? EXIT_USAGE : EXIT_OK);
@@ -65,22 +115,22 @@ int main(int argc, char **argv) {
     }
     const command *c = find(argv[2]);
     if (c == NULL) {
-      cli_error("unknown command '%s' (see dlq-bridge --help)", argv[2]);
-      return EXIT_USAGE;
+      unknown_command(argv[2]);
+      return cli_finish(EXIT_USAGE);
     }
     cli_print_help(c->spec, stdout);
     return cli_finish(EXIT_OK);
   }
   const command *c = find(argv[1]);
   if (c == NULL) {
-    cli_error("unknown command '%s' (see dlq-bridge --help)", argv[1]);
-    return EXIT_USAGE;
+    unknown_command(argv[1]);
+    return cli_finish(EXIT_USAGE);
   }
   /* Before anything reads a broker frame (dlqb/thread.h). */
   dlqb_error err;
   if (dlqb_stack_ensure(&err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_USAGE;
+    return cli_finish(EXIT_USAGE);
   }
   return cli_finish(c->run(argc - 1, argv + 1));
 }

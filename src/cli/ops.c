@@ -4,8 +4,11 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "dlqb/columns.h"
+#include "dlqb/text.h"
 #include "dlqb/log.h"
 #include "dlqb/topology.h"
 
@@ -45,6 +48,10 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
     dlqb_status st = ops_parse_window(value, &o->window, err);
     o->window_set = st == DLQB_OK;
     return st;
+  }
+  if (strcmp(flag, "wide") == 0) {
+    o->wide = true;
+    return DLQB_OK;
   }
   if (strcmp(flag, "dry-run") == 0) {
     o->dry_run = true;
@@ -137,26 +144,102 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
   return o;
 }
 
-void ops_item_header(FILE *out) {
-  fprintf(out, "%-8s %-24s %-14s %-13s %-13s %3s %-16s %s\n", "AGE", "REQUEST_ID", "SOURCE",
-          "LEGAL_BASIS", "ACTION", "ATT", "DLQ_REASON", "LAST_ERROR");
+/* The item table's columns, the ones a person acts on first (resolve needs
+ * the message_id; LAST_ERROR is what one came for and takes the rest of
+ * the line); on a narrow terminal the others go, DLQ_REASON last. */
+enum { COL_AGE, COL_MSGID, COL_REQID, COL_SOURCE, COL_BASIS, COL_ACTION, COL_ATT, COL_REASON,
+       COL_ERROR, NCOLS };
+static const dlqb_column fit_cols[NCOLS] = {
+    {"AGE", 6, 0},         {"MESSAGE_ID", 12, 0}, {"REQUEST_ID", 12, 0}, {"SOURCE", 10, 0},
+    {"LEGAL_BASIS", 13, 3}, {"ACTION", 13, 4},     {"ATT", 3, 2},         {"DLQ_REASON", 16, 1},
+    {"LAST_ERROR", 0, 0},
+};
+/* Without a limit: padded to these, never cut. */
+static const dlqb_column wide_cols[NCOLS] = {
+    {"AGE", 6, 0},          {"MESSAGE_ID", 36, 0}, {"REQUEST_ID", 24, 0}, {"SOURCE", 14, 0},
+    {"LEGAL_BASIS", 13, 0}, {"ACTION", 13, 0},     {"ATT", 3, 0},         {"DLQ_REASON", 16, 0},
+    {"LAST_ERROR", 0, 0},
+};
+/* One command prints one table per process. */
+static dlqb_layout table = {{true, true, true, true, true, true, true, true, true},
+                            {6, 36, 24, 14, 13, 13, 3, 16, 0}};
+static bool table_cut, table_unlimited = true;
+
+size_t ops_output_width(bool wide) {
+  if (wide) return 0;
+  const char *env = getenv("COLUMNS");
+  if (env != NULL && env[0] != '\0') {
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end == '\0' && n > 0 && n <= 10000) return (size_t)n;
+  }
+  if (!isatty(STDOUT_FILENO)) return 0;
+  struct winsize ws;
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
 }
+
+void ops_table_fit(size_t columns) {
+  table_unlimited = columns == 0;
+  dlqb_columns_fit(columns > 0 ? fit_cols : wide_cols, NCOLS, columns, 16, 40, &table);
+}
+
+bool ops_table_was_cut(void) { return table_cut; }
+
+static void put_cell(FILE *out, int col, const char *text, bool *first) {
+  if (!table.shown[col]) return;
+  char buf[4 * DLQB_LAST_ERROR_MAX + 64];
+  bool cut = false;
+  size_t width = table_unlimited ? 0 : table.width[col];
+  /* Ids differ in their tails ("R-2026-11-1001"): a cut keeps the end. */
+  if (col == COL_MSGID || col == COL_REQID)
+    dlqb_text_cell_tail(buf, sizeof buf, text, strlen(text), width, true, &cut);
+  else dlqb_text_cell(buf, sizeof buf, text, strlen(text), width, col != COL_ERROR, &cut);
+  table_cut = table_cut || cut;
+  fprintf(out, "%s%s", *first ? "" : " ", buf);
+  if (table_unlimited && col != COL_ERROR) {
+    /* Whole, padded to the column when shorter (characters, not bytes). */
+    size_t chars = 0;
+    for (const char *p = buf; *p != '\0'; p++) chars += ((unsigned char)*p & 0xC0u) != 0x80u;
+    for (; chars < table.width[col]; chars++) fputc(' ', out);
+  }
+  *first = false;
+}
+
+void ops_item_header(FILE *out) {
+  bool first = true;
+  for (int i = 0; i < NCOLS; i++) put_cell(out, i, fit_cols[i].name, &first);
+  fputc('\n', out);
+}
+
+static const char *or_dash(const char *s) { return s[0] ? s : "-"; }
 
 void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms) {
   char age[32], att[24];
   uint64_t a = 0;
-  bool known = dlqb_item_age(it, now_ms, &a);
+  bool known = dlqb_item_age(it, now_ms, &a), first = true;
   snprintf(att, sizeof att, it->has_attempt ? "%lld" : "-", (long long)it->attempt);
-  fprintf(out, "%-8s %-24s %-14s %-13s %-13s %3s %-16s %s", ops_age_text(known, a, age, sizeof age),
-          it->request_id[0] ? it->request_id : "-", it->source_system[0] ? it->source_system : "-",
-          it->legal_basis[0] ? it->legal_basis : "-", it->action[0] ? it->action : "-", att,
-          it->dlq_reason[0] ? it->dlq_reason : "-", it->last_error[0] ? it->last_error : "-");
+  put_cell(out, COL_AGE, ops_age_text(known, a, age, sizeof age), &first);
+  put_cell(out, COL_MSGID, or_dash(it->message_id), &first);
+  put_cell(out, COL_REQID, or_dash(it->request_id), &first);
+  put_cell(out, COL_SOURCE, or_dash(it->source_system), &first);
+  put_cell(out, COL_BASIS, or_dash(it->legal_basis), &first);
+  put_cell(out, COL_ACTION, or_dash(it->action), &first);
+  put_cell(out, COL_ATT, att, &first);
+  put_cell(out, COL_REASON, or_dash(it->dlq_reason), &first);
+  put_cell(out, COL_ERROR, or_dash(it->last_error), &first);
+}
+
+void ops_table_note(FILE *out, size_t columns) {
+  if (table_cut)
+    fprintf(out, "(cut to %zu columns; --wide or --json shows every column in full)\n", columns);
 }
 
 void ops_print_json(json_object *json) {
   printf("%s\n", json_object_to_json_string_ext(json, JSON_C_TO_STRING_PLAIN |
                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(json);
+  cli_json_printed();
 }
 
 static bool progress_wanted(const ops_opts *o) {
@@ -165,10 +248,20 @@ static bool progress_wanted(const ops_opts *o) {
 
 void ops_progress(const ops_opts *o, const char *label, const dlqb_scan_result *r) {
   if (!progress_wanted(o)) return;
-  fprintf(stderr, "\r%s: %llu/%llu examined, %llu moved, %llu removed, %llu left in place   ",
+  /* Items read but not yet settled: with --rate they wait for their turn,
+   * which would otherwise look like a hang ("0 moved" for seconds). */
+  uint64_t settled = r->forwarded + r->removed + r->held + r->refused;
+  uint64_t pending = r->examined > settled ? r->examined - settled : 0;
+  char rate[64] = "";
+  if (o->rate > 0 && pending > 0)
+    snprintf(rate, sizeof rate, ", %llu waiting for the rate (%g/s)", (unsigned long long)pending,
+             o->rate);
+  else if (pending > 0)
+    snprintf(rate, sizeof rate, ", %llu awaiting confirms", (unsigned long long)pending);
+  fprintf(stderr, "\r%s: %llu/%llu examined, %llu moved, %llu removed, %llu left in place%s\033[K",
           label, (unsigned long long)r->examined, (unsigned long long)r->depth_at_start,
           (unsigned long long)r->forwarded, (unsigned long long)r->removed,
-          (unsigned long long)r->held);
+          (unsigned long long)r->held, rate);
   fflush(stderr);
 }
 
@@ -195,7 +288,26 @@ typedef struct {
   json_object *items;  /* --json or dry run: what was (or would be) done */
   int64_t now_ms;
   bool header_done;
+  size_t columns;      /* the dry run's table: ops_output_width */
+  char summary[256];
 } move_ctx;
+
+char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledger,
+                       uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
+                       char *buf, size_t len) {
+  const char *would = dry_run ? "would " : "";
+  char skip[64] = "";
+  if (ledger)
+    snprintf(skip, sizeof skip, ", %s%s as complete %llu", would, dry_run ? "skip" : "skipped",
+             (unsigned long long)skipped);
+  /* A dry run's line is the longer: without the queue's name it fits 80
+   * columns (and the real run names the queue). */
+  snprintf(buf, len, "%s%s%s %llu%s, %s%s %llu of %llu%s%s", dry_run ? "dry run: " : "", would,
+           verb, (unsigned long long)moved, skip, would, dry_run ? "leave" : "left",
+           (unsigned long long)left, (unsigned long long)total, dry_run ? "" : " in ",
+           dry_run ? "" : queue);
+  return buf;
+}
 
 static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
   if (c->o->json) {
@@ -205,11 +317,12 @@ static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
     return;
   }
   if (!c->header_done) {
-    printf("%-20s ", "WOULD");
+    printf("%-*s ", OPS_WOULD_WIDTH, "WOULD");
     ops_item_header(stdout);
     c->header_done = true;
   }
-  printf("%-20s ", what);
+  /* What would happen, in the future tense: "replay", "skip". */
+  printf("%-*s ", OPS_WOULD_WIDTH, strcmp(what, "skip_complete") == 0 ? "skip" : c->m->command);
   ops_item_print(stdout, it, c->now_ms);
   putchar('\n');
 }
@@ -222,8 +335,10 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
     dlqb_scan_hold(s, d);
     return DLQB_OK;
   }
-  c->selected++;
   bool complete = v.kind == DLQB_VERDICT_SKIP_COMPLETE;
+  /* --limit counts what is acted on: an item skipped as complete is not
+   * one of the N the operator asked to replay. */
+  if (!complete) c->selected++;
   if (c->m->dry_run) {
     list_item(c, it, complete ? "skip_complete" : c->m->verb);
     if (complete) c->would_skip++;
@@ -290,6 +405,11 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     window = w < 50 ? 50 : w > DLQB_SCAN_WINDOW_DEFAULT ? DLQB_SCAN_WINDOW_DEFAULT : (int)w;
   }
   if (o->json) c.items = json_object_new_array();
+  if (m->dry_run && !o->json) {
+    size_t w = ops_output_width(o->wide);
+    c.columns = w;
+    ops_table_fit(w == 0 ? 0 : w > OPS_WOULD_WIDTH + 1 ? w - OPS_WOULD_WIDTH - 1 : 1);
+  }
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = o->actor,
@@ -303,7 +423,8 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   ops_progress_end(o);
   if (own_audit) dlqb_audit_close(audit);
   int rc = EXIT_OK;
-  if (st != DLQB_OK && !r.audit_failed) {
+  /* Lost before the first item: nothing happened; the error says why. */
+  if (st != DLQB_OK && !r.audit_failed && r.examined == 0) {
     json_object_put(c.items);
     return ops_fail(&err);
   }
@@ -317,10 +438,24 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
              err.msg[0] ? err.msg : "the audit log cannot be written",
              (unsigned long long)r.unsettled_copies, DLQB_Q_DLQ, m->target);
     early = lost;
+  } else if (st != DLQB_OK) {
+    /* The broker went midway (issue 19): as the Ctrl-C path does, say what
+     * moved, that nothing is lost and what to do, and that the copies whose
+     * confirms never came may now be in both queues. */
+    char twice[128];
+    if (r.unsettled_copies > 0)
+      snprintf(twice, sizeof twice, "up to %llu item%s", (unsigned long long)r.unsettled_copies,
+               r.unsettled_copies == 1 ? "" : "s");
+    else snprintf(twice, sizeof twice, "the last items sent");
+    snprintf(lost, sizeof lost, "stopped: %s; nothing is lost: what was not moved is still in %s, "
+             "run it again; %s may now be in both %s and %s", err.msg, DLQB_Q_DLQ, twice,
+             DLQB_Q_DLQ, m->target);
+    early = lost;
   }
   uint64_t moved = m->dry_run ? c.would_move : r.forwarded;
   uint64_t skipped = m->dry_run ? c.would_skip : r.removed;
-  uint64_t taken = m->dry_run ? 0 : r.forwarded + r.removed;
+  /* A dry run says what would remain, not today's depth. */
+  uint64_t taken = moved + skipped;
   uint64_t left = r.depth_at_start > taken ? r.depth_at_start - taken : 0;
   if (o->json) {
     json_object *j = json_object_new_object();
@@ -328,6 +463,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     json_object_object_add(j, m->verb, json_object_new_int64((int64_t)moved));
     json_object_object_add(j, "skipped_complete", json_object_new_int64((int64_t)skipped));
     json_object_object_add(j, "left", json_object_new_int64((int64_t)left));
+    json_object_object_add(j, "total", json_object_new_int64((int64_t)r.depth_at_start));
     json_object_object_add(j, "examined", json_object_new_int64((int64_t)r.examined));
     json_object_object_add(j, "refused", json_object_new_int64((int64_t)r.refused));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
@@ -337,16 +473,13 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     ops_print_json(j);
   } else {
     if (m->dry_run && !c.header_done) printf("no items match\n");
-    char skip[64] = "", unverified[96] = "";
-    if (m->ledger != NULL)
-      snprintf(skip, sizeof skip, ", skipped as complete %llu", (unsigned long long)skipped);
+    ops_table_note(stdout, c.columns);
+    printf("%s\n", ops_move_summary(m->dry_run, m->dry_run ? m->command : m->verb, moved,
+                                    m->ledger != NULL, skipped, left, r.depth_at_start, DLQB_Q_DLQ,
+                                    c.summary, sizeof c.summary));
     if (m->ledger_stats != NULL && m->ledger_stats->unverified > 0)
-      snprintf(unverified, sizeof unverified,
-               " (%zu unverified completions ignored: not from completion_writers)",
-               m->ledger_stats->unverified);
-    printf("%s%s %llu%s, left %llu in %s%s\n", m->dry_run ? "dry run: would have " : "",
-           m->verb, (unsigned long long)moved, skip, (unsigned long long)left, DLQB_Q_DLQ,
-           unverified);
+      printf("(%zu unverified completions ignored: not from completion_writers)\n",
+             m->ledger_stats->unverified);
   }
   if (r.refused > 0) {
     /* Each one is named in a warning line above. */

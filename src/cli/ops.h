@@ -16,22 +16,34 @@
 #include "dlqb/select.h"
 #include "dlqb/verdict.h"
 
-/* Selection flags, shared by replay, escalate and inspect. */
-#define OPS_SELECT_FLAGS                                                                       \
-  {"all", false, NULL, "select every item (required when no filter is given)"},               \
+/* Filters, shared by replay, escalate and inspect. */
+#define OPS_FILTER_FLAGS                                                                       \
   {"request-id", true, "ID", "only the item(s) with this request_id"},                         \
   {"source-system", true, "NAME", "only items from this source_system"},                       \
   {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \
   {"reason", true, "TEXT", "only items whose last_error contains TEXT"},                       \
   {"older-than", true, "DURATION", "only items in the DLQ longer than this (e.g. 2h, 7d)"},     \
-  {"newer-than", true, "DURATION", "only items in the DLQ for less than this"},                \
-  {"limit", true, "N", "act on at most N items (the first N selected, in queue order)"}
+  {"newer-than", true, "DURATION", "only items in the DLQ for less than this"}
 
-/* Flags every ops command takes. */
-#define OPS_COMMON_FLAGS                                                                       \
+/* Selection flags of the commands that move items (replay, escalate). */
+#define OPS_SELECT_FLAGS                                                                       \
+  {"all", false, NULL, "select every item (required when no filter is given)"},               \
+  OPS_FILTER_FLAGS,                                                                            \
+  {"limit", true, "N", "act on at most N items (the first N selected, in queue order; items "  \
+   "skipped as complete do not count)"}
+
+/* --wide: the commands that print item tables. */
+#define OPS_WIDE_FLAG {"wide", false, NULL, "print whole columns instead of cutting them to the terminal's width"}
+
+/* --json and --window: every ops command. */
+#define OPS_OUTPUT_FLAGS                                                                       \
   {"json", false, NULL, "print JSON for scripts instead of text"},                             \
-  {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"},    \
   {"window", true, "N", "messages in flight at once, 1 to 65535 (default 5000); items left in place do not count"}
+
+/* Flags of the ops commands that write the audit trail. */
+#define OPS_COMMON_FLAGS                                                                       \
+  OPS_OUTPUT_FLAGS,                                                                            \
+  {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"}
 
 typedef struct {
   dlqb_config cfg;
@@ -42,6 +54,7 @@ typedef struct {
   bool window_set;     /* --window given: not adjusted for --rate */
   bool quiet_progress; /* no progress line even on a terminal */
   bool dry_run;        /* --dry-run (replay, escalate): list, move nothing */
+  bool wide;           /* --wide: item tables are not cut to the terminal */
   double rate;         /* --rate (replay, escalate): moves per second, 0 = unlimited */
 } ops_opts;
 
@@ -82,6 +95,22 @@ void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms);
 /* Header line matching ops_item_print. */
 void ops_item_header(FILE *out);
 
+/* The width item tables fit: 0 (no limit) with --wide; else COLUMNS when
+ * set (a person's choice, and how a recording or a test asks for one);
+ * else the terminal's width when stdout is one (80 if it does not say);
+ * else no limit: a pipe into grep or a file keeps every character, and
+ * scripts read --json. */
+size_t ops_output_width(bool wide);
+
+/* Lays the item table out for `columns` (0: every column, nothing cut),
+ * for ops_item_header and ops_item_print. Cells are sanitised and cut
+ * with an ellipsis. */
+void ops_table_fit(size_t columns);
+
+/* Whether a cell was cut; ops_table_note prints the line saying so. */
+bool ops_table_was_cut(void);
+void ops_table_note(FILE *out, size_t columns);
+
 /* Prints json (and a newline) to stdout and drops the reference. */
 void ops_print_json(json_object *json);
 
@@ -119,6 +148,18 @@ typedef struct {
   const char *(*reason)(void *ctx, const dlqb_item *it);
   void *ctx;
 } ops_move_spec;
+
+/* The dry run's WOULD column: "replay", "escalate", "skip". */
+#define OPS_WOULD_WIDTH 8
+
+/* The summary line of a pass: "replayed 4, skipped as complete 1, left 10
+ * of 15 in dsr.dlq.manual", or for a dry run (verb "replay") "dry run: would
+ * replay 4, would skip as complete 1, would leave 10 of 15": what would
+ * remain, not today's depth. The skip part only with a ledger.
+ * Returns buf. */
+char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledger,
+                       uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
+                       char *buf, size_t len);
 
 /* Passes over the DLQ once, moving the selected items, and prints the
  * items (dry run, or --json) and the summary. Returns the exit code. */

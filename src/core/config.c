@@ -204,6 +204,34 @@ static dlqb_status check_length(const char *value, const setting_rule *r, const 
   return DLQB_OK;
 }
 
+/* Whether the URL's port, when it has one, is 1..65535 in digits: the
+ * broker library would otherwise say only "invalid broker url" at connect
+ * time, long after the setting could have been named. */
+static bool url_port_ok(const char *url) {
+  const char *auth = strstr(url, "://") + 3;
+  size_t len = strcspn(auth, "/?#");
+  const char *host = auth;
+  for (size_t i = 0; i < len; i++)
+    if (auth[i] == '@') host = auth + i + 1;
+  const char *end = auth + len;
+  if (host < end && *host == '[') {
+    const char *close = memchr(host, ']', (size_t)(end - host));
+    if (close == NULL) return false;
+    host = close + 1;
+  }
+  const char *colon = memchr(host, ':', (size_t)(end - host));
+  if (colon == NULL) return true;
+  char port[8];
+  size_t n = (size_t)(end - colon - 1);
+  if (n == 0 || n >= sizeof port) return false;
+  memcpy(port, colon + 1, n);
+  port[n] = '\0';
+  for (size_t i = 0; i < n; i++)
+    if (port[i] < '0' || port[i] > '9') return false;
+  int64_t v;
+  return parse_int(port, 1, 65535, &v);
+}
+
 static dlqb_status set_url(char *field, const char *value, const setting_rule *r,
                            dlqb_error *err) {
   /* Errors quote the redacted form: a rejected URL may still hold a real
@@ -225,6 +253,12 @@ static dlqb_status set_url(char *field, const char *value, const setting_rule *r
                        "'%s' contains a space or control character (percent-encode it)",
                        quote(shown, q));
     }
+  }
+  if (!url_port_ok(value)) {
+    /* The port text is not quoted on its own: with an unencoded '/' in a
+     * password it could be part of the password; the redacted URL is safe. */
+    return dlqb_fail(err, DLQB_EINVAL, "'%s': the port is not a number from 1 to 65535",
+                     quote(shown, q));
   }
   memcpy(field, value, strlen(value) + 1);
   return DLQB_OK;

@@ -62,7 +62,17 @@ bool dlqb_time_usable(int64_t epoch_ms, int64_t now_ms) {
 }
 
 bool dlqb_item_since(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms) {
-  /* Most precise first; each later one is older than the DLQ entry. */
+  /* The later of dlq_at and escalated_at is the entry into the current
+   * queue (dlqb_queue_head_stamp reads a head the same way, so inspect and
+   * stats agree on a compliance_review item). */
+  bool dlq = it->has_dlq_at && dlqb_time_usable(it->dlq_at_ms, now_ms);
+  bool esc = it->has_escalated_at && dlqb_time_usable(it->escalated_at_ms, now_ms);
+  if (dlq || esc) {
+    *epoch_ms = !esc || (dlq && it->dlq_at_ms > it->escalated_at_ms) ? it->dlq_at_ms
+                                                                      : it->escalated_at_ms;
+    return true;
+  }
+  /* Then the most precise first; each later one is older than the DLQ entry. */
   const struct {
     bool has;
     int64_t ms;

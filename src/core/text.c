@@ -98,6 +98,68 @@ const char *dlqb_text_quote(char buf[DLQB_QUOTE_BUF], const char *p, size_t len)
   return buf;
 }
 
+size_t dlqb_text_cell(char *dst, size_t cap, const char *src, size_t len, size_t width, bool pad,
+                      bool *cut) {
+  const unsigned char *s = (const unsigned char *)src;
+  if (cut != NULL) *cut = false;
+  if (dst == NULL || cap == 0) return 0;
+  if (src == NULL) len = 0;
+  /* Characters of src: one per valid sequence or per bad byte. */
+  size_t chars = 0;
+  for (size_t in = 0; in < len; chars++) {
+    uint32_t cp;
+    size_t n = utf8_seq(s + in, len - in, &cp);
+    in += n == 0 ? 1 : n;
+  }
+  bool cutting = width > 0 && chars > width;
+  size_t keep = cutting ? width - 1 : chars, in = 0, out = 0, shown = 0;
+  for (; shown < keep && in < len; shown++) {
+    uint32_t cp = 0;
+    size_t n = utf8_seq(s + in, len - in, &cp);
+    bool bad = n == 0 || is_control(cp);
+    size_t need = bad ? 1 : n;
+    if (out + need > cap - 1) break;
+    if (bad) dst[out] = '?';
+    else memcpy(dst + out, s + in, n);
+    in += n == 0 ? 1 : n;
+    out += need;
+  }
+  if (cutting && out + 3 <= cap - 1) {
+    memcpy(dst + out, "\xe2\x80\xa6", 3); /* U+2026 */
+    out += 3;
+    shown++;
+    if (cut != NULL) *cut = true;
+  }
+  for (; pad && shown < width && out + 1 <= cap - 1; shown++) dst[out++] = ' ';
+  dst[out] = '\0';
+  return out;
+}
+
+size_t dlqb_text_cell_tail(char *dst, size_t cap, const char *src, size_t len, size_t width,
+                           bool pad, bool *cut) {
+  const unsigned char *s = (const unsigned char *)src;
+  if (src == NULL) len = 0;
+  size_t chars = 0;
+  for (size_t in = 0; in < len; chars++) {
+    uint32_t cp;
+    size_t n = utf8_seq(s + in, len - in, &cp);
+    in += n == 0 ? 1 : n;
+  }
+  if (width == 0 || chars <= width || width < 2 || dst == NULL || cap < 4)
+    return dlqb_text_cell(dst, cap, src, len, width, pad, cut);
+  /* Skip the characters that do not fit, then cut nothing. */
+  size_t in = 0;
+  for (size_t skip = chars - (width - 1); skip > 0; skip--) {
+    uint32_t cp;
+    size_t n = utf8_seq(s + in, len - in, &cp);
+    in += n == 0 ? 1 : n;
+  }
+  memcpy(dst, "\xe2\x80\xa6", 3);
+  size_t out = 3 + dlqb_text_cell(dst + 3, cap - 3, src + in, len - in, width - 1, pad, NULL);
+  if (cut != NULL) *cut = true;
+  return out;
+}
+
 const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size_t n) {
   if (n == 0) return hay;
   for (size_t i = 0; n <= len && i <= len - n; i++)

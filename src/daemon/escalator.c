@@ -30,6 +30,7 @@ struct dlqb_escalator {
   char reason[DLQB_LAST_ERROR_MAX + 1];
   char no_time_reason[DLQB_LAST_ERROR_MAX + 1];
   int64_t now_ms;
+  bool connected_once; /* a pass reached the broker: failures since are warnings */
 };
 
 long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms) {
@@ -87,7 +88,12 @@ static void pass(dlqb_escalator *e) {
   dlqb_scan_result r;
   dlqb_error err;
   dlqb_status st = dlqb_scan_run(&e->cfg, &so, &r, &err);
-  if (st != DLQB_OK && st != DLQB_EBROKER) {
+  if (st != DLQB_ECONN || r.depth_at_start > 0 || r.examined > 0) e->connected_once = true;
+  if (st == DLQB_ECONN && !e->connected_once) {
+    /* Starting without a broker: the router says so (or waits for it);
+     * a warning from here first would send the reader the wrong way. */
+    dlqb_log_debug("escalator", "dlq sla pass failed: %s; trying again later", err.msg);
+  } else if (st != DLQB_OK && st != DLQB_EBROKER) {
     dlqb_log_warn("escalator", "dlq sla pass failed: %s; trying again later", err.msg);
   } else if (st == DLQB_EBROKER) {
     dlqb_log_debug("escalator", "dlq sla pass skipped: %s", err.msg);

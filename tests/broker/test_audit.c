@@ -126,6 +126,24 @@ static void expect_verified(fx_case *t, const audit_dir *d, const char *want) {
   printf("audit verify: exit %d\n%s%s", r.exit_code, r.out, r.err);
   FX_CHECK(t, r.exit_code == 0);
   assert_non_null(strstr(r.out, want));
+  /* The same, for a script: one JSON document. */
+  const char *const args[] = {"audit", "verify", "--json", NULL};
+  const char *const env[] = {d->a.env_log, d->a.env_key, NULL};
+  assert_int_equal(th_run_bridge(args, NULL, env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = json_tokener_parse(r.out), *v = NULL;
+  assert_non_null(j);
+  assert_true(json_object_object_get_ex(j, "intact", &v) && json_object_get_boolean(v));
+  assert_true(json_object_object_get_ex(j, "records", &v) && json_object_get_int64(v) > 0);
+  json_object_put(j);
+  /* Not intact (a file that is not the log): exit 1 and the error document. */
+  const char *const bad[] = {"audit", "verify", "--no-seal", "--json", "/etc/hostname", NULL};
+  assert_int_equal(th_run_bridge(bad, NULL, env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 1);
+  j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  assert_true(json_object_object_get_ex(j, "error", &v));
+  json_object_put(j);
 }
 
 static void test_unwritable_log_holds_acks_then_resumes(void **state) {
@@ -256,7 +274,18 @@ static void test_audit_show_one_task(void **state) {
   assert_int_equal(th_run_bridge(replay, t->vhost.url, env, 30000, &r), 0);
   printf("replay: exit %d\n%s%s", r.exit_code, r.out, r.err);
   assert_int_equal(r.exit_code, 0);
+  const char *const resolve[] = {"resolve", "--message-id", "msg-show-2", "--note", "done by hand",
+                                 NULL};
+  assert_int_equal(th_run_bridge(resolve, t->vhost.url, env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
   assert_int_equal(fx_stop_bridges(t), 0);
+
+  /* A removal has no destination: no arrow pointing nowhere (issue 19). */
+  audit_show(&d, "show-2", false, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "resolved         removed from dsr.dlq.manual"));
+  assert_null(strstr(r.out, "-> "  " "));
+  assert_null(strstr(r.out, "->  "));
 
   audit_show(&d, "show-1", false, &r);
   assert_int_equal(r.exit_code, 0);

@@ -102,6 +102,8 @@ static void test_unreachable_broker_run(void **state) {
   th_result r;
   expect_unreachable("run", NULL, &r);
   assert_null(strstr(r.err, "broker_unreachable"));
+  /* Only the router's error: no escalator warning before it (issue 19). */
+  assert_null(strstr(r.err, "escalator"));
 }
 
 /* With it, `run` tries again (a warning a try) until the wait is over,
@@ -159,6 +161,74 @@ static void test_run_declares_and_sigterm_exits_0(void **state) {
   assert_int_equal(th_queue_consumers(t->conn, "dsr.failed"), 0);
 }
 
+/* The one JSON document a --json run prints when it fails. */
+static void expect_json_error(const th_result *r, int code, const char *names) {
+  json_object *j = json_tokener_parse(r->out);
+  assert_non_null(j);
+  assert_int_equal(th_count_lines(r->out), 1);
+  json_object *e = NULL, *v = NULL;
+  assert_true(json_object_object_get_ex(j, "error", &e));
+  assert_non_null(strstr(th_json_str(e, "message"), names));
+  assert_true(json_object_object_get_ex(e, "exit_status", &v));
+  assert_int_equal(json_object_get_int(v), code);
+  json_object_put(j);
+}
+
+/* Configuration errors exit 2 naming what the operator typed, runtime
+ * failures 1; with --json either prints one error document on stdout. */
+static void test_ops_exit_codes_and_json_errors(void **state) {
+  fx_case *t = *state;
+  char unreachable[TH_URL_MAX];
+  snprintf(unreachable, sizeof unreachable, "--url=amqp://guest:guest@127.0.0.1:%d/", free_port());
+  static const char *const nokey[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
+                                      "DLQ_BRIDGE_AUDIT_KEY_FILE=", NULL};
+  static const char *const nofile[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
+                                       "DLQ_BRIDGE_AUDIT_KEY_FILE=/nonexistent/audit.key", NULL};
+  const struct {
+    const char *args[8];
+    const char *const *env;
+    int code;
+    const char *names;
+  } cases[] = {
+      {{"inspect", "--url", "amqp://guest:guest@localhost:abc/", "--json"}, NULL, 2, "the port"},
+      {{"stats", "--password-file", "/nonexistent", "--json"}, NULL, 2, "--password-file"},
+      {{"inspect", "--url", "amqps://localhost/", "--tls-ca-file", "/nonexistent/ca.pem", "--json"},
+       NULL, 2,
+       "--tls-ca-file: cannot read tls ca file '/nonexistent/ca.pem'"},
+      {{"replay", "--all", "--json"}, nokey, 2, "DLQ_BRIDGE_AUDIT_KEY_FILE is empty"},
+      {{"resolve", "--message-id", "m", "--note", "n", "--json"}, nofile, 2,
+       "DLQ_BRIDGE_AUDIT_KEY_FILE: cannot read audit key file '/nonexistent/audit.key'"},
+      {{"insepct", "--json"}, NULL, 2, "did you mean 'inspect'?"},
+      {{"inspect", "--prefetch", "5", "--json"}, NULL, 2, "unknown option '--prefetch'"},
+      {{"inspect", "--actor", "bob", "--json"}, NULL, 2, "unknown option '--actor'"},
+      {{"inspect", unreachable, "--json"}, NULL, 1, "connection refused"},
+      {{"stats", unreachable, "--json"}, NULL, 1, "connection refused"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    th_result r;
+    assert_int_equal(th_run_bridge(cases[i].args, t->vhost.url, cases[i].env, CMD_TIMEOUT_MS, &r),
+                     0);
+    printf("%s: exit %d, stderr: %s", cases[i].args[0], r.exit_code, r.err);
+    assert_int_equal(r.exit_code, cases[i].code);
+    assert_int_equal(error_lines(r.err), 1);
+    assert_non_null(strstr(r.err, cases[i].names));
+    expect_json_error(&r, cases[i].code, cases[i].names);
+  }
+  /* A read-only command needs no audit key, whatever the environment. */
+  static const char *const declare[] = {"declare", NULL};
+  static const char *const inspect[] = {"inspect", "--json", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_run_bridge(inspect, t->vhost.url, nokey, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  /* Without --json a failure prints nothing on stdout. */
+  static const char *const bad[] = {"inspect", "--url", "amqp://localhost:abc/", NULL};
+  assert_int_equal(th_run_bridge(bad, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_string_equal(r.out, "");
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -168,6 +238,7 @@ int main(void) {
       FX_TEST(test_unreachable_broker_run_after_startup_wait),
       FX_TEST(test_run_waits_for_a_late_broker),
       FX_TEST(test_run_declares_and_sigterm_exits_0),
+      FX_TEST(test_ops_exit_codes_and_json_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

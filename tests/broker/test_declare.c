@@ -172,6 +172,7 @@ static void test_declare_conflict_is_reported_and_nothing_changes(void **state) 
   assert_int_equal(th_count_lines(r.err), 1);
   assert_non_null(strstr(r.err, "dsr.work"));
   assert_non_null(strstr(r.err, "x-delivery-limit"));
+  assert_non_null(strstr(r.err, "\"Changing the topology\" in docs/rabbitmq-versions.md"));
 
   /* Not deleted, not purged, not redeclared. */
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 1);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,7 +235,13 @@ static void test_replay_usage_and_dry_run(void **state) {
   static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
   run(t, dry, NULL, &r);
   assert_int_equal(r.exit_code, 0);
-  assert_non_null(strstr(r.out, "would have replayed 4"));
+  assert_non_null(strstr(r.out, "dry run: would replay 4, would skip as complete 0, would leave 0 "
+                                "of 4\n"));
+  assert_non_null(strstr(r.out, "\nreplay "));   /* the WOULD column, future tense */
+  assert_null(strstr(r.out, "replayed"));
+  static const char *const dry_limit[] = {"replay", "--all", "--limit", "3", "--dry-run", NULL};
+  run(t, dry_limit, NULL, &r);
+  assert_non_null(strstr(r.out, "would replay 3, would skip as complete 0, would leave 1 of 4"));
   id_t_ ids[16];
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
   int n = drain(t, "dsr.dlq.manual", ids, 16);
@@ -266,16 +273,64 @@ static void test_replay_skips_completed(void **state) {
     if (i % 3 == 0) pub_completed(t, id, "crm");
   }
   pub_completed(t, "c1", "another-system"); /* same request, other system: not done */
-  static const char *const args[] = {"replay", "--all", NULL};
   th_result r;
+  /* A dry run writes nothing (not even the ledger's end marker), so a user
+   * who may only read runs it (issue 19). */
+  const th_env *e = th_env_get();
+  char user[TH_NAME_MAX + 8], path[TH_PATH_MAX], env_url[TH_URL_MAX + 96];
+  assert_true(th_fmt(user, sizeof user, "%s-ro", t->vhost.name));
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  int st = th_mgmt("PUT", path, "{\"password\":\"ro-pw\",\"tags\":\"\"}", NULL);
+  assert_true(st == 201 || st == 204);
+  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, user));
+  st = th_mgmt("PUT", path, "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}", NULL);
+  assert_true(st == 201 || st == 204);
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://%s:ro-pw@127.0.0.1:%d/%s", user,
+                     e->amqp_port, t->vhost.name));
+  const char *const ro_env[] = {env_url, writers_env[0], NULL};
+  static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
+  assert_int_equal(th_run_bridge(dry, NULL, ro_env, CMD_TIMEOUT_MS, &r), 0);
+  printf("read-only dry run: exit %d: %s%s", r.exit_code, r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "dry run: would replay 6, would skip as complete 4, would leave 0 "
+                                "of 10\n"));
+  /* The same user cannot replay for real: that appends the marker. */
+  static const char *const real[] = {"replay", "--all", NULL};
+  assert_int_equal(th_run_bridge(real, NULL, ro_env, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 10);
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  th_mgmt("DELETE", path, NULL, NULL);
+
+  static const char *const args[] = {"replay", "--all", NULL};
   run(t, args, writers_env, &r);
   assert_int_equal(r.exit_code, 0);
   printf("replay: %s", r.out);
-  assert_non_null(strstr(r.out, "replayed 6, skipped as complete 4, left 0"));
+  assert_non_null(strstr(r.out, "replayed 6, skipped as complete 4, left 0 of 10"));
   id_t_ ids[16];
   int n = drain(t, "dsr.work", ids, 16);
   expect_ids(ids, n, (const char *[]){"c1", "c2", "c4", "c5", "c7", "c8", NULL});
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+
+  /* --limit counts what is replayed, not what is skipped as complete:
+   * c0 and c3 are complete, so --limit 2 replays c1 and c2. */
+  for (int i = 0; i < 5; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "c%d", i);
+    pub_simple(t, id);
+  }
+  static const char *const dry2[] = {"replay", "--all", "--limit", "2", "--dry-run", NULL};
+  run(t, dry2, NULL, &r);
+  printf("replay --limit 2 --dry-run: %s", r.out);
+  assert_non_null(strstr(r.out, "dry run: would replay 2, would skip as complete 1, would leave 2 "
+                                "of 5\n"));
+  static const char *const lim2[] = {"replay", "--all", "--limit", "2", NULL};
+  run(t, lim2, NULL, &r);
+  assert_non_null(strstr(r.out, "replayed 2, skipped as complete 1, left 2 of 5"));
+  n = drain(t, "dsr.work", ids, 16);
+  expect_ids(ids, n, (const char *[]){"c1", "c2", NULL});
+  n = drain(t, "dsr.dlq.manual", ids, 16);
+  expect_ids(ids, n, (const char *[]){"c3", "c4", NULL});
 
   /* Idempotent: replaying again (the tasks are back in the DLQ) skips the
    * completed ones again and never re-runs them. */
@@ -524,6 +579,81 @@ static void test_replay_sigkill_loses_nothing(void **state) {
   for (int i = 1; i < nd; i++) assert_true(atoi(dlq[i - 1].id + 1) < atoi(dlq[i].id + 1));
 }
 
+/* Cuts the proxy once the replay has visibly moved items. */
+typedef struct {
+  fx_case *t;
+  th_proxy *px;
+  long after;
+  bool cut;
+} cutter;
+
+static void *cut_when_moving(void *arg) {
+  cutter *c = arg;
+  c->cut = th_wait_depth(c->t->conn, "dsr.work", c->after, 30000);
+  th_proxy_cut(c->px);
+  return NULL;
+}
+
+/* The broker lost mid-replay (issue 19): the summary says how many moved,
+ * the error that the connection went, that nothing is lost, to run it
+ * again, and that some items may be in both queues; --json still prints
+ * one summary document. Nothing is lost. */
+static void test_replay_broker_lost(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  enum { N = 400 };
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "k%d", i);
+    pub_simple(t, id);
+  }
+  th_proxy px = {0};
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url[TH_URL_MAX + 32];
+  assert_true(th_proxy_url_env(&px, &t->vhost, url, sizeof url));
+  const char *const env[] = {url, NULL};
+  static const char *const text[] = {"replay", "--all", "--rate", "100", NULL};
+  static const char *const json[] = {"replay", "--all", "--rate", "100", "--json", NULL};
+  for (int round = 0; round < 2; round++) {
+    cutter c = {.t = t, .px = &px, .after = th_queue_depth(t->conn, "dsr.work") + 60};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cut_when_moving, &c), 0);
+    th_result r;
+    assert_int_equal(th_run_bridge(round == 0 ? text : json, NULL, env, 60000, &r), 0);
+    pthread_join(th, NULL);
+    printf("lost broker: exit %d\nstdout: %sstderr: %s", r.exit_code, r.out, r.err);
+    assert_true(c.cut);
+    assert_int_equal(r.exit_code, 1);
+    assert_non_null(strstr(r.err, "the connection to the broker was lost"));
+    assert_non_null(strstr(r.err, "nothing is lost"));
+    assert_non_null(strstr(r.err, "run it again"));
+    assert_non_null(strstr(r.err, "may now be in both dsr.dlq.manual and dsr.work"));
+    if (round == 0) {
+      assert_non_null(strstr(r.out, "replayed "));
+      assert_non_null(strstr(r.out, " of 400 in dsr.dlq.manual"));
+    } else {
+      json_object *j = json_tokener_parse(r.out), *v = NULL;
+      assert_non_null(j);
+      assert_true(json_object_object_get_ex(j, "complete", &v));
+      assert_false(json_object_get_boolean(v));
+      assert_true(json_object_object_get_ex(j, "replayed", &v));
+      assert_true(json_object_object_get_ex(j, "examined", &v));
+      assert_true(json_object_get_int64(v) >= 60);
+      assert_non_null(strstr(th_json_str(j, "stopped_early"), "nothing is lost"));
+      json_object_put(j);
+    }
+    assert_int_equal(th_proxy_start(&px), 0);
+  }
+  th_proxy_cut(&px);
+  static id_t_ work[MAX_IDS], dlq[MAX_IDS];
+  int nw = drain(t, "dsr.work", work, MAX_IDS);
+  int nd = drain(t, "dsr.dlq.manual", dlq, MAX_IDS);
+  int seen[N] = {0};
+  for (int i = 0; i < nw; i++) seen[atoi(work[i].id + 1)]++;
+  for (int i = 0; i < nd; i++) seen[atoi(dlq[i].id + 1)]++;
+  for (int i = 0; i < N; i++) assert_true(seen[i] > 0);
+}
+
 static void test_replay_rate(void **state) {
   fx_case *t = *state;
   declare(t);
@@ -620,6 +750,21 @@ static void test_escalate(void **state) {
   assert_int_equal(r.exit_code, 2);
 }
 
+/* The longest line of text, in characters (UTF-8 continuation bytes do not
+ * count). */
+static size_t max_line_chars(const char *text) {
+  size_t best = 0, n = 0;
+  for (const char *p = text; *p != '\0'; p++) {
+    if (*p == '\n') {
+      n = 0;
+      continue;
+    }
+    if (((unsigned char)*p & 0xC0u) != 0x80u) n++;
+    if (n > best) best = n;
+  }
+  return best;
+}
+
 static void test_inspect_leaves_dlq_exactly(void **state) {
   fx_case *t = *state;
   declare(t);
@@ -637,10 +782,17 @@ static void test_inspect_leaves_dlq_exactly(void **state) {
   assert_null(strstr(r.out, "subject")); /* payload hidden */
   static const char *const filt[] = {"inspect", "--source-system", "billing", "--json", NULL};
   run(t, filt, NULL, &r);
-  json_object *j = json_tokener_parse(r.out);
+  json_object *j = json_tokener_parse(r.out), *items = NULL, *v = NULL;
   assert_non_null(j);
-  assert_int_equal(json_object_array_length(j), 2);
-  assert_string_equal(th_json_str(json_object_array_get_idx(j, 0), "request_id"), "b1");
+  assert_true(json_object_object_get_ex(j, "items", &items));
+  assert_int_equal(json_object_array_length(items), 2);
+  assert_string_equal(th_json_str(json_object_array_get_idx(items, 0), "request_id"), "b1");
+  assert_true(json_object_object_get_ex(j, "examined", &v));
+  assert_int_equal(json_object_get_int64(v), 44);
+  assert_true(json_object_object_get_ex(j, "total", &v));
+  assert_int_equal(json_object_get_int64(v), 44);
+  assert_true(json_object_object_get_ex(j, "listed", &v));
+  assert_int_equal(json_object_get_int64(v), 2);
   json_object_put(j);
   static const char *const pay[] = {"inspect", "--request-id", "a2", "--show-payload", NULL};
   run(t, pay, NULL, &r);
@@ -663,6 +815,46 @@ static void test_inspect_leaves_dlq_exactly(void **state) {
     snprintf(id, sizeof id, "i%d", i);
     assert_string_equal(ids[4 + i].id, id);
   }
+}
+
+/* On an 80-column terminal (COLUMNS here) no line is longer than 80
+ * characters, the cut is marked and said, hostile text is sanitised; --wide
+ * shows every column whole. */
+static void test_inspect_fits_80_columns(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fill_fixed(t);
+  pub_dlq(t, "req-with-a-rather-long-identifier", "an-upstream-system-name", "gdpr_art_17",
+          "worker error: \x1b[2J the upstream service answered 503 Service Unavailable after "
+          "30 seconds, three times in a row", th_now_ms() - 90000);
+  th_result r;
+  static const char *const all[] = {"inspect", NULL};
+  static const char *const cols80[] = {"COLUMNS=80", NULL};
+  run(t, all, cols80, &r);
+  printf("%s", r.out);
+  assert_int_equal(r.exit_code, 0);
+  assert_true(max_line_chars(r.out) <= 80);
+  assert_non_null(strstr(r.out, "AGE    MESSAGE_ID   REQUEST_ID   SOURCE     LAST_ERROR"));
+  /* REQUEST_ID, cut: an id keeps its tail, where ids differ. */
+  assert_non_null(strstr(r.out, " \xe2\x80\xa6-identifier "));
+  assert_non_null(strstr(r.out, "worker error: ?[2J the"));
+  assert_null(strstr(r.out, "\x1b"));
+  assert_non_null(strstr(r.out, "--wide or --json"));
+  /* 120 columns: room for DLQ_REASON too. */
+  static const char *const cols120[] = {"COLUMNS=120", NULL};
+  run(t, all, cols120, &r);
+  assert_true(max_line_chars(r.out) <= 120);
+  assert_non_null(strstr(r.out, "DLQ_REASON"));
+  static const char *const wide[] = {"inspect", "--wide", NULL};
+  run(t, wide, cols80, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_true(max_line_chars(r.out) > 120);
+  assert_null(strstr(r.out, "\xe2\x80\xa6"));
+  assert_non_null(strstr(r.out, "three times in a row"));
+  assert_null(strstr(r.out, "\x1b"));
+  /* Not a terminal and no COLUMNS: nothing is cut (a pipe into grep). */
+  run(t, all, NULL, &r);
+  assert_non_null(strstr(r.out, "three times in a row"));
 }
 
 static void test_resolve(void **state) {
@@ -727,6 +919,9 @@ static void test_stats(void **state) {
   run(t, text, NULL, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "max_attempts"));
+  /* An empty classic queue has no oldest message: "-", not "0s". */
+  assert_non_null(strstr(r.out, "\ncompliance_review               0  -\n"));
+  assert_null(strstr(r.out, " 0s\n"));
 }
 
 static void test_unreachable_broker(void **state) {
@@ -867,7 +1062,8 @@ int main(void) {
       FX_TEST(test_replay_count_saturates),
       FX_TEST(test_rate_below_one_refused),
       FX_TEST(test_escalate),
-      FX_TEST(test_inspect_leaves_dlq_exactly),
+      FX_TEST(test_inspect_leaves_dlq_exactly), FX_TEST(test_inspect_fits_80_columns),
+      FX_TEST(test_replay_broker_lost),
       FX_TEST(test_resolve),
       FX_TEST(test_stats),
       FX_TEST(test_unreachable_broker),

@@ -343,6 +343,15 @@ static void test_url(void **state) {
   set_bad("url", "AMQP://localhost", "does not start with amqp://");
   set_bad("url", " amqp://localhost", "does not start with amqp://");
   set_bad("url", "amqp://local host", "contains a space or control character");
+  /* The port is checked where the setting can be named (exit 2), not at
+   * connect time as an "invalid broker url". */
+  set_bad("url", "amqp://guest:guest@localhost:abc/", "'amqp://guest:***@localhost:abc/': the port is not a number from 1 to 65535");
+  set_bad("url", "amqp://localhost:0/", "the port is not a number");
+  set_bad("url", "amqp://localhost:65536", "the port is not a number");
+  set_bad("url", "amqp://localhost:/", "the port is not a number");
+  set_bad("url", "amqp://[::1:5672/", "the port is not a number");
+  set_ok(&c, "url", "amqp://u:p@[::1]:5672/vh");
+  set_ok(&c, "url", "amqp://u:p@h:65535");
   set_bad("url", "amqp://localhost\r", "'amqp://localhost?' contains a space or control");
 
   char *edge = repeat("amqp://", 'h', 1023 - 7);
