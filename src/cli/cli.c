@@ -231,7 +231,8 @@ static const char *env_for_command(const char *name) {
 /* Checks what dlqb_config_validate cannot name as the operator typed it. */
 static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, dlqb_error *err) {
   char a[DLQB_CONFIG_STR_MAX + 80], b[DLQB_CONFIG_STR_MAX + 80];
-  if (cli_uses(spec, "audit_log") && cfg->audit_log[0] != '\0' && cfg->audit_key_file[0] == '\0') {
+  if (cli_uses(spec, "audit_key_file") && cfg->audit_log[0] != '\0' &&
+      cfg->audit_key_file[0] == '\0') {
     cli_setting_source("audit_key_file", a, sizeof a);
     cli_setting_source("audit_log", b, sizeof b);
     if (strcmp(a, "the default") == 0)

@@ -43,7 +43,10 @@ typedef struct {
 /* Groups of settings keys for cli_spec.uses. */
 #define CLI_USES_BROKER "url", "password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"
 #define CLI_USES_LOG "log_format", "log_level", "instance"
-#define CLI_USES_AUDIT "audit_log", "audit_key_file", "audit_rotate_bytes"
+/* Writers sign with their key (and check other writers' seal lines with the
+ * public keys); readers (audit verify, show, reconcile) need no secret. */
+#define CLI_USES_AUDIT "audit_log", "audit_key_file", "audit_rotate_bytes", "audit_public_keys"
+#define CLI_USES_AUDIT_READ "audit_log", "audit_public_keys"
 #define CLI_USES_TOPOLOGY "poison_threshold", "retry_delays"
 
 /* Whether spec reads the setting with this JSON key. */

@@ -34,7 +34,7 @@ static const cli_spec verify_spec = {
         "{\"error\": {\"message\": ..., \"exit_status\": N}}.",
     .flags = verify_flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_AUDIT, CLI_USES_LOG, NULL},
+    .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
 };
 
 static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {

@@ -42,7 +42,7 @@ static const cli_spec reconcile_spec = {
         "a queue not read whole; 2 usage or configuration error.",
     .flags = reconcile_flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_AUDIT, CLI_USES_LOG, NULL},
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
 };
 
 typedef struct {

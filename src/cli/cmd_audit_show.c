@@ -30,7 +30,7 @@ static const cli_spec show_spec = {
         "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
     .flags = show_flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_AUDIT, CLI_USES_LOG, NULL},
+    .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
 };
 
 /* The matching records, parsed, in log order. */

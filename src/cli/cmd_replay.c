@@ -48,7 +48,8 @@ const cli_spec cmd_replay_spec = {
         "compliance_review instead of the DLQ.",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache", NULL},
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
+                                  "completion_writers", NULL},
 };
 
 typedef struct {
