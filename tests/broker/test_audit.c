@@ -128,7 +128,7 @@ static void expect_verified(fx_case *t, const audit_dir *d, const char *want) {
   assert_non_null(strstr(r.out, want));
   /* The same, for a script: one JSON document. */
   const char *const args[] = {"audit", "verify", "--json", NULL};
-  const char *const env[] = {d->a.env_log, d->a.env_key, NULL};
+  const char *const env[] = {d->a.env_log, d->a.env_pub, NULL};
   assert_int_equal(th_run_bridge(args, NULL, env, 30000, &r), 0);
   assert_int_equal(r.exit_code, 0);
   json_object *j = json_tokener_parse(r.out), *v = NULL;
