@@ -320,12 +320,12 @@ static void test_replay_skips_completed(void **state) {
     pub_simple(t, id);
   }
   static const char *const dry2[] = {"replay", "--all", "--limit", "2", "--dry-run", NULL};
-  run(t, dry2, NULL, &r);
+  run(t, dry2, writers_env, &r);
   printf("replay --limit 2 --dry-run: %s", r.out);
   assert_non_null(strstr(r.out, "dry run: would replay 2, would skip as complete 1, would leave 2 "
                                 "of 5\n"));
   static const char *const lim2[] = {"replay", "--all", "--limit", "2", NULL};
-  run(t, lim2, NULL, &r);
+  run(t, lim2, writers_env, &r);
   assert_non_null(strstr(r.out, "replayed 2, skipped as complete 1, left 2 of 5"));
   n = drain(t, "dsr.work", ids, 16);
   expect_ids(ids, n, (const char *[]){"c1", "c2", NULL});

@@ -260,7 +260,7 @@ static void test_each_decision_and_the_story(void **state) {
   }
   static const char *const show2[] = {"audit", "show", "--request-id", "d2", NULL};
   run(t, &tr, show2, &r);
-  assert_non_null(strstr(r.out, "decided_resolve  compliance_review -> "));
+  assert_non_null(strstr(r.out, "decided_resolve  removed from compliance_review"));
   assert_non_null(strstr(r.out, "reason \"erased by hand, ticket 4711\""));
   assert_int_equal(fx_audit_verify(&tr.a, &r), 0);
   assert_int_equal(r.exit_code, 0);
