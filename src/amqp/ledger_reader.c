@@ -252,6 +252,35 @@ static bool take_cache(const char *path, const char *writers, dlqb_ledger *l,
   return found;
 }
 
+/* Reads the stream into l on *link, from the cache at cache_path when it
+ * holds a usable set (NULL or "": no cache). A cache that turns out not to
+ * be this stream's (deleted and declared again, cut by retention, another
+ * broker's) says nothing about it: the stream is then read whole, on a
+ * fresh connection (*link is replaced). */
+static dlqb_status read_from_cache(const dlqb_config *cfg, dlqb_link **link, const char *stream,
+                                   const char *cache_path, read_span *span, dlqb_ledger *l,
+                                   long wait_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
+  dlqb_ledger_mark from;
+  bool cached = cache_path != NULL && cache_path[0] != '\0';
+  if (cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats)) span->from = &from;
+  dlqb_status st = read_stream(*link, stream, span, l, wait_ms, stats, err);
+  if (st == DLQB_OK && span->stale) {
+    dlqb_log_warn("ledger_cache", "the ledger cache '%s' does not match the stream '%s' "
+                  "(declared again, cut by retention, or another broker's); reading the whole "
+                  "completion ledger", cache_path, stream);
+    dlqb_ledger_clear(l);
+    stats->cache = DLQB_LEDGER_CACHE_REBUILT;
+    stats->cached = stats->entries = stats->ignored = stats->unverified = 0;
+    dlqb_link_close(*link);
+    *link = NULL;
+    span->from = NULL;
+    st = dlqb_link_open(cfg, "dlq-bridge ledger reader", link, err);
+    if (st == DLQB_OK) st = read_stream(*link, stream, span, l, wait_ms, stats, err);
+  }
+  span->from = NULL; /* from lives in this frame */
+  return st;
+}
+
 dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const char *cache_path,
                              dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
                              dlqb_error *err) {
@@ -264,27 +293,11 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
   make_marker(marker, sizeof marker);
   st = dlqb_link_queue_depth(link, stream, NULL, NULL, err);
   if (st == DLQB_OK) st = append_marker(link, stream, marker, idle_ms, err);
-  dlqb_ledger_mark from;
+  /* Our marker is in the stream already, so a whole re-read on a fresh
+   * connection ends at the same place. */
   read_span span = {.cfg = cfg, .marker = marker};
-  if (st == DLQB_OK && cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats))
-    span.from = &from;
-  if (st == DLQB_OK) st = read_stream(link, stream, &span, l, idle_ms, stats, err);
-  if (st == DLQB_OK && span.stale) {
-    /* Deleted and declared again, cut by retention, another broker's: the
-     * cache says nothing about this stream. Our marker is in it already,
-     * so a whole read on a fresh connection ends at the same place. */
-    dlqb_log_warn("ledger_cache", "the ledger cache '%s' does not match the stream '%s' "
-                  "(declared again, cut by retention, or another broker's); reading the whole "
-                  "completion ledger", cache_path, stream);
-    dlqb_ledger_clear(l);
-    stats->cache = DLQB_LEDGER_CACHE_REBUILT;
-    stats->cached = stats->entries = stats->ignored = stats->unverified = 0;
-    dlqb_link_close(link);
-    link = NULL;
-    span.from = NULL;
-    st = dlqb_link_open(cfg, "dlq-bridge ledger reader", &link, err);
-    if (st == DLQB_OK) st = read_stream(link, stream, &span, l, idle_ms, stats, err);
-  }
+  if (st == DLQB_OK)
+    st = read_from_cache(cfg, &link, stream, cache_path, &span, l, idle_ms, stats, err);
   if (link != NULL) end_link(link, st);
   if (st == DLQB_OK && cached && span.end_offset >= 0) {
     dlqb_ledger_mark to = {.offset = span.end_offset, .unverified = stats->unverified};
@@ -308,23 +321,9 @@ dlqb_status dlqb_ledger_peek(const dlqb_config *cfg, const char *stream, const c
   dlqb_status st = dlqb_link_open(cfg, "dlq-bridge ledger reader", &link, err);
   if (st != DLQB_OK) return st;
   st = dlqb_link_queue_depth(link, stream, NULL, NULL, err);
-  dlqb_ledger_mark from;
   read_span span = {.cfg = cfg, .until_quiet = true};
-  bool cached = cache_path != NULL && cache_path[0] != '\0';
-  if (st == DLQB_OK && cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats))
-    span.from = &from;
-  if (st == DLQB_OK) st = read_stream(link, stream, &span, l, quiet_ms, stats, err);
-  if (st == DLQB_OK && span.stale) {
-    /* As in dlqb_ledger_load: the cache is not this stream's; read it whole. */
-    dlqb_ledger_clear(l);
-    stats->cache = DLQB_LEDGER_CACHE_REBUILT;
-    stats->cached = stats->entries = stats->ignored = stats->unverified = 0;
-    dlqb_link_close(link);
-    link = NULL;
-    span.from = NULL;
-    st = dlqb_link_open(cfg, "dlq-bridge ledger reader", &link, err);
-    if (st == DLQB_OK) st = read_stream(link, stream, &span, l, quiet_ms, stats, err);
-  }
+  if (st == DLQB_OK)
+    st = read_from_cache(cfg, &link, stream, cache_path, &span, l, quiet_ms, stats, err);
   if (link != NULL) end_link(link, st);
   return st;
 }
