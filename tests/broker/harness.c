@@ -932,6 +932,19 @@ static bool th__count_reached(void *arg) {
   return have >= w->n;
 }
 
+int th_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
 bool th_wait_depth(th_conn *c, const char *queue, long n, int timeout_ms) {
   th__count_wait w = {c, queue, n, false};
   return th_wait_until(th__count_reached, &w, timeout_ms);

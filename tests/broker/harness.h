@@ -214,6 +214,10 @@ int th_get(th_conn *c, const char *queue, th_msg *out);
 /* Ready messages in queue (passive queue.declare); -1 when it does not exist. */
 long th_queue_depth(th_conn *c, const char *queue);
 
+/* A TCP port on 127.0.0.1 that nothing listened on a moment ago (bound to
+ * port 0 and released), for a bridge's metrics or an unreachable URL. */
+int th_free_port(void);
+
 /* Consumers of queue (passive queue.declare); -1 when it does not exist. */
 long th_queue_consumers(th_conn *c, const char *queue);
 

@@ -462,18 +462,6 @@ static void test_audit_reconcile_held_is_not_missing(void **state) {
 
 /* ---- /healthz and /metrics of a bridge (curl) ---- */
 
-/* A loopback port nobody listens on right now. */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  socklen_t len = sizeof sa;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
 
 /* GETs http://127.0.0.1:port<path>: the HTTP status (-1 when nothing
  * answers), the body into body[0..len). */
@@ -552,7 +540,7 @@ static void test_escalator_full_disk_no_duplicates(void **state) {
   fx_case *t = *state;
   audit_dir d;
   audit_dir_init(&d);
-  int port = free_port();
+  int port = th_free_port();
   char addr[64];
   snprintf(addr, sizeof addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port);
   const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_DLQ_SLA=3s", addr, NULL};
@@ -703,7 +691,7 @@ static void test_stopped_lock_holder_shows_in_health(void **state) {
   fx_case *t = *state;
   audit_dir d;
   audit_dir_init(&d);
-  int port = free_port();
+  int port = th_free_port();
   char addr[64];
   snprintf(addr, sizeof addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port);
   const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1", addr, NULL};

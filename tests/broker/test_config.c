@@ -16,17 +16,6 @@
 #define CMD_TIMEOUT_MS 30000
 #define SECRET "s3cr3t-pw-do-not-print"
 
-/* A TCP port on 127.0.0.1 that nothing listens on (it was free a moment ago). */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t len = sizeof a;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 static void expect_config_error(const th_result *r, const char *names) {
   printf("stderr: %s", r->err);
@@ -75,7 +64,7 @@ static int error_lines(const char *text) {
 /* Nothing listens: one line, non-zero, and the password never shows. */
 static void expect_unreachable(const char *command, const char *wait, th_result *r) {
   char url[TH_URL_MAX];
-  snprintf(url, sizeof url, "amqp://guest:" SECRET "@127.0.0.1:%d/%%2f", free_port());
+  snprintf(url, sizeof url, "amqp://guest:" SECRET "@127.0.0.1:%d/%%2f", th_free_port());
   const char *const args[] = {command, NULL};
   const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", wait, NULL};
   assert_int_equal(th_run_bridge(args, url, env, CMD_TIMEOUT_MS, r), 0);
@@ -179,7 +168,7 @@ static void expect_json_error(const th_result *r, int code, const char *names) {
 static void test_ops_exit_codes_and_json_errors(void **state) {
   fx_case *t = *state;
   char unreachable[TH_URL_MAX];
-  snprintf(unreachable, sizeof unreachable, "--url=amqp://guest:guest@127.0.0.1:%d/", free_port());
+  snprintf(unreachable, sizeof unreachable, "--url=amqp://guest:guest@127.0.0.1:%d/", th_free_port());
   static const char *const nokey[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
                                       "DLQ_BRIDGE_AUDIT_KEY_FILE=", NULL};
   static const char *const nofile[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",

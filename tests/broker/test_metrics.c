@@ -24,18 +24,6 @@
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* A loopback port nobody listens on right now. */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  socklen_t len = sizeof sa;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
 
 /* GETs http://127.0.0.1:port<path> through curl. Returns the HTTP status
  * (-1 when nothing answers) and the body in *body (malloc'd) if non-NULL. */
@@ -120,7 +108,7 @@ static bool health_is(void *arg) {
 /* Starts a bridge serving metrics on a fresh port; extra is
  * NULL-terminated (may be NULL). Returns the port. */
 static int start_with_metrics(fx_case *t, const char *const *extra) {
-  int port = free_port();
+  int port = th_free_port();
   char addr[64];
   snprintf(addr, sizeof addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port);
   const char *env[16];
