@@ -11,6 +11,7 @@
 
 #include <json-c/json.h>
 
+#include "dlqb/config_file.h"
 #include "dlqb/log.h"
 
 static dlqb_stop_flag stop_requested;
@@ -20,7 +21,8 @@ static dlqb_stop_flag stop_requested;
 static bool json_errors, json_printed;
 static char last_error[DLQB_ERROR_MAX + 128];
 static const cli_spec *loading;
-static const char *config_path;
+static const char *config_path; /* the file applied, NULL when none */
+static uint64_t file_keys;       /* bit i: setting i came from it */
 static const char *flag_keys[64];
 static size_t nflag_keys;
 
@@ -213,8 +215,9 @@ const char *cli_setting_source(const char *key, char *buf, size_t len) {
       return buf;
     }
   }
+  long i = dlqb_config_key_index(key);
   if (getenv(s->env) != NULL) snprintf(buf, len, "%s", s->env);
-  else if (config_path != NULL && config_path[0] != '\0')
+  else if (config_path != NULL && i >= 0 && (file_keys & (UINT64_C(1) << i)) != 0)
     snprintf(buf, len, "key '%s' in config file '%s'", key, config_path);
   else snprintf(buf, len, "the default");
   return buf;
@@ -309,7 +312,7 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
   dlqb_config_defaults(cfg);
 
   /* Pass 1: --help and --config, which decide what else happens. */
-  const char *config_file = getenv("DLQ_BRIDGE_CONFIG");
+  const char *config_flag = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       *help = true;
@@ -324,14 +327,20 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
         cli_error("--config needs a file");
         return EXIT_USAGE;
       }
-      config_file = v;
+      config_flag = v;
     }
   }
-  config_path = config_file;
+  config_path = NULL;
+  file_keys = 0;
   if (spec->settings) {
-    if (config_file != NULL && config_file[0] != '\0' &&
-        dlqb_config_apply_file(cfg, config_file, &err) != DLQB_OK)
+    /* The daemon and every ops command read the same file, so an operator's
+     * shell finds the audit trail where the daemon has it. */
+    bool required = false, loaded = false;
+    const char *file = dlqb_config_file_choice(config_flag, getenv("DLQ_BRIDGE_CONFIG"), &required);
+    if (file != NULL &&
+        dlqb_config_load_file(cfg, file, required, &file_keys, &loaded, &err) != DLQB_OK)
       goto bad;
+    if (loaded) config_path = file;
     /* A config file shared with the daemon: what this command does not read
      * goes back to its default. */
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++)

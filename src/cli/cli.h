@@ -58,7 +58,9 @@ bool cli_uses(const cli_spec *spec, const char *key);
 const char *cli_setting_source(const char *key, char *buf, size_t len);
 
 /* Loads the configuration for a command: defaults, then the JSON file from
- * --config (or DLQ_BRIDGE_CONFIG), then the environment, then flags, and
+ * --config, else DLQ_BRIDGE_CONFIG, else DLQB_CONFIG_DEFAULT_PATH when it
+ * exists (an empty --config or DLQ_BRIDGE_CONFIG: no file), then the
+ * environment, then flags, and
  * validates it. Command flags go to on_flag. Sets *help when --help was
  * given (then nothing else is validated). Returns EXIT_OK, or EXIT_USAGE
  * after printing one line to stderr. */
