@@ -202,6 +202,8 @@ bool cli_uses(const cli_spec *spec, const char *key) {
   return false;
 }
 
+const char *cli_config_file(void) { return config_path; }
+
 const char *cli_setting_source(const char *key, char *buf, size_t len) {
   const dlqb_config_setting *s = dlqb_config_settings();
   while (s->key && strcmp(s->key, key) != 0) s++;
