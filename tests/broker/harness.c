@@ -1310,6 +1310,13 @@ int th_count_lines(const char *s) {
   return n;
 }
 
+int th_error_lines(const char *s) {
+  int n = 0;
+  for (const char *p = s; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    n += strncmp(p, "dlq-bridge: ", 12) == 0;
+  return n;
+}
+
 /* ---- the node --------------------------------------------------------- */
 
 int th_node_restart(void) {

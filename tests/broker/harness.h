@@ -320,6 +320,10 @@ bool th_fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(pri
 /* Number of lines in s (a last line without '\n' counts). */
 int th_count_lines(const char *s);
 
+/* Number of lines in s that are dlq-bridge's error lines ("dlq-bridge: ..."),
+ * not log lines (e.g. the warning of a command run with --no-audit). */
+int th_error_lines(const char *s);
+
 /* ---- a TCP proxy between clients and the node ------------------------ */
 
 typedef struct {
