@@ -153,7 +153,9 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
   if (spec->settings) {
     fprintf(out, "\nsettings (flag, environment variable, default; flags beat the environment,\n"
                  "which beats the --config file; 'dlq-bridge help settings' lists them all):\n");
-    help_row(out, "--config FILE", "JSON config file (also DLQ_BRIDGE_CONFIG)");
+    help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
+             "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
+             "empty = none)");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
@@ -179,8 +181,8 @@ static void md_cell(FILE *out, const char *s) {
 void cli_print_settings_markdown(FILE *out) {
   fprintf(out, "| config key | environment variable | flag | default | meaning |\n"
                "| --- | --- | --- | --- | --- |\n"
-               "| | `DLQ_BRIDGE_CONFIG` | `--config FILE` | | JSON config file with any of the "
-               "keys below |\n");
+               "| | `DLQ_BRIDGE_CONFIG` | `--config FILE` | `" DLQB_CONFIG_DEFAULT_PATH "` (when "
+               "it exists) | JSON config file with any of the keys below; empty = none |\n");
   for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
     fprintf(out, "| `%s` | `%s` | `--%s` | ", s->key, s->env, s->flag);
     if (s->dflt[0] != '\0') {
