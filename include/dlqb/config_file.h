@@ -17,7 +17,8 @@
  * "config file 'PATH': " and leave c unchanged:
  *  - it cannot be opened or read, unless !required and it does not exist
  *    (then nothing is applied, *loaded false, DLQB_OK);
- *  - it is not a regular file, or larger than DLQB_CONFIG_FILE_MAX;
+ *  - it is not a regular file, is writable by any user, or is larger than
+ *    DLQB_CONFIG_FILE_MAX;
  *  - its text is refused by dlqb_config_apply_json_keys (invalid json,
  *    unknown key with the closest one suggested, wrong type or value);
  *  - it holds a secret (a url with a password) and its group or others may

@@ -106,6 +106,9 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
     }
     dlqb_log_warn("no_audit", "%s by actor '%s' with --no-audit: no audit trail configured, "
                   "nothing it does is recorded", command, o->actor);
+    /* Said on stderr even when the log shows errors only. */
+    if (o->cfg.log_level < DLQB_LOG_WARN)
+      fprintf(stderr, "dlq-bridge: %s with --no-audit: nothing it does is recorded\n", command);
     return EXIT_OK;
   }
   char writer[400];

@@ -60,6 +60,11 @@ static dlqb_status load(dlqb_config *c, const char *path, bool required, uint64_
     st = dlqb_fail(err, DLQB_EIO, "cannot read: is a directory");
   } else if (!S_ISREG(sb.st_mode)) {
     st = dlqb_fail(err, DLQB_EINVAL, "is not a regular file");
+  } else if ((sb.st_mode & 002) != 0) {
+    /* Anyone could point the trail elsewhere or the url at their broker. */
+    st = dlqb_fail(err, DLQB_EINVAL,
+                   "is writable by any user (mode %04o), who could change what dlq-bridge does: "
+                   "chmod o-w it", (unsigned)(sb.st_mode & 07777));
   } else {
     st = read_text(fd, &text, &len, err);
   }

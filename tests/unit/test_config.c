@@ -735,6 +735,20 @@ static void test_file_errors(void **state) {
   file_bad(fifo, true, DLQB_EINVAL, "is not a regular file");
   unlink(fifo);
 
+  /* A file any user may change is refused, whatever it holds. */
+  char open_path[64];
+  write_temp(open_path, sizeof open_path, "{}");
+  assert_int_equal(chmod(open_path, 0666), 0);
+  file_bad(open_path, true, DLQB_EINVAL,
+           "is writable by any user (mode 0666), who could change what dlq-bridge does: "
+           "chmod o-w it");
+  assert_int_equal(chmod(open_path, 0664), 0);
+  dlqb_config ok;
+  dlqb_error ok_err;
+  dlqb_config_defaults(&ok);
+  assert_int_equal(load(&ok, open_path, true, NULL, NULL, &ok_err), DLQB_OK);
+  unlink(open_path);
+
   text_bad("{\"max_attempts\": 0}", "key 'max_attempts': '0' is not an integer from 1 to 1000");
   text_bad("max_attempts: 5\n", NULL);
   text_bad("{\"a\": 1,\n \"b\": }", NULL);
