@@ -523,28 +523,6 @@ static bool normalise_key(const char *key, char *buf, size_t len) {
   return true;
 }
 
-/* Levenshtein distance of a and b, both shorter than 64 bytes. */
-static size_t edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  size_t row[64];
-  for (size_t j = 0; j <= lb; j++) {
-    row[j] = j;
-  }
-  for (size_t i = 1; i <= la; i++) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= lb; j++) {
-      size_t up = row[j];
-      size_t best = diag + (a[i - 1] != b[j - 1]);
-      best = up + 1 < best ? up + 1 : best;
-      best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[lb];
-}
-
 const char *dlqb_config_closest_key(const char *key) {
   char norm[64];
   if (key == NULL || !normalise_key(key, norm, sizeof norm)) {
@@ -558,7 +536,7 @@ const char *dlqb_config_closest_key(const char *key) {
       return k;
     }
     size_t limit = strlen(k) >= 12 ? 3 : 2;
-    size_t d = edit_distance(norm, k);
+    size_t d = dlqb_text_distance(norm, k);
     if (d <= limit && (best == NULL || d < best_d)) {
       best = k;
       best_d = d;
