@@ -102,6 +102,12 @@ long dlqb_config_key_index(const char *key);
  * away. NULL when nothing is close. */
 const char *dlqb_config_closest_key(const char *key);
 
+/* The current value of setting `index` (dlqb_config_key_index) as text one
+ * could type back ("5", "1s,5s", "off", "warn"), the url redacted
+ * (dlqb_url_redact); "" for an unknown index. NUL-terminated, cut to len.
+ * Returns buf. */
+char *dlqb_config_value_text(const dlqb_config *c, long index, char *buf, size_t len);
+
 /* The config file read when neither --config nor DLQ_BRIDGE_CONFIG names
  * one; its absence is not an error. */
 #define DLQB_CONFIG_DEFAULT_PATH "/etc/dlq-bridge/config.json"

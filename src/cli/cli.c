@@ -13,6 +13,7 @@
 
 #include "dlqb/config_file.h"
 #include "dlqb/log.h"
+#include "dlqb/text.h"
 
 static dlqb_stop_flag stop_requested;
 
@@ -153,6 +154,8 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
   if (spec->settings) {
     fprintf(out, "\nsettings (flag, environment variable, default; flags beat the environment,\n"
                  "which beats the --config file; 'dlq-bridge help settings' lists them all):\n");
+    help_row(out, "--print-config", "print each setting this command reads, its value and "
+             "where it came from (flag, environment, config file or default), then exit");
     help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
              "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
              "empty = none)");
@@ -285,6 +288,23 @@ static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlq
   return DLQB_OK;
 }
 
+/* --print-config: one line per setting the command reads. The instance
+ * shown is the one in use (hostname:pid when none was set). */
+static void print_settings(const cli_spec *spec, const dlqb_config *cfg) {
+  const dlqb_config_setting *s = dlqb_config_settings();
+  for (long i = 0; s[i].key != NULL; i++) {
+    if (!cli_uses(spec, s[i].key)) continue;
+    char value[DLQB_CONFIG_STR_MAX], src[DLQB_CONFIG_STR_MAX + 80], shown[DLQB_CONFIG_STR_MAX];
+    dlqb_config_value_text(cfg, i, value, sizeof value);
+    /* Paths and names are operator text: no control bytes on a terminal. */
+    dlqb_text_sanitize(shown, sizeof shown, value, strlen(value));
+    printf("%-20s %-40s %s\n", s[i].key, shown[0] != '\0' ? shown : "\"\"",
+           cli_setting_source(s[i].key, src, sizeof src));
+  }
+  if (config_path != NULL) printf("(config file: %s)\n", config_path);
+  else printf("(no config file)\n");
+}
+
 static const cli_flag *find_cmd_flag(const cli_spec *spec, const char *name) {
   for (const cli_flag *f = spec->flags; f && f->name; f++)
     if (strcmp(f->name, name) == 0) return f;
@@ -310,6 +330,7 @@ static bool has_inline_value(const char *arg) { return strchr(arg, '=') != NULL;
 int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_flag_fn on_flag,
              void *ctx, bool *help) {
   dlqb_error err = {{0}};
+  bool print_config = false;
   *help = false;
   loading = spec;
   nflag_keys = 0;
@@ -378,6 +399,10 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
       if (!has_inline_value(arg)) i++;
       continue;
     }
+    if (strcmp(name, "print-config") == 0 && spec->settings && !has_inline_value(arg)) {
+      print_config = true;
+      continue;
+    }
     if (cf == NULL && s == NULL) {
       cli_error("unknown option '--%s' (see 'dlq-bridge %s --help')", name, spec->name);
       return EXIT_USAGE;
@@ -413,6 +438,11 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     snprintf(cfg->instance, sizeof cfg->instance, "%s:%ld", host, (long)getpid());
   }
   dlqb_log_setup(cfg->log_format, cfg->log_level, cfg->instance);
+  if (print_config) {
+    /* Every command treats it alike and nothing else runs, so it ends here. */
+    print_settings(spec, cfg);
+    exit(cli_finish(EXIT_OK));
+  }
   return EXIT_OK;
 bad:
   cli_error("%s", err.msg);

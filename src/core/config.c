@@ -545,6 +545,57 @@ const char *dlqb_config_closest_key(const char *key) {
   return best;
 }
 
+char *dlqb_config_value_text(const dlqb_config *c, long index, char *buf, size_t len) {
+  if (buf == NULL || len == 0) {
+    return buf;
+  }
+  buf[0] = '\0';
+  if (c == NULL || index < 0 || (size_t)index >= SETTING_COUNT) {
+    return buf;
+  }
+  const setting_rule *r = &rules[index];
+  const char *field = (const char *)c + r->offset;
+  switch (r->kind) {
+  case KIND_URL:
+    dlqb_url_redact(field, buf, len);
+    break;
+  case KIND_PATH:
+  case KIND_NAME:
+  case KIND_USERS:
+    snprintf(buf, len, "%s", field);
+    break;
+  case KIND_ADDR:
+    snprintf(buf, len, "%s", field[0] != '\0' ? field : "off");
+    break;
+  case KIND_INT:
+    snprintf(buf, len, "%d", *(const int *)(const void *)field);
+    break;
+  case KIND_DURATION:
+    dlqb_duration_format(*(const uint64_t *)(const void *)field, buf, len);
+    break;
+  case KIND_DELAYS: {
+    size_t used = 0;
+    for (size_t i = 0; i < c->retry_delay_count && used + 1 < len; i++) {
+      char one[32];
+      dlqb_duration_format(c->retry_delays_ms[i], one, sizeof one);
+      int n = snprintf(buf + used, len - used, "%s%s", i > 0 ? "," : "", one);
+      used = n > 0 ? used + (size_t)n : used;
+    }
+    break;
+  }
+  case KIND_LOG_FORMAT:
+    snprintf(buf, len, "%s",
+             *(const dlqb_log_format *)(const void *)field == DLQB_LOG_JSON ? "json" : "text");
+    break;
+  case KIND_LOG_LEVEL: {
+    int level = *(const int *)(const void *)field;
+    snprintf(buf, len, "%s", level >= 0 && level <= 3 ? log_level_names[level] : "?");
+    break;
+  }
+  }
+  return buf;
+}
+
 const char *dlqb_config_file_choice(const char *flag, const char *env, bool *required) {
   const char *path = flag != NULL ? flag : (env != NULL ? env : NULL);
   *required = path != NULL && path[0] != '\0';

@@ -295,6 +295,20 @@ static void test_config_file_errors_exit_2(void **state) {
   assert_int_equal(th_run_bridge(args, t->vhost.url, file_only, CMD_TIMEOUT_MS, &r), 0);
   assert_int_equal(r.exit_code, 0);
   assert_int_equal(th_queue_depth(t->conn, "dsr.retry.7s"), 0);
+  /* --print-config names where each value came from, and touches nothing. */
+  const char *const print[] = {"declare", "--print-config", "--poison-threshold", "3", NULL};
+  assert_int_equal(th_run_bridge(print, t->vhost.url, file_only, CMD_TIMEOUT_MS, &r), 0);
+  printf("%s", r.out);
+  assert_int_equal(r.exit_code, 0);
+  char want[256];
+  assert_true(th_fmt(want, sizeof want, "7s%*skey 'retry_delays' in config file '%s'\n", 39, "",
+                     seven));
+  assert_non_null(strstr(r.out, want));
+  assert_non_null(strstr(r.out, "\npoison_threshold     3 "));
+  assert_non_null(strstr(r.out, " --poison-threshold\n"));
+  assert_non_null(strstr(r.out, "amqp://guest:***@"));
+  assert_null(strstr(r.out, "guest:guest"));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.retry.7s"), 0);
   /* An empty DLQ_BRIDGE_CONFIG is no file at all. */
   const char *const none[] = {"DLQ_BRIDGE_CONFIG=", NULL};
   assert_int_equal(th_run_bridge(args, t->vhost.url, none, CMD_TIMEOUT_MS, &r), 0);

@@ -905,6 +905,40 @@ static void test_json_keys_reported(void **state) {
   assert_int_equal(dlqb_config_key_index("url"), 0);
 }
 
+/* --print-config's values: each reads back as the same setting, the URL
+ * with its password hidden. */
+static void test_value_text_round_trips(void **state) {
+  (void)state;
+  dlqb_config c, back;
+  dlqb_error err;
+  char text[DLQB_CONFIG_STR_MAX];
+  dlqb_config_defaults(&c);
+  set_ok(&c, "retry_delays", "1s,90s,2h");
+  set_ok(&c, "metrics_addr", "off");
+  set_ok(&c, "log_format", "json");
+  set_ok(&c, "log_level", "debug");
+  set_ok(&c, "completion_writers", "a, b");
+  set_ok(&c, "dlq_sla", "1500ms");
+  const dlqb_config_setting *s = dlqb_config_settings();
+  for (long i = 0; s[i].key != NULL; i++) {
+    dlqb_config_value_text(&c, i, text, sizeof text);
+    if (strcmp(s[i].key, "url") == 0) {
+      assert_string_equal(text, "amqp://guest:***@localhost:5672/%2f");
+      continue;
+    }
+    back = c;
+    if (dlqb_config_set(&back, s[i].key, text, "--test", &err) != DLQB_OK)
+      fail_msg("%s: '%s' does not read back: %s", s[i].key, text, err.msg);
+    assert_memory_equal(&back, &c, sizeof c);
+  }
+  dlqb_config_value_text(&c, dlqb_config_key_index("retry_delays"), text, sizeof text);
+  assert_string_equal(text, "1s,90s,2h");
+  dlqb_config_value_text(&c, dlqb_config_key_index("metrics_addr"), text, sizeof text);
+  assert_string_equal(text, "off");
+  dlqb_config_value_text(&c, -1, text, sizeof text);
+  assert_string_equal(text, "");
+}
+
 static void test_url_has_password(void **state) {
   (void)state;
   assert_true(dlqb_config_url_has_password("amqp://u:p@h/v"));
@@ -1197,6 +1231,7 @@ int main(void) {
       cmocka_unit_test(test_closest_key),
       cmocka_unit_test(test_json_keys_reported),
       cmocka_unit_test(test_url_has_password),
+      cmocka_unit_test(test_value_text_round_trips),
       cmocka_unit_test(test_env_applies),
       cmocka_unit_test(test_env_errors),
       cmocka_unit_test(test_real_getenv_wrapper),
