@@ -23,7 +23,7 @@ static bool json_errors, json_printed;
 static char last_error[DLQB_ERROR_MAX + 128];
 static const cli_spec *loading;
 static const char *config_path; /* the file applied, NULL when none */
-static uint64_t file_keys;       /* bit i: setting i came from it */
+static uint64_t file_keys;      /* bit i: setting i came from it */
 static const char *flag_keys[64];
 static size_t nflag_keys;
 

@@ -64,7 +64,8 @@ static dlqb_status load(dlqb_config *c, const char *path, bool required, uint64_
     /* Anyone could point the trail elsewhere or the url at their broker. */
     st = dlqb_fail(err, DLQB_EINVAL,
                    "is writable by any user (mode %04o), who could change what dlq-bridge does: "
-                   "chmod o-w it", (unsigned)(sb.st_mode & 07777));
+                   "chmod o-w it",
+                   (unsigned)(sb.st_mode & 07777));
   } else {
     st = read_text(fd, &text, &len, err);
   }
@@ -76,8 +77,8 @@ static dlqb_status load(dlqb_config *c, const char *path, bool required, uint64_
   free(text);
   if (st != DLQB_OK) return st;
   long url = dlqb_config_key_index("url");
-  if (url >= 0 && (keys & (UINT64_C(1) << url)) != 0 &&
-      dlqb_config_url_has_password(work.url) && (sb.st_mode & 044) != 0) {
+  if (url >= 0 && (keys & (UINT64_C(1) << url)) != 0 && dlqb_config_url_has_password(work.url) &&
+      (sb.st_mode & 044) != 0) {
     /* Every operator reads this file: a password in it is everyone's. */
     explicit_bzero(&work, sizeof work);
     return dlqb_fail(err, DLQB_EINVAL,
