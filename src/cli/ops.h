@@ -75,6 +75,9 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
 int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_fn on_flag,
              void *ctx, bool *help);
 
+/* The operator's login name ("unknown" when none): --actor's default. */
+void ops_default_actor(char *buf, size_t len);
+
 /* Opens the audit trail as writer "<command>@<instance>" (NULL handle when
  * audit is off). Prints the error and returns false on failure. */
 bool ops_audit_open(const ops_opts *o, const char *command, dlqb_audit **out);
