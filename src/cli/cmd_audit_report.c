@@ -4,6 +4,7 @@
  * keys alone. The derivation and the signature are pure (dlqb/report.h);
  * this file reads the broker and prints. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <openssl/evp.h>
@@ -32,6 +33,7 @@ static const cli_flag report_flags[] = {
     {"to", true, "TIME", "end of the period, as --from (default: now)"},
     {"json", false, NULL, "print the signed report as one JSON line for scripts instead of text"},
     {"actor", true, "NAME", "who makes the report, named in it (default: your login name)"},
+    {"output", true, "FILE", "write the signed report to FILE, a new file (default: stdout)"},
     {"window", true, "N", "DLQ items read ahead at once, 1 to 65535 (default 5000); any depth is read"},
     LOG_FLAGS,
     {NULL, false, NULL, NULL},
@@ -41,8 +43,8 @@ static const cli_spec report_spec = {
     .name = "audit report",
     .summary = "every request seen in a period and its last known state, signed",
     .usage = "dlq-bridge audit report --from TIME [--to TIME] [FILE...] [--json]\n"
-             "       [--actor NAME] [--window N] [--seal FILE | --no-seal] [--partial]\n"
-             "       [settings] > REPORT",
+             "       [--actor NAME] [--output FILE] [--window N] [--seal FILE | --no-seal]\n"
+             "       [--partial] [settings]",
     .details =
         "Lists every request (request_id, source_system) with a hop recorded between\n"
         "--from and --to, and its last known state now: completed (in the completion\n"
@@ -81,7 +83,7 @@ typedef struct {
 
 typedef struct {
   audit_opts *o;
-  const char *from_text, *to_text, *actor_flag;
+  const char *from_text, *to_text, *actor_flag, *output;
   int64_t from_ms, to_ms, made_ms;
   char actor[128], broker_user[128], writer[300];
   EVP_PKEY *key;
@@ -102,6 +104,7 @@ static dlqb_status report_flag(void *ctx, const char *flag, const char *value, d
   if (strcmp(flag, "from") == 0) c->from_text = value;
   else if (strcmp(flag, "to") == 0) c->to_text = value;
   else if (strcmp(flag, "actor") == 0) c->actor_flag = value;
+  else if (strcmp(flag, "output") == 0) c->output = value;
   return DLQB_OK;
 }
 
@@ -226,6 +229,12 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   if (c->to_text != NULL && !parse_when("to", c->to_text, c->made_ms, &c->to_ms)) return EXIT_USAGE;
   if (c->from_ms > c->to_ms) {
     cli_error("--from is after --to: the period is empty");
+    return EXIT_USAGE;
+  }
+  if (c->output != NULL && access(c->output, F_OK) == 0) {
+    char q[DLQB_QUOTE_BUF];
+    cli_error("--output: '%s' exists; a report is never written over another",
+              dlqb_text_quote(q, c->output, strlen(c->output)));
     return EXIT_USAGE;
   }
   if (c->actor_flag != NULL) snprintf(c->actor, sizeof c->actor, "%s", c->actor_flag);
@@ -459,6 +468,31 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
   for (size_t i = 0; i < n; i++) entry_text(b, &es[i]);
 }
 
+/* Writes the report to a new file (never over an existing one: two
+ * reports of one name would leave the auditor guessing), synced. Prints
+ * the error and returns false on failure. */
+static bool write_new_file(const char *path, const char *data, size_t n) {
+  char q[DLQB_QUOTE_BUF], why[128];
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    cli_error("cannot create '%s': %s", dlqb_text_quote(q, path, strlen(path)),
+              dlqb_errno_text(errno, why, sizeof why));
+    return false;
+  }
+  bool ok = dlqb_write_all(fd, data, n) && fsync(fd) == 0;
+  int e = errno;
+  if (close(fd) != 0 && ok) {
+    ok = false;
+    e = errno;
+  }
+  if (!ok) {
+    cli_error("cannot write '%s': %s", dlqb_text_quote(q, path, strlen(path)),
+              dlqb_errno_text(e, why, sizeof why));
+    unlink(path);
+  }
+  return ok;
+}
+
 /* Builds, signs and prints the report. */
 static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool sealed) {
   dlqb_report_counts k;
@@ -490,12 +524,14 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
       DLQB_OK) {
     cli_error("%s", err.msg);
     rc = EXIT_FAILURE_;
-  } else {
-    fwrite(out, 1, out_len, stdout);
-    if (c->o->json) cli_json_printed();
+  } else if (c->output != NULL ? write_new_file(c->output, out, out_len)
+                                 : fwrite(out, 1, out_len, stdout) == out_len) {
+    if (c->o->json && c->output == NULL) cli_json_printed();
     dlqb_log_info("audit_report", "report of %lu requests (%s to %s) signed with key %s by %s",
                   k.total, c->from_text, c->to_text != NULL ? c->to_text : "now", c->key_id,
                   c->broker_user);
+  } else {
+    rc = EXIT_FAILURE_; /* said by write_new_file; stdout's error by cli_finish */
   }
   free(out);
   free(b.buf);
