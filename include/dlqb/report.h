@@ -54,8 +54,8 @@ void dlqb_report_free(dlqb_report *r); /* NULL-safe */
  * ignored); owner is the review claim ("" unclaimed). Strings are
  * sanitised and copied. */
 dlqb_status dlqb_report_item(dlqb_report *r, const char *queue, const char *message_id,
-                             const char *request_id, const char *source_system,
-                             const char *owner, dlqb_error *err);
+                             const char *request_id, const char *source_system, const char *owner,
+                             dlqb_error *err);
 
 /* How queue's read went: when it began (epoch ms: a hop into it recorded
  * later may not be in what was read) and how many other consumers were on
@@ -69,20 +69,19 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len);
 
 /* The completion ledger: the pairs from completion writers (verified) and
  * the others (unverified, may be NULL). Borrowed until dlqb_report_finish. */
-void dlqb_report_ledger(dlqb_report *r, const dlqb_ledger *verified,
-                        const dlqb_ledger *unverified);
+void dlqb_report_ledger(dlqb_report *r, const dlqb_ledger *verified, const dlqb_ledger *unverified);
 
 typedef struct {
-  const char *request_id;    /* "" for a record without one */
+  const char *request_id; /* "" for a record without one */
   const char *source_system;
-  const char *message_id;    /* of the last hop */
+  const char *message_id; /* of the last hop */
   dlqb_report_state state;
-  const char *queue;         /* in_dlq, in_review: that queue; waiting: the last hop's to */
-  const char *owner;         /* in_review: who claimed it, "" unclaimed */
-  const char *note;          /* resolved: the resolution's note (the hop's reason) */
+  const char *queue; /* in_dlq, in_review: that queue; waiting: the last hop's to */
+  const char *owner; /* in_review: who claimed it, "" unclaimed */
+  const char *note;  /* resolved: the resolution's note (the hop's reason) */
   const char *last_event, *last_time, *last_actor, *last_writer;
-  unsigned long hops;        /* recorded from `from` on */
-  bool unverified_completion;/* a ledger entry for it from someone not a completion writer */
+  unsigned long hops;         /* recorded from `from` on */
+  bool unverified_completion; /* a ledger entry for it from someone not a completion writer */
   /* Why, for a person: set for unknown, and where a state needs a word
    * (a completed request still in a queue, a waiting one). */
   const char *detail;
@@ -90,9 +89,9 @@ typedef struct {
 
 typedef struct {
   unsigned long state[DLQB_RS__COUNT];
-  unsigned long total;         /* requests in the report: the sum of state[] */
-  unsigned long outside;       /* queue items of requests not seen in the period */
-  unsigned long unverified;    /* requests with an unverified completion entry */
+  unsigned long total;      /* requests in the report: the sum of state[] */
+  unsigned long outside;    /* queue items of requests not seen in the period */
+  unsigned long unverified; /* requests with an unverified completion entry */
 } dlqb_report_counts;
 
 /* Derives every state. After it, dlqb_report_entries and the counts are
@@ -123,8 +122,7 @@ struct evp_pkey_st;
  * text: body is whole lines; out = body + the signature line. *out is
  * malloc'd (the caller frees it). */
 dlqb_status dlqb_report_sign(struct evp_pkey_st *key, const char *key_id, const char *body,
-                             size_t len, bool json, char **out, size_t *out_len,
-                             dlqb_error *err);
+                             size_t len, bool json, char **out, size_t *out_len, dlqb_error *err);
 
 typedef struct {
   bool json;

@@ -73,8 +73,8 @@ static void free_req(void *ctx, const char *key, size_t len, void *value) {
   (void)key;
   (void)len;
   req *q = value;
-  char *owned[] = {q->request_id, q->source_system, q->message_id, q->event, q->time, q->actor,
-                   q->writer, q->from, q->to, q->reason, q->detail};
+  char *owned[] = {q->request_id, q->source_system, q->message_id, q->event,  q->time,  q->actor,
+                   q->writer,     q->from,          q->to,         q->reason, q->detail};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
 }
 
@@ -99,9 +99,8 @@ void dlqb_report_free(dlqb_report *r) {
  * request_id, "\001" then the message_id (such a record stands alone). */
 static size_t make_key(char *key, size_t cap, const char *request_id, const char *source_system,
                        const char *message_id) {
-  int n = request_id[0] != '\0'
-              ? snprintf(key, cap, "%s%c%s", request_id, '\0', source_system)
-              : snprintf(key, cap, "\001%s", message_id);
+  int n = request_id[0] != '\0' ? snprintf(key, cap, "%s%c%s", request_id, '\0', source_system)
+                                : snprintf(key, cap, "\001%s", message_id);
   return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
@@ -126,8 +125,8 @@ static bool set_str(char **dst, const char *s) {
 }
 
 dlqb_status dlqb_report_item(dlqb_report *r, const char *queue, const char *message_id,
-                             const char *request_id, const char *source_system,
-                             const char *owner, dlqb_error *err) {
+                             const char *request_id, const char *source_system, const char *owner,
+                             dlqb_error *err) {
   bool dlq = strcmp(queue, DLQB_Q_DLQ) == 0, review = strcmp(queue, DLQB_Q_REVIEW) == 0;
   if (r->finished || (!dlq && !review)) return DLQB_OK;
   char key[KEY_MAX];
@@ -202,8 +201,7 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len) {
     if (q == NULL) ok = false;
     else if (added) {
       memset(q, 0, sizeof *q);
-      ok = (q->request_id = dup_clean(rid)) != NULL &&
-           (q->source_system = dup_clean(src)) != NULL;
+      ok = (q->request_id = dup_clean(rid)) != NULL && (q->source_system = dup_clean(src)) != NULL;
       q->last_ms = INT64_MIN;
     }
     if (q != NULL) q->seen = true;
@@ -229,7 +227,8 @@ static bool is_removal_with_note(const char *event) {
 }
 
 static bool is_waiting_queue(const char *q) {
-  return strcmp(q, DLQB_Q_WORK) == 0 || strncmp(q, DLQB_RETRY_PREFIX, strlen(DLQB_RETRY_PREFIX)) == 0;
+  return strcmp(q, DLQB_Q_WORK) == 0 ||
+         strncmp(q, DLQB_RETRY_PREFIX, strlen(DLQB_RETRY_PREFIX)) == 0;
 }
 
 /* q->detail = the formatted text (replacing any). */
@@ -285,20 +284,26 @@ static void derive(void *ctx, const char *key, size_t klen, void *value) {
   } else if (is_waiting_queue(q->to)) {
     e->state = DLQB_RS_WAITING;
     e->queue = q->to;
-    ok = set_detail(q, "sent to %s at %s; that queue is not read, and no completion is "
-                       "recorded yet", q->to, q->time);
+    ok = set_detail(q,
+                    "sent to %s at %s; that queue is not read, and no completion is "
+                    "recorded yet",
+                    q->to, q->time);
   } else {
     e->state = DLQB_RS_UNKNOWN;
     bool review = strcmp(q->to, DLQB_Q_REVIEW) == 0;
     uint32_t others = review ? r->others_review : r->others_dlq;
     if (strcmp(q->event, "skipped_complete") == 0)
-      ok = set_detail(q, "removed by replay as complete at %s, but the completion ledger holds "
-                         "no entry for it from a completion writer now (cut by retention, or "
-                         "completion_writers changed)", q->time);
+      ok = set_detail(q,
+                      "removed by replay as complete at %s, but the completion ledger holds "
+                      "no entry for it from a completion writer now (cut by retention, or "
+                      "completion_writers changed)",
+                      q->time);
     else if ((review || strcmp(q->to, DLQB_Q_DLQ) == 0) &&
              q->last_ms >= (review ? r->read_review_ms : r->read_dlq_ms))
-      ok = set_detail(q, "recorded into %s at %s (%s), after that queue was read: it arrived "
-                         "while the report was made; run again", q->to, q->time, q->event);
+      ok = set_detail(q,
+                      "recorded into %s at %s (%s), after that queue was read: it arrived "
+                      "while the report was made; run again",
+                      q->to, q->time, q->event);
     else if (review || strcmp(q->to, DLQB_Q_DLQ) == 0)
       ok = set_detail(q, "recorded into %s at %s (%s), not found there: %s", q->to, q->time,
                       q->event,
@@ -307,15 +312,15 @@ static void derive(void *ctx, const char *key, size_t klen, void *value) {
                                  : "removed outside dlq-bridge (audit reconcile names it)");
     else if (q->to[0] == '\0')
       ok = set_detail(q, "removed from %s at %s (%s) with no note", q->from, q->time, q->event);
-    else
-      ok = set_detail(q, "last recorded going to %s at %s (%s)", q->to, q->time, q->event);
+    else ok = set_detail(q, "last recorded going to %s at %s (%s)", q->to, q->time, q->event);
   }
   if (ok && e->unverified_completion) {
     char was[768];
     snprintf(was, sizeof was, "%s%s", q->detail != NULL ? q->detail : "",
              q->detail != NULL ? "; " : "");
-    ok = set_detail(q, "%sa completion entry from a user not in completion_writers exists: not "
-                       "counted (anyone who may publish to the ledger could have written it)",
+    ok = set_detail(q,
+                    "%sa completion entry from a user not in completion_writers exists: not "
+                    "counted (anyone who may publish to the ledger could have written it)",
                     was);
   }
   e->detail = q->detail != NULL ? q->detail : "";

@@ -49,10 +49,10 @@ static dlqb_status find_key(const dlqb_audit_keyring *ring, const char *id,
   if (*out == NULL)
     return dlqb_fail(err, DLQB_EINVAL,
                      "signed by key %s, which is not among the public keys given: it cannot be "
-                     "checked, so it proves nothing", id);
+                     "checked, so it proves nothing",
+                     id);
   if ((*out)->revoked)
-    return dlqb_fail(err, DLQB_EINVAL, "signed by key %s, which is revoked (%s)", id,
-                     (*out)->name);
+    return dlqb_fail(err, DLQB_EINVAL, "signed by key %s, which is revoked (%s)", id, (*out)->name);
   return DLQB_OK;
 }
 
@@ -69,8 +69,7 @@ static dlqb_status verify_json(const dlqb_audit_keyring *ring, const char *buf, 
   json_object *doc = dlqb_audit_record_parse(buf, line);
   const char *id = doc != NULL ? dlqb_audit_record_str(doc, "key") : "";
   dlqb_status st = DLQB_OK;
-  if (doc == NULL)
-    st = dlqb_fail(err, DLQB_EINVAL, "not a signed JSON report: not a JSON object");
+  if (doc == NULL) st = dlqb_fail(err, DLQB_EINVAL, "not a signed JSON report: not a JSON object");
   else if (strlen(id) != DLQB_AUDIT_KEY_ID_HEX || !dlqb__audit_is_lower_hex(id, strlen(id)))
     st = dlqb_fail(err, DLQB_EINVAL, "not a signed JSON report: no key id in its \"key\" member");
   if (st == DLQB_OK) {
@@ -86,8 +85,10 @@ static dlqb_status verify_json(const dlqb_audit_keyring *ring, const char *buf, 
         memcpy(msg, buf, body_len);
         msg[body_len] = '}';
         if (!dlqb__audit_sig_ok(k->pub, msg, body_len + 1, sig))
-          st = dlqb_fail(err, DLQB_EINVAL, "the signature of key %s does not match: the report "
-                         "was changed after it was signed", out->key_id);
+          st = dlqb_fail(err, DLQB_EINVAL,
+                         "the signature of key %s does not match: the report "
+                         "was changed after it was signed",
+                         out->key_id);
         free(msg);
       }
       out->body_len = body_len + 1;
@@ -107,8 +108,10 @@ static dlqb_status verify_text(const dlqb_audit_keyring *ring, const char *buf, 
   if ((at > 0 && buf[at - 1] != '\n') || memcmp(line, DLQB_REPORT_SIG_PREFIX, PREFIX_LEN) != 0 ||
       !dlqb__audit_is_lower_hex(id, DLQB_AUDIT_KEY_ID_HEX) || id[DLQB_AUDIT_KEY_ID_HEX] != ' ' ||
       !dlqb__audit_is_lower_hex(sig, DLQB_AUDIT_SIG_HEX))
-    return dlqb_fail(err, DLQB_EINVAL, "not a signed report: its last line is not \"%s<key id> "
-                     "<signature>\"", DLQB_REPORT_SIG_PREFIX);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "not a signed report: its last line is not \"%s<key id> "
+                     "<signature>\"",
+                     DLQB_REPORT_SIG_PREFIX);
   memcpy(out->key_id, id, DLQB_AUDIT_KEY_ID_HEX);
   out->key_id[DLQB_AUDIT_KEY_ID_HEX] = '\0';
   out->body_len = at;
@@ -117,8 +120,10 @@ static dlqb_status verify_text(const dlqb_audit_keyring *ring, const char *buf, 
   if (st != DLQB_OK) return st;
   snprintf(out->key_file, sizeof out->key_file, "%s", k->name);
   if (!dlqb__audit_sig_ok(k->pub, buf, at, sig))
-    return dlqb_fail(err, DLQB_EINVAL, "the signature of key %s does not match: the report was "
-                     "changed after it was signed", out->key_id);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the signature of key %s does not match: the report was "
+                     "changed after it was signed",
+                     out->key_id);
   return DLQB_OK;
 }
 

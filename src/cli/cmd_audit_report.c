@@ -29,12 +29,14 @@
 #define LEDGER_IDLE_MS 10000
 
 static const cli_flag report_flags[] = {
-    {"from", true, "TIME", "start of the period: ISO 8601 UTC (2026-11-01T00:00:00Z) or an age (30d)"},
+    {"from", true, "TIME",
+     "start of the period: ISO 8601 UTC (2026-11-01T00:00:00Z) or an age (30d)"},
     {"to", true, "TIME", "end of the period, as --from (default: now)"},
     {"json", false, NULL, "print the signed report as one JSON line for scripts instead of text"},
     {"actor", true, "NAME", "who makes the report, named in it (default: your login name)"},
     {"output", true, "FILE", "write the signed report to FILE, a new file (default: stdout)"},
-    {"window", true, "N", "DLQ items read ahead at once, 1 to 65535 (default 5000); any depth is read"},
+    {"window", true, "N",
+     "DLQ items read ahead at once, 1 to 65535 (default 5000); any depth is read"},
     LOG_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -45,31 +47,30 @@ static const cli_spec report_spec = {
     .usage = "dlq-bridge audit report --from TIME [--to TIME] [FILE...] [--json]\n"
              "       [--actor NAME] [--output FILE] [--window N] [--seal FILE | --no-seal]\n"
              "       [--partial] [settings]",
-    .details =
-        "Lists every request (request_id, source_system) with a hop recorded between\n"
-        "--from and --to, and its last known state now: completed (in the completion\n"
-        "ledger from a completion writer), in_review (claimed by whom, or unclaimed),\n"
-        "in_dlq, resolved (with its note), waiting (last sent to dsr.work or a retry\n"
-        "queue, no completion yet), or unknown (with why). The state counts add up to\n"
-        "the number of requests. dsr.dlq.manual and compliance_review are read without\n"
-        "moving anything (as reconcile does); dsr.work and the retry queues are not\n"
-        "read (holding a quorum queue's message counts as a delivery on RabbitMQ 4):\n"
-        "only their message counts are shown. The log is verified first, as `audit\n"
-        "verify` does. The report is signed with DLQ_BRIDGE_AUDIT_KEY_FILE (whose public\n"
-        "key must be among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and names who made it; check\n"
-        "it with `dlq-bridge audit verify-report REPORT`. No payload is read or shown.\n"
-        "FILEs are the log's files oldest first; without them, the configured\n"
-        "DLQ_BRIDGE_AUDIT_LOG and its rotated files. TIME is ISO 8601 UTC, \"now\", or an\n"
-        "age before now (30d, 12h). Needs the broker settings and the completion\n"
-        "writers, as replay does (the report appends a marker to dsr.completed to find\n"
-        "its end).\n"
-        "Exit status: 0 report printed; 1 the log not intact, the broker or the ledger\n"
-        "not readable; 2 usage or configuration error (a bad --from or --to).",
+    .details = "Lists every request (request_id, source_system) with a hop recorded between\n"
+               "--from and --to, and its last known state now: completed (in the completion\n"
+               "ledger from a completion writer), in_review (claimed by whom, or unclaimed),\n"
+               "in_dlq, resolved (with its note), waiting (last sent to dsr.work or a retry\n"
+               "queue, no completion yet), or unknown (with why). The state counts add up to\n"
+               "the number of requests. dsr.dlq.manual and compliance_review are read without\n"
+               "moving anything (as reconcile does); dsr.work and the retry queues are not\n"
+               "read (holding a quorum queue's message counts as a delivery on RabbitMQ 4):\n"
+               "only their message counts are shown. The log is verified first, as `audit\n"
+               "verify` does. The report is signed with DLQ_BRIDGE_AUDIT_KEY_FILE (whose public\n"
+               "key must be among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and names who made it; check\n"
+               "it with `dlq-bridge audit verify-report REPORT`. No payload is read or shown.\n"
+               "FILEs are the log's files oldest first; without them, the configured\n"
+               "DLQ_BRIDGE_AUDIT_LOG and its rotated files. TIME is ISO 8601 UTC, \"now\", or an\n"
+               "age before now (30d, 12h). Needs the broker settings and the completion\n"
+               "writers, as replay does (the report appends a marker to dsr.completed to find\n"
+               "its end).\n"
+               "Exit status: 0 report printed; 1 the log not intact, the broker or the ledger\n"
+               "not readable; 2 usage or configuration error (a bad --from or --to).",
     .flags = report_flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, "audit_log", "audit_public_keys",
-                                  "audit_key_file", "completion_writers", CLI_USES_TOPOLOGY,
-                                  CLI_USES_LOG, NULL},
+    .uses =
+        (const char *const[]){CLI_USES_BROKER, "audit_log", "audit_public_keys", "audit_key_file",
+                              "completion_writers", CLI_USES_TOPOLOGY, CLI_USES_LOG, NULL},
 };
 
 /* A quorum queue's message count, from a passive declare (moves nothing). */
@@ -123,7 +124,8 @@ static bool parse_when(const char *flag, const char *text, int64_t now, int64_t 
     return true;
   }
   cli_error("--%s: '%s' is neither an ISO 8601 UTC time (2026-11-01T00:00:00Z) nor an age "
-            "(30d, 12h)", flag, dlqb_text_quote(q, text, strlen(text)));
+            "(30d, 12h)",
+            flag, dlqb_text_quote(q, text, strlen(text)));
   return false;
 }
 
@@ -135,8 +137,8 @@ static dlqb_status on_dlq_item(void *ctx, const dlqb_item *it, dlqb_error *err) 
 
 static dlqb_status on_review_item(void *ctx, const dlqb_item *it, dlqb_error *err) {
   report_ctx *c = ctx;
-  return dlqb_report_item(c->r, DLQB_Q_REVIEW, it->message_id, it->request_id,
-                          it->source_system, it->owner, err);
+  return dlqb_report_item(c->r, DLQB_Q_REVIEW, it->message_id, it->request_id, it->source_system,
+                          it->owner, err);
 }
 
 /* The signing key: loaded, and among the public keys an auditor is given
@@ -168,8 +170,8 @@ static int load_key(report_ctx *c, const dlqb_config *cfg) {
     char *signed_probe = NULL;
     size_t n = 0;
     dlqb_report_check chk;
-    if (dlqb_report_sign(c->key, c->key_id, probe_body, sizeof probe_body - 1, false,
-                         &signed_probe, &n, &err) != DLQB_OK) {
+    if (dlqb_report_sign(c->key, c->key_id, probe_body, sizeof probe_body - 1, false, &signed_probe,
+                         &n, &err) != DLQB_OK) {
       cli_error("%s", err.msg);
       rc = EXIT_FAILURE_;
     } else if (dlqb_report_verify(ring, signed_probe, n, &chk, &err) != DLQB_OK) {
@@ -252,8 +254,11 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   dlqb_status (*fns[2])(void *, const dlqb_item *, dlqb_error *) = {on_dlq_item, on_review_item};
   for (size_t i = 0; i < 2; i++) {
     audit_queue_read *q = &c->reads[i];
-    *q = (audit_queue_read){.queue = queues[i], .purpose = "audit report",
-                            .window = c->o->window, .on_item = fns[i], .ctx = c};
+    *q = (audit_queue_read){.queue = queues[i],
+                            .purpose = "audit report",
+                            .window = c->o->window,
+                            .on_item = fns[i],
+                            .ctx = c};
     if ((rc = audit_read_queue(cfg, q)) != EXIT_OK) return rc;
     int64_t at = 0;
     (void)dlqb_iso_time_parse(q->at, strlen(q->at), &at);
@@ -402,18 +407,21 @@ static const char *scr(const char *s, char *buf, size_t cap) {
 
 static void entry_text(text_buf *b, const dlqb_report_entry *e) {
   char b1[DLQB_ID_MAX + 1], b2[DLQB_ID_MAX + 1], b3[256], b4[1200], b5[256], b6[256];
-  put(b, "%-10s request_id %s  source_system %s  message_id %s\n",
-      dlqb_report_state_name(e->state), scr(e->request_id[0] ? e->request_id : "(none)", b1, sizeof b1),
+  put(b, "%-10s request_id %s  source_system %s  message_id %s\n", dlqb_report_state_name(e->state),
+      scr(e->request_id[0] ? e->request_id : "(none)", b1, sizeof b1),
       scr(e->source_system[0] ? e->source_system : "(none)", b2, sizeof b2),
       scr(e->message_id[0] ? e->message_id : "(none)", b3, sizeof b3));
   switch (e->state) {
   case DLQB_RS_IN_REVIEW:
-    if (e->owner[0] != '\0') put(b, "           in %s, claimed by %s\n", e->queue, scr(e->owner, b3, sizeof b3));
+    if (e->owner[0] != '\0')
+      put(b, "           in %s, claimed by %s\n", e->queue, scr(e->owner, b3, sizeof b3));
     else put(b, "           in %s, unclaimed\n", e->queue);
     break;
   case DLQB_RS_IN_DLQ: put(b, "           in %s\n", e->queue); break;
   case DLQB_RS_RESOLVED: put(b, "           note \"%s\"\n", scr(e->note, b4, sizeof b4)); break;
-  case DLQB_RS_WAITING: put(b, "           in %s (per the trail)\n", scr(e->queue, b3, sizeof b3)); break;
+  case DLQB_RS_WAITING:
+    put(b, "           in %s (per the trail)\n", scr(e->queue, b3, sizeof b3));
+    break;
   default: break;
   }
   put(b, "           last %s at %s by %s (%s), %lu hop%s from the period's start\n",
@@ -433,8 +441,8 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
   put(b, "made at    %s by %s (broker user %s, writer %s), signing key %s\n",
       dlqb_iso_time(c->made_ms, t1, sizeof t1), scr(c->actor, s1, sizeof s1),
       scr(c->broker_user, s2, sizeof s2), scr(c->writer, s3, sizeof s3), c->key_id);
-  put(b, "trail      intact: %lu records in %lu chains across %lu files; seal %s%s\n",
-      sum->records, sum->chains, sum->files, sealed ? "checked" : "NOT checked (--no-seal)",
+  put(b, "trail      intact: %lu records in %lu chains across %lu files; seal %s%s\n", sum->records,
+      sum->chains, sum->files, sealed ? "checked" : "NOT checked (--no-seal)",
       sum->partial ? "; partial: records before the first file's rotation not checked" : "");
   for (size_t i = 0; i < 2; i++)
     put(b, "read       %s at %s: %llu items (%lu other consumers during the read)\n",
@@ -442,12 +450,14 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
         (unsigned long)c->reads[i].others);
   put(b, "not read   (quorum queues: their messages are not held; counts only)");
   for (size_t i = 0; i < c->ncounted; i++) {
-    if (c->counted[i].known) put(b, " %s %lu", c->counted[i].name, (unsigned long)c->counted[i].depth);
+    if (c->counted[i].known)
+      put(b, " %s %lu", c->counted[i].name, (unsigned long)c->counted[i].depth);
     else put(b, " %s ?", c->counted[i].name);
   }
   put(b, "\n");
-  put(b, "ledger     %s: %zu completed requests from completion writers (%s); %zu entries from "
-         "others, not counted\n",
+  put(b,
+      "ledger     %s: %zu completed requests from completion writers (%s); %zu entries from "
+      "others, not counted\n",
       DLQB_Q_COMPLETED, dlqb_ledger_size(c->done),
       c->completion_writers[0] ? scr(c->completion_writers, s1, sizeof s1) : "none listed",
       c->ledger.unverified);
@@ -459,9 +469,10 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
   for (int s = 0; s < DLQB_RS__COUNT; s++) put(b, "%s %lu", s == 0 ? "" : " +", k->state[s]);
   put(b, " (the states add up to the requests in the period)\n");
   if (k->unverified > 0)
-    put(b, "note       %lu request%s with a completion entry from a user not in "
-           "completion_writers: not counted as completed\n", k->unverified,
-        k->unverified == 1 ? "" : "s");
+    put(b,
+        "note       %lu request%s with a completion entry from a user not in "
+        "completion_writers: not counted as completed\n",
+        k->unverified, k->unverified == 1 ? "" : "s");
   put(b, "outside    %lu item%s in %s or %s of requests not seen in the period (not listed)\n",
       k->outside, k->outside == 1 ? "" : "s", DLQB_Q_DLQ, DLQB_Q_REVIEW);
   put(b, "\n");
@@ -506,8 +517,8 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
   text_buf b = {0};
   if (c->o->json) {
     json_object *j = report_json(c, sum, sealed, &k, es, n);
-    put(&b, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+    put(&b, "%s",
+        json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(j);
   } else {
     report_text(&b, c, sum, sealed, &k, es, n);
@@ -525,7 +536,7 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
     cli_error("%s", err.msg);
     rc = EXIT_FAILURE_;
   } else if (c->output != NULL ? write_new_file(c->output, out, out_len)
-                                 : fwrite(out, 1, out_len, stdout) == out_len) {
+                               : fwrite(out, 1, out_len, stdout) == out_len) {
     if (c->o->json && c->output == NULL) cli_json_printed();
     dlqb_log_info("audit_report", "report of %lu requests (%s to %s) signed with key %s by %s",
                   k.total, c->from_text, c->to_text != NULL ? c->to_text : "now", c->key_id,
@@ -546,8 +557,8 @@ int audit_report(int argc, char **argv) {
   o.extra_ctx = &c;
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
-  int rc = audit_load_and_verify(&report_spec, argc, argv, &o, report_line, &c, &sum, &sealed,
-                                 &help);
+  int rc =
+      audit_load_and_verify(&report_spec, argc, argv, &o, report_line, &c, &sum, &sealed, &help);
   if (help) cli_print_help(&report_spec, stdout);
   else if (rc == EXIT_OK) rc = print_report(&c, &sum, sealed);
   dlqb_report_free(c.r);
@@ -568,14 +579,13 @@ static const cli_spec verify_report_spec = {
     .name = "audit verify-report",
     .summary = "check an audit report's signature with the writers' public keys alone",
     .usage = "dlq-bridge audit verify-report REPORT [--json] [--audit-public-keys PATH]",
-    .details =
-        "Checks that REPORT (the exact output of `audit report`, text or --json) is\n"
-        "signed by a key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS (--audit-public-keys: a PEM\n"
-        "file, or a directory of *.pem; *.pem.revoked there are revoked keys) and that\n"
-        "no byte of it changed since. No secret key and no broker are needed.\n"
-        "Exit status: 0 intact (the signing key is named); 1 not intact: changed, signed\n"
-        "by an unknown or revoked key, or not a signed report; 2 usage or configuration\n"
-        "error.",
+    .details = "Checks that REPORT (the exact output of `audit report`, text or --json) is\n"
+               "signed by a key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS (--audit-public-keys: a PEM\n"
+               "file, or a directory of *.pem; *.pem.revoked there are revoked keys) and that\n"
+               "no byte of it changed since. No secret key and no broker are needed.\n"
+               "Exit status: 0 intact (the signing key is named); 1 not intact: changed, signed\n"
+               "by an unknown or revoked key, or not a signed report; 2 usage or configuration\n"
+               "error.",
     .flags = verify_report_flags,
     .settings = true,
     .uses = (const char *const[]){"audit_public_keys", CLI_USES_LOG, NULL},

@@ -18,7 +18,7 @@
 
 #include "flow.h"
 
-#define WAIT_MS 20000
+#define WAIT_MS    20000
 #define HOSTILE_ID "rep-\x1b[31m\"evil"
 
 /* A completion in the ledger, as a worker records it (user_id: the broker
@@ -88,14 +88,17 @@ static void test_report_every_state_signed(void **state) {
   assert_int_equal(fx_audit_init(&a), 0);
   char from[40];
   th_iso_time(th_now_ms() - 60000, from, sizeof from);
-  const char *const env[] = {a.env_log, a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1",
-                             "DLQ_BRIDGE_RETRY_DELAYS=1h", "DLQ_BRIDGE_COMPLETION_WRITERS=guest",
+  const char *const env[] = {a.env_log,
+                             a.env_key,
+                             "DLQ_BRIDGE_MAX_ATTEMPTS=1",
+                             "DLQ_BRIDGE_RETRY_DELAYS=1h",
+                             "DLQ_BRIDGE_COMPLETION_WRITERS=guest",
                              NULL};
   assert_int_equal(fx_start_bridge(t, env), 0);
   /* rep-gone first: it is the DLQ's head when it is taken behind our back. */
-  static const char *const ids[] = {"rep-gone",     "rep-done",      "rep-work", "rep-dlq",
-                                    "rep-claimed",  "rep-unclaimed", "rep-resolved",
-                                    "rep-unv",      HOSTILE_ID,      NULL};
+  static const char *const ids[] = {
+      "rep-gone",      "rep-done",     "rep-work", "rep-dlq",  "rep-claimed",
+      "rep-unclaimed", "rep-resolved", "rep-unv",  HOSTILE_ID, NULL};
   for (size_t i = 0; ids[i] != NULL; i++) assert_int_equal(fx_publish_task(t, ids[i]), 0);
   /* And one allowed three attempts: its first failure waits in dsr.retry.1h. */
   th_msg *retry = fx_msg(t);
@@ -128,15 +131,14 @@ static void test_report_every_state_signed(void **state) {
   run_ok(t, replay_work, env);
   completion(t, "rep-unv", NULL); /* anyone's: not counted */
   const char *const esc1[] = {"escalate", "--request-id", "rep-claimed", "--note", "scope", NULL};
-  const char *const esc2[] = {"escalate", "--request-id", "rep-unclaimed", "--note", "scope",
-                              NULL};
+  const char *const esc2[] = {"escalate", "--request-id", "rep-unclaimed", "--note", "scope", NULL};
   run_ok(t, esc1, env);
   run_ok(t, esc2, env);
   const char *const claim[] = {"review", "claim", "--message-id", "msg-rep-claimed", "--actor",
-                               "bob", NULL};
+                               "bob",    NULL};
   run_ok(t, claim, env);
-  const char *const resolve[] = {"resolve", "--message-id", "msg-rep-resolved", "--note",
-                                 "erased by hand, OPS-43", NULL};
+  const char *const resolve[] = {"resolve", "--message-id",           "msg-rep-resolved",
+                                 "--note",  "erased by hand, OPS-43", NULL};
   run_ok(t, resolve, env);
   /* The bridge's SLA escalator would be a second consumer on the DLQ. */
   assert_int_equal(fx_stop_bridges(t), 0);
@@ -151,13 +153,16 @@ static void test_report_every_state_signed(void **state) {
   char text_path[192], json_path[192];
   assert_true(th_fmt(text_path, sizeof text_path, "%s/report.txt", a.dir));
   assert_true(th_fmt(json_path, sizeof json_path, "%s/report.json", a.dir));
-  const char *const report_env[] = {a.env_log, a.env_key, a.env_pub,
+  const char *const report_env[] = {a.env_log,
+                                    a.env_key,
+                                    a.env_pub,
                                     "DLQ_BRIDGE_COMPLETION_WRITERS=guest",
-                                    "DLQ_BRIDGE_RETRY_DELAYS=1h", NULL};
-  const char *const text_args[] = {"audit", "report", "--from", from, "--actor", "carol",
-                                   "--output", text_path, NULL};
-  const char *const json_args[] = {"audit", "report", "--from", from, "--actor", "carol",
-                                   "--json", "--output", json_path, NULL};
+                                    "DLQ_BRIDGE_RETRY_DELAYS=1h",
+                                    NULL};
+  const char *const text_args[] = {"audit", "report",   "--from",  from, "--actor",
+                                   "carol", "--output", text_path, NULL};
+  const char *const json_args[] = {"audit", "report", "--from",   from,      "--actor",
+                                   "carol", "--json", "--output", json_path, NULL};
   run_ok(t, text_args, report_env);
   run_ok(t, json_args, report_env);
   /* The report moved nothing. */

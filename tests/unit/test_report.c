@@ -22,7 +22,7 @@
 #include "dlqb/report.h"
 
 #define FROM "2026-11-01T00:00:00.000Z"
-#define TO "2026-11-30T23:59:59.999Z"
+#define TO   "2026-11-30T23:59:59.999Z"
 
 static int64_t ms(const char *iso) {
   int64_t v = 0;
@@ -83,7 +83,7 @@ static void test_every_state_and_counts_add_up(void **state) {
   item(r, DLQB_Q_REVIEW, "R-claimed", "bob");
   item(r, DLQB_Q_REVIEW, "R-unclaimed", "");
   item(r, DLQB_Q_DLQ, "R-dlq", "");
-  item(r, DLQB_Q_DLQ, "R-done", ""); /* a stale copy of a completed one */
+  item(r, DLQB_Q_DLQ, "R-done", "");    /* a stale copy of a completed one */
   item(r, DLQB_Q_DLQ, "R-outside", ""); /* no hop in the period */
   item(r, "dsr.work", "R-ignored", ""); /* not a queue the report reads */
   dlqb_report_queue_read(r, DLQB_Q_DLQ, ms("2026-12-01T00:00:00.000Z"), 0);
@@ -110,7 +110,8 @@ static void test_every_state_and_counts_add_up(void **state) {
   hop(r, TO, "dead_lettered", "R-story", "dsr.failed", DLQB_Q_DLQ, "");
   hop(r, "2026-12-01T00:00:00.000Z", "decided_resolve", "R-story", DLQB_Q_REVIEW, "", "done");
   /* Lines that are not hops change nothing. */
-  const char *start = "{\"v\":2,\"chain\":\"c\",\"seq\":0,\"time\":\"" T1 "\",\"event\":\"chain_start\"}";
+  const char *start =
+      "{\"v\":2,\"chain\":\"c\",\"seq\":0,\"time\":\"" T1 "\",\"event\":\"chain_start\"}";
   assert_true(dlqb_report_line(r, start, strlen(start)));
   assert_true(dlqb_report_line(r, "not json", 8));
   assert_int_equal(dlqb_ledger_add(done, "R-done", "crm", &err), DLQB_OK);
@@ -188,7 +189,7 @@ static void test_every_state_and_counts_add_up(void **state) {
 static void test_unknown_names_why(void **state) {
   (void)state;
   dlqb_report *r = new_report();
-  dlqb_report_queue_read(r, DLQB_Q_DLQ, ms(T2), 1);     /* another consumer, read at T2 */
+  dlqb_report_queue_read(r, DLQB_Q_DLQ, ms(T2), 1); /* another consumer, read at T2 */
   dlqb_report_queue_read(r, DLQB_Q_REVIEW, ms(T2), 0);
   hop(r, T1, "dead_lettered", "R-held", "dsr.failed", DLQB_Q_DLQ, "");
   hop(r, T3, "dead_lettered", "R-after", "dsr.failed", DLQB_Q_DLQ, "");
@@ -209,15 +210,18 @@ static void test_request_identity(void **state) {
   (void)state;
   dlqb_report *r = new_report();
   dlqb_error err;
-  const char *inv = "{\"time\":\"" T1 "\",\"event\":\"invalid_envelope\",\"message_id\":\"m-inv\","
-                    "\"request_id\":\"\",\"source_system\":\"\",\"from\":\"dsr.failed\",\"to\":\""
-                    DLQB_Q_DLQ "\"}";
+  const char *inv =
+      "{\"time\":\"" T1 "\",\"event\":\"invalid_envelope\",\"message_id\":\"m-inv\","
+      "\"request_id\":\"\",\"source_system\":\"\",\"from\":\"dsr.failed\",\"to\":\"" DLQB_Q_DLQ
+      "\"}";
   assert_true(dlqb_report_line(r, inv, strlen(inv)));
   assert_int_equal(dlqb_report_item(r, DLQB_Q_DLQ, "m-inv", "", "", "", &err), DLQB_OK);
-  const char *a = "{\"time\":\"" T1 "\",\"event\":\"dead_lettered\",\"message_id\":\"m1\","
-                  "\"request_id\":\"R-1\",\"source_system\":\"crm\",\"from\":\"x\",\"to\":\"" DLQB_Q_DLQ "\"}";
-  const char *b = "{\"time\":\"" T1 "\",\"event\":\"dead_lettered\",\"message_id\":\"m2\","
-                  "\"request_id\":\"R-1\",\"source_system\":\"erp\",\"from\":\"x\",\"to\":\"" DLQB_Q_DLQ "\"}";
+  const char *a =
+      "{\"time\":\"" T1 "\",\"event\":\"dead_lettered\",\"message_id\":\"m1\","
+      "\"request_id\":\"R-1\",\"source_system\":\"crm\",\"from\":\"x\",\"to\":\"" DLQB_Q_DLQ "\"}";
+  const char *b =
+      "{\"time\":\"" T1 "\",\"event\":\"dead_lettered\",\"message_id\":\"m2\","
+      "\"request_id\":\"R-1\",\"source_system\":\"erp\",\"from\":\"x\",\"to\":\"" DLQB_Q_DLQ "\"}";
   assert_true(dlqb_report_line(r, a, strlen(a)));
   assert_true(dlqb_report_line(r, b, strlen(b)));
   dlqb_report_counts k;
@@ -315,7 +319,8 @@ static char *json_body(const char *id) {
   static char body[512];
   snprintf(body, sizeof body,
            "{\"report\":\"dlq-bridge audit report\",\"key\":\"%s\",\"counts\":{\"total\":2},"
-           "\"requests\":[{\"request_id\":\"R-\\\"1\",\"state\":\"completed\"}]}", id);
+           "\"requests\":[{\"request_id\":\"R-\\\"1\",\"state\":\"completed\"}]}",
+           id);
   return body;
 }
 
@@ -343,7 +348,8 @@ static void test_signed_report_verifies_with_public_keys_alone(void **state) {
     for (size_t i = 0; i < len; i++) {
       out[i] ^= 0x01;
       dlqb_status st = dlqb_report_verify(ring, out, len, &chk, &err);
-      if (st == DLQB_OK) fprintf(stderr, "byte %zu of %s changed and still verified\n", i, json ? "json" : "text");
+      if (st == DLQB_OK)
+        fprintf(stderr, "byte %zu of %s changed and still verified\n", i, json ? "json" : "text");
       assert_int_equal(st, DLQB_EINVAL);
       out[i] ^= 0x01;
     }
@@ -398,8 +404,9 @@ static void test_sign_refuses_malformed_bodies(void **state) {
   char *out = NULL;
   size_t len = 0;
   dlqb_error err;
-  assert_int_equal(dlqb_report_sign(w->key, w->key_id, "{\"a\":1,\n\"b\":2}", 14, true, &out, &len,
-                                    &err), DLQB_EINVAL);
+  assert_int_equal(
+      dlqb_report_sign(w->key, w->key_id, "{\"a\":1,\n\"b\":2}", 14, true, &out, &len, &err),
+      DLQB_EINVAL);
   assert_int_equal(dlqb_report_sign(w->key, w->key_id, "no newline", 10, false, &out, &len, &err),
                    DLQB_EINVAL);
   assert_null(out);
@@ -412,8 +419,7 @@ int main(void) {
       cmocka_unit_test(test_request_identity),
       cmocka_unit_test_setup_teardown(test_signed_report_verifies_with_public_keys_alone,
                                       keys_setup, keys_teardown),
-      cmocka_unit_test_setup_teardown(test_unknown_or_revoked_key_fails, keys_setup,
-                                      keys_teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_or_revoked_key_fails, keys_setup, keys_teardown),
       cmocka_unit_test_setup_teardown(test_sign_refuses_malformed_bodies, keys_setup,
                                       keys_teardown),
   };
