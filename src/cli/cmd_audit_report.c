@@ -193,7 +193,8 @@ static int count_unread(report_ctx *c, const dlqb_config *cfg) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;
   }
-  snprintf(c->broker_user, sizeof c->broker_user, "%s", dlqb_link_user(link));
+  const char *user = dlqb_link_user(link);
+  dlqb_text_sanitize(c->broker_user, sizeof c->broker_user, user, strlen(user));
   snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", DLQB_Q_WORK);
   snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", DLQB_Q_FAILED);
   for (size_t i = 0; i < cfg->retry_delay_count && c->ncounted < COUNTED_MAX; i++) {
@@ -239,10 +240,16 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
               dlqb_text_quote(q, c->output, strlen(c->output)));
     return EXIT_USAGE;
   }
-  if (c->actor_flag != NULL) snprintf(c->actor, sizeof c->actor, "%s", c->actor_flag);
-  else ops_default_actor(c->actor, sizeof c->actor);
-  snprintf(c->writer, sizeof c->writer, "report@%s", cfg->instance);
-  snprintf(c->completion_writers, sizeof c->completion_writers, "%s", cfg->completion_writers);
+  /* Named in a signed document that may be printed or parsed: sanitised
+   * here once (valid UTF-8, no control characters), like every string. */
+  char raw[sizeof c->writer];
+  if (c->actor_flag != NULL) snprintf(raw, sizeof raw, "%s", c->actor_flag);
+  else ops_default_actor(raw, sizeof raw);
+  dlqb_text_sanitize(c->actor, sizeof c->actor, raw, strlen(raw));
+  snprintf(raw, sizeof raw, "report@%s", cfg->instance);
+  dlqb_text_sanitize(c->writer, sizeof c->writer, raw, strlen(raw));
+  dlqb_text_sanitize(c->completion_writers, sizeof c->completion_writers, cfg->completion_writers,
+                     strlen(cfg->completion_writers));
   int rc = load_key(c, cfg);
   if (rc != EXIT_OK) return rc;
   if ((c->r = dlqb_report_new(c->from_ms, c->to_ms)) == NULL ||

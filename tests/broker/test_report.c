@@ -188,8 +188,8 @@ static void test_report_every_state_signed(void **state) {
                                     "DLQ_BRIDGE_COMPLETION_WRITERS=guest",
                                     "DLQ_BRIDGE_RETRY_DELAYS=1h",
                                     NULL};
-  const char *const text_args[] = {"audit", "report",   "--from",  from, "--actor",
-                                   "carol", "--output", text_path, NULL};
+  const char *const text_args[] = {"audit",        "report",   "--from",  from, "--actor",
+                                   "carol\x1b[1m", "--output", text_path, NULL};
   const char *const json_args[] = {"audit", "report", "--from",   from,      "--actor",
                                    "carol", "--json", "--output", json_path, NULL};
   run_ok(t, text_args, report_env);
@@ -222,7 +222,7 @@ static void test_report_every_state_signed(void **state) {
   assert_non_null(strstr(text, "in_dlq     request_id rep-?[31m\"evil"));
   /* completed, in_review, in_dlq, resolved, waiting, unknown */
   assert_non_null(strstr(text, "total      10 = 1 + 2 + 3 + 1 + 2 + 1 (the states add up"));
-  assert_non_null(strstr(text, "by carol (broker user guest"));
+  assert_non_null(strstr(text, "by carol?[1m (broker user guest"));
   assert_non_null(strstr(text, "not read   (quorum queues"));
   assert_non_null(strstr(text, "dsr.work 1"));
   assert_non_null(strstr(text, "dsr.retry.1h 1"));
