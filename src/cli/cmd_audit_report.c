@@ -315,9 +315,10 @@ static json_object *entry_json(const dlqb_report_entry *e) {
   return j;
 }
 
+/* Everything but the requests, which print_report appends one at a time
+ * (a tree of every request would cost several times the document). */
 static json_object *report_json(const report_ctx *c, const dlqb_audit_summary *sum, bool sealed,
-                                const dlqb_report_counts *k, const dlqb_report_entry *es,
-                                size_t n) {
+                                const dlqb_report_counts *k) {
   char t[DLQB_ISO_TIME_MAX];
   json_object *j = json_object_new_object(), *by = json_object_new_object();
   json_object_object_add(j, "report", jstr("dlq-bridge audit report"));
@@ -367,9 +368,6 @@ static json_object *report_json(const report_ctx *c, const dlqb_audit_summary *s
   json_object_object_add(counts, "with_unverified_completion", jnum(k->unverified));
   json_object_object_add(counts, "queue_items_outside_period", jnum(k->outside));
   json_object_object_add(j, "counts", counts);
-  json_object *reqs = json_object_new_array();
-  for (size_t i = 0; i < n; i++) json_object_array_add(reqs, entry_json(&es[i]));
-  json_object_object_add(j, "requests", reqs);
   return j;
 }
 
@@ -523,10 +521,18 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
   const dlqb_report_entry *es = dlqb_report_entries(c->r, &n);
   text_buf b = {0};
   if (c->o->json) {
-    json_object *j = report_json(c, sum, sealed, &k, es, n);
-    put(&b, "%s",
-        json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    const int flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+    json_object *j = report_json(c, sum, sealed, &k);
+    const char *head = json_object_to_json_string_ext(j, flags);
+    /* The head without its closing brace, then "requests", then the brace. */
+    put(&b, "%.*s,\"requests\":[", (int)(strlen(head) - 1), head);
     json_object_put(j);
+    for (size_t i = 0; i < n && !b.oom; i++) {
+      json_object *e = entry_json(&es[i]);
+      put(&b, "%s%s", i > 0 ? "," : "", json_object_to_json_string_ext(e, flags));
+      json_object_put(e);
+    }
+    put(&b, "]}");
   } else {
     report_text(&b, c, sum, sealed, &k, es, n);
   }
