@@ -271,6 +271,25 @@ static void test_report_every_state_signed(void **state) {
   assert_non_null(strstr(r.out, "report intact"));
   verify_report(&a, json_path, &r);
   assert_int_equal(r.exit_code, 0);
+  /* The signing key revoked since: the report fails, and no new report
+   * is signed with it. */
+  char pem[192], revoked[192];
+  assert_true(th_fmt(pem, sizeof pem, "%s/writer.pem", a.keys));
+  assert_true(th_fmt(revoked, sizeof revoked, "%s/writer.pem.revoked", a.keys));
+  assert_int_equal(rename(pem, revoked), 0);
+  verify_report(&a, text_path, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "revoked"));
+  char again[192];
+  assert_true(th_fmt(again, sizeof again, "%s/again.txt", a.dir));
+  const char *const again_args[] = {"audit", "report", "--from", from, "--output", again, NULL};
+  assert_int_equal(th_run_bridge(again_args, t->vhost.url, report_env, 30000, &r), 0);
+  printf("report with a revoked key: exit %d, %s", r.exit_code, r.err);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "would not verify"));
+  assert_int_equal(access(again, F_OK), -1);
+  assert_int_equal(rename(revoked, pem), 0);
+
   /* One byte edited: exit 1, one line. */
   edit(text_path, "in_dlq     request_id rep-dlq", 'r');
   verify_report(&a, text_path, &r);
@@ -292,6 +311,14 @@ static void test_report_every_state_signed(void **state) {
     assert_int_equal(r.exit_code, 2);
     assert_int_equal(th_count_lines(r.err), 1);
   }
+  /* A log that does not verify gives no report. */
+  edit(a.log, "\"request_id\":\"rep-dlq", 'r');
+  assert_int_equal(th_run_bridge(again_args, t->vhost.url, report_env, 30000, &r), 0);
+  printf("report on an edited log: exit %d, %s", r.exit_code, r.err);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_count_lines(r.err), 1);
+  assert_int_equal(access(again, F_OK), -1);
+
   expect_undisturbed(t, "dsr.work", "rep-work");
   expect_undisturbed(t, "dsr.retry.1h", "rep-retry");
   FX_CHECK(t, th_wait_depth(t->conn, "dsr.failed", 1, WAIT_MS));
