@@ -31,11 +31,13 @@
 /* In precedence order: the first that applies is the state. */
 typedef enum {
   DLQB_RS_COMPLETED, /* in the completion ledger, from a completion writer */
-  DLQB_RS_IN_REVIEW, /* read in compliance_review (claimed or not) */
-  DLQB_RS_IN_DLQ,    /* read in dsr.dlq.manual */
-  DLQB_RS_RESOLVED,  /* last hop: removed with a note (resolve, review decide --resolve) */
-  DLQB_RS_WAITING,   /* last hop: to dsr.work or a retry queue, and not completed */
-  DLQB_RS_UNKNOWN,   /* none of these: `detail` says why */
+  /* read in compliance_review (claimed or not) or dsr.dlq.manual, unless
+   * its last hop took it out of there after the read (the trail is newer) */
+  DLQB_RS_IN_REVIEW,
+  DLQB_RS_IN_DLQ,
+  DLQB_RS_RESOLVED, /* last hop: removed with a note (resolve, review decide --resolve) */
+  DLQB_RS_WAITING,  /* last hop: to dsr.work or a retry queue, and not completed */
+  DLQB_RS_UNKNOWN,  /* none of these: `detail` says why */
   DLQB_RS__COUNT
 } dlqb_report_state;
 

@@ -241,6 +241,14 @@ __attribute__((format(printf, 2, 3))) static bool set_detail(req *q, const char 
   return set_str(&q->detail, buf);
 }
 
+/* The last hop took it out of queue after queue was read (the daemon or
+ * an operator went on while the report ran): the copy the read saw is
+ * gone, and the trail is newer than the read. */
+static bool left_after_read(const dlqb_report *r, const req *q, const char *queue) {
+  int64_t read_ms = strcmp(queue, DLQB_Q_REVIEW) == 0 ? r->read_review_ms : r->read_dlq_ms;
+  return strcmp(q->from, queue) == 0 && strcmp(q->to, queue) != 0 && q->last_ms >= read_ms;
+}
+
 static void derive(void *ctx, const char *key, size_t klen, void *value) {
   finish_ctx *c = ctx;
   dlqb_report *r = c->r;
@@ -271,11 +279,11 @@ static void derive(void *ctx, const char *key, size_t klen, void *value) {
     if (h != NULL)
       ok = set_detail(q, "a copy is still in %s (replay removes it as complete)",
                       h->review > 0 ? DLQB_Q_REVIEW : DLQB_Q_DLQ);
-  } else if (h != NULL && h->review > 0) {
+  } else if (h != NULL && h->review > 0 && !left_after_read(r, q, DLQB_Q_REVIEW)) {
     e->state = DLQB_RS_IN_REVIEW;
     e->queue = DLQB_Q_REVIEW;
     e->owner = h->owner != NULL ? h->owner : "";
-  } else if (h != NULL && h->dlq > 0) {
+  } else if (h != NULL && h->dlq > 0 && !left_after_read(r, q, DLQB_Q_DLQ)) {
     e->state = DLQB_RS_IN_DLQ;
     e->queue = DLQB_Q_DLQ;
   } else if (q->to[0] == '\0' && is_removal_with_note(q->event)) {

@@ -194,6 +194,13 @@ static void test_unknown_names_why(void **state) {
   hop(r, T1, "dead_lettered", "R-held", "dsr.failed", DLQB_Q_DLQ, "");
   hop(r, T3, "dead_lettered", "R-after", "dsr.failed", DLQB_Q_DLQ, "");
   hop(r, T1, "escalated", "R-review", DLQB_Q_DLQ, DLQB_Q_REVIEW, "");
+  /* Read in the DLQ at T2, and resolved at T3: the trail is newer. */
+  item(r, DLQB_Q_DLQ, "R-left", "");
+  hop(r, T1, "dead_lettered", "R-left", "dsr.failed", DLQB_Q_DLQ, "");
+  hop(r, T3, "resolved", "R-left", DLQB_Q_DLQ, "", "late note");
+  /* Read in the DLQ, and its last hop (before the read) put it there. */
+  item(r, DLQB_Q_DLQ, "R-stays", "");
+  hop(r, T1, "decided_return", "R-stays", DLQB_Q_REVIEW, DLQB_Q_DLQ, "");
   dlqb_report_counts k;
   dlqb_error err;
   assert_int_equal(dlqb_report_finish(r, &k, &err), DLQB_OK);
@@ -201,6 +208,10 @@ static void test_unknown_names_why(void **state) {
   assert_non_null(strstr(find(r, "R-held")->detail, "held by another consumer"));
   assert_non_null(strstr(find(r, "R-after")->detail, "after that queue was read"));
   assert_non_null(strstr(find(r, "R-review")->detail, "removed outside dlq-bridge"));
+  assert_int_equal(find(r, "R-left")->state, DLQB_RS_RESOLVED);
+  assert_string_equal(find(r, "R-left")->note, "late note");
+  assert_int_equal(find(r, "R-stays")->state, DLQB_RS_IN_DLQ);
+  assert_int_equal(k.total, 5);
   dlqb_report_free(r);
 }
 
