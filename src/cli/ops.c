@@ -521,3 +521,5 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   }
   return rc;
 }
+
+void ops_default_actor(char *buf, size_t len) { default_actor(buf, len); }

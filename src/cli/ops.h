@@ -83,6 +83,9 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
 int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_fn on_flag,
              void *ctx, bool *help);
 
+/* The operator's login name ("unknown" when none): --actor's default. */
+void ops_default_actor(char *buf, size_t len);
+
 /* Opens the audit trail as writer "<command>@<instance>" for a command that
  * moves or removes items (dry runs and read-only commands do not call it).
  * With no audit_log configured it refuses, EXIT_USAGE with one line naming
