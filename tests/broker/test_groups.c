@@ -86,6 +86,20 @@ typedef struct {
   char group[16];
 } row;
 
+/* The longest line of text, in characters. */
+static size_t max_line_chars(const char *text) {
+  size_t best = 0, n = 0;
+  for (const char *p = text; *p != '\0'; p++) {
+    if (*p == '\n') {
+      n = 0;
+      continue;
+    }
+    if (((unsigned char)*p & 0xC0u) != 0x80u) n++;
+    if (n > best) best = n;
+  }
+  return best;
+}
+
 /* The DLQ as inspect --json lists it, in order. */
 static int listing(fx_case *t, const char *const *args, row *rows, int max) {
   json_object *j = run_json(t, args), *items;
@@ -178,6 +192,12 @@ static void test_groups_stats_replay_escalate(void **state) {
   assert_int_equal(r.exit_code, 0);
   for (int k = 0; k < 4; k++) assert_non_null(strstr(r.out, gid[k]));
   assert_non_null(strstr(r.out, "row <uuid> locked by tx <hex> since <time>"));
+  /* On an 80-column terminal every line fits, cut with an ellipsis. */
+  static const char *const cols80[] = {"COLUMNS=80", NULL};
+  assert_int_equal(th_run_bridge(st_text, t->vhost.url, cols80, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_true(max_line_chars(r.out) <= 80);
+  assert_non_null(strstr(r.out, "\xe2\x80\xa6"));
   /* Nothing moved. */
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), N);
 
