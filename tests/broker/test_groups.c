@@ -376,10 +376,53 @@ static void test_deadlines_inspect_sorted(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 5);
 }
 
+/* Every header is attacker-controlled: a last_error with a terminal escape,
+ * markup and invalid UTF-8, a source_system with a control character. The
+ * group table shows them as text, one line each, and JSON stays JSON. */
+static void test_groups_hostile_text(void **state) {
+  fx_case *t = *state;
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  run(t, decl, &r);
+  assert_int_equal(r.exit_code, 0);
+  for (int i = 0; i < 3; i++) {
+    th_msg m;
+    th_msg_init(&m);
+    char id[16], err[128];
+    snprintf(id, sizeof id, "h%d", i);
+    snprintf(err, sizeof err, "\x1b[2J<script>alert(%d)</script> \xff\xfe\nnext line", i);
+    assert_int_equal(th_msg_task(&m, id), 0);
+    assert_int_equal(th_msg_set_str(&m, "source_system", "evil\x07src"), 0);
+    assert_int_equal(th_msg_set_str(&m, "last_error", err), 0);
+    assert_int_equal(th_msg_set_str(&m, "dlq_reason", "max_attempts"), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+    th_msg_release(&m);
+  }
+  static const char *const st[] = {"stats", "--by", "group", NULL};
+  run(t, st, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strchr(r.out, '\x1b'));
+  assert_null(strchr(r.out, '\x07'));
+  assert_null(strstr(r.out, "\xff"));
+  /* one group: the three differ only in a number */
+  assert_non_null(strstr(r.out, "(1 group, 3 items)"));
+  assert_non_null(strstr(r.out, "<script>alert(<n>)</script>"));
+  assert_null(strstr(r.out, "\nnext line"));
+  static const char *const sj[] = {"stats", "--by", "group", "--json", NULL};
+  json_object *j = run_json(t, sj), *groups;
+  assert_true(json_object_object_get_ex(j, "groups", &groups));
+  assert_int_equal(json_object_array_length(groups), 1);
+  json_object *g = json_object_array_get_idx(groups, 0);
+  assert_string_equal(th_json_str(g, "source_system"), "evil?src");
+  assert_null(strchr(th_json_str(g, "sample"), '\x1b'));
+  json_object_put(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_groups_stats_replay_escalate),
       FX_TEST(test_deadlines_inspect_sorted),
+      FX_TEST(test_groups_hostile_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
