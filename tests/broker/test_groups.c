@@ -364,6 +364,18 @@ static void test_deadlines_inspect_sorted(void **state) {
   assert_non_null(strstr(r.out, " ? "));
   assert_non_null(strstr(r.out, " -9d") != NULL ? strstr(r.out, " -9d") : strstr(r.out, " -10d"));
 
+  /* 80 columns: LEFT stays when the table is sorted by it, and goes first
+   * otherwise (before DLQ_REASON). */
+  static const char *const cols80[] = {"COLUMNS=80", NULL};
+  static const char *const narrow[] = {"inspect", "--sort", "deadline", NULL};
+  assert_int_equal(th_run_bridge(narrow, t->vhost.url, cols80, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "AGE    LEFT    MESSAGE_ID"));
+  assert_true(max_line_chars(r.out) <= 80);
+  static const char *const plain[] = {"inspect", NULL};
+  assert_int_equal(th_run_bridge(plain, t->vhost.url, cols80, CMD_TIMEOUT_MS, &r), 0);
+  assert_null(strstr(r.out, "LEFT"));
+
   /* Bad values: exit 2, one line. */
   static const char *const bad[] = {"inspect", "--sort", "age", NULL};
   run(t, bad, &r);
