@@ -590,6 +590,9 @@ char *dlqb_config_value_text(const dlqb_config *c, long index, char *buf, size_t
     }
     break;
   }
+  case KIND_DEADLINES:
+    dlqb_deadlines_format((const dlqb_deadlines *)(const void *)field, buf, len);
+    break;
   case KIND_LOG_FORMAT:
     snprintf(buf, len, "%s",
              *(const dlqb_log_format *)(const void *)field == DLQB_LOG_JSON ? "json" : "text");
