@@ -186,6 +186,7 @@ typedef struct {
   unsigned long sealed;      /* chains the seal vouched for */
   unsigned long rotations;   /* file_start links checked */
   int partial;               /* started at a rotation (--partial) */
+  int anchors_given;         /* anchors were fed (even none) */
   unsigned long anchors;     /* anchor messages checked */
   unsigned long anchored;    /* chains the anchors vouch for */
   unsigned long archived;    /* --partial: anchored chains in files before the first given */

@@ -657,6 +657,7 @@ dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summar
   const chain_state *c = f.unanchored;
   v->sum.archived = f.archived;
   v->sum.beyond_anchors = f.beyond;
+  v->sum.anchors_given = v->anchors_given;
   /* The anchors first: they are off the host, so what they name holds even
    * when the log and its seal were cut back together. */
   if (c != NULL) {

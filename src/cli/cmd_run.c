@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/anchor.h"
 #include "dlqb/audit.h"
 #include "dlqb/escalator.h"
 #include "dlqb/log.h"
@@ -114,6 +115,13 @@ int cmd_run(int argc, char **argv) {
   }
   hooks.audit = hctx.audit;
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
+  /* The router's chain heads go off the host every audit_anchor_interval. */
+  dlqb_anchor_pub *anchors = NULL;
+  if ((st = dlqb_anchor_start(&cfg, hctx.audit, &anchors, &err)) != DLQB_OK) {
+    dlqb_audit_close(hctx.audit);
+    cli_error("%s", err.msg);
+    return EXIT_FAILURE_;
+  }
   st = metrics_start(&cfg, &hctx, &metrics_server, &refresher, &err);
   if (st == DLQB_OK) hook_on_tick(&hctx);
   /* DLQ items past DLQ_BRIDGE_DLQ_SLA go to compliance_review, from a
@@ -127,6 +135,11 @@ int cmd_run(int argc, char **argv) {
   dlqb_metrics_refresher_stop(refresher);
   dlqb_metrics_server_stop(metrics_server);
   dlqb_metrics_free(hctx.metrics);
+  /* chain_end, then its anchor, then the handle. */
+  dlqb_audit_end(hctx.audit);
+  dlqb_error aerr = {{0}};
+  if (dlqb_anchor_stop(anchors, &aerr) != DLQB_OK)
+    dlqb_log_warn("anchor_failing", "the last audit head is not anchored: %s", aerr.msg);
   dlqb_audit_close(hctx.audit);
   if (st == DLQB_ECONFLICT) {
     cli_error("%s (a queue's arguments cannot change in place: see \"Changing the topology\" "

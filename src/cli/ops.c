@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "dlqb/anchor.h"
 #include "dlqb/columns.h"
 #include "dlqb/text.h"
 #include "dlqb/log.h"
@@ -86,6 +87,9 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   return rc;
 }
 
+/* The anchor publisher of the one audit trail an ops command writes. */
+static dlqb_anchor_pub *ops_anchors;
+
 bool ops_audit_open(const ops_opts *o, const char *command, dlqb_audit **out) {
   char writer[400];
   snprintf(writer, sizeof writer, "%s@%s", command, o->cfg.instance);
@@ -94,7 +98,27 @@ bool ops_audit_open(const ops_opts *o, const char *command, dlqb_audit **out) {
     cli_error("%s", err.msg);
     return false;
   }
+  if (dlqb_anchor_start(&o->cfg, *out, &ops_anchors, &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    dlqb_audit_close(*out);
+    *out = NULL;
+    return false;
+  }
   return true;
+}
+
+void ops_audit_close(dlqb_audit *audit) {
+  if (audit == NULL) return;
+  /* chain_end first, then its anchor: the run's last head is off the host
+   * before the command exits. A broker that cannot take it loses nothing
+   * (the records are on disk) but leaves them unanchored: say so. */
+  dlqb_audit_end(audit);
+  dlqb_error err = {{0}};
+  if (dlqb_anchor_stop(ops_anchors, &err) != DLQB_OK)
+    fprintf(stderr, "dlq-bridge: warning: this run's audit records are on disk but not "
+            "anchored in %s: %s\n", DLQB_Q_ANCHORS, err.msg);
+  ops_anchors = NULL;
+  dlqb_audit_close(audit);
 }
 
 int ops_fail(const dlqb_error *err) {
@@ -421,7 +445,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&o->cfg, &so, &r, &err);
   ops_progress_end(o);
-  if (own_audit) dlqb_audit_close(audit);
+  if (own_audit) ops_audit_close(audit);
   int rc = EXIT_OK;
   /* Lost before the first item: nothing happened; the error says why. */
   if (st != DLQB_OK && !r.audit_failed && r.examined == 0) {

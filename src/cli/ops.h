@@ -79,6 +79,10 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
  * audit is off). Prints the error and returns false on failure. */
 bool ops_audit_open(const ops_opts *o, const char *command, dlqb_audit **out);
 
+/* Ends what ops_audit_open opened: the chain_end, its anchor (a warning on
+ * stderr when the broker cannot take it), then closes. NULL-safe. */
+void ops_audit_close(dlqb_audit *audit);
+
 /* Prints one line for a failed operation and returns EXIT_FAILURE_. */
 int ops_fail(const dlqb_error *err);
 
