@@ -119,7 +119,7 @@ void dlqb_audit_end(dlqb_audit *a);
  * as a signed anchor line, and the anchor publisher (src/amqp/anchor.c)
  * appends it to the stream dsr.audit.anchors. */
 
-#define DLQB_AUDIT_ANCHOR_MAX 1024 /* an anchor line is shorter than this */
+#define DLQB_AUDIT_ANCHOR_MAX 2048 /* an anchor line is shorter than this */
 
 /* The committed state of the writer's chain: seq of its last record
  * (records = seq + 1), that record's hash, whether it is chain_end, and

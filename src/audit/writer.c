@@ -32,6 +32,7 @@
 #include "dlqb/file.h"
 #include "dlqb/log.h"
 
+#define ANCHOR_FILE_MAX 128 /* bytes of the log's name an anchor carries */
 #define RETRY_MS 500 /* after a failed write, the writer tries again this often */
 
 /* The hash of the locked log's first line (the file's identity, which a
@@ -470,13 +471,19 @@ dlqb_status dlqb_audit_anchor(dlqb_audit *a, char *buf, size_t *len, uint64_t *c
   if (!h.seq_known) return DLQB_OK;
   char now[DLQB_ISO_TIME_MAX];
   dlqb_iso_time(dlqb_now_ms(), now, sizeof now);
-  char file[DLQB_CONFIG_STR_MAX];
+  /* The log's name, cut to ANCHOR_FILE_MAX bytes before escaping (a cut
+   * character becomes '?'), so the line always fits its buffer. */
+  char name[ANCHOR_FILE_MAX + 1], file[2 * ANCHOR_FILE_MAX + 1];
   const char *slash = strrchr(a->path, '/');
-  dlqb__audit_escape(file, slash != NULL ? slash + 1 : a->path);
+  const char *base = slash != NULL ? slash + 1 : a->path;
+  size_t blen = strnlen(base, ANCHOR_FILE_MAX);
+  memcpy(name, base, blen);
+  name[blen] = '\0';
+  dlqb__audit_escape(file, name);
   int n = snprintf(buf, DLQB_AUDIT_ANCHOR_MAX,
                    "{\"v\":%d,\"type\":\"anchor\",\"chain\":\"%s\",\"seq\":%" PRIu64
                    ",\"last_hash\":\"%s\",\"ended\":%s,\"writer\":\"%s\",\"key\":\"%s\","
-                   "\"file\":\"%.200s\",\"file_id\":\"%s\",\"written\":\"%s\","
+                   "\"file\":\"%s\",\"file_id\":\"%s\",\"written\":\"%s\","
                    "\"time\":\"%s\"",
                    DLQB_AUDIT_VERSION, h.chain, h.seq, h.hash, h.ended ? "true" : "false",
                    a->writer, a->key_id, file, h.file_id, h.time, now);

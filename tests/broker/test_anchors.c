@@ -397,6 +397,57 @@ static void test_broker_without_the_stream(void **state) {
   fx_audit_remove(&w.a);
 }
 
+/* ---- the daemon ---- */
+
+typedef struct {
+  const char *path;
+  const char *needle;
+  int want;
+} count_wait;
+
+static bool count_reached(void *arg) {
+  count_wait *c = arg;
+  return fx_count_in_file(c->path, c->needle) >= c->want;
+}
+
+/* `run` anchors its router's and its escalator's chains while it routes
+ * (every 200 ms here) and once more at its end: verify --anchors finds
+ * both chains anchored, the last anchors at their chain_end. */
+static void test_daemon_anchors_while_running_and_at_exit(void **state) {
+  fx_case *t = *state;
+  world w;
+  assert_int_equal(fx_audit_init(&w.a), 0);
+  assert_true(th_fmt(w.seal, sizeof w.seal, "%s.seal", w.a.log));
+  assert_true(th_fmt(w.away, sizeof w.away, "%s.away", w.a.key));
+  w.venv[0] = w.a.env_log;
+  w.venv[1] = w.a.env_pub;
+  w.venv[2] = NULL;
+  const char *const env[] = {w.a.env_log, w.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1",
+                             "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL=200ms", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  for (int i = 0; i < 5; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "daemon-%d", i);
+    th_msg *m = fx_msg(t);
+    assert_int_equal(th_msg_task(m, id), 0);
+    assert_int_equal(th_msg_add_str(m, "worker_error", "upstream timeout"), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.failed", m), 0);
+  }
+  count_wait c = {w.a.log, "\"event\":\"dead_lettered\"", 5};
+  FX_CHECK(t, th_wait_until(count_reached, &c, WAIT_MS));
+  /* Anchored while running: no stop needed to get the heads off the host. */
+  wait_anchors(t, 2);
+  long running = th_queue_depth(t->conn, ANCHORS);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  wait_anchors(t, running + 1);
+  th_result r;
+  verify(t, &w, true, NULL, &r);
+  FX_CHECK(t, r.exit_code == 0);
+  assert_non_null(strstr(r.out, "of 2 chains checked (0 ignored"));
+  assert_non_null(strstr(r.out, "; 0 records newer than their chain's last anchor"));
+  fx_audit_remove(&w.a);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
@@ -407,6 +458,7 @@ int main(void) {
       FX_TEST(test_deleted_rotated_file),
       FX_TEST(test_foreign_messages_and_forged_anchor),
       FX_TEST(test_broker_without_the_stream),
+      FX_TEST(test_daemon_anchors_while_running_and_at_exit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
