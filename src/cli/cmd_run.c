@@ -37,6 +37,7 @@ typedef struct {
   dlqb_metrics *metrics; /* NULL when metrics are off */
   dlqb_audit *audit;     /* NULL when audit is off */
   dlqb_escalator *escalator; /* its own audit writer counts for health too */
+  dlqb_anchor_pub *anchors;  /* the router's chain heads to dsr.audit.anchors */
 } run_ctx;
 
 /* The audit writers log their own failures and recovery (they retry by
@@ -50,6 +51,8 @@ static void hook_on_tick(void *ctx) {
   dlqb_metrics_set_audit(rc->metrics, ok, ok ? NULL : why,
                          dlqb_audit_pending(rc->audit) +
                              dlqb_escalator_audit_pending(rc->escalator));
+  dlqb_metrics_set_anchored(rc->metrics, dlqb_anchor_health(rc->anchors, NULL, 0) &&
+                                             dlqb_escalator_anchored(rc->escalator));
 }
 
 static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
@@ -117,7 +120,8 @@ int cmd_run(int argc, char **argv) {
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
   /* The router's chain heads go off the host every audit_anchor_interval. */
   dlqb_anchor_pub *anchors = NULL;
-  if ((st = dlqb_anchor_start(&cfg, hctx.audit, &anchors, &err)) != DLQB_OK) {
+  if ((st = dlqb_anchor_start(&cfg, hctx.audit, &anchors, &err)) == DLQB_OK) hctx.anchors = anchors;
+  else {
     dlqb_audit_close(hctx.audit);
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;
@@ -137,6 +141,7 @@ int cmd_run(int argc, char **argv) {
   dlqb_metrics_free(hctx.metrics);
   /* chain_end, then its anchor, then the handle. */
   dlqb_audit_end(hctx.audit);
+  hctx.anchors = NULL;
   dlqb_error aerr = {{0}};
   if (dlqb_anchor_stop(anchors, &aerr) != DLQB_OK)
     dlqb_log_warn("anchor_failing", "the last audit head is not anchored: %s", aerr.msg);

@@ -153,6 +153,10 @@ bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len)
   return dlqb_audit_health(e != NULL ? e->audit : NULL, why, len);
 }
 
+bool dlqb_escalator_anchored(const dlqb_escalator *e) {
+  return e == NULL || dlqb_anchor_health(e->anchors, NULL, 0);
+}
+
 size_t dlqb_escalator_audit_pending(const dlqb_escalator *e) {
   return dlqb_audit_pending(e != NULL ? e->audit : NULL);
 }
