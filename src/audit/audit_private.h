@@ -277,9 +277,10 @@ void dlqb__audit_unlock_log(dlqb_audit *a);
 
 /* The last line of the locked log of `size` bytes (ending in a newline:
  * cut_unfinished_line ran): its hash, and its chain and seq when it is a
- * chain record. For size 0, the zero hash. False when it cannot be read or
- * is not a record. */
-bool dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t);
+ * chain record. 1 when read (size 0: the zero hash), 0 when the line is
+ * not a record (t then holds the zero hash), -1 when it cannot be read
+ * (errno). */
+int dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t);
 void dlqb__audit_close_log(dlqb_audit *a);
 
 /* A file (the log or its seal) that does not end in a newline ends in a

@@ -170,17 +170,16 @@ static void chain_of_line(const char *line, size_t len, dlqb__audit_tail *t) {
   t->seq = seq;
 }
 
-bool dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t) {
+int dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t) {
   t->chain[0] = '\0';
   t->seq = 0;
-  if (size == 0) {
-    memcpy(t->hash, DLQB__AUDIT_ZERO_HASH, sizeof t->hash);
-    return true;
-  }
+  memcpy(t->hash, DLQB__AUDIT_ZERO_HASH, sizeof t->hash);
+  if (size == 0) return 1;
   char tail[DLQB__AUDIT_RECORD_MAX * 2];
   off_t from = size > (off_t)sizeof tail ? size - (off_t)sizeof tail : 0;
   ssize_t r = pread(a->fd, tail, (size_t)(size - from), from);
-  if (r != size - from || r < 2) return false;
+  if (r != size - from) return -1;
+  if (r < 2) return 0;
   size_t end = (size_t)r - 1; /* the final newline */
   size_t start = end;
   while (start > 0 && tail[start - 1] != '\n') start--;
@@ -188,9 +187,9 @@ bool dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t) {
   const char *sig;
   if (!dlqb__audit_split(tail + start, end - start, &body, &sig) ||
       !dlqb__audit_hash_body(&a->hasher, tail + start, body, t->hash))
-    return false;
+    return 0;
   chain_of_line(tail + start, end - start, t);
-  return true;
+  return 1;
 }
 
 /* Renames the full log to <log>.<UTC time>[-N] and puts a new log in its
@@ -202,7 +201,7 @@ bool dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t) {
 void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
   char why[DLQB_ERRNO_TEXT_MAX];
   dlqb__audit_tail last;
-  if (size == 0 || !dlqb__audit_last_line(a, size, &last)) {
+  if (size == 0 || dlqb__audit_last_line(a, size, &last) != 1) {
     dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': its last line is not a record",
                   a->path);
     return;

@@ -93,10 +93,19 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
   if (a->tail_valid && a->tail_size == size && a->tail_ino == a->log_ino &&
       a->tail_dev == a->log_dev) {
     after = a->tail;
-  } else if (!dlqb__audit_last_line(a, size, &after)) {
-    st = dlqb_fail(err, DLQB_EIO, "cannot append to audit log '%s': its last line is not a "
-                   "record", a->path);
-    goto unlock;
+  } else {
+    int got = dlqb__audit_last_line(a, size, &after);
+    if (got < 0) {
+      st = dlqb__audit_io_fail(err, "read", a->path);
+      goto unlock;
+    }
+    /* A last line that is not a record (appended by someone else) fails
+     * verify by itself; refusing to write after it would let anyone who
+     * can append to the file stop every writer. The link then names the
+     * zero hash, which verify reports too. */
+    if (got == 0)
+      dlqb_log_warn("audit_tail", "audit log '%s' ends in a line that is not a record; "
+                    "appending after it (verify will name it)", a->path);
   }
   uint64_t seq = a->seq;
   char hash[DLQB_AUDIT_HASH_HEX + 1];

@@ -1096,6 +1096,31 @@ static void test_concurrent_writers(void **state) {
 }
 
 
+static size_t count_lines(const char *path) {
+  lines l;
+  read_lines(path, &l);
+  size_t n = l.n;
+  free_lines(&l);
+  return n;
+}
+
+/* A line someone else appended (not a record) must not stop the writers:
+ * they go on recording after it, and verify names the line. */
+static void test_writer_appends_after_a_foreign_line(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
+  FILE *f = fopen(w->log, "a");
+  assert_non_null(f);
+  fputs("not a record\n", f);
+  fclose(f);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 2);
+  dlqb_audit_close(a);
+  assert_int_equal(count_lines(w->log), 5);
+  expect_bad(w, "line 2: not an audit record");
+}
+
 /* ---- links between chains, and anchors (docs/audit.md) ---- */
 
 /* Keeps the lines of l that do not contain needle (a chain id): what an
@@ -1795,6 +1820,7 @@ int main(void) {
       T(test_seal_missing_or_edited),
       T(test_seal_order_and_lag),
       T(test_visitor_sees_every_accepted_line),
+      T(test_writer_appends_after_a_foreign_line),
       T(test_deleted_chain_is_named_by_the_next),
       T(test_deleted_batches_before_another_chain),
       T(test_anchor_intact),
