@@ -18,21 +18,21 @@
 #include "dlqb/names.h"
 #include "dlqb/thread.h"
 
-#define READ_PREFETCH 500
+#define READ_PREFETCH  500
 #define READ_ACK_EVERY 100
 
 struct dlqb_anchor_pub {
   dlqb_config cfg; /* a copy: the thread outlives nothing, but callers' configs may move */
   dlqb_audit *audit;
-  dlqb_link *link; /* the thread's, then stop's */
+  dlqb_link *link;    /* the thread's, then stop's */
   uint64_t published; /* the head's commits count at the last confirmed anchor */
   pthread_t thread;
   bool running;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  bool stopping;     /* (mu) */
-  bool failing;      /* (mu) */
-  dlqb_error why;    /* (mu) the last failure */
+  bool stopping;  /* (mu) */
+  bool failing;   /* (mu) */
+  dlqb_error why; /* (mu) the last failure */
 };
 
 /* Waits for the confirm of the one publish in flight on the link. */
@@ -54,18 +54,19 @@ static dlqb_status wait_confirm(dlqb_link *link, dlqb_error *err) {
       continue;
     case AMQP_BASIC_ACK_METHOD:
       if (returned)
-        return dlqb_fail(err, DLQB_EBROKER, "no stream '%s' on the broker (run 'dlq-bridge "
-                         "declare')", DLQB_Q_ANCHORS);
+        return dlqb_fail(err, DLQB_EBROKER,
+                         "no stream '%s' on the broker (run 'dlq-bridge "
+                         "declare')",
+                         DLQB_Q_ANCHORS);
       return DLQB_OK;
     case AMQP_BASIC_NACK_METHOD:
-      return dlqb_fail(err, DLQB_EBROKER, "anchor stream '%s' refused the anchor",
-                       DLQB_Q_ANCHORS);
+      return dlqb_fail(err, DLQB_EBROKER, "anchor stream '%s' refused the anchor", DLQB_Q_ANCHORS);
     case AMQP_CHANNEL_CLOSE_METHOD:
     case AMQP_CONNECTION_CLOSE_METHOD:
-      return dlqb_fail(err, DLQB_ECONN, "broker closed the channel while taking the audit "
+      return dlqb_fail(err, DLQB_ECONN,
+                       "broker closed the channel while taking the audit "
                        "anchor (no write permission on amq.default?)");
-    default:
-      continue;
+    default: continue;
     }
   }
 }
@@ -116,9 +117,10 @@ static void note(dlqb_anchor_pub *p, dlqb_status st, const dlqb_error *err) {
   if (st != DLQB_OK) p->why = *err;
   pthread_mutex_unlock(&p->mu);
   if (st != DLQB_OK && !was)
-    dlqb_log_error("anchor_failing", "cannot anchor the audit trail: %s; records stay on disk "
-                   "and acking goes on, retrying every %llu ms", err->msg,
-                   (unsigned long long)p->cfg.audit_anchor_interval_ms);
+    dlqb_log_error("anchor_failing",
+                   "cannot anchor the audit trail: %s; records stay on disk "
+                   "and acking goes on, retrying every %llu ms",
+                   err->msg, (unsigned long long)p->cfg.audit_anchor_interval_ms);
   else if (st == DLQB_OK && was)
     dlqb_log_info("anchor_recovered", "the audit trail is anchored again (%s)", DLQB_Q_ANCHORS);
 }
@@ -217,12 +219,12 @@ dlqb_status dlqb_anchor_read(const dlqb_config *cfg, const char *stream, dlqb_au
     st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), "set prefetch", err);
   }
   if (st == DLQB_OK && count > 0) {
-    amqp_table_entry_t arg = {.key = amqp_cstring_bytes(DLQB_H_STREAM_OFFSET),
-                              .value = {.kind = AMQP_FIELD_KIND_UTF8,
-                                        .value.bytes = amqp_cstring_bytes("first")}};
+    amqp_table_entry_t arg = {
+        .key = amqp_cstring_bytes(DLQB_H_STREAM_OFFSET),
+        .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes("first")}};
     amqp_table_t args = {1, &arg};
-    amqp_basic_consume(conn, DLQB_CHANNEL, dlqb_bytes(stream), dlqb_bytes("dlqb-anchors"), 0, 0,
-                       0, args);
+    amqp_basic_consume(conn, DLQB_CHANNEL, dlqb_bytes(stream), dlqb_bytes("dlqb-anchors"), 0, 0, 0,
+                       args);
     st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), what, err);
   }
   size_t since_ack = 0;
@@ -232,8 +234,10 @@ dlqb_status dlqb_anchor_read(const dlqb_config *cfg, const char *stream, dlqb_au
     struct timeval tv = {idle_ms / 1000, (idle_ms % 1000) * 1000};
     amqp_rpc_reply_t r = amqp_consume_message(conn, &env, &tv, 0);
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) {
-      st = dlqb_fail(err, DLQB_ETIMEOUT, "anchor stream '%s': read %zu of %u anchors, then "
-                     "nothing for %ld ms", stream, out->n, count, idle_ms);
+      st = dlqb_fail(err, DLQB_ETIMEOUT,
+                     "anchor stream '%s': read %zu of %u anchors, then "
+                     "nothing for %ld ms",
+                     stream, out->n, count, idle_ms);
       break;
     }
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&

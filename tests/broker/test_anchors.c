@@ -25,15 +25,15 @@
 
 #include "flow.h"
 
-#define WAIT_MS 20000
-#define ANCHORS "dsr.audit.anchors"
+#define WAIT_MS   20000
+#define ANCHORS   "dsr.audit.anchors"
 #define MAX_LINES 256
 
 typedef struct {
   fx_audit a;
   char seal[160], away[160];
-  const char *env[6];   /* a writer's: log, key */
-  const char *venv[3];  /* the verifier's: log, public keys; no secret */
+  const char *env[6];  /* a writer's: log, key */
+  const char *venv[3]; /* the verifier's: log, public keys; no secret */
   char rotate[64];
 } world;
 
@@ -261,7 +261,8 @@ static void test_deleted_chain(void **state) {
   unlink(seal_copy);
   drop_chain(w.a.log, first);
   drop_chain(w.seal, first);
-  snprintf(want, sizeof want, "missing: chain %s (up to seq 2 at least) is not in the files", first);
+  snprintf(want, sizeof want, "missing: chain %s (up to seq 2 at least) is not in the files",
+           first);
   expect_missing(t, &w, false, NULL, want);
   expect_missing(t, &w, false, NULL, "(the chain was deleted whole)");
   fx_audit_remove(&w.a);
