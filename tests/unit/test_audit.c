@@ -24,6 +24,7 @@
 
 #include "../../src/audit/audit_private.h"
 #include "dlqb/audit.h"
+#include "dlqb/clock.h"
 #include "dlqb/file.h"
 
 #define MAX_LINES 4096
@@ -1410,6 +1411,61 @@ static void test_anchor_catches_a_deleted_rotated_file(void **state) {
   dlqb_audit_lines_free(&anchors);
 }
 
+/* --partial (retention deleted the oldest files): a chain whose anchored
+ * head was written before the first file given began is archived, not
+ * missing; one in a later file is still missing. */
+static void test_anchor_with_partial_counts_archived_chains(void **state) {
+  world *w = *state;
+  w->cfg.audit_rotate_bytes = 2048;
+  dlqb_audit_lines anchors = {0};
+  dlqb_error err;
+  char line[DLQB_AUDIT_ANCHOR_MAX];
+  size_t len;
+  uint64_t commits;
+  dlqb_audit *x = NULL, *y = NULL;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-x", &x, &err), DLQB_OK);
+  record(x, DLQB_EV_RETRY_SCHEDULED, 0, 2);
+  dlqb_audit_end(x); /* chain_end, still in the first file */
+  assert_int_equal(dlqb_audit_anchor(x, line, &len, &commits, &err), DLQB_OK);
+  assert_non_null(strstr(line, "\"ended\":true"));
+  assert_int_equal(dlqb_audit_lines_add(&anchors, line, len, &err), DLQB_OK);
+  dlqb_audit_close(x);
+  /* The rotation's file_start must be stamped a later millisecond than
+   * x's chain_end (times have ms resolution): wait for the clock, no sleep. */
+  long long t0 = dlqb_now_ms();
+  while (dlqb_now_ms() == t0) {
+  }
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-y", &y, &err), DLQB_OK); /* rotates */
+  record(y, DLQB_EV_REPLAYED, 10, 2); /* its chain_end rotates again */
+  dlqb_audit_end(y);
+  assert_int_equal(dlqb_audit_anchor(y, line, &len, &commits, &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_lines_add(&anchors, line, len, &err), DLQB_OK);
+  dlqb_audit_close(y);
+  char **files = NULL;
+  size_t n = 0;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
+  assert_int_equal(n, 3);
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_anchored(w, &anchors, 0, &sum, &err), DLQB_OK);
+  /* The second file's file_start still vouches for x (the seal knew it
+   * then); the third's no longer does. Retention deleted the first two:
+   * --partial from the third. */
+  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files + 2, 1, NULL,
+                                              1, &anchors, NULL, NULL, &sum, &err);
+  if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
+  assert_int_equal(st, DLQB_OK);
+  assert_int_equal(sum.archived, 1);
+  assert_int_equal(sum.anchored, 2);
+  /* Now y's file is the one missing: its chain is not archived. */
+  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, &anchors,
+                                  NULL, NULL, &sum, &err);
+  printf("  verify --anchors: %s\n", err.msg);
+  assert_int_equal(st, DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "(writer writer-y)"));
+  dlqb_audit_files_free(files, n);
+  dlqb_audit_lines_free(&anchors);
+}
+
 /* ---- the verifier on hostile input ---- */
 
 static void test_verifier_rejects_garbage(void **state) {
@@ -1829,6 +1885,7 @@ int main(void) {
       T(test_anchor_with_an_emptied_seal),
       T(test_forged_anchors),
       T(test_anchor_catches_a_deleted_rotated_file),
+      T(test_anchor_with_partial_counts_archived_chains),
       T(test_filter_picks_one_requests_hops),
       T(test_write_failure_then_recovery),
       T(test_first_write_fails),
