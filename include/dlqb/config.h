@@ -15,11 +15,32 @@
 
 #include "dlqb/deadline.h"
 #include "dlqb/error.h"
+#include "dlqb/pipeline.h" /* DLQB_MAX_RETRY_DELAYS, the pipelines */
 
-#define DLQB_MAX_RETRY_DELAYS 16
 #define DLQB_CONFIG_STR_MAX 1024
 
 typedef enum { DLQB_LOG_TEXT, DLQB_LOG_JSON } dlqb_log_format;
+
+/* A pipeline from the config file's `pipelines`: names and profile
+ * resolved when read, its policy only where it set it (policy_set has bit
+ * DLQB_POLICY_<KEY>): the rest follows the top-level settings, whichever
+ * source set them (dlqb_config_pipeline). */
+typedef struct {
+  dlqb_pipeline p;
+  uint32_t policy_set;
+} dlqb_pipeline_conf;
+
+/* The policy settings a pipeline may set, as bits of policy_set. */
+enum {
+  DLQB_POLICY_MAX_ATTEMPTS = 1u << 0,
+  DLQB_POLICY_POISON_THRESHOLD = 1u << 1,
+  DLQB_POLICY_RETRY_DELAYS = 1u << 2,
+  DLQB_POLICY_RETRY_JITTER = 1u << 3,
+  DLQB_POLICY_SLA_BUDGET = 1u << 4,
+  DLQB_POLICY_PREFETCH = 1u << 5,
+  DLQB_POLICY_DLQ_SLA = 1u << 6,
+  DLQB_POLICY_MAX_REPLAYS = 1u << 7,
+};
 
 typedef struct {
   char url[DLQB_CONFIG_STR_MAX];           /* amqp:// or amqps:// */
@@ -51,6 +72,10 @@ typedef struct {
   dlqb_log_format log_format;
   int log_level;            /* 0 error, 1 warn, 2 info, 3 debug */
   char instance[256];       /* bridge instance name in logs and audit */
+  /* The config file's `pipelines`, in the file's order; 0 = one pipeline,
+   * "dsr", with today's names and the top-level policy. */
+  dlqb_pipeline_conf pipelines[DLQB_MAX_PIPELINES];
+  size_t pipeline_count;
 } dlqb_config;
 
 /* One row of the settings table; exposed for --help and the docs test. */
@@ -143,6 +168,31 @@ bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, si
 
 /* Finds the setting whose flag is `flag` (without dashes); NULL if none. */
 const dlqb_config_setting *dlqb_config_find_flag(const char *flag);
+
+/* How many pipelines c serves: pipeline_count, or 1 (the default "dsr"). */
+size_t dlqb_config_pipeline_count(const dlqb_config *c);
+
+/* Pipeline i (< dlqb_config_pipeline_count) of c, its policy completed from
+ * the top-level settings. Without `pipelines`: "dsr", today's names, the
+ * dsr profile and exactly the top-level policy. */
+void dlqb_config_pipeline(const dlqb_config *c, size_t i, dlqb_pipeline *out);
+
+/* The index of the pipeline called name; name NULL: the only one. Errors
+ * (DLQB_EINVAL) name the pipelines configured: "--pipeline: no pipeline
+ * 'x' (configured: dsr, redaction)" or "several pipelines are configured
+ * (dsr, redaction): choose one with --pipeline". */
+dlqb_status dlqb_config_pipeline_choose(const dlqb_config *c, const char *name, size_t *index,
+                                        dlqb_error *err);
+
+/* Forgets every pipeline's own value of the policy setting `key` (no-op
+ * for other keys): a later source than the file (environment, flag) sets
+ * it for every pipeline, as it overrides the file's top-level value. */
+void dlqb_config_pipelines_override(dlqb_config *c, const char *key);
+
+/* Writes p's policy over c's top-level policy settings, so code that reads
+ * a dlqb_config (the router, the escalator, the ops commands) works with
+ * that pipeline's rules on a copy. */
+void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p);
 
 /* Checks cross-setting rules (e.g. TLS files only with amqps://, cert and key
  * together). Call after all sources are applied. */

@@ -27,6 +27,7 @@
 #include "dlqb/error.h"
 #include "dlqb/headers.h" /* the table access the parser uses, for its callers too */
 #include "dlqb/names.h"   /* the header names */
+#include "dlqb/pipeline.h" /* the profiles */
 
 #define DLQB_ID_MAX 256         /* bytes of request_id / source_system */
 #define DLQB_LAST_ERROR_MAX 500 /* bytes of last_error */
@@ -35,8 +36,11 @@
 #define DLQB_ENVELOPE_COUNT_MAX 1000000
 
 typedef struct {
-  char request_id[DLQB_ID_MAX + 1];      /* trimmed */
-  char source_system[DLQB_ID_MAX + 1];   /* trimmed */
+  /* The task's identity: the profile's two identity headers, trimmed
+   * (dlqb/pipeline.h; DSR: request_id and source_system, hence the names). */
+  char request_id[DLQB_ID_MAX + 1];
+  char source_system[DLQB_ID_MAX + 1];
+  /* The DSR profile's closed fields; "" under a profile without them. */
   char legal_basis[16];
   char action[16];
   int64_t attempt;
@@ -46,6 +50,10 @@ typedef struct {
   char last_error[DLQB_LAST_ERROR_MAX + 1];
   bool has_first_seen_at;
   int64_t first_seen_at_ms;              /* Unix epoch milliseconds */
+  /* The time that starts the SLA clock (the profile's sla_clock header);
+   * first_seen_at's under the built-in profiles. */
+  bool has_sla_start;
+  int64_t sla_start_ms;
 } dlqb_envelope;
 
 /* Parses and validates the envelope in headers (NULL or empty allowed: then
@@ -57,6 +65,17 @@ typedef struct {
  * integers are all errors. out is fully written on success. */
 dlqb_status dlqb_envelope_parse(const amqp_table_t *headers, int64_t default_max_attempts,
                                 dlqb_envelope *out, dlqb_error *why);
+
+/* As dlqb_envelope_parse, under profile's rules: its identity headers
+ * (into request_id and source_system) and other fields are checked in the
+ * profile's order, each present one as non-blank UTF-8 text without
+ * control characters of at most DLQB_ID_MAX bytes, one of its closed set
+ * where it has one ("category 'x' is not one of a, b"); a required one
+ * missing is "item_id is missing". dlqb_envelope_parse is this function
+ * with the dsr profile, word for word. */
+dlqb_status dlqb_envelope_parse_profile(const amqp_table_t *headers, const dlqb_profile *profile,
+                                        int64_t default_max_attempts, dlqb_envelope *out,
+                                        dlqb_error *why);
 
 /* n + 1 for a count read from a header (replay_count): a negative n counts
  * as 0, and the result saturates at DLQB_ENVELOPE_COUNT_MAX, so a hostile

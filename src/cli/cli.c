@@ -254,6 +254,24 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
   return DLQB_OK;
 }
 
+/* The pipelines of the config file. The daemon and the commands serve the
+ * default pipeline (today's names and the dsr profile), with its own
+ * policy when `pipelines` sets one, and refuse any other rather than work
+ * on queues that are not the ones configured. */
+static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, dlqb_error *err) {
+  if (cfg->pipeline_count == 0) return DLQB_OK;
+  dlqb_pipeline p;
+  dlqb_config_pipeline(cfg, 0, &p);
+  if (cfg->pipeline_count == 1 && dlqb_pipeline_is_default(&p)) {
+    dlqb_config_use_pipeline(cfg, &p);
+    return DLQB_OK;
+  }
+  return dlqb_fail(err, DLQB_EINVAL,
+                   "key 'pipelines': '%s' serves only the default pipeline dsr (today's names, "
+                   "the dsr profile) in this version",
+                   spec->name);
+}
+
 /* Files the connection reads: one that cannot be read is a configuration
  * error (exit 2) naming the setting, not a failure to connect later. */
 static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlqb_error *err) {
@@ -371,6 +389,8 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++)
       if (!cli_uses(spec, s->key)) (void)dlqb_config_set(cfg, s->key, s->dflt, "default", NULL);
     if (dlqb_config_apply_env(cfg, env_for_command, &err) != DLQB_OK) goto bad;
+    for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++)
+      if (env_for_command(s->env) != NULL) dlqb_config_pipelines_override(cfg, s->key);
   }
 
   /* Pass 2: every flag in order, settings and command flags alike. */
@@ -424,12 +444,14 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
       if (on_flag(ctx, name, value, &err) != DLQB_OK) goto bad;
     } else if (dlqb_config_set(cfg, s->key, value, source, &err) != DLQB_OK) {
       goto bad;
-    } else if (nflag_keys < sizeof flag_keys / sizeof flag_keys[0]) {
-      flag_keys[nflag_keys++] = s->key;
+    } else {
+      dlqb_config_pipelines_override(cfg, s->key);
+      if (nflag_keys < sizeof flag_keys / sizeof flag_keys[0]) flag_keys[nflag_keys++] = s->key;
     }
   }
   if (spec->settings && check_sources(spec, cfg, &err) != DLQB_OK) goto bad;
   if (spec->settings && dlqb_config_validate(cfg, &err) != DLQB_OK) goto bad;
+  if (spec->settings && check_pipelines(spec, cfg, &err) != DLQB_OK) goto bad;
   if (spec->settings && check_files(spec, cfg, &err) != DLQB_OK) goto bad;
   if (cfg->instance[0] == '\0') {
     char host[200] = "localhost";

@@ -12,17 +12,13 @@
 #include "dlqb/deadline.h"
 #include "dlqb/duration.h"
 #include "dlqb/text.h"
+#include "config_private.h"
 
 /* Quoted input is cut to this many bytes so an error stays one short line. */
 #define QUOTE_BUF DLQB_QUOTE_BUF
 
 #define MS_PER_HOUR INT64_C(3600000)
 
-/* The top-level key a later version gives several named pipelines, each an
- * object of settings (the top-level settings their defaults). Refused by
- * name today, so a file written for that version fails here with a line
- * that says why, and the key can never become a setting. */
-#define RESERVED_PIPELINES "pipelines"
 
 typedef enum {
   KIND_URL,        /* amqp:// or amqps:// URL */
@@ -722,10 +718,8 @@ static dlqb_status apply_member(dlqb_config *c, const char *key, json_object *v,
   char q[QUOTE_BUF];
   char src[QUOTE_BUF + 8];
   long i = find_key(key);
-  if (i < 0 && strcmp(key, RESERVED_PIPELINES) == 0) {
-    return dlqb_fail(err, DLQB_EINVAL,
-                     "key '%s': several pipelines in one file are not supported by this "
-                     "version of dlq-bridge", RESERVED_PIPELINES);
+  if (i < 0 && strcmp(key, "pipelines") == 0) {
+    return dlqb__config_apply_pipelines(c, v, err);
   }
   if (i < 0) {
     const char *near = dlqb_config_closest_key(key);
@@ -738,6 +732,17 @@ static dlqb_status apply_member(dlqb_config *c, const char *key, json_object *v,
                      quote(key, q));
   }
   snprintf(src, sizeof src, "key '%s'", key);
+  return dlqb__config_apply_member(c, key, v, src, err);
+}
+
+/* Applies one member of a known setting key, errors named by src (the key
+ * as the file spells it: "key 'pipelines.x.max_attempts'"). */
+dlqb_status dlqb__config_apply_member(dlqb_config *c, const char *key, json_object *v,
+                                      const char *src, dlqb_error *err) {
+  long i = find_key(key);
+  if (i < 0) {
+    return dlqb_fail(err, DLQB_EINVAL, "%s: not a setting", src);
+  }
   const setting_rule *r = &rules[i];
   enum json_type t = json_object_get_type(v);
   if (t == json_type_string) {
@@ -773,7 +778,10 @@ static dlqb_status apply_object(dlqb_config *c, json_object *root, uint64_t *set
     if (st != DLQB_OK) {
       return st;
     }
-    *set_keys |= UINT64_C(1) << find_key(key);
+    long i = find_key(key);
+    if (i >= 0) { /* `pipelines` is not a row of the table */
+      *set_keys |= UINT64_C(1) << i;
+    }
   }
   return DLQB_OK;
 }

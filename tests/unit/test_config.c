@@ -765,10 +765,8 @@ static void test_file_errors(void **state) {
   text_bad("{\"prefetch\": true}", "key 'prefetch': expected an integer or a string, got a boolean");
   text_bad("{\"retry_delays\": {\"a\": 1}}",
            "key 'retry_delays': expected a string or an array of strings, got an object");
-  /* Reserved for several named pipelines in one file (a later version). */
-  text_bad("{\"pipelines\": {}}",
-           "key 'pipelines': several pipelines in one file are not supported by this version "
-           "of dlq-bridge");
+  /* `pipelines` is read (test_pipeline.c has its rules), not a setting. */
+  text_bad("{\"pipelines\": {}}", "key 'pipelines': expected 1 to 8 pipelines, got 0");
 
   dlqb_config c;
   dlqb_error err;

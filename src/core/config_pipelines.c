@@ -1,0 +1,455 @@
+/* The config file's `pipelines`: named pipelines, each an object of
+ *   "profile":  a built-in profile's name, or an object defining one
+ *               (identity, fields, sla_clock, dlq_body)
+ *   "queues":   names replacing the defaults (work, failed, dlx, dlq,
+ *               review, completed, retry_prefix)
+ *   policy:     max_attempts, poison_threshold, retry_delays, retry_jitter,
+ *               sla_budget, prefetch, dlq_sla, max_replays (the top-level
+ *               settings' rules; unset ones follow the top level)
+ * and the lookups over them. docs/configuration.md is the reference. */
+#include <stdio.h>
+#include <string.h>
+
+#include "config_private.h"
+#include "dlqb/names.h"
+#include "dlqb/text.h"
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define PATH_MAX_LEN 192 /* "pipelines.NAME.profile.fields.HEADER.values" */
+#define VALUE_MAX 64     /* bytes of one closed-set value, with the NUL */
+
+static const struct {
+  const char *key;
+  uint32_t bit;
+} policy_keys[] = {
+    {"max_attempts", DLQB_POLICY_MAX_ATTEMPTS}, {"poison_threshold", DLQB_POLICY_POISON_THRESHOLD},
+    {"retry_delays", DLQB_POLICY_RETRY_DELAYS}, {"retry_jitter", DLQB_POLICY_RETRY_JITTER},
+    {"sla_budget", DLQB_POLICY_SLA_BUDGET},     {"prefetch", DLQB_POLICY_PREFETCH},
+    {"dlq_sla", DLQB_POLICY_DLQ_SLA},           {"max_replays", DLQB_POLICY_MAX_REPLAYS},
+};
+
+static void policy_of(const dlqb_config *c, dlqb_pipeline_policy *p) {
+  p->max_attempts = c->max_attempts;
+  p->poison_threshold = c->poison_threshold;
+  memcpy(p->retry_delays_ms, c->retry_delays_ms, sizeof p->retry_delays_ms);
+  p->retry_delay_count = c->retry_delay_count;
+  p->retry_jitter_percent = c->retry_jitter_percent;
+  p->sla_budget_ms = c->sla_budget_ms;
+  p->prefetch = c->prefetch;
+  p->dlq_sla_ms = c->dlq_sla_ms;
+  p->max_replays = c->max_replays;
+}
+
+/* Copies into dst the members of src whose bit is in mask. */
+static void policy_merge(dlqb_pipeline_policy *dst, const dlqb_pipeline_policy *src,
+                         uint32_t mask) {
+  if (mask & DLQB_POLICY_MAX_ATTEMPTS) dst->max_attempts = src->max_attempts;
+  if (mask & DLQB_POLICY_POISON_THRESHOLD) dst->poison_threshold = src->poison_threshold;
+  if (mask & DLQB_POLICY_RETRY_DELAYS) {
+    memcpy(dst->retry_delays_ms, src->retry_delays_ms, sizeof dst->retry_delays_ms);
+    dst->retry_delay_count = src->retry_delay_count;
+  }
+  if (mask & DLQB_POLICY_RETRY_JITTER) dst->retry_jitter_percent = src->retry_jitter_percent;
+  if (mask & DLQB_POLICY_SLA_BUDGET) dst->sla_budget_ms = src->sla_budget_ms;
+  if (mask & DLQB_POLICY_PREFETCH) dst->prefetch = src->prefetch;
+  if (mask & DLQB_POLICY_DLQ_SLA) dst->dlq_sla_ms = src->dlq_sla_ms;
+  if (mask & DLQB_POLICY_MAX_REPLAYS) dst->max_replays = src->max_replays;
+}
+
+static const char *type_phrase(json_object *v) {
+  switch (json_object_get_type(v)) {
+  case json_type_null: return "null";
+  case json_type_boolean: return "a boolean";
+  case json_type_double: return "a fractional number";
+  case json_type_int: return "an integer";
+  case json_type_object: return "an object";
+  case json_type_array: return "an array";
+  case json_type_string: return "a string";
+  }
+  return "an unknown json value";
+}
+
+/* A plain JSON string (no "\u0000" cutting it short) or an error. */
+static dlqb_status plain_string(json_object *v, const char *path, const char **out,
+                                dlqb_error *err) {
+  if (!json_object_is_type(v, json_type_string))
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected a string, got %s", path,
+                     type_phrase(v));
+  const char *s = json_object_get_string(v);
+  if (strlen(s) != (size_t)json_object_get_string_len(v))
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': the string contains a nul character", path);
+  *out = s;
+  return DLQB_OK;
+}
+
+static dlqb_status unknown_key(const char *path, const char *key, const char *known,
+                               dlqb_error *err) {
+  char q[DLQB_QUOTE_BUF];
+  return dlqb_fail(err, DLQB_EINVAL, "key '%s': unknown key '%s' (the keys: %s)", path,
+                   dlqb_text_quote(q, key, strlen(key)), known);
+}
+
+/* path + "." + key into buf; a key too long for an error line is cut
+ * (the line still names where it is). */
+static void join_path(char *buf, size_t len, const char *path, const char *key) {
+  int w = snprintf(buf, len, "%s.%.63s", path, key);
+  if (w < 0 || (size_t)w >= len) buf[len - 1] = '\0';
+}
+
+/* ---- profile ---------------------------------------------------------- */
+
+static dlqb_status add_field(dlqb_profile *p, const char *name, const char *path,
+                             dlqb_error *err) {
+  dlqb_error why;
+  if (dlqb_profile_field_name_check(name, &why) != DLQB_OK)
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': %s", path, why.msg);
+  if (dlqb_profile_field(p, name) >= 0)
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': header '%s' is named twice", path, name);
+  if (p->nfields >= DLQB_PROFILE_MAX_FIELDS)
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': a profile has at most %d fields", path,
+                     DLQB_PROFILE_MAX_FIELDS);
+  dlqb_field_rule *f = &p->fields[p->nfields++];
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->required = true;
+  return DLQB_OK;
+}
+
+static dlqb_status parse_identity(dlqb_profile *p, json_object *v, const char *path,
+                                  dlqb_error *err) {
+  if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) != 2)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key '%s': expected an array of the two headers that identify a task, "
+                     "got %s",
+                     path, json_object_is_type(v, json_type_array) ? "another length"
+                                                                   : type_phrase(v));
+  for (size_t i = 0; i < 2; i++) {
+    const char *name;
+    dlqb_status st = plain_string(json_object_array_get_idx(v, i), path, &name, err);
+    if (st == DLQB_OK) st = add_field(p, name, path, err);
+    if (st != DLQB_OK) return st;
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status parse_values(dlqb_field_rule *f, json_object *v, const char *path,
+                                dlqb_error *err) {
+  size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
+  if (n == 0)
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected a non-empty array of strings, got %s",
+                     path, json_object_is_type(v, json_type_array) ? "an empty one"
+                                                                   : type_phrase(v));
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *s;
+    dlqb_status st = plain_string(json_object_array_get_idx(v, i), path, &s, err);
+    if (st != DLQB_OK) return st;
+    size_t len = strlen(s);
+    bool ok = len > 0 && len < VALUE_MAX;
+    for (size_t k = 0; ok && k < len; k++) ok = s[k] > ' ' && s[k] < 0x7f && s[k] != ',';
+    if (!ok)
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "key '%s': value %zu must be 1 to %d printable ASCII bytes without "
+                       "spaces or commas",
+                       path, i + 1, VALUE_MAX - 1);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(json_object_get_string(json_object_array_get_idx(v, j)), s) == 0)
+        return dlqb_fail(err, DLQB_EINVAL, "key '%s': value '%s' is listed twice", path, s);
+    if (used + len + (i > 0) >= sizeof f->values)
+      return dlqb_fail(err, DLQB_EINVAL, "key '%s': the values take more than %zu bytes", path,
+                       sizeof f->values - 1);
+    if (i > 0) f->values[used++] = ',';
+    memcpy(f->values + used, s, len + 1);
+    used += len;
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status parse_field(dlqb_profile *p, const char *name, json_object *v,
+                               const char *path, dlqb_error *err) {
+  char sub[PATH_MAX_LEN];
+  if (!json_object_is_type(v, json_type_object))
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected an object, got %s", path,
+                     type_phrase(v));
+  dlqb_status st = add_field(p, name, path, err);
+  if (st != DLQB_OK) return st;
+  dlqb_field_rule *f = &p->fields[p->nfields - 1];
+  json_object_object_foreach(v, key, val) {
+    join_path(sub, sizeof sub, path, key);
+    if (strcmp(key, "required") == 0) {
+      if (!json_object_is_type(val, json_type_boolean))
+        return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected true or false, got %s", sub,
+                         type_phrase(val));
+      f->required = json_object_get_boolean(val);
+    } else if (strcmp(key, "values") == 0) {
+      if ((st = parse_values(f, val, sub, err)) != DLQB_OK) return st;
+    } else {
+      return unknown_key(path, key, "required, values", err);
+    }
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status parse_profile_object(dlqb_profile *p, const char *pipeline, json_object *v,
+                                        const char *path, dlqb_error *err) {
+  char sub[PATH_MAX_LEN];
+  dlqb_status st;
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", pipeline);
+  snprintf(p->sla_clock, sizeof p->sla_clock, "%s", DLQB_H_FIRST_SEEN_AT);
+  json_object *identity = NULL;
+  if (!json_object_object_get_ex(v, "identity", &identity))
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s.identity' is missing: name the two headers "
+                     "that identify a task", path);
+  join_path(sub, sizeof sub, path, "identity");
+  if ((st = parse_identity(p, identity, sub, err)) != DLQB_OK) return st;
+  json_object_object_foreach(v, key, val) {
+    join_path(sub, sizeof sub, path, key);
+    if (strcmp(key, "identity") == 0) continue;
+    if (strcmp(key, "fields") == 0) {
+      if (!json_object_is_type(val, json_type_object))
+        return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected an object, got %s", sub,
+                         type_phrase(val));
+      json_object_object_foreach(val, fname, fval) {
+        char fpath[PATH_MAX_LEN];
+        join_path(fpath, sizeof fpath, sub, fname);
+        if ((st = parse_field(p, fname, fval, fpath, err)) != DLQB_OK) return st;
+      }
+    } else if (strcmp(key, "sla_clock") == 0) {
+      const char *s;
+      if ((st = plain_string(val, sub, &s, err)) != DLQB_OK) return st;
+      if (strlen(s) >= sizeof p->sla_clock)
+        return dlqb_fail(err, DLQB_EINVAL, "key '%s': a header name is longer than %zu bytes",
+                         sub, sizeof p->sla_clock - 1);
+      memcpy(p->sla_clock, s, strlen(s) + 1);
+    } else if (strcmp(key, "dlq_body") == 0) {
+      const char *s;
+      if ((st = plain_string(val, sub, &s, err)) != DLQB_OK) return st;
+      if (strcmp(s, "kept") != 0 && strcmp(s, "forbidden") != 0)
+        return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected 'kept' or 'forbidden'", sub);
+      p->dlq_body_forbidden = strcmp(s, "forbidden") == 0;
+    } else {
+      return unknown_key(path, key, "identity, fields, sla_clock, dlq_body", err);
+    }
+  }
+  /* The identity keys the ledger and the trail: always text, always there. */
+  for (size_t i = 0; i < 2; i++)
+    if (!p->fields[i].required || p->fields[i].values[0] != '\0')
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "key '%s.fields.%s': an identity header is always required, with no "
+                       "closed set of values",
+                       path, p->fields[i].name);
+  if (strcmp(p->sla_clock, DLQB_H_FIRST_SEEN_AT) != 0 && dlqb_profile_field(p, p->sla_clock) < 2)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key '%s.sla_clock': '%s' is neither first_seen_at nor a field of the "
+                     "profile (besides the identity)",
+                     path, p->sla_clock);
+  return DLQB_OK;
+}
+
+static dlqb_status parse_profile(dlqb_profile *p, const char *pipeline, json_object *v,
+                                 const char *path, dlqb_error *err) {
+  if (v == NULL) {
+    /* No profile: the built-in one of the pipeline's name, if there is one. */
+    if (dlqb_profile_builtin(pipeline, p, NULL) == DLQB_OK) return DLQB_OK;
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key '%s' is missing: name a built-in profile (%s) or define one", path,
+                     dlqb_profile_builtin_names());
+  }
+  if (json_object_is_type(v, json_type_object))
+    return parse_profile_object(p, pipeline, v, path, err);
+  const char *name;
+  dlqb_status st = plain_string(v, path, &name, err);
+  if (st != DLQB_OK) return st;
+  dlqb_error why;
+  if (dlqb_profile_builtin(name, p, &why) != DLQB_OK) {
+    char q[DLQB_QUOTE_BUF];
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': '%s': %s", path,
+                     dlqb_text_quote(q, name, strlen(name)), why.msg);
+  }
+  return DLQB_OK;
+}
+
+/* ---- queues ----------------------------------------------------------- */
+
+static dlqb_status parse_queues(dlqb_pipeline *p, json_object *v, const char *path,
+                                dlqb_error *err) {
+  struct {
+    const char *key;
+    char *field;
+    size_t size;
+  } slots[] = {
+      {"work", p->work, sizeof p->work},
+      {"failed", p->failed, sizeof p->failed},
+      {"dlx", p->dlx, sizeof p->dlx},
+      {"dlq", p->dlq, sizeof p->dlq},
+      {"review", p->review, sizeof p->review},
+      {"completed", p->completed, sizeof p->completed},
+      {"retry_prefix", p->retry_prefix, sizeof p->retry_prefix},
+  };
+  if (!json_object_is_type(v, json_type_object))
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected an object, got %s", path,
+                     type_phrase(v));
+  json_object_object_foreach(v, key, val) {
+    char sub[PATH_MAX_LEN];
+    size_t i = 0;
+    while (i < COUNT_OF(slots) && strcmp(slots[i].key, key) != 0) i++;
+    if (i == COUNT_OF(slots))
+      return unknown_key(path, key, "work, failed, dlx, dlq, review, completed, retry_prefix",
+                         err);
+    join_path(sub, sizeof sub, path, key);
+    const char *name;
+    dlqb_error why;
+    dlqb_status st = plain_string(val, sub, &name, err);
+    if (st != DLQB_OK) return st;
+    if (dlqb_pipeline_queue_name_check(name, slots[i].size, &why) != DLQB_OK)
+      return dlqb_fail(err, DLQB_EINVAL, "key '%s': %s", sub, why.msg);
+    snprintf(slots[i].field, slots[i].size, "%s", name);
+  }
+  return DLQB_OK;
+}
+
+/* ---- one pipeline, all pipelines -------------------------------------- */
+
+static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, json_object *v,
+                                  const dlqb_config *top, dlqb_error *err) {
+  char path[PATH_MAX_LEN], sub[PATH_MAX_LEN];
+  join_path(path, sizeof path, "pipelines", name);
+  if (!json_object_is_type(v, json_type_object))
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected an object, got %s", path,
+                     type_phrase(v));
+  memset(out, 0, sizeof *out);
+  dlqb_pipeline_default_names(&out->p, name);
+  json_object *profile = NULL;
+  (void)json_object_object_get_ex(v, "profile", &profile);
+  join_path(sub, sizeof sub, path, "profile");
+  dlqb_status st = parse_profile(&out->p.profile, name, profile, sub, err);
+  if (st != DLQB_OK) return st;
+  /* Policy values go through the top-level rules on a scratch copy. */
+  dlqb_config scratch = *top;
+  json_object_object_foreach(v, key, val) {
+    join_path(sub, sizeof sub, path, key);
+    if (strcmp(key, "profile") == 0) continue;
+    if (strcmp(key, "queues") == 0) {
+      if ((st = parse_queues(&out->p, val, sub, err)) != DLQB_OK) return st;
+      continue;
+    }
+    size_t i = 0;
+    while (i < COUNT_OF(policy_keys) && strcmp(policy_keys[i].key, key) != 0) i++;
+    if (i == COUNT_OF(policy_keys))
+      return unknown_key(path, key,
+                         "profile, queues, max_attempts, poison_threshold, retry_delays, "
+                         "retry_jitter, sla_budget, prefetch, dlq_sla, max_replays",
+                         err);
+    char src[PATH_MAX_LEN + 8];
+    snprintf(src, sizeof src, "key '%s'", sub);
+    if ((st = dlqb__config_apply_member(&scratch, key, val, src, err)) != DLQB_OK) return st;
+    out->policy_set |= policy_keys[i].bit;
+  }
+  policy_of(&scratch, &out->p.policy);
+  return DLQB_OK;
+}
+
+dlqb_status dlqb__config_apply_pipelines(dlqb_config *c, json_object *v, dlqb_error *err) {
+  char q[DLQB_QUOTE_BUF];
+  if (!json_object_is_type(v, json_type_object))
+    return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': expected an object of named pipelines, "
+                     "got %s", type_phrase(v));
+  size_t n = (size_t)json_object_object_length(v);
+  if (n == 0 || n > DLQB_MAX_PIPELINES)
+    return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': expected 1 to %d pipelines, got %zu",
+                     DLQB_MAX_PIPELINES, n);
+  dlqb_pipeline_conf parsed[DLQB_MAX_PIPELINES];
+  size_t count = 0;
+  json_object_object_foreach(v, name, val) {
+    if (!dlqb_pipeline_name_valid(name))
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "key 'pipelines': pipeline name '%s' must be 1 to %d bytes of a-z, 0-9, "
+                       "'_' and '-', starting with a letter",
+                       dlqb_text_quote(q, name, strlen(name)), DLQB_PIPELINE_NAME_MAX - 1);
+    dlqb_status st = parse_pipeline(&parsed[count], name, val, c, err);
+    if (st != DLQB_OK) return st;
+    count++;
+  }
+  dlqb_pipeline set[DLQB_MAX_PIPELINES];
+  for (size_t i = 0; i < count; i++) set[i] = parsed[i].p;
+  char what[256];
+  if (dlqb_pipelines_clash(set, count, what, sizeof what))
+    return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': %s", what);
+  memcpy(c->pipelines, parsed, count * sizeof parsed[0]);
+  c->pipeline_count = count;
+  return DLQB_OK;
+}
+
+size_t dlqb_config_pipeline_count(const dlqb_config *c) {
+  return c->pipeline_count > 0 ? c->pipeline_count : 1;
+}
+
+void dlqb_config_pipeline(const dlqb_config *c, size_t i, dlqb_pipeline *out) {
+  memset(out, 0, sizeof *out);
+  if (c->pipeline_count == 0 || i >= c->pipeline_count) {
+    dlqb_pipeline_default_names(out, DLQB_PIPELINE_DEFAULT);
+    (void)dlqb_profile_builtin(DLQB_PIPELINE_DEFAULT, &out->profile, NULL);
+    policy_of(c, &out->policy);
+    return;
+  }
+  const dlqb_pipeline_conf *pc = &c->pipelines[i];
+  *out = pc->p;
+  policy_of(c, &out->policy);
+  policy_merge(&out->policy, &pc->p.policy, pc->policy_set);
+}
+
+static void list_names(const dlqb_config *c, char *buf, size_t len) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < dlqb_config_pipeline_count(c); i++) {
+    const char *name = c->pipeline_count > 0 ? c->pipelines[i].p.name : DLQB_PIPELINE_DEFAULT;
+    int w = snprintf(buf + used, len - used, "%s%s", i > 0 ? ", " : "", name);
+    if (w < 0 || (size_t)w >= len - used) return;
+    used += (size_t)w;
+  }
+}
+
+dlqb_status dlqb_config_pipeline_choose(const dlqb_config *c, const char *name, size_t *index,
+                                        dlqb_error *err) {
+  char names[DLQB_MAX_PIPELINES * DLQB_PIPELINE_NAME_MAX + 16];
+  char q[DLQB_QUOTE_BUF];
+  size_t n = dlqb_config_pipeline_count(c);
+  list_names(c, names, sizeof names);
+  if (name == NULL) {
+    if (n == 1) {
+      *index = 0;
+      return DLQB_OK;
+    }
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "several pipelines are configured (%s): choose one with --pipeline", names);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *have = c->pipeline_count > 0 ? c->pipelines[i].p.name : DLQB_PIPELINE_DEFAULT;
+    if (strcmp(have, name) == 0) {
+      *index = i;
+      return DLQB_OK;
+    }
+  }
+  return dlqb_fail(err, DLQB_EINVAL, "--pipeline: no pipeline '%s' (configured: %s)",
+                   dlqb_text_quote(q, name, strlen(name)), names);
+}
+
+void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p) {
+  const dlqb_pipeline_policy *s = &p->policy;
+  c->max_attempts = s->max_attempts;
+  c->poison_threshold = s->poison_threshold;
+  memcpy(c->retry_delays_ms, s->retry_delays_ms, sizeof c->retry_delays_ms);
+  c->retry_delay_count = s->retry_delay_count;
+  c->retry_jitter_percent = s->retry_jitter_percent;
+  c->sla_budget_ms = s->sla_budget_ms;
+  c->prefetch = s->prefetch;
+  c->dlq_sla_ms = s->dlq_sla_ms;
+  c->max_replays = s->max_replays;
+}
+
+void dlqb_config_pipelines_override(dlqb_config *c, const char *key) {
+  for (size_t k = 0; key != NULL && k < COUNT_OF(policy_keys); k++) {
+    if (strcmp(policy_keys[k].key, key) != 0) continue;
+    for (size_t i = 0; i < c->pipeline_count; i++) c->pipelines[i].policy_set &= ~policy_keys[k].bit;
+  }
+}
