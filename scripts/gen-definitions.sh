@@ -9,6 +9,9 @@
 # that loads definitions at boot creates no guest user and no default vhost,
 # so that file must carry both (RabbitMQ 3.10 cannot load a directory).
 #
+# Also writes definitions/two-pipelines.json, the topology of two pipelines
+# (dsr and redaction, definitions/two-pipelines.config.json) side by side.
+#
 # usage: scripts/gen-definitions.sh [--check] [DLQ_BRIDGE_BINARY]
 #   --check   compare instead of write; exit 1 with a diff when they differ
 # The binary defaults to build/dlq-bridge. DLQ_BRIDGE_* variables of the
@@ -29,12 +32,17 @@ done
 
 target=definitions/definitions.json
 compose=definitions/compose.json
+two=definitions/two-pipelines.json
 tmp=$(mktemp)
 tmp_compose=$(mktemp)
-trap 'rm -f "$tmp" "$tmp_compose"' EXIT
+tmp_two=$(mktemp)
+trap 'rm -f "$tmp" "$tmp_compose" "$tmp_two"' EXIT
 # shellcheck disable=SC2046
 env $(env | sed -n 's/^\(DLQ_BRIDGE_[A-Za-z0-9_]*\)=.*/-u \1/p') \
     "$bin" declare --print-definitions > "$tmp"
+# shellcheck disable=SC2046
+env $(env | sed -n 's/^\(DLQ_BRIDGE_[A-Za-z0-9_]*\)=.*/-u \1/p') \
+    "$bin" declare --print-definitions --config definitions/two-pipelines.config.json > "$tmp_two"
 
 python3 - "$tmp" definitions/demo-users.json > "$tmp_compose" <<'PY'
 import json, sys
@@ -51,14 +59,16 @@ if [ "$check" = 1 ]; then
     stale=0
     diff -u "$target" "$tmp" || stale=1
     diff -u "$compose" "$tmp_compose" || stale=1
+    diff -u "$two" "$tmp_two" || stale=1
     if [ "$stale" = 1 ]; then
-        echo "gen-definitions: $target or $compose is out of date; run scripts/gen-definitions.sh" >&2
+        echo "gen-definitions: $target, $compose or $two is out of date; run scripts/gen-definitions.sh" >&2
         exit 1
     fi
     exit 0
 fi
-chmod 644 "$tmp" "$tmp_compose"
+chmod 644 "$tmp" "$tmp_compose" "$tmp_two"
 mv "$tmp" "$target"
 mv "$tmp_compose" "$compose"
+mv "$tmp_two" "$two"
 trap - EXIT
-echo "gen-definitions: wrote $target and $compose"
+echo "gen-definitions: wrote $target, $compose and $two"

@@ -23,7 +23,10 @@
 #define DLQB_FAILED_DELIVERY_LIMIT 20
 
 #define DLQB_TOPO_MAX_ARGS 8
-#define DLQB_TOPO_MAX_QUEUES (7 + DLQB_MAX_RETRY_DELAYS)
+/* Per pipeline: work, failed, the delays, DLQ, review, ledger; and the
+ * anchors stream, shared. */
+#define DLQB_TOPO_MAX_QUEUES ((6 + DLQB_MAX_RETRY_DELAYS) * DLQB_MAX_PIPELINES + 1)
+#define DLQB_TOPO_MAX_EXCHANGES DLQB_MAX_PIPELINES
 #define DLQB_NAME_MAX 64
 
 typedef enum { DLQB_QTYPE_QUORUM, DLQB_QTYPE_CLASSIC, DLQB_QTYPE_STREAM } dlqb_qtype;
@@ -42,21 +45,32 @@ typedef struct {
   const char *purpose; /* one line, for docs and `declare` output */
   dlqb_queue_arg args[DLQB_TOPO_MAX_ARGS];
   size_t nargs;
-  const char *bind_exchange; /* NULL: reached through the default exchange only */
+  char bind_exchange[DLQB_NAME_MAX]; /* "": reached through the default exchange only */
 } dlqb_queue_spec;
 
 typedef struct {
   dlqb_queue_spec queues[DLQB_TOPO_MAX_QUEUES];
   size_t nqueues;
+  char exchanges[DLQB_TOPO_MAX_EXCHANGES][DLQB_NAME_MAX]; /* fanouts: each pipeline's DLX */
+  size_t nexchanges;
 } dlqb_topology;
 
-/* Describes the topology for cfg (retry delay queues follow
- * cfg->retry_delays_ms; the work queue's delivery limit follows
- * cfg->poison_threshold). Pure. */
+/* Describes the topology of every pipeline of cfg (dlqb_config_pipeline;
+ * without `pipelines` the dsr one: today's topology exactly), then the
+ * shared audit anchors stream. A pipeline's retry delay queues follow its
+ * retry_delays; its work queue's delivery limit its poison_threshold. Pure. */
 void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out);
+
+/* Appends pipeline p's exchange and queues to t (the anchors stream is
+ * dlqb_topology_build's). Pure. */
+void dlqb_topology_add_pipeline(dlqb_topology *t, const dlqb_pipeline *p);
 
 /* Name of the delay queue for a delay: "dsr.retry.5s". */
 char *dlqb_retry_queue_name(uint64_t delay_ms, char *buf, size_t len);
+
+/* The same for pipeline p: its retry prefix + the delay. */
+char *dlqb_pipeline_retry_queue_name(const dlqb_pipeline *p, uint64_t delay_ms, char *buf,
+                                     size_t len);
 
 /* Writes the topology in RabbitMQ's definitions format (JSON) for vhost,
  * the vhost itself included (a node importing definitions at boot creates no

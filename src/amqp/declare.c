@@ -34,10 +34,12 @@ dlqb_status dlqb_topology_declare(dlqb_link *link, const dlqb_topology *topo, dl
   char what[160];
   dlqb_status st;
 
-  snprintf(what, sizeof what, "declare exchange '%s'", DLQB_X_DLX);
-  amqp_exchange_declare(conn, DLQB_CHANNEL, dlqb_bytes(DLQB_X_DLX), dlqb_bytes("fanout"), 0, 1, 0,
-                        0, amqp_empty_table);
-  if ((st = declared(link, what, err)) != DLQB_OK) return st;
+  for (size_t i = 0; i < topo->nexchanges; i++) {
+    snprintf(what, sizeof what, "declare exchange '%s'", topo->exchanges[i]);
+    amqp_exchange_declare(conn, DLQB_CHANNEL, dlqb_bytes(topo->exchanges[i]), dlqb_bytes("fanout"),
+                          0, 1, 0, 0, amqp_empty_table);
+    if ((st = declared(link, what, err)) != DLQB_OK) return st;
+  }
 
   for (size_t i = 0; i < topo->nqueues; i++) {
     const dlqb_queue_spec *q = &topo->queues[i];
@@ -47,7 +49,7 @@ dlqb_status dlqb_topology_declare(dlqb_link *link, const dlqb_topology *topo, dl
     snprintf(what, sizeof what, "declare queue '%s'", q->name);
     amqp_queue_declare(conn, DLQB_CHANNEL, dlqb_bytes(q->name), 0, 1, 0, 0, args);
     if ((st = declared(link, what, err)) != DLQB_OK) return st;
-    if (q->bind_exchange != NULL) {
+    if (q->bind_exchange[0] != '\0') {
       snprintf(what, sizeof what, "bind queue '%s' to '%s'", q->name, q->bind_exchange);
       amqp_queue_bind(conn, DLQB_CHANNEL, dlqb_bytes(q->name), dlqb_bytes(q->bind_exchange),
                       amqp_empty_bytes, amqp_empty_table);

@@ -254,12 +254,12 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
   return DLQB_OK;
 }
 
-/* The pipelines of the config file. The daemon and the commands serve the
- * default pipeline (today's names and the dsr profile), with its own
+/* The pipelines of the config file. `declare` covers every one; the
+ * daemon and the other commands serve the default pipeline (today's names and the dsr profile), with its own
  * policy when `pipelines` sets one, and refuse any other rather than work
  * on queues that are not the ones configured. */
 static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, dlqb_error *err) {
-  if (cfg->pipeline_count == 0) return DLQB_OK;
+  if (cfg->pipeline_count == 0 || strcmp(spec->name, "declare") == 0) return DLQB_OK;
   dlqb_pipeline p;
   dlqb_config_pipeline(cfg, 0, &p);
   if (cfg->pipeline_count == 1 && dlqb_pipeline_is_default(&p)) {
@@ -268,7 +268,7 @@ static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, dlqb_
   }
   return dlqb_fail(err, DLQB_EINVAL,
                    "key 'pipelines': '%s' serves only the default pipeline dsr (today's names, "
-                   "the dsr profile) in this version",
+                   "the dsr profile) in this version; 'declare' covers every configured pipeline",
                    spec->name);
 }
 

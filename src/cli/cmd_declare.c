@@ -18,9 +18,10 @@ const cli_spec cmd_declare_spec = {
     .name = "declare",
     .summary = "declare the queues, exchanges and bindings dlq-bridge needs",
     .usage = "dlq-bridge declare [--print-definitions [--vhost VHOST]] [settings]",
-    .details = "Idempotent: a second run changes nothing. If a queue or exchange exists with\n"
-               "other arguments, exits 1 naming it and the argument; nothing is ever deleted\n"
-               "or purged. `dlq-bridge run` declares the same topology at start.",
+    .details = "Covers every pipeline of the config file's `pipelines` (without it, the dsr\n"
+               "pipeline's, today's names). Idempotent: a second run changes nothing. If a\n"
+               "queue or exchange exists with other arguments, exits 1 naming it and the\n"
+               "argument; nothing is ever deleted or purged. `dlq-bridge run` declares the same topology at start.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},

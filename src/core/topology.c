@@ -8,10 +8,19 @@
 
 #include "dlqb/duration.h"
 
-char *dlqb_retry_queue_name(uint64_t delay_ms, char *buf, size_t len) {
+static char *retry_name(const char *prefix, uint64_t delay_ms, char *buf, size_t len) {
   char d[32];
-  snprintf(buf, len, "%s%s", DLQB_RETRY_PREFIX, dlqb_duration_format(delay_ms, d, sizeof d));
+  snprintf(buf, len, "%s%s", prefix, dlqb_duration_format(delay_ms, d, sizeof d));
   return buf;
+}
+
+char *dlqb_retry_queue_name(uint64_t delay_ms, char *buf, size_t len) {
+  return retry_name(DLQB_RETRY_PREFIX, delay_ms, buf, len);
+}
+
+char *dlqb_pipeline_retry_queue_name(const dlqb_pipeline *p, uint64_t delay_ms, char *buf,
+                                     size_t len) {
+  return retry_name(p->retry_prefix, delay_ms, buf, len);
 }
 
 static void arg_str(dlqb_queue_spec *q, const char *key, const char *value) {
@@ -50,38 +59,53 @@ static void dead_letter_to(dlqb_queue_spec *q, const char *exchange, const char 
   arg_str(q, "x-overflow", "reject-publish");
 }
 
-void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out) {
-  memset(out, 0, sizeof *out);
+void dlqb_topology_add_pipeline(dlqb_topology *out, const dlqb_pipeline *p) {
   dlqb_queue_spec *q;
+  bool today = dlqb_pipeline_is_default(p);
+  if (out->nexchanges < DLQB_TOPO_MAX_EXCHANGES)
+    snprintf(out->exchanges[out->nexchanges++], DLQB_NAME_MAX, "%s", p->dlx);
 
-  q = add_queue(out, DLQB_Q_WORK, DLQB_QTYPE_QUORUM, "tasks for workers");
-  dead_letter_to(q, DLQB_X_DLX, NULL);
+  q = add_queue(out, p->work, DLQB_QTYPE_QUORUM, "tasks for workers");
+  dead_letter_to(q, p->dlx, NULL);
   /* The broker delivers a message limit+1 times before dead-lettering it
    * with reason delivery_limit, so threshold crashes need limit threshold-1. */
-  arg_int(q, "x-delivery-limit", cfg->poison_threshold - 1);
+  arg_int(q, "x-delivery-limit", p->policy.poison_threshold - 1);
 
-  q = add_queue(out, DLQB_Q_FAILED, DLQB_QTYPE_QUORUM,
+  q = add_queue(out, p->failed, DLQB_QTYPE_QUORUM,
                 "failure inbox: dead-lettered tasks the bridge routes");
-  dead_letter_to(q, "", DLQB_Q_DLQ);
+  dead_letter_to(q, "", p->dlq);
   arg_int(q, "x-delivery-limit", DLQB_FAILED_DELIVERY_LIMIT);
-  q->bind_exchange = DLQB_X_DLX;
+  snprintf(q->bind_exchange, sizeof q->bind_exchange, "%s", p->dlx);
 
-  for (size_t i = 0; i < cfg->retry_delay_count; i++) {
+  size_t first = out->nqueues;
+  for (size_t i = 0; i < p->policy.retry_delay_count; i++) {
     char name[DLQB_NAME_MAX];
-    dlqb_retry_queue_name(cfg->retry_delays_ms[i], name, sizeof name);
+    dlqb_pipeline_retry_queue_name(p, p->policy.retry_delays_ms[i], name, sizeof name);
     int dup = 0;
-    for (size_t j = 0; j < out->nqueues; j++) dup |= strcmp(out->queues[j].name, name) == 0;
+    for (size_t j = first; j < out->nqueues; j++) dup |= strcmp(out->queues[j].name, name) == 0;
     if (dup) continue;
-    q = add_queue(out, name, DLQB_QTYPE_QUORUM, "retry delay: tasks wait here, then return to dsr.work");
-    dead_letter_to(q, "", DLQB_Q_WORK);
+    q = add_queue(out, name, DLQB_QTYPE_QUORUM,
+                  today ? "retry delay: tasks wait here, then return to dsr.work"
+                        : "retry delay: tasks wait here, then return to the work queue");
+    dead_letter_to(q, "", p->work);
   }
 
   /* Classic on purpose: reading a classic queue (inspect, the management
    * UI's Get messages) never bumps a delivery count, and no broker version
    * applies a default delivery limit that could drop an item. */
-  add_queue(out, DLQB_Q_DLQ, DLQB_QTYPE_CLASSIC, "dead-letter queue: needs a human or a replay");
-  add_queue(out, DLQB_Q_REVIEW, DLQB_QTYPE_CLASSIC, "escalations for compliance review");
-  add_queue(out, DLQB_Q_COMPLETED, DLQB_QTYPE_STREAM, "completion ledger (stream)");
+  add_queue(out, p->dlq, DLQB_QTYPE_CLASSIC, "dead-letter queue: needs a human or a replay");
+  add_queue(out, p->review, DLQB_QTYPE_CLASSIC,
+            today ? "escalations for compliance review" : "escalations for review");
+  add_queue(out, p->completed, DLQB_QTYPE_STREAM, "completion ledger (stream)");
+}
+
+void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out) {
+  memset(out, 0, sizeof *out);
+  for (size_t i = 0; i < dlqb_config_pipeline_count(cfg); i++) {
+    dlqb_pipeline p;
+    dlqb_config_pipeline(cfg, i, &p);
+    dlqb_topology_add_pipeline(out, &p);
+  }
   /* Writers append their signed audit heads; only an admin (configure
    * permission) can delete the stream (docs/least-privilege.md). */
   add_queue(out, DLQB_Q_ANCHORS, DLQB_QTYPE_STREAM, "audit anchors (stream): the writers' signed heads");
@@ -102,15 +126,17 @@ dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vho
   json_object_object_add(v, "name", json_object_new_string(vhost));
   json_object_array_add(vhosts, v);
 
-  json_object *x = json_object_new_object();
-  json_object_object_add(x, "name", json_object_new_string(DLQB_X_DLX));
-  json_object_object_add(x, "vhost", json_object_new_string(vhost));
-  json_object_object_add(x, "type", json_object_new_string("fanout"));
-  json_object_object_add(x, "durable", json_object_new_boolean(1));
-  json_object_object_add(x, "auto_delete", json_object_new_boolean(0));
-  json_object_object_add(x, "internal", json_object_new_boolean(0));
-  json_object_object_add(x, "arguments", json_object_new_object());
-  json_object_array_add(exchanges, x);
+  for (size_t i = 0; i < topo->nexchanges; i++) {
+    json_object *x = json_object_new_object();
+    json_object_object_add(x, "name", json_object_new_string(topo->exchanges[i]));
+    json_object_object_add(x, "vhost", json_object_new_string(vhost));
+    json_object_object_add(x, "type", json_object_new_string("fanout"));
+    json_object_object_add(x, "durable", json_object_new_boolean(1));
+    json_object_object_add(x, "auto_delete", json_object_new_boolean(0));
+    json_object_object_add(x, "internal", json_object_new_boolean(0));
+    json_object_object_add(x, "arguments", json_object_new_object());
+    json_object_array_add(exchanges, x);
+  }
 
   for (size_t i = 0; i < topo->nqueues; i++) {
     const dlqb_queue_spec *q = &topo->queues[i];
@@ -128,7 +154,7 @@ dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vho
     json_object_object_add(o, "auto_delete", json_object_new_boolean(0));
     json_object_object_add(o, "arguments", args);
     json_object_array_add(queues, o);
-    if (q->bind_exchange != NULL) {
+    if (q->bind_exchange[0] != '\0') {
       json_object *b = json_object_new_object();
       json_object_object_add(b, "source", json_object_new_string(q->bind_exchange));
       json_object_object_add(b, "vhost", json_object_new_string(vhost));

@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "flow.h"
 
@@ -212,6 +214,82 @@ static void test_declare_takes_url_flag(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
 }
 
+/* Issue 22: one config file, three pipelines. declare creates each one's
+ * exchange and queues (today's for dsr, their own names and policy for the
+ * others), a second run changes nothing, and the commands that serve only
+ * the default pipeline refuse the file (exit 2) rather than work on it. */
+static void test_declare_three_pipelines(void **state) {
+  fx_case *t = *state;
+  char path[] = "/tmp/dlqb-pipelines-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  static const char json[] =
+      "{\"pipelines\": {\"dsr\": {},\n"
+      " \"redaction\": {\"max_attempts\": 3, \"poison_threshold\": 4, \"retry_delays\": \"5s,1m\",\n"
+      "                 \"queues\": {\"review\": \"senior_review\"}},\n"
+      " \"recon\": {\"profile\": \"reconciliation\"}}}\n";
+  assert_int_equal(write(fd, json, sizeof json - 1), (ssize_t)(sizeof json - 1));
+  assert_int_equal(close(fd), 0);
+  char env_config[200];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  const char *const env[] = {env_config, NULL};
+  th_result r;
+  run_declare(t, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "redaction.work"));
+
+  /* dsr: today's names and arguments. */
+  json_object *q = expect_queue(t, "dsr.work", "quorum");
+  assert_arg_str(queue_args(q), "x-dead-letter-exchange", "dsr.dlx");
+  assert_arg_int(queue_args(q), "x-delivery-limit", 1);
+  json_object_put(q);
+  json_object_put(expect_queue(t, "compliance_review", "classic"));
+  /* redaction: its own names, exchange, delays and delivery limit. */
+  q = expect_queue(t, "redaction.work", "quorum");
+  assert_arg_str(queue_args(q), "x-dead-letter-exchange", "redaction.dlx");
+  assert_arg_int(queue_args(q), "x-delivery-limit", 3);
+  json_object_put(q);
+  q = expect_queue(t, "redaction.failed", "quorum");
+  assert_arg_str(queue_args(q), "x-dead-letter-routing-key", "redaction.dlq.manual");
+  json_object_put(q);
+  q = expect_queue(t, "redaction.retry.1m", "quorum");
+  assert_arg_str(queue_args(q), "x-dead-letter-routing-key", "redaction.work");
+  json_object_put(q);
+  assert_null(queue_info(t, "redaction.retry.1s"));
+  json_object_put(expect_queue(t, "redaction.dlq.manual", "classic"));
+  json_object_put(expect_queue(t, "senior_review", "classic"));
+  json_object_put(expect_queue(t, "redaction.completed", "stream"));
+  /* recon: the defaults for a pipeline of that name. */
+  json_object_put(expect_queue(t, "recon.dlq.manual", "classic"));
+  json_object_put(expect_queue(t, "recon.retry.2m", "quorum"));
+  char api[TH_PATH_MAX];
+  snprintf(api, sizeof api, "/api/bindings/%s/e/recon.dlx/q/recon.failed", t->vhost.name);
+  json_object *bindings = th_mgmt_get_json(api);
+  assert_non_null(bindings);
+  assert_true(json_object_array_length(bindings) >= 1);
+  json_object_put(bindings);
+  /* The failure inboxes are bound to their own exchange only. */
+  snprintf(api, sizeof api, "/api/bindings/%s/e/dsr.dlx/q/recon.failed", t->vhost.name);
+  bindings = th_mgmt_get_json(api);
+  assert_non_null(bindings);
+  assert_int_equal(json_object_array_length(bindings), 0);
+  json_object_put(bindings);
+
+  char *before = all_queue_args(t);
+  run_declare(t, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  char *after = all_queue_args(t);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+
+  static const char *const inspect[] = {"inspect", NULL};
+  assert_int_equal(th_run_bridge(inspect, t->vhost.url, env, DECLARE_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "key 'pipelines'"));
+  unlink(path);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -220,6 +298,7 @@ int main(void) {
       FX_TEST(test_declare_conflict_is_reported_and_nothing_changes),
       FX_TEST(test_declare_follows_settings),
       FX_TEST(test_declare_takes_url_flag),
+      FX_TEST(test_declare_three_pipelines),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -14,6 +15,7 @@
 #include "dlqb/envelope.h"
 #include "dlqb/names.h"
 #include "dlqb/pipeline.h"
+#include "dlqb/topology.h"
 #include "table_builder.h"
 
 static dlqb_status apply(dlqb_config *c, const char *text, dlqb_error *err) {
@@ -451,6 +453,76 @@ static void test_envelope_custom_profile(void **state) {
   assert_string_equal(e.request_id, "inv-1");
 }
 
+static const dlqb_queue_spec *find_queue(const dlqb_topology *t, const char *name) {
+  for (size_t i = 0; i < t->nqueues; i++)
+    if (strcmp(t->queues[i].name, name) == 0) return &t->queues[i];
+  return NULL;
+}
+
+static int64_t int_arg(const dlqb_queue_spec *q, const char *key) {
+  for (size_t i = 0; i < q->nargs; i++)
+    if (strcmp(q->args[i].key, key) == 0) return q->args[i].num;
+  return -1;
+}
+
+static const char *str_arg(const dlqb_queue_spec *q, const char *key) {
+  for (size_t i = 0; i < q->nargs; i++)
+    if (strcmp(q->args[i].key, key) == 0) return q->args[i].str;
+  return "";
+}
+
+static void test_topology_default_is_today(void **state) {
+  (void)state;
+  dlqb_config c;
+  dlqb_topology t;
+  json_ok(&c, "{}");
+  dlqb_topology_build(&c, &t);
+  const char *want[] = {"dsr.work",     "dsr.failed",     "dsr.retry.1s",      "dsr.retry.5s",
+                        "dsr.retry.30s", "dsr.retry.2m",  "dsr.dlq.manual",    "compliance_review",
+                        "dsr.completed", "dsr.audit.anchors"};
+  assert_int_equal(t.nqueues, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < t.nqueues; i++) assert_string_equal(t.queues[i].name, want[i]);
+  assert_int_equal(t.nexchanges, 1);
+  assert_string_equal(t.exchanges[0], "dsr.dlx");
+  assert_string_equal(t.queues[1].bind_exchange, "dsr.dlx");
+  assert_string_equal(t.queues[0].bind_exchange, "");
+}
+
+static void test_topology_three(void **state) {
+  (void)state;
+  dlqb_config c;
+  static dlqb_topology t;
+  json_ok(&c, "{\"poison_threshold\": 3, \"pipelines\": {\"dsr\": {}, "
+              "\"redaction\": {\"poison_threshold\": 5, \"retry_delays\": \"5s,1m,1m\"}, "
+              "\"recon\": {\"profile\": \"reconciliation\", \"queues\": {\"dlq\": \"recon.parked\"}}}}");
+  dlqb_topology_build(&c, &t);
+  assert_int_equal(t.nqueues, 9 + 7 + 9 + 1); /* dsr, redaction (1m once), recon, anchors */
+  assert_int_equal(t.nexchanges, 3);
+  assert_string_equal(t.exchanges[1], "redaction.dlx");
+  const dlqb_queue_spec *q = find_queue(&t, "redaction.work");
+  assert_non_null(q);
+  assert_string_equal(str_arg(q, "x-dead-letter-exchange"), "redaction.dlx");
+  assert_int_equal(int_arg(q, "x-delivery-limit"), 4);
+  assert_int_equal(int_arg(find_queue(&t, "dsr.work"), "x-delivery-limit"), 2);
+  q = find_queue(&t, "redaction.retry.1m");
+  assert_non_null(q);
+  assert_string_equal(str_arg(q, "x-dead-letter-routing-key"), "redaction.work");
+  assert_null(find_queue(&t, "redaction.retry.1s"));
+  q = find_queue(&t, "recon.failed");
+  assert_string_equal(q->bind_exchange, "recon.dlx");
+  assert_string_equal(str_arg(q, "x-dead-letter-routing-key"), "recon.parked");
+  assert_non_null(find_queue(&t, "recon.parked"));
+  assert_non_null(find_queue(&t, "recon.review"));
+  assert_string_equal(t.queues[t.nqueues - 1].name, "dsr.audit.anchors");
+  /* The definitions carry every exchange and binding. */
+  char *json = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_topology_definitions(&t, "/", &json, &err), DLQB_OK);
+  assert_non_null(strstr(json, "\"redaction.dlx\""));
+  assert_non_null(strstr(json, "\"destination\": \"recon.failed\""));
+  free(json);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtin_profiles),
@@ -464,6 +536,8 @@ int main(void) {
       cmocka_unit_test(test_envelope_redaction),
       cmocka_unit_test(test_envelope_reconciliation),
       cmocka_unit_test(test_envelope_custom_profile),
+      cmocka_unit_test(test_topology_default_is_today),
+      cmocka_unit_test(test_topology_three),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
