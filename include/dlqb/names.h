@@ -40,6 +40,11 @@
 /* How many producer headers were left off a task whose headers the broker
  * could not take back (dlq_reason unpublishable). */
 #define DLQB_H_DROPPED_HEADERS "dropped_headers"
+/* A body the pipeline's profile forbids in its DLQ (the redaction
+ * profile: references only) was left off: its size in bytes and SHA-256
+ * (hex), so the item says what was dropped without holding it. */
+#define DLQB_H_BODY_DROPPED "body_dropped"
+#define DLQB_H_BODY_SHA256 "body_sha256"
 
 /* ---- stamped by a move out of the DLQ ------------------------------- */
 

@@ -30,6 +30,12 @@ typedef struct {
   size_t nsets;
   dlqb_hop hop; /* what the audit trail and the metrics get once it is acked */
   char now_iso[DLQB_ISO_TIME_MAX];
+  /* The task goes to a DLQ or review queue of a pipeline whose profile
+   * forbids bodies there, and it has one: the router publishes it with an
+   * empty body, the headers say what was dropped (body_dropped,
+   * body_sha256). */
+  bool drop_body;
+  char body_sha256[65];
 } dlqb_route_plan;
 
 /* Plans the route of one failed task.
@@ -41,6 +47,17 @@ typedef struct {
 void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
                           const char *message_id, int64_t now_ms, uint32_t random,
                           dlqb_route_plan *out);
+
+/* As dlqb_route_plan_make, for pipeline p: its queue names, its profile's
+ * envelope rules (dlqb_envelope_parse_profile) and SLA clock, its retry
+ * prefix for reading x-death; policy from cfg (give it p's with
+ * dlqb_config_use_pipeline). body/body_len: the delivery's body, hashed
+ * when the profile forbids it in the DLQ. dlqb_route_plan_make is this
+ * with the default pipeline and no body to drop. */
+void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *p,
+                                   const amqp_table_t *headers, const void *body, size_t body_len,
+                                   const char *message_id, int64_t now_ms, uint32_t random,
+                                   dlqb_route_plan *out);
 
 /* Turns plan into the DLQ route for a task the broker would not take back
  * as it is (why: one line, e.g. the pipe's DLQB_EREFUSED detail): dlq_reason

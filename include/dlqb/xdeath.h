@@ -32,6 +32,11 @@ typedef struct {
  * check decides separately whether the message is valid. */
 void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out);
 
+/* As dlqb_failure_read, for a pipeline whose delay queues start with
+ * retry_prefix ("redaction.retry."); dlqb_failure_read is "dsr.retry.". */
+void dlqb_failure_read_prefix(const amqp_table_t *headers, const char *retry_prefix,
+                              dlqb_failure *out);
+
 /* The broker's latest death record, x-death[0], or NULL when the header is
  * absent or not an array whose first entry is a table. */
 const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t);

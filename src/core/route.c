@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dlqb/group.h" /* dlqb_sha256 */
 
 static dlqb_event event_of(const dlqb_decision *d) {
   if (d->escalate) return DLQB_EV_ESCALATED;
@@ -21,14 +22,33 @@ static void set(dlqb_route_plan *p, const char *key, dlqb_hset_kind kind, const 
 void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
                           const char *message_id, int64_t now_ms, uint32_t random,
                           dlqb_route_plan *out) {
+  dlqb_pipeline p;
+  memset(&p, 0, sizeof p);
+  dlqb_pipeline_default_names(&p, DLQB_PIPELINE_DEFAULT);
+  (void)dlqb_profile_builtin(DLQB_PIPELINE_DEFAULT, &p.profile, NULL);
+  dlqb_route_plan_make_pipeline(cfg, &p, headers, NULL, 0, message_id, now_ms, random, out);
+}
+
+void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *p,
+                                   const amqp_table_t *headers, const void *body, size_t body_len,
+                                   const char *message_id, int64_t now_ms, uint32_t random,
+                                   dlqb_route_plan *out) {
   memset(out, 0, sizeof *out);
   dlqb_envelope env;
   dlqb_error why;
-  out->valid = dlqb_envelope_parse(headers, cfg->max_attempts, &env, &why) == DLQB_OK;
+  out->valid =
+      dlqb_envelope_parse_profile(headers, &p->profile, cfg->max_attempts, &env, &why) == DLQB_OK;
   dlqb_failure failure;
-  dlqb_failure_read(headers, &failure);
+  dlqb_failure_read_prefix(headers, p->retry_prefix, &failure);
   dlqb_decision *dec = &out->decision;
-  dlqb_policy_decide(cfg, out->valid ? &env : NULL, why.msg, &failure, now_ms, random, dec);
+  /* The SLA budget runs from the profile's clock (first_seen_at unless it
+   * names another header). */
+  dlqb_envelope clock = env;
+  if (out->valid && strcmp(p->profile.sla_clock, DLQB_H_FIRST_SEEN_AT) != 0) {
+    clock.has_first_seen_at = env.has_sla_start;
+    clock.first_seen_at_ms = env.sla_start_ms;
+  }
+  dlqb_policy_decide(cfg, out->valid ? &clock : NULL, why.msg, &failure, now_ms, random, dec);
   dlqb_iso_time(now_ms, out->now_iso, sizeof out->now_iso);
 
   set(out, DLQB_H_LAST_ERROR, DLQB_HSET_STRING, dec->last_error, 0);
@@ -46,7 +66,8 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
     set(out, DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0);
   }
   if (dec->route == DLQB_ROUTE_RETRY) {
-    dlqb_retry_queue_name(cfg->retry_delays_ms[dec->delay_tier], out->target, sizeof out->target);
+    dlqb_pipeline_retry_queue_name(p, cfg->retry_delays_ms[dec->delay_tier], out->target,
+                                   sizeof out->target);
     out->has_expiration = true;
     snprintf(out->expiration, sizeof out->expiration, "%llu", (unsigned long long)dec->delay_ms);
     set(out, DLQB_H_DLQ_REASON, DLQB_HSET_REMOVE, NULL, 0);
@@ -59,14 +80,25 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
   } else {
     /* Nothing may expire out of the DLQ: has_expiration stays false, and
      * the router clears the property. */
-    snprintf(out->target, sizeof out->target, "%s", DLQB_Q_DLQ);
+    snprintf(out->target, sizeof out->target, "%s", p->dlq);
     set(out, DLQB_H_DLQ_REASON, DLQB_HSET_STRING, dlqb_reason_name(dec->reason), 0);
     set(out, DLQB_H_DLQ_AT, DLQB_HSET_STRING, out->now_iso, 0);
     if (dec->escalate) {
       /* Poison at the replay level: replays did not help, a person decides. */
-      snprintf(out->target, sizeof out->target, "%s", DLQB_Q_REVIEW);
+      snprintf(out->target, sizeof out->target, "%s", p->review);
       out->nsets += dlqb_escalation_stamp(out->sets + out->nsets, DLQB_ACTOR_BRIDGE, out->now_iso,
                                           DLQB_ESCALATION_MAX_REPLAYS, NULL);
+    }
+    /* References only: the body stays out, and the item says what was
+     * left off (its size and hash), so nothing is dropped unseen. The
+     * reason stays the routing one: replay and stats still group by it. */
+    if (p->profile.dlq_body_forbidden && body_len > 0) {
+      uint8_t digest[32];
+      dlqb_sha256(body, body_len, digest);
+      for (size_t i = 0; i < 32; i++) snprintf(out->body_sha256 + 2 * i, 3, "%02x", digest[i]);
+      out->drop_body = true;
+      set(out, DLQB_H_BODY_DROPPED, DLQB_HSET_INT, NULL, (int64_t)body_len);
+      set(out, DLQB_H_BODY_SHA256, DLQB_HSET_STRING, out->body_sha256, 0);
     }
   }
 
@@ -80,8 +112,9 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
   } else {
     /* An invalid task keeps what identity it has, so `audit show
      * --request-id` finds it (each field that is there, sanitised). */
-    (void)dlqb_header_id(headers, DLQB_H_REQUEST_ID, hop->request_id, sizeof hop->request_id);
-    (void)dlqb_header_id(headers, DLQB_H_SOURCE_SYSTEM, hop->source_system,
+    (void)dlqb_header_id(headers, p->profile.fields[0].name, hop->request_id,
+                         sizeof hop->request_id);
+    (void)dlqb_header_id(headers, p->profile.fields[1].name, hop->source_system,
                          sizeof hop->source_system);
     (void)dlqb_header_id(headers, DLQB_H_LEGAL_BASIS, hop->legal_basis, sizeof hop->legal_basis);
   }
@@ -89,7 +122,7 @@ void dlqb_route_plan_make(const dlqb_config *cfg, const amqp_table_t *headers,
   snprintf(hop->reason, sizeof hop->reason, "%s", dec->last_error);
   snprintf(hop->cause, sizeof hop->cause, "%s",
            dec->escalate ? DLQB_ESCALATION_MAX_REPLAYS : dlqb_reason_name(dec->reason));
-  snprintf(hop->from, sizeof hop->from, "%s", DLQB_Q_FAILED);
+  snprintf(hop->from, sizeof hop->from, "%s", p->failed);
   snprintf(hop->to, sizeof hop->to, "%s", out->target);
   snprintf(hop->actor, sizeof hop->actor, "system");
 }

@@ -30,7 +30,7 @@ static const struct {
 };
 
 /* Reads x-death[0]; leaves out as REPORTED when anything is off. */
-static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
+static void read_death(const amqp_table_t *headers, const char *retry_prefix, dlqb_failure *out) {
   const amqp_field_value_t *reason, *queue;
   const char *p = NULL;
   size_t len = 0;
@@ -46,8 +46,8 @@ static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
       /* Expiry from one of our delay queues is the bridge's own backoff,
        * not a failure: a worker that reports a retried task publishes a
        * copy still carrying that entry first. */
-      if (death_reasons[i].kind == DLQB_FAIL_EXPIRED && len >= strlen(DLQB_RETRY_PREFIX) &&
-          memcmp(p, DLQB_RETRY_PREFIX, strlen(DLQB_RETRY_PREFIX)) == 0)
+      if (death_reasons[i].kind == DLQB_FAIL_EXPIRED && len >= strlen(retry_prefix) &&
+          memcmp(p, retry_prefix, strlen(retry_prefix)) == 0)
         return;
       dlqb_text_sanitize(out->queue, sizeof out->queue, p, len);
     }
@@ -57,13 +57,18 @@ static void read_death(const amqp_table_t *headers, dlqb_failure *out) {
 }
 
 void dlqb_failure_read(const amqp_table_t *headers, dlqb_failure *out) {
+  dlqb_failure_read_prefix(headers, DLQB_RETRY_PREFIX, out);
+}
+
+void dlqb_failure_read_prefix(const amqp_table_t *headers, const char *retry_prefix,
+                              dlqb_failure *out) {
   const amqp_field_value_t *we;
   const char *p = NULL;
   size_t len = 0;
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   out->kind = DLQB_FAIL_REPORTED;
-  read_death(headers, out);
+  read_death(headers, retry_prefix, out);
   we = dlqb_header_find(headers, DLQB_H_WORKER_ERROR);
   if (we != NULL && dlqb__field_text(we, &p, &len)) {
     dlqb__trim(&p, &len);

@@ -16,6 +16,7 @@
 #include "dlqb/names.h"
 #include "dlqb/pipeline.h"
 #include "dlqb/topology.h"
+#include "dlqb/route.h"
 #include "table_builder.h"
 
 static dlqb_status apply(dlqb_config *c, const char *text, dlqb_error *err) {
@@ -523,6 +524,111 @@ static void test_topology_three(void **state) {
   free(json);
 }
 
+static const dlqb_hset *plan_set(const dlqb_route_plan *p, const char *key) {
+  for (size_t i = 0; i < p->nsets; i++)
+    if (strcmp(p->sets[i].key, key) == 0) return &p->sets[i];
+  return NULL;
+}
+
+/* The three pipelines' routes: each its own names; the redaction DLQ
+ * takes no body (it is dropped and said so), the others keep it. */
+static void test_route_per_pipeline(void **state) {
+  (void)state;
+  dlqb_config c;
+  dlqb_pipeline red, rec, dsr;
+  json_ok(&c, three);
+  dlqb_config_pipeline(&c, 0, &dsr);
+  dlqb_config_pipeline(&c, 1, &red);
+  dlqb_config_pipeline(&c, 2, &rec);
+  dlqb_config cr = c;
+  dlqb_config_use_pipeline(&cr, &red);
+  static const char body[] = "{\"page\": \"privileged text\"}";
+  const int64_t now = INT64_C(1795000000000);
+  static dlqb_route_plan plan;
+  tb_table h;
+
+  tb_clear(&h);
+  tb_add(&h, "item_id", tb_str("item-9"));
+  tb_add(&h, "doc_id", tb_str("doc-9"));
+  tb_add(&h, "worker_error", tb_str("render_error"));
+  dlqb_route_plan_make_pipeline(&cr, &red, &h.t, body, sizeof body - 1, "m1", now, 0, &plan);
+  assert_true(plan.valid);
+  assert_int_equal(plan.decision.route, DLQB_ROUTE_RETRY);
+  assert_string_equal(plan.target, "redaction.retry.1s");
+  assert_false(plan.drop_body); /* a retry returns to the worker as it came */
+  assert_string_equal(plan.hop.from, "redaction.failed");
+  assert_string_equal(plan.hop.request_id, "item-9");
+  assert_string_equal(plan.hop.source_system, "doc-9");
+
+  /* The third failure of max_attempts 3: the DLQ, without the body. */
+  tb_add(&h, "attempt", tb_i64(2));
+  dlqb_route_plan_make_pipeline(&cr, &red, &h.t, body, sizeof body - 1, "m1", now, 0, &plan);
+  assert_int_equal(plan.decision.route, DLQB_ROUTE_DLQ);
+  assert_string_equal(plan.target, "redaction.dlq.manual");
+  assert_true(plan.drop_body);
+  const dlqb_hset *dropped = plan_set(&plan, "body_dropped");
+  assert_non_null(dropped);
+  assert_int_equal(dropped->num, sizeof body - 1);
+  assert_int_equal(strlen(plan_set(&plan, "body_sha256")->str), 64);
+  assert_string_equal(plan_set(&plan, "dlq_reason")->str, "max_attempts");
+  /* No body to drop: nothing said. */
+  dlqb_route_plan_make_pipeline(&cr, &red, &h.t, NULL, 0, "m1", now, 0, &plan);
+  assert_false(plan.drop_body);
+  assert_null(plan_set(&plan, "body_dropped"));
+
+  /* A DSR task sent to the redaction pipeline is invalid there, and its
+   * body still stays out of that DLQ. */
+  tb_clear(&h);
+  tb_add(&h, "request_id", tb_str("r-1"));
+  tb_add(&h, "source_system", tb_str("crm"));
+  dlqb_route_plan_make_pipeline(&cr, &red, &h.t, body, sizeof body - 1, "m2", now, 0, &plan);
+  assert_false(plan.valid);
+  assert_string_equal(plan.target, "redaction.dlq.manual");
+  assert_string_equal(plan_set(&plan, "dlq_reason")->str, "invalid_envelope");
+  assert_true(plan.drop_body);
+  assert_non_null(strstr(plan_set(&plan, "last_error")->str, "item_id is missing"));
+
+  /* Replays did not help: the review queue of the pipeline, no body. */
+  tb_clear(&h);
+  tb_add(&h, "item_id", tb_str("item-9"));
+  tb_add(&h, "doc_id", tb_str("doc-9"));
+  tb_add(&h, "replay_count", tb_i64(9));
+  tb_add(&h, "attempt", tb_i64(2));
+  tb_add(&h, "worker_error", tb_str("render_error"));
+  dlqb_route_plan_make_pipeline(&cr, &red, &h.t, body, sizeof body - 1, "m3", now, 0, &plan);
+  assert_true(plan.decision.escalate);
+  assert_string_equal(plan.target, "senior_review");
+  assert_true(plan.drop_body);
+
+  /* Reconciliation keeps the context (the body) in its DLQ. */
+  dlqb_config cc = c;
+  dlqb_config_use_pipeline(&cc, &rec);
+  tb_clear(&h);
+  tb_add(&h, "discrepancy_id", tb_str("d-1"));
+  tb_add(&h, "category", tb_str("amount_mismatch"));
+  tb_add(&h, "attempt", tb_i64(3));
+  tb_add(&h, "worker_error", tb_str("ledger locked"));
+  dlqb_route_plan_make_pipeline(&cc, &rec, &h.t, body, sizeof body - 1, "m4", now, 0, &plan);
+  assert_string_equal(plan.target, "recon.dlq.manual");
+  assert_false(plan.drop_body);
+  assert_string_equal(plan.hop.request_id, "d-1");
+
+  /* An expiry from this pipeline's own delay queue is backoff, not a
+   * failure; from another pipeline's prefix it is not. */
+  amqp_table_entry_t death[2] = {tb_entry("reason", tb_str("expired")),
+                                 tb_entry("queue", tb_str("recon.retry.5s"))};
+  amqp_field_value_t deaths[1] = {tb_table_value(death, 2)};
+  tb_clear(&h);
+  tb_add(&h, "x-death", tb_array(deaths, 1));
+  dlqb_failure f;
+  dlqb_failure_read_prefix(&h.t, rec.retry_prefix, &f);
+  assert_int_equal(f.kind, DLQB_FAIL_REPORTED);
+  dlqb_failure_read_prefix(&h.t, dsr.retry_prefix, &f);
+  assert_int_equal(f.kind, DLQB_FAIL_EXPIRED);
+  dlqb_failure_read(&h.t, &f);
+  assert_int_equal(f.kind, DLQB_FAIL_EXPIRED);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtin_profiles),
@@ -538,6 +644,7 @@ int main(void) {
       cmocka_unit_test(test_envelope_custom_profile),
       cmocka_unit_test(test_topology_default_is_today),
       cmocka_unit_test(test_topology_three),
+      cmocka_unit_test(test_route_per_pipeline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
