@@ -254,18 +254,25 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
   return DLQB_OK;
 }
 
-/* The pipelines of the config file. `declare` covers every one; the
- * daemon and the other commands serve the default pipeline (today's names and the dsr profile), with its own
- * policy when `pipelines` sets one, and refuse any other rather than work
- * on queues that are not the ones configured. */
+/* The pipelines of the config file. `declare` covers every one. `run`
+ * serves one: the only one configured, whatever its names and profile.
+ * The other commands serve the default pipeline (today's names and the
+ * dsr profile). Any of them refuses a file it cannot serve rather than
+ * work on queues that are not the configured ones. */
 static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, dlqb_error *err) {
   if (cfg->pipeline_count == 0 || strcmp(spec->name, "declare") == 0) return DLQB_OK;
+  bool run = strcmp(spec->name, "run") == 0;
   dlqb_pipeline p;
   dlqb_config_pipeline(cfg, 0, &p);
-  if (cfg->pipeline_count == 1 && dlqb_pipeline_is_default(&p)) {
+  if (cfg->pipeline_count == 1 && (run || dlqb_pipeline_is_default(&p))) {
     dlqb_config_use_pipeline(cfg, &p);
     return DLQB_OK;
   }
+  if (run)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key 'pipelines': 'run' serves one pipeline in this version, and %zu are "
+                     "configured; 'declare' covers them all",
+                     cfg->pipeline_count);
   return dlqb_fail(err, DLQB_EINVAL,
                    "key 'pipelines': '%s' serves only the default pipeline dsr (today's names, "
                    "the dsr profile) in this version; 'declare' covers every configured pipeline",

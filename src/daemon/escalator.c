@@ -22,6 +22,7 @@
 
 struct dlqb_escalator {
   dlqb_config cfg;
+  dlqb_pipeline p; /* the config's first: the one `run` serves */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   void *ctx;
   dlqb_audit *audit;
@@ -55,7 +56,7 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
   dlqb_hset sets[DLQB_ESCALATION_SETS];
   size_t n = dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA,
                                    NULL);
-  return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_ESCALATED, "sla",
+  return dlqb_scan_forward(s, d, it, e->p.review, sets, n, DLQB_EV_ESCALATED, "sla",
                            v.no_time ? e->no_time_reason : e->reason, err);
 }
 
@@ -73,13 +74,13 @@ static void pass(dlqb_escalator *e) {
   e->now_ms = dlqb_now_ms();
   dlqb_iso_time(e->now_ms, e->now_iso, sizeof e->now_iso);
   char sla[32];
-  snprintf(e->reason, sizeof e->reason, "dlq_sla: in %s longer than %s", DLQB_Q_DLQ,
+  snprintf(e->reason, sizeof e->reason, "dlq_sla: in %s longer than %s", e->p.dlq,
            dlqb_duration_format(e->cfg.dlq_sla_ms, sla, sizeof sla));
   snprintf(e->no_time_reason, sizeof e->no_time_reason,
-           "dlq_sla: no usable time in %s (dlq_at missing or in the future)", DLQB_Q_DLQ);
+           "dlq_sla: no usable time in %s (dlq_at missing or in the future)", e->p.dlq);
   char purpose[320];
   snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg.instance);
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = "system",
+  dlqb_scan_options so = {.queue = e->p.dlq, .purpose = purpose, .actor = "system",
                           .audit = e->audit, .idle_stop_ms = 2000, .stop = &e->stop,
                           /* Escalations published when the log fails stay
                            * unacked until it is written: ending the pass
@@ -124,6 +125,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   dlqb_escalator *e = calloc(1, sizeof *e);
   if (e == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   e->cfg = *cfg;
+  dlqb_config_pipeline(cfg, 0, &e->p);
   e->after_ack = after_ack;
   e->ctx = ctx;
   char writer[320];

@@ -65,8 +65,10 @@ static dlqb_status tally_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, c
  * nothing rather than a part. */
 static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *stats, size_t n) {
   const dlqb_queue_stat *q = NULL;
+  dlqb_pipeline pl;
+  dlqb_config_pipeline(&r->cfg, 0, &pl); /* the one `run` serves */
   for (size_t i = 0; i < n; i++)
-    if (strcmp(stats[i].queue, DLQB_Q_REVIEW) == 0) q = &stats[i];
+    if (strcmp(stats[i].queue, pl.review) == 0) q = &stats[i];
   review_pass p;
   memset(&p, 0, sizeof p);
   if (q == NULL || !q->present) {
@@ -80,13 +82,13 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
   p.now_ms = dlqb_now_ms();
   char name[340];
   snprintf(name, sizeof name, "dlq-bridge metrics review %s", r->cfg.instance);
-  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = name, .actor = DLQB_ACTOR_BRIDGE,
+  dlqb_scan_options so = {.queue = pl.review, .purpose = name, .actor = DLQB_ACTOR_BRIDGE,
                           .on_item = tally_item, .ctx = &p};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&r->cfg, &so, &res, &err);
   bool whole = st == DLQB_OK && !res.short_read && !res.interrupted;
-  if (st != DLQB_OK) dlqb_log_warn("queue_stats", "cannot read %s: %s", DLQB_Q_REVIEW, err.msg);
+  if (st != DLQB_OK) dlqb_log_warn("queue_stats", "cannot read %s: %s", pl.review, err.msg);
   dlqb_metrics_set_review(r->m, &p.t, whole);
 }
 

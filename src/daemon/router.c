@@ -22,6 +22,9 @@
 
 typedef struct {
   const dlqb_config *cfg;
+  /* The pipeline it routes: the config's first (the one `run` serves;
+   * without `pipelines`, dsr with today's names). */
+  dlqb_pipeline p;
   const dlqb_router_hooks *hooks;
   uint64_t rng;
   dlqb_stop_flag *stop;       /* the daemon's (SIGTERM) */
@@ -56,7 +59,7 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
      * new session once the log is written (on_tick). */
     if (r->held_for_audit++ == 0)
       dlqb_log_warn("audit_holding", "the audit log cannot be written; leaving new failures in "
-                    "%s until it can", DLQB_Q_FAILED);
+                    "%s until it can", r->p.failed);
     dlqb_pipe_hold(pipe, d);
     return DLQB_OK;
   }
@@ -67,7 +70,12 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
     dlqb_text_sanitize(message_id, sizeof message_id, d->props->message_id.bytes,
                        d->props->message_id.len);
   dlqb_route_plan plan;
-  dlqb_route_plan_make(r->cfg, headers, message_id, dlqb_now_ms(), next_random(r), &plan);
+  dlqb_route_plan_make_pipeline(r->cfg, &r->p, headers, d->body.bytes, d->body.len, message_id,
+                                dlqb_now_ms(), next_random(r), &plan);
+  /* The profile forbids bodies in the DLQ: the same delivery, sent on
+   * without its body (the plan's headers say what was left off). */
+  dlqb_delivery sent = *d;
+  if (plan.drop_body) sent.body = amqp_empty_bytes;
 
   amqp_basic_properties_t props = *d->props;
   props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
@@ -78,18 +86,26 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   } else {
     props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
   }
-  dlqb_status st = dlqb_pipe_forward_rewritten(pipe, d, "", plan.target, &props, plan.sets,
+  dlqb_status st = dlqb_pipe_forward_rewritten(pipe, &sent, "", plan.target, &props, plan.sets,
                                                plan.nsets, &plan.hop, err);
   if (st != DLQB_EREFUSED) return st;
   /* The broker would not take it back as it is: to the DLQ, with only the
    * headers the bridge knows, saying why. The others in the window go on. */
   dlqb_log_warn("unpublishable", "message_id=%s: %s; sent to %s with only its envelope",
-                plan.hop.message_id, err->msg, DLQB_Q_DLQ);
+                plan.hop.message_id, err->msg, r->p.dlq);
+  bool drop_body = plan.drop_body;
   dlqb_route_plan_refused(&plan, err->msg);
+  snprintf(plan.target, sizeof plan.target, "%s", r->p.dlq);
+  snprintf(plan.hop.to, sizeof plan.hop.to, "%s", r->p.dlq);
   props = *d->props;
   props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG;
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-  return dlqb_pipe_forward_minimal(pipe, d, "", plan.target, &props, plan.sets, plan.nsets,
+  if (drop_body) {
+    /* Minimal headers, still no body: say so in the ones kept. */
+    plan.sets[plan.nsets++] = (dlqb_hset){DLQB_H_BODY_DROPPED, DLQB_HSET_INT, NULL,
+                                          (int64_t)d->body.len};
+  }
+  return dlqb_pipe_forward_minimal(pipe, &sent, "", plan.target, &props, plan.sets, plan.nsets,
                                    &plan.hop, err);
 }
 
@@ -100,16 +116,18 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
  * task waits in dsr.failed. */
 static dlqb_status route_returned(void *ctx, dlqb_pipe *pipe, const dlqb_returned *ret,
                                   dlqb_error *err) {
-  (void)ctx;
-  if (strcmp(ret->hop->to, DLQB_Q_DLQ) == 0 || strcmp(ret->hop->to, DLQB_Q_REVIEW) == 0)
+  router *r = ctx;
+  if (strcmp(ret->hop->to, r->p.dlq) == 0 || strcmp(ret->hop->to, r->p.review) == 0)
     return dlqb_fail(err, DLQB_EBROKER, "%s; nothing can be routed until it exists", ret->why);
   dlqb_log_warn("unroutable", "message_id=%s: %s; sent to %s instead", ret->hop->message_id,
-                ret->why, DLQB_Q_DLQ);
+                ret->why, r->p.dlq);
   dlqb_route_plan plan;
   memset(&plan, 0, sizeof plan);
   plan.hop = *ret->hop;
   dlqb_iso_time(dlqb_now_ms(), plan.now_iso, sizeof plan.now_iso);
   dlqb_route_plan_refused(&plan, ret->why);
+  snprintf(plan.target, sizeof plan.target, "%s", r->p.dlq);
+  snprintf(plan.hop.to, sizeof plan.hop.to, "%s", r->p.dlq);
   amqp_basic_properties_t props = *ret->props;
   return dlqb_pipe_republish(pipe, ret, "", plan.target, &props, plan.sets, plan.nsets, &plan.hop,
                              err);
@@ -155,14 +173,14 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
     dlqb_topology_build(r->cfg, &topo);
     st = dlqb_topology_declare(link, &topo, err);
   }
-  dlqb_pipe_options opt = {.queue = DLQB_Q_FAILED, .prefetch = r->cfg->prefetch,
+  dlqb_pipe_options opt = {.queue = r->p.failed, .prefetch = r->cfg->prefetch,
                            .audit = r->hooks ? r->hooks->audit : NULL};
   dlqb_pipe_handler h = {.on_delivery = route_one, .after_ack = log_hop, .on_tick = on_tick,
                          .on_returned = route_returned, .ctx = r};
   if (st == DLQB_OK) st = dlqb_pipe_new(link, &opt, &h, &pipe, err);
   if (st == DLQB_OK) {
     set_connected(r, 1);
-    dlqb_log_info("connected", "routing from %s (prefetch %d)", DLQB_Q_FAILED, r->cfg->prefetch);
+    dlqb_log_info("connected", "routing from %s (prefetch %d)", r->p.failed, r->cfg->prefetch);
     r->held_for_audit = 0;
     atomic_store(&r->session_end, *stop);
     st = dlqb_pipe_run(pipe, &r->session_end, err);
@@ -178,6 +196,7 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
                             const dlqb_router_hooks *hooks, dlqb_stop_flag *stop,
                             dlqb_error *err) {
   router r = {.cfg = cfg, .hooks = hooks, .stop = stop};
+  dlqb_config_pipeline(cfg, 0, &r.p);
   r.rng = (uint64_t)dlqb_now_ms() * 2654435761u ^ (uint64_t)getpid() << 32 ^ 0x9E3779B97F4A7C15ULL;
   bool ever_connected = false;
   /* Until the first contact, a broker that does not answer (still

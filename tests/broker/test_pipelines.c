@@ -1,0 +1,155 @@
+/* Issue 22 on a real broker: `run` serving a pipeline other than today's,
+ * from the config file's `pipelines`: the redaction pipeline with its own
+ * queue names and envelope, through retry, the DLQ (references only: the
+ * body is dropped and said so) and escalation to its own review queue. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flow.h"
+
+#define WAIT_MS 20000
+
+static const char privileged[] = "extracted page text: privileged";
+
+/* Writes json to a private temp file; path receives its name. */
+static void write_config(char *path, const char *json) {
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+  assert_int_equal(close(fd), 0);
+}
+
+/* Starts the daemon with the config file and waits until it consumes
+ * failed (its pipeline's failure inbox). */
+static void start_with_config(fx_case *t, const char *path, const char *failed) {
+  char env_config[200];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", env_config, NULL};
+  th_bridge *b = &t->bridges[t->nbridges];
+  assert_int_equal(th_bridge_start(b, &t->vhost, env, "pipeline"), 0);
+  t->nbridges++;
+  if (!th_wait_consumers(t->conn, failed, 1, WAIT_MS) || !th_bridge_running(b)) {
+    fx_dump_logs(t);
+    fail_msg("the bridge did not start consuming %s", failed);
+  }
+}
+
+static th_msg *review_item(fx_case *t, const char *item, const char *doc) {
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_msg_add_str(m, "item_id", item), 0);
+  assert_int_equal(th_msg_add_str(m, "doc_id", doc), 0);
+  assert_int_equal(th_msg_set_body(m, privileged, sizeof privileged - 1), 0);
+  return m;
+}
+
+static void assert_body_dropped(const th_msg *m) {
+  assert_int_equal(m->body_len, 0);
+  int64_t dropped = -1;
+  assert_true(th_msg_int(m, "body_dropped", &dropped));
+  assert_int_equal(dropped, sizeof privileged - 1);
+  const char *sha = th_msg_str(m, "body_sha256");
+  assert_non_null(sha);
+  assert_int_equal(strlen(sha), 64);
+}
+
+static void test_redaction_pipeline(void **state) {
+  fx_case *t = *state;
+  char path[] = "/tmp/dlqb-redaction-XXXXXX";
+  write_config(path, "{\"pipelines\": {\"redaction\": {\"max_attempts\": 2, \"retry_delays\": "
+                     "\"200ms\", \"max_replays\": 1}}}");
+  start_with_config(t, path, "redaction.failed");
+  /* It declared its own topology, not today's. */
+  assert_true(th_queue_depth(t->conn, "redaction.dlq.manual") == 0);
+  assert_true(th_queue_depth(t->conn, "redaction.review") == 0);
+
+  th_worker *w = th_worker_open(&t->vhost, "redaction.work", 1);
+  assert_non_null(w);
+  th_msg *got = fx_msg(t);
+
+  /* First failure: a retry through redaction.retry.200ms, body intact. */
+  assert_int_equal(th_publish(t->conn, "", "redaction.work", review_item(t, "item-9", "doc-9")),
+                   0);
+  FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
+  assert_int_equal(fx_attempt(got), 1);
+  assert_int_equal(got->body_len, sizeof privileged - 1);
+  assert_string_equal(th_msg_str(got, "item_id"), "item-9");
+  /* Second failure of max_attempts 2: the DLQ, references only. */
+  assert_int_equal(th_worker_reject(w), 0);
+  th_msg *dl = fx_msg(t);
+  FX_CHECK(t, fx_take(t, "redaction.dlq.manual", dl, WAIT_MS) == 1);
+  assert_string_equal(th_msg_str(dl, "dlq_reason"), "max_attempts");
+  assert_string_equal(th_msg_str(dl, "item_id"), "item-9");
+  assert_string_equal(th_msg_str(dl, "doc_id"), "doc-9");
+  assert_body_dropped(dl);
+
+  /* A DSR task is not a review item: invalid here, and its body stays out. */
+  th_msg *dsr = fx_msg(t);
+  assert_int_equal(th_msg_task(dsr, "r-1"), 0);
+  assert_int_equal(th_publish(t->conn, "", "redaction.work", dsr), 0);
+  FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  FX_CHECK(t, fx_take(t, "redaction.dlq.manual", dl, WAIT_MS) == 1);
+  assert_string_equal(th_msg_str(dl, "dlq_reason"), "invalid_envelope");
+  assert_non_null(strstr(th_msg_str(dl, "last_error"), "item_id is missing"));
+  assert_int_equal(dl->body_len, 0);
+
+  /* Replayed once already (max_replays 1) and failed for good: its own
+   * review queue, still without the body. */
+  th_msg *again = review_item(t, "item-10", "doc-10");
+  assert_int_equal(th_msg_add_int(again, "replay_count", 1), 0);
+  assert_int_equal(th_msg_add_int(again, "attempt", 1), 0);
+  assert_int_equal(th_publish(t->conn, "", "redaction.work", again), 0);
+  FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  FX_CHECK(t, fx_take(t, "redaction.review", dl, WAIT_MS) == 1);
+  assert_string_equal(th_msg_str(dl, "escalation_reason"), "max_replays");
+  assert_string_equal(th_msg_str(dl, "item_id"), "item-10");
+  assert_body_dropped(dl);
+  th_worker_close(w);
+  /* Nothing went to today's queues. */
+  assert_true(th_queue_depth(t->conn, "dsr.dlq.manual") <= 0);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  unlink(path);
+}
+
+/* An upgrade changes nothing: a config file naming only the dsr pipeline
+ * routes exactly as without one (today's names), with the pipeline's own
+ * policy. */
+static void test_dsr_pipeline_is_today(void **state) {
+  fx_case *t = *state;
+  char path[] = "/tmp/dlqb-dsr-XXXXXX";
+  write_config(path, "{\"pipelines\": {\"dsr\": {\"max_attempts\": 1}}}");
+  start_with_config(t, path, "dsr.failed");
+  assert_int_equal(fx_publish_task(t, "up-1"), 0);
+  th_worker *w = fx_worker(t);
+  assert_non_null(w);
+  th_msg *got = fx_msg(t);
+  FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  th_msg *dl = fx_msg(t);
+  FX_CHECK(t, fx_take(t, "dsr.dlq.manual", dl, WAIT_MS) == 1);
+  assert_string_equal(th_msg_str(dl, "dlq_reason"), "max_attempts");
+  assert_string_equal(th_msg_str(dl, "request_id"), "up-1");
+  assert_true(dl->body_len > 0); /* the dsr profile keeps bodies */
+  assert_null(th_msg_str(dl, "body_dropped"));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  unlink(path);
+}
+
+int main(void) {
+  if (th_env_get() == NULL) return 1;
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_redaction_pipeline),
+      FX_TEST(test_dsr_pipeline_is_today),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
