@@ -189,6 +189,11 @@ dlqb_status dlqb_config_pipeline_choose(const dlqb_config *c, const char *name, 
  * it for every pipeline, as it overrides the file's top-level value. */
 void dlqb_config_pipelines_override(dlqb_config *c, const char *key);
 
+/* Keeps only pipeline i (< pipeline_count) of c's `pipelines`, as its
+ * first and only one (no-op without `pipelines`): what a command that
+ * serves one pipeline keeps. */
+void dlqb_config_pipeline_only(dlqb_config *c, size_t i);
+
 /* Writes p's policy over c's top-level policy settings, so code that reads
  * a dlqb_config (the router, the escalator, the ops commands) works with
  * that pipeline's rules on a copy. */

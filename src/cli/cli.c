@@ -159,6 +159,9 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
     help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
              "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
              "empty = none)");
+    help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
+             "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
+             "`pipelines`)");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
@@ -254,29 +257,29 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
   return DLQB_OK;
 }
 
-/* The pipelines of the config file. `declare` covers every one. `run`
- * serves one: the only one configured, whatever its names and profile.
- * The other commands serve the default pipeline (today's names and the
- * dsr profile). Any of them refuses a file it cannot serve rather than
- * work on queues that are not the configured ones. */
-static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, dlqb_error *err) {
-  if (cfg->pipeline_count == 0 || strcmp(spec->name, "declare") == 0) return DLQB_OK;
-  bool run = strcmp(spec->name, "run") == 0;
+/* The pipelines of the config file, and --pipeline (NULL when not given).
+ * `declare` covers every one, or the one named. The others serve one:
+ * the one named, or the only one configured. `run` serves any pipeline;
+ * the ops commands only the default one (today's names and the dsr
+ * profile) in this version, and refuse another rather than work on queues
+ * that are not its. What stays in cfg is the pipeline served, its policy
+ * in the top-level settings. */
+static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const char *chosen,
+                                   dlqb_error *err) {
+  bool declare = strcmp(spec->name, "declare") == 0;
+  if (declare && chosen == NULL) return DLQB_OK;
+  size_t i = 0;
+  if (dlqb_config_pipeline_choose(cfg, chosen, &i, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_pipeline p;
-  dlqb_config_pipeline(cfg, 0, &p);
-  if (cfg->pipeline_count == 1 && (run || dlqb_pipeline_is_default(&p))) {
-    dlqb_config_use_pipeline(cfg, &p);
-    return DLQB_OK;
-  }
-  if (run)
+  dlqb_config_pipeline(cfg, i, &p);
+  if (!declare && strcmp(spec->name, "run") != 0 && !dlqb_pipeline_is_default(&p))
     return dlqb_fail(err, DLQB_EINVAL,
-                     "key 'pipelines': 'run' serves one pipeline in this version, and %zu are "
-                     "configured; 'declare' covers them all",
-                     cfg->pipeline_count);
-  return dlqb_fail(err, DLQB_EINVAL,
-                   "key 'pipelines': '%s' serves only the default pipeline dsr (today's names, "
-                   "the dsr profile) in this version; 'declare' covers every configured pipeline",
-                   spec->name);
+                     "pipeline '%s': '%s' serves only the default pipeline dsr (today's names, "
+                     "the dsr profile) in this version; 'run' and 'declare' serve any",
+                     p.name, spec->name);
+  dlqb_config_pipeline_only(cfg, i);
+  dlqb_config_use_pipeline(cfg, &p);
+  return DLQB_OK;
 }
 
 /* Files the connection reads: one that cannot be read is a configuration
@@ -402,6 +405,7 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
 
   /* Pass 2: every flag in order, settings and command flags alike. */
   bool positional_only = false;
+  const char *pipeline_flag = NULL;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (!positional_only && strcmp(arg, "--") == 0) {
@@ -424,6 +428,14 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     if (s != NULL && !cli_uses(spec, s->key)) s = NULL;
     if (strcmp(name, "config") == 0 && spec->settings) {
       if (!has_inline_value(arg)) i++;
+      continue;
+    }
+    if (strcmp(name, "pipeline") == 0 && spec->settings) {
+      pipeline_flag = flag_value(argc, argv, &i, name, sizeof name);
+      if (pipeline_flag == NULL) {
+        cli_error("--pipeline needs a name");
+        return EXIT_USAGE;
+      }
       continue;
     }
     if (strcmp(name, "print-config") == 0 && spec->settings && !has_inline_value(arg)) {
@@ -458,7 +470,10 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
   }
   if (spec->settings && check_sources(spec, cfg, &err) != DLQB_OK) goto bad;
   if (spec->settings && dlqb_config_validate(cfg, &err) != DLQB_OK) goto bad;
-  if (spec->settings && check_pipelines(spec, cfg, &err) != DLQB_OK) goto bad;
+  /* The flag, else the variable (a unit file's Environment=); empty = none. */
+  if (pipeline_flag == NULL) pipeline_flag = getenv("DLQ_BRIDGE_PIPELINE");
+  if (pipeline_flag != NULL && pipeline_flag[0] == '\0') pipeline_flag = NULL;
+  if (spec->settings && check_pipelines(spec, cfg, pipeline_flag, &err) != DLQB_OK) goto bad;
   if (spec->settings && check_files(spec, cfg, &err) != DLQB_OK) goto bad;
   if (cfg->instance[0] == '\0') {
     char host[200] = "localhost";

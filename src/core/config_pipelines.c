@@ -453,3 +453,9 @@ void dlqb_config_pipelines_override(dlqb_config *c, const char *key) {
     for (size_t i = 0; i < c->pipeline_count; i++) c->pipelines[i].policy_set &= ~policy_keys[k].bit;
   }
 }
+
+void dlqb_config_pipeline_only(dlqb_config *c, size_t i) {
+  if (c->pipeline_count == 0 || i >= c->pipeline_count) return;
+  if (i > 0) c->pipelines[0] = c->pipelines[i];
+  c->pipeline_count = 1;
+}

@@ -28,17 +28,34 @@ static void write_config(char *path, const char *json) {
 
 /* Starts the daemon with the config file and waits until it consumes
  * failed (its pipeline's failure inbox). */
-static void start_with_config(fx_case *t, const char *path, const char *failed) {
-  char env_config[200];
+static th_bridge *start_pipeline(fx_case *t, const char *path, const char *pipeline,
+                                 const char *failed) {
+  char env_config[200], env_pipeline[100];
   assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
-  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", env_config, NULL};
+  assert_true(th_fmt(env_pipeline, sizeof env_pipeline, "DLQ_BRIDGE_PIPELINE=%s", pipeline));
+  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", env_config, env_pipeline, NULL};
   th_bridge *b = &t->bridges[t->nbridges];
-  assert_int_equal(th_bridge_start(b, &t->vhost, env, "pipeline"), 0);
+  assert_int_equal(th_bridge_start(b, &t->vhost, env, pipeline[0] ? pipeline : "pipeline"), 0);
   t->nbridges++;
   if (!th_wait_consumers(t->conn, failed, 1, WAIT_MS) || !th_bridge_running(b)) {
     fx_dump_logs(t);
     fail_msg("the bridge did not start consuming %s", failed);
   }
+  return b;
+}
+
+static void start_with_config(fx_case *t, const char *path, const char *failed) {
+  (void)start_pipeline(t, path, "", failed);
+}
+
+typedef struct {
+  fx_case *t;
+  const char *queue;
+} consumed;
+
+static bool has_consumer(void *arg) {
+  consumed *c = arg;
+  return th_queue_consumers(c->t->conn, c->queue) == 1;
 }
 
 static th_msg *review_item(fx_case *t, const char *item, const char *doc) {
@@ -145,11 +162,95 @@ static void test_dsr_pipeline_is_today(void **state) {
   unlink(path);
 }
 
+/* One config file, two pipelines, a daemon each (--pipeline). The
+ * redaction pipeline's failure inbox is deleted under its daemon: the DSR
+ * daemon routes on as if nothing happened, and the redaction daemon
+ * reconnects on its own (it declares its queue again) and routes too. */
+static void test_blocked_pipeline_does_not_stop_the_other(void **state) {
+  fx_case *t = *state;
+  char path[] = "/tmp/dlqb-two-XXXXXX";
+  write_config(path, "{\"pipelines\": {\"dsr\": {\"max_attempts\": 1},\n"
+                     " \"redaction\": {\"max_attempts\": 1}}}");
+  th_bridge *red = start_pipeline(t, path, "redaction", "redaction.failed");
+  (void)start_pipeline(t, path, "dsr", "dsr.failed");
+  /* Each declared its own pipeline only. */
+  assert_true(th_queue_depth(t->conn, "redaction.dlq.manual") == 0);
+  assert_true(th_queue_depth(t->conn, "dsr.dlq.manual") == 0);
+
+  char api[TH_PATH_MAX];
+  snprintf(api, sizeof api, "/api/queues/%s/redaction.failed", t->vhost.name);
+  assert_int_equal(th_mgmt("DELETE", api, NULL, NULL), 204);
+
+  /* DSR goes on. */
+  assert_int_equal(fx_publish_task(t, "blocked-1"), 0);
+  th_worker *w = fx_worker(t);
+  assert_non_null(w);
+  th_msg *got = fx_msg(t);
+  FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
+  assert_int_equal(th_worker_reject(w), 0);
+  th_msg *dl = fx_msg(t);
+  FX_CHECK(t, fx_take(t, "dsr.dlq.manual", dl, WAIT_MS) == 1);
+  assert_string_equal(th_msg_str(dl, "request_id"), "blocked-1");
+
+  /* The redaction daemon is back by itself, and routes. */
+  consumed c = {t, "redaction.failed"};
+  FX_CHECK(t, th_wait_until(has_consumer, &c, WAIT_MS));
+  assert_true(th_bridge_running(red));
+  th_worker *rw = th_worker_open(&t->vhost, "redaction.work", 1);
+  assert_non_null(rw);
+  assert_int_equal(th_publish(t->conn, "", "redaction.work", review_item(t, "item-1", "doc-1")),
+                   0);
+  FX_CHECK(t, th_worker_next(rw, got, WAIT_MS) == 1);
+  assert_int_equal(th_worker_reject(rw), 0);
+  FX_CHECK(t, fx_take(t, "redaction.dlq.manual", dl, WAIT_MS) == 1);
+  assert_string_equal(th_msg_str(dl, "item_id"), "item-1");
+  th_worker_close(rw);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  unlink(path);
+}
+
+/* --pipeline names one of the file's pipelines; none named with several
+ * configured, or a name not configured, is exit 2 listing them. */
+static void test_pipeline_choice(void **state) {
+  fx_case *t = *state;
+  char path[] = "/tmp/dlqb-choice-XXXXXX";
+  write_config(path, "{\"pipelines\": {\"dsr\": {}, \"redaction\": {}}}");
+  char env_config[200];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  const char *const env[] = {env_config, NULL};
+  th_result r;
+  static const char *const none[] = {"inspect", NULL};
+  assert_int_equal(th_run_bridge(none, t->vhost.url, env, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "several pipelines are configured (dsr, redaction)"));
+  assert_int_equal(th_error_lines(r.err), 1);
+  static const char *const typo[] = {"run", "--pipeline", "redactoin", NULL};
+  assert_int_equal(th_run_bridge(typo, t->vhost.url, env, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "--pipeline: no pipeline 'redactoin' (configured: dsr, redaction)"));
+  static const char *const other[] = {"inspect", "--pipeline", "redaction", NULL};
+  assert_int_equal(th_run_bridge(other, t->vhost.url, env, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "serves only the default pipeline"));
+  /* The default one through --pipeline: the command works as today. */
+  static const char *const dsr[] = {"declare", "--pipeline", "dsr", NULL};
+  assert_int_equal(th_run_bridge(dsr, t->vhost.url, env, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.out, "redaction"));
+  static const char *const ins[] = {"inspect", "--pipeline", "dsr", NULL};
+  assert_int_equal(th_run_bridge(ins, t->vhost.url, env, WAIT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "inspect: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  unlink(path);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_redaction_pipeline),
       FX_TEST(test_dsr_pipeline_is_today),
+      FX_TEST(test_blocked_pipeline_does_not_stop_the_other),
+      FX_TEST(test_pipeline_choice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
