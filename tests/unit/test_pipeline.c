@@ -355,6 +355,14 @@ static void test_choose(void **state) {
                                "choose one with --pipeline");
   assert_int_equal(dlqb_config_pipeline_choose(&c, "recon", &i, &err), DLQB_OK);
   assert_int_equal(i, 2);
+  /* What a command serving one keeps: that one alone, first. */
+  dlqb_config_pipeline_only(&c, i);
+  assert_int_equal(dlqb_config_pipeline_count(&c), 1);
+  dlqb_pipeline p;
+  dlqb_config_pipeline(&c, 0, &p);
+  assert_string_equal(p.name, "recon");
+  assert_int_equal(dlqb_config_pipeline_choose(&c, NULL, &i, &err), DLQB_OK);
+  assert_int_equal(i, 0);
 }
 
 /* ---- the envelope under each profile ---------------------------------- */
