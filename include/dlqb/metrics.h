@@ -30,6 +30,21 @@ typedef struct dlqb_metrics dlqb_metrics;
 dlqb_metrics *dlqb_metrics_new(const char *version);
 void dlqb_metrics_free(dlqb_metrics *m);
 
+/* Names the pipeline the daemon serves (a valid pipeline name, copied;
+ * "" = none, the default). Set, every sample of the exposition carries the
+ * label pipeline="NAME" and the /healthz reason starts with "NAME: ", so
+ * one alert rule or probe tells the daemons of several pipelines apart.
+ * Unset (no `pipelines` in the config file), both are exactly as before.
+ * Call before serving. */
+void dlqb_metrics_set_pipeline(dlqb_metrics *m, const char *name);
+
+/* src[0..len) with label="value" added to every sample line (a line not
+ * starting with '#'): first in its label set, or as the only one. value
+ * must need no escaping. *out is malloc'd (NUL-terminated), NULL when out
+ * of memory. Exposed for the unit tests. */
+char *dlqb_metrics_add_label(const char *src, size_t len, const char *label, const char *value,
+                             size_t *out_len);
+
 /* Counts one settled hop by its event (and cause), and observes its confirm
  * latency unless confirm_seconds is negative (nothing was published). The
  * signature matches dlqb_router_hooks.after_ack with m as ctx. */

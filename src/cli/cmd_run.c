@@ -73,6 +73,9 @@ static dlqb_status metrics_start(const dlqb_config *cfg, run_ctx *rc, dlqb_metri
   if (cfg->metrics_addr[0] == '\0') return DLQB_OK;
   rc->metrics = dlqb_metrics_new(DLQB_VERSION);
   if (rc->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  /* From a config file's `pipelines`: the samples and /healthz name the
+   * pipeline served (cli_load kept it alone); without, as before. */
+  if (cfg->pipeline_count > 0) dlqb_metrics_set_pipeline(rc->metrics, cfg->pipelines[0].p.name);
   dlqb_status st = dlqb_metrics_server_start(rc->metrics, cfg->metrics_addr, srv, err);
   if (st == DLQB_OK)
     st = dlqb_metrics_refresher_start(rc->metrics, cfg, DLQB_METRICS_REFRESH_MS, ref, err);

@@ -2,6 +2,7 @@
  * verdict. No I/O: the HTTP endpoint and the refresher live in
  * metrics_http.c and metrics_refresh.c. */
 #include "dlqb/metrics.h"
+#include "dlqb/pipeline.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -37,6 +38,7 @@ static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 
 struct dlqb_metrics {
   char version[64];
+  char pipeline[DLQB_PIPELINE_NAME_MAX]; /* "" = no pipeline label */
   _Atomic uint64_t counters[C__COUNT];
   atomic_bool connected;
   atomic_bool audit_writable;
@@ -175,17 +177,23 @@ void dlqb_metrics_set_review(dlqb_metrics *m, const dlqb_review_tally *t, bool o
   pthread_mutex_unlock(&m->lock);
 }
 
+void dlqb_metrics_set_pipeline(dlqb_metrics *m, const char *name) {
+  snprintf(m->pipeline, sizeof m->pipeline, "%s", dlqb_pipeline_name_valid(name) ? name : "");
+}
+
 bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len) {
   static const char audit_down[] = "audit log is not writable";
   const char *why = NULL;
   if (!atomic_load(&m->connected)) why = "not connected to the broker";
   else if (!atomic_load(&m->audit_writable)) why = audit_down;
   if (reason != NULL && len > 0) {
+    char who[DLQB_PIPELINE_NAME_MAX + 2] = "";
+    if (m->pipeline[0] != '\0') snprintf(who, sizeof who, "%s: ", m->pipeline);
     pthread_mutex_lock(&m->lock);
     if (why == audit_down && m->audit_why[0] != '\0')
-      snprintf(reason, len, "%s: %s", why, m->audit_why);
+      snprintf(reason, len, "%s%s: %s", who, why, m->audit_why);
     else
-      snprintf(reason, len, "%s", why ? why : "ok");
+      snprintf(reason, len, "%s%s", who, why ? why : "ok");
     pthread_mutex_unlock(&m->lock);
   }
   return why == NULL;
@@ -419,7 +427,53 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
     free(t.buf);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
+  if (m->pipeline[0] != '\0') {
+    char *labelled = dlqb_metrics_add_label(t.buf, t.len, "pipeline", m->pipeline, &t.len);
+    free(t.buf);
+    if (labelled == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    t.buf = labelled;
+  }
   *out = t.buf;
   *out_len = t.len;
   return DLQB_OK;
+}
+
+char *dlqb_metrics_add_label(const char *src, size_t len, const char *label, const char *value,
+                             size_t *out_len) {
+  size_t lines = 1;
+  for (size_t i = 0; i < len; i++) lines += src[i] == '\n';
+  size_t extra = strlen(label) + strlen(value) + 6; /* {label="value"} or label="value", */
+  size_t cap = len + lines * extra + 1;
+  char *out = malloc(cap);
+  if (out == NULL) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < len;) {
+    size_t end = i;
+    while (end < len && src[end] != '\n') end++;
+    const char *line = src + i;
+    size_t n = end - i;
+    if (n == 0 || line[0] == '#') {
+      memcpy(out + o, line, n);
+      o += n;
+    } else {
+      size_t name = 0;
+      while (name < n && line[name] != '{' && line[name] != ' ') name++;
+      memcpy(out + o, line, name);
+      o += name;
+      if (name < n && line[name] == '{') {
+        bool empty = name + 1 < n && line[name + 1] == '}';
+        o += (size_t)snprintf(out + o, cap - o, "{%s=\"%s\"%s", label, value, empty ? "" : ",");
+        name++; /* past the '{' */
+      } else {
+        o += (size_t)snprintf(out + o, cap - o, "{%s=\"%s\"}", label, value);
+      }
+      memcpy(out + o, line + name, n - name);
+      o += n - name;
+    }
+    if (end < len) out[o++] = '\n';
+    i = end + 1;
+  }
+  out[o] = '\0';
+  *out_len = o;
+  return out;
 }

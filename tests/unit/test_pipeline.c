@@ -17,6 +17,7 @@
 #include "dlqb/pipeline.h"
 #include "dlqb/topology.h"
 #include "dlqb/route.h"
+#include "dlqb/metrics.h"
 #include "table_builder.h"
 
 static dlqb_status apply(dlqb_config *c, const char *text, dlqb_error *err) {
@@ -637,6 +638,42 @@ static void test_route_per_pipeline(void **state) {
   assert_int_equal(f.kind, DLQB_FAIL_EXPIRED);
 }
 
+static void test_metrics_label(void **state) {
+  (void)state;
+  static const char in[] = "# HELP a x\n# TYPE a gauge\na 1\nb{q=\"x\"} 2\nc{} 3\n";
+  size_t n = 0;
+  char *out = dlqb_metrics_add_label(in, sizeof in - 1, "pipeline", "red", &n);
+  assert_non_null(out);
+  assert_string_equal(out, "# HELP a x\n# TYPE a gauge\na{pipeline=\"red\"} 1\n"
+                           "b{pipeline=\"red\",q=\"x\"} 2\nc{pipeline=\"red\"} 3\n");
+  assert_int_equal(n, strlen(out));
+  free(out);
+
+  /* The registry: unset, today's exposition; set, every sample labelled. */
+  dlqb_metrics *m = dlqb_metrics_new("t");
+  assert_non_null(m);
+  char *text = NULL, reason[128];
+  dlqb_error err;
+  assert_int_equal(dlqb_metrics_render(m, &text, &n, &err), DLQB_OK);
+  assert_null(strstr(text, "pipeline="));
+  free(text);
+  assert_false(dlqb_metrics_healthy(m, reason, sizeof reason));
+  assert_string_equal(reason, "not connected to the broker");
+  dlqb_metrics_set_pipeline(m, "redaction");
+  assert_int_equal(dlqb_metrics_render(m, &text, &n, &err), DLQB_OK);
+  size_t samples = 0;
+  for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    if (line[0] == '#') continue;
+    samples++;
+    if (strstr(line, "{pipeline=\"redaction\"") == NULL) fail_msg("unlabelled: %s", line);
+  }
+  assert_true(samples > 10);
+  free(text);
+  assert_false(dlqb_metrics_healthy(m, reason, sizeof reason));
+  assert_string_equal(reason, "redaction: not connected to the broker");
+  dlqb_metrics_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtin_profiles),
@@ -653,6 +690,7 @@ int main(void) {
       cmocka_unit_test(test_topology_default_is_today),
       cmocka_unit_test(test_topology_three),
       cmocka_unit_test(test_route_per_pipeline),
+      cmocka_unit_test(test_metrics_label),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
