@@ -1448,3 +1448,32 @@ bool th_proxy_url_env(const th_proxy *px, const th_vhost *v, char *buf, size_t l
   return th_fmt(buf, len, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", px->port,
                 v->name);
 }
+
+/* GETs http://127.0.0.1:port<path> through curl. Returns the HTTP status
+ * (-1 when nothing answers) and the body in *body (malloc'd) if non-NULL. */
+int th_http_get(int port, const char *path, char **body) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "curl -s --max-time 5 -w '\\n%%{http_code}' 'http://127.0.0.1:%d%s'",
+           port, path);
+  if (body != NULL) *body = NULL;
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  size_t cap = 1 << 16, len = 0, n;
+  char *buf = malloc(cap);
+  if (buf == NULL) {
+    pclose(p);
+    return -1;
+  }
+  while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) len += n;
+  buf[len] = '\0';
+  int rc = pclose(p);
+  char *nl = strrchr(buf, '\n');
+  int status = (rc == 0 && nl != NULL) ? atoi(nl + 1) : -1;
+  if (nl != NULL) *nl = '\0'; /* the separator -w added */
+  if (body != NULL && status > 0)
+    *body = buf;
+  else
+    free(buf);
+  return status;
+}
+

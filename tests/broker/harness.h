@@ -218,6 +218,10 @@ long th_queue_depth(th_conn *c, const char *queue);
  * port 0 and released), for a bridge's metrics or an unreachable URL. */
 int th_free_port(void);
 
+/* GETs http://127.0.0.1:port<path> through curl. Returns the HTTP status
+ * (-1 when nothing answers) and the body in *body (malloc'd) if non-NULL. */
+int th_http_get(int port, const char *path, char **body);
+
 /* Consumers of queue (passive queue.declare); -1 when it does not exist. */
 long th_queue_consumers(th_conn *c, const char *queue);
 

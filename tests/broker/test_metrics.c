@@ -25,34 +25,6 @@
 /* ---- helpers ---------------------------------------------------------- */
 
 
-/* GETs http://127.0.0.1:port<path> through curl. Returns the HTTP status
- * (-1 when nothing answers) and the body in *body (malloc'd) if non-NULL. */
-static int http_get(int port, const char *path, char **body) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "curl -s --max-time 5 -w '\\n%%{http_code}' 'http://127.0.0.1:%d%s'",
-           port, path);
-  if (body != NULL) *body = NULL;
-  FILE *p = popen(cmd, "r");
-  if (p == NULL) return -1;
-  size_t cap = 1 << 16, len = 0, n;
-  char *buf = malloc(cap);
-  if (buf == NULL) {
-    pclose(p);
-    return -1;
-  }
-  while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) len += n;
-  buf[len] = '\0';
-  int rc = pclose(p);
-  char *nl = strrchr(buf, '\n');
-  int status = (rc == 0 && nl != NULL) ? atoi(nl + 1) : -1;
-  if (nl != NULL) *nl = '\0'; /* the separator -w added */
-  if (body != NULL && status > 0)
-    *body = buf;
-  else
-    free(buf);
-  return status;
-}
-
 /* The value of sample `series` (name plus labels, exactly) in an
  * exposition; NAN when there is no such sample. */
 static double sample(const char *text, const char *series) {
@@ -69,7 +41,7 @@ static double sample(const char *text, const char *series) {
 static double scrape(int port, const char *series) {
   char *body = NULL;
   double v = NAN;
-  if (http_get(port, "/metrics", &body) == 200) v = sample(body, series);
+  if (th_http_get(port, "/metrics", &body) == 200) v = sample(body, series);
   free(body);
   return v;
 }
@@ -102,7 +74,7 @@ typedef struct {
 
 static bool health_is(void *arg) {
   health_wait *w = arg;
-  return http_get(w->port, "/healthz", NULL) == w->want;
+  return th_http_get(w->port, "/healthz", NULL) == w->want;
 }
 
 /* Starts a bridge serving metrics on a fresh port; extra is
@@ -303,7 +275,7 @@ static void test_counters_match_a_scripted_flow(void **state) {
   /* Counted after the ack, which may trail the DLQ publish a little. */
   FX_CHECK(t, wait_metric(port, "dlq_bridge_failures_seen_total", 17, SCRAPE_TIMEOUT_MS));
   char *text = NULL;
-  assert_int_equal(http_get(port, "/metrics", &text), 200);
+  assert_int_equal(th_http_get(port, "/metrics", &text), 200);
   assert_true(sample(text, "dlq_bridge_retries_scheduled_total") == 10);
   assert_true(sample(text, "dlq_bridge_dead_lettered_total{reason=\"max_attempts\"}") == 5);
   assert_true(sample(text, "dlq_bridge_dead_lettered_total{reason=\"poison\"}") == 1);
@@ -355,7 +327,7 @@ static void test_healthz_follows_the_broker(void **state) {
   /* Check, but restart the node before asserting: the later tests need it. */
   bool went_down = th_wait_until(health_is, &down, SCRAPE_TIMEOUT_MS);
   char *body = NULL, reason[128] = "";
-  int status = http_get(port, "/healthz", &body);
+  int status = th_http_get(port, "/healthz", &body);
   if (body != NULL) snprintf(reason, sizeof reason, "%s", body);
   free(body);
   double connected = scrape(port, "dlq_bridge_connected");

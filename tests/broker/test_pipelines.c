@@ -209,6 +209,58 @@ static void test_blocked_pipeline_does_not_stop_the_other(void **state) {
   unlink(path);
 }
 
+typedef struct {
+  int port;
+  char *body;
+} scrape;
+
+static bool healthy(void *arg) {
+  scrape *sc = arg;
+  free(sc->body);
+  sc->body = NULL;
+  return th_http_get(sc->port, "/healthz", &sc->body) == 200;
+}
+
+/* A pipeline's daemon says which pipeline it is: every sample labelled,
+ * the /healthz reason named, its own queues in the gauges. */
+static void test_pipeline_metrics_and_health(void **state) {
+  fx_case *t = *state;
+  char path[] = "/tmp/dlqb-metrics-XXXXXX";
+  write_config(path, "{\"pipelines\": {\"dsr\": {}, \"redaction\": {}}}");
+  int port = th_free_port();
+  assert_true(port > 0);
+  char env_config[200], env_addr[64];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port));
+  const char *const env[] = {env_config, env_addr, "DLQ_BRIDGE_PIPELINE=redaction", NULL};
+  th_bridge *b = &t->bridges[t->nbridges];
+  assert_int_equal(th_bridge_start(b, &t->vhost, env, "metrics"), 0);
+  t->nbridges++;
+  scrape sc = {port, NULL};
+  FX_CHECK(t, th_wait_until(healthy, &sc, WAIT_MS));
+  assert_string_equal(sc.body, "redaction: ok\n");
+  free(sc.body);
+  char *text = NULL;
+  assert_int_equal(th_http_get(port, "/metrics", &text), 200);
+  assert_non_null(strstr(text, "\ndlq_bridge_connected{pipeline=\"redaction\"} 1\n"));
+  assert_non_null(strstr(text, "dlq_bridge_up{pipeline=\"redaction\"} 1"));
+  /* No sample without the label, and no queue of another pipeline. */
+  for (const char *line = text; line != NULL && *line != '\0';) {
+    if (*line != '#' && strncmp(line, "dlq_bridge_", 11) == 0) {
+      const char *brace = strchr(line, '{');
+      const char *nl = strchr(line, '\n');
+      assert_true(brace != NULL && (nl == NULL || brace < nl));
+      assert_int_equal(strncmp(brace, "{pipeline=\"redaction\"", 21), 0);
+    }
+    line = strchr(line, '\n');
+    if (line != NULL) line++;
+  }
+  assert_null(strstr(text, "queue=\"dsr.dlq.manual\""));
+  free(text);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  unlink(path);
+}
+
 /* --pipeline names one of the file's pipelines; none named with several
  * configured, or a name not configured, is exit 2 listing them. */
 static void test_pipeline_choice(void **state) {
@@ -251,6 +303,7 @@ int main(void) {
       FX_TEST(test_dsr_pipeline_is_today),
       FX_TEST(test_blocked_pipeline_does_not_stop_the_other),
       FX_TEST(test_pipeline_choice),
+      FX_TEST(test_pipeline_metrics_and_health),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
