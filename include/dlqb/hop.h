@@ -45,6 +45,9 @@ typedef struct {
   /* The broker user the mover's connection logged in as (dlqb_link_user):
    * unlike the free-text actor, the broker authenticated it. */
   char broker_user[128];
+  /* The pipeline of the config file's `pipelines` it moved in; "" for a
+   * deployment without `pipelines` (then not recorded: today's records). */
+  char pipeline[DLQB_PIPELINE_NAME_MAX];
   long long published_mono_ms; /* for confirm latency */
 } dlqb_hop;
 

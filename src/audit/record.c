@@ -200,6 +200,7 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
   dlqb__audit_put_str(a, "to", h->to);
   dlqb__audit_put_str(a, "actor", h->actor);
   dlqb__audit_put_str(a, "broker_user", h->broker_user);
+  if (h->pipeline[0] != '\0') dlqb__audit_put_str(a, "pipeline", h->pipeline);
 }
 
 /* Appends one chain record to the batch; seq and hash are the tentative

@@ -28,12 +28,13 @@ static void write_config(char *path, const char *json) {
 
 /* Starts the daemon with the config file and waits until it consumes
  * failed (its pipeline's failure inbox). */
-static th_bridge *start_pipeline(fx_case *t, const char *path, const char *pipeline,
-                                 const char *failed) {
+static th_bridge *start_audited(fx_case *t, const char *path, const char *pipeline,
+                                const char *failed, const fx_audit *audit) {
   char env_config[200], env_pipeline[100];
   assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
   assert_true(th_fmt(env_pipeline, sizeof env_pipeline, "DLQ_BRIDGE_PIPELINE=%s", pipeline));
-  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", env_config, env_pipeline, NULL};
+  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", env_config, env_pipeline,
+                             audit ? audit->env_log : NULL, audit ? audit->env_key : NULL, NULL};
   th_bridge *b = &t->bridges[t->nbridges];
   assert_int_equal(th_bridge_start(b, &t->vhost, env, pipeline[0] ? pipeline : "pipeline"), 0);
   t->nbridges++;
@@ -42,6 +43,11 @@ static th_bridge *start_pipeline(fx_case *t, const char *path, const char *pipel
     fail_msg("the bridge did not start consuming %s", failed);
   }
   return b;
+}
+
+static th_bridge *start_pipeline(fx_case *t, const char *path, const char *pipeline,
+                                 const char *failed) {
+  return start_audited(t, path, pipeline, failed, NULL);
 }
 
 static void start_with_config(fx_case *t, const char *path, const char *failed) {
@@ -81,7 +87,9 @@ static void test_redaction_pipeline(void **state) {
   char path[] = "/tmp/dlqb-redaction-XXXXXX";
   write_config(path, "{\"pipelines\": {\"redaction\": {\"max_attempts\": 2, \"retry_delays\": "
                      "\"200ms\", \"max_replays\": 1}}}");
-  start_with_config(t, path, "redaction.failed");
+  fx_audit audit;
+  assert_int_equal(fx_audit_init(&audit), 0);
+  (void)start_audited(t, path, "", "redaction.failed", &audit);
   /* It declared its own topology, not today's. */
   assert_true(th_queue_depth(t->conn, "redaction.dlq.manual") == 0);
   assert_true(th_queue_depth(t->conn, "redaction.review") == 0);
@@ -135,6 +143,16 @@ static void test_redaction_pipeline(void **state) {
   /* Nothing went to today's queues. */
   assert_true(th_queue_depth(t->conn, "dsr.dlq.manual") <= 0);
   assert_int_equal(fx_stop_bridges(t), 0);
+  /* The trail names the pipeline on each of the 4 hops (item-9's retry
+   * and DLQ, the invalid task, item-10's escalation), keys them by the
+   * profile's identity, and verifies. */
+  assert_int_equal(fx_count_in_file(audit.log, "\"pipeline\":\"redaction\""), 4);
+  assert_true(fx_count_in_file(audit.log, "\"request_id\":\"item-9\"") >= 2);
+  th_result vr;
+  assert_int_equal(fx_audit_verify(&audit, &vr), 0);
+  if (vr.exit_code != 0) fprintf(stderr, "audit verify: %s%s", vr.out, vr.err);
+  assert_int_equal(vr.exit_code, 0);
+  fx_audit_remove(&audit);
   unlink(path);
 }
 
