@@ -26,15 +26,15 @@
 
 #include "dlqb/error.h"
 
-#define DLQB_MAX_RETRY_DELAYS 16
-#define DLQB_MAX_PIPELINES 8
-#define DLQB_PIPELINE_NAME_MAX 32 /* bytes of a pipeline or profile name, with the NUL */
-#define DLQB_HEADER_NAME_MAX 64   /* bytes of a profile's header name, with the NUL */
-#define DLQB_PROFILE_MAX_FIELDS 8 /* the identity fields included */
-#define DLQB_FIELD_VALUES_MAX 256 /* a closed set as "a,b,c", with the NUL */
+#define DLQB_MAX_RETRY_DELAYS   16
+#define DLQB_MAX_PIPELINES      8
+#define DLQB_PIPELINE_NAME_MAX  32  /* bytes of a pipeline or profile name, with the NUL */
+#define DLQB_HEADER_NAME_MAX    64  /* bytes of a profile's header name, with the NUL */
+#define DLQB_PROFILE_MAX_FIELDS 8   /* the identity fields included */
+#define DLQB_FIELD_VALUES_MAX   256 /* a closed set as "a,b,c", with the NUL */
 /* Bytes of a queue or exchange name, with the NUL (dlqb/topology.h's
  * DLQB_NAME_MAX); a retry prefix leaves room for the delay ("5s", "2m"). */
-#define DLQB_QNAME_MAX 64
+#define DLQB_QNAME_MAX        64
 #define DLQB_RETRY_PREFIX_MAX 48
 
 /* The pipeline every deployment has when `pipelines` is not configured. */
@@ -80,12 +80,12 @@ typedef struct {
 typedef struct {
   char name[DLQB_PIPELINE_NAME_MAX];
   dlqb_profile profile;
-  char work[DLQB_QNAME_MAX];      /* producers publish here */
-  char failed[DLQB_QNAME_MAX];    /* the failure inbox the router consumes */
-  char dlx[DLQB_QNAME_MAX];       /* the fanout the work queue dead-letters to */
-  char dlq[DLQB_QNAME_MAX];       /* needs a human or a replay */
-  char review[DLQB_QNAME_MAX];    /* the escalation target */
-  char completed[DLQB_QNAME_MAX]; /* the completion ledger (stream) */
+  char work[DLQB_QNAME_MAX];                /* producers publish here */
+  char failed[DLQB_QNAME_MAX];              /* the failure inbox the router consumes */
+  char dlx[DLQB_QNAME_MAX];                 /* the fanout the work queue dead-letters to */
+  char dlq[DLQB_QNAME_MAX];                 /* needs a human or a replay */
+  char review[DLQB_QNAME_MAX];              /* the escalation target */
+  char completed[DLQB_QNAME_MAX];           /* the completion ledger (stream) */
   char retry_prefix[DLQB_RETRY_PREFIX_MAX]; /* + the delay: "dsr.retry.5s" */
   dlqb_pipeline_policy policy;
 } dlqb_pipeline;

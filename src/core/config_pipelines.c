@@ -14,9 +14,9 @@
 #include "dlqb/names.h"
 #include "dlqb/text.h"
 
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define COUNT_OF(a)  (sizeof(a) / sizeof((a)[0]))
 #define PATH_MAX_LEN 192 /* "pipelines.NAME.profile.fields.HEADER.values" */
-#define VALUE_MAX 64     /* bytes of one closed-set value, with the NUL */
+#define VALUE_MAX    64  /* bytes of one closed-set value, with the NUL */
 
 static const struct {
   const char *key;
@@ -73,8 +73,7 @@ static const char *type_phrase(json_object *v) {
 static dlqb_status plain_string(json_object *v, const char *path, const char **out,
                                 dlqb_error *err) {
   if (!json_object_is_type(v, json_type_string))
-    return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected a string, got %s", path,
-                     type_phrase(v));
+    return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected a string, got %s", path, type_phrase(v));
   const char *s = json_object_get_string(v);
   if (strlen(s) != (size_t)json_object_get_string_len(v))
     return dlqb_fail(err, DLQB_EINVAL, "key '%s': the string contains a nul character", path);
@@ -98,8 +97,7 @@ static void join_path(char *buf, size_t len, const char *path, const char *key) 
 
 /* ---- profile ---------------------------------------------------------- */
 
-static dlqb_status add_field(dlqb_profile *p, const char *name, const char *path,
-                             dlqb_error *err) {
+static dlqb_status add_field(dlqb_profile *p, const char *name, const char *path, dlqb_error *err) {
   dlqb_error why;
   if (dlqb_profile_field_name_check(name, &why) != DLQB_OK)
     return dlqb_fail(err, DLQB_EINVAL, "key '%s': %s", path, why.msg);
@@ -120,8 +118,8 @@ static dlqb_status parse_identity(dlqb_profile *p, json_object *v, const char *p
     return dlqb_fail(err, DLQB_EINVAL,
                      "key '%s': expected an array of the two headers that identify a task, "
                      "got %s",
-                     path, json_object_is_type(v, json_type_array) ? "another length"
-                                                                   : type_phrase(v));
+                     path,
+                     json_object_is_type(v, json_type_array) ? "another length" : type_phrase(v));
   for (size_t i = 0; i < 2; i++) {
     const char *name;
     dlqb_status st = plain_string(json_object_array_get_idx(v, i), path, &name, err);
@@ -136,8 +134,8 @@ static dlqb_status parse_values(dlqb_field_rule *f, json_object *v, const char *
   size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
   if (n == 0)
     return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected a non-empty array of strings, got %s",
-                     path, json_object_is_type(v, json_type_array) ? "an empty one"
-                                                                   : type_phrase(v));
+                     path,
+                     json_object_is_type(v, json_type_array) ? "an empty one" : type_phrase(v));
   size_t used = 0;
   for (size_t i = 0; i < n; i++) {
     const char *s;
@@ -164,8 +162,8 @@ static dlqb_status parse_values(dlqb_field_rule *f, json_object *v, const char *
   return DLQB_OK;
 }
 
-static dlqb_status parse_field(dlqb_profile *p, const char *name, json_object *v,
-                               const char *path, dlqb_error *err) {
+static dlqb_status parse_field(dlqb_profile *p, const char *name, json_object *v, const char *path,
+                               dlqb_error *err) {
   char sub[PATH_MAX_LEN];
   if (!json_object_is_type(v, json_type_object))
     return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected an object, got %s", path,
@@ -198,8 +196,10 @@ static dlqb_status parse_profile_object(dlqb_profile *p, const char *pipeline, j
   snprintf(p->sla_clock, sizeof p->sla_clock, "%s", DLQB_H_FIRST_SEEN_AT);
   json_object *identity = NULL;
   if (!json_object_object_get_ex(v, "identity", &identity))
-    return dlqb_fail(err, DLQB_EINVAL, "key '%s.identity' is missing: name the two headers "
-                     "that identify a task", path);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key '%s.identity' is missing: name the two headers "
+                     "that identify a task",
+                     path);
   join_path(sub, sizeof sub, path, "identity");
   if ((st = parse_identity(p, identity, sub, err)) != DLQB_OK) return st;
   json_object_object_foreach(v, key, val) {
@@ -218,8 +218,8 @@ static dlqb_status parse_profile_object(dlqb_profile *p, const char *pipeline, j
       const char *s;
       if ((st = plain_string(val, sub, &s, err)) != DLQB_OK) return st;
       if (strlen(s) >= sizeof p->sla_clock)
-        return dlqb_fail(err, DLQB_EINVAL, "key '%s': a header name is longer than %zu bytes",
-                         sub, sizeof p->sla_clock - 1);
+        return dlqb_fail(err, DLQB_EINVAL, "key '%s': a header name is longer than %zu bytes", sub,
+                         sizeof p->sla_clock - 1);
       memcpy(p->sla_clock, s, strlen(s) + 1);
     } else if (strcmp(key, "dlq_body") == 0) {
       const char *s;
@@ -294,8 +294,7 @@ static dlqb_status parse_queues(dlqb_pipeline *p, json_object *v, const char *pa
     size_t i = 0;
     while (i < COUNT_OF(slots) && strcmp(slots[i].key, key) != 0) i++;
     if (i == COUNT_OF(slots))
-      return unknown_key(path, key, "work, failed, dlx, dlq, review, completed, retry_prefix",
-                         err);
+      return unknown_key(path, key, "work, failed, dlx, dlq, review, completed, retry_prefix", err);
     join_path(sub, sizeof sub, path, key);
     const char *name;
     dlqb_error why;
@@ -352,8 +351,10 @@ static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, jso
 dlqb_status dlqb__config_apply_pipelines(dlqb_config *c, json_object *v, dlqb_error *err) {
   char q[DLQB_QUOTE_BUF];
   if (!json_object_is_type(v, json_type_object))
-    return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': expected an object of named pipelines, "
-                     "got %s", type_phrase(v));
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key 'pipelines': expected an object of named pipelines, "
+                     "got %s",
+                     type_phrase(v));
   size_t n = (size_t)json_object_object_length(v);
   if (n == 0 || n > DLQB_MAX_PIPELINES)
     return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': expected 1 to %d pipelines, got %zu",
@@ -450,7 +451,8 @@ void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p) {
 void dlqb_config_pipelines_override(dlqb_config *c, const char *key) {
   for (size_t k = 0; key != NULL && k < COUNT_OF(policy_keys); k++) {
     if (strcmp(policy_keys[k].key, key) != 0) continue;
-    for (size_t i = 0; i < c->pipeline_count; i++) c->pipelines[i].policy_set &= ~policy_keys[k].bit;
+    for (size_t i = 0; i < c->pipeline_count; i++)
+      c->pipelines[i].policy_set &= ~policy_keys[k].bit;
   }
 }
 

@@ -316,7 +316,8 @@ dlqb_status dlqb_envelope_parse_profile(const amqp_table_t *headers, const dlqb_
     return DLQB_OK;
   }
   long k = dlqb_profile_field(profile, profile->sla_clock);
-  if (k >= 0 && profile->fields[k].required && dlqb_header_find(headers, profile->sla_clock) == NULL)
+  if (k >= 0 && profile->fields[k].required &&
+      dlqb_header_find(headers, profile->sla_clock) == NULL)
     return dlqb_fail(why, DLQB_EINVAL, "%s is missing", profile->sla_clock);
   return parse_time(headers, profile->sla_clock, &out->has_sla_start, &out->sla_start_ms, why);
 }

@@ -114,8 +114,7 @@ bool dlqb_pipeline_name_valid(const char *name) {
   if (n == 0 || n >= DLQB_PIPELINE_NAME_MAX || name[0] < 'a' || name[0] > 'z') return false;
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-      return false;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
   }
   return true;
 }
@@ -126,8 +125,8 @@ dlqb_status dlqb_pipeline_queue_name_check(const char *name, size_t max, dlqb_er
   if (n >= max) return dlqb_fail(err, DLQB_EINVAL, "the name is longer than %zu bytes", max - 1);
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '-' || c == ':'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-' || c == ':'))
       return dlqb_fail(err, DLQB_EINVAL,
                        "the name may hold only letters, digits and . _ - : (byte %zu is not one)",
                        i + 1);
@@ -143,13 +142,14 @@ dlqb_status dlqb_pipeline_queue_name_check(const char *name, size_t max, dlqb_er
 /* Headers the bridge reads or writes itself: a profile field of one of
  * these names would be overwritten or misread. */
 static const char *const reserved_headers[] = {
-    DLQB_H_ATTEMPT,        DLQB_H_MAX_ATTEMPTS,     DLQB_H_LAST_ERROR,
-    DLQB_H_FIRST_SEEN_AT,  DLQB_H_REPLAY_COUNT,     DLQB_H_WORKER_ERROR,
-    DLQB_H_DLQ_REASON,     DLQB_H_DLQ_AT,           DLQB_H_ORIGINAL_USER_ID,
-    DLQB_H_DROPPED_HEADERS, DLQB_H_REPLAYED_BY,     DLQB_H_REPLAYED_AT,
-    DLQB_H_ESCALATED_BY,   DLQB_H_ESCALATED_AT,     DLQB_H_ESCALATION_REASON,
-    DLQB_H_ESCALATION_NOTE, DLQB_H_OWNER,           DLQB_H_CLAIMED_AT,
-    DLQB_H_X_DEATH,        DLQB_H_STREAM_OFFSET,    DLQB_H_LEDGER_MARKER,
+    DLQB_H_ATTEMPT,         DLQB_H_MAX_ATTEMPTS,  DLQB_H_LAST_ERROR,
+    DLQB_H_FIRST_SEEN_AT,   DLQB_H_REPLAY_COUNT,  DLQB_H_WORKER_ERROR,
+    DLQB_H_DLQ_REASON,      DLQB_H_DLQ_AT,        DLQB_H_ORIGINAL_USER_ID,
+    DLQB_H_DROPPED_HEADERS, DLQB_H_REPLAYED_BY,   DLQB_H_REPLAYED_AT,
+    DLQB_H_ESCALATED_BY,    DLQB_H_ESCALATED_AT,  DLQB_H_ESCALATION_REASON,
+    DLQB_H_ESCALATION_NOTE, DLQB_H_OWNER,         DLQB_H_CLAIMED_AT,
+    DLQB_H_BODY_DROPPED,    DLQB_H_BODY_SHA256,   DLQB_H_X_DEATH,
+    DLQB_H_STREAM_OFFSET,   DLQB_H_LEDGER_MARKER,
 };
 
 dlqb_status dlqb_profile_field_name_check(const char *name, dlqb_error *err) {
@@ -160,8 +160,8 @@ dlqb_status dlqb_profile_field_name_check(const char *name, dlqb_error *err) {
                      DLQB_HEADER_NAME_MAX - 1);
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '-'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-'))
       return dlqb_fail(err, DLQB_EINVAL,
                        "header name '%s' may hold only letters, digits, '_' and '-'", name);
   }
@@ -169,8 +169,7 @@ dlqb_status dlqb_profile_field_name_check(const char *name, dlqb_error *err) {
     return dlqb_fail(err, DLQB_EINVAL, "header name '%s': x- headers belong to the broker", name);
   for (size_t i = 0; i < COUNT_OF(reserved_headers); i++)
     if (strcmp(reserved_headers[i], name) == 0)
-      return dlqb_fail(err, DLQB_EINVAL, "header name '%s' is one the bridge itself writes",
-                       name);
+      return dlqb_fail(err, DLQB_EINVAL, "header name '%s' is one the bridge itself writes", name);
   return DLQB_OK;
 }
 
@@ -196,13 +195,13 @@ bool dlqb_pipelines_clash(const dlqb_pipeline *set, size_t n, char *what, size_t
         }
         /* A retry queue is prefix + delay: no other name may start so. */
         if (starts_with(an[x], b->retry_prefix)) {
-          snprintf(what, len, "'%s' (pipeline %s) starts with the retry prefix '%s' of %s",
-                   an[x], a->name, b->retry_prefix, b->name);
+          snprintf(what, len, "'%s' (pipeline %s) starts with the retry prefix '%s' of %s", an[x],
+                   a->name, b->retry_prefix, b->name);
           return true;
         }
         if (starts_with(bn[x], a->retry_prefix)) {
-          snprintf(what, len, "'%s' (pipeline %s) starts with the retry prefix '%s' of %s",
-                   bn[x], b->name, a->retry_prefix, a->name);
+          snprintf(what, len, "'%s' (pipeline %s) starts with the retry prefix '%s' of %s", bn[x],
+                   b->name, a->retry_prefix, a->name);
           return true;
         }
       }

@@ -108,7 +108,8 @@ void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out) {
   }
   /* Writers append their signed audit heads; only an admin (configure
    * permission) can delete the stream (docs/least-privilege.md). */
-  add_queue(out, DLQB_Q_ANCHORS, DLQB_QTYPE_STREAM, "audit anchors (stream): the writers' signed heads");
+  add_queue(out, DLQB_Q_ANCHORS, DLQB_QTYPE_STREAM,
+            "audit anchors (stream): the writers' signed heads");
 }
 
 dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost,

@@ -78,7 +78,8 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   if (plan.drop_body) sent.body = amqp_empty_bytes;
   /* Configured pipelines are named in the trail; a deployment without
    * `pipelines` writes today's records. */
-  if (r->cfg->pipeline_count > 0) snprintf(plan.hop.pipeline, sizeof plan.hop.pipeline, "%s", r->p.name);
+  if (r->cfg->pipeline_count > 0)
+    snprintf(plan.hop.pipeline, sizeof plan.hop.pipeline, "%s", r->p.name);
 
   amqp_basic_properties_t props = *d->props;
   props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;

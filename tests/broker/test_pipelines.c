@@ -33,8 +33,9 @@ static th_bridge *start_audited(fx_case *t, const char *path, const char *pipeli
   char env_config[200], env_pipeline[100];
   assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
   assert_true(th_fmt(env_pipeline, sizeof env_pipeline, "DLQ_BRIDGE_PIPELINE=%s", pipeline));
-  const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", env_config, env_pipeline,
-                             audit ? audit->env_log : NULL, audit ? audit->env_key : NULL, NULL};
+  const char *const env[] = {
+      "DLQ_BRIDGE_METRICS_ADDR=off", env_config, env_pipeline, audit ? audit->env_log : NULL,
+      audit ? audit->env_key : NULL, NULL};
   th_bridge *b = &t->bridges[t->nbridges];
   assert_int_equal(th_bridge_start(b, &t->vhost, env, pipeline[0] ? pipeline : "pipeline"), 0);
   t->nbridges++;
@@ -99,8 +100,7 @@ static void test_redaction_pipeline(void **state) {
   th_msg *got = fx_msg(t);
 
   /* First failure: a retry through redaction.retry.200ms, body intact. */
-  assert_int_equal(th_publish(t->conn, "", "redaction.work", review_item(t, "item-9", "doc-9")),
-                   0);
+  assert_int_equal(th_publish(t->conn, "", "redaction.work", review_item(t, "item-9", "doc-9")), 0);
   FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
   assert_int_equal(th_worker_reject(w), 0);
   FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
@@ -216,8 +216,7 @@ static void test_blocked_pipeline_does_not_stop_the_other(void **state) {
   assert_true(th_bridge_running(red));
   th_worker *rw = th_worker_open(&t->vhost, "redaction.work", 1);
   assert_non_null(rw);
-  assert_int_equal(th_publish(t->conn, "", "redaction.work", review_item(t, "item-1", "doc-1")),
-                   0);
+  assert_int_equal(th_publish(t->conn, "", "redaction.work", review_item(t, "item-1", "doc-1")), 0);
   FX_CHECK(t, th_worker_next(rw, got, WAIT_MS) == 1);
   assert_int_equal(th_worker_reject(rw), 0);
   FX_CHECK(t, fx_take(t, "redaction.dlq.manual", dl, WAIT_MS) == 1);
@@ -297,7 +296,8 @@ static void test_pipeline_choice(void **state) {
   static const char *const typo[] = {"run", "--pipeline", "redactoin", NULL};
   assert_int_equal(th_run_bridge(typo, t->vhost.url, env, WAIT_MS, &r), 0);
   assert_int_equal(r.exit_code, 2);
-  assert_non_null(strstr(r.err, "--pipeline: no pipeline 'redactoin' (configured: dsr, redaction)"));
+  assert_non_null(
+      strstr(r.err, "--pipeline: no pipeline 'redactoin' (configured: dsr, redaction)"));
   static const char *const other[] = {"inspect", "--pipeline", "redaction", NULL};
   assert_int_equal(th_run_bridge(other, t->vhost.url, env, WAIT_MS, &r), 0);
   assert_int_equal(r.exit_code, 2);

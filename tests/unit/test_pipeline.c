@@ -279,8 +279,9 @@ static void test_profile_errors(void **state) {
   json_bad("{\"pipelines\": {\"b\": {\"profile\": {\"identity\": [\"a\", \"b\"], \"kind\": 1}}}}",
            "key 'pipelines.b.profile': unknown key 'kind' (the keys: identity, fields, sla_clock, "
            "dlq_body)");
-  json_bad("{\"pipelines\": {\"b\": {\"profile\": {\"identity\": [\"a\", \"b\"], \"fields\": []}}}}",
-           "key 'pipelines.b.profile.fields': expected an object, got an array");
+  json_bad(
+      "{\"pipelines\": {\"b\": {\"profile\": {\"identity\": [\"a\", \"b\"], \"fields\": []}}}}",
+      "key 'pipelines.b.profile.fields': expected an object, got an array");
   json_bad("{\"pipelines\": {\"b\": {\"profile\": {\"identity\": [\"a\", \"b\"], "
            "\"fields\": {\"k\": true}}}}}",
            "key 'pipelines.b.profile.fields.k': expected an object, got a boolean");
@@ -487,8 +488,8 @@ static void test_topology_default_is_today(void **state) {
   dlqb_topology t;
   json_ok(&c, "{}");
   dlqb_topology_build(&c, &t);
-  const char *want[] = {"dsr.work",     "dsr.failed",     "dsr.retry.1s",      "dsr.retry.5s",
-                        "dsr.retry.30s", "dsr.retry.2m",  "dsr.dlq.manual",    "compliance_review",
+  const char *want[] = {"dsr.work",      "dsr.failed",       "dsr.retry.1s",   "dsr.retry.5s",
+                        "dsr.retry.30s", "dsr.retry.2m",     "dsr.dlq.manual", "compliance_review",
                         "dsr.completed", "dsr.audit.anchors"};
   assert_int_equal(t.nqueues, sizeof want / sizeof want[0]);
   for (size_t i = 0; i < t.nqueues; i++) assert_string_equal(t.queues[i].name, want[i]);
@@ -502,9 +503,11 @@ static void test_topology_three(void **state) {
   (void)state;
   dlqb_config c;
   static dlqb_topology t;
-  json_ok(&c, "{\"poison_threshold\": 3, \"pipelines\": {\"dsr\": {}, "
-              "\"redaction\": {\"poison_threshold\": 5, \"retry_delays\": \"5s,1m,1m\"}, "
-              "\"recon\": {\"profile\": \"reconciliation\", \"queues\": {\"dlq\": \"recon.parked\"}}}}");
+  json_ok(
+      &c,
+      "{\"poison_threshold\": 3, \"pipelines\": {\"dsr\": {}, "
+      "\"redaction\": {\"poison_threshold\": 5, \"retry_delays\": \"5s,1m,1m\"}, "
+      "\"recon\": {\"profile\": \"reconciliation\", \"queues\": {\"dlq\": \"recon.parked\"}}}}");
   dlqb_topology_build(&c, &t);
   assert_int_equal(t.nqueues, 9 + 7 + 9 + 1); /* dsr, redaction (1m once), recon, anchors */
   assert_int_equal(t.nexchanges, 3);
