@@ -310,6 +310,7 @@ char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledg
 }
 
 static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
+  if (c->m->quiet) return;
   if (c->o->json) {
     json_object *j = ops_item_json(it, c->now_ms);
     json_object_object_add(j, "outcome", json_object_new_string(what));
@@ -330,6 +331,10 @@ static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
 static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                              dlqb_error *err) {
   move_ctx *c = ctx;
+  if (c->m->eligible != NULL && !c->m->eligible(c->m->ctx, it)) {
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
   dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
@@ -358,6 +363,8 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
 
 static void move_acked(void *ctx, const dlqb_hop *hop) {
   move_ctx *c = ctx;
+  if (c->m->moved != NULL && !c->m->dry_run && hop->event != DLQB_EV_SKIPPED_COMPLETE)
+    c->m->moved(c->m->ctx, hop);
   if (c->items == NULL || c->m->dry_run) return;
   json_object *j = json_object_new_object();
   put_str(j, "message_id", hop->message_id);
@@ -404,8 +411,8 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     double w = m->rate / 2;
     window = w < 50 ? 50 : w > DLQB_SCAN_WINDOW_DEFAULT ? DLQB_SCAN_WINDOW_DEFAULT : (int)w;
   }
-  if (o->json) c.items = json_object_new_array();
-  if (m->dry_run && !o->json) {
+  if (o->json && !m->quiet) c.items = json_object_new_array();
+  if (m->dry_run && !o->json && !m->quiet) {
     size_t w = ops_output_width(o->wide);
     c.columns = w;
     ops_table_fit(w == 0 ? 0 : w > OPS_WOULD_WIDTH + 1 ? w - OPS_WOULD_WIDTH - 1 : 1);
@@ -425,6 +432,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   int rc = EXIT_OK;
   /* Lost before the first item: nothing happened; the error says why. */
   if (st != DLQB_OK && !r.audit_failed && r.examined == 0) {
+    if (m->result != NULL) *m->result = (ops_move_result){.failed = true};
     json_object_put(c.items);
     return ops_fail(&err);
   }
@@ -457,7 +465,13 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   /* A dry run says what would remain, not today's depth. */
   uint64_t taken = moved + skipped;
   uint64_t left = r.depth_at_start > taken ? r.depth_at_start - taken : 0;
-  if (o->json) {
+  if (m->result != NULL)
+    *m->result = (ops_move_result){.moved = moved, .skipped = skipped, .total = r.depth_at_start,
+                                   .refused = r.refused, .failed = early != NULL,
+                                   .interrupted = r.interrupted};
+  if (m->quiet) {
+    /* The caller reports; only what went wrong is said here. */
+  } else if (o->json) {
     json_object *j = json_object_new_object();
     json_object_object_add(j, "dry_run", json_object_new_boolean(m->dry_run));
     json_object_object_add(j, m->verb, json_object_new_int64((int64_t)moved));

@@ -147,7 +147,26 @@ typedef struct {
   /* The hop's reason for the audit trail. */
   const char *(*reason)(void *ctx, const dlqb_item *it);
   void *ctx;
+  /* Optional (drain): called for every item the pass examines, before the
+   * selection; false leaves the item where it is, as an unselected one. */
+  bool (*eligible)(void *ctx, const dlqb_item *it);
+  /* Optional (drain): called once a moved item's original was acked. */
+  void (*moved)(void *ctx, const dlqb_hop *hop);
+  /* Print nothing (no item list, no summary; failures still go to stderr):
+   * the caller reports from *result. */
+  bool quiet;
+  /* Optional: what the pass did. */
+  struct ops_move_result *result;
 } ops_move_spec;
+
+typedef struct ops_move_result {
+  uint64_t moved;    /* moved (or for a dry run, would move) */
+  uint64_t skipped;  /* skipped as complete */
+  uint64_t total;    /* the DLQ's depth at the start */
+  uint64_t refused;
+  bool failed;       /* the pass stopped on an error, interrupt or the audit trail */
+  bool interrupted;
+} ops_move_result;
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */
 #define OPS_WOULD_WIDTH 8
