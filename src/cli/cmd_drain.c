@@ -364,7 +364,7 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   d->o.rate = a->rate;
   ops_move_result res = {0};
   ops_move_spec m = {.command = "drain", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
-                     .verb = "replayed", .ledger = d->ledger, .audit = audit,
+                     .verb = "replayed", .rate = a->rate, .ledger = d->ledger, .audit = audit,
                      .sets = drain_sets, .reason = drain_reason, .ctx = d,
                      .eligible = drain_eligible, .moved = drain_moved, .quiet = true,
                      .result = &res};

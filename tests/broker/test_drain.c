@@ -1,0 +1,468 @@
+/* drain run and drain status against a real broker (issue 23): a drain
+ * that canaries, sees the canary complete, ramps and empties the eligible
+ * part of the DLQ while the ineligible items stay in order; one that stops
+ * when the canary fails again; one SIGKILLed midway that, run again, loses
+ * and duplicates nothing; and the lease that keeps two drains from both
+ * draining (with the broker's answer to a second exclusive declare,
+ * measured on this version). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flow.h"
+
+#define CMD_TIMEOUT_MS 120000
+#define HOUR_MS 3600000LL
+#define MAX_IDS 2000
+#define WRITER "guest"
+
+/* Fast ramp settings for tests: a canary of 3 at 5/s, steps of 1 s,
+ * doubling up to 80/s. */
+#define ENV_FAST                                                                     \
+  "DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER, "DLQ_BRIDGE_DRAIN_CANARY=3",              \
+      "DLQ_BRIDGE_DRAIN_START_RATE=5", "DLQ_BRIDGE_DRAIN_STEP=1s",                   \
+      "DLQ_BRIDGE_DRAIN_MAX_RATE=80", "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT=30s"
+
+static void run(fx_case *t, const char *const *args, const char *const *env, th_result *r) {
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, r), 0);
+  if (r->exit_code != 0 || getenv("DLQB_TEST_VERBOSE") != NULL)
+    fprintf(stderr, "%s %s: exit %d\nstdout: %s\nstderr: %s\n", args[0], args[1] ? args[1] : "",
+            r->exit_code, r->out, r->err);
+}
+
+static void declare(fx_case *t) {
+  static const char *const args[] = {"declare", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+}
+
+/* A DLQ item as the bridge leaves it, with dlq_reason `reason`. */
+static void pub_dlq(fx_case *t, const char *id, const char *reason, const char *last_error) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, id), 0);
+  char iso[48];
+  th_iso_time(th_now_ms() - HOUR_MS, iso, sizeof iso);
+  assert_int_equal(th_msg_set_str(&m, "source_system", "crm"), 0);
+  assert_int_equal(th_msg_set_int(&m, "attempt", 5), 0);
+  assert_int_equal(th_msg_set_int(&m, "max_attempts", 5), 0);
+  assert_int_equal(th_msg_set_str(&m, "last_error", last_error), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_reason", reason), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_at", iso), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+}
+
+/* Takes every message off queue, recording request_ids in order. */
+static int take_all(fx_case *t, const char *queue, char (*ids)[32], int max) {
+  th_msg m;
+  th_msg_init(&m);
+  int n = 0, got;
+  while ((got = th_get(t->conn, queue, &m)) == 1) {
+    const char *id = th_msg_str(&m, "request_id");
+    if (n < max) snprintf(ids[n], 32, "%s", id ? id : "?");
+    n++;
+  }
+  th_msg_release(&m);
+  assert_int_equal(got, 0);
+  return n;
+}
+
+/* ---- a worker that completes (or rejects) what it is given -------------- */
+
+typedef struct {
+  fx_case *t;
+  bool reject;         /* reject every task instead of completing it */
+  atomic_int stop;
+  atomic_int done;     /* tasks completed (ledger written, then acked) */
+  atomic_int rejected;
+  int count[MAX_IDS];  /* executions per task number (ids are "<prefix><n>") */
+  pthread_t thread;
+  int failed;          /* a harness call failed */
+} worker;
+
+static int task_number(const char *id) {
+  const char *p = id;
+  while (*p != '\0' && (*p < '0' || *p > '9')) p++;
+  int n = atoi(p);
+  return n >= 0 && n < MAX_IDS ? n : 0;
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  th_worker *tw = th_worker_open(&w->t->vhost, "dsr.work", 1);
+  th_conn *pub = th_connect(&w->t->vhost);
+  th_msg *m = malloc(sizeof *m), *done = malloc(sizeof *done);
+  if (tw == NULL || pub == NULL || m == NULL || done == NULL) {
+    w->failed = 1;
+    goto out;
+  }
+  th_msg_init(m);
+  while (!atomic_load(&w->stop)) {
+    int got = th_worker_next(tw, m, 200);
+    if (got < 0) {
+      w->failed = 1;
+      break;
+    }
+    if (got == 0) continue;
+    const char *id = th_msg_str(m, "request_id");
+    const char *src = th_msg_str(m, "source_system");
+    if (w->reject) {
+      if (th_worker_reject(tw) != 0) w->failed = 1;
+      atomic_fetch_add(&w->rejected, 1);
+      continue;
+    }
+    /* As docs/worker-guide.md says: the ledger entry first, then the ack. */
+    th_msg_init(done);
+    th_msg_add_str(done, "request_id", id ? id : "");
+    th_msg_add_str(done, "source_system", src ? src : "");
+    snprintf(done->user_id, sizeof done->user_id, "%s", WRITER);
+    if (th_publish(pub, "", "dsr.completed", done) != 0) w->failed = 1;
+    th_msg_release(done);
+    w->count[task_number(id ? id : "")]++;
+    if (th_worker_ack(tw) != 0) w->failed = 1;
+    atomic_fetch_add(&w->done, 1);
+  }
+  th_msg_release(m);
+out:
+  free(m);
+  free(done);
+  if (pub != NULL) th_close(pub);
+  if (tw != NULL) th_worker_close(tw);
+  return NULL;
+}
+
+static worker *worker_start(fx_case *t, bool reject) {
+  worker *w = calloc(1, sizeof *w);
+  assert_non_null(w);
+  w->t = t;
+  w->reject = reject;
+  assert_int_equal(pthread_create(&w->thread, NULL, worker_main, w), 0);
+  assert_true(th_wait_consumers(t->conn, "dsr.work", 1, 10000));
+  return w;
+}
+
+static void worker_stop(worker *w) {
+  atomic_store(&w->stop, 1);
+  pthread_join(w->thread, NULL);
+  assert_int_equal(w->failed, 0);
+}
+
+static bool work_empty(void *arg) {
+  fx_case *t = arg;
+  return th_queue_depth(t->conn, "dsr.work") == 0;
+}
+
+/* No consumer on the DLQ: a killed drain's connection is closed. */
+static bool dlq_unwatched(void *arg) {
+  fx_case *t = arg;
+  return th_queue_consumers(t->conn, "dsr.dlq.manual") == 0;
+}
+
+static void state_env(char *buf, size_t len, char *path, size_t plen, const fx_case *t) {
+  assert_true(th_fmt(path, plen, "/tmp/dlqb-drain-%s.json", t->vhost.name));
+  unlink(path);
+  assert_true(th_fmt(buf, len, "DLQ_BRIDGE_DRAIN_STATE=%s", path));
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* 40 eligible items between 4 poison and 4 invalid_envelope ones (every
+ * sixth item, from d2): the
+ * canary (3) completes, the ramp moves the other 37, the 8 stay in order. */
+static void test_drain_canary_ramp_empties_eligible(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  int n_elig = 0;
+  for (int i = 0; i < 48; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "d%d", i);
+    if (i % 12 == 2) pub_dlq(t, id, "poison", "poison: repeated consumer crash");
+    else if (i % 12 == 8) pub_dlq(t, id, "invalid_envelope", "missing legal_basis");
+    else {
+      pub_dlq(t, id, "max_attempts", "upstream 503");
+      n_elig++;
+    }
+  }
+  assert_int_equal(n_elig, 40);
+  char senv[256], spath[200], tf[256], tpath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  assert_true(th_fmt(tpath, sizeof tpath, "/tmp/dlqb-drain-%s.prom", t->vhost.name));
+  assert_true(th_fmt(tf, sizeof tf, "DLQ_BRIDGE_DRAIN_TEXTFILE=%s", tpath));
+  const char *const env[] = {ENV_FAST, senv, tf, NULL};
+
+  /* The dry run lists the 40 and moves nothing. */
+  static const char *const dry[] = {"drain", "run", "--dry-run", NULL};
+  th_result r;
+  run(t, dry, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "would drain 40, would skip as complete 0, would leave 8 of 48"));
+  json_object *v;
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 48);
+
+  worker *w = worker_start(t, false);
+  static const char *const args[] = {"drain", "run", "--json", NULL};
+  int64_t t0 = th_now_ms();
+  run(t, args, env, &r);
+  int64_t took = th_now_ms() - t0;
+  assert_true(th_wait_until(work_empty, t, 20000));
+  worker_stop(w);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  assert_string_equal(th_json_str(j, "stopped"), "drained");
+  assert_true(json_object_object_get_ex(j, "moved", &v));
+  assert_int_equal(json_object_get_int(v), 40);
+  json_object *c;
+  assert_true(json_object_object_get_ex(j, "canary", &c));
+  assert_true(json_object_object_get_ex(c, "completed", &v));
+  assert_int_equal(json_object_get_int(v), 3);
+  assert_true(json_object_object_get_ex(j, "steps", &v));
+  int steps = json_object_get_int(v);
+  printf("drain: 40 eligible moved in %d ramp steps after a canary of 3, in %lld ms\n", steps,
+         (long long)took);
+  /* 37 after the canary: steps of 5 at 5/s, 10 at 10/s, 20 at 20/s, then
+   * one at 40/s that finds only 2 (fewer than asked: drained). */
+  assert_int_equal(steps, 4);
+  assert_true(json_object_object_get_ex(j, "last_rate", &v));
+  assert_true(json_object_get_double(v) == 40.0);
+  /* The rate held: the canary and the three full steps take 3 s at least. */
+  assert_true(took >= 3000);
+  assert_string_equal(th_json_str(j, "broker_user"), "guest");
+  json_object_put(j);
+  assert_int_equal(atomic_load(&w->done), 40);
+  for (int i = 0; i < 48; i++) assert_int_equal(w->count[i], i % 6 == 2 ? 0 : 1);
+  free(w);
+
+  /* The ineligible 8 stay, in their order. */
+  static char ids[MAX_IDS][32];
+  int nd = take_all(t, "dsr.dlq.manual", ids, MAX_IDS);
+  assert_int_equal(nd, 8);
+  for (int k = 0; k < nd; k++) {
+    char want[16];
+    snprintf(want, sizeof want, "d%d", 6 * k + 2);
+    assert_string_equal(ids[k], want);
+  }
+
+  /* drain status reads the run back, and the textfile says why it ended. */
+  static const char *const st[] = {"drain", "status", NULL};
+  run(t, st, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "drained"));
+  assert_non_null(strstr(r.out, "3/0 of 3"));
+  static const char *const stj[] = {"drain", "status", "--json", NULL};
+  run(t, stj, env, &r);
+  j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  assert_true(json_object_object_get_ex(j, "runs", &v));
+  assert_int_equal(json_object_array_length(v), 1);
+  json_object_put(j);
+  assert_int_equal(fx_count_in_file(tpath, "dlqb_drain_last_run_stopped{reason=\"drained\"} 1"), 1);
+  assert_int_equal(fx_count_in_file(tpath, "dlqb_drain_last_run_moved 40"), 1);
+  unlink(spath);
+  unlink(tpath);
+}
+
+/* The worker rejects everything; the daemon (100 ms retries) returns each
+ * replayed task to the DLQ with its replay_count raised once its five
+ * attempts are spent. The run stops
+ * after the canary: 3 moved, the other 17 untouched. */
+static void test_drain_stops_when_canary_fails(void **state) {
+  fx_case *t = *state;
+  static const char *const benv[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", NULL};
+  assert_int_equal(fx_start_bridge(t, benv), 0);
+  for (int i = 0; i < 20; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "f%d", i);
+    pub_dlq(t, id, "max_attempts", "upstream 503");
+  }
+  worker *w = worker_start(t, true);
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  const char *const env[] = {ENV_FAST, senv, NULL};
+  static const char *const args[] = {"drain", "run", NULL};
+  th_result r;
+  run(t, args, env, &r);
+  worker_stop(w);
+  FX_CHECK(t, r.exit_code == 0);
+  assert_non_null(strstr(r.out, "a canary failed again"));
+  assert_non_null(strstr(r.out, "replayed 3 "));
+  assert_true(atomic_load(&w->rejected) >= 1);
+  free(w);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 20, 10000));
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  static char ids[MAX_IDS][32];
+  int nd = take_all(t, "dsr.dlq.manual", ids, MAX_IDS);
+  assert_int_equal(nd, 20);
+  /* The 17 never moved keep their order at the head (f3..f19). */
+  for (int k = 0; k < 17; k++) {
+    char want[16];
+    snprintf(want, sizeof want, "f%d", k + 3);
+    assert_string_equal(ids[k], want);
+  }
+  static const char *const st[] = {"drain", "status", NULL};
+  run(t, st, env, &r);
+  assert_non_null(strstr(r.out, "canary_failed"));
+  unlink(spath);
+}
+
+/* SIGKILL mid-ramp, then a second run to the end: every task executed
+ * exactly once (a copy left in the DLQ by the kill is skipped as complete
+ * by the ledger), nothing lost. */
+static void test_drain_sigkill_loses_and_duplicates_nothing(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  enum { N = 600 };
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "k%d", i);
+    pub_dlq(t, id, "max_attempts", "upstream 503");
+  }
+  worker *w = worker_start(t, false);
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  const char *const env[] = {ENV_FAST, senv, "DLQ_BRIDGE_DRAIN_MAX_RATE=50", NULL};
+  static const char *const args[] = {"drain", "run", NULL};
+  th_result r;
+  /* Canary ~1 s, then steps of 1 s at 5, 10, 20, 40, then 50/s: about 130
+   * moved by 6 s of the ~15 s it needs. */
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, 6000, &r), 0);
+  if (r.exit_code != -1) fprintf(stderr, "exit %d: %s%s\n", r.exit_code, r.out, r.err);
+  assert_int_equal(r.exit_code, -1); /* killed */
+  /* Its unacked items return once the broker has closed its connection. */
+  assert_true(th_wait_until(dlq_unwatched, t, 10000));
+  assert_true(th_wait_until(work_empty, t, 20000));
+  int after_kill = atomic_load(&w->done);
+  long left = th_queue_depth(t->conn, "dsr.dlq.manual");
+  printf("sigkill: %d completed, %ld left in the DLQ (%ld of them copies of completed tasks)\n",
+         after_kill, left, after_kill + left - N);
+  assert_true(after_kill > 0 && left > 0); /* it really was midway */
+  assert_true(after_kill + left >= N);     /* nothing lost */
+
+  run(t, args, env, &r);
+  assert_true(th_wait_until(work_empty, t, 20000));
+  worker_stop(w);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "nothing eligible is left"));
+  int lost = 0, dup = 0;
+  for (int i = 0; i < N; i++) {
+    if (w->count[i] == 0) lost++;
+    if (w->count[i] > 1) dup += w->count[i] - 1;
+  }
+  printf("sigkill then rerun: lost %d, executed twice %d\n", lost, dup);
+  assert_int_equal(lost, 0);
+  assert_int_equal(dup, 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  free(w);
+  unlink(spath);
+}
+
+/* The lease: a connection holding the exclusive queue makes a drain say so,
+ * exit 0 and touch nothing; the broker's refusal of a second declare is
+ * 405 RESOURCE_LOCKED. Then two drains at once: every task moved once. */
+typedef struct {
+  fx_case *t;
+  const char *const *env;
+  th_result r;
+} bg_drain;
+
+static void *bg_run(void *arg) {
+  bg_drain *b = arg;
+  static const char *const args[] = {"drain", "run", NULL};
+  if (th_run_bridge(args, b->t->vhost.url, b->env, CMD_TIMEOUT_MS, &b->r) != 0)
+    b->r.exit_code = -2;
+  return NULL;
+}
+
+static void test_drain_lease(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  for (int i = 0; i < 30; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "l%d", i);
+    pub_dlq(t, id, "max_attempts", "upstream 503");
+  }
+  /* Hold the lease as a drain does. */
+  th_conn *holder = th_connect(&t->vhost);
+  assert_non_null(holder);
+  amqp_connection_state_t hc = th_conn_amqp(holder);
+  amqp_queue_declare(hc, 1, amqp_cstring_bytes("dsr.drain.lease"), 0, 0, 1, 1, amqp_empty_table);
+  assert_int_equal(amqp_get_rpc_reply(hc).reply_type, AMQP_RESPONSE_NORMAL);
+  /* What a second connection is told. */
+  th_conn *other = th_connect(&t->vhost);
+  amqp_connection_state_t oc = th_conn_amqp(other);
+  amqp_queue_declare(oc, 1, amqp_cstring_bytes("dsr.drain.lease"), 0, 0, 1, 1, amqp_empty_table);
+  amqp_rpc_reply_t rep = amqp_get_rpc_reply(oc);
+  assert_int_equal(rep.reply_type, AMQP_RESPONSE_SERVER_EXCEPTION);
+  assert_int_equal(rep.reply.id, AMQP_CHANNEL_CLOSE_METHOD);
+  amqp_channel_close_t *cc = rep.reply.decoded;
+  printf("lease: a second exclusive declare on RabbitMQ %d is refused with %d\n",
+         th_broker_version(), cc->reply_code);
+  assert_int_equal(cc->reply_code, 405);
+  th_close(other);
+
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  const char *const env[] = {ENV_FAST, senv, NULL};
+  static const char *const args[] = {"drain", "run", NULL};
+  th_result r;
+  run(t, args, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "another drain holds the lease"));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 30);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  th_close(holder); /* the lease goes with the connection */
+
+  /* Two at once: whichever gets the lease drains, the other does not. */
+  worker *w = worker_start(t, false);
+  bg_drain a = {t, env, {0}}, b = {t, env, {0}};
+  pthread_t ta, tb;
+  assert_int_equal(pthread_create(&ta, NULL, bg_run, &a), 0);
+  assert_int_equal(pthread_create(&tb, NULL, bg_run, &b), 0);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  assert_true(th_wait_until(work_empty, t, 20000));
+  worker_stop(w);
+  assert_int_equal(a.r.exit_code, 0);
+  assert_int_equal(b.r.exit_code, 0);
+  bool a_held = strstr(a.r.out, "another drain holds the lease") != NULL;
+  bool b_held = strstr(b.r.out, "another drain holds the lease") != NULL;
+  printf("two drains at once: %s\n", a_held || b_held ? "one found the lease held"
+                                                      : "they ran one after the other");
+  assert_false(a_held && b_held);
+  for (int i = 0; i < 30; i++) assert_int_equal(w->count[i], 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  free(w);
+  unlink(spath);
+}
+
+/* Usage: no completion_writers is a configuration error. */
+static void test_drain_needs_writers(void **state) {
+  fx_case *t = *state;
+  static const char *const args[] = {"drain", "run", NULL};
+  th_result r;
+  run(t, args, NULL, &r);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "completion_writers"));
+  assert_int_equal(th_count_lines(r.err), 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_drain_needs_writers),
+      FX_TEST(test_drain_canary_ramp_empties_eligible),
+      FX_TEST(test_drain_stops_when_canary_fails),
+      FX_TEST(test_drain_lease),
+      FX_TEST(test_drain_sigkill_loses_and_duplicates_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
