@@ -445,6 +445,74 @@ static void test_drain_lease(void **state) {
   unlink(spath);
 }
 
+/* As docs/least-privilege.md's drain user: configure on the lease queue
+ * only, write on amq.default, read on the DLQ, compliance_review and the
+ * ledger. A run then drains, and its moves carry that broker user. */
+#define DRAIN_PASSWORD "pw-Drain-2c9e-never-printed"
+#define PERM_DRAIN                                                                           \
+  "{\"configure\":\"^dsr\\\\.drain\\\\.lease$\",\"write\":\"^amq\\\\.default$\","              \
+  "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
+
+static void test_drain_least_privilege(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  for (int i = 0; i < 8; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "p%d", i);
+    pub_dlq(t, id, "max_attempts", "upstream 503");
+  }
+  const th_env *e = th_env_get();
+  char user[TH_NAME_MAX + 16], path[TH_PATH_MAX], url[TH_URL_MAX], pwfile[TH_PATH_MAX],
+      pwenv[TH_PATH_MAX + 32];
+  assert_true(th_fmt(user, sizeof user, "%s-drain", t->vhost.name));
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  int status = th_mgmt("PUT", path, "{\"password\":\"" DRAIN_PASSWORD "\",\"tags\":\"\"}", NULL);
+  assert_true(status == 201 || status == 204);
+  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, user));
+  status = th_mgmt("PUT", path, PERM_DRAIN, NULL);
+  assert_true(status == 201 || status == 204);
+  assert_true(th_fmt(url, sizeof url, "amqp://%s@127.0.0.1:%d/%s", user, e->amqp_port,
+                     t->vhost.name));
+  assert_true(th_fmt(pwfile, sizeof pwfile, "%s/%s.password", e->log_dir, user));
+  FILE *f = fopen(pwfile, "w");
+  assert_non_null(f);
+  fputs(DRAIN_PASSWORD "\n", f);
+  fclose(f);
+  assert_true(th_fmt(pwenv, sizeof pwenv, "DLQ_BRIDGE_PASSWORD_FILE=%s", pwfile));
+
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  const char *const env[] = {ENV_FAST, senv, pwenv, a.env_log, a.env_key, a.env_pub, NULL};
+  worker *w = worker_start(t, false);
+  static const char *const args[] = {"drain", "run", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, url, env, CMD_TIMEOUT_MS, &r), 0);
+  assert_true(th_wait_until(work_empty, t, 20000));
+  worker_stop(w);
+  if (r.exit_code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "replayed 8 "));
+  assert_null(strstr(r.out, DRAIN_PASSWORD));
+  assert_null(strstr(r.err, DRAIN_PASSWORD));
+  assert_int_equal(atomic_load(&w->done), 8);
+  free(w);
+  /* Each move is in the trail, by actor drain as the broker user. */
+  assert_int_equal(fx_count_in_file(a.log, "\"actor\":\"drain\""), 8);
+  char as[TH_NAME_MAX + 40];
+  assert_true(th_fmt(as, sizeof as, "\"broker_user\":\"%s\"", user));
+  assert_int_equal(fx_count_in_file(a.log, as), 8);
+  th_result v;
+  assert_int_equal(fx_audit_verify(&a, &v), 0);
+  assert_int_equal(v.exit_code, 0);
+  fx_audit_remove(&a);
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  th_mgmt("DELETE", path, NULL, NULL);
+  remove(pwfile);
+  unlink(spath);
+}
+
 /* Usage: no completion_writers is a configuration error. */
 static void test_drain_needs_writers(void **state) {
   fx_case *t = *state;
@@ -463,6 +531,7 @@ int main(void) {
       FX_TEST(test_drain_stops_when_canary_fails),
       FX_TEST(test_drain_lease),
       FX_TEST(test_drain_sigkill_loses_and_duplicates_nothing),
+      FX_TEST(test_drain_least_privilege),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
