@@ -19,9 +19,11 @@
  * delivery that was only held against its delivery limit on 4.x
  * (tests/broker/test_poison.c); an item still retrying is simply not yet
  * complete, and the canary timeout bounds the wait. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "dlqb/calendar.h"
@@ -271,27 +273,44 @@ static json_object *run_json(const drain_run *d, int64_t started, int64_t ended)
   return j;
 }
 
-/* The runs recorded so far (a new array when there is none). */
-static json_object *read_runs(const char *path) {
+/* The runs recorded so far: a new array when there is no file yet; NULL,
+ * with why in err, when it cannot be read or is not a drain state. */
+static json_object *read_runs(const char *path, dlqb_error *err) {
   char *buf = NULL;
   size_t cap = 0, len = 0;
+  if (path[0] == '\0') return json_object_new_array();
+  if (!dlqb_read_file(path, &buf, &cap, &len)) {
+    char e[DLQB_ERRNO_TEXT_MAX];
+    dlqb_fail(err, DLQB_EIO, "cannot read the drain state '%s': %s", path,
+              dlqb_errno_text(errno, e, sizeof e));
+    return NULL;
+  }
   json_object *runs = NULL;
-  if (path[0] != '\0' && dlqb_read_file(path, &buf, &cap, &len) && len > 0) {
+  if (len == 0) runs = json_object_new_array();
+  else {
     json_object *doc = json_tokener_parse(buf);
     json_object *a;
     if (doc != NULL && json_object_object_get_ex(doc, "runs", &a) &&
         json_object_is_type(a, json_type_array))
       runs = json_object_get(a);
     json_object_put(doc);
+    if (runs == NULL)
+      dlqb_fail(err, DLQB_EINVAL, "the drain state '%s' is not a drain state file", path);
   }
   free(buf);
-  return runs != NULL ? runs : json_object_new_array();
+  return runs;
 }
 
 static void record_run(const drain_run *d, json_object *run) {
   const char *path = d->o.cfg.drain_state;
   if (path[0] == '\0') return;
-  json_object *old = read_runs(path);
+  dlqb_error err;
+  json_object *old = read_runs(path, &err);
+  if (old == NULL) {
+    /* Start afresh rather than lose this run's record. */
+    dlqb_log_warn("drain", "%s: starting it again", err.msg);
+    old = json_object_new_array();
+  }
   json_object *runs = json_object_new_array();
   json_object_array_add(runs, json_object_get(run));
   for (size_t i = 0; i < json_object_array_length(old) && i + 1 < RUNS_KEPT; i++)
@@ -300,7 +319,6 @@ static void record_run(const drain_run *d, json_object *run) {
   json_object *doc = json_object_new_object();
   json_object_object_add(doc, "runs", runs);
   const char *text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY);
-  dlqb_error err;
   if (dlqb_file_replace(path, text, strlen(text), "the drain state", &err) != DLQB_OK)
     dlqb_log_warn("drain", "%s", err.msg);
   json_object_put(doc);
@@ -313,29 +331,35 @@ static void write_textfile(const drain_run *d, int64_t ended) {
   const dlqb_drain_ramp *r = &d->ramp;
   char text[4096];
   int n = snprintf(text, sizeof text,
-                   "# HELP dlqb_drain_last_run_timestamp_seconds When the last drain run ended.\n"
-                   "# TYPE dlqb_drain_last_run_timestamp_seconds gauge\n"
-                   "dlqb_drain_last_run_timestamp_seconds %lld\n"
-                   "# HELP dlqb_drain_last_run_moved Items the last drain run replayed.\n"
-                   "# TYPE dlqb_drain_last_run_moved gauge\n"
-                   "dlqb_drain_last_run_moved %llu\n"
-                   "# HELP dlqb_drain_last_run_refailures Items the last run moved seen failing again.\n"
-                   "# TYPE dlqb_drain_last_run_refailures gauge\n"
-                   "dlqb_drain_last_run_refailures %llu\n"
-                   "# HELP dlqb_drain_last_run_canary_failed Canary items of the last run that failed again.\n"
-                   "# TYPE dlqb_drain_last_run_canary_failed gauge\n"
-                   "dlqb_drain_last_run_canary_failed %llu\n"
-                   "# HELP dlqb_drain_last_run_stopped Why the last drain run ended (1 for its reason).\n"
-                   "# TYPE dlqb_drain_last_run_stopped gauge\n",
+                   "# HELP dlq_bridge_drain_last_run_timestamp_seconds When the last drain run ended.\n"
+                   "# TYPE dlq_bridge_drain_last_run_timestamp_seconds gauge\n"
+                   "dlq_bridge_drain_last_run_timestamp_seconds %lld\n"
+                   "# HELP dlq_bridge_drain_last_run_moved Items the last drain run replayed.\n"
+                   "# TYPE dlq_bridge_drain_last_run_moved gauge\n"
+                   "dlq_bridge_drain_last_run_moved %llu\n"
+                   "# HELP dlq_bridge_drain_last_run_refailures Items the last run moved seen failing again.\n"
+                   "# TYPE dlq_bridge_drain_last_run_refailures gauge\n"
+                   "dlq_bridge_drain_last_run_refailures %llu\n"
+                   "# HELP dlq_bridge_drain_last_run_canary_failed Canary items of the last run that failed again.\n"
+                   "# TYPE dlq_bridge_drain_last_run_canary_failed gauge\n"
+                   "dlq_bridge_drain_last_run_canary_failed %llu\n"
+                   "# HELP dlq_bridge_drain_last_run_stopped Why the last drain run ended (1 for its reason).\n"
+                   "# TYPE dlq_bridge_drain_last_run_stopped gauge\n",
                    (long long)(ended / 1000), (unsigned long long)r->moved,
                    (unsigned long long)r->refailures, (unsigned long long)r->canary_failed);
   for (int s = DLQB_DRAIN_DRAINED; s < DLQB_DRAIN__STOPS && n > 0 && (size_t)n < sizeof text; s++)
-    n += snprintf(text + n, sizeof text - (size_t)n, "dlqb_drain_last_run_stopped{reason=\"%s\"} %d\n",
+    n += snprintf(text + n, sizeof text - (size_t)n, "dlq_bridge_drain_last_run_stopped{reason=\"%s\"} %d\n",
                   dlqb_drain_stop_name((dlqb_drain_stop)s), r->stop == (dlqb_drain_stop)s);
   dlqb_error err;
-  if (n > 0 && (size_t)n < sizeof text &&
-      dlqb_file_replace(path, text, (size_t)n, "the drain textfile", &err) != DLQB_OK)
+  if (n <= 0 || (size_t)n >= sizeof text) return;
+  if (dlqb_file_replace(path, text, (size_t)n, "the drain textfile", &err) != DLQB_OK) {
     dlqb_log_warn("drain", "%s", err.msg);
+    return;
+  }
+  /* node_exporter runs as a user of its own: the metrics are no secret. */
+  if (chmod(path, 0644) != 0)
+    dlqb_log_warn("drain", "cannot make the drain textfile '%s' readable: %s", path,
+                  strerror(errno));
 }
 
 static const char *stop_sentence(const dlqb_drain_ramp *r) {
@@ -573,7 +597,9 @@ static int drain_status_cmd(int argc, char **argv) {
     cli_print_help(&status_spec, stdout);
     return EXIT_OK;
   }
-  json_object *runs = read_runs(cfg.drain_state);
+  dlqb_error err;
+  json_object *runs = read_runs(cfg.drain_state, &err);
+  if (runs == NULL) return ops_fail(&err);
   size_t n = json_object_array_length(runs);
   if (n > (size_t)s.last) n = (size_t)s.last;
   if (s.json) {

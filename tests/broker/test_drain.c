@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "flow.h"
@@ -266,8 +267,11 @@ static void test_drain_canary_ramp_empties_eligible(void **state) {
   assert_true(json_object_object_get_ex(j, "runs", &v));
   assert_int_equal(json_object_array_length(v), 1);
   json_object_put(j);
-  assert_int_equal(fx_count_in_file(tpath, "dlqb_drain_last_run_stopped{reason=\"drained\"} 1"), 1);
-  assert_int_equal(fx_count_in_file(tpath, "dlqb_drain_last_run_moved 40"), 1);
+  assert_int_equal(fx_count_in_file(tpath, "dlq_bridge_drain_last_run_stopped{reason=\"drained\"} 1"), 1);
+  assert_int_equal(fx_count_in_file(tpath, "dlq_bridge_drain_last_run_moved 40"), 1);
+  struct stat sb;
+  assert_int_equal(stat(tpath, &sb), 0);
+  assert_int_equal(sb.st_mode & 0777, 0644); /* node_exporter, another user, reads it */
   unlink(spath);
   unlink(tpath);
 }
@@ -522,6 +526,25 @@ static void test_drain_needs_writers(void **state) {
   assert_int_equal(r.exit_code, 2);
   assert_non_null(strstr(r.err, "completion_writers"));
   assert_int_equal(th_count_lines(r.err), 1);
+
+  /* drain status on a state file that is not one: one line, exit 1. */
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  FILE *f = fopen(spath, "w");
+  assert_non_null(f);
+  fputs("{\"runs\": \"\x1b[31mnot a list\"}", f);
+  fclose(f);
+  const char *const env[] = {senv, NULL};
+  static const char *const st[] = {"drain", "status", NULL};
+  run(t, st, env, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "is not a drain state file"));
+  assert_int_equal(th_count_lines(r.err), 1);
+  unlink(spath);
+  /* No file yet: no runs. */
+  run(t, st, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "no drain runs recorded"));
 }
 
 int main(void) {
