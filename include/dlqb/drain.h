@@ -1,7 +1,9 @@
 /* The automatic drain (`dlq-bridge drain run`, issue 23), its pure part:
  * which DLQ items a drain policy makes eligible, and the ramp, a state
  * machine that says what the run does next. Pure: no I/O, no clock (the
- * caller passes times in), no allocation.
+ * caller passes times in: monotonic milliseconds, so that a clock set back
+ * or forward neither ends a canary wait early nor stretches a failure
+ * window), no allocation.
  *
  * A run: move a canary of `canary` items at the starting rate and wait for
  * each one's outcome (completed per the ledger, or failed again); any
@@ -106,7 +108,8 @@ void dlqb_drain_init(dlqb_drain_ramp *r, const dlqb_drain_params *p);
 /* What to do next at now_ms. */
 dlqb_drain_action dlqb_drain_next(dlqb_drain_ramp *r, int64_t now_ms);
 
-/* A MOVE asked for `asked` and moved `moved` items. */
+/* A MOVE asked for `asked` and moved `moved` items (counted in `moved`
+ * even when the run ended during that pass). */
 void dlqb_drain_moved(dlqb_drain_ramp *r, uint64_t asked, uint64_t moved, int64_t now_ms);
 
 /* While waiting: how many canaries completed and failed so far (totals). */

@@ -121,6 +121,7 @@ typedef struct {
   dlqb_hashset *seen; /* (request_id, source_system) -> tracked */
   dlqb_ledger *ledger;
   uint64_t skipped, canary_moved;
+  uint64_t pass_limit, pass_taken; /* the current step's size, and what it took */
   char broker_user[128];
   char error[DLQB_ERROR_MAX];
 } drain_run;
@@ -142,7 +143,7 @@ static void observe(drain_run *d, tracked *t, const dlqb_item *it, bool review) 
   if (t->state != T_MOVED) return;
   if (!review && it->replay_count < t->replay_after) return;
   t->state = T_FAILED;
-  if (!t->canary) dlqb_drain_refailed(&d->ramp, dlqb_now_ms());
+  if (!t->canary) dlqb_drain_refailed(&d->ramp, dlqb_mono_ms());
 }
 
 static bool drain_eligible(void *ctx, const dlqb_item *it) {
@@ -157,6 +158,14 @@ static bool drain_eligible(void *ctx, const dlqb_item *it) {
     return false;
   }
   if (d->ramp.phase == DLQB_DRAIN_PH_END || !dlqb_drain_eligible(&d->o.cfg, it)) return false;
+  /* The step's size is counted here, not only by --limit behind us, so
+   * that the set holds what the run moves, not every eligible item of a
+   * deep DLQ. A task in the ledger is removed as complete and does not
+   * count, as with --limit. */
+  bool complete = dlqb_ledger_contains(d->ledger, it->request_id, it->source_system);
+  if (!complete && d->pass_taken >= d->pass_limit) return false;
+  if (complete) return true;
+  d->pass_taken++;
   if (t == NULL) {
     bool added;
     t = dlqb_hashset_add(d->seen, key, n, &added);
@@ -386,6 +395,8 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
                       dlqb_stop_flag *stop) {
   d->o.sel.limit = a->limit;
   d->o.rate = a->rate;
+  d->pass_limit = a->limit;
+  d->pass_taken = 0;
   ops_move_result res = {0};
   ops_move_spec m = {.command = "drain", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
                      .verb = "replayed", .rate = a->rate, .ledger = d->ledger, .audit = audit,
@@ -394,7 +405,9 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
                      .result = &res};
   (void)ops_move_run(&d->o, &m, stop);
   d->skipped += res.skipped;
-  dlqb_drain_moved(&d->ramp, a->limit, res.moved, dlqb_now_ms());
+  /* A short read (an operator's inspect took some items for a moment) is
+   * no error: the step moved what it saw, the next run sees the rest. */
+  dlqb_drain_moved(&d->ramp, a->limit, res.moved, dlqb_mono_ms());
   if (res.interrupted) dlqb_drain_end(&d->ramp, DLQB_DRAIN_INTERRUPTED);
   else if (res.failed || res.refused > 0) {
     snprintf(d->error, sizeof d->error, "the pass over %s stopped (see the line above)", DLQB_Q_DLQ);
@@ -412,6 +425,7 @@ static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
     return ops_fail(&err);
   d->o.sel.limit = (uint64_t)d->o.cfg.drain_max_items;
+  d->pass_limit = d->o.sel.limit > 0 ? d->o.sel.limit : UINT64_MAX;
   ops_move_spec m = {.command = "drain", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
                      .verb = "replayed", .dry_run = true, .ledger = d->ledger,
                      .ledger_stats = &ls, .sets = drain_sets, .reason = drain_reason, .ctx = d,
@@ -494,7 +508,9 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   for (;;) {
     if (*stop) dlqb_drain_end(&d.ramp, DLQB_DRAIN_INTERRUPTED);
-    dlqb_drain_action a = dlqb_drain_next(&d.ramp, dlqb_now_ms());
+    /* The ramp's times are monotonic: a clock set back or forward must not
+     * end a canary wait early or stretch a failure window. */
+    dlqb_drain_action a = dlqb_drain_next(&d.ramp, dlqb_mono_ms());
     if (a.kind == DLQB_DRAIN_END) break;
     if (!dlqb_lease_held(lease)) {
       snprintf(d.error, sizeof d.error, "the lease's connection was lost");
@@ -520,7 +536,7 @@ static int drain_run_cmd(int argc, char **argv) {
       dlqb_drain_end(&d.ramp, DLQB_DRAIN_ERROR);
       continue;
     }
-    dlqb_drain_action again = dlqb_drain_next(&d.ramp, dlqb_now_ms());
+    dlqb_drain_action again = dlqb_drain_next(&d.ramp, dlqb_mono_ms());
     if (again.kind == DLQB_DRAIN_WAIT_CANARY) dlqb_sleep_us(stop, POLL_US);
     else if (again.kind == DLQB_DRAIN_MOVE) {
       move_step(&d, &again, audit, stop);

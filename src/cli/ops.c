@@ -467,8 +467,9 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   uint64_t left = r.depth_at_start > taken ? r.depth_at_start - taken : 0;
   if (m->result != NULL)
     *m->result = (ops_move_result){.moved = moved, .skipped = skipped, .total = r.depth_at_start,
-                                   .refused = r.refused, .failed = early != NULL,
-                                   .interrupted = r.interrupted};
+                                   .refused = r.refused,
+                                   .failed = st != DLQB_OK || r.audit_failed || r.interrupted,
+                                   .interrupted = r.interrupted, .short_read = r.short_read};
   if (m->quiet) {
     /* The caller reports; only what went wrong is said here. */
   } else if (o->json) {

@@ -166,6 +166,7 @@ typedef struct ops_move_result {
   uint64_t refused;
   bool failed;       /* the pass stopped on an error, interrupt or the audit trail */
   bool interrupted;
+  bool short_read;   /* another consumer took some items: not all were examined */
 } ops_move_result;
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */

@@ -170,8 +170,10 @@ dlqb_drain_action dlqb_drain_next(dlqb_drain_ramp *r, int64_t now_ms) {
 }
 
 void dlqb_drain_moved(dlqb_drain_ramp *r, uint64_t asked, uint64_t moved, int64_t now_ms) {
-  if (r->phase == DLQB_DRAIN_PH_END) return;
+  /* Counted even when the run ended during the pass (re-failures seen at
+   * the DLQ's tail after the step took its items): they did move. */
   r->moved += moved;
+  if (r->phase == DLQB_DRAIN_PH_END) return;
   bool exhausted = moved < asked;
   if (r->phase == DLQB_DRAIN_PH_CANARY) {
     if (moved == 0) {

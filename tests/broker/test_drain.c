@@ -83,6 +83,7 @@ static int take_all(fx_case *t, const char *queue, char (*ids)[32], int max) {
 typedef struct {
   fx_case *t;
   bool reject;         /* reject every task instead of completing it */
+  int reject_from;     /* > 0: complete tasks numbered below it, reject the rest */
   atomic_int stop;
   atomic_int done;     /* tasks completed (ledger written, then acked) */
   atomic_int rejected;
@@ -117,7 +118,7 @@ static void *worker_main(void *arg) {
     if (got == 0) continue;
     const char *id = th_msg_str(m, "request_id");
     const char *src = th_msg_str(m, "source_system");
-    if (w->reject) {
+    if (w->reject || (w->reject_from > 0 && task_number(id ? id : "") >= w->reject_from)) {
       if (th_worker_reject(tw) != 0) w->failed = 1;
       atomic_fetch_add(&w->rejected, 1);
       continue;
@@ -316,6 +317,65 @@ static void test_drain_stops_when_canary_fails(void **state) {
   static const char *const st[] = {"drain", "status", NULL};
   run(t, st, env, &r);
   assert_non_null(strstr(r.out, "canary_failed"));
+  unlink(spath);
+}
+
+/* The canary (g0..g2) completes, then every other task fails again: the
+ * daemon (100 ms retries) returns each to the DLQ with its replay_count
+ * raised. The ramp sees three of its items back (at the DLQ's tail, after
+ * the step that meets them took its items) and stops: far from all moved,
+ * the rest untouched and in order, nothing lost. */
+static void test_drain_stops_on_refailures_in_the_ramp(void **state) {
+  fx_case *t = *state;
+  static const char *const benv[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", NULL};
+  assert_int_equal(fx_start_bridge(t, benv), 0);
+  enum { N = 200 };
+  for (int i = 0; i < N; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "g%d", i);
+    pub_dlq(t, id, "max_attempts", "upstream 503");
+  }
+  worker *w = calloc(1, sizeof *w);
+  assert_non_null(w);
+  w->t = t;
+  w->reject_from = 3;
+  assert_int_equal(pthread_create(&w->thread, NULL, worker_main, w), 0);
+  assert_true(th_wait_consumers(t->conn, "dsr.work", 1, 10000));
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  const char *const env[] = {ENV_FAST, senv, "DLQ_BRIDGE_DRAIN_FAILURE_THRESHOLD=3", NULL};
+  static const char *const args[] = {"drain", "run", "--json", NULL};
+  th_result r;
+  run(t, args, env, &r);
+  FX_CHECK(t, r.exit_code == 0);
+  json_object *j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  assert_string_equal(th_json_str(j, "stopped"), "refailures");
+  json_object *v;
+  assert_true(json_object_object_get_ex(j, "moved", &v));
+  int moved = json_object_get_int(v);
+  assert_true(json_object_object_get_ex(j, "refailures", &v));
+  int refail = json_object_get_int(v);
+  printf("ramp stopped on re-failures: moved %d of %d, %d seen failing again\n", moved, N, refail);
+  assert_true(refail >= 3);
+  assert_true(moved < N / 2);
+  json_object_put(j);
+  /* Everything not completed comes back to the DLQ: N - 3 in the end. */
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", N - 3, 20000));
+  worker_stop(w);
+  assert_int_equal(atomic_load(&w->done), 3);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  static char ids[MAX_IDS][32];
+  int nd = take_all(t, "dsr.dlq.manual", ids, MAX_IDS);
+  assert_int_equal(nd, N - 3);
+  /* Those never moved keep their order at the head. */
+  int unmoved = N - moved;
+  for (int k = 0; k < unmoved; k++) {
+    char want[16];
+    snprintf(want, sizeof want, "g%d", moved + k);
+    assert_string_equal(ids[k], want);
+  }
+  free(w);
   unlink(spath);
 }
 
@@ -552,6 +612,7 @@ int main(void) {
       FX_TEST(test_drain_needs_writers),
       FX_TEST(test_drain_canary_ramp_empties_eligible),
       FX_TEST(test_drain_stops_when_canary_fails),
+      FX_TEST(test_drain_stops_on_refailures_in_the_ramp),
       FX_TEST(test_drain_lease),
       FX_TEST(test_drain_sigkill_loses_and_duplicates_nothing),
       FX_TEST(test_drain_least_privilege),
