@@ -122,6 +122,7 @@ typedef struct {
   dlqb_ledger *ledger;
   uint64_t skipped, canary_moved;
   uint64_t pass_limit, pass_taken; /* the current step's size, and what it took */
+  dlqb_lease *lease;
   char broker_user[128];
   char error[DLQB_ERROR_MAX];
 } drain_run;
@@ -390,6 +391,18 @@ static dlqb_status run_flag(void *ctx, const char *flag, const char *value, dlqb
   return ops_flag(&((drain_run *)ctx)->o, flag, value, err);
 }
 
+/* The stop flag was set: by a signal, or by the lease's keeper. */
+static void end_stopped(drain_run *d) {
+  if (d->ramp.phase == DLQB_DRAIN_PH_END) return;
+  if (d->lease != NULL && !dlqb_lease_held(d->lease)) {
+    snprintf(d->error, sizeof d->error, "the lease's connection to the broker was lost");
+    cli_error("drain: %s; stopped at once (another drain may take over)", d->error);
+    dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
+    return;
+  }
+  dlqb_drain_end(&d->ramp, DLQB_DRAIN_INTERRUPTED);
+}
+
 /* One MOVE of the ramp through replay's pass. */
 static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audit,
                       dlqb_stop_flag *stop) {
@@ -408,7 +421,7 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   /* A short read (an operator's inspect took some items for a moment) is
    * no error: the step moved what it saw, the next run sees the rest. */
   dlqb_drain_moved(&d->ramp, a->limit, res.moved, dlqb_mono_ms());
-  if (res.interrupted) dlqb_drain_end(&d->ramp, DLQB_DRAIN_INTERRUPTED);
+  if (res.interrupted) end_stopped(d);
   else if (res.failed || res.refused > 0) {
     snprintf(d->error, sizeof d->error, "the pass over %s stopped (see the line above)", DLQB_Q_DLQ);
     dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
@@ -477,7 +490,9 @@ static int drain_run_cmd(int argc, char **argv) {
 
   dlqb_error err;
   dlqb_lease *lease = NULL;
-  dlqb_status st = dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", &lease, &err);
+  /* Losing the lease stops the run at once, as a signal would. */
+  dlqb_status st = dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease,
+                                   &err);
   if (st == DLQB_ECONFLICT) {
     if (d.o.json) {
       json_object *j = json_object_new_object();
@@ -506,18 +521,13 @@ static int drain_run_cmd(int argc, char **argv) {
     cli_error("%s", err.msg);
     dlqb_drain_end(&d.ramp, DLQB_DRAIN_ERROR);
   }
+  d.lease = lease;
   for (;;) {
-    if (*stop) dlqb_drain_end(&d.ramp, DLQB_DRAIN_INTERRUPTED);
+    if (*stop) end_stopped(&d);
     /* The ramp's times are monotonic: a clock set back or forward must not
      * end a canary wait early or stretch a failure window. */
     dlqb_drain_action a = dlqb_drain_next(&d.ramp, dlqb_mono_ms());
     if (a.kind == DLQB_DRAIN_END) break;
-    if (!dlqb_lease_held(lease)) {
-      snprintf(d.error, sizeof d.error, "the lease's connection was lost");
-      cli_error("drain: %s; stopping", d.error);
-      dlqb_drain_end(&d.ramp, DLQB_DRAIN_ERROR);
-      continue;
-    }
     if (a.kind == DLQB_DRAIN_MOVE) {
       move_step(&d, &a, audit, stop);
       /* An item max_replays escalated is a failure too. */

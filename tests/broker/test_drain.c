@@ -577,6 +577,81 @@ static void test_drain_least_privilege(void **state) {
   unlink(spath);
 }
 
+/* The lease's connection closed under a running drain (here by the
+ * management API, as a broker restart or a network cut would): the run
+ * stops at once with exit 1, rather than go on while another host may take
+ * the lease. What it moved is in dsr.work, the rest in the DLQ. */
+typedef struct {
+  fx_case *t;
+  char name[256]; /* the lease connection's name, once seen */
+} lease_conn;
+
+static bool lease_conn_seen(void *arg) {
+  lease_conn *c = arg;
+  char path[TH_PATH_MAX];
+  if (!th_fmt(path, sizeof path, "/api/vhosts/%s/connections", c->t->vhost.name)) return false;
+  json_object *list = th_mgmt_get_json(path);
+  bool found = false;
+  for (size_t i = 0; list != NULL && i < json_object_array_length(list); i++) {
+    json_object *conn = json_object_array_get_idx(list, i), *props, *cn;
+    if (json_object_object_get_ex(conn, "client_properties", &props) &&
+        json_object_object_get_ex(props, "connection_name", &cn) &&
+        strcmp(json_object_get_string(cn), "dlq-bridge drain (lease)") == 0) {
+      snprintf(c->name, sizeof c->name, "%s", th_json_str(conn, "name"));
+      found = true;
+    }
+  }
+  json_object_put(list);
+  return found;
+}
+
+static void test_drain_stops_when_the_lease_is_lost(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  for (int i = 0; i < 10; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "c%d", i);
+    pub_dlq(t, id, "max_attempts", "upstream 503");
+  }
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  /* No worker: the canary waits (up to 30 s) for completions. */
+  const char *const env[] = {ENV_FAST, senv, NULL};
+  bg_drain b = {t, env, {0}};
+  pthread_t tb;
+  assert_int_equal(pthread_create(&tb, NULL, bg_run, &b), 0);
+  lease_conn c = {t, ""};
+  assert_true(th_wait_until(lease_conn_seen, &c, 10000));
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 3, 10000)); /* the canary moved */
+  /* The connection's name ("127.0.0.1:p -> 127.0.0.1:q"), URL-encoded. */
+  char enc[512] = "", path[TH_PATH_MAX];
+  for (const char *p = c.name; *p != '\0' && strlen(enc) + 4 < sizeof enc; p++) {
+    size_t n = strlen(enc);
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+        *p == '.' || *p == '-' || *p == '_')
+      enc[n] = *p, enc[n + 1] = '\0';
+    else snprintf(enc + n, sizeof enc - n, "%%%02X", (unsigned char)*p);
+  }
+  assert_true(th_fmt(path, sizeof path, "/api/connections/%s", enc));
+  int64_t cut = th_now_ms();
+  int status = th_mgmt("DELETE", path, NULL, NULL);
+  assert_true(status == 204 || status == 200);
+  pthread_join(tb, NULL);
+  int64_t took = th_now_ms() - cut;
+  printf("lease lost: the drain stopped %lld ms after its connection was closed\n",
+         (long long)took);
+  assert_int_equal(b.r.exit_code, 1);
+  assert_non_null(strstr(b.r.err, "the lease's connection to the broker was lost"));
+  assert_true(took < 15000); /* one keeper beat (5 s) and the pass ending, not the canary timeout */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 3);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 7, 10000));
+  static const char *const st[] = {"drain", "status", "--json", NULL};
+  th_result r;
+  run(t, st, env, &r);
+  assert_non_null(strstr(r.out, "\"stopped\":\"error\""));
+  unlink(spath);
+}
+
 /* Usage: no completion_writers is a configuration error. */
 static void test_drain_needs_writers(void **state) {
   fx_case *t = *state;
@@ -616,6 +691,7 @@ int main(void) {
       FX_TEST(test_drain_lease),
       FX_TEST(test_drain_sigkill_loses_and_duplicates_nothing),
       FX_TEST(test_drain_least_privilege),
+      FX_TEST(test_drain_stops_when_the_lease_is_lost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
