@@ -662,6 +662,27 @@ static void test_drain_needs_writers(void **state) {
   assert_non_null(strstr(r.err, "completion_writers"));
   assert_int_equal(th_count_lines(r.err), 1);
 
+  /* An audit trail that cannot be opened stops the run before anything
+   * moves (ops_audit_open, as replay), and releases the lease. */
+  declare(t);
+  pub_dlq(t, "u0", "max_attempts", "upstream 503");
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const bad_audit[] = {"DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER,
+                                   "DLQ_BRIDGE_AUDIT_LOG=/nonexistent/dir/audit.log", a.env_key,
+                                   a.env_pub, NULL};
+  run(t, args, bad_audit, &r);
+  fx_audit_remove(&a);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_count_lines(r.err), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  th_conn *probe = th_connect(&t->vhost);
+  amqp_connection_state_t pc = th_conn_amqp(probe);
+  amqp_queue_declare(pc, 1, amqp_cstring_bytes("dsr.drain.lease"), 0, 0, 1, 1, amqp_empty_table);
+  assert_int_equal(amqp_get_rpc_reply(pc).reply_type, AMQP_RESPONSE_NORMAL); /* free again */
+  th_close(probe);
+
   /* drain status on a state file that is not one: one line, exit 1. */
   char senv[256], spath[200];
   state_env(senv, sizeof senv, spath, sizeof spath, t);
