@@ -194,7 +194,9 @@ void cli_print_settings_markdown(FILE *out) {
 
 bool cli_uses(const cli_spec *spec, const char *key) {
   if (!spec->settings) return false;
-  if (spec->uses == NULL) return true;
+  /* The drain's settings are the drain's alone: the daemon and review do
+   * not take them, show them or fail on them. */
+  if (spec->uses == NULL) return strncmp(key, "drain_", 6) != 0;
   for (const char *const *k = spec->uses; *k; k++)
     if (strcmp(*k, key) == 0) return true;
   return false;

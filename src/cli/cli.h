@@ -34,9 +34,10 @@ typedef struct {
   const cli_flag *flags;/* command flags, terminated by {NULL}; may be NULL */
   bool settings;        /* accepts the connection/routing settings flags */
   /* The settings keys it reads (NULL-terminated, e.g. CLI_USES_BROKER); NULL:
-   * every one. Only these are taken from the environment and flags, checked
-   * and shown in --help; the others keep their defaults, so a read-only
-   * command cannot fail on a setting it never reads. */
+   * every one but the drain's (drain_*, read by `drain run` alone). Only
+   * these are taken from the environment and flags, checked and shown in
+   * --help; the others keep their defaults, so a read-only command cannot
+   * fail on a setting it never reads. */
   const char *const *uses;
 } cli_spec;
 
