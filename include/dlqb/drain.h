@@ -48,7 +48,7 @@ typedef struct {
   uint64_t step_ms;           /* how long one ramp step lasts */
   int failure_threshold;      /* re-failures within the window that stop the run */
   uint64_t failure_window_ms;
-  uint64_t max_items;         /* per run; 0 = no limit */
+  uint64_t max_items; /* per run; 0 = no limit */
 } dlqb_drain_params;
 
 /* dlqb_drain_params from the drain_* settings. */
@@ -85,20 +85,24 @@ typedef struct {
 /* The most re-failure times kept for the window: the threshold's bound. */
 #define DLQB_DRAIN_FAILURES_MAX 1000
 
-typedef enum { DLQB_DRAIN_PH_CANARY, DLQB_DRAIN_PH_WAIT, DLQB_DRAIN_PH_RAMP,
-               DLQB_DRAIN_PH_END } dlqb_drain_phase;
+typedef enum {
+  DLQB_DRAIN_PH_CANARY,
+  DLQB_DRAIN_PH_WAIT,
+  DLQB_DRAIN_PH_RAMP,
+  DLQB_DRAIN_PH_END
+} dlqb_drain_phase;
 
 typedef struct {
   dlqb_drain_params p;
   dlqb_drain_phase phase;
   dlqb_drain_stop stop;
-  int step;              /* ramp steps done */
-  double rate;           /* the next step's rate */
-  uint64_t moved;        /* items moved this run (canary included) */
+  int step;       /* ramp steps done */
+  double rate;    /* the next step's rate */
+  uint64_t moved; /* items moved this run (canary included) */
   uint64_t canary_moved, canary_completed, canary_failed;
-  bool canary_exhausted; /* the canary pass found fewer than it asked for */
-  int64_t canary_at_ms;  /* when the canary was moved */
-  uint64_t refailures;   /* moved items seen failing again, in all */
+  bool canary_exhausted;                    /* the canary pass found fewer than it asked for */
+  int64_t canary_at_ms;                     /* when the canary was moved */
+  uint64_t refailures;                      /* moved items seen failing again, in all */
   int64_t fail_at[DLQB_DRAIN_FAILURES_MAX]; /* ring of the latest re-failure times */
   int nfail, fail_head;
 } dlqb_drain_ramp;

@@ -39,21 +39,21 @@
 #include "dlqb/topology.h"
 #include "ops.h"
 
-#define LEASE_QUEUE "dsr.drain.lease"
-#define LEDGER_IDLE_MS 10000
+#define LEASE_QUEUE     "dsr.drain.lease"
+#define LEDGER_IDLE_MS  10000
 #define LEDGER_QUIET_MS 1000
 /* Between two looks at the canary's outcomes. */
 #define POLL_US 1000000
 /* Runs drain status keeps and shows. */
 #define RUNS_KEPT 50
-#define ACTOR "drain"
+#define ACTOR     "drain"
 /* Exit code of a run that found another drain holding the lease. */
 #define EXIT_LEASE_HELD EXIT_OK
 
-#define DRAIN_SETTINGS                                                                         \
-  "drain_reasons", "drain_sources", "drain_errors", "drain_canary", "drain_canary_timeout",    \
-      "drain_start_rate", "drain_step_factor", "drain_max_rate", "drain_step",                 \
-      "drain_failure_threshold", "drain_failure_window", "drain_max_items", "drain_state",     \
+#define DRAIN_SETTINGS                                                                             \
+  "drain_reasons", "drain_sources", "drain_errors", "drain_canary", "drain_canary_timeout",        \
+      "drain_start_rate", "drain_step_factor", "drain_max_rate", "drain_step",                     \
+      "drain_failure_threshold", "drain_failure_window", "drain_max_items", "drain_state",         \
       "drain_textfile"
 
 static const cli_flag run_flags[] = {
@@ -172,8 +172,8 @@ static bool drain_eligible(void *ctx, const dlqb_item *it) {
     t = dlqb_hashset_add(d->seen, key, n, &added);
     if (t == NULL) return false; /* out of memory: leave it */
   }
-  t->replay_after = it->replay_count >= DLQB_ENVELOPE_COUNT_MAX ? DLQB_ENVELOPE_COUNT_MAX
-                                                               : it->replay_count + 1;
+  t->replay_after =
+      it->replay_count >= DLQB_ENVELOPE_COUNT_MAX ? DLQB_ENVELOPE_COUNT_MAX : it->replay_count + 1;
   t->state = T_CANDIDATE;
   t->canary = d->ramp.phase == DLQB_DRAIN_PH_CANARY;
   return true;
@@ -187,7 +187,8 @@ static void drain_moved(void *ctx, const dlqb_hop *hop) {
   if (t == NULL) return;
   if (t->state == T_CANDIDATE && t->canary) d->canary_moved++;
   t->state = T_MOVED;
-  if (d->broker_user[0] == '\0') snprintf(d->broker_user, sizeof d->broker_user, "%s", hop->broker_user);
+  if (d->broker_user[0] == '\0')
+    snprintf(d->broker_user, sizeof d->broker_user, "%s", hop->broker_user);
 }
 
 static size_t drain_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
@@ -222,9 +223,13 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *dv, c
 /* One pass over a classic queue that only looks (everything held). */
 static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) {
   look_ctx c = {d, strcmp(queue, DLQB_Q_REVIEW) == 0};
-  dlqb_scan_options so = {.queue = queue, .purpose = "dlq-bridge drain (looking)",
-                          .actor = ACTOR, .window = d->o.window, .stop = cli_stop_flag(),
-                          .on_item = look_item, .ctx = &c};
+  dlqb_scan_options so = {.queue = queue,
+                          .purpose = "dlq-bridge drain (looking)",
+                          .actor = ACTOR,
+                          .window = d->o.window,
+                          .stop = cli_stop_flag(),
+                          .on_item = look_item,
+                          .ctx = &c};
   dlqb_scan_result r;
   return dlqb_scan_run(&d->o.cfg, &so, &r, err);
 }
@@ -238,7 +243,8 @@ static void tally(void *ctx, const char *key, size_t len, void *value) {
   tally_ctx *c = ctx;
   tracked *t = value;
   if (!t->canary) return;
-  if (t->state == T_MOVED && len > 0 && dlqb_ledger_contains(c->d->ledger, key, key + strlen(key) + 1))
+  if (t->state == T_MOVED && len > 0 &&
+      dlqb_ledger_contains(c->d->ledger, key, key + strlen(key) + 1))
     t->state = T_COMPLETED;
   if (t->state == T_COMPLETED) c->completed++;
   if (t->state == T_FAILED) c->failed++;
@@ -264,8 +270,10 @@ static json_object *run_json(const drain_run *d, int64_t started, int64_t ended)
   char iso[DLQB_ISO_TIME_MAX];
   const dlqb_drain_ramp *r = &d->ramp;
   json_object *j = json_object_new_object();
-  json_object_object_add(j, "started_at", json_object_new_string(dlqb_iso_time(started, iso, sizeof iso)));
-  json_object_object_add(j, "ended_at", json_object_new_string(dlqb_iso_time(ended, iso, sizeof iso)));
+  json_object_object_add(j, "started_at",
+                         json_object_new_string(dlqb_iso_time(started, iso, sizeof iso)));
+  json_object_object_add(j, "ended_at",
+                         json_object_new_string(dlqb_iso_time(ended, iso, sizeof iso)));
   json_object_object_add(j, "instance", json_object_new_string(d->o.cfg.instance));
   json_object_object_add(j, "broker_user", json_object_new_string(d->broker_user));
   json_object_object_add(j, "stopped", json_object_new_string(dlqb_drain_stop_name(r->stop)));
@@ -340,25 +348,28 @@ static void write_textfile(const drain_run *d, int64_t ended) {
   if (path[0] == '\0') return;
   const dlqb_drain_ramp *r = &d->ramp;
   char text[4096];
-  int n = snprintf(text, sizeof text,
-                   "# HELP dlq_bridge_drain_last_run_timestamp_seconds When the last drain run ended.\n"
-                   "# TYPE dlq_bridge_drain_last_run_timestamp_seconds gauge\n"
-                   "dlq_bridge_drain_last_run_timestamp_seconds %lld\n"
-                   "# HELP dlq_bridge_drain_last_run_moved Items the last drain run replayed.\n"
-                   "# TYPE dlq_bridge_drain_last_run_moved gauge\n"
-                   "dlq_bridge_drain_last_run_moved %llu\n"
-                   "# HELP dlq_bridge_drain_last_run_refailures Items the last run moved seen failing again.\n"
-                   "# TYPE dlq_bridge_drain_last_run_refailures gauge\n"
-                   "dlq_bridge_drain_last_run_refailures %llu\n"
-                   "# HELP dlq_bridge_drain_last_run_canary_failed Canary items of the last run that failed again.\n"
-                   "# TYPE dlq_bridge_drain_last_run_canary_failed gauge\n"
-                   "dlq_bridge_drain_last_run_canary_failed %llu\n"
-                   "# HELP dlq_bridge_drain_last_run_stopped Why the last drain run ended (1 for its reason).\n"
-                   "# TYPE dlq_bridge_drain_last_run_stopped gauge\n",
-                   (long long)(ended / 1000), (unsigned long long)r->moved,
-                   (unsigned long long)r->refailures, (unsigned long long)r->canary_failed);
+  int n = snprintf(
+      text, sizeof text,
+      "# HELP dlq_bridge_drain_last_run_timestamp_seconds When the last drain run ended.\n"
+      "# TYPE dlq_bridge_drain_last_run_timestamp_seconds gauge\n"
+      "dlq_bridge_drain_last_run_timestamp_seconds %lld\n"
+      "# HELP dlq_bridge_drain_last_run_moved Items the last drain run replayed.\n"
+      "# TYPE dlq_bridge_drain_last_run_moved gauge\n"
+      "dlq_bridge_drain_last_run_moved %llu\n"
+      "# HELP dlq_bridge_drain_last_run_refailures Items the last run moved seen failing again.\n"
+      "# TYPE dlq_bridge_drain_last_run_refailures gauge\n"
+      "dlq_bridge_drain_last_run_refailures %llu\n"
+      "# HELP dlq_bridge_drain_last_run_canary_failed Canary items of the last run that failed "
+      "again.\n"
+      "# TYPE dlq_bridge_drain_last_run_canary_failed gauge\n"
+      "dlq_bridge_drain_last_run_canary_failed %llu\n"
+      "# HELP dlq_bridge_drain_last_run_stopped Why the last drain run ended (1 for its reason).\n"
+      "# TYPE dlq_bridge_drain_last_run_stopped gauge\n",
+      (long long)(ended / 1000), (unsigned long long)r->moved, (unsigned long long)r->refailures,
+      (unsigned long long)r->canary_failed);
   for (int s = DLQB_DRAIN_DRAINED; s < DLQB_DRAIN__STOPS && n > 0 && (size_t)n < sizeof text; s++)
-    n += snprintf(text + n, sizeof text - (size_t)n, "dlq_bridge_drain_last_run_stopped{reason=\"%s\"} %d\n",
+    n += snprintf(text + n, sizeof text - (size_t)n,
+                  "dlq_bridge_drain_last_run_stopped{reason=\"%s\"} %d\n",
                   dlqb_drain_stop_name((dlqb_drain_stop)s), r->stop == (dlqb_drain_stop)s);
   dlqb_error err;
   if (n <= 0 || (size_t)n >= sizeof text) return;
@@ -377,7 +388,8 @@ static const char *stop_sentence(const dlqb_drain_ramp *r) {
   case DLQB_DRAIN_DRAINED: return "nothing eligible is left";
   case DLQB_DRAIN_CANARY_FAILED: return "a canary failed again: the cause is not fixed";
   case DLQB_DRAIN_CANARY_TIMEOUT: return "the canary did not complete within drain_canary_timeout";
-  case DLQB_DRAIN_REFAILURES: return "drain_failure_threshold re-failures within drain_failure_window";
+  case DLQB_DRAIN_REFAILURES:
+    return "drain_failure_threshold re-failures within drain_failure_window";
   case DLQB_DRAIN_MAX_ITEMS: return "drain_max_items moved";
   case DLQB_DRAIN_INTERRUPTED: return "interrupted";
   case DLQB_DRAIN_ERROR: return "an error";
@@ -411,10 +423,19 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   d->pass_limit = a->limit;
   d->pass_taken = 0;
   ops_move_result res = {0};
-  ops_move_spec m = {.command = "drain", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
-                     .verb = "replayed", .rate = a->rate, .ledger = d->ledger, .audit = audit,
-                     .sets = drain_sets, .reason = drain_reason, .ctx = d,
-                     .eligible = drain_eligible, .moved = drain_moved, .quiet = true,
+  ops_move_spec m = {.command = "drain",
+                     .target = DLQB_Q_WORK,
+                     .event = DLQB_EV_REPLAYED,
+                     .verb = "replayed",
+                     .rate = a->rate,
+                     .ledger = d->ledger,
+                     .audit = audit,
+                     .sets = drain_sets,
+                     .reason = drain_reason,
+                     .ctx = d,
+                     .eligible = drain_eligible,
+                     .moved = drain_moved,
+                     .quiet = true,
                      .result = &res};
   (void)ops_move_run(&d->o, &m, stop);
   d->skipped += res.skipped;
@@ -423,7 +444,8 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   dlqb_drain_moved(&d->ramp, a->limit, res.moved, dlqb_mono_ms());
   if (res.interrupted) end_stopped(d);
   else if (res.failed || res.refused > 0) {
-    snprintf(d->error, sizeof d->error, "the pass over %s stopped (see the line above)", DLQB_Q_DLQ);
+    snprintf(d->error, sizeof d->error, "the pass over %s stopped (see the line above)",
+             DLQB_Q_DLQ);
     dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
   }
   if (!d->o.json && !d->o.quiet_progress)
@@ -439,9 +461,16 @@ static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
     return ops_fail(&err);
   d->o.sel.limit = (uint64_t)d->o.cfg.drain_max_items;
   d->pass_limit = d->o.sel.limit > 0 ? d->o.sel.limit : UINT64_MAX;
-  ops_move_spec m = {.command = "drain", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
-                     .verb = "replayed", .dry_run = true, .ledger = d->ledger,
-                     .ledger_stats = &ls, .sets = drain_sets, .reason = drain_reason, .ctx = d,
+  ops_move_spec m = {.command = "drain",
+                     .target = DLQB_Q_WORK,
+                     .event = DLQB_EV_REPLAYED,
+                     .verb = "replayed",
+                     .dry_run = true,
+                     .ledger = d->ledger,
+                     .ledger_stats = &ls,
+                     .sets = drain_sets,
+                     .reason = drain_reason,
+                     .ctx = d,
                      .eligible = drain_eligible};
   int rc = ops_move_run(&d->o, &m, stop);
   if (!d->o.json)
@@ -491,8 +520,8 @@ static int drain_run_cmd(int argc, char **argv) {
   dlqb_error err;
   dlqb_lease *lease = NULL;
   /* Losing the lease stops the run at once, as a signal would. */
-  dlqb_status st = dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease,
-                                   &err);
+  dlqb_status st =
+      dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease, &err);
   if (st == DLQB_ECONFLICT) {
     if (d.o.json) {
       json_object *j = json_object_new_object();
@@ -655,8 +684,9 @@ static int drain_status_cmd(int argc, char **argv) {
       dlqb_text_cell(cell[k], sizeof cell[k], fields[k], strlen(fields[k]), k == 2 ? 40 : 24, false,
                      &cut);
     }
-    printf("%-24s %-16s %6lld %-14s %6lld %5lld  %s\n", cell[0], cell[1], (long long)jint(r, "moved"),
-           canary, (long long)jint(r, "refailures"), (long long)jint(r, "steps"), cell[2]);
+    printf("%-24s %-16s %6lld %-14s %6lld %5lld  %s\n", cell[0], cell[1],
+           (long long)jint(r, "moved"), canary, (long long)jint(r, "refailures"),
+           (long long)jint(r, "steps"), cell[2]);
   }
   json_object_put(runs);
   return EXIT_OK;

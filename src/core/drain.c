@@ -87,8 +87,8 @@ void dlqb_drain_params_from(const dlqb_config *cfg, dlqb_drain_params *p) {
 }
 
 static const char *const stop_names[DLQB_DRAIN__STOPS] = {
-    "running", "drained", "canary_failed", "canary_timeout", "refailures", "max_items",
-    "interrupted", "error",
+    "running",    "drained",   "canary_failed", "canary_timeout",
+    "refailures", "max_items", "interrupted",   "error",
 };
 
 const char *dlqb_drain_stop_name(dlqb_drain_stop s) {
@@ -163,8 +163,7 @@ dlqb_drain_action dlqb_drain_next(dlqb_drain_ramp *r, int64_t now_ms) {
     a = (dlqb_drain_action){DLQB_DRAIN_MOVE, min_u64(n, room(r)), r->rate, false};
     return a;
   }
-  case DLQB_DRAIN_PH_END:
-    break;
+  case DLQB_DRAIN_PH_END: break;
   }
   return a;
 }

@@ -21,16 +21,16 @@
 #include "flow.h"
 
 #define CMD_TIMEOUT_MS 120000
-#define HOUR_MS 3600000LL
-#define MAX_IDS 2000
-#define WRITER "guest"
+#define HOUR_MS        3600000LL
+#define MAX_IDS        2000
+#define WRITER         "guest"
 
 /* Fast ramp settings for tests: a canary of 3 at 5/s, steps of 1 s,
  * doubling up to 80/s. */
-#define ENV_FAST                                                                     \
-  "DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER, "DLQ_BRIDGE_DRAIN_CANARY=3",              \
-      "DLQ_BRIDGE_DRAIN_START_RATE=5", "DLQ_BRIDGE_DRAIN_STEP=1s",                   \
-      "DLQ_BRIDGE_DRAIN_MAX_RATE=80", "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT=30s"
+#define ENV_FAST                                                                                   \
+  "DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER, "DLQ_BRIDGE_DRAIN_CANARY=3",                            \
+      "DLQ_BRIDGE_DRAIN_START_RATE=5", "DLQ_BRIDGE_DRAIN_STEP=1s", "DLQ_BRIDGE_DRAIN_MAX_RATE=80", \
+      "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT=30s"
 
 static void run(fx_case *t, const char *const *args, const char *const *env, th_result *r) {
   assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, r), 0);
@@ -82,14 +82,14 @@ static int take_all(fx_case *t, const char *queue, char (*ids)[32], int max) {
 
 typedef struct {
   fx_case *t;
-  bool reject;         /* reject every task instead of completing it */
-  int reject_from;     /* > 0: complete tasks numbered below it, reject the rest */
+  bool reject;     /* reject every task instead of completing it */
+  int reject_from; /* > 0: complete tasks numbered below it, reject the rest */
   atomic_int stop;
-  atomic_int done;     /* tasks completed (ledger written, then acked) */
+  atomic_int done; /* tasks completed (ledger written, then acked) */
   atomic_int rejected;
-  int count[MAX_IDS];  /* executions per task number (ids are "<prefix><n>") */
+  int count[MAX_IDS]; /* executions per task number (ids are "<prefix><n>") */
   pthread_t thread;
-  int failed;          /* a harness call failed */
+  int failed; /* a harness call failed */
 } worker;
 
 static int task_number(const char *id) {
@@ -268,7 +268,8 @@ static void test_drain_canary_ramp_empties_eligible(void **state) {
   assert_true(json_object_object_get_ex(j, "runs", &v));
   assert_int_equal(json_object_array_length(v), 1);
   json_object_put(j);
-  assert_int_equal(fx_count_in_file(tpath, "dlq_bridge_drain_last_run_stopped{reason=\"drained\"} 1"), 1);
+  assert_int_equal(
+      fx_count_in_file(tpath, "dlq_bridge_drain_last_run_stopped{reason=\"drained\"} 1"), 1);
   assert_int_equal(fx_count_in_file(tpath, "dlq_bridge_drain_last_run_moved 40"), 1);
   struct stat sb;
   assert_int_equal(stat(tpath, &sb), 0);
@@ -442,8 +443,7 @@ typedef struct {
 static void *bg_run(void *arg) {
   bg_drain *b = arg;
   static const char *const args[] = {"drain", "run", NULL};
-  if (th_run_bridge(args, b->t->vhost.url, b->env, CMD_TIMEOUT_MS, &b->r) != 0)
-    b->r.exit_code = -2;
+  if (th_run_bridge(args, b->t->vhost.url, b->env, CMD_TIMEOUT_MS, &b->r) != 0) b->r.exit_code = -2;
   return NULL;
 }
 
@@ -500,8 +500,8 @@ static void test_drain_lease(void **state) {
   assert_int_equal(b.r.exit_code, 0);
   bool a_held = strstr(a.r.out, "another drain holds the lease") != NULL;
   bool b_held = strstr(b.r.out, "another drain holds the lease") != NULL;
-  printf("two drains at once: %s\n", a_held || b_held ? "one found the lease held"
-                                                      : "they ran one after the other");
+  printf("two drains at once: %s\n",
+         a_held || b_held ? "one found the lease held" : "they ran one after the other");
   assert_false(a_held && b_held);
   for (int i = 0; i < 30; i++) assert_int_equal(w->count[i], 1);
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
@@ -513,8 +513,8 @@ static void test_drain_lease(void **state) {
  * only, write on amq.default, read on the DLQ, compliance_review and the
  * ledger. A run then drains, and its moves carry that broker user. */
 #define DRAIN_PASSWORD "pw-Drain-2c9e-never-printed"
-#define PERM_DRAIN                                                                           \
-  "{\"configure\":\"^dsr\\\\.drain\\\\.lease$\",\"write\":\"^amq\\\\.default$\","              \
+#define PERM_DRAIN                                                                                 \
+  "{\"configure\":\"^dsr\\\\.drain\\\\.lease$\",\"write\":\"^amq\\\\.default$\","                  \
   "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
 
 static void test_drain_least_privilege(void **state) {
@@ -535,8 +535,8 @@ static void test_drain_least_privilege(void **state) {
   assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, user));
   status = th_mgmt("PUT", path, PERM_DRAIN, NULL);
   assert_true(status == 201 || status == 204);
-  assert_true(th_fmt(url, sizeof url, "amqp://%s@127.0.0.1:%d/%s", user, e->amqp_port,
-                     t->vhost.name));
+  assert_true(
+      th_fmt(url, sizeof url, "amqp://%s@127.0.0.1:%d/%s", user, e->amqp_port, t->vhost.name));
   assert_true(th_fmt(pwfile, sizeof pwfile, "%s/%s.password", e->log_dir, user));
   FILE *f = fopen(pwfile, "w");
   assert_non_null(f);

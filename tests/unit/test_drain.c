@@ -42,7 +42,8 @@ static void test_default_policy_takes_max_attempts_only(void **state) {
   dlqb_item ok = item("max_attempts", "crm", "upstream 503");
   assert_true(dlqb_drain_eligible(&c, &ok));
   /* Never poison, invalid_envelope or an SLA-exhausted item by default. */
-  static const char *const others[] = {"poison", "invalid_envelope", "sla_budget", "", "MAX_ATTEMPTS"};
+  static const char *const others[] = {"poison", "invalid_envelope", "sla_budget", "",
+                                       "MAX_ATTEMPTS"};
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
     dlqb_item it = item(others[i], "crm", "x");
     assert_false(dlqb_drain_eligible(&c, &it));
@@ -108,9 +109,15 @@ static void test_start_above_ceiling_is_refused(void **state) {
 /* ---- the ramp ---- */
 
 static dlqb_drain_params params(void) {
-  dlqb_drain_params p = {.canary = 5, .canary_timeout_ms = 60000, .start_rate = 2,
-                         .step_factor = 3, .max_rate = 50, .step_ms = 10000,
-                         .failure_threshold = 3, .failure_window_ms = 60000, .max_items = 0};
+  dlqb_drain_params p = {.canary = 5,
+                         .canary_timeout_ms = 60000,
+                         .start_rate = 2,
+                         .step_factor = 3,
+                         .max_rate = 50,
+                         .step_ms = 10000,
+                         .failure_threshold = 3,
+                         .failure_window_ms = 60000,
+                         .max_items = 0};
   return p;
 }
 
