@@ -124,7 +124,7 @@ typedef struct {
   uint64_t pass_limit, pass_taken; /* the current step's size, and what it took */
   dlqb_lease *lease;
   char broker_user[128];
-  char error[DLQB_ERROR_MAX];
+  char error[DLQB_ERROR_MAX + 256];
 } drain_run;
 
 /* request_id NUL source_system: the key the ledger uses too. */
@@ -444,8 +444,10 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   dlqb_drain_moved(&d->ramp, a->limit, res.moved, dlqb_mono_ms());
   if (res.interrupted) end_stopped(d);
   else if (res.failed || res.refused > 0) {
-    snprintf(d->error, sizeof d->error, "the pass over %s stopped (see the line above)",
-             DLQB_Q_DLQ);
+    if (res.refused > 0 && !res.failed)
+      snprintf(d->error, sizeof d->error, "the broker refused %llu item(s) as they are",
+               (unsigned long long)res.refused);
+    else snprintf(d->error, sizeof d->error, "%s", res.why);
     dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
   }
   if (!d->o.json && !d->o.quiet_progress)

@@ -432,7 +432,10 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   int rc = EXIT_OK;
   /* Lost before the first item: nothing happened; the error says why. */
   if (st != DLQB_OK && !r.audit_failed && r.examined == 0) {
-    if (m->result != NULL) *m->result = (ops_move_result){.failed = true};
+    if (m->result != NULL) {
+      *m->result = (ops_move_result){.failed = true};
+      snprintf(m->result->why, sizeof m->result->why, "%s", err.msg);
+    }
     json_object_put(c.items);
     return ops_fail(&err);
   }
@@ -470,6 +473,8 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
                                    .refused = r.refused,
                                    .failed = st != DLQB_OK || r.audit_failed || r.interrupted,
                                    .interrupted = r.interrupted, .short_read = r.short_read};
+  if (m->result != NULL && m->result->failed && early != NULL)
+    snprintf(m->result->why, sizeof m->result->why, "%s", early);
   if (m->quiet) {
     /* The caller reports; only what went wrong is said here. */
   } else if (o->json) {

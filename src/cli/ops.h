@@ -167,6 +167,7 @@ typedef struct ops_move_result {
   bool failed;       /* the pass stopped on an error, interrupt or the audit trail */
   bool interrupted;
   bool short_read;   /* another consumer took some items: not all were examined */
+  char why[DLQB_ERROR_MAX + 256]; /* failed: the line printed on stderr */
 } ops_move_result;
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */
