@@ -46,11 +46,14 @@ static void declare(fx_case *t) {
   assert_int_equal(r.exit_code, 0);
 }
 
-/* A DLQ item as the bridge leaves it, with dlq_reason `reason`. */
-static void pub_dlq(fx_case *t, const char *id, const char *reason, const char *last_error) {
+/* A DLQ item as the bridge leaves it, with dlq_reason `reason`, replayed
+ * replay_count times before. */
+static void pub_dlq_rc(fx_case *t, const char *id, const char *reason, const char *last_error,
+                       int64_t replay_count) {
   th_msg m;
   th_msg_init(&m);
   assert_int_equal(th_msg_task(&m, id), 0);
+  if (replay_count > 0) assert_int_equal(th_msg_set_int(&m, "replay_count", replay_count), 0);
   char iso[48];
   th_iso_time(th_now_ms() - HOUR_MS, iso, sizeof iso);
   assert_int_equal(th_msg_set_str(&m, "source_system", "crm"), 0);
@@ -61,6 +64,10 @@ static void pub_dlq(fx_case *t, const char *id, const char *reason, const char *
   assert_int_equal(th_msg_set_str(&m, "dlq_at", iso), 0);
   assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
   th_msg_release(&m);
+}
+
+static void pub_dlq(fx_case *t, const char *id, const char *reason, const char *last_error) {
+  pub_dlq_rc(t, id, reason, last_error, 0);
 }
 
 /* Takes every message off queue, recording request_ids in order. */
@@ -377,6 +384,50 @@ static void test_drain_stops_on_refailures_in_the_ramp(void **state) {
     assert_string_equal(ids[k], want);
   }
   free(w);
+  unlink(spath);
+}
+
+/* Tasks replayed max_replays (3) times already: the canary fails again and
+ * the daemon escalates it to compliance_review (max_replays), as for any
+ * replay; the drain sees it there, counts it as failed and stops. */
+static void test_drain_canary_escalated_by_max_replays(void **state) {
+  fx_case *t = *state;
+  static const char *const benv[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", NULL};
+  assert_int_equal(fx_start_bridge(t, benv), 0);
+  for (int i = 0; i < 10; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "m%d", i);
+    pub_dlq_rc(t, id, "max_attempts", "upstream 503", 3);
+  }
+  worker *w = worker_start(t, true);
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  const char *const env[] = {ENV_FAST, senv, NULL};
+  static const char *const args[] = {"drain", "run", "--json", NULL};
+  th_result r;
+  run(t, args, env, &r);
+  worker_stop(w);
+  free(w);
+  FX_CHECK(t, r.exit_code == 0);
+  json_object *j = json_tokener_parse(r.out);
+  assert_non_null(j);
+  assert_string_equal(th_json_str(j, "stopped"), "canary_failed");
+  json_object *c, *v;
+  assert_true(json_object_object_get_ex(j, "canary", &c));
+  assert_true(json_object_object_get_ex(c, "failed", &v));
+  assert_true(json_object_get_int(v) >= 1);
+  json_object_put(j);
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 3, 10000));
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  th_msg m;
+  th_msg_init(&m);
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(th_get(t->conn, "compliance_review", &m), 1);
+    FX_HDR_STR_EQ(&m, "escalation_reason", "max_replays");
+    FX_HDR_INT_EQ(&m, "replay_count", 4);
+  }
+  th_msg_release(&m);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 7); /* m3..m9 untouched */
   unlink(spath);
 }
 
@@ -709,6 +760,7 @@ int main(void) {
       FX_TEST(test_drain_canary_ramp_empties_eligible),
       FX_TEST(test_drain_stops_when_canary_fails),
       FX_TEST(test_drain_stops_on_refailures_in_the_ramp),
+      FX_TEST(test_drain_canary_escalated_by_max_replays),
       FX_TEST(test_drain_lease),
       FX_TEST(test_drain_sigkill_loses_and_duplicates_nothing),
       FX_TEST(test_drain_least_privilege),
