@@ -68,7 +68,8 @@ move() {
     sample "$out" &
     spid=$!
     if [ "$kind" = replay ]; then
-        "$bin" replay --all >/dev/null 2>"$bdir/profile-replay.log" || fail "replay failed (see $bdir/profile-replay.log)"
+        # --no-audit: the broker's side of the move is profiled, not the trail.
+        "$bin" replay --all --no-audit >/dev/null 2>"$bdir/profile-replay.log" || fail "replay failed (see $bdir/profile-replay.log)"
     else
         start_shovel
     fi

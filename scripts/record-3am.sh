@@ -83,9 +83,16 @@ done
 # The session: a clean shell on an 80x50 terminal, `dlq-bridge` on PATH.
 mkdir -p "$dir/bin"
 ln -s "$repo/build/dlq-bridge" "$dir/bin/dlq-bridge"
+# The operator's host as it should be: the config file names the audit
+# trail, so replay records what it does (without one it would refuse).
+mkdir -p "$dir/audit-keys"
+(umask 077 && openssl genpkey -algorithm ed25519 -out "$dir/audit.key")
+openssl pkey -in "$dir/audit.key" -pubout -out "$dir/audit-keys/operator.pem"
+jq -n --arg log "$dir/audit.log" --arg key "$dir/audit.key" --arg pub "$dir/audit-keys" \
+    '{audit_log: $log, audit_key_file: $key, audit_public_keys: $pub}' >"$dir/config.json"
 tmux -L "$sock" -f /dev/null new-session -d -s rec -x "$width" -y 50 \
     env -i PATH="$dir/bin:/usr/bin:/bin" HOME="$dir" TERM=xterm-256color LANG=C.UTF-8 \
-    DLQ_BRIDGE_URL="$DLQ_BRIDGE_URL" PS1='$ ' \
+    DLQ_BRIDGE_URL="$DLQ_BRIDGE_URL" DLQ_BRIDGE_CONFIG="$dir/config.json" PS1='$ ' \
     PROMPT_COMMAND="tmux -L $sock wait-for -S prompt" bash --noprofile --norc
 tmux -L "$sock" set-option -t rec history-limit 10000 >/dev/null
 # Each prompt signals the channel (PROMPT_COMMAND): the first one is the

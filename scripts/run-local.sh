@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # The README's "run the bridge" command: install what is missing (as root),
 # build, start a local RabbitMQ when nothing answers at DLQ_BRIDGE_URL,
-# declare the topology and run `dlq-bridge run` in the foreground.
-# Extra arguments go to `dlq-bridge run`.
+# declare the topology and run `dlq-bridge run` in the foreground, with the
+# audit trail on: a compliance deployment without one is a mistake, so the
+# quick start has one too. Extra arguments go to `dlq-bridge run`.
+#
+# The trail lives in DLQB_LOCAL_STATE_DIR (default .local-state/): an
+# Ed25519 key pair made on the first run (audit.key, 0600; its public key
+# in audit-keys/), the log audit/audit.log, and config.json naming them,
+# which the bridge reads as DLQ_BRIDGE_CONFIG. Point the ops commands in
+# another shell at the same file (printed at start) and they record into
+# the same trail. A DLQ_BRIDGE_CONFIG of your own is used instead, and the
+# environment beats the file (DLQ_BRIDGE_AUDIT_LOG= turns the trail off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +39,28 @@ if ! (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
         exit 1
         ;;
     esac
+fi
+
+if [ -z "${DLQ_BRIDGE_CONFIG+set}" ]; then
+    state=${DLQB_LOCAL_STATE_DIR:-$PWD/.local-state}
+    mkdir -p "$state/audit" "$state/audit-keys"
+    if [ ! -e "$state/audit.key" ]; then
+        # umask first: the private key is never readable by others, not even
+        # between its creation and a chmod (the bridge refuses such a key).
+        (umask 077 && openssl genpkey -algorithm ed25519 -out "$state/audit.key")
+        openssl pkey -in "$state/audit.key" -pubout -out "$state/audit-keys/local.pem"
+        echo "run-local: made the audit key pair $state/audit.key (public key in $state/audit-keys/)" >&2
+    fi
+    if [ ! -e "$state/config.json" ]; then
+        # Paths only, no secret: the file may be read by anyone on the machine.
+        jq -n --arg log "$state/audit/audit.log" --arg key "$state/audit.key" \
+            --arg pub "$state/audit-keys" \
+            '{audit_log: $log, audit_key_file: $key, audit_public_keys: $pub}' \
+            >"$state/config.json"
+    fi
+    export DLQ_BRIDGE_CONFIG=$state/config.json
+    echo "run-local: audit trail on ($state/audit/audit.log); for the ops commands in another shell:" >&2
+    echo "    export DLQ_BRIDGE_CONFIG=$DLQ_BRIDGE_CONFIG" >&2
 fi
 
 build/dlq-bridge declare >/dev/null

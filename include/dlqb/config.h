@@ -3,8 +3,9 @@
  * defaults, parsing, validation, --help text and the reference docs follow.
  *
  * Precedence, lowest first: built-in default, JSON config file, environment,
- * command-line flag. Loading is pure apart from reading the file and the
- * environment lookups the caller passes in. */
+ * command-line flag. Loading is pure apart from the environment lookups the
+ * caller passes in; reading the file is dlqb_config_load_file (config_file.h,
+ * in os). */
 #ifndef DLQB_CONFIG_H
 #define DLQB_CONFIG_H
 
@@ -97,9 +98,46 @@ dlqb_status dlqb_config_set(dlqb_config *c, const char *key, const char *value,
 dlqb_status dlqb_config_apply_json(dlqb_config *c, const char *text, size_t len,
                                    dlqb_error *err);
 
-/* Reads and applies a JSON config file (at most 1 MiB). Errors start with
- * "config file 'PATH': ". On failure c is unchanged. */
-dlqb_status dlqb_config_apply_file(dlqb_config *c, const char *path, dlqb_error *err);
+/* As dlqb_config_apply_json, and on success sets in *set_keys (when not
+ * NULL) bit i for each setting i of the table (dlqb_config_key_index) the
+ * text named, so a listing can say which values came from the file. */
+dlqb_status dlqb_config_apply_json_keys(dlqb_config *c, const char *text, size_t len,
+                                        uint64_t *set_keys, dlqb_error *err);
+
+/* The most settings the table may hold (set_keys is one bit each). */
+#define DLQB_CONFIG_MAX_SETTINGS 64
+
+/* The index of the setting with this JSON key in the table, or -1. */
+long dlqb_config_key_index(const char *key);
+
+/* The setting key an unknown `key` was most likely meant to be: the same
+ * after case folding, '-' for '_' or without a DLQ_BRIDGE_ prefix (an
+ * environment variable or flag name typed as a key), else the nearest by
+ * edit distance when at most 2 edits (3 for keys of 12 bytes or more)
+ * away. NULL when nothing is close. */
+const char *dlqb_config_closest_key(const char *key);
+
+/* The current value of setting `index` (dlqb_config_key_index) as text one
+ * could type back ("5", "1s,5s", "off", "warn"), the url redacted
+ * (dlqb_url_redact); "" for an unknown index. NUL-terminated, cut to len.
+ * Returns buf. */
+char *dlqb_config_value_text(const dlqb_config *c, long index, char *buf, size_t len);
+
+/* The config file read when neither --config nor DLQ_BRIDGE_CONFIG names
+ * one; its absence is not an error. */
+#define DLQB_CONFIG_DEFAULT_PATH "/etc/dlq-bridge/config.json"
+
+/* Which config file to read, from the --config value (NULL when not given)
+ * and DLQ_BRIDGE_CONFIG (NULL when unset): the flag, else the variable,
+ * else DLQB_CONFIG_DEFAULT_PATH. An empty value (either) means no file.
+ * *required is true for a file the operator named: then a missing or
+ * unreadable file is an error; the default path may be absent. Returns
+ * NULL for no file. */
+const char *dlqb_config_file_choice(const char *flag, const char *env, bool *required);
+
+/* True when url carries a password ("amqp://u:pw@h/"), as
+ * dlqb_url_redact would hide it. */
+bool dlqb_config_url_has_password(const char *url);
 
 /* Applies every setting whose environment variable lookup(name) returns
  * non-NULL (an empty value counts as set). Pass dlqb_config_getenv for the

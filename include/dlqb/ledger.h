@@ -137,6 +137,14 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
                              dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
                              dlqb_error *err);
 
+/* As dlqb_ledger_load without a cache, and the pairs of the entries that
+ * are not from a completion writer go to `unverified` (`audit report` says
+ * which requests have one: it makes nothing complete, but it is worth a
+ * look). */
+dlqb_status dlqb_ledger_load_split(const dlqb_config *cfg, const char *stream, dlqb_ledger *l,
+                                   dlqb_ledger *unverified, long idle_ms,
+                                   dlqb_ledger_stats *stats, dlqb_error *err);
+
 /* As dlqb_ledger_load, but writes nothing (no marker, no cache file) and
  * so needs no write permission: for a dry run, which only lists. Without a
  * marker the end is the first quiet_ms without an entry, so on a ledger

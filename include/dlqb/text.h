@@ -45,4 +45,11 @@ size_t dlqb_text_cell_tail(char *dst, size_t cap, const char *src, size_t len, s
  * neither needs a NUL (memmem, which glibc offers only with _GNU_SOURCE). */
 const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size_t n);
 
+/* Edit distance between two short words (insertions, deletions,
+ * substitutions, and swaps of two neighbours: "insepct" is 1 from
+ * "inspect"), for "did you mean" suggestions. Words longer than
+ * DLQB_TEXT_DISTANCE_MAX bytes are SIZE_MAX apart from everything. */
+#define DLQB_TEXT_DISTANCE_MAX 47
+size_t dlqb_text_distance(const char *a, const char *b);
+
 #endif

@@ -107,6 +107,7 @@ typedef struct {
   int64_t end_offset;           /* out: this run's marker's offset, -1 if not told */
   bool until_quiet;             /* no marker (a dry run): the end is idle_ms without entries */
   bool stale;                   /* out: the entry at from->offset is not from->marker */
+  dlqb_ledger *unverified;      /* NULL, or where the unverified entries' pairs go */
 } read_span;
 
 /* Reads the stream into l from span->from (or its first entry) up to
@@ -195,8 +196,10 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
       if (!header_id(props, DLQB_H_REQUEST_ID, rid, sizeof rid) ||
           !header_id(props, DLQB_H_SOURCE_SYSTEM, src, sizeof src))
         stats->ignored++; /* our markers among them */
-      else if (!from_writer(span->cfg, props))
+      else if (!from_writer(span->cfg, props)) {
         stats->unverified++;
+        if (span->unverified != NULL) st = dlqb_ledger_add(span->unverified, rid, src, err);
+      }
       else
         st = dlqb_ledger_add(l, rid, src, err);
     }
@@ -281,9 +284,11 @@ static dlqb_status read_from_cache(const dlqb_config *cfg, dlqb_link **link, con
   return st;
 }
 
-dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const char *cache_path,
-                             dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
-                             dlqb_error *err) {
+/* dlqb_ledger_load, and with unverified (then without a cache: it holds
+ * no unverified pairs) dlqb_ledger_load_split. */
+static dlqb_status load(const dlqb_config *cfg, const char *stream, const char *cache_path,
+                        dlqb_ledger *l, dlqb_ledger *unverified, long idle_ms,
+                        dlqb_ledger_stats *stats, dlqb_error *err) {
   memset(stats, 0, sizeof *stats);
   bool cached = cache_path != NULL && cache_path[0] != '\0';
   dlqb_link *link = NULL;
@@ -295,7 +300,7 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
   if (st == DLQB_OK) st = append_marker(link, stream, marker, idle_ms, err);
   /* Our marker is in the stream already, so a whole re-read on a fresh
    * connection ends at the same place. */
-  read_span span = {.cfg = cfg, .marker = marker};
+  read_span span = {.cfg = cfg, .marker = marker, .unverified = unverified};
   if (st == DLQB_OK)
     st = read_from_cache(cfg, &link, stream, cache_path, &span, l, idle_ms, stats, err);
   if (link != NULL) end_link(link, st);
@@ -309,6 +314,18 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
       dlqb_log_warn("ledger_cache", "%s; the next replay reads the whole ledger", why.msg);
   }
   return st;
+}
+
+dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const char *cache_path,
+                             dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
+                             dlqb_error *err) {
+  return load(cfg, stream, cache_path, l, NULL, idle_ms, stats, err);
+}
+
+dlqb_status dlqb_ledger_load_split(const dlqb_config *cfg, const char *stream, dlqb_ledger *l,
+                                   dlqb_ledger *unverified, long idle_ms,
+                                   dlqb_ledger_stats *stats, dlqb_error *err) {
+  return load(cfg, stream, NULL, l, unverified, idle_ms, stats, err);
 }
 
 /* ---- without writing: dry runs (issue 19) ------------------------------- */

@@ -9,7 +9,10 @@
 
 #include "cli.h"
 #include "dlqb/audit.h"
+#include "dlqb/calendar.h"
 #include "dlqb/config.h"
+#include "dlqb/item.h"
+#include "dlqb/scan.h"
 
 /* The flags every subcommand takes: which seal, and where checking starts. */
 #define LOG_FLAGS                                                                           \
@@ -37,7 +40,29 @@ typedef struct {
    * (audit reconcile reads the queue there); returns an exit status. */
   int (*prepare)(void *ctx, const dlqb_config *cfg);
   void *prepare_ctx;
+  /* The subcommand's own flags (audit report's --from, --to, --actor):
+   * called for every flag the shared ones are not. May be NULL. */
+  cli_flag_fn extra;
+  void *extra_ctx;
 } audit_opts;
+
+/* One queue (the DLQ, compliance_review) read whole without moving
+ * anything: every item is held and returns to its place (dlqb/scan.h), so
+ * the queue's order and counts stay as they were. */
+typedef struct {
+  const char *queue;
+  const char *purpose; /* connection name and actor, e.g. "audit reconcile" */
+  int window;          /* read ahead at once; 0: the default */
+  dlqb_status (*on_item)(void *ctx, const dlqb_item *it, dlqb_error *err);
+  void *ctx;
+  char at[DLQB_ISO_TIME_MAX]; /* out: when the read began */
+  uint32_t others;            /* out: most other consumers seen at its start or end */
+  dlqb_scan_result scan;      /* out */
+} audit_queue_read;
+
+/* Reads q->queue as above. Returns EXIT_OK, or prints one line and
+ * returns EXIT_FAILURE_ (a broker error, or a read interrupted). */
+int audit_read_queue(const dlqb_config *cfg, audit_queue_read *q);
 
 /* Parses the command line, loads the key, runs o->prepare, and verifies
  * the log, showing every accepted line to visit. Returns the exit status;
@@ -52,5 +77,7 @@ void audit_print_summary(const dlqb_audit_summary *s, bool sealed);
 
 int audit_show(int argc, char **argv);
 int audit_reconcile(int argc, char **argv);
+int audit_report(int argc, char **argv);
+int audit_verify_report(int argc, char **argv);
 
 #endif

@@ -11,7 +11,9 @@
 
 #include <json-c/json.h>
 
+#include "dlqb/config_file.h"
 #include "dlqb/log.h"
+#include "dlqb/text.h"
 
 static dlqb_stop_flag stop_requested;
 
@@ -20,7 +22,8 @@ static dlqb_stop_flag stop_requested;
 static bool json_errors, json_printed;
 static char last_error[DLQB_ERROR_MAX + 128];
 static const cli_spec *loading;
-static const char *config_path;
+static const char *config_path; /* the file applied, NULL when none */
+static uint64_t file_keys;      /* bit i: setting i came from it */
 static const char *flag_keys[64];
 static size_t nflag_keys;
 
@@ -151,7 +154,11 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
   if (spec->settings) {
     fprintf(out, "\nsettings (flag, environment variable, default; flags beat the environment,\n"
                  "which beats the --config file; 'dlq-bridge help settings' lists them all):\n");
-    help_row(out, "--config FILE", "JSON config file (also DLQ_BRIDGE_CONFIG)");
+    help_row(out, "--print-config", "print each setting this command reads, its value and "
+             "where it came from (flag, environment, config file or default), then exit");
+    help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
+             "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
+             "empty = none)");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
@@ -177,8 +184,8 @@ static void md_cell(FILE *out, const char *s) {
 void cli_print_settings_markdown(FILE *out) {
   fprintf(out, "| config key | environment variable | flag | default | meaning |\n"
                "| --- | --- | --- | --- | --- |\n"
-               "| | `DLQ_BRIDGE_CONFIG` | `--config FILE` | | JSON config file with any of the "
-               "keys below |\n");
+               "| | `DLQ_BRIDGE_CONFIG` | `--config FILE` | `" DLQB_CONFIG_DEFAULT_PATH "` (when "
+               "it exists) | JSON config file with any of the keys below; empty = none |\n");
   for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
     fprintf(out, "| `%s` | `%s` | `--%s` | ", s->key, s->env, s->flag);
     if (s->dflt[0] != '\0') {
@@ -202,6 +209,8 @@ bool cli_uses(const cli_spec *spec, const char *key) {
   return false;
 }
 
+const char *cli_config_file(void) { return config_path; }
+
 const char *cli_setting_source(const char *key, char *buf, size_t len) {
   const dlqb_config_setting *s = dlqb_config_settings();
   while (s->key && strcmp(s->key, key) != 0) s++;
@@ -215,8 +224,9 @@ const char *cli_setting_source(const char *key, char *buf, size_t len) {
       return buf;
     }
   }
+  long i = dlqb_config_key_index(key);
   if (getenv(s->env) != NULL) snprintf(buf, len, "%s", s->env);
-  else if (config_path != NULL && config_path[0] != '\0')
+  else if (config_path != NULL && i >= 0 && (file_keys & (UINT64_C(1) << i)) != 0)
     snprintf(buf, len, "key '%s' in config file '%s'", key, config_path);
   else snprintf(buf, len, "the default");
   return buf;
@@ -280,6 +290,23 @@ static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlq
   return DLQB_OK;
 }
 
+/* --print-config: one line per setting the command reads. The instance
+ * shown is the one in use (hostname:pid when none was set). */
+static void print_settings(const cli_spec *spec, const dlqb_config *cfg) {
+  const dlqb_config_setting *s = dlqb_config_settings();
+  for (long i = 0; s[i].key != NULL; i++) {
+    if (!cli_uses(spec, s[i].key)) continue;
+    char value[DLQB_CONFIG_STR_MAX], src[DLQB_CONFIG_STR_MAX + 80], shown[DLQB_CONFIG_STR_MAX];
+    dlqb_config_value_text(cfg, i, value, sizeof value);
+    /* Paths and names are operator text: no control bytes on a terminal. */
+    dlqb_text_sanitize(shown, sizeof shown, value, strlen(value));
+    printf("%-20s %-40s %s\n", s[i].key, shown[0] != '\0' ? shown : "\"\"",
+           cli_setting_source(s[i].key, src, sizeof src));
+  }
+  if (config_path != NULL) printf("(config file: %s)\n", config_path);
+  else printf("(no config file)\n");
+}
+
 static const cli_flag *find_cmd_flag(const cli_spec *spec, const char *name) {
   for (const cli_flag *f = spec->flags; f && f->name; f++)
     if (strcmp(f->name, name) == 0) return f;
@@ -305,13 +332,14 @@ static bool has_inline_value(const char *arg) { return strchr(arg, '=') != NULL;
 int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_flag_fn on_flag,
              void *ctx, bool *help) {
   dlqb_error err = {{0}};
+  bool print_config = false;
   *help = false;
   loading = spec;
   nflag_keys = 0;
   dlqb_config_defaults(cfg);
 
   /* Pass 1: --help and --config, which decide what else happens. */
-  const char *config_file = getenv("DLQ_BRIDGE_CONFIG");
+  const char *config_flag = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       *help = true;
@@ -326,14 +354,20 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
         cli_error("--config needs a file");
         return EXIT_USAGE;
       }
-      config_file = v;
+      config_flag = v;
     }
   }
-  config_path = config_file;
+  config_path = NULL;
+  file_keys = 0;
   if (spec->settings) {
-    if (config_file != NULL && config_file[0] != '\0' &&
-        dlqb_config_apply_file(cfg, config_file, &err) != DLQB_OK)
+    /* The daemon and every ops command read the same file, so an operator's
+     * shell finds the audit trail where the daemon has it. */
+    bool required = false, loaded = false;
+    const char *file = dlqb_config_file_choice(config_flag, getenv("DLQ_BRIDGE_CONFIG"), &required);
+    if (file != NULL &&
+        dlqb_config_load_file(cfg, file, required, &file_keys, &loaded, &err) != DLQB_OK)
       goto bad;
+    if (loaded) config_path = file;
     /* A config file shared with the daemon: what this command does not read
      * goes back to its default. */
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++)
@@ -365,6 +399,10 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     if (s != NULL && !cli_uses(spec, s->key)) s = NULL;
     if (strcmp(name, "config") == 0 && spec->settings) {
       if (!has_inline_value(arg)) i++;
+      continue;
+    }
+    if (strcmp(name, "print-config") == 0 && spec->settings && !has_inline_value(arg)) {
+      print_config = true;
       continue;
     }
     if (cf == NULL && s == NULL) {
@@ -402,6 +440,11 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     snprintf(cfg->instance, sizeof cfg->instance, "%s:%ld", host, (long)getpid());
   }
   dlqb_log_setup(cfg->log_format, cfg->log_level, cfg->instance);
+  if (print_config) {
+    /* Every command treats it alike and nothing else runs, so it ends here. */
+    print_settings(spec, cfg);
+    exit(cli_finish(EXIT_OK));
+  }
   return EXIT_OK;
 bad:
   cli_error("%s", err.msg);

@@ -58,8 +58,13 @@ bool cli_uses(const cli_spec *spec, const char *key);
  * 'audit_key_file' in config file 'PATH'", or "the default". Returns buf. */
 const char *cli_setting_source(const char *key, char *buf, size_t len);
 
+/* The config file the last cli_load applied, or NULL when none was. */
+const char *cli_config_file(void);
+
 /* Loads the configuration for a command: defaults, then the JSON file from
- * --config (or DLQ_BRIDGE_CONFIG), then the environment, then flags, and
+ * --config, else DLQ_BRIDGE_CONFIG, else DLQB_CONFIG_DEFAULT_PATH when it
+ * exists (an empty --config or DLQ_BRIDGE_CONFIG: no file), then the
+ * environment, then flags, and
  * validates it. Command flags go to on_flag. Sets *help when --help was
  * given (then nothing else is validated). Returns EXIT_OK, or EXIT_USAGE
  * after printing one line to stderr. */

@@ -49,6 +49,7 @@ static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dl
   else if (strcmp(flag, "message-id") == 0) o->message_id = value;
   else if (strcmp(flag, "json") == 0) o->json = true;
   else if (strcmp(flag, "window") == 0) return ops_parse_window(value, &o->window, err);
+  else if (o->extra != NULL) return o->extra(o->extra_ctx, flag, value, err);
   return DLQB_OK;
 }
 
@@ -190,12 +191,14 @@ static const subcommand subcommands[] = {
     {"verify", audit_verify},
     {"show", audit_show},
     {"reconcile", audit_reconcile},
+    {"report", audit_report},
+    {"verify-report", audit_verify_report},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 
 const cli_spec cmd_audit_spec = {
     .name = "audit",
-    .summary = "verify the audit trail, show a task's path, reconcile the DLQ",
+    .summary = "verify the audit trail, show a task's path, reconcile the DLQ, report a period",
     .usage = "dlq-bridge audit SUBCOMMAND [options]",
     .details = "subcommands:\n"
                "  verify [FILE...]   check that the audit log is complete and unaltered\n"
@@ -203,6 +206,10 @@ const cli_spec cmd_audit_spec = {
                "                     every hop recorded for a task, from a verified log\n"
                "  reconcile [FILE...]\n"
                "                     check that the DLQ holds what the audit trail put there\n"
+               "  report --from T [--to T] [FILE...]\n"
+               "                     every request seen in a period and its last known state, signed\n"
+               "  verify-report FILE\n"
+               "                     check a report's signature with the public keys alone\n"
                "\n"
                "`dlq-bridge audit SUBCOMMAND --help` shows a subcommand's options.",
     .flags = NULL,

@@ -60,6 +60,7 @@ static const cli_flag run_flags[] = {
     {"dry-run", false, NULL, "list what the next run would take; move and write nothing"},
     OPS_WIDE_FLAG,
     OPS_OUTPUT_FLAGS,
+    OPS_NO_AUDIT_FLAG,
     {NULL, false, NULL, NULL},
 };
 
@@ -429,6 +430,7 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
                      .verb = "replayed",
                      .rate = a->rate,
                      .ledger = d->ledger,
+                     .audit_started = true,
                      .audit = audit,
                      .sets = drain_sets,
                      .reason = drain_reason,
@@ -519,29 +521,32 @@ static int drain_run_cmd(int argc, char **argv) {
     return rc;
   }
 
+  /* The audit trail first (as replay): a run without one is refused
+   * before the broker is touched, unless --no-audit. */
+  dlqb_audit *audit = NULL;
+  rc = ops_audit_start(&d.o, "drain", &audit);
+  if (rc != EXIT_OK) {
+    dlqb_hashset_free(d.seen);
+    dlqb_ledger_free(d.ledger);
+    return rc;
+  }
   dlqb_error err;
   dlqb_lease *lease = NULL;
   /* Losing the lease stops the run at once, as a signal would. */
-  dlqb_status st =
-      dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease, &err);
-  if (st == DLQB_ECONFLICT) {
+  dlqb_status st = dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease,
+                                   &err);
+  if (st != DLQB_OK) {
+    dlqb_audit_close(audit);
+    dlqb_hashset_free(d.seen);
+    dlqb_ledger_free(d.ledger);
+    if (st != DLQB_ECONFLICT) return ops_fail(&err);
     if (d.o.json) {
       json_object *j = json_object_new_object();
       json_object_object_add(j, "stopped", json_object_new_string("lease_held"));
       json_object_object_add(j, "moved", json_object_new_int(0));
       ops_print_json(j);
     } else printf("another drain holds the lease (%s): nothing done\n", LEASE_QUEUE);
-    dlqb_hashset_free(d.seen);
-    dlqb_ledger_free(d.ledger);
     return EXIT_LEASE_HELD;
-  }
-  dlqb_audit *audit = NULL;
-  if (st != DLQB_OK || !ops_audit_open(&d.o, "drain", &audit)) {
-    if (st != DLQB_OK) ops_fail(&err);
-    dlqb_lease_release(lease);
-    dlqb_hashset_free(d.seen);
-    dlqb_ledger_free(d.ledger);
-    return EXIT_FAILURE_;
   }
   int64_t started = dlqb_now_ms();
   dlqb_ledger_stats ls;

@@ -104,9 +104,10 @@ int cmd_replay(int argc, char **argv) {
   /* The audit trail first: one that cannot be written stops the replay
    * before anything is read or said. */
   dlqb_audit *audit = NULL;
-  if (!r.o.dry_run && !ops_audit_open(&r.o, "replay", &audit)) {
+  int arc = r.o.dry_run ? EXIT_OK : ops_audit_start(&r.o, "replay", &audit);
+  if (arc != EXIT_OK) {
     dlqb_ledger_free(ledger);
-    return EXIT_FAILURE_;
+    return arc;
   }
   dlqb_ledger_stats ls;
   /* A dry run writes nothing, not even the ledger's end marker. */
@@ -138,7 +139,7 @@ int cmd_replay(int argc, char **argv) {
   }
   ops_move_spec m = {.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
                      .verb = "replayed", .dry_run = r.o.dry_run, .rate = r.o.rate, .ledger = ledger,
-                     .ledger_stats = &ls, .audit = audit,
+                     .ledger_stats = &ls, .audit = audit, .audit_started = !r.o.dry_run,
                      .sets = replay_sets, .reason = replay_reason, .ctx = &r};
   rc = ops_move_run(&r.o, &m, stop);
   dlqb_audit_close(audit);

@@ -90,7 +90,8 @@ int cmd_resolve(int argc, char **argv) {
     return EXIT_USAGE;
   }
   dlqb_audit *audit = NULL;
-  if (!ops_audit_open(&c.o, "resolve", &audit)) return EXIT_FAILURE_;
+  int arc = ops_audit_start(&c.o, "resolve", &audit);
+  if (arc != EXIT_OK) return arc;
   dlqb_stop_flag *stop = cli_stop_flag();
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge resolve",
                           .actor = c.o.actor, .audit = audit, .window = c.o.window,

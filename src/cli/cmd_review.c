@@ -50,7 +50,8 @@ static const cli_flag list_flags[] = {
     {"owner", true, "NAME", "only items claimed by NAME"},
     {"unclaimed", false, NULL, "only items nobody has claimed"},
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
-    OPS_COMMON_FLAGS,
+    OPS_OUTPUT_FLAGS,
+    OPS_ACTOR_FLAG, /* read-only: no --no-audit */
     {NULL, false, NULL, NULL},
 };
 

@@ -266,7 +266,8 @@ static int act_run(act_ctx *c, const char *command) {
   }
   dlqb_iso_time(dlqb_now_ms(), c->now, sizeof c->now);
   dlqb_audit *audit = NULL;
-  if (!ops_audit_open(&c->o, command, &audit)) return EXIT_FAILURE_;
+  int arc = ops_audit_start(&c->o, command, &audit);
+  if (arc != EXIT_OK) return arc;
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", command);
   dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = purpose, .actor = c->o.actor,

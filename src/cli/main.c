@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/text.h"
 #include "dlqb/thread.h"
 
 #ifndef DLQB_VERSION
@@ -41,34 +42,12 @@ static void usage(FILE *out) {
           "exit status: 0 success, 1 failure, 2 usage or configuration error\n");
 }
 
-/* Edit distance (insertions, deletions, substitutions, and swaps of two
- * neighbours: "insepct") between two short words. */
-static size_t distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 30 || lb > 30) return 99;
-  size_t d[32][32];
-  for (size_t i = 0; i <= la; i++) d[i][0] = i;
-  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    for (size_t j = 1; j <= lb; j++) {
-      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-          d[i - 2][j - 2] + 1 < best)
-        best = d[i - 2][j - 2] + 1;
-      d[i][j] = best;
-    }
-  }
-  return d[la][lb];
-}
-
 /* Names the nearest command when one is within two edits. */
 static void unknown_command(const char *name) {
   const char *best = NULL;
   size_t best_d = 3;
   for (size_t i = 0; i < NCOMMANDS; i++) {
-    size_t d = distance(name, commands[i].spec->name);
+    size_t d = dlqb_text_distance(name, commands[i].spec->name);
     if (d < best_d) {
       best_d = d;
       best = commands[i].spec->name;

@@ -53,6 +53,10 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
     o->wide = true;
     return DLQB_OK;
   }
+  if (strcmp(flag, "no-audit") == 0) {
+    o->no_audit = true;
+    return DLQB_OK;
+  }
   if (strcmp(flag, "dry-run") == 0) {
     o->dry_run = true;
     return DLQB_OK;
@@ -76,6 +80,7 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   dlqb_select_init(&o->sel);
   o->json = false;
   o->dry_run = false;
+  o->no_audit = false;
   o->rate = 0;
   o->window = DLQB_SCAN_WINDOW_DEFAULT;
   default_actor(o->actor, sizeof o->actor);
@@ -86,15 +91,34 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   return rc;
 }
 
-bool ops_audit_open(const ops_opts *o, const char *command, dlqb_audit **out) {
+int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
+  *out = NULL;
+  if (o->cfg.audit_log[0] == '\0') {
+    /* An operator's shell that lacks the daemon's settings must not move
+     * items unrecorded without knowing it: the trail is where "no erasure
+     * was lost" is proved. */
+    if (!o->no_audit) {
+      const char *file = cli_config_file();
+      cli_error("no audit trail configured (audit_log); set it in %s or DLQ_BRIDGE_AUDIT_LOG, "
+                "or pass --no-audit to act without one",
+                file != NULL ? file : DLQB_CONFIG_DEFAULT_PATH);
+      return EXIT_USAGE;
+    }
+    dlqb_log_warn("no_audit", "%s by actor '%s' with --no-audit: no audit trail configured, "
+                  "nothing it does is recorded", command, o->actor);
+    /* Said on stderr even when the log shows errors only. */
+    if (o->cfg.log_level < DLQB_LOG_WARN)
+      fprintf(stderr, "dlq-bridge: %s with --no-audit: nothing it does is recorded\n", command);
+    return EXIT_OK;
+  }
   char writer[400];
   snprintf(writer, sizeof writer, "%s@%s", command, o->cfg.instance);
   dlqb_error err;
   if (dlqb_audit_open(&o->cfg, writer, out, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return false;
+    return EXIT_FAILURE_;
   }
-  return true;
+  return EXIT_OK;
 }
 
 int ops_fail(const dlqb_error *err) {
@@ -397,8 +421,11 @@ static json_object *ledger_json(const ops_move_spec *m) {
 
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop) {
   dlqb_audit *audit = m->audit;
-  bool own_audit = audit == NULL && !m->dry_run;
-  if (own_audit && !ops_audit_open(o, m->command, &audit)) return EXIT_FAILURE_;
+  bool own_audit = !m->audit_started && !m->dry_run;
+  if (own_audit) {
+    int rc = ops_audit_start(o, m->command, &audit);
+    if (rc != EXIT_OK) return rc;
+  }
   move_ctx c = {.o = o, .m = m, .now_ms = dlqb_now_ms(),
                 .rule = {.sel = &o->sel, .ledger = m->ledger}};
   /* With --rate the handler waits between moves while deliveries queue up
@@ -514,3 +541,5 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   }
   return rc;
 }
+
+void ops_default_actor(char *buf, size_t len) { default_actor(buf, len); }

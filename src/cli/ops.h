@@ -40,10 +40,19 @@
   {"json", false, NULL, "print JSON for scripts instead of text"},                             \
   {"window", true, "N", "messages in flight at once, 1 to 65535 (default 5000); items left in place do not count"}
 
-/* Flags of the ops commands that write the audit trail. */
-#define OPS_COMMON_FLAGS                                                                       \
-  OPS_OUTPUT_FLAGS,                                                                            \
+/* --actor: who is acting, for the audit trail and the connection name. */
+#define OPS_ACTOR_FLAG                                                                         \
   {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"}
+
+/* Flags of the ops commands that write the audit trail (that move or remove
+ * items): these call ops_audit_start, so --no-audit comes with them. */
+#define OPS_COMMON_FLAGS OPS_OUTPUT_FLAGS, OPS_ACTOR_FLAG, OPS_NO_AUDIT_FLAG
+
+/* --no-audit: every command that calls ops_audit_start (drain run takes it
+ * without --actor: its actor is always "drain"). */
+#define OPS_NO_AUDIT_FLAG                                                                      \
+  {"no-audit", false, NULL, "act even though no audit trail is configured (logged as a warning); " \
+   "without it such a command refuses; a configured trail is always written"}
 
 typedef struct {
   dlqb_config cfg;
@@ -54,6 +63,7 @@ typedef struct {
   bool window_set;     /* --window given: not adjusted for --rate */
   bool quiet_progress; /* no progress line even on a terminal */
   bool dry_run;        /* --dry-run (replay, escalate): list, move nothing */
+  bool no_audit;       /* --no-audit: acting without a configured trail is allowed */
   bool wide;           /* --wide: item tables are not cut to the terminal */
   double rate;         /* --rate (replay, escalate): moves per second, 0 = unlimited */
 } ops_opts;
@@ -75,9 +85,16 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
 int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_fn on_flag,
              void *ctx, bool *help);
 
-/* Opens the audit trail as writer "<command>@<instance>" (NULL handle when
- * audit is off). Prints the error and returns false on failure. */
-bool ops_audit_open(const ops_opts *o, const char *command, dlqb_audit **out);
+/* The operator's login name ("unknown" when none): --actor's default. */
+void ops_default_actor(char *buf, size_t len);
+
+/* Opens the audit trail as writer "<command>@<instance>" for a command that
+ * moves or removes items (dry runs and read-only commands do not call it).
+ * With no audit_log configured it refuses, EXIT_USAGE with one line naming
+ * where to set it, unless --no-audit: then *out is NULL, a warning naming
+ * the command and the actor is logged, and EXIT_OK. EXIT_FAILURE_ when the
+ * trail cannot be opened. (Not a bool: a refusal and a failure differ.) */
+int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out);
 
 /* Prints one line for a failed operation and returns EXIT_FAILURE_. */
 int ops_fail(const dlqb_error *err);
@@ -139,7 +156,8 @@ typedef struct {
   const dlqb_ledger_stats *ledger_stats; /* how the ledger was read, for --json; may be NULL */
   /* The audit trail, opened by the caller (replay opens it before it reads
    * the ledger, so an unwritable trail fails first); NULL: ops_move_run
-   * opens its own (none for a dry run). */
+   * opens its own (none for a dry run, or with --no-audit). */
+  bool audit_started; /* the caller ran ops_audit_start (audit may be NULL) */
   dlqb_audit *audit;
   /* Writes the header changes for it into out (at most OPS_MAX_SETS);
    * strings must live until the next call. Returns how many. */

@@ -166,3 +166,23 @@ const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size
     if (hay[i] == needle[0] && memcmp(hay + i, needle, n) == 0) return hay + i;
   return NULL;
 }
+
+size_t dlqb_text_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > DLQB_TEXT_DISTANCE_MAX || lb > DLQB_TEXT_DISTANCE_MAX) return SIZE_MAX;
+  size_t d[DLQB_TEXT_DISTANCE_MAX + 1][DLQB_TEXT_DISTANCE_MAX + 1];
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    for (size_t j = 1; j <= lb; j++) {
+      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  }
+  return d[la][lb];
+}

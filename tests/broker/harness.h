@@ -275,8 +275,8 @@ typedef struct {
 } th_bridge;
 
 /* Starts `dlq-bridge run` against vhost v: DLQ_BRIDGE_URL is set to v's URL,
- * DLQ_BRIDGE_* variables of the test's own environment are removed, then
- * each "NAME=value" of env (NULL-terminated, may be NULL) is set. stdout and
+ * DLQ_BRIDGE_* variables of the test's own environment are removed,
+ * DLQ_BRIDGE_CONFIG is set empty (no config file), then each "NAME=value" of env (NULL-terminated, may be NULL) is set. stdout and
  * stderr go to <log_dir>/<vhost>-<tag>.log. */
 int th_bridge_start(th_bridge *b, const th_vhost *v, const char *const *env, const char *tag);
 
@@ -301,7 +301,13 @@ typedef struct {
 } th_result;
 
 /* Runs dlq-bridge with args (NULL-terminated, without the program name),
- * DLQ_BRIDGE_URL=url unless url is NULL, and env as in th_bridge_start.
+ * DLQ_BRIDGE_URL=url unless url is NULL, and env as in th_bridge_start
+ * (DLQ_BRIDGE_CONFIG is empty, so no config file, unless env sets it). A
+ * command that moves or removes items (replay, escalate, resolve, review
+ * claim/decide) gets --no-audit unless the test chose its trail: an env
+ * entry DLQ_BRIDGE_AUDIT_LOG= or DLQ_BRIDGE_CONFIG=, or --audit-log,
+ * --config or --no-audit in args (a test of the refusal passes
+ * "DLQ_BRIDGE_AUDIT_LOG=").
  * Waits up to timeout_ms. Returns 0 when it ran (see r->exit_code), -1 when
  * it could not be started. */
 int th_run_bridge(const char *const *args, const char *url, const char *const *env, int timeout_ms,
@@ -313,6 +319,10 @@ bool th_fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(pri
 
 /* Number of lines in s (a last line without '\n' counts). */
 int th_count_lines(const char *s);
+
+/* Number of lines in s that are dlq-bridge's error lines ("dlq-bridge: ..."),
+ * not log lines (e.g. the warning of a command run with --no-audit). */
+int th_error_lines(const char *s);
 
 /* ---- a TCP proxy between clients and the node ------------------------ */
 

@@ -742,6 +742,120 @@ static void test_stopped_lock_holder_shows_in_health(void **state) {
   audit_dir_remove(&d);
 }
 
+/* Issue 17's scenario: the daemon audits through the config file, and an
+ * operator whose shell has no DLQ_BRIDGE_AUDIT_LOG finds the trail there:
+ * escalate and resolve --note are recorded. With no trail anywhere the
+ * commands that move items refuse (exit 2, one line, nothing moved); with
+ * --no-audit they act and say so, naming the command and the actor. */
+static void test_ops_find_the_trail_through_the_config_file(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  char path[160], json[1024], env_config[200];
+  assert_true(th_fmt(path, sizeof path, "%s/config.json", d.dir));
+  assert_true(th_fmt(json, sizeof json,
+                     "{\"audit_log\": \"%s\", \"audit_key_file\": \"%s\",\n"
+                     " \"audit_public_keys\": \"%s\", \"max_attempts\": 1}\n",
+                     d.a.log, d.a.key, d.a.keys));
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_int_equal(fputs(json, f) >= 0, 1);
+  assert_int_equal(fclose(f), 0);
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  const char *const env[] = {env_config, NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  static const char *const ids[] = {"cfg-1", "cfg-2", "cfg-3", "cfg-4"};
+  for (size_t i = 0; i < 4; i++) assert_int_equal(fx_publish_task(t, ids[i]), 0);
+  th_worker *w = fx_worker(t);
+  assert_non_null(w);
+  th_msg *m = fx_msg(t);
+  for (int failures = 0; failures < 4; failures++) { /* max_attempts 1, from the file */
+    FX_CHECK(t, th_worker_next(w, m, WAIT_MS) == 1);
+    assert_int_equal(th_worker_report(w, t->conn, m, "upstream timeout"), 0);
+  }
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 4, WAIT_MS));
+  assert_true(wait_count(d.log, "\"event\":\"dead_lettered\"", 4));
+  assert_int_equal(fx_stop_bridges(t), 0);
+
+  /* The operator's shell: the config file only. */
+  th_result r;
+  static const char *const escalate[] = {"escalate", "--request-id", "cfg-1", "--actor", "olga",
+                                         NULL};
+  assert_int_equal(th_run_bridge(escalate, t->vhost.url, env, 30000, &r), 0);
+  printf("escalate: exit %d\n%s%s", r.exit_code, r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const resolve[] = {"resolve", "--message-id", "msg-cfg-2", "--note",
+                                        "erased by hand, OPS-43", NULL};
+  assert_int_equal(th_run_bridge(resolve, t->vhost.url, env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(fx_count_in_file(d.log, "\"event\":\"escalated\""), 1);
+  assert_int_equal(fx_count_in_file(d.log, "erased by hand, OPS-43"), 1);
+  th_result v;
+  assert_int_equal(fx_audit_verify(&d.a, &v), 0);
+  assert_int_equal(v.exit_code, 0);
+
+  /* No trail anywhere: refused before anything moves. */
+  static const char *const none[] = {"DLQ_BRIDGE_CONFIG=", NULL};
+  static const char *const line =
+      "dlq-bridge: no audit trail configured (audit_log); set it in "
+      "/etc/dlq-bridge/config.json or DLQ_BRIDGE_AUDIT_LOG, or pass --no-audit to act without "
+      "one\n";
+  static const char *const resolve3[] = {"resolve", "--message-id", "msg-cfg-3", "--note", "x",
+                                         NULL};
+  static const char *const escalate4[] = {"escalate", "--request-id", "cfg-4", NULL};
+  static const char *const replay4[] = {"replay", "--request-id", "cfg-4", NULL};
+  static const char *const claim1[] = {"review", "claim", "--message-id", "msg-cfg-1", NULL};
+  static const char *const decide1[] = {"review", "decide", "--message-id", "msg-cfg-1",
+                                        "--return", "--force", NULL};
+  const char *const *refused[] = {resolve3, escalate4, replay4, claim1, decide1};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    assert_int_equal(th_run_bridge(refused[i], t->vhost.url, none, 30000, &r), 0);
+    printf("%s without a trail: exit %d, %s", refused[i][0], r.exit_code, r.err);
+    assert_int_equal(r.exit_code, 2);
+    assert_string_equal(r.err, line);
+  }
+  /* A named config file without audit_log names that file. */
+  char bare[160], env_bare[200];
+  assert_true(th_fmt(bare, sizeof bare, "%s/bare.json", d.dir));
+  f = fopen(bare, "w");
+  assert_non_null(f);
+  assert_int_equal(fputs("{\"max_attempts\": 2}\n", f) >= 0, 1);
+  assert_int_equal(fclose(f), 0);
+  assert_true(th_fmt(env_bare, sizeof env_bare, "DLQ_BRIDGE_CONFIG=%s", bare));
+  const char *const bare_env[] = {env_bare, NULL};
+  assert_int_equal(th_run_bridge(resolve3, t->vhost.url, bare_env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "set it in "));
+  assert_non_null(strstr(r.err, bare));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 2);
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 1);
+  /* A dry run moves nothing and needs no trail. */
+  static const char *const dry[] = {"escalate", "--all", "--dry-run", NULL};
+  assert_int_equal(th_run_bridge(dry, t->vhost.url, none, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.err, "no-audit"));
+
+  /* --no-audit: it acts, and says so with the command and the actor. */
+  int records = fx_count_in_file(d.log, "\"event\"");
+  static const char *const forced[] = {"resolve", "--message-id", "msg-cfg-3", "--note", "x",
+                                       "--no-audit", "--actor", "carol", NULL};
+  assert_int_equal(th_run_bridge(forced, t->vhost.url, none, 30000, &r), 0);
+  printf("resolve --no-audit: exit %d, %s", r.exit_code, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.err, "resolve by actor 'carol' with --no-audit"));
+  assert_int_equal(th_count_lines(r.err), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  assert_int_equal(fx_count_in_file(d.log, "\"event\""), records);
+  /* --no-audit never turns a configured trail off. */
+  static const char *const replay_cfg[] = {"replay", "--request-id", "cfg-4", "--no-audit",
+                                           NULL};
+  assert_int_equal(th_run_bridge(replay_cfg, t->vhost.url, env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.err, "no_audit"));
+  assert_int_equal(fx_count_in_file(d.log, "\"event\":\"replayed\""), 1);
+  audit_dir_remove(&d);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   /* DLQB_TEST_FILTER=test_replay* runs only the matching cases. */
@@ -756,6 +870,7 @@ int main(void) {
       FX_TEST(test_replay_unwritable_log_fails_before_publishing),
       FX_TEST(test_replay_losing_trail_midway_stops),
       FX_TEST(test_stopped_lock_holder_shows_in_health),
+      FX_TEST(test_ops_find_the_trail_through_the_config_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,8 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,14 +55,6 @@ static void test_bad_setting_for_declare_exits_2(void **state) {
   expect_config_error(&r, "DLQ_BRIDGE_RETRY_DELAYS");
 }
 
-/* Lines of text that are the program's error message ("dlq-bridge: ..."). */
-static int error_lines(const char *text) {
-  int n = 0;
-  for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-    n += strncmp(p, "dlq-bridge: ", 12) == 0;
-  return n;
-}
-
 /* Nothing listens: one line, non-zero, and the password never shows. */
 static void expect_unreachable(const char *command, const char *wait, th_result *r) {
   char url[TH_URL_MAX];
@@ -74,7 +68,7 @@ static void expect_unreachable(const char *command, const char *wait, th_result 
   assert_null(strstr(r->out, SECRET));
   /* `run` may log its start first; the failure itself is one line. */
   if (strcmp(command, "declare") == 0) assert_int_equal(th_count_lines(r->err), 1);
-  assert_int_equal(error_lines(r->err), 1);
+  assert_int_equal(th_error_lines(r->err), 1);
   /* the reason an operator can act on, not rabbitmq-c's "a socket error" */
   assert_non_null(strstr(r->err, "connection refused"));
 }
@@ -199,7 +193,7 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
                      0);
     printf("%s: exit %d, stderr: %s", cases[i].args[0], r.exit_code, r.err);
     assert_int_equal(r.exit_code, cases[i].code);
-    assert_int_equal(error_lines(r.err), 1);
+    assert_int_equal(th_error_lines(r.err), 1);
     assert_non_null(strstr(r.err, cases[i].names));
     expect_json_error(&r, cases[i].code, cases[i].names);
   }
@@ -218,6 +212,112 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
   assert_string_equal(r.out, "");
 }
 
+/* The shared config file through the binary: a named file that is missing
+ * or wrong is exit 2 with one line naming file, key and what was expected;
+ * --config beats DLQ_BRIDGE_CONFIG; the environment beats the file. */
+static void test_config_file_errors_exit_2(void **state) {
+  fx_case *t = *state;
+  char dir[64] = "/tmp/dlqb-broker-config-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char bad_json[128], typo[128], wrong[128], good[128], secret[128], seven[128];
+  const struct {
+    char *path;
+    const char *text;
+    unsigned mode;
+  } files[] = {
+      {bad_json, "{\"max_attempts\": 3,}", 0644},
+      {typo, "{\"audit_logs\": \"/var/lib/dlq-bridge/audit.log\"}", 0644},
+      {wrong, "{\"retry_delays\": 10}", 0644},
+      {good, "{\"retry_delays\": \"1s,,5s\"}", 0644}, /* bad value, to see which file is read */
+      {seven, "{\"retry_delays\": \"7s\"}", 0644},
+      {secret, "{\"url\": \"amqp://guest:guest@127.0.0.1:1/%2f\"}", 0640},
+  };
+  const char *names[] = {"bad.json",  "typo.json",  "wrong.json",
+                         "good.json", "seven.json", "secret.json"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    assert_true(th_fmt(files[i].path, 128, "%s/%s", dir, names[i]));
+    FILE *f = fopen(files[i].path, "w");
+    assert_non_null(f);
+    assert_true(fputs(files[i].text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(files[i].path, files[i].mode), 0);
+  }
+  char e_missing[160], e_bad[160], e_typo[160], e_wrong[160], e_good[160], e_secret[160],
+      f_typo[160];
+  assert_true(th_fmt(e_missing, sizeof e_missing, "DLQ_BRIDGE_CONFIG=%s/none.json", dir));
+  assert_true(th_fmt(e_bad, sizeof e_bad, "DLQ_BRIDGE_CONFIG=%s", bad_json));
+  assert_true(th_fmt(e_typo, sizeof e_typo, "DLQ_BRIDGE_CONFIG=%s", typo));
+  assert_true(th_fmt(e_wrong, sizeof e_wrong, "DLQ_BRIDGE_CONFIG=%s", wrong));
+  assert_true(th_fmt(e_good, sizeof e_good, "DLQ_BRIDGE_CONFIG=%s", good));
+  assert_true(th_fmt(e_secret, sizeof e_secret, "DLQ_BRIDGE_CONFIG=%s", secret));
+  assert_true(th_fmt(f_typo, sizeof f_typo, "--config=%s", typo));
+  const struct {
+    const char *env;
+    const char *flag;
+    const char *names;
+  } cases[] = {
+      {e_missing, NULL, "none.json': cannot open: no such file or directory"},
+      {e_bad, NULL, "bad.json': not valid json at line 1"},
+      {e_typo, NULL, "typo.json': unknown key 'audit_logs' (did you mean 'audit_log'?)"},
+      {e_wrong, NULL,
+       "wrong.json': key 'retry_delays': expected a string or an array of strings, got an "
+       "integer"},
+      {e_secret, NULL, "secret.json': key 'url' holds a password, and the file is readable by "
+                       "group or others (mode 0640)"},
+      /* The flag names the file, not the variable. */
+      {e_good, f_typo, "typo.json': unknown key 'audit_logs'"},
+      {e_good, NULL, "good.json': key 'retry_delays'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[] = {"inspect", cases[i].flag, NULL};
+    const char *env[] = {cases[i].env, NULL};
+    th_result r;
+    assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+    printf("config case %zu: exit %d, %s", i, r.exit_code, r.err);
+    assert_int_equal(r.exit_code, 2);
+    assert_int_equal(th_count_lines(r.err), 1);
+    assert_non_null(strstr(r.err, cases[i].names));
+    assert_null(strstr(r.err, "guest:guest"));
+  }
+  /* The environment beats the file (a bad value in the file is refused
+   * even so: above). */
+  char e_seven[160];
+  assert_true(th_fmt(e_seven, sizeof e_seven, "DLQ_BRIDGE_CONFIG=%s", seven));
+  const char *const args[] = {"declare", NULL};
+  const char *const env[] = {e_seven, "DLQ_BRIDGE_RETRY_DELAYS=1s", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.retry.1s"), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.retry.7s"), -1);
+  /* And the file beats the default. */
+  const char *const file_only[] = {e_seven, NULL};
+  assert_int_equal(th_run_bridge(args, t->vhost.url, file_only, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.retry.7s"), 0);
+  /* --print-config names where each value came from, and touches nothing. */
+  const char *const print[] = {"declare", "--print-config", "--poison-threshold", "3", NULL};
+  assert_int_equal(th_run_bridge(print, t->vhost.url, file_only, CMD_TIMEOUT_MS, &r), 0);
+  printf("%s", r.out);
+  assert_int_equal(r.exit_code, 0);
+  char want[256];
+  assert_true(th_fmt(want, sizeof want, "7s%*skey 'retry_delays' in config file '%s'\n", 39, "",
+                     seven));
+  assert_non_null(strstr(r.out, want));
+  assert_non_null(strstr(r.out, "\npoison_threshold     3 "));
+  assert_non_null(strstr(r.out, " --poison-threshold\n"));
+  assert_non_null(strstr(r.out, "amqp://guest:***@"));
+  assert_null(strstr(r.out, "guest:guest"));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.retry.7s"), 0);
+  /* An empty DLQ_BRIDGE_CONFIG is no file at all. */
+  const char *const none[] = {"DLQ_BRIDGE_CONFIG=", NULL};
+  assert_int_equal(th_run_bridge(args, t->vhost.url, none, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  char cmd[128];
+  assert_true(th_fmt(cmd, sizeof cmd, "rm -rf '%s'", dir));
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -228,6 +328,7 @@ int main(void) {
       FX_TEST(test_run_waits_for_a_late_broker),
       FX_TEST(test_run_declares_and_sigterm_exits_0),
       FX_TEST(test_ops_exit_codes_and_json_errors),
+      FX_TEST(test_config_file_errors_exit_2),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,7 +219,7 @@ static void test_drain_canary_ramp_empties_eligible(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 48);
 
   worker *w = worker_start(t, false);
-  static const char *const args[] = {"drain", "run", "--json", NULL};
+  static const char *const args[] = {"drain", "run", "--no-audit", "--json", NULL};
   int64_t t0 = th_now_ms();
   run(t, args, env, &r);
   int64_t took = th_now_ms() - t0;
@@ -302,7 +302,7 @@ static void test_drain_stops_when_canary_fails(void **state) {
   char senv[256], spath[200];
   state_env(senv, sizeof senv, spath, sizeof spath, t);
   const char *const env[] = {ENV_FAST, senv, NULL};
-  static const char *const args[] = {"drain", "run", NULL};
+  static const char *const args[] = {"drain", "run", "--no-audit", NULL};
   th_result r;
   run(t, args, env, &r);
   worker_stop(w);
@@ -352,7 +352,7 @@ static void test_drain_stops_on_refailures_in_the_ramp(void **state) {
   char senv[256], spath[200];
   state_env(senv, sizeof senv, spath, sizeof spath, t);
   const char *const env[] = {ENV_FAST, senv, "DLQ_BRIDGE_DRAIN_FAILURE_THRESHOLD=3", NULL};
-  static const char *const args[] = {"drain", "run", "--json", NULL};
+  static const char *const args[] = {"drain", "run", "--no-audit", "--json", NULL};
   th_result r;
   run(t, args, env, &r);
   FX_CHECK(t, r.exit_code == 0);
@@ -403,7 +403,7 @@ static void test_drain_canary_escalated_by_max_replays(void **state) {
   char senv[256], spath[200];
   state_env(senv, sizeof senv, spath, sizeof spath, t);
   const char *const env[] = {ENV_FAST, senv, NULL};
-  static const char *const args[] = {"drain", "run", "--json", NULL};
+  static const char *const args[] = {"drain", "run", "--no-audit", "--json", NULL};
   th_result r;
   run(t, args, env, &r);
   worker_stop(w);
@@ -447,7 +447,7 @@ static void test_drain_sigkill_loses_and_duplicates_nothing(void **state) {
   char senv[256], spath[200];
   state_env(senv, sizeof senv, spath, sizeof spath, t);
   const char *const env[] = {ENV_FAST, senv, "DLQ_BRIDGE_DRAIN_MAX_RATE=50", NULL};
-  static const char *const args[] = {"drain", "run", NULL};
+  static const char *const args[] = {"drain", "run", "--no-audit", NULL};
   th_result r;
   /* Canary ~1 s and its wait (a look is a ledger read and two passes: 1 to
    * 3 s each), then steps of 1 s at 5, 10, 20, 40, then 50/s: about 20 s
@@ -494,7 +494,7 @@ typedef struct {
 
 static void *bg_run(void *arg) {
   bg_drain *b = arg;
-  static const char *const args[] = {"drain", "run", NULL};
+  static const char *const args[] = {"drain", "run", "--no-audit", NULL};
   if (th_run_bridge(args, b->t->vhost.url, b->env, CMD_TIMEOUT_MS, &b->r) != 0) b->r.exit_code = -2;
   return NULL;
 }
@@ -529,7 +529,7 @@ static void test_drain_lease(void **state) {
   char senv[256], spath[200];
   state_env(senv, sizeof senv, spath, sizeof spath, t);
   const char *const env[] = {ENV_FAST, senv, NULL};
-  static const char *const args[] = {"drain", "run", NULL};
+  static const char *const args[] = {"drain", "run", "--no-audit", NULL};
   th_result r;
   run(t, args, env, &r);
   assert_int_equal(r.exit_code, 0);
@@ -714,10 +714,19 @@ static void test_drain_needs_writers(void **state) {
   assert_non_null(strstr(r.err, "completion_writers"));
   assert_int_equal(th_count_lines(r.err), 1);
 
-  /* An audit trail that cannot be opened stops the run before anything
-   * moves (ops_audit_open, as replay), and releases the lease. */
+  /* No audit trail configured: a run refuses (exit 2, one line) unless
+   * --no-audit, like every command that moves items. */
   declare(t);
   pub_dlq(t, "u0", "max_attempts", "upstream 503");
+  static const char *const writers_only[] = {"DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER, NULL};
+  run(t, args, writers_only, &r);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "audit"));
+  assert_int_equal(th_count_lines(r.err), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+
+  /* An audit trail that cannot be opened stops the run before anything
+   * moves (ops_audit_start, as replay), and the lease is not taken. */
   fx_audit a;
   assert_int_equal(fx_audit_init(&a), 0);
   const char *const bad_audit[] = {"DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER,

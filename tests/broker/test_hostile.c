@@ -663,8 +663,10 @@ static void test_deep_header_in_dlq_threads(void **state) {
   /* A short SLA makes the escalator pass every second (interval SLA/4):
    * the metrics refresher's peek may hold the head during one pass (seen on
    * 4.0.5, where the first pass then missed it), and the next takes it. */
-  static const char *const denv[] = {"DLQ_BRIDGE_DLQ_SLA=4s",
-                                     "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:22682", NULL};
+  char metrics_addr[64];
+  snprintf(metrics_addr, sizeof metrics_addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d",
+           th_free_port());
+  const char *const denv[] = {"DLQ_BRIDGE_DLQ_SLA=4s", metrics_addr, NULL};
   struct rlimit old = stack_limit(RLIM_INFINITY);
   int rc = fx_start_bridge(t, denv);
   assert_int_equal(setrlimit(RLIMIT_STACK, &old), 0);

@@ -341,7 +341,9 @@ static void test_http_endpoint(void **state) {
 
 /* ---- slow clients ----------------------------------------------------- */
 
-#define SLOW_PORT 22681 /* the tests' metrics range 22680-22689 */
+/* The slow-client test's server: on a port the kernel picks, so two runs of
+ * the unit tests at once (two worktrees) cannot meet on a fixed one. */
+static int slow_port;
 #define SLOW_IPS 4
 #define SLOW_PER_IP 10
 #define PROBE_TIMEOUT_MS 3000 /* the Docker image's HEALTHCHECK --timeout */
@@ -360,7 +362,7 @@ static int slow_open(int host) {
   struct sockaddr_in src = {.sin_family = AF_INET};
   src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)host - 1);
   assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof src), 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(SLOW_PORT)};
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)slow_port)};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
     close(fd);
@@ -389,7 +391,7 @@ static int probe_healthz(int64_t *took_ms) {
   struct timeval tv = {.tv_sec = PROBE_TIMEOUT_MS / 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(SLOW_PORT)};
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)slow_port)};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   int status = 0;
   static const char req[] = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
@@ -419,8 +421,10 @@ static void test_slow_clients_do_not_lock_out_healthz(void **state) {
   dlqb_metrics_server *s = NULL;
   dlqb_error err;
   char addr[32];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", SLOW_PORT);
+  snprintf(addr, sizeof addr, "127.0.0.1:0");
   assert_int_equal(dlqb_metrics_server_start(m, addr, &s, &err), DLQB_OK);
+  slow_port = dlqb_metrics_server_port(s);
+  assert_true(slow_port > 0);
   int fds[SLOW_IPS * SLOW_PER_IP];
   int n = 0;
   for (int ip = 0; ip < SLOW_IPS; ip++)

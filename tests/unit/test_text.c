@@ -100,6 +100,21 @@ static void test_columns_fit_80(void **state) {
   assert_int_equal(l.width[1], 12);
 }
 
+static void test_distance(void **state) {
+  (void)state;
+  assert_int_equal(dlqb_text_distance("inspect", "inspect"), 0);
+  assert_int_equal(dlqb_text_distance("insepct", "inspect"), 1); /* a swap is one edit */
+  assert_int_equal(dlqb_text_distance("audit_logs", "audit_log"), 1);
+  assert_int_equal(dlqb_text_distance("", "abc"), 3);
+  assert_int_equal(dlqb_text_distance("kitten", "sitting"), 3);
+  char long_word[DLQB_TEXT_DISTANCE_MAX + 2];
+  memset(long_word, 'a', sizeof long_word - 1);
+  long_word[sizeof long_word - 1] = '\0';
+  assert_true(dlqb_text_distance(long_word, "a") == SIZE_MAX);
+  long_word[DLQB_TEXT_DISTANCE_MAX] = '\0'; /* the longest measured */
+  assert_int_equal(dlqb_text_distance(long_word, ""), DLQB_TEXT_DISTANCE_MAX);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cell_cuts_with_an_ellipsis),
@@ -107,6 +122,7 @@ int main(void) {
       cmocka_unit_test(test_cell_sanitises_hostile_text),
       cmocka_unit_test(test_cell_tail_keeps_the_end),
       cmocka_unit_test(test_columns_fit_80),
+      cmocka_unit_test(test_distance),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
