@@ -13,14 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bulk.h"
 #include "flow.h"
 
-#define DEPTH 70000
+#define DEPTH         70000
 #define BILLING_EVERY 1000
-#define BILLING (DEPTH / BILLING_EVERY)
-#define HOUR_MS 3600000LL
+#define BILLING       (DEPTH / BILLING_EVERY)
+#define HOUR_MS       3600000LL
 #define CMD_TIMEOUT_S 300
 
 static int64_t loaded_at;
@@ -52,7 +54,8 @@ static int run_all(fx_case *t, const char *args, const char *const *env, char **
   /* The URL (with the test node's guest password) goes through the
    * environment, never a command line. */
   setenv("DLQ_BRIDGE_URL", t->vhost.url, 1);
-  for (size_t i = 0; env != NULL && env[i] != NULL; i++) assert_int_equal(putenv((char *)env[i]), 0);
+  for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+    assert_int_equal(putenv((char *)env[i]), 0);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   size_t cap = 1 << 16, len = 0;
@@ -98,7 +101,7 @@ static int64_t member_int(json_object *j, const char *key) {
 /* The DLQ in order after the replay: every id but billing's, ascending. */
 typedef struct {
   long seen;
-  size_t next;  /* the index the next crm item must have */
+  size_t next; /* the index the next crm item must have */
   long out_of_order;
 } order_check;
 
@@ -178,9 +181,83 @@ static void test_every_command_covers_a_deep_dlq(void **state) {
   fx_audit_remove(&a);
 }
 
+/* A broker that stops delivering for longer than a pass's idle limit (5 s)
+ * while the rest of the queue is ready: a broker holding a million items
+ * does (bench/deep.sh saw a pass stop after 462,730 of 1,000,000). Here
+ * the DLQ's queue process is suspended for 8 s as soon as the pass has
+ * its consumer; the pass must wait for it and still cover every item. */
+#define STALL_DEPTH 20000
+#define STALL_MS    8000
+
+static void fill_stall(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "s-%06zu", i);
+  snprintf(it->source_system, sizeof it->source_system, "%s",
+           i % BILLING_EVERY == BILLING_EVERY / 2 ? "billing" : "crm");
+  it->dlq_at_ms = loaded_at - HOUR_MS;
+}
+
+/* In a child: inside the node, writes the file `ready` (the parent starts
+ * its pass once it exists: rabbitmqctl takes a second to start), waits for
+ * a consumer on the DLQ, then suspends the queue's process for STALL_MS and
+ * resumes it. Exits 0 when the stall happened while the consumer was there. */
+static void stall_dlq_when_consumed(const fx_case *t, const char *ready) {
+  const th_env *e = th_env_get();
+  char expr[1536], cmd[2560];
+  assert_true(th_fmt(expr, sizeof expr,
+                     "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"%s\">>, queue, "
+                     "<<\"dsr.dlq.manual\">>)), Pid = amqqueue:get_pid(Q), "
+                     "ok = file:write_file(\"%s\", <<\"ready\">>), "
+                     "W = fun F(0) -> no_consumer; F(N) -> case rabbit_amqqueue:consumers(Q) of "
+                     "[] -> timer:sleep(5), F(N - 1); _ -> sys:suspend(Pid), timer:sleep(%d), "
+                     "sys:resume(Pid), stalled end end, W(6000).",
+                     t->vhost.name, ready, STALL_MS));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "bash '%s/scripts/broker-node.sh' ctl '%s' eval '%s' | grep -qx stalled",
+                     e->source_dir, e->node_dir, expr));
+  _exit(system(cmd) == 0 ? 0 : 1);
+}
+
+static bool file_exists(void *path) { return access(path, F_OK) == 0; }
+
+static void test_a_stalled_broker_does_not_cut_a_pass_short(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", STALL_DEPTH, fill_stall, NULL),
+                   0);
+  /* In the node's directory: a 4.0 node runs in a chroot that sees it at
+   * the same path. */
+  char ready[TH_PATH_MAX];
+  assert_true(th_fmt(ready, sizeof ready, "%s/stall-%s.ready", th_env_get()->node_dir,
+                     t->vhost.name));
+  unlink(ready);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) stall_dlq_when_consumed(t, ready);
+  FX_CHECK(t, th_wait_until(file_exists, ready, 60000));
+  unlink(ready);
+  int64_t t0 = th_now_ms();
+  json_object *j = run_json(t, "inspect --source-system billing --json", NULL);
+  int64_t took = th_now_ms() - t0;
+  int status;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  printf("inspect over a stalled DLQ of %d: %.1f s\n", STALL_DEPTH, (double)took / 1000);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* the stall did happen */
+  assert_true(took >= STALL_MS);                              /* and the pass sat through it */
+  assert_int_equal(member_int(j, "listed"), STALL_DEPTH / BILLING_EVERY);
+  assert_int_equal(member_int(j, "total"), STALL_DEPTH);
+  json_object_put(j);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", STALL_DEPTH, 30000));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_every_command_covers_a_deep_dlq),
+      FX_TEST(test_a_stalled_broker_does_not_cut_a_pass_short),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
