@@ -46,6 +46,7 @@ typedef struct {
   char drain_reasons[256];                  /* dlq_reasons eligible, "a,b" */
   char drain_sources[DLQB_CONFIG_STR_MAX];  /* source systems eligible, "" = any */
   char drain_errors[DLQB_CONFIG_STR_MAX];   /* last_error patterns, '|'-separated, "" = any */
+  char drain_groups[DLQB_CONFIG_STR_MAX];   /* failure group ids (dlqb/group.h), "" = any */
   int drain_canary;                         /* items in the canary */
   uint64_t drain_canary_timeout_ms;
   int drain_start_rate;                     /* items a second, canary and first step */

@@ -31,7 +31,10 @@
  * poison and invalid_envelope only when listed), a source_system in
  * drain_sources (empty: any) and, when drain_errors lists patterns
  * ('|'-separated), a last_error containing one of them, compared without
- * case and with runs of white space read as one space. */
+ * case and with runs of white space read as one space; and, when
+ * drain_groups lists failure group ids, an item of one of those groups
+ * (dlqb/group.h). The conditions combine: a poison group is eligible only
+ * with poison in drain_reasons too. */
 bool dlqb_drain_eligible(const dlqb_config *cfg, const dlqb_item *it);
 
 /* Whether name is one of the comma-separated, trimmed entries of list. */

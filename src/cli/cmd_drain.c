@@ -51,10 +51,10 @@
 #define EXIT_LEASE_HELD EXIT_OK
 
 #define DRAIN_SETTINGS                                                                             \
-  "drain_reasons", "drain_sources", "drain_errors", "drain_canary", "drain_canary_timeout",        \
-      "drain_start_rate", "drain_step_factor", "drain_max_rate", "drain_step",                     \
-      "drain_failure_threshold", "drain_failure_window", "drain_max_items", "drain_state",         \
-      "drain_textfile"
+  "drain_reasons", "drain_sources", "drain_errors", "drain_groups", "drain_canary",                \
+      "drain_canary_timeout", "drain_start_rate", "drain_step_factor", "drain_max_rate",           \
+      "drain_step", "drain_failure_threshold", "drain_failure_window", "drain_max_items",          \
+      "drain_state", "drain_textfile"
 
 static const cli_flag run_flags[] = {
     {"dry-run", false, NULL, "list what the next run would take; move and write nothing"},
@@ -533,8 +533,8 @@ static int drain_run_cmd(int argc, char **argv) {
   dlqb_error err;
   dlqb_lease *lease = NULL;
   /* Losing the lease stops the run at once, as a signal would. */
-  dlqb_status st = dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease,
-                                   &err);
+  dlqb_status st =
+      dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease, &err);
   if (st != DLQB_OK) {
     dlqb_audit_close(audit);
     dlqb_hashset_free(d.seen);

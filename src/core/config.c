@@ -1,6 +1,7 @@
 /* The settings table and what follows from it: defaults, parsing from text,
  * a JSON file and the environment, and the cross-setting checks. */
 #include "dlqb/config.h"
+#include "dlqb/group.h"
 
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -86,6 +87,8 @@ typedef enum {
     KIND_USERS, 0, 0, "source systems drain may replay, comma-separated; empty = any")     \
   X(drain_errors, drain_errors, "DLQ_BRIDGE_DRAIN_ERRORS", "drain-errors", "", KIND_PATH,   \
     0, 0, "last_error texts drain may replay, '|'-separated, any case; empty = any")        \
+  X(drain_groups, drain_groups, "DLQ_BRIDGE_DRAIN_GROUPS", "drain-groups", "", KIND_USERS,   \
+    0, 0, "failure group ids (stats --by group) drain may replay, comma-separated; empty = any") \
   X(drain_canary, drain_canary, "DLQ_BRIDGE_DRAIN_CANARY", "drain-canary", "5", KIND_INT,   \
     1, 1000, "items a drain run replays first and waits for (1 to 1000)")                   \
   X(drain_canary_timeout, drain_canary_timeout_ms, "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT",       \
@@ -959,6 +962,22 @@ dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err) {
   }
   if (cert != key) {
     return dlqb_fail(err, DLQB_EINVAL, "tls_cert_file and tls_key_file must be given together");
+  }
+  /* A group id that is not one would silently match nothing. */
+  for (const char *p = c->drain_groups; *p != '\0';) {
+    const char *end = strchr(p, ',');
+    size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+    char id[DLQB_GROUP_ID_BUF + 1];
+    if (n > DLQB_GROUP_ID_LEN) n = DLQB_GROUP_ID_LEN + 1;
+    memcpy(id, p, n);
+    id[n] = '\0';
+    if (!dlqb_group_id_valid(id)) {
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "drain_groups: '%.16s' is not a group id (12 hex digits, as stats --by "
+                       "group shows)",
+                       id);
+    }
+    p = end != NULL ? end + 1 : p + strlen(p);
   }
   /* A ramp that starts above its ceiling would never ramp. */
   if (c->drain_start_rate > c->drain_max_rate) {

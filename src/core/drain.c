@@ -1,6 +1,8 @@
 /* The drain's policy and ramp: see dlqb/drain.h. */
 #include "dlqb/drain.h"
 
+#include "dlqb/group.h"
+
 #include <stddef.h>
 #include <string.h>
 
@@ -25,6 +27,20 @@ bool dlqb_drain_list_has(const char *list, const char *name) {
 }
 
 static char fold(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* dlqb_drain_list_has without case: group ids compare that way. */
+static bool list_has_fold(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p != '\0';) {
+    const char *end = strchr(p, ',');
+    if (end == NULL) end = p + strlen(p);
+    bool same = (size_t)(end - p) == n;
+    for (size_t i = 0; same && i < n; i++) same = fold(p[i]) == fold(name[i]);
+    if (same) return true;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return false;
+}
 
 /* Normalises text into out (at most cap-1 bytes): ASCII letters lower-case,
  * each run of white space one space, none at either end. */
@@ -67,8 +83,11 @@ bool dlqb_drain_eligible(const dlqb_config *cfg, const dlqb_item *it) {
     return false;
   if (cfg->drain_errors[0] != '\0' && !error_matches(cfg->drain_errors, it->last_error))
     return false;
-  /* Hook: eligibility by failure group (issue 23 with the `groups` work)
-   * goes here, as one more condition on the item. */
+  if (cfg->drain_groups[0] != '\0') {
+    char id[DLQB_GROUP_ID_BUF];
+    dlqb_group_of(it, id, NULL, 0);
+    if (!list_has_fold(cfg->drain_groups, id)) return false;
+  }
   return true;
 }
 

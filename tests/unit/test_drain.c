@@ -5,11 +5,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "dlqb/drain.h"
+#include "dlqb/group.h"
 
 #define T0 INT64_C(1796015388000)
 
@@ -95,6 +97,44 @@ static void test_untrackable_items_are_never_eligible(void **state) {
   assert_false(dlqb_drain_eligible(&c, &no_id));
   dlqb_item no_src = item("max_attempts", "", "x");
   assert_false(dlqb_drain_eligible(&c, &no_src));
+}
+
+static void test_groups(void **state) {
+  (void)state;
+  dlqb_config c = config();
+  dlqb_item a = item("max_attempts", "crm", "upstream 503 for R-2026-11-1001");
+  dlqb_item b = item("max_attempts", "crm", "schema mismatch in field 7");
+  char ga[DLQB_GROUP_ID_BUF], gb[DLQB_GROUP_ID_BUF];
+  dlqb_group_of(&a, ga, NULL, 0);
+  dlqb_group_of(&b, gb, NULL, 0);
+  assert_string_not_equal(ga, gb);
+  /* Listed in upper case, compared without it. */
+  char list[64], upper[DLQB_GROUP_ID_BUF];
+  for (size_t i = 0; i < sizeof upper; i++)
+    upper[i] = ga[i] >= 'a' && ga[i] <= 'f' ? (char)(ga[i] - 'a' + 'A') : ga[i];
+  snprintf(list, sizeof list, "000000000000, %s", upper);
+  set(&c, "drain_groups", list);
+  dlqb_error err;
+  assert_int_equal(dlqb_config_validate(&c, &err), DLQB_OK);
+  assert_true(dlqb_drain_eligible(&c, &a));
+  assert_false(dlqb_drain_eligible(&c, &b));
+  /* Same text, another task: the same group. */
+  dlqb_item a2 = item("max_attempts", "crm", "upstream 503 for R-2026-11-2002");
+  assert_true(dlqb_drain_eligible(&c, &a2));
+  /* A group does not override drain_reasons: a poison item of a listed
+   * group stays out. */
+  dlqb_item p = item("poison", "crm", "upstream 503 for R-2026-11-1001");
+  char gp[DLQB_GROUP_ID_BUF];
+  dlqb_group_of(&p, gp, NULL, 0);
+  snprintf(list, sizeof list, "%s", gp);
+  set(&c, "drain_groups", list);
+  assert_false(dlqb_drain_eligible(&c, &p));
+  /* Not a group id: refused, so a typo cannot match nothing in silence. */
+  set(&c, "drain_groups", "abc123");
+  assert_int_equal(dlqb_config_validate(&c, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "not a group id"));
+  set(&c, "drain_groups", "0123456789abcdef");
+  assert_int_equal(dlqb_config_validate(&c, &err), DLQB_EINVAL);
 }
 
 static void test_start_above_ceiling_is_refused(void **state) {
@@ -314,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_sources_and_errors),
       cmocka_unit_test(test_empty_patterns_never_match_everything),
       cmocka_unit_test(test_untrackable_items_are_never_eligible),
+      cmocka_unit_test(test_groups),
       cmocka_unit_test(test_start_above_ceiling_is_refused),
       cmocka_unit_test(test_canary_then_ramp_to_the_ceiling),
       cmocka_unit_test(test_empty_dlq_ends_at_once),
