@@ -704,6 +704,47 @@ static void test_drain_stops_when_the_lease_is_lost(void **state) {
   unlink(spath);
 }
 
+/* Eligibility by failure group: the group `inspect --json` shows for one
+ * cause makes only that cause's items eligible (a dry run lists them). */
+static void test_drain_by_group(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  for (int i = 0; i < 6; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "q%d", i);
+    char err[64];
+    snprintf(err, sizeof err, i % 2 == 0 ? "upstream 503 for R-%d" : "schema mismatch in field %d",
+             1000 + i);
+    pub_dlq(t, id, "max_attempts", err);
+  }
+  static const char *const insp[] = {"inspect", "--json", NULL};
+  th_result r;
+  run(t, insp, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = json_tokener_parse(r.out), *items;
+  assert_non_null(j);
+  assert_true(json_object_object_get_ex(j, "items", &items));
+  const char *g = th_json_str(json_object_array_get_idx(items, 0), "group");
+  assert_non_null(g);
+  char genv[96];
+  assert_true(th_fmt(genv, sizeof genv, "DLQ_BRIDGE_DRAIN_GROUPS=%s", g));
+  json_object_put(j);
+  const char *const env[] = {"DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER, genv, NULL};
+  static const char *const dry[] = {"drain", "run", "--dry-run", NULL};
+  run(t, dry, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "would drain 3, would skip as complete 0, would leave 3 of 6"));
+  assert_non_null(strstr(r.out, "q0"));
+  assert_null(strstr(r.out, "q1 "));
+  /* A group id that is not one: a configuration error, one line. */
+  static const char *const bad[] = {"DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER,
+                                    "DLQ_BRIDGE_DRAIN_GROUPS=not-a-group", NULL};
+  run(t, dry, bad, &r);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "not a group id"));
+  assert_int_equal(th_count_lines(r.err), 1);
+}
+
 /* Usage: no completion_writers is a configuration error. */
 static void test_drain_needs_writers(void **state) {
   fx_case *t = *state;
@@ -775,6 +816,7 @@ int main(void) {
       FX_TEST(test_drain_sigkill_loses_and_duplicates_nothing),
       FX_TEST(test_drain_least_privilege),
       FX_TEST(test_drain_stops_when_the_lease_is_lost),
+      FX_TEST(test_drain_by_group),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
