@@ -5,8 +5,11 @@
  * repeat every 100,000 hops (DSR-0 ..), so one id has N/100,000 hops, as a
  * task retried a few times has. A measuring tool, not part of dlq-bridge.
  *
- *   dlqb-audit-gen LOG KEY_FILE COUNT
+ *   dlqb-audit-gen LOG KEY_FILE COUNT [BATCH]
  *
+ * BATCH (default 1000, at most 1000) is how many hops each
+ * dlqb_audit_record call hands over: small batches show the per-batch
+ * costs (a signature, a seal line, the link between chains).
  * Exit 0, or 1 with one line on stderr. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +22,16 @@
 #define DISTINCT_REQUESTS 100000
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: dlqb-audit-gen LOG KEY_FILE COUNT\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: dlqb-audit-gen LOG KEY_FILE COUNT [BATCH]\n");
     return 1;
   }
   long count = strtol(argv[3], NULL, 10);
+  long per = argc == 5 ? strtol(argv[4], NULL, 10) : BATCH;
+  if (per < 1 || per > BATCH) {
+    fprintf(stderr, "dlqb-audit-gen: BATCH must be 1 to %d\n", BATCH);
+    return 1;
+  }
   dlqb_config cfg;
   dlqb_config_defaults(&cfg);
   snprintf(cfg.audit_log, sizeof cfg.audit_log, "%s", argv[1]);
@@ -38,7 +46,7 @@ int main(int argc, char **argv) {
   static dlqb_hop hops[BATCH];
   const dlqb_hop *batch[BATCH];
   for (long done = 0; done < count;) {
-    int n = count - done < BATCH ? (int)(count - done) : BATCH;
+    int n = count - done < per ? (int)(count - done) : (int)per;
     for (int i = 0; i < n; i++) {
       long k = done + i;
       dlqb_hop *h = &hops[i];

@@ -96,6 +96,12 @@ size_t dlqb_audit_pending(const dlqb_audit *a);
  * shows the chain open), then frees. NULL-safe. */
 void dlqb_audit_close(dlqb_audit *a);
 
+/* Lets the writer finish what was handed over and writes chain_end, as
+ * dlqb_audit_close does, but keeps the handle (its key and head) so that a
+ * last anchor of the ended chain can still be made; close then only
+ * frees. After it, submit and wait fail. NULL-safe; idempotent. */
+void dlqb_audit_end(dlqb_audit *a);
+
 /* ---- format and keys (docs/audit.md is the reference) ------------------ */
 
 #define DLQB_AUDIT_VERSION 2
@@ -107,6 +113,37 @@ void dlqb_audit_close(dlqb_audit *a);
 /* Rotated files are named <log>.<YYYYmmddTHHMMSS.mmmZ>[-N]: sorting the
  * names sorts them oldest first. */
 #define DLQB_AUDIT_ROTATED_INFIX "."
+
+/* ---- anchors: the head a writer publishes off the host (docs/audit.md) --
+ * The audit layer never talks to the broker: it exposes its committed head
+ * as a signed anchor line, and the anchor publisher (src/amqp/anchor.c)
+ * appends it to the stream dsr.audit.anchors. */
+
+#define DLQB_AUDIT_ANCHOR_MAX 2048 /* an anchor line is shorter than this */
+
+/* The committed state of the writer's chain: seq of its last record
+ * (records = seq + 1), that record's hash, whether it is chain_end, and
+ * file_id, the hash of the first line of the log file holding it (a
+ * rotation keeps a file's first line, so it names the rotated file too).
+ * commits counts commits, so a publisher sees whether anything changed. */
+typedef struct {
+  char chain[DLQB_AUDIT_CHAIN_HEX + 1];
+  uint64_t seq;
+  bool seq_known;
+  char hash[DLQB_AUDIT_HASH_HEX + 1];
+  bool ended;
+  char file_id[DLQB_AUDIT_HASH_HEX + 1];
+  char time[40]; /* when the head's batch was written */
+  uint64_t commits;
+} dlqb_audit_head;
+
+/* The head's signed anchor line (no newline) into buf (DLQB_AUDIT_ANCHOR_MAX
+ * bytes), its length in *len (0: nothing committed yet, or a NULL handle),
+ * and the head's commits count in *commits. Any thread; does not wait for
+ * the writer thread (the head is copied under a mutex of its own).
+ * DLQB_ENOMEM when OpenSSL fails. */
+dlqb_status dlqb_audit_anchor(dlqb_audit *a, char *buf, size_t *len, uint64_t *commits,
+                              dlqb_error *err);
 
 struct evp_pkey_st; /* OpenSSL's EVP_PKEY */
 
@@ -149,6 +186,12 @@ typedef struct {
   unsigned long sealed;      /* chains the seal vouched for */
   unsigned long rotations;   /* file_start links checked */
   int partial;               /* started at a rotation (--partial) */
+  int anchors_given;         /* anchors were fed (even none) */
+  unsigned long anchors;     /* anchor messages checked */
+  unsigned long anchored;    /* chains the anchors vouch for */
+  unsigned long archived;    /* --partial: anchored chains in files before the first given */
+  unsigned long long beyond_anchors; /* records newer than their chain's last anchor */
+  unsigned long anchors_ignored; /* stream messages that are not anchors signed by a given key */
   int seal_checked;
 } dlqb_audit_summary;
 
@@ -165,6 +208,18 @@ void dlqb_audit_verifier_free(dlqb_audit_verifier *v);
  * goes back. err: "seal: line N: ...". */
 dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *line, size_t len,
                                           dlqb_error *err);
+
+/* Feeds one anchor (a message of dsr.audit.anchors, oldest first); call
+ * for every anchor before the first log line. Each is a signed line like a
+ * seal line (docs/audit.md, "Anchors"); a chain's highest seq counts. At
+ * finish, a chain the files hold less of than its anchor is reported first,
+ * naming what is missing: a cut tail, a deleted chain, or the deleted file
+ * the anchor names (by its first line). err: "anchors: line N: ...". */
+dlqb_status dlqb_audit_verifier_anchor_line(dlqb_audit_verifier *v, const char *line, size_t len,
+                                            dlqb_error *err);
+
+/* Says anchors were given (even none: an empty stream vouches for nothing). */
+void dlqb_audit_verifier_begin_anchors(dlqb_audit_verifier *v);
 
 /* Says a seal was given (even an empty one): then a chain with hops and no
  * seal line is reported at the end. feed_file calls it before the seal's
@@ -203,6 +258,28 @@ dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring,
                                     const char *seal_path, int partial,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err);
+
+/* Lines held in memory (the anchors read from the stream): line[i] is
+ * len[i] bytes, without a newline. */
+typedef struct {
+  char **line;
+  size_t *len;
+  size_t n, cap;
+} dlqb_audit_lines;
+
+/* Appends a copy of line[0..len); DLQB_ENOMEM when out of memory. */
+dlqb_status dlqb_audit_lines_add(dlqb_audit_lines *l, const char *line, size_t len,
+                                 dlqb_error *err);
+void dlqb_audit_lines_free(dlqb_audit_lines *l); /* frees the lines; *l is empty again */
+
+/* dlqb_audit_verify_files, with the anchors read from the stream (oldest
+ * first; NULL: no anchor check) fed before the seal. */
+dlqb_status dlqb_audit_verify_anchored(const dlqb_audit_keyring *ring,
+                                       const char *const *files, size_t nfiles,
+                                       const char *seal_path, int partial,
+                                       const dlqb_audit_lines *anchors,
+                                       dlqb_audit_visit_fn visit, void *visit_ctx,
+                                       dlqb_audit_summary *sum, dlqb_error *err);
 
 /* One log line as a JSON object (a new json-c reference: json_object_put
  * it), NULL when the line is not one. For lines the verifier accepted. */

@@ -62,6 +62,7 @@ typedef struct {
   char audit_key_file[DLQB_CONFIG_STR_MAX];    /* this writer's Ed25519 private key */
   char audit_public_keys[DLQB_CONFIG_STR_MAX]; /* the writers' public keys: file or dir */
   int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */
+  uint64_t audit_anchor_interval_ms; /* anchors to dsr.audit.anchors this often; 0 = off */
   char metrics_addr[DLQB_CONFIG_STR_MAX];   /* host:port, "" = off */
   dlqb_log_format log_format;
   int log_level;            /* 0 error, 1 warn, 2 info, 3 debug */

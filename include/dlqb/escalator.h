@@ -38,6 +38,10 @@ int dlqb_escalator_audit_healthy(const dlqb_escalator *e);
 
 /* dlqb_audit_health and dlqb_audit_pending of its writer. NULL-safe. */
 bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len);
+
+/* Whether the escalator's last audit anchor reached the broker (true when
+ * anchors are off or e is NULL). */
+bool dlqb_escalator_anchored(const dlqb_escalator *e);
 size_t dlqb_escalator_audit_pending(const dlqb_escalator *e);
 
 /* Stops the thread (finishing the pass in flight) and frees. NULL-safe. */

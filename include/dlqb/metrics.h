@@ -46,6 +46,10 @@ void dlqb_metrics_set_audit_writable(dlqb_metrics *m, bool writable);
  * gauge dlq_bridge_audit_pending_records). */
 void dlqb_metrics_set_audit(dlqb_metrics *m, bool writable, const char *why, uint64_t pending);
 
+/* Whether the audit writers' last anchor attempts succeeded (gauge
+ * dlq_bridge_audit_anchored; not part of /healthz: docs/audit.md). */
+void dlqb_metrics_set_anchored(dlqb_metrics *m, bool anchored);
+
 /* Replaces the queue gauges with stats (n entries, copied). ok false means
  * the refresher could not read them: the gauges are dropped and
  * dlq_bridge_queue_stats_up reads 0 until the next successful refresh. */

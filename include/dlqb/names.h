@@ -14,6 +14,9 @@
 #define DLQB_Q_DLQ "dsr.dlq.manual"
 #define DLQB_Q_REVIEW "compliance_review"
 #define DLQB_Q_COMPLETED "dsr.completed"
+/* The audit anchors (a stream): writers append their signed heads, verify
+ * --anchors reads them all (docs/audit.md, "Anchors"). */
+#define DLQB_Q_ANCHORS "dsr.audit.anchors"
 #define DLQB_X_DLX "dsr.dlx"
 #define DLQB_RETRY_PREFIX "dsr.retry." /* + the delay: "dsr.retry.5s" */
 

@@ -140,6 +140,17 @@ typedef struct {
  * *out only when true. Pure. */
 bool dlqb__audit_seal_parse(const char *line, size_t len, dlqb__audit_seal *out);
 
+/* The last line of the log file where a batch is appended: the batch's
+ * first record names it (after_chain, after_seq, after_hash), which links
+ * the chains of one file to each other (docs/audit.md, "Links between
+ * chains"). chain is "" for a file_start line or an empty file (hash then
+ * 64 zeros). */
+typedef struct {
+  char chain[DLQB_AUDIT_CHAIN_HEX + 1];
+  uint64_t seq;
+  char hash[DLQB_AUDIT_HASH_HEX + 1];
+} dlqb__audit_tail;
+
 /* ---- the writer's state (writer.c; the other files see its log half) ---- */
 
 struct dlqb_audit {
@@ -162,6 +173,21 @@ struct dlqb_audit {
   bool started, ended;
   uint64_t seq;
   char last_hash[DLQB_AUDIT_HASH_HEX + 1];
+  /* The log's last line after our last append, valid while the file is
+   * still that size and inode (nobody else appended): saves reading it
+   * back for every batch. */
+  dlqb__audit_tail tail;
+  bool tail_valid;
+  off_t tail_size;
+  ino_t tail_ino, log_ino; /* log_ino, log_dev: the locked file (lock_log) */
+  dev_t tail_dev, log_dev;
+  /* The head anchors publish (dlqb_audit_anchor): the committed chain
+   * state and the file it is in, copied under head_mu after every commit
+   * so that another thread can read it. */
+  pthread_mutex_t head_mu;
+  dlqb_audit_head head;
+  ino_t head_ino; /* the file head.file_id is of (writer thread only) */
+  dev_t head_dev;
   char *buf; /* the batch being written */
   size_t len, cap;
   char *sbuf; /* a seal line being built, or the seal read back (compaction) */
@@ -226,7 +252,8 @@ bool dlqb__audit_end_record(dlqb_audit *a, size_t start, bool sign, char *hash_o
  * tentative chain state, advanced here. False when out of memory or
  * OpenSSL fails. */
 bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
-                            const dlqb_hop *hop, bool sign, uint64_t *seq, char *hash);
+                            const dlqb_hop *hop, bool sign, const dlqb__audit_tail *after,
+                            uint64_t *seq, char *hash);
 
 /* ---- the log file (logfile.c) ------------------------------------------- */
 
@@ -247,6 +274,13 @@ void dlqb__audit_fsync_dir_of(const char *path);
  * lock is held and *size is the file's size. */
 dlqb_status dlqb__audit_lock_log(dlqb_audit *a, off_t *size, dlqb_error *err);
 void dlqb__audit_unlock_log(dlqb_audit *a);
+
+/* The last line of the locked log of `size` bytes (ending in a newline:
+ * cut_unfinished_line ran): its hash, and its chain and seq when it is a
+ * chain record. 1 when read (size 0: the zero hash), 0 when the line is
+ * not a record (t then holds the zero hash), -1 when it cannot be read
+ * (errno). */
+int dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t);
 void dlqb__audit_close_log(dlqb_audit *a);
 
 /* A file (the log or its seal) that does not end in a newline ends in a

@@ -55,15 +55,60 @@ dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring,
                                     const char *seal_path, int partial,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err) {
+  return dlqb_audit_verify_anchored(ring, files, nfiles, seal_path, partial, NULL, visit,
+                                    visit_ctx, sum, err);
+}
+
+dlqb_status dlqb_audit_verify_anchored(const dlqb_audit_keyring *ring,
+                                       const char *const *files, size_t nfiles,
+                                       const char *seal_path, int partial,
+                                       const dlqb_audit_lines *anchors,
+                                       dlqb_audit_visit_fn visit, void *visit_ctx,
+                                       dlqb_audit_summary *sum, dlqb_error *err) {
   dlqb_audit_verifier *v = dlqb_audit_verifier_new(ring, partial);
   if (v == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   dlqb_status st = DLQB_OK;
-  if (seal_path != NULL) st = feed_file(v, seal_path, true, NULL, NULL, err);
+  if (anchors != NULL) {
+    dlqb_audit_verifier_begin_anchors(v);
+    for (size_t i = 0; st == DLQB_OK && i < anchors->n; i++)
+      st = dlqb_audit_verifier_anchor_line(v, anchors->line[i], anchors->len[i], err);
+  }
+  if (st == DLQB_OK && seal_path != NULL) st = feed_file(v, seal_path, true, NULL, NULL, err);
   for (size_t i = 0; st == DLQB_OK && i < nfiles; i++)
     st = feed_file(v, files[i], false, visit, visit_ctx, err);
   if (st == DLQB_OK) st = dlqb_audit_verifier_finish(v, sum, err);
   dlqb_audit_verifier_free(v);
   return st;
+}
+
+/* ---- lines in memory ---- */
+
+dlqb_status dlqb_audit_lines_add(dlqb_audit_lines *l, const char *line, size_t len,
+                                 dlqb_error *err) {
+  if (l->n == l->cap) {
+    size_t ncap = l->cap ? l->cap * 2 : 64;
+    char **nl = realloc(l->line, ncap * sizeof *nl);
+    if (nl == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    l->line = nl;
+    size_t *ns = realloc(l->len, ncap * sizeof *ns);
+    if (ns == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    l->len = ns;
+    l->cap = ncap;
+  }
+  char *copy = malloc(len + 1);
+  if (copy == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  memcpy(copy, line, len);
+  copy[len] = '\0';
+  l->line[l->n] = copy;
+  l->len[l->n++] = len;
+  return DLQB_OK;
+}
+
+void dlqb_audit_lines_free(dlqb_audit_lines *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->line[i]);
+  free(l->line);
+  free(l->len);
+  memset(l, 0, sizeof *l);
 }
 
 /* ---- listing a log's files ---- */

@@ -106,6 +106,8 @@ dlqb_status dlqb__audit_lock_log(dlqb_audit *a, off_t *size, dlqb_error *err) {
         continue;
       }
       *size = fs.st_size;
+      a->log_ino = fs.st_ino;
+      a->log_dev = fs.st_dev;
       return DLQB_OK;
     }
     dlqb__audit_unlock_log(a);
@@ -147,20 +149,47 @@ dlqb_status dlqb__audit_cut_unfinished_line(int fd, const char *path, off_t *siz
   return DLQB_OK;
 }
 
-/* The hash of the last line of the locked log of `size` bytes (which ends
- * in a newline: repair_tail ran). */
-static bool last_hash_of(dlqb_audit *a, off_t size, char *hash) {
+/* Reads the chain id and seq at the start of a record line ({"v":2,"chain":"<id>","seq":N,
+ * as every writer writes them); a file_start line has neither: "" and 0. */
+static void chain_of_line(const char *line, size_t len, dlqb__audit_tail *t) {
+  static const char head[] = "{\"v\":2,\"chain\":\"";
+  const size_t hl = sizeof head - 1;
+  t->chain[0] = '\0';
+  t->seq = 0;
+  if (len < hl + DLQB_AUDIT_CHAIN_HEX + 8 || memcmp(line, head, hl) != 0 ||
+      !dlqb__audit_is_lower_hex(line + hl, DLQB_AUDIT_CHAIN_HEX))
+    return;
+  const char *p = line + hl + DLQB_AUDIT_CHAIN_HEX;
+  const char *end = line + len;
+  if (end - p < 8 || memcmp(p, "\",\"seq\":", 8) != 0) return;
+  p += 8;
+  uint64_t seq = 0;
+  while (p < end && *p >= '0' && *p <= '9' && seq < UINT64_MAX / 10) seq = seq * 10 + (uint64_t)(*p++ - '0');
+  memcpy(t->chain, line + hl, DLQB_AUDIT_CHAIN_HEX);
+  t->chain[DLQB_AUDIT_CHAIN_HEX] = '\0';
+  t->seq = seq;
+}
+
+int dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t) {
+  t->chain[0] = '\0';
+  t->seq = 0;
+  memcpy(t->hash, DLQB__AUDIT_ZERO_HASH, sizeof t->hash);
+  if (size == 0) return 1;
   char tail[DLQB__AUDIT_RECORD_MAX * 2];
   off_t from = size > (off_t)sizeof tail ? size - (off_t)sizeof tail : 0;
   ssize_t r = pread(a->fd, tail, (size_t)(size - from), from);
-  if (r != size - from || r < 2) return false;
+  if (r != size - from) return -1;
+  if (r < 2) return 0;
   size_t end = (size_t)r - 1; /* the final newline */
   size_t start = end;
   while (start > 0 && tail[start - 1] != '\n') start--;
   size_t body;
   const char *sig;
-  return dlqb__audit_split(tail + start, end - start, &body, &sig) &&
-         dlqb__audit_hash_body(&a->hasher, tail + start, body, hash);
+  if (!dlqb__audit_split(tail + start, end - start, &body, &sig) ||
+      !dlqb__audit_hash_body(&a->hasher, tail + start, body, t->hash))
+    return 0;
+  chain_of_line(tail + start, end - start, t);
+  return 1;
 }
 
 /* Renames the full log to <log>.<UTC time>[-N] and puts a new log in its
@@ -171,8 +200,8 @@ static bool last_hash_of(dlqb_audit *a, off_t size, char *hash) {
  * the batch is still written to it. */
 void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
   char why[DLQB_ERRNO_TEXT_MAX];
-  char prev_hash[DLQB_AUDIT_HASH_HEX + 1];
-  if (!last_hash_of(a, size, prev_hash)) {
+  dlqb__audit_tail last;
+  if (size == 0 || dlqb__audit_last_line(a, size, &last) != 1) {
     dlqb_log_warn("audit_rotate", "cannot rotate audit log '%s': its last line is not a record",
                   a->path);
     return;
@@ -201,7 +230,7 @@ void dlqb__audit_rotate(dlqb_audit *a, off_t size, const char *time) {
                              "{\"v\":%d,\"event\":\"%s\",\"time\":\"%s\",\"writer\":\"%s\","
                              "\"key\":\"%s\",\"prev_hash\":\"%s\"",
                              DLQB_AUDIT_VERSION, DLQB__AUDIT_EV_FILE_START, time, a->writer,
-                             a->key_id, prev_hash);
+                             a->key_id, last.hash);
   dlqb__audit_put_str(a, "prev_file", base);
   char hash[DLQB_AUDIT_HASH_HEX + 1];
   if (!dlqb__audit_put_sealed_chains(a) || !dlqb__audit_end_record(a, 0, true, hash)) return;

@@ -205,13 +205,19 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
 /* Appends one chain record to the batch; seq and hash are the tentative
  * chain state, advanced here. */
 bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
-                            const dlqb_hop *hop, bool sign, uint64_t *seq, char *hash) {
+                            const dlqb_hop *hop, bool sign, const dlqb__audit_tail *after,
+                            uint64_t *seq, char *hash) {
   if (!dlqb__audit_reserve(&a->buf, &a->cap, a->len, DLQB__AUDIT_RECORD_MAX)) return false;
   size_t start = a->len;
   /* chain_start is seq 0 (written once, before anything else); the rest
    * count up from it. */
   uint64_t next = strcmp(event, DLQB__AUDIT_EV_CHAIN_START) == 0 ? 0 : *seq + 1;
   begin_record(a, next, hash, time, event);
+  if (after != NULL)
+    a->len += (size_t)snprintf(a->buf + a->len, a->cap - a->len,
+                               ",\"after_chain\":\"%s\",\"after_seq\":%" PRIu64
+                               ",\"after_hash\":\"%s\"",
+                               after->chain, after->seq, after->hash);
   if (hop != NULL) put_hop(a, hop);
   if (!dlqb__audit_end_record(a, start, sign, hash)) return false;
   *seq = next;

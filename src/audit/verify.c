@@ -35,6 +35,15 @@ typedef struct {
   uint64_t seal_seq;
   char seal_hash[DLQB_AUDIT_HASH_HEX + 1];
   char seal_key[DLQB_AUDIT_KEY_ID_HEX + 1];
+  /* Its latest anchor (the highest seq the off-host stream vouches for). */
+  bool anchored, anchor_hit, anchor_ended;
+  uint64_t anchor_seq;
+  char anchor_hash[DLQB_AUDIT_HASH_HEX + 1];
+  char anchor_key[DLQB_AUDIT_KEY_ID_HEX + 1];
+  char anchor_file[NAME_MAX_];
+  char anchor_file_id[DLQB_AUDIT_HASH_HEX + 1];
+  char anchor_time[40];
+  char anchor_written[40]; /* when its head batch was written */
 } chain_state;
 
 struct dlqb_audit_verifier {
@@ -50,6 +59,12 @@ struct dlqb_audit_verifier {
   char prev_file[NAME_MAX_];
   unsigned long line, seal_lines;
   char last_hash[DLQB_AUDIT_HASH_HEX + 1]; /* of the last line read */
+  /* The hash of each file's first line: its identity, which anchors name. */
+  char (*file_ids)[DLQB_AUDIT_HASH_HEX + 1];
+  size_t nfile_ids, file_ids_cap;
+  unsigned long anchor_msgs;
+  char first_file_time[40]; /* --partial: when the first file given began (its file_start) */
+  bool anchors_given;
   bool failed;
   dlqb_audit_summary sum;
 };
@@ -92,6 +107,7 @@ void dlqb_audit_verifier_free(dlqb_audit_verifier *v) {
   dlqb__audit_hasher_release(&v->hasher);
   if (v->tok != NULL) json_tokener_free(v->tok);
   dlqb_hashset_free(v->chains);
+  free(v->file_ids);
   free(v->scratch);
   free(v);
 }
@@ -109,6 +125,8 @@ static dlqb_status bad(dlqb_audit_verifier *v, dlqb_error *err, const char *fmt,
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   v->failed = true;
+  /* Line 0: a finding about the whole input (the anchors' check at the end). */
+  if (v->line == 0) return dlqb_fail(err, DLQB_EINVAL, "%s: %s", v->file, what);
   return dlqb_fail(err, DLQB_EINVAL, "%s: line %lu: %s", v->file, v->line, what);
 }
 
@@ -341,9 +359,53 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
                  "replaced)", id, (unsigned long long)seq);
     c->linked = true;
   }
-  if (first) v->sum.partial = 1;
+  if (first) {
+    v->sum.partial = 1;
+    copy_text(v->first_file_time, sizeof v->first_file_time, str_of(o, "time"));
+  }
   v->sum.rotations++;
   return DLQB_OK;
+}
+
+/* The link between chains: a batch's first record names the line the
+ * file ended in when the batch was appended (after_*), under the lock, so
+ * it must be the line before it. Records without it (written by a release
+ * before the links) are not checked; a writer cannot have left it out of
+ * a signed batch without its key. */
+static dlqb_status check_link(dlqb_audit_verifier *v, json_object *o, const char *id,
+                              uint64_t seq, dlqb_error *err) {
+  json_object *m;
+  if (!json_object_object_get_ex(o, "after_hash", &m)) return DLQB_OK;
+  char hash[DLQB_AUDIT_HASH_HEX + 1], after_chain[DLQB_AUDIT_CHAIN_HEX + 1];
+  uint64_t after_seq;
+  const char *ac = str_of(o, "after_chain");
+  if (!hex_of(o, "after_hash", DLQB_AUDIT_HASH_HEX, hash) || ac == NULL ||
+      !uint_of(o, "after_seq", &after_seq) ||
+      (ac[0] != '\0' && !hex_of(o, "after_chain", DLQB_AUDIT_CHAIN_HEX, after_chain)))
+    return bad(v, err, "malformed record (after_chain, after_seq or after_hash)");
+  if (ac[0] == '\0') after_chain[0] = '\0';
+  const char *expected = v->line == 1 ? DLQB__AUDIT_ZERO_HASH : v->last_hash;
+  if (dlqb__audit_hash_equal(hash, expected)) return DLQB_OK;
+  if (after_chain[0] == '\0')
+    return bad(v, err, "missing: chain %s seq %llu was appended %s, but the line before it is "
+               "another (lines before it were deleted or inserted)", id,
+               (unsigned long long)seq,
+               strcmp(hash, DLQB__AUDIT_ZERO_HASH) == 0 ? "to an empty file"
+                                                        : "after the file's file_start");
+  const chain_state *p = lookup(v, after_chain);
+  if (p == NULL || !p->known)
+    return bad(v, err, "missing: chain %s (up to seq %llu at least) is not in the files, but "
+               "chain %s seq %llu was appended after it (the chain was deleted whole)",
+               after_chain, (unsigned long long)after_seq, id, (unsigned long long)seq);
+  if (p->seq < after_seq)
+    return bad(v, err, "missing: chain %s (writer %s) reached seq %llu before chain %s seq %llu "
+               "was appended, but the files hold it only up to seq %llu (%llu records "
+               "deleted)", after_chain, p->writer, (unsigned long long)after_seq, id,
+               (unsigned long long)seq, (unsigned long long)p->seq,
+               (unsigned long long)(after_seq - p->seq));
+  return bad(v, err, "chain %s seq %llu was appended after seq %llu of chain %s, but the line "
+             "before it is another (lines deleted, inserted or moved)", id,
+             (unsigned long long)seq, (unsigned long long)after_seq, after_chain);
 }
 
 /* A chain record: chain_start, a hop, or chain_end. */
@@ -370,6 +432,9 @@ static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const
     if (c->sealed && strcmp(c->seal_key, key) != 0)
       return bad(v, err, "chain %s starts with key %s but is sealed with key %s (forged under "
                  "another writer's key)", id, key, c->seal_key);
+    if (c->anchored && strcmp(c->anchor_key, key) != 0)
+      return bad(v, err, "chain %s starts with key %s but is anchored with key %s (forged under "
+                 "another writer's key)", id, key, c->anchor_key);
     c->known = true;
     memcpy(c->key, key, sizeof c->key);
     copy_text(c->writer, sizeof c->writer, writer);
@@ -399,6 +464,9 @@ static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const
       v->sum.chains_ended++;
     }
   }
+  /* After the chain's own checks, which name a gap in this chain better. */
+  dlqb_status lst = check_link(v, o, id, seq, err);
+  if (lst != DLQB_OK) return lst;
   c->seq = seq;
   memcpy(c->hash, hash, DLQB_AUDIT_HASH_HEX + 1);
   c->unsigned_tail = is_signed ? 0 : c->unsigned_tail + 1;
@@ -408,9 +476,102 @@ static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const
                  (unsigned long long)seq);
     c->seal_hit = true;
   }
+  if (c->anchored && seq == c->anchor_seq) {
+    if (!dlqb__audit_hash_equal(hash, c->anchor_hash))
+      return bad(v, err, "chain %s seq %llu differs from its anchor of %s (record replaced)", id,
+                 (unsigned long long)seq, c->anchor_time);
+    c->anchor_hit = true;
+  }
   v->sum.records++;
   return DLQB_OK;
 }
+
+static bool add_file_id(dlqb_audit_verifier *v, const char *hash) {
+  if (v->nfile_ids == v->file_ids_cap) {
+    size_t ncap = v->file_ids_cap ? v->file_ids_cap * 2 : 16;
+    void *n = realloc(v->file_ids, ncap * sizeof *v->file_ids);
+    if (n == NULL) return false;
+    v->file_ids = n;
+    v->file_ids_cap = ncap;
+  }
+  memcpy(v->file_ids[v->nfile_ids++], hash, DLQB_AUDIT_HASH_HEX + 1);
+  return true;
+}
+
+static bool has_file_id(const dlqb_audit_verifier *v, const char *hash) {
+  for (size_t i = 0; i < v->nfile_ids; i++)
+    if (dlqb__audit_hash_equal(v->file_ids[i], hash)) return true;
+  return false;
+}
+
+dlqb_status dlqb_audit_verifier_anchor_line(dlqb_audit_verifier *v, const char *line, size_t len,
+                                            dlqb_error *err) {
+  json_object *o = NULL;
+  char hash[DLQB_AUDIT_HASH_HEX + 1], key[DLQB_AUDIT_KEY_ID_HEX + 1];
+  bool is_signed;
+  char saved[NAME_MAX_];
+  unsigned long saved_line = v->line;
+  if (v->failed) return dlqb_fail(err, DLQB_EINVAL, "verification already failed");
+  v->anchors_given = true;
+  snprintf(saved, sizeof saved, "%s", v->file);
+  snprintf(v->file, sizeof v->file, "anchors");
+  v->line = ++v->anchor_msgs;
+  dlqb_status st = open_line(v, line, len, "an anchor", true, &o, hash, key, &is_signed, err);
+  if (st == DLQB_EINVAL) {
+    /* Anyone who may publish to the default exchange can append to the
+     * stream: a message that is not an anchor signed by a given key
+     * vouches for nothing, and must not let them block every verify. */
+    v->failed = false;
+    v->sum.anchors_ignored++;
+    st = DLQB_OK;
+  } else if (st == DLQB_OK) {
+    char id[DLQB_AUDIT_CHAIN_HEX + 1], last[DLQB_AUDIT_HASH_HEX + 1],
+        file_id[DLQB_AUDIT_HASH_HEX + 1];
+    uint64_t seq;
+    const char *type = str_of(o, "type"), *file = str_of(o, "file"), *when = str_of(o, "time");
+    const char *written = str_of(o, "written");
+    json_object *ended;
+    chain_state *c = NULL;
+    if (type == NULL || strcmp(type, "anchor") != 0 || !hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, id) ||
+        !uint_of(o, "seq", &seq) || !hex_of(o, "last_hash", DLQB_AUDIT_HASH_HEX, last) ||
+        !hex_of(o, "file_id", DLQB_AUDIT_HASH_HEX, file_id) || file == NULL || when == NULL ||
+        written == NULL ||
+        !json_object_object_get_ex(o, "ended", &ended) ||
+        !json_object_is_type(ended, json_type_boolean)) {
+      st = bad(v, err, "malformed anchor");
+    } else if ((c = upsert(v, id)) == NULL) {
+      st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    } else if (c->anchored && strcmp(c->anchor_key, key) != 0) {
+      st = bad(v, err, "chain %s is anchored with key %s and with key %s (forged under another "
+               "writer's key)", id, c->anchor_key, key);
+    } else if (c->anchored && seq == c->anchor_seq &&
+               !dlqb__audit_hash_equal(last, c->anchor_hash)) {
+      st = bad(v, err, "chain %s is anchored at seq %llu with two different records", id,
+               (unsigned long long)seq);
+    } else if (!c->anchored || seq > c->anchor_seq) {
+      /* The stream is append-only: the highest seq a chain was anchored at
+       * is what the files must reach. */
+      if (!c->anchored) v->sum.anchored++;
+      c->anchored = true;
+      c->anchor_seq = seq;
+      memcpy(c->anchor_hash, last, sizeof c->anchor_hash);
+      memcpy(c->anchor_key, key, sizeof c->anchor_key);
+      memcpy(c->anchor_file_id, file_id, sizeof c->anchor_file_id);
+      copy_text(c->anchor_file, sizeof c->anchor_file, file);
+      copy_text(c->anchor_time, sizeof c->anchor_time, when);
+      copy_text(c->anchor_written, sizeof c->anchor_written, written);
+      c->anchor_ended = json_object_get_boolean(ended);
+      if (c->writer[0] == '\0') copy_text(c->writer, sizeof c->writer, str_of(o, "writer"));
+    }
+    if (st == DLQB_OK) v->sum.anchors++;
+  }
+  json_object_put(o);
+  snprintf(v->file, sizeof v->file, "%s", saved);
+  v->line = saved_line;
+  return st;
+}
+
+void dlqb_audit_verifier_begin_anchors(dlqb_audit_verifier *v) { v->anchors_given = true; }
 
 dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, size_t len,
                                      int complete, dlqb_error *err) {
@@ -426,6 +587,10 @@ dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, s
   dlqb_status st = open_line(v, line, len, "an audit record", false, &o, hash, key, &is_signed,
                              err);
   if (st != DLQB_OK) return st;
+  if (v->line == 1 && !add_file_id(v, hash)) {
+    json_object_put(o);
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  }
   const char *event = str_of(o, "event");
   if (event == NULL)
     st = bad(v, err, "malformed record (no event)");
@@ -446,6 +611,9 @@ typedef struct {
   const chain_state *short_chain;  /* sealed, and the log stops short of it */
   const chain_state *unsigned_end; /* ends in records no signature covers */
   const chain_state *unsealed;     /* has hops, and no seal line or rotation vouches */
+  const chain_state *unanchored;   /* anchored, and the files stop short of the anchor */
+  unsigned long archived;          /* --partial: anchored chains in files before the first */
+  unsigned long long beyond;       /* records past their chain's last anchor */
 } finish_scan;
 
 /* hashset_each visitor (with --partial, a chain whose records started past
@@ -458,6 +626,22 @@ static void scan_chain(void *ctx, const char *key, size_t len, void *value) {
   if (f->short_chain == NULL && c->sealed && !c->seal_hit && (!c->known || c->seq < c->seal_seq))
     f->short_chain = c;
   if (f->unsigned_end == NULL && c->known && c->unsigned_tail > 0) f->unsigned_end = c;
+  if (f->v->anchors_given) {
+    bool short_of = c->anchored && !c->anchor_hit && (!c->known || c->seq < c->anchor_seq);
+    /* --partial: a chain wholly in a file before the first one given (its
+     * anchor names a file not given, and its head was written before the
+     * first file given began: times are "YYYY-mm-ddTHH:MM:SS.mmmZ", so
+     * they compare as text) was archived away on purpose. One written
+     * later was in a file after it: deleted. */
+    if (short_of && !c->known && f->v->partial && !has_file_id(f->v, c->anchor_file_id) &&
+        f->v->first_file_time[0] != '\0' &&
+        strcmp(c->anchor_written, f->v->first_file_time) < 0)
+      f->archived++;
+    else if (short_of && f->unanchored == NULL)
+      f->unanchored = c;
+    if (c->known) f->beyond += c->anchored ? (c->seq > c->anchor_seq ? c->seq - c->anchor_seq : 0)
+                                           : c->seq + 1;
+  }
   /* Every batch appends a seal line and a chain's first one is synced: a
    * chain past its chain_start with none lost it to someone's hand. */
   if (f->unsealed == NULL && f->v->seal_given && c->known && !c->sealed && !c->linked &&
@@ -470,7 +654,34 @@ dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summar
   if (v->failed) return dlqb_fail(err, DLQB_EINVAL, "verification already failed");
   finish_scan f = {.v = v};
   dlqb_hashset_each(v->chains, scan_chain, &f);
-  const chain_state *c = f.short_chain;
+  const chain_state *c = f.unanchored;
+  v->sum.archived = f.archived;
+  v->sum.beyond_anchors = f.beyond;
+  v->sum.anchors_given = v->anchors_given;
+  /* The anchors first: they are off the host, so what they name holds even
+   * when the log and its seal were cut back together. */
+  if (c != NULL) {
+    snprintf(v->file, sizeof v->file, "anchors");
+    v->line = 0;
+    if (!has_file_id(v, c->anchor_file_id)) {
+      char held[64] = "none of it";
+      if (c->known) snprintf(held, sizeof held, "it only up to seq %llu", (unsigned long long)c->seq);
+      return bad(v, err, "missing: the file that began as '%s' (first line %.16s...) is not among "
+                 "the files; it held chain %s (writer %s) up to seq %llu, anchored at %s, and "
+                 "the files hold %s (a rotated file was deleted, or the log replaced)",
+                 c->anchor_file, c->anchor_file_id, c->id, c->writer,
+                 (unsigned long long)c->anchor_seq, c->anchor_time, held);
+    }
+    if (!c->known)
+      return bad(v, err, "missing: chain %s (writer %s) is anchored up to seq %llu at %s, but the "
+                 "files hold none of it (the chain was deleted)", c->id, c->writer,
+                 (unsigned long long)c->anchor_seq, c->anchor_time);
+    return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu but its anchor of %s "
+               "vouches for seq %llu (the tail was cut: %llu records missing)", c->id, c->writer,
+               (unsigned long long)c->seq, c->anchor_time, (unsigned long long)c->anchor_seq,
+               (unsigned long long)(c->anchor_seq - c->seq));
+  }
+  c = f.short_chain;
   if (c != NULL) {
     v->line++;
     if (!c->known)

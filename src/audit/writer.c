@@ -12,6 +12,7 @@
  * commit, the thread and the public handle; record.c, seal.c and logfile.c
  * the format and the files. */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -31,7 +32,42 @@
 #include "dlqb/file.h"
 #include "dlqb/log.h"
 
+#define ANCHOR_FILE_MAX 128 /* bytes of the log's name an anchor carries */
 #define RETRY_MS 500 /* after a failed write, the writer tries again this often */
+
+/* The hash of the locked log's first line (the file's identity, which a
+ * rotation keeps: anchors name it, so verify can tell which file held a
+ * chain). False when it cannot be read. */
+static bool first_line_hash(dlqb_audit *a, char *out) {
+  char head[DLQB__AUDIT_RECORD_MAX * 2];
+  ssize_t r = pread(a->fd, head, sizeof head, 0);
+  if (r <= 0) return false;
+  const char *nl = memchr(head, '\n', (size_t)r);
+  size_t body;
+  const char *sig;
+  return nl != NULL && dlqb__audit_split(head, (size_t)(nl - head), &body, &sig) &&
+         dlqb__audit_hash_body(&a->hasher, head, body, out);
+}
+
+/* After a commit, with the log locked: the head anchors publish. */
+static void publish_head(dlqb_audit *a, const char *time) {
+  char file_id[DLQB_AUDIT_HASH_HEX + 1];
+  bool same_file = a->head.seq_known && a->head_ino == a->log_ino && a->head_dev == a->log_dev;
+  if (same_file) memcpy(file_id, a->head.file_id, sizeof file_id);
+  else if (!first_line_hash(a, file_id)) memcpy(file_id, DLQB__AUDIT_ZERO_HASH, sizeof file_id);
+  a->head_ino = a->log_ino;
+  a->head_dev = a->log_dev;
+  pthread_mutex_lock(&a->head_mu);
+  memcpy(a->head.chain, a->chain, sizeof a->head.chain);
+  a->head.seq = a->seq;
+  a->head.seq_known = true;
+  memcpy(a->head.hash, a->last_hash, sizeof a->head.hash);
+  a->head.ended = a->ended;
+  memcpy(a->head.file_id, file_id, sizeof file_id);
+  snprintf(a->head.time, sizeof a->head.time, "%s", time);
+  a->head.commits++;
+  pthread_mutex_unlock(&a->head_mu);
+}
 
 /* Writes, under the lock: chain_start when the chain has not started,
  * one record per hop, chain_end when `end`; syncs; updates the seal; and
@@ -50,23 +86,47 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
     if (a->fd < 0 && (st = dlqb__audit_lock_log(a, &size, err)) != DLQB_OK) return st;
   }
 
+  /* The batch's first record names the file's last line: the link
+   * between the chains of one file (a chain deleted whole shows where a
+   * later batch names it). */
+  dlqb__audit_tail after;
+  if (a->tail_valid && a->tail_size == size && a->tail_ino == a->log_ino &&
+      a->tail_dev == a->log_dev) {
+    after = a->tail;
+  } else {
+    int got = dlqb__audit_last_line(a, size, &after);
+    if (got < 0) {
+      st = dlqb__audit_io_fail(err, "read", a->path);
+      goto unlock;
+    }
+    /* A last line that is not a record (appended by someone else) fails
+     * verify by itself; refusing to write after it would let anyone who
+     * can append to the file stop every writer. The link then names the
+     * zero hash, which verify reports too. */
+    if (got == 0)
+      dlqb_log_warn("audit_tail", "audit log '%s' ends in a line that is not a record; "
+                    "appending after it (verify will name it)", a->path);
+  }
   uint64_t seq = a->seq;
   char hash[DLQB_AUDIT_HASH_HEX + 1];
   memcpy(hash, a->last_hash, sizeof hash);
   a->len = 0;
   bool ok = true;
+  const dlqb__audit_tail *link = &after;
   /* Only the batch's last record is signed: the hash chain binds the ones
    * before it to that signature, so a batch costs one signature however
    * large it is, and a batch cut short ends unsigned, which verify names. */
   size_t left = (a->started ? 0 : 1) + n + (end ? 1 : 0);
   if (!a->started)
-    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, --left == 0, &seq,
-                                hash);
-  for (size_t i = 0; ok && i < n; i++)
-    ok = dlqb__audit_add_record(a, time, dlqb_event_name(hops[i].event), &hops[i], --left == 0,
+    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, --left == 0, link,
                                 &seq, hash);
+  if (!a->started) link = NULL;
+  for (size_t i = 0; ok && i < n; i++, link = NULL)
+    ok = dlqb__audit_add_record(a, time, dlqb_event_name(hops[i].event), &hops[i], --left == 0,
+                                link, &seq, hash);
   if (ok && end)
-    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_END, NULL, --left == 0, &seq, hash);
+    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_END, NULL, --left == 0, link, &seq,
+                                hash);
   if (!ok) {
     st = dlqb_fail(err, DLQB_ENOMEM, "out of memory writing the audit log");
     goto unlock;
@@ -82,6 +142,14 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
   memcpy(a->last_hash, hash, sizeof hash);
   a->started = true;
   a->ended = end;
+  memcpy(a->tail.chain, a->chain, sizeof a->tail.chain);
+  a->tail.seq = seq;
+  memcpy(a->tail.hash, hash, sizeof hash);
+  a->tail_size = size + (off_t)a->len;
+  a->tail_ino = a->log_ino;
+  a->tail_dev = a->log_dev;
+  a->tail_valid = true;
+  publish_head(a, time);
   goto unlock;
 
 undo:
@@ -219,6 +287,7 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   pthread_mutex_init(&a->mu, NULL);
   pthread_cond_init(&a->work, NULL);
   pthread_cond_init(&a->done, NULL);
+  pthread_mutex_init(&a->head_mu, NULL);
   dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, &a->key, a->key_id, err);
   if (st != DLQB_OK) goto fail;
   if (!dlqb__audit_hasher_init(&a->hasher) || (a->ring = dlqb_audit_keyring_new()) == NULL) {
@@ -380,7 +449,7 @@ size_t dlqb_audit_pending(const dlqb_audit *a) {
   return a == NULL ? 0 : atomic_load(&((dlqb_audit *)a)->pending);
 }
 
-void dlqb_audit_close(dlqb_audit *a) {
+void dlqb_audit_end(dlqb_audit *a) {
   if (a == NULL) return;
   if (a->thread_running) {
     pthread_mutex_lock(&a->mu);
@@ -396,6 +465,51 @@ void dlqb_audit_close(dlqb_audit *a) {
     if (commit(a, NULL, 0, true, &err) != DLQB_OK)
       dlqb_log_warn("audit_close", "cannot write the chain_end record: %s", err.msg);
   }
+}
+
+dlqb_status dlqb_audit_anchor(dlqb_audit *a, char *buf, size_t *len, uint64_t *commits,
+                              dlqb_error *err) {
+  *len = 0;
+  *commits = 0;
+  if (a == NULL) return DLQB_OK;
+  dlqb_audit_head h;
+  pthread_mutex_lock(&a->head_mu);
+  h = a->head;
+  pthread_mutex_unlock(&a->head_mu);
+  *commits = h.commits;
+  if (!h.seq_known) return DLQB_OK;
+  char now[DLQB_ISO_TIME_MAX];
+  dlqb_iso_time(dlqb_now_ms(), now, sizeof now);
+  /* The log's name, cut to ANCHOR_FILE_MAX bytes before escaping (a cut
+   * character becomes '?'), so the line always fits its buffer. */
+  char name[ANCHOR_FILE_MAX + 1], file[2 * ANCHOR_FILE_MAX + 1];
+  const char *slash = strrchr(a->path, '/');
+  const char *base = slash != NULL ? slash + 1 : a->path;
+  size_t blen = strnlen(base, ANCHOR_FILE_MAX);
+  memcpy(name, base, blen);
+  name[blen] = '\0';
+  dlqb__audit_escape(file, name);
+  int n = snprintf(buf, DLQB_AUDIT_ANCHOR_MAX,
+                   "{\"v\":%d,\"type\":\"anchor\",\"chain\":\"%s\",\"seq\":%" PRIu64
+                   ",\"last_hash\":\"%s\",\"ended\":%s,\"writer\":\"%s\",\"key\":\"%s\","
+                   "\"file\":\"%s\",\"file_id\":\"%s\",\"written\":\"%s\","
+                   "\"time\":\"%s\"",
+                   DLQB_AUDIT_VERSION, h.chain, h.seq, h.hash, h.ended ? "true" : "false",
+                   a->writer, a->key_id, file, h.file_id, h.time, now);
+  if (n < 0 || (size_t)n + DLQB__AUDIT_SUFFIX_LEN + 2 > DLQB_AUDIT_ANCHOR_MAX)
+    return dlqb_fail(err, DLQB_EINVAL, "anchor line too long");
+  char sig[DLQB_AUDIT_SIG_HEX + 1];
+  buf[n] = '}';
+  if (!dlqb__audit_sign(a->key, buf, (size_t)n + 1, sig))
+    return dlqb_fail(err, DLQB_ENOMEM, "cannot sign the audit anchor (openssl)");
+  n += snprintf(buf + n, DLQB_AUDIT_ANCHOR_MAX - (size_t)n, "%s%s\"}", DLQB__AUDIT_SIG_TAIL, sig);
+  *len = (size_t)n;
+  return DLQB_OK;
+}
+
+void dlqb_audit_close(dlqb_audit *a) {
+  if (a == NULL) return;
+  dlqb_audit_end(a);
   dlqb__audit_close_log(a);
   if (a->wake_fd >= 0) close(a->wake_fd);
   dlqb__audit_hasher_release(&a->hasher);
@@ -404,6 +518,7 @@ void dlqb_audit_close(dlqb_audit *a) {
   pthread_cond_destroy(&a->work);
   pthread_cond_destroy(&a->done);
   pthread_mutex_destroy(&a->mu);
+  pthread_mutex_destroy(&a->head_mu);
   free(a->queue);
   free(a->batch);
   free(a->buf);

@@ -32,6 +32,7 @@ typedef struct {
   size_t nfiles;
   const char *seal;
   bool no_seal, partial;
+  bool anchors; /* audit verify --anchors */
   const char *request_id, *message_id; /* audit show */
   bool require_id;                      /* audit show: one of them is required */
   bool json;

@@ -46,7 +46,9 @@ typedef struct {
 #define CLI_USES_LOG "log_format", "log_level", "instance"
 /* Writers sign with their key (and check other writers' seal lines with the
  * public keys); readers (audit verify, show, reconcile) need no secret. */
-#define CLI_USES_AUDIT "audit_log", "audit_key_file", "audit_rotate_bytes", "audit_public_keys"
+#define CLI_USES_AUDIT                                                                    \
+  "audit_log", "audit_key_file", "audit_rotate_bytes", "audit_public_keys",               \
+      "audit_anchor_interval"
 #define CLI_USES_AUDIT_READ "audit_log", "audit_public_keys"
 #define CLI_USES_TOPOLOGY "poison_threshold", "retry_delays"
 

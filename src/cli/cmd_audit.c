@@ -8,13 +8,20 @@
 
 #include "audit_cli.h"
 #include "commands.h"
+#include "dlqb/anchor.h"
+#include "dlqb/names.h"
 #include "dlqb/scan.h"
 #include "ops.h"
+
+/* How long verify --anchors waits for the next anchor of the stream. */
+#define ANCHOR_IDLE_MS 10000
 
 /* ---- what every subcommand shares: which files, which seal, the key ---- */
 
 static const cli_flag verify_flags[] = {
     LOG_FLAGS,
+    {"anchors", false, NULL,
+     "also check the files against the signed anchors in dsr.audit.anchors (broker settings)"},
     {"json", false, NULL, "print the summary as JSON for scripts"},
     {NULL, false, NULL, NULL},
 };
@@ -22,19 +29,28 @@ static const cli_flag verify_flags[] = {
 static const cli_spec verify_spec = {
     .name = "audit verify",
     .summary = "check that an audit log is complete and unaltered",
-    .usage = "dlq-bridge audit verify [FILE...] [--seal FILE | --no-seal] [--partial] [settings]",
+    .usage = "dlq-bridge audit verify [FILE...] [--seal FILE | --no-seal] [--partial] [--anchors] "
+             "[settings]",
     .details =
         "Checks every writer's Ed25519 signatures with its public key (no secret is\n"
         "needed), every writer's hash chain of records, the links between rotated\n"
-        "files, and the seal that catches a cut tail.\n" FILES_DETAILS
+        "files, the links between the chains of a file, and the seal that catches a\n"
+        "cut tail. --anchors also reads the stream dsr.audit.anchors from its first\n"
+        "offset (as the broker user of the broker settings: read on that stream is\n"
+        "enough) and checks the files against every anchor signed with a given key:\n"
+        "a cut tail, a deleted chain or a deleted file is named even when log and seal\n"
+        "were cut back together. Messages there that are not such anchors are counted\n"
+        "and ignored.\n" FILES_DETAILS
         "Exit status: 0 intact; 1 not intact (the first bad line is named) or unreadable;\n"
         "2 usage or configuration error. --json prints {\"intact\": true, \"records\": N,\n"
         "\"chains\": N, \"chains_ended\": N, \"files\": N, \"rotations\": N, \"sealed\": true|false,\n"
-        "\"sealed_chains\": N, \"partial\": true|false}, or on failure the error document\n"
+        "\"sealed_chains\": N, \"partial\": true|false} (with --anchors also \"anchors\": N,\n"
+        "\"anchored_chains\": N, \"anchors_ignored\": N, \"beyond_anchors\": N), or on\n"
+        "failure the error document\n"
         "{\"error\": {\"message\": ..., \"exit_status\": N}}.",
     .flags = verify_flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
+    .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_BROKER, CLI_USES_LOG, NULL},
 };
 
 static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
@@ -45,6 +61,7 @@ static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dl
   else if (strcmp(flag, "seal") == 0) o->seal = value;
   else if (strcmp(flag, "no-seal") == 0) o->no_seal = true;
   else if (strcmp(flag, "partial") == 0) o->partial = true;
+  else if (strcmp(flag, "anchors") == 0) o->anchors = true;
   else if (strcmp(flag, "request-id") == 0) o->request_id = value;
   else if (strcmp(flag, "message-id") == 0) o->message_id = value;
   else if (strcmp(flag, "json") == 0) o->json = true;
@@ -64,6 +81,11 @@ void audit_print_summary(const dlqb_audit_summary *s, bool sealed) {
            s->sealed == 1 ? "" : "s");
   else
     printf("seal: not checked (--no-seal): a cut tail would go unnoticed\n");
+  if (s->anchors_given)
+    printf("anchors: %lu anchor%s of %lu chain%s checked (%lu ignored: not signed by a given "
+           "key); %llu record%s newer than their chain's last anchor\n",
+           s->anchors, s->anchors == 1 ? "" : "s", s->anchored, s->anchored == 1 ? "" : "s",
+           s->anchors_ignored, s->beyond_anchors, s->beyond_anchors == 1 ? "" : "s");
   if (s->partial)
     printf("partial: started at a rotation; records before it were not checked\n");
 }
@@ -75,6 +97,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   char **listed = NULL;
   size_t nlisted = 0;
   dlqb_audit_keyring *ring = NULL;
+  dlqb_audit_lines anchors = {0};
   char seal[DLQB_CONFIG_STR_MAX + 16];
   dlqb_error err = {{0}};
   o->files = calloc((size_t)argc + 1, sizeof *o->files);
@@ -137,8 +160,15 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   }
   if (o->prepare != NULL && (rc = o->prepare(o->prepare_ctx, &cfg)) != EXIT_OK) goto done;
   rc = EXIT_FAILURE_;
-  st = dlqb_audit_verify_files(ring, files, nfiles, seal_path, o->partial, visit, ctx, sum,
-                               &err);
+  /* The anchors first: what they vouch for at the start of the read is
+   * what the files must hold. */
+  if (o->anchors && (st = dlqb_anchor_read(&cfg, DLQB_Q_ANCHORS, &anchors, ANCHOR_IDLE_MS,
+                                           &err)) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    goto done;
+  }
+  st = dlqb_audit_verify_anchored(ring, files, nfiles, seal_path, o->partial,
+                                  o->anchors ? &anchors : NULL, visit, ctx, sum, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     goto done;
@@ -147,6 +177,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   rc = EXIT_OK;
 done:
   dlqb_audit_keyring_free(ring);
+  dlqb_audit_lines_free(&anchors);
   dlqb_audit_files_free(listed, nlisted);
   free(o->files);
   o->files = NULL;
@@ -173,6 +204,14 @@ static int audit_verify(int argc, char **argv) {
     json_object_object_add(j, "sealed", json_object_new_boolean(sealed));
     json_object_object_add(j, "sealed_chains", json_object_new_int64((int64_t)sum.sealed));
     json_object_object_add(j, "partial", json_object_new_boolean(sum.partial));
+    if (sum.anchors_given) {
+      json_object_object_add(j, "anchors", json_object_new_int64((int64_t)sum.anchors));
+      json_object_object_add(j, "anchored_chains", json_object_new_int64((int64_t)sum.anchored));
+      json_object_object_add(j, "anchors_ignored",
+                             json_object_new_int64((int64_t)sum.anchors_ignored));
+      json_object_object_add(j, "beyond_anchors",
+                             json_object_new_int64((int64_t)sum.beyond_anchors));
+    }
     ops_print_json(j);
   } else if (rc == EXIT_OK) {
     audit_print_summary(&sum, sealed);

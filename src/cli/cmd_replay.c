@@ -116,7 +116,7 @@ int cmd_replay(int argc, char **argv) {
                                 : dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache,
                                                    ledger, LEDGER_IDLE_MS, &ls, &err);
   if (lst != DLQB_OK) {
-    dlqb_audit_close(audit);
+    ops_audit_close(audit);
     dlqb_ledger_free(ledger);
     return ops_fail(&err);
   }
@@ -142,7 +142,7 @@ int cmd_replay(int argc, char **argv) {
                      .ledger_stats = &ls, .audit = audit, .audit_started = !r.o.dry_run,
                      .sets = replay_sets, .reason = replay_reason, .ctx = &r};
   rc = ops_move_run(&r.o, &m, stop);
-  dlqb_audit_close(audit);
+  ops_audit_close(audit);
   dlqb_ledger_free(ledger);
   return rc;
 }

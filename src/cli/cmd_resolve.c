@@ -99,7 +99,7 @@ int cmd_resolve(int argc, char **argv) {
                           .on_item = resolve_item, .ctx = &c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
-  dlqb_audit_close(audit);
+  ops_audit_close(audit);
   if (st != DLQB_OK) return ops_fail(&err);
   bool removed = c.found && r.removed == 1;
   if (c.o.json) {

@@ -275,7 +275,7 @@ static int act_run(act_ctx *c, const char *command) {
                           .on_item = act_item, .after_ack = act_acked, .ctx = c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, &err);
-  dlqb_audit_close(audit);
+  ops_audit_close(audit);
   if (st != DLQB_OK) return ops_fail(&err);
   print_result(c);
   if (c->found && (c->settled || c->gate == DLQB_GATE_ALREADY_MINE)) return EXIT_OK;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/anchor.h"
 #include "dlqb/audit.h"
 #include "dlqb/escalator.h"
 #include "dlqb/log.h"
@@ -36,6 +37,7 @@ typedef struct {
   dlqb_metrics *metrics; /* NULL when metrics are off */
   dlqb_audit *audit;     /* NULL when audit is off */
   dlqb_escalator *escalator; /* its own audit writer counts for health too */
+  dlqb_anchor_pub *anchors;  /* the router's chain heads to dsr.audit.anchors */
 } run_ctx;
 
 /* The audit writers log their own failures and recovery (they retry by
@@ -49,6 +51,8 @@ static void hook_on_tick(void *ctx) {
   dlqb_metrics_set_audit(rc->metrics, ok, ok ? NULL : why,
                          dlqb_audit_pending(rc->audit) +
                              dlqb_escalator_audit_pending(rc->escalator));
+  dlqb_metrics_set_anchored(rc->metrics, dlqb_anchor_health(rc->anchors, NULL, 0) &&
+                                             dlqb_escalator_anchored(rc->escalator));
 }
 
 static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
@@ -114,6 +118,14 @@ int cmd_run(int argc, char **argv) {
   }
   hooks.audit = hctx.audit;
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
+  /* The router's chain heads go off the host every audit_anchor_interval. */
+  dlqb_anchor_pub *anchors = NULL;
+  if ((st = dlqb_anchor_start(&cfg, hctx.audit, &anchors, &err)) == DLQB_OK) hctx.anchors = anchors;
+  else {
+    dlqb_audit_close(hctx.audit);
+    cli_error("%s", err.msg);
+    return EXIT_FAILURE_;
+  }
   st = metrics_start(&cfg, &hctx, &metrics_server, &refresher, &err);
   if (st == DLQB_OK) hook_on_tick(&hctx);
   /* DLQ items past DLQ_BRIDGE_DLQ_SLA go to compliance_review, from a
@@ -127,6 +139,12 @@ int cmd_run(int argc, char **argv) {
   dlqb_metrics_refresher_stop(refresher);
   dlqb_metrics_server_stop(metrics_server);
   dlqb_metrics_free(hctx.metrics);
+  /* chain_end, then its anchor, then the handle. */
+  dlqb_audit_end(hctx.audit);
+  hctx.anchors = NULL;
+  dlqb_error aerr = {{0}};
+  if (dlqb_anchor_stop(anchors, &aerr) != DLQB_OK)
+    dlqb_log_warn("anchor_failing", "the last audit head is not anchored: %s", aerr.msg);
   dlqb_audit_close(hctx.audit);
   if (st == DLQB_ECONFLICT) {
     cli_error("%s (a queue's arguments cannot change in place: see \"Changing the topology\" "

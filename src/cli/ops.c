@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "dlqb/anchor.h"
 #include "dlqb/columns.h"
 #include "dlqb/group.h"
 #include "dlqb/text.h"
@@ -92,6 +93,9 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   return rc;
 }
 
+/* The anchor publisher of the one audit trail an ops command writes. */
+static dlqb_anchor_pub *ops_anchors;
+
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   *out = NULL;
   if (o->cfg.audit_log[0] == '\0') {
@@ -119,7 +123,27 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;
   }
+  if (dlqb_anchor_start(&o->cfg, *out, &ops_anchors, &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    dlqb_audit_close(*out);
+    *out = NULL;
+    return EXIT_FAILURE_;
+  }
   return EXIT_OK;
+}
+
+void ops_audit_close(dlqb_audit *audit) {
+  if (audit == NULL) return;
+  /* chain_end first, then its anchor: the run's last head is off the host
+   * before the command exits. A broker that cannot take it loses nothing
+   * (the records are on disk) but leaves them unanchored: say so. */
+  dlqb_audit_end(audit);
+  dlqb_error err = {{0}};
+  if (dlqb_anchor_stop(ops_anchors, &err) != DLQB_OK)
+    fprintf(stderr, "dlq-bridge: warning: this run's audit records are on disk but not "
+            "anchored in %s: %s\n", DLQB_Q_ANCHORS, err.msg);
+  ops_anchors = NULL;
+  dlqb_audit_close(audit);
 }
 
 int ops_fail(const dlqb_error *err) {
@@ -525,7 +549,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&o->cfg, &so, &r, &err);
   ops_progress_end(o);
-  if (own_audit) dlqb_audit_close(audit);
+  if (own_audit) ops_audit_close(audit);
   int rc = EXIT_OK;
   /* Lost before the first item: nothing happened; the error says why. */
   if (st != DLQB_OK && !r.audit_failed && r.examined == 0) {

@@ -98,6 +98,10 @@ void ops_default_actor(char *buf, size_t len);
  * trail cannot be opened. (Not a bool: a refusal and a failure differ.) */
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out);
 
+/* Ends what ops_audit_start opened: the chain_end, its anchor (a warning on
+ * stderr when the broker cannot take it), then closes. NULL-safe. */
+void ops_audit_close(dlqb_audit *audit);
+
 /* Prints one line for a failed operation and returns EXIT_FAILURE_. */
 int ops_fail(const dlqb_error *err);
 

@@ -126,6 +126,9 @@ typedef enum {
   X(audit_rotate_bytes, audit_rotate_bytes, "DLQ_BRIDGE_AUDIT_ROTATE_BYTES",                \
     "audit-rotate-bytes", "67108864", KIND_INT, 0, INT_MAX,                                 \
     "rotate the audit log once it reaches this many bytes; 0 = never")                      \
+  X(audit_anchor_interval, audit_anchor_interval_ms, "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL",   \
+    "audit-anchor-interval", "5s", KIND_DURATION, 0, 0,                                     \
+    "publish the audit head to dsr.audit.anchors this often while writing; 0s = never")     \
   X(metrics_addr, metrics_addr, "DLQ_BRIDGE_METRICS_ADDR", "metrics-addr",                  \
     "127.0.0.1:9464", KIND_ADDR, 0, 0, "host:port of the metrics endpoint, or off")         \
   X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, \

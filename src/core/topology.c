@@ -82,6 +82,9 @@ void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out) {
   add_queue(out, DLQB_Q_DLQ, DLQB_QTYPE_CLASSIC, "dead-letter queue: needs a human or a replay");
   add_queue(out, DLQB_Q_REVIEW, DLQB_QTYPE_CLASSIC, "escalations for compliance review");
   add_queue(out, DLQB_Q_COMPLETED, DLQB_QTYPE_STREAM, "completion ledger (stream)");
+  /* Writers append their signed audit heads; only an admin (configure
+   * permission) can delete the stream (docs/least-privilege.md). */
+  add_queue(out, DLQB_Q_ANCHORS, DLQB_QTYPE_STREAM, "audit anchors (stream): the writers' signed heads");
 }
 
 dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost,

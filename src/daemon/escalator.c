@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlqb/anchor.h"
 #include "dlqb/audit.h"
 #include "dlqb/clock.h"
 #include "dlqb/duration.h"
@@ -24,6 +25,7 @@ struct dlqb_escalator {
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   void *ctx;
   dlqb_audit *audit;
+  dlqb_anchor_pub *anchors; /* its chain heads off the host */
   pthread_t thread;
   dlqb_stop_flag stop;
   char now_iso[DLQB_ISO_TIME_MAX];
@@ -127,11 +129,14 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   char writer[320];
   snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
   dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, e->audit, &e->anchors, err);
   if (st != DLQB_OK) {
+    dlqb_audit_close(e->audit);
     free(e);
     return st;
   }
   if (dlqb_thread_start(&e->thread, run, e) != 0) { /* it reads DLQ items: a sized stack */
+    dlqb_anchor_stop(e->anchors, err);
     dlqb_audit_close(e->audit);
     free(e);
     return dlqb_fail(err, DLQB_ENOMEM, "cannot start the dlq sla escalator thread");
@@ -148,6 +153,10 @@ bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len)
   return dlqb_audit_health(e != NULL ? e->audit : NULL, why, len);
 }
 
+bool dlqb_escalator_anchored(const dlqb_escalator *e) {
+  return e == NULL || dlqb_anchor_health(e->anchors, NULL, 0);
+}
+
 size_t dlqb_escalator_audit_pending(const dlqb_escalator *e) {
   return dlqb_audit_pending(e != NULL ? e->audit : NULL);
 }
@@ -156,6 +165,12 @@ void dlqb_escalator_stop(dlqb_escalator *e) {
   if (e == NULL) return;
   e->stop = 1;
   pthread_join(e->thread, NULL);
+  /* chain_end, then its anchor, then the handle. */
+  dlqb_audit_end(e->audit);
+  dlqb_error err = {{0}};
+  if (dlqb_anchor_stop(e->anchors, &err) != DLQB_OK)
+    dlqb_log_warn("anchor_failing", "the escalator's last audit head is not anchored: %s",
+                  err.msg);
   dlqb_audit_close(e->audit);
   free(e);
 }

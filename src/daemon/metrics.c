@@ -40,6 +40,7 @@ struct dlqb_metrics {
   _Atomic uint64_t counters[C__COUNT];
   atomic_bool connected;
   atomic_bool audit_writable;
+  atomic_bool audit_anchored; /* the writers' last anchor attempts succeeded */
 
   pthread_mutex_t lock; /* guards everything below */
   uint64_t buckets[NBUCKETS]; /* not cumulative; the renderer sums */
@@ -65,6 +66,7 @@ dlqb_metrics *dlqb_metrics_new(const char *version) {
   for (size_t i = 0; i < C__COUNT; i++) atomic_init(&m->counters[i], 0);
   atomic_init(&m->connected, false);
   atomic_init(&m->audit_writable, true);
+  atomic_init(&m->audit_anchored, true);
   return m;
 }
 
@@ -151,6 +153,10 @@ void dlqb_metrics_set_audit(dlqb_metrics *m, bool writable, const char *why, uin
   m->audit_pending = pending;
   pthread_mutex_unlock(&m->lock);
   atomic_store(&m->audit_writable, writable);
+}
+
+void dlqb_metrics_set_anchored(dlqb_metrics *m, bool anchored) {
+  atomic_store(&m->audit_anchored, anchored);
 }
 
 void dlqb_metrics_set_queues(dlqb_metrics *m, const dlqb_queue_stat *stats, size_t n, bool ok) {
@@ -340,6 +346,10 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
              "Hops handed to the audit writers and not yet written (stays within the prefetch "
              "windows during an outage).");
   put(&t, "dlq_bridge_audit_pending_records %llu\n", (unsigned long long)pending);
+  put_family(&t, "dlq_bridge_audit_anchored", "gauge",
+             "1 while the audit writers' last anchors reached dsr.audit.anchors (or anchors are "
+             "off), 0 while the broker does not take them (the anchor window grows).");
+  put(&t, "dlq_bridge_audit_anchored %d\n", atomic_load(&m->audit_anchored) ? 1 : 0);
 
   put_counter(&t, m, "dlq_bridge_failures_seen_total",
               "Failed tasks the bridge took from dsr.failed and settled.", C_FAILURES_SEEN);

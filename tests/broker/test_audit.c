@@ -856,6 +856,59 @@ static void test_ops_find_the_trail_through_the_config_file(void **state) {
   audit_dir_remove(&d);
 }
 
+/* The broker stops taking anchors (the stream deleted under a running
+ * bridge): routing and acking go on, every hop is recorded, /healthz stays
+ * 200, the gauge dlq_bridge_audit_anchored turns 0 and the log says so
+ * once; with the stream back, the next anchor covers everything and the
+ * gauge returns to 1. */
+static bool anchored_is(void *arg) {
+  const int *want = arg;
+  return metric(want[0], "dlq_bridge_audit_anchored") == (double)want[1];
+}
+
+static void test_anchor_outage_keeps_acking(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  int port = th_free_port();
+  char addr[64];
+  snprintf(addr, sizeof addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port);
+  const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1", addr,
+                             "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL=200ms", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  int want[2] = {port, 1};
+  FX_CHECK(t, th_wait_until(anchored_is, want, WAIT_MS));
+  char path[256];
+  assert_true(th_fmt(path, sizeof path, "/api/queues/%s/dsr.audit.anchors", t->vhost.name));
+  assert_int_equal(th_mgmt("DELETE", path, NULL, NULL), 204);
+
+  publish_failed(t, "unanchored", 0, 3);
+  want[1] = 0;
+  FX_CHECK(t, th_wait_until(anchored_is, want, WAIT_MS));
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 3, WAIT_MS));
+  FX_CHECK(t, wait_unacked(t, "dsr.failed", 0));
+  health_wait h;
+  FX_CHECK(t, wait_health(&h, port, 200));
+  th_bridge *b = &t->bridges[0];
+  FX_CHECK(t, wait_count(b->log_path, "anchor_failing", 1));
+  assert_int_equal(fx_count_in_file(d.log, "\"event\":\"dead_lettered\""), 3);
+
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare, t->vhost.url, d.env, 30000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  want[1] = 1;
+  FX_CHECK(t, th_wait_until(anchored_is, want, WAIT_MS));
+  FX_CHECK(t, wait_count(b->log_path, "anchor_recovered", 1));
+  /* Logged once per writer (the router's, and the escalator's if its head
+   * was not anchored before the stream went), not once per attempt. */
+  int failing = fx_count_in_file(b->log_path, "anchor_failing");
+  assert_true(failing >= 1 && failing <= 2);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  expect_verified(t, &d, "ended cleanly, 0 open)");
+  audit_dir_remove(&d);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   /* DLQB_TEST_FILTER=test_replay* runs only the matching cases. */
@@ -871,6 +924,7 @@ int main(void) {
       FX_TEST(test_replay_losing_trail_midway_stops),
       FX_TEST(test_stopped_lock_holder_shows_in_health),
       FX_TEST(test_ops_find_the_trail_through_the_config_file),
+      FX_TEST(test_anchor_outage_keeps_acking),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,6 +99,9 @@ static void test_declare_creates_topology(void **state) {
 
   q = expect_queue(t, "dsr.completed", "stream");
   json_object_put(q);
+  /* The audit anchors: an append-only stream too (docs/audit.md). */
+  q = expect_queue(t, "dsr.audit.anchors", "stream");
+  json_object_put(q);
 
   char path[TH_PATH_MAX];
   snprintf(path, sizeof path, "/api/exchanges/%s/dsr.dlx", t->vhost.name);

@@ -36,6 +36,9 @@ extern char **environ;
 #define PERM_OPERATOR                                                                        \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                   \
   "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
+/* docs/least-privilege.md: the auditor reads the anchors, nothing else. */
+#define PERM_AUDITOR                                                                         \
+  "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\"^dsr\\\\.audit\\\\.anchors$\"}"
 #define PERM_WORKER                                                                          \
   "{\"configure\":\"^$\",\"write\":\"^(amq\\\\.default|dsr\\\\.dlx)$\","                          \
   "\"read\":\"^dsr\\\\.work$\"}"
@@ -378,6 +381,50 @@ static void test_least_privilege_operator_runs_ops(void **state) {
   if (ran == 0) skip();
 }
 
+/* The operator's audited resolve anchors its run in dsr.audit.anchors
+ * (through amq.default, which it has), and an auditor user with read on
+ * that stream only, given the public key only, verifies against it. */
+static void test_least_privilege_anchors(void **state) {
+  fx_case *t = *state;
+  if (!has_command("resolve")) skip();
+  restricted_user deployer, operator, auditor;
+  make_user(t, "deployer", PERM_DEPLOYER, &deployer);
+  make_user(t, "operator", PERM_OPERATOR, &operator);
+  make_user(t, "auditor", PERM_AUDITOR, &auditor);
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  run_as(&deployer, declare, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "lp-anchor"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const wenv[] = {operator.env_file, "DLQ_BRIDGE_METRICS_ADDR=off", a.env_log,
+                              a.env_key, NULL};
+  static const char *const resolve[] = {"resolve", "--message-id", "msg-lp-anchor", "--note",
+                                        "erased by hand", NULL};
+  assert_int_equal(th_run_bridge(resolve, operator.url, wenv, CMD_TIMEOUT_MS, &r), 0);
+  printf("resolve as %s: exit %d\n%s%s", operator.name, r.exit_code, r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.err, "not anchored"));
+  assert_true(th_wait_depth(t->conn, "dsr.audit.anchors", 1, 5000));
+  const char *const venv[] = {auditor.env_file, a.env_log, a.env_pub, NULL};
+  static const char *const verify[] = {"audit", "verify", "--anchors", NULL};
+  assert_int_equal(th_run_bridge(verify, auditor.url, venv, CMD_TIMEOUT_MS, &r), 0);
+  printf("audit verify --anchors as %s: exit %d\n%s%s", auditor.name, r.exit_code, r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "anchors: 1 anchor of 1 chain checked (0 ignored"));
+  assert_no_password("stdout", r.out);
+  assert_no_password("stderr", r.err);
+  fx_audit_remove(&a);
+  drop_user(&deployer);
+  drop_user(&operator);
+  drop_user(&auditor);
+}
+
 /* A wrong password in the file: one line, exit 1, no password shown. */
 static void test_wrong_password_file_is_reported_without_the_password(void **state) {
   fx_case *t = *state;
@@ -405,6 +452,7 @@ int main(void) {
       FX_TEST(test_definitions_load_then_declare_changes_nothing),
       FX_TEST(test_least_privilege_bridge_runs_the_flow),
       FX_TEST(test_least_privilege_operator_runs_ops),
+      FX_TEST(test_least_privilege_anchors),
       FX_TEST(test_wrong_password_file_is_reported_without_the_password),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

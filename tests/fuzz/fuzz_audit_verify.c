@@ -1,7 +1,8 @@
 /* libFuzzer target: the audit verifier over arbitrary lines.
  * Input: the first byte picks a mode; the rest is split at '\n' into lines,
  * and a line "--" starts the next file (lines before the first "==" line go
- * to the seal). In mode "sign" every line is taken as a record body,
+ * to the seal, or to the anchors when they start {"v":2,"type":"anchor").
+ * In mode "sign" every line is taken as a record body,
  * KEYIDKEYIDKEYID0 in it becomes the fuzz key's id, and it is given a
  * valid Ed25519 signature first, so the fuzzer reaches the chain, seal
  * and rotation checks and not only the signature check.
@@ -13,6 +14,7 @@
  * on every line json-c reads as an object it agrees with json-c's reading
  * of the members (what the verifier read before the reader was shared). */
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -134,8 +136,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         n += DLQB__AUDIT_SUFFIX_LEN;
       }
       check_seal_reader(line, n);
-      dlqb_status st = in_seal ? dlqb_audit_verifier_seal_line(v, line, n, &err)
-                               : dlqb_audit_verifier_line(v, line, n, complete, &err);
+      /* Before "==", a line that says it is an anchor goes to the anchors
+       * (what verify --anchors reads from the stream), the rest to the seal. */
+      static const char anchor[] = "{\"v\":2,\"type\":\"anchor\"";
+      bool is_anchor = n >= sizeof anchor - 1 && memcmp(line, anchor, sizeof anchor - 1) == 0;
+      dlqb_status st = in_seal && is_anchor ? dlqb_audit_verifier_anchor_line(v, line, n, &err)
+                       : in_seal            ? dlqb_audit_verifier_seal_line(v, line, n, &err)
+                                            : dlqb_audit_verifier_line(v, line, n, complete, &err);
       /* audit show's filter is given only verified lines, but must not
        * trust them: on any line it answers without crashing, and a line
        * that does not hold the request_id byte for byte never matches. */
@@ -157,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dlqb_audit_summary sum;
   dlqb_status st = dlqb_audit_verifier_finish(v, &sum, &err);
   if (st != DLQB_OK) FUZZ_CHECK(fuzz_printable_line(err.msg, sizeof err.msg));
-  else FUZZ_CHECK(sum.chains_ended <= sum.chains);
+  else FUZZ_CHECK(sum.chains_ended <= sum.chains && sum.anchored <= sum.anchors);
   free(line);
   dlqb_audit_verifier_free(v);
   dlqb_reconcile_free(tally);

@@ -24,6 +24,7 @@
 
 #include "../../src/audit/audit_private.h"
 #include "dlqb/audit.h"
+#include "dlqb/clock.h"
 #include "dlqb/file.h"
 
 #define MAX_LINES 4096
@@ -1095,6 +1096,376 @@ static void test_concurrent_writers(void **state) {
   dlqb_audit_files_free(files, n);
 }
 
+
+static size_t count_lines(const char *path) {
+  lines l;
+  read_lines(path, &l);
+  size_t n = l.n;
+  free_lines(&l);
+  return n;
+}
+
+/* A line someone else appended (not a record) must not stop the writers:
+ * they go on recording after it, and verify names the line. */
+static void test_writer_appends_after_a_foreign_line(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
+  FILE *f = fopen(w->log, "a");
+  assert_non_null(f);
+  fputs("not a record\n", f);
+  fclose(f);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 2);
+  dlqb_audit_close(a);
+  assert_int_equal(count_lines(w->log), 5);
+  expect_bad(w, "line 2: not an audit record");
+}
+
+/* ---- links between chains, and anchors (docs/audit.md) ---- */
+
+/* Keeps the lines of l that do not contain needle (a chain id): what an
+ * attacker who deletes a chain from the log, or the seal, leaves. */
+static void drop_lines_with(lines *l, const char *needle) {
+  size_t k = 0;
+  for (size_t i = 0; i < l->n; i++) {
+    if (strstr(l->line[i], needle) != NULL) free(l->line[i]);
+    else l->line[k++] = l->line[i];
+  }
+  l->n = k;
+}
+
+/* The chain id of the writer's first record in the log file (line 1). */
+static void chain_of_first_line(const char *log, size_t line, char *id) {
+  lines l;
+  read_lines(log, &l);
+  assert_true(line < l.n);
+  const char *at = strstr(l.line[line], "\"chain\":\"");
+  assert_non_null(at);
+  memcpy(id, at + 9, DLQB_AUDIT_CHAIN_HEX);
+  id[DLQB_AUDIT_CHAIN_HEX] = '\0';
+  free_lines(&l);
+}
+
+/* A chain deleted whole from the log and the seal together, followed by
+ * another writer's chain: the later chain's first batch names the deleted
+ * chain's last record, so verify names it even with the seal cut back. */
+static void test_deleted_chain_is_named_by_the_next(void **state) {
+  world *w = *state;
+  make_log(w); /* writer-a: lines 1-8 */
+  dlqb_audit *b = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-b", &b, &err), DLQB_OK);
+  record(b, DLQB_EV_REPLAYED, 10, 2);
+  dlqb_audit_close(b);
+  expect_good(w, NULL);
+  char a_id[DLQB_AUDIT_CHAIN_HEX + 1];
+  chain_of_first_line(w->log, 0, a_id);
+  lines log, seal;
+  read_lines(w->log, &log);
+  read_lines(w->seal, &seal);
+  char needle[64];
+  snprintf(needle, sizeof needle, "\"chain\":\"%s\"", a_id);
+  drop_lines_with(&log, needle);
+  drop_lines_with(&seal, needle);
+  write_lines(w->log, &log);
+  write_lines(w->seal, &seal);
+  free_lines(&log);
+  free_lines(&seal);
+  char want[160];
+  snprintf(want, sizeof want, "line 1: missing: chain %s (up to seq 7 at least) is not in the "
+           "files", a_id);
+  expect_bad(w, want);
+  expect_bad(w, "(the chain was deleted whole)");
+}
+
+/* Batches of one chain deleted in the middle of the file, with the seal
+ * cut to match: the next writer's batch names where the file stood. */
+static void test_deleted_batches_before_another_chain(void **state) {
+  world *w = *state;
+  dlqb_audit *a = NULL, *b = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 2); /* a: seq 1-2, lines 2-3 */
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-b", &b, &err), DLQB_OK); /* line 4 */
+  record(a, DLQB_EV_RETRY_SCHEDULED, 2, 2); /* a: seq 3-4, lines 5-6 */
+  record(b, DLQB_EV_REPLAYED, 10, 1);       /* b: seq 1, line 7, after a's seq 4 */
+  dlqb_audit_close(b);
+  dlqb_audit_close(a);
+  expect_good(w, NULL);
+  lines log;
+  read_lines(w->log, &log);
+  assert_int_equal(log.n, 9);
+  free(log.line[4]);
+  free(log.line[5]);
+  memmove(&log.line[4], &log.line[6], 3 * sizeof log.line[0]);
+  log.n -= 2;
+  write_lines(w->log, &log);
+  free_lines(&log);
+  expect_bad(w, "line 5: missing: chain ");
+  expect_bad(w, "reached seq 4 before chain ");
+}
+
+/* The anchor of a's head (3 batches) and the log written by make_log's
+ * writer, closed after it: the anchor vouches for seq 6, the files hold 7. */
+static void make_anchored_log(world *w, dlqb_audit_lines *anchors) {
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
+  record(a, DLQB_EV_RETRY_SCHEDULED, 0, 2);
+  record(a, DLQB_EV_DEAD_LETTERED, 2, 2);
+  record(a, DLQB_EV_POISON, 4, 2);
+  char line[DLQB_AUDIT_ANCHOR_MAX];
+  size_t len;
+  uint64_t commits;
+  assert_int_equal(dlqb_audit_anchor(a, line, &len, &commits, &err), DLQB_OK);
+  assert_true(len > 0);
+  assert_int_equal(commits, 4);
+  assert_non_null(strstr(line, "\"seq\":6,"));
+  assert_int_equal(dlqb_audit_lines_add(anchors, line, len, &err), DLQB_OK);
+  dlqb_audit_close(a);
+}
+
+static dlqb_status verify_anchored(world *w, const dlqb_audit_lines *anchors, int partial,
+                                   dlqb_audit_summary *sum, dlqb_error *err) {
+  char **files = NULL;
+  size_t n = 0;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, err), DLQB_OK);
+  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, n, w->seal,
+                                              partial, anchors, NULL, NULL, sum, err);
+  printf("  verify --anchors: %s\n", st == DLQB_OK ? "intact" : err->msg);
+  dlqb_audit_files_free(files, n);
+  return st;
+}
+
+static void expect_anchored_bad(world *w, const dlqb_audit_lines *anchors, const char *want) {
+  dlqb_error err = {{0}};
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_anchored(w, anchors, 0, &sum, &err), DLQB_EINVAL);
+  if (strstr(err.msg, want) == NULL) fprintf(stderr, "expected '%s' in '%s'\n", want, err.msg);
+  assert_non_null(strstr(err.msg, want));
+}
+
+/* Keeps the first n lines of the file at path. */
+static void keep_lines(const char *path, size_t n) {
+  lines l;
+  read_lines(path, &l);
+  assert_true(n <= l.n);
+  for (size_t i = n; i < l.n; i++) free(l.line[i]);
+  l.n = n;
+  write_lines(path, &l);
+  free_lines(&l);
+}
+
+static void test_anchor_intact(void **state) {
+  world *w = *state;
+  dlqb_audit_lines anchors = {0};
+  make_anchored_log(w, &anchors);
+  dlqb_error err;
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_anchored(w, &anchors, 0, &sum, &err), DLQB_OK);
+  assert_int_equal(sum.anchors, 1);
+  assert_int_equal(sum.anchored, 1);
+  assert_int_equal(sum.beyond_anchors, 1); /* chain_end came after the anchor */
+  assert_int_equal(sum.anchors_ignored, 0);
+  /* No anchor at all is not an accusation: it vouches for nothing. */
+  dlqb_audit_lines none = {0};
+  assert_int_equal(verify_anchored(w, &none, 0, &sum, &err), DLQB_OK);
+  assert_int_equal(sum.beyond_anchors, 8);
+  dlqb_audit_lines_free(&anchors);
+}
+
+/* The tail cut together with its seal lines: the seal check cannot see it
+ * (it passes without anchors), the anchor does. */
+static void test_anchor_catches_a_cut_tail_with_its_seal(void **state) {
+  world *w = *state;
+  dlqb_audit_lines anchors = {0};
+  make_anchored_log(w, &anchors);
+  keep_lines(w->log, 3);  /* seq 0-2, the end of a signed batch */
+  keep_lines(w->seal, 2); /* its seal lines for seq 0 and 2 */
+  expect_good(w, NULL);   /* the gap the anchors close */
+  expect_anchored_bad(w, &anchors, "anchors: missing: chain ");
+  expect_anchored_bad(w, &anchors, "ends at seq 2 but its anchor of ");
+  expect_anchored_bad(w, &anchors, "vouches for seq 6 (the tail was cut: 4 records missing)");
+  dlqb_audit_lines_free(&anchors);
+}
+
+/* The file's last chain deleted whole from log and seal: no later batch
+ * names it and the seal no longer knows it; only the anchor does. */
+static void test_anchor_catches_a_deleted_chain(void **state) {
+  world *w = *state;
+  dlqb_audit *b = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-b", &b, &err), DLQB_OK);
+  record(b, DLQB_EV_REPLAYED, 10, 1);
+  dlqb_audit_close(b); /* lines 1-3 */
+  dlqb_audit_lines anchors = {0};
+  make_anchored_log(w, &anchors); /* a: lines 4-11 */
+  char a_id[DLQB_AUDIT_CHAIN_HEX + 1];
+  chain_of_first_line(w->log, 3, a_id);
+  char needle[64];
+  snprintf(needle, sizeof needle, "\"chain\":\"%s\"", a_id);
+  lines log, seal;
+  read_lines(w->log, &log);
+  read_lines(w->seal, &seal);
+  drop_lines_with(&log, needle);
+  drop_lines_with(&seal, needle);
+  assert_int_equal(log.n, 3);
+  write_lines(w->log, &log);
+  write_lines(w->seal, &seal);
+  free_lines(&log);
+  free_lines(&seal);
+  expect_good(w, NULL); /* the gap the anchors close */
+  char want[160];
+  snprintf(want, sizeof want, "missing: chain %s (writer writer-a) is anchored up to seq 6", a_id);
+  expect_anchored_bad(w, &anchors, want);
+  expect_anchored_bad(w, &anchors, "but the files hold none of it (the chain was deleted)");
+  dlqb_audit_lines_free(&anchors);
+}
+
+/* The seal emptied, the log intact: named with or without anchors. */
+static void test_anchor_with_an_emptied_seal(void **state) {
+  world *w = *state;
+  dlqb_audit_lines anchors = {0};
+  make_anchored_log(w, &anchors);
+  keep_lines(w->seal, 0);
+  expect_anchored_bad(w, &anchors, "has no seal line (the seal was emptied");
+  dlqb_audit_lines_free(&anchors);
+}
+
+/* Anchors anyone could append to the stream: unsigned, edited, or signed
+ * with another writer's key for this chain. */
+static void test_forged_anchors(void **state) {
+  world *w = *state;
+  dlqb_audit_lines anchors = {0};
+  make_anchored_log(w, &anchors);
+  dlqb_error err;
+  dlqb_audit_summary sum;
+  /* An edited anchor (seq 7 claimed) no longer verifies: ignored, counted. */
+  char edited[DLQB_AUDIT_ANCHOR_MAX];
+  snprintf(edited, sizeof edited, "%s", anchors.line[0]);
+  char *at = strstr(edited, "\"seq\":6,");
+  assert_non_null(at);
+  at[6] = '9';
+  assert_int_equal(dlqb_audit_lines_add(&anchors, edited, strlen(edited), &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_lines_add(&anchors, "garbage", 7, &err), DLQB_OK);
+  assert_int_equal(verify_anchored(w, &anchors, 0, &sum, &err), DLQB_OK);
+  assert_int_equal(sum.anchors, 1);
+  assert_int_equal(sum.anchors_ignored, 2);
+  /* The same anchor re-signed with the other writer's key: it verifies as
+   * that key's, and the chain is a's: forged. */
+  char body[DLQB_AUDIT_ANCHOR_MAX], line[DLQB_AUDIT_ANCHOR_MAX + 200];
+  snprintf(body, sizeof body, "%s", anchors.line[0]);
+  char *k = strstr(body, "\"key\":\"");
+  assert_non_null(k);
+  memcpy(k + 7, "KEYID", 5);
+  memmove(k + 12, k + 7 + DLQB_AUDIT_KEY_ID_HEX, strlen(k + 7 + DLQB_AUDIT_KEY_ID_HEX) + 1);
+  *strstr(body, ",\"sig\":\"") = '\0';
+  sign_body(w->other_key_path, body, line, sizeof line);
+  dlqb_audit_lines forged = {0};
+  assert_int_equal(dlqb_audit_lines_add(&forged, line, strlen(line), &err), DLQB_OK);
+  expect_anchored_bad(w, &forged, "but is anchored with key ");
+  dlqb_audit_lines_free(&forged);
+  dlqb_audit_lines_free(&anchors);
+}
+
+/* Rotated files: the newest rotated file and the live log deleted, the seal
+ * cut back: the anchor names the file that is missing by its first line. */
+static void test_anchor_catches_a_deleted_rotated_file(void **state) {
+  world *w = *state;
+  w->cfg.audit_rotate_bytes = 2048;
+  dlqb_audit *a = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
+  for (int i = 0; i < 12; i++) record(a, DLQB_EV_RETRY_SCHEDULED, i * 4, 4);
+  char line[DLQB_AUDIT_ANCHOR_MAX];
+  size_t len;
+  uint64_t commits;
+  assert_int_equal(dlqb_audit_anchor(a, line, &len, &commits, &err), DLQB_OK);
+  dlqb_audit_lines anchors = {0};
+  assert_int_equal(dlqb_audit_lines_add(&anchors, line, len, &err), DLQB_OK);
+  dlqb_audit_close(a);
+  char **files = NULL;
+  size_t n = 0;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
+  assert_true(n >= 3);
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_anchored(w, &anchors, 0, &sum, &err), DLQB_OK);
+  /* Keep only the oldest file; its seal is the one of the state then: a
+   * seal with no line (every line is a's, past it). */
+  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0,
+                                              NULL, NULL, NULL, &sum, &err);
+  assert_int_equal(st, DLQB_OK); /* without anchors: nothing to see */
+  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, &anchors,
+                                  NULL, NULL, &sum, &err);
+  printf("  verify --anchors: %s\n", err.msg);
+  assert_int_equal(st, DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "missing: the file that began as 'audit.log'"));
+  assert_non_null(strstr(err.msg, "(a rotated file was deleted, or the log replaced)"));
+  /* --partial from the second file: the anchor's head is later than its
+   * start, so it is not archived but missing too. */
+  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files + 1, 1, NULL, 1, &anchors,
+                                  NULL, NULL, &sum, &err);
+  assert_int_equal(st, DLQB_EINVAL);
+  dlqb_audit_files_free(files, n);
+  dlqb_audit_lines_free(&anchors);
+}
+
+/* --partial (retention deleted the oldest files): a chain whose anchored
+ * head was written before the first file given began is archived, not
+ * missing; one in a later file is still missing. */
+static void test_anchor_with_partial_counts_archived_chains(void **state) {
+  world *w = *state;
+  w->cfg.audit_rotate_bytes = 2048;
+  dlqb_audit_lines anchors = {0};
+  dlqb_error err;
+  char line[DLQB_AUDIT_ANCHOR_MAX];
+  size_t len;
+  uint64_t commits;
+  dlqb_audit *x = NULL, *y = NULL;
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-x", &x, &err), DLQB_OK);
+  record(x, DLQB_EV_RETRY_SCHEDULED, 0, 2);
+  dlqb_audit_end(x); /* chain_end, still in the first file */
+  assert_int_equal(dlqb_audit_anchor(x, line, &len, &commits, &err), DLQB_OK);
+  assert_non_null(strstr(line, "\"ended\":true"));
+  assert_int_equal(dlqb_audit_lines_add(&anchors, line, len, &err), DLQB_OK);
+  dlqb_audit_close(x);
+  /* The rotation's file_start must be stamped a later millisecond than
+   * x's chain_end (times have ms resolution): wait for the clock, no sleep. */
+  long long t0 = dlqb_now_ms();
+  while (dlqb_now_ms() == t0) {
+  }
+  assert_int_equal(dlqb_audit_open(&w->cfg, "writer-y", &y, &err), DLQB_OK); /* rotates */
+  record(y, DLQB_EV_REPLAYED, 10, 2); /* its chain_end rotates again */
+  dlqb_audit_end(y);
+  assert_int_equal(dlqb_audit_anchor(y, line, &len, &commits, &err), DLQB_OK);
+  assert_int_equal(dlqb_audit_lines_add(&anchors, line, len, &err), DLQB_OK);
+  dlqb_audit_close(y);
+  char **files = NULL;
+  size_t n = 0;
+  assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
+  assert_int_equal(n, 3);
+  dlqb_audit_summary sum;
+  assert_int_equal(verify_anchored(w, &anchors, 0, &sum, &err), DLQB_OK);
+  /* The second file's file_start still vouches for x (the seal knew it
+   * then); the third's no longer does. Retention deleted the first two:
+   * --partial from the third. */
+  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files + 2, 1, NULL,
+                                              1, &anchors, NULL, NULL, &sum, &err);
+  if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
+  assert_int_equal(st, DLQB_OK);
+  assert_int_equal(sum.archived, 1);
+  assert_int_equal(sum.anchored, 2);
+  /* Now y's file is the one missing: its chain is not archived. */
+  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, &anchors,
+                                  NULL, NULL, &sum, &err);
+  printf("  verify --anchors: %s\n", err.msg);
+  assert_int_equal(st, DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "(writer writer-y)"));
+  dlqb_audit_files_free(files, n);
+  dlqb_audit_lines_free(&anchors);
+}
+
 /* ---- the verifier on hostile input ---- */
 
 static void test_verifier_rejects_garbage(void **state) {
@@ -1505,6 +1876,16 @@ int main(void) {
       T(test_seal_missing_or_edited),
       T(test_seal_order_and_lag),
       T(test_visitor_sees_every_accepted_line),
+      T(test_writer_appends_after_a_foreign_line),
+      T(test_deleted_chain_is_named_by_the_next),
+      T(test_deleted_batches_before_another_chain),
+      T(test_anchor_intact),
+      T(test_anchor_catches_a_cut_tail_with_its_seal),
+      T(test_anchor_catches_a_deleted_chain),
+      T(test_anchor_with_an_emptied_seal),
+      T(test_forged_anchors),
+      T(test_anchor_catches_a_deleted_rotated_file),
+      T(test_anchor_with_partial_counts_archived_chains),
       T(test_filter_picks_one_requests_hops),
       T(test_write_failure_then_recovery),
       T(test_first_write_fails),

@@ -75,6 +75,7 @@ static void test_fresh_registry_exports_zeros(void **state) {
   assert_true(sample(t, "dlq_bridge_build_info{version=\"1.2.3\"}") == 1);
   assert_true(sample(t, "dlq_bridge_connected") == 0);
   assert_true(sample(t, "dlq_bridge_audit_writable") == 1);
+  assert_true(sample(t, "dlq_bridge_audit_anchored") == 1);
   assert_true(sample(t, "dlq_bridge_failures_seen_total") == 0);
   assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"max_attempts\"}") == 0);
   assert_true(sample(t, "dlq_bridge_dead_lettered_total{reason=\"sla_budget\"}") == 0);
@@ -258,6 +259,11 @@ static void test_health_verdict(void **state) {
   assert_false(dlqb_metrics_healthy(m, why, sizeof why));
   assert_string_equal(why, "audit log is not writable");
   dlqb_metrics_set_audit_writable(m, true);
+  /* Anchors that do not reach the broker are a gauge, not ill health:
+   * restarting the bridge would not make the broker take them. */
+  dlqb_metrics_set_anchored(m, false);
+  assert_true(dlqb_metrics_healthy(m, why, sizeof why));
+  dlqb_metrics_set_anchored(m, true);
   dlqb_metrics_set_connected(m, false);
   assert_false(dlqb_metrics_healthy(m, NULL, 0));
   dlqb_metrics_free(m);

@@ -1,0 +1,53 @@
+/* Audit anchors off the host: a writer's signed head (dlqb_audit_anchor)
+ * appended to the stream dsr.audit.anchors, where the writer's host can
+ * append but not delete, and read back by `audit verify --anchors`
+ * (docs/audit.md, "Anchors"). The audit layer never talks to the broker;
+ * this is where its head meets a connection. */
+#ifndef DLQB_ANCHOR_H
+#define DLQB_ANCHOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dlqb/audit.h"
+#include "dlqb/config.h"
+#include "dlqb/error.h"
+
+typedef struct dlqb_anchor_pub dlqb_anchor_pub;
+
+/* How long a publish waits for its confirm (and a connection attempt for
+ * the broker) before it counts as failed. */
+#define DLQB_ANCHOR_CONFIRM_MS 5000
+
+/* Starts a thread that, every cfg->audit_anchor_interval_ms, publishes a's
+ * head when it changed since the last confirmed anchor, over a connection
+ * of its own, with a publisher confirm. It never blocks the writer or the
+ * acks: a broker that cannot take an anchor is logged once
+ * (anchor_failing), reported by dlqb_anchor_health, and retried at the
+ * next interval on a fresh connection (the next anchor covers everything
+ * the missed ones did). *out is NULL (DLQB_OK) when a is NULL or the
+ * interval is 0. Fails only for lack of memory or threads. */
+dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, dlqb_anchor_pub **out,
+                              dlqb_error *err);
+
+/* True when the last anchor attempt succeeded (or none was due); else why
+ * (one line) into why[0..len) when why is not NULL. NULL p: true. */
+bool dlqb_anchor_health(dlqb_anchor_pub *p, char *why, size_t len);
+
+/* Stops the thread, then publishes the head once more when it changed
+ * since the last confirmed anchor (call it after dlqb_audit_end, so that
+ * the chain_end is anchored), and frees. DLQB_OK when the last head is
+ * anchored; otherwise the failure (the records are safe on disk; they are
+ * only not anchored). NULL-safe. */
+dlqb_status dlqb_anchor_stop(dlqb_anchor_pub *p, dlqb_error *err);
+
+/* Reads every message of the stream from its first offset up to the end
+ * as of the start of the read (its message count then; a message appended
+ * meanwhile may be read too) into out, oldest first, over a connection of
+ * its own. A message that does not arrive within idle_ms is DLQB_ETIMEOUT;
+ * a missing stream DLQB_EBROKER. Messages larger than DLQB_AUDIT_ANCHOR_MAX
+ * are kept as they are for verify to count as not anchors. */
+dlqb_status dlqb_anchor_read(const dlqb_config *cfg, const char *stream, dlqb_audit_lines *out,
+                             long idle_ms, dlqb_error *err);
+
+#endif
