@@ -161,8 +161,66 @@ char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledg
                        uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
                        char *buf, size_t len);
 
-/* Passes over the DLQ once, moving the selected items, and prints the
- * items (dry run, or --json) and the summary. Returns the exit code. */
+/* What a caller sees of a move pass while it runs. Each may be NULL. */
+typedef struct {
+  /* A dry run's selected item: complete = it would be skipped as complete. */
+  void (*listed)(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms);
+  /* A real run's hop, once its original was acked. */
+  void (*acked)(void *ctx, const dlqb_hop *hop);
+  /* About once a second: the pass so far. */
+  void (*tick)(void *ctx, const dlqb_scan_result *r);
+  void *ctx;
+} ops_move_watch;
+
+/* How a move pass ended. */
+typedef struct {
+  dlqb_status status;   /* dlqb_scan_run's */
+  dlqb_error err;
+  dlqb_scan_result r;
+  bool not_started;     /* lost before the first item: nothing happened, err says why */
+  uint64_t moved;       /* moved (a dry run: would move) */
+  uint64_t skipped;     /* skipped as complete (a dry run: would skip) */
+  uint64_t left;        /* what stays (a dry run: would stay) of r.depth_at_start */
+  int window;           /* the window the pass used */
+  /* Why it ended early, as a sentence; "" when it covered the queue. */
+  char early[DLQB_ERROR_MAX + 256];
+} ops_move_outcome;
+
+/* The one move core, under replay, escalate and the console: passes over
+ * the DLQ once, taking the items o->sel selects (skipping what m->ledger
+ * holds as complete), through the audit trail `audit` (NULL: none; a real
+ * run must pass one when audit is on). Prints nothing. */
+void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
+                   const ops_move_watch *w, dlqb_stop_flag *stop, ops_move_outcome *out);
+
+/* The CLI's move: ops_move_pass, printing the items (dry run, or --json),
+ * progress and the summary. Returns the exit code. */
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop);
+
+/* ---- the actions' pieces (ops_actions.c): CLI commands and console ---- */
+
+/* Who acts and when, stamped on every item a move takes. */
+typedef struct {
+  char actor[128];
+  char now[DLQB_ISO_TIME_MAX];
+  bool has_note;
+  char note[DLQB_LAST_ERROR_MAX + 1]; /* escalate's --note */
+} ops_stamp;
+
+/* actor and now (the current time); note may be NULL. */
+void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
+
+/* Reads the whole completion ledger for replay: a real run as
+ * dlqb_ledger_load (writing its end marker and the cache), a dry run as
+ * dlqb_ledger_peek (writing nothing). A failure must stop the replay:
+ * replaying on a partial ledger could re-run a completed erasure. */
+dlqb_status ops_replay_ledger(const dlqb_config *cfg, bool dry_run, dlqb_ledger *ledger,
+                              dlqb_ledger_stats *ls, dlqb_error *err);
+
+/* The move spec of replay (to dsr.work, attempts reset, replay_count + 1)
+ * and of escalate (to compliance_review, escalation stamps and st's note).
+ * The caller adds ledger, ledger_stats and audit. st must outlive the pass. */
+void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
+void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
 
 #endif
