@@ -10,20 +10,23 @@
 
 #include "dlqb/envelope.h"
 #include "dlqb/error.h"
+#include "dlqb/group.h" /* --group: a failure group id */
 #include "dlqb/item.h" /* what a selection matches */
 
 #define DLQB_SELECT_TEXT_MAX (DLQB_ID_MAX + 1)
 
 /* A selection: --all, or filters that all must match (AND). Text filters
- * compare exactly, except reason, which is a substring of last_error. */
+ * compare exactly, except reason, which is a substring of last_error, and
+ * group, which matches the item's failure group id (dlqb/group.h). */
 typedef struct {
   bool all;
-  bool has_request_id, has_source_system, has_legal_basis, has_reason, has_message_id;
+  bool has_request_id, has_source_system, has_legal_basis, has_reason, has_message_id, has_group;
   char request_id[DLQB_SELECT_TEXT_MAX];
   char source_system[DLQB_SELECT_TEXT_MAX];
   char legal_basis[32];
   char reason[DLQB_LAST_ERROR_MAX + 1];
   char message_id[128];
+  char group[DLQB_GROUP_ID_BUF]; /* lower case */
   bool has_older_than, has_newer_than;
   uint64_t older_than_ms; /* age > this */
   uint64_t newer_than_ms; /* age < this */
@@ -34,12 +37,14 @@ void dlqb_select_init(dlqb_select *s);
 
 /* True when name (a long flag without dashes) is one of the selection
  * flags: all, request-id, source-system, legal-basis, reason, older-than,
- * newer-than, limit, message-id. */
+ * newer-than, limit, message-id, group. */
 bool dlqb_select_is_flag(const char *name);
 
 /* Applies one selection flag. value is NULL for "all". Errors name the
  * flag: "--older-than: '5x' has an unknown unit (use ms, s, m, h or d)",
- * "--limit: 'x' is not a whole number from 1 to 1000000000". */
+ * "--limit: 'x' is not a whole number from 1 to 1000000000",
+ * "--group: 'x' is not a group id (12 hex digits, as stats --by group
+ * prints them)". */
 dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
                             dlqb_error *err);
 

@@ -14,7 +14,7 @@ void dlqb_select_init(dlqb_select *s) { memset(s, 0, sizeof *s); }
 
 static const char *const select_flags[] = {"all",        "request-id", "source-system",
                                            "legal-basis", "reason",     "older-than",
-                                           "newer-than",  "limit",      "message-id"};
+                                           "newer-than",  "limit",      "message-id", "group"};
 
 bool dlqb_select_is_flag(const char *name) {
   for (size_t i = 0; i < sizeof select_flags / sizeof select_flags[0]; i++)
@@ -78,6 +78,18 @@ dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
     return set_text(s->reason, sizeof s->reason, &s->has_reason, name, value, err);
   if (strcmp(name, "message-id") == 0)
     return set_text(s->message_id, sizeof s->message_id, &s->has_message_id, name, value, err);
+  if (strcmp(name, "group") == 0) {
+    char q[DLQB_QUOTE_BUF];
+    if (!dlqb_group_id_valid(value))
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "--group: '%s' is not a group id (12 hex digits, as stats --by group "
+                       "prints them)",
+                       dlqb_text_quote(q, value, strlen(value)));
+    for (size_t i = 0; i < DLQB_GROUP_ID_LEN; i++) s->group[i] = (char)(value[i] | 0x20);
+    s->group[DLQB_GROUP_ID_LEN] = '\0';
+    s->has_group = true;
+    return DLQB_OK;
+  }
   if (strcmp(name, "older-than") == 0)
     return set_duration(&s->older_than_ms, &s->has_older_than, name, value, err);
   if (strcmp(name, "newer-than") == 0)
@@ -88,7 +100,7 @@ dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
 
 static bool has_filter(const dlqb_select *s) {
   return s->has_request_id || s->has_source_system || s->has_legal_basis || s->has_reason ||
-         s->has_message_id || s->has_older_than || s->has_newer_than;
+         s->has_message_id || s->has_group || s->has_older_than || s->has_newer_than;
 }
 
 bool dlqb_select_given(const dlqb_select *s) { return s->all || has_filter(s); }
@@ -108,6 +120,12 @@ bool dlqb_select_match(const dlqb_select *s, const dlqb_item *it, int64_t now_ms
   if (s->has_legal_basis && strcmp(s->legal_basis, it->legal_basis) != 0) return false;
   if (s->has_message_id && strcmp(s->message_id, it->message_id) != 0) return false;
   if (s->has_reason && strstr(it->last_error, s->reason) == NULL) return false;
+  if (s->has_group) {
+    /* Last of the text filters: it normalises and hashes last_error. */
+    char id[DLQB_GROUP_ID_BUF];
+    dlqb_group_of(it, id, NULL, 0);
+    if (strcmp(id, s->group) != 0) return false;
+  }
   if (s->has_older_than || s->has_newer_than) {
     uint64_t age;
     if (!dlqb_item_age(it, now_ms, &age)) return false;

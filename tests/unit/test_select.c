@@ -232,6 +232,30 @@ static void test_select_match_each_filter(void **state) {
   set_ok(&s, "message-id", "msg-1");
   assert_true(dlqb_select_match(&s, &a, NOW_MS));
 
+  /* --group: the item's failure group; another id, another number in the
+   * same error text: the same group. */
+  char gid[DLQB_GROUP_ID_BUF], upper[DLQB_GROUP_ID_BUF];
+  dlqb_group_of(&a, gid, NULL, 0);
+  for (size_t i = 0; i < sizeof gid; i++)
+    upper[i] = (char)(gid[i] >= 'a' && gid[i] <= 'f' ? gid[i] - 32 : gid[i]);
+  dlqb_select_init(&s);
+  set_ok(&s, "group", upper);
+  assert_true(dlqb_select_given(&s));
+  assert_true(dlqb_select_match(&s, &a, NOW_MS));
+  assert_false(dlqb_select_match(&s, &b, NOW_MS));
+  dlqb_item a2 = item_at("r9", "crm", "gdpr_art_15", "rejected by worker: upstream 504",
+                         NOW_MS - HOUR_MS);
+  assert_true(dlqb_select_match(&s, &a2, NOW_MS));
+  dlqb_item a3 = item_at("r9", "erp", "gdpr_art_15", "rejected by worker: upstream 504",
+                         NOW_MS - HOUR_MS);
+  assert_false(dlqb_select_match(&s, &a3, NOW_MS)); /* another source_system */
+  dlqb_error err;
+  assert_int_equal(dlqb_select_set(&s, "group", "0123", &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "--group: '0123' is not a group id"));
+  assert_int_equal(dlqb_select_set(&s, "group", "\x1b[2J0123456", &err), DLQB_EINVAL);
+  assert_null(strchr(err.msg, '\x1b'));
+  assert_true(dlqb_select_is_flag("group"));
+
   dlqb_select_init(&s);
   set_ok(&s, "older-than", "1h");
   assert_true(dlqb_select_match(&s, &a, NOW_MS));
