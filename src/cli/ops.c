@@ -330,6 +330,12 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
     dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, "", "already in the completion ledger");
     return DLQB_OK;
   }
+  if (c->m->target == NULL) {
+    /* resolve: the item leaves the DLQ with nothing published */
+    dlqb_scan_ack(s, d, it, c->m->event, c->m->cause ? c->m->cause : "",
+                  c->m->reason(c->m->ctx, it));
+    return DLQB_OK;
+  }
   dlqb_hset sets[OPS_MAX_SETS];
   size_t n = c->m->sets(c->m->ctx, it, sets);
   return dlqb_scan_forward(s, d, it, c->m->target, sets, n, c->m->event,

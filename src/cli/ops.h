@@ -129,7 +129,7 @@ const char *ops_early_stop(const dlqb_scan_result *r, int window);
 
 typedef struct {
   const char *command;  /* "replay": connection name, audit writer, output */
-  const char *target;   /* queue the selected items go to */
+  const char *target;   /* queue the selected items go to; NULL: removed (resolve) */
   dlqb_event event;     /* DLQB_EV_REPLAYED, DLQB_EV_ESCALATED */
   const char *verb;     /* "replayed", "escalated" */
   const char *cause;    /* hop cause: "operator" for escalate, "" for replay */
@@ -222,5 +222,9 @@ dlqb_status ops_replay_ledger(const dlqb_config *cfg, bool dry_run, dlqb_ledger 
  * The caller adds ledger, ledger_stats and audit. st must outlive the pass. */
 void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
 void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
+
+/* The move spec of resolving: the selected items leave the DLQ (acked,
+ * nothing published), audited as resolved with st's note as the reason. */
+void ops_resolve_spec(ops_move_spec *m, ops_stamp *st, bool dry_run);
 
 #endif

@@ -67,3 +67,15 @@ void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rat
                        .cause = DLQB_ESCALATION_OPERATOR, .dry_run = dry_run, .rate = rate,
                        .sets = escalate_sets, .reason = escalate_reason, .ctx = st};
 }
+
+static const char *resolve_reason(void *ctx, const dlqb_item *it) {
+  const ops_stamp *st = ctx;
+  (void)it;
+  return st->has_note ? st->note : "resolved";
+}
+
+void ops_resolve_spec(ops_move_spec *m, ops_stamp *st, bool dry_run) {
+  *m = (ops_move_spec){.command = "resolve", .target = NULL, .event = DLQB_EV_RESOLVED,
+                       .verb = "resolved", .dry_run = dry_run, .reason = resolve_reason,
+                       .ctx = st};
+}
