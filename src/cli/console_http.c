@@ -84,7 +84,9 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, console_req *r) {
   MHD_add_response_header(resp, "Content-Security-Policy", csp);
   MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
   MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-  MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+  /* same-origin, not no-referrer: with no-referrer a browser sends "Origin:
+   * null" on our own forms, and origin_ok could not tell them from a forgery. */
+  MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
   if (r->location[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
   if (r->cookie[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, r->cookie);
