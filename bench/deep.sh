@@ -5,20 +5,24 @@
 # broker:
 #   inspect --source-system billing, stats, resolve of the last item,
 #   audit reconcile, replay --source-system billing, the daemon's SLA
-#   escalator reaching an overdue item behind all N, replay --all;
+#   escalator reaching an overdue item behind all N, replay --all; the
+#   failure group overview (stats --by group) of N items of 50 causes, and
+#   of N items whose errors are all distinct (the hostile case: 1000 groups
+#   kept, the rest counted as other);
 # and beside them, in the same run, the anchors: the management UI's
 # "Get messages" (requeue) and "Move messages" (a shovel) of the whole
 # queue, and the raw rate at which one consumer reads it (dlqb-bench drain).
 # Prints a Markdown table (docs/performance.md, "Deep DLQ").
 #
 # usage: bench/deep.sh [--depths "10000 100000 1000000"] [--port P] [--no-build]
-#                      [--get-max N]
+#                      [--get-max N] [--only groups]
 #   --depths   the depths to measure (default 10000 100000 1000000)
 #   --port P   AMQP port of the private node; it also takes P+1..P+4 (default 24672)
 #   --get-max  the deepest queue "Get messages" is tried on (default 100000: its
 #              answer is one JSON document of every message, held in the broker's
 #              memory; at 1,000,000 that is most of a gigabyte)
 #   --no-build use the binaries already in build-bench/
+#   --only groups  only the group overview rows (and their loads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,12 +32,15 @@ port=24672
 build=1
 get_max=100000
 window=1000
+only=
 while [ $# -gt 0 ]; do
     case "$1" in
     --depths) depths=${2:?--depths needs a value}; shift 2 ;;
     --port) port=${2:?--port needs a value}; shift 2 ;;
     --get-max) get_max=${2:?--get-max needs a value}; shift 2 ;;
     --no-build) build=0; shift ;;
+    --only) only=${2:?--only needs a value}; shift 2
+        [ "$only" = groups ] || { echo "deep.sh: --only takes groups" >&2; exit 2; } ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "deep.sh: unknown argument '$1' (see bench/deep.sh --help)" >&2; exit 2 ;;
     esac
@@ -103,7 +110,25 @@ timed() { # depth label n_for_rate command...
     row "$depth" "$label" "$secs" "$(rate "$n" 0 "$secs")" "$(mib "$kib")" "$(mib "$b")"
 }
 
+# The group overview at depth N: N items of 50 causes, then N items whose
+# errors are all distinct.
+groups_rows() { # N
+    local n=$1
+    purge_all
+    load "$n" --causes 50 >/dev/null
+    timed "$n" "stats --by group (50 causes)" "$n" "$bin" stats --by group --json
+    purge_all
+    load "$n" --distinct-errors >/dev/null
+    timed "$n" "stats --by group (every error distinct: 1000 groups + other)" "$n" \
+        "$bin" stats --by group --json
+    purge_all
+}
+
 for n in $depths; do
+    if [ "$only" = groups ]; then
+        groups_rows "$n"
+        continue
+    fi
     purge_all
     # A trail of its own per depth: the purges between depths remove items
     # behind dlq-bridge's back, which reconcile would rightly call MISSING.
@@ -174,6 +199,7 @@ for n in $depths; do
     row "$n" "anchor: one consumer reads the queue (dlqb-bench drain)" "$(echo "$line" | field seconds)" \
         "$(echo "$line" | field rate)" "-" "$(mib "$b")"
     row "$n" "(load: publish with $window confirms in flight)" "-" "$lrate" "-" "-"
+    groups_rows "$n"
 done
 
 echo

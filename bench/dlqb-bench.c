@@ -8,7 +8,7 @@
  *   dlqb-bench publish --url U --routing-key K [--exchange X] --count N
  *                      [--window W] [--size B] [--kind raw|failed|dlq]
  *                      [--declare-quorum] [--source-every K] [--dlq-age-ms A]
- *                      [--id-prefix P]
+ *                      [--id-prefix P] [--causes K | --distinct-errors]
  *   dlqb-bench wait    --url U --queue Q [--queue Q2 ...] --at-least N
  *                      [--empty Q] [--timeout-ms T]
  *   dlqb-bench purge   --url U --queue Q [--queue Q2 ...] [--delete]
@@ -20,6 +20,11 @@
  * source_system "billing" (the rest "bench"), --dlq-age-ms A dates
  * dlq_at and first_seen_at A ms in the past, and --id-prefix P names the
  * items P-0, P-1, ... (message_id and request_id; default bench-PID).
+ * --causes K gives the items K distinct failure causes in turn (last_error
+ * "worker error: <service> timeout for <request_id> after <n>ms", the
+ * service a word of letters per cause, so ids and numbers differ within a
+ * cause); --distinct-errors makes every item's error a cause of its own
+ * (letters only: the worst case for stats --by group).
  * publish prints "RESULT count=N seconds=S rate=R"; wait prints
  * "DONE epoch=E" (CLOCK_REALTIME seconds with nanoseconds) when the summed
  * ready depth of the --queue queues is at least N and every --empty queue
@@ -65,6 +70,8 @@ typedef struct {
   long source_every;
   long dlq_age_ms;
   const char *id_prefix;
+  long causes;
+  bool distinct_errors;
   bool delete_queue;
 } options;
 
@@ -192,7 +199,7 @@ static int cmd_publish(const options *o) {
   if (body == NULL) die("out of memory");
   for (long i = 0; i < o->size; i++) body[i] = (char)('a' + i % 26);
   bool failed = strcmp(o->kind, "failed") == 0, dlq = strcmp(o->kind, "dlq") == 0;
-  char now[40], msgid[64], reqid[64];
+  char now[40], msgid[64], reqid[64], errtext[160];
   iso_ago(o->dlq_age_ms, now, sizeof now);
   uint64_t confirmed = 0;
   long window = o->window < 1 ? 1 : o->window;
@@ -218,7 +225,22 @@ static int cmd_publish(const options *o) {
       h[n++] = str_entry("first_seen_at", now);
       if (failed) h[n++] = str_entry("worker_error", "bench: upstream 503");
       if (dlq) {
-        h[n++] = str_entry("last_error", "rejected by worker: upstream 503");
+        if (o->causes > 0 || o->distinct_errors) {
+          /* A word of letters: numbers would be normalised away. */
+          long k = o->distinct_errors ? i : i % o->causes;
+          char word[24];
+          size_t w = 0;
+          do {
+            word[w++] = (char)('a' + k % 26);
+            k /= 26;
+          } while (k > 0 && w < sizeof word - 1);
+          word[w] = '\0';
+          snprintf(errtext, sizeof errtext, "worker error: svc%s timeout for %s after %ldms",
+                   word, reqid, 100 + i % 997);
+          h[n++] = str_entry("last_error", errtext);
+        } else {
+          h[n++] = str_entry("last_error", "rejected by worker: upstream 503");
+        }
         h[n++] = str_entry("dlq_reason", "max_attempts");
         h[n++] = str_entry("dlq_at", now);
       }
@@ -388,6 +410,7 @@ int main(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--declare-quorum") == 0) { o.declare_quorum = true; continue; }
     if (strcmp(a, "--delete") == 0) { o.delete_queue = true; continue; }
+    if (strcmp(a, "--distinct-errors") == 0) { o.distinct_errors = true; continue; }
     if (v == NULL) die("%s needs a value", a);
     i++;
     if (strcmp(a, "--url") == 0) o.url = v;
@@ -397,6 +420,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--source-every") == 0) o.source_every = num_arg(a, v);
     else if (strcmp(a, "--dlq-age-ms") == 0) o.dlq_age_ms = num_arg(a, v);
     else if (strcmp(a, "--id-prefix") == 0) o.id_prefix = v;
+    else if (strcmp(a, "--causes") == 0) o.causes = num_arg(a, v);
     else if (strcmp(a, "--count") == 0) o.count = num_arg(a, v);
     else if (strcmp(a, "--window") == 0) o.window = num_arg(a, v);
     else if (strcmp(a, "--size") == 0) o.size = num_arg(a, v);

@@ -4,6 +4,7 @@
 #ifndef DLQB_CALENDAR_H
 #define DLQB_CALENDAR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,11 @@
 /* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (m 1..12,
  * d 1..31; negative before 1970). */
 int64_t dlqb_days_from_civil(int64_t y, int m, int d);
+
+/* The date of a day count (the inverse of dlqb_days_from_civil), and the
+ * days of month m (1..12) of year y. */
+void dlqb_civil_from_days(int64_t days, int64_t *y, int *m, int *d);
+int dlqb_days_in_month(int64_t y, int m);
 
 /* Formats epoch milliseconds as ISO-8601 UTC with milliseconds
  * ("2026-11-30T05:09:48.123Z"). buf needs DLQB_ISO_TIME_MAX bytes. */

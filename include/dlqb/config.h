@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dlqb/deadline.h"
 #include "dlqb/error.h"
 
 #define DLQB_MAX_RETRY_DELAYS 16
@@ -35,6 +36,7 @@ typedef struct {
   uint64_t startup_wait_ms;  /* run retries its first contact this long; 0 = exit */
   uint64_t dlq_sla_ms;       /* DLQ items older than this are escalated */
   int max_replays;           /* failures after this many replays escalate */
+  dlqb_deadlines deadlines;  /* statutory deadline per legal basis; n 0 = none */
   char ledger_cache[DLQB_CONFIG_STR_MAX];   /* "" = replay reads the ledger whole */
   /* Broker users whose ledger entries count as completions, as "a,b"
    * (trimmed, none empty); "" = none, so replay re-runs every task. */

@@ -10,6 +10,10 @@
 #include "ops.h"
 
 #define PAYLOAD_SHOWN_MAX (64 * 1024)
+/* --sort deadline keeps the most urgent items in memory (a dlqb_item is a
+ * few KiB): this many by default, at most SORT_MAX (--limit). */
+#define SORT_DEFAULT 1000
+#define SORT_MAX 10000
 
 static const cli_flag flags[] = {
     {"all", false, NULL, "list every item (what inspect does without a filter)"},
@@ -17,6 +21,7 @@ static const cli_flag flags[] = {
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
     {"show-payload", false, NULL, "also print each message body (hidden by default)"},
     {"queue", true, "NAME", "list another classic queue, e.g. compliance_review"},
+    {"sort", true, "KEY", "queue (the default: queue order) or deadline (least statutory time left first)"},
     OPS_WIDE_FLAG,
     OPS_OUTPUT_FLAGS,
     {NULL, false, NULL, NULL},
@@ -25,11 +30,16 @@ static const cli_flag flags[] = {
 const cli_spec cmd_inspect_spec = {
     .name = "inspect",
     .summary = "list DLQ items and why they failed, without consuming them",
-    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--show-payload] [--wide] [--json]",
+    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--sort deadline] [--show-payload] [--wide] [--json]",
     .details =
-        "Lists the items of dsr.dlq.manual (age, message_id, request_id, source_system,\n"
-        "then legal_basis, action, attempt and dlq_reason as the width allows, and\n"
-        "last_error) with the same filters as replay; no filter lists everything.\n"
+        "Lists the items of dsr.dlq.manual (age, the statutory time left, message_id,\n"
+        "request_id, source_system, then legal_basis, action, attempt and dlq_reason\n"
+        "as the width allows, and last_error) with the same filters as replay; no\n"
+        "filter lists everything. LEFT is the time until the deadline that the item's\n"
+        "legal_basis implies (the deadlines setting; from the earliest time on the\n"
+        "item, normally first_seen_at): '-2h10m' is overdue, '?' unknown (no usable\n"
+        "time), '-' none. --sort deadline reads the whole queue and lists the --limit\n"
+        "(default 1000, at most 10000) most urgent selected items, unknown first.\n"
         "On a terminal the columns are cut to its width (or to COLUMNS) with an\n"
         "ellipsis; --wide, a pipe or --json shows everything in full. AGE counts\n"
         "from the same time as stats (the later of dlq_at and escalated_at).\n"
@@ -39,15 +49,29 @@ const cli_spec cmd_inspect_spec = {
         "While inspect runs, the items it reads are briefly invisible to other\n"
         "consumers. Payloads are hidden unless --show-payload.\n"
         "--json prints {\"queue\": Q, \"examined\": N, \"total\": N, \"listed\": N,\n"
-        "\"complete\": true|false, \"items\": [...]}; total is the depth at the start.",
+        "\"complete\": true|false, \"items\": [...]}; total is the depth at the start;\n"
+        "each item has its failure group (\"group\") and \"deadline\": null, or\n"
+        "{\"received_at\", \"due_at\", \"left_seconds\"} (null when unknown).",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, NULL},
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "deadlines", NULL},
 };
+
+/* One kept item of --sort deadline, and its place in the queue (ties keep
+ * queue order). */
+typedef struct {
+  dlqb_item it;
+  dlqb_deadline d;
+  uint64_t seq;
+} kept_item;
 
 typedef struct {
   ops_opts o;
   bool show_payload;
+  bool sort_deadline;
+  kept_item *kept; /* a max-heap: the least urgent kept item at [0] */
+  size_t nkept, cap;
+  uint64_t selected;
   const char *queue;
   uint64_t listed;
   int64_t now_ms;
@@ -59,6 +83,15 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
   inspect_ctx *c = ctx;
   if (flag != NULL && strcmp(flag, "show-payload") == 0) {
     c->show_payload = true;
+    return DLQB_OK;
+  }
+  if (flag != NULL && strcmp(flag, "sort") == 0) {
+    if (strcmp(value, "queue") != 0 && strcmp(value, "deadline") != 0) {
+      char q[DLQB_QUOTE_BUF];
+      return dlqb_fail(err, DLQB_EINVAL, "--sort: '%s' is not queue or deadline",
+                       dlqb_text_quote(q, value, strlen(value)));
+    }
+    c->sort_deadline = strcmp(value, "deadline") == 0;
     return DLQB_OK;
   }
   if (flag != NULL && strcmp(flag, "queue") == 0) {
@@ -78,27 +111,82 @@ static const char *payload_text(inspect_ctx *c, amqp_bytes_t body) {
   return c->payload;
 }
 
+/* Urgency order: more urgent first; ties in queue order. */
+static int kept_cmp(const kept_item *a, const kept_item *b) {
+  int c = dlqb_deadline_cmp(&a->d, &b->d);
+  if (c != 0) return c;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int kept_qsort(const void *a, const void *b) { return kept_cmp(a, b); }
+
+static void kept_swap(kept_item *a, kept_item *b) {
+  kept_item t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* Keeps it when it is among the cap most urgent so far: a bounded heap, so
+ * a million-item DLQ costs cap items of memory and log(cap) a step. */
+static void keep_urgent(inspect_ctx *c, const dlqb_item *it) {
+  kept_item k = {.it = *it, .d = dlqb_item_deadline(&c->o.cfg.deadlines, it, c->now_ms),
+                 .seq = c->selected};
+  size_t i;
+  if (c->nkept < c->cap) {
+    i = c->nkept++;
+    c->kept[i] = k;
+    while (i > 0 && kept_cmp(&c->kept[(i - 1) / 2], &c->kept[i]) < 0) {
+      kept_swap(&c->kept[(i - 1) / 2], &c->kept[i]);
+      i = (i - 1) / 2;
+    }
+    return;
+  }
+  if (kept_cmp(&k, &c->kept[0]) >= 0) return; /* less urgent than all kept */
+  c->kept[0] = k;
+  for (i = 0;;) {
+    size_t l = 2 * i + 1, r = l + 1, top = i;
+    if (l < c->nkept && kept_cmp(&c->kept[l], &c->kept[top]) > 0) top = l;
+    if (r < c->nkept && kept_cmp(&c->kept[r], &c->kept[top]) > 0) top = r;
+    if (top == i) break;
+    kept_swap(&c->kept[i], &c->kept[top]);
+    i = top;
+  }
+}
+
+static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *body) {
+  c->listed++;
+  if (c->o.json) {
+    json_object *j = ops_item_json(it, c->now_ms);
+    ops_item_json_deadline(j, &c->o.cfg.deadlines, it, c->now_ms);
+    if (c->show_payload && body != NULL)
+      json_object_object_add(j, "payload", json_object_new_string(payload_text(c, *body)));
+    json_object_array_add(c->items, j);
+  } else {
+    if (c->listed == 1) ops_item_header(stdout);
+    ops_item_print(stdout, it, c->now_ms);
+    putchar('\n');
+    if (c->show_payload && body != NULL) printf("    payload: %s\n", payload_text(c, *body));
+  }
+}
+
 static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
                                 const dlqb_item *it, dlqb_error *err) {
   inspect_ctx *c = ctx;
   (void)err;
   /* Everything is held: it returns to its place when we disconnect. */
   dlqb_scan_hold(s, d);
+  if (c->sort_deadline) {
+    /* The whole queue is read: --limit counts the kept, not the first. */
+    if (!dlqb_select_match(&c->o.sel, it, c->now_ms)) return DLQB_OK;
+    keep_urgent(c, it);
+    c->selected++;
+    return DLQB_OK;
+  }
   dlqb_verdict_rule rule = {.sel = &c->o.sel, .stop_at_limit = true};
   dlqb_verdict v = dlqb_verdict_of(&rule, it, c->now_ms, c->listed);
   if (v.kind == DLQB_VERDICT_HOLD) return DLQB_OK;
-  c->listed++;
-  if (c->o.json) {
-    json_object *j = ops_item_json(it, c->now_ms);
-    if (c->show_payload)
-      json_object_object_add(j, "payload", json_object_new_string(payload_text(c, d->body)));
-    json_object_array_add(c->items, j);
-  } else {
-    if (c->listed == 1) ops_item_header(stdout);
-    ops_item_print(stdout, it, c->now_ms);
-    putchar('\n');
-    if (c->show_payload) printf("    payload: %s\n", payload_text(c, d->body));
-  }
+  list_one(c, it, &d->body);
+  c->selected++;
   if (v.stop_after) dlqb_scan_stop(s);
   return DLQB_OK;
 }
@@ -119,6 +207,22 @@ int cmd_inspect(int argc, char **argv) {
     cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
+  if (c.sort_deadline) {
+    if (c.show_payload) {
+      cli_error("--sort deadline cannot be combined with --show-payload (payloads are not kept)");
+      return EXIT_USAGE;
+    }
+    if (c.o.sel.limit > SORT_MAX) {
+      cli_error("--sort deadline keeps at most %d items: give --limit up to %d", SORT_MAX,
+                SORT_MAX);
+      return EXIT_USAGE;
+    }
+    c.cap = c.o.sel.limit > 0 ? (size_t)c.o.sel.limit : SORT_DEFAULT;
+    if ((c.kept = malloc(c.cap * sizeof *c.kept)) == NULL) {
+      cli_error("out of memory");
+      return EXIT_FAILURE_;
+    }
+  }
   dlqb_stop_flag *stop = cli_stop_flag();
   if (c.show_payload && (c.payload = malloc(PAYLOAD_SHOWN_MAX + 1)) == NULL) {
     cli_error("out of memory");
@@ -126,6 +230,7 @@ int cmd_inspect(int argc, char **argv) {
   }
   c.now_ms = dlqb_now_ms();
   size_t columns = ops_output_width(c.o.wide);
+  ops_table_deadlines(&c.o.cfg.deadlines);
   ops_table_fit(columns);
   if (c.o.json) c.items = json_object_new_array();
   dlqb_scan_options so = {.queue = c.queue, .purpose = "dlq-bridge inspect", .actor = c.o.actor,
@@ -134,8 +239,14 @@ int cmd_inspect(int argc, char **argv) {
   dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
   free(c.payload);
   if (st != DLQB_OK) {
+    free(c.kept);
     json_object_put(c.items);
     return ops_fail(&err);
+  }
+  if (c.sort_deadline) {
+    qsort(c.kept, c.nkept, sizeof *c.kept, kept_qsort);
+    for (size_t i = 0; i < c.nkept; i++) list_one(&c, &c.kept[i].it, NULL);
+    free(c.kept);
   }
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (c.o.json) {
@@ -144,6 +255,8 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(j, "examined", json_object_new_int64((int64_t)r.examined));
     json_object_object_add(j, "total", json_object_new_int64((int64_t)r.depth_at_start));
     json_object_object_add(j, "listed", json_object_new_int64((int64_t)c.listed));
+    json_object_object_add(j, "selected", json_object_new_int64((int64_t)c.selected));
+    json_object_object_add(j, "sort", json_object_new_string(c.sort_deadline ? "deadline" : "queue"));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     json_object_object_add(j, "items", c.items);
@@ -152,9 +265,10 @@ int cmd_inspect(int argc, char **argv) {
     printf("no items%s in %s (%llu examined)\n", dlqb_select_given(&c.o.sel) ? " match" : "",
            c.queue, (unsigned long long)r.examined);
   } else {
-    printf("%llu item%s listed, %llu examined, %llu in %s\n", (unsigned long long)c.listed,
-           c.listed == 1 ? "" : "s", (unsigned long long)r.examined,
-           (unsigned long long)r.depth_at_start, c.queue);
+    printf("%llu item%s listed%s, %llu examined, %llu in %s\n", (unsigned long long)c.listed,
+           c.listed == 1 ? "" : "s",
+           c.sort_deadline && c.selected > c.listed ? " (the most urgent of those selected)" : "",
+           (unsigned long long)r.examined, (unsigned long long)r.depth_at_start, c.queue);
     ops_table_note(stdout, columns);
   }
   if (early != NULL) {

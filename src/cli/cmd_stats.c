@@ -1,12 +1,15 @@
-/* dlq-bridge stats: depth and oldest age of each queue, DLQ reasons. */
+/* dlq-bridge stats: depth and oldest age of each queue, the DLQ broken down
+ * by dlq_reason or (--by group) by failure group. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/group.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
 #include "dlqb/queue_stats.h"
+#include "dlqb/text.h"
 #include "dlqb/topology.h"
 #include "ops.h"
 
@@ -15,13 +18,16 @@
 static const cli_flag flags[] = {
     {"json", false, NULL, "print JSON for scripts instead of text"},
     {"window", true, "N", "DLQ messages read ahead at once for the breakdown, 1 to 65535 (default 5000)"},
+    {"by", true, "WHAT", "break the DLQ down by reason (dlq_reason, the default) or group (failure group)"},
+    {"max-groups", true, "N", "with --by group: groups kept, 1 to 100000 (default 1000); the rest count as other"},
+    OPS_WIDE_FLAG,
     {NULL, false, NULL, NULL},
 };
 
 const cli_spec cmd_stats_spec = {
     .name = "stats",
     .summary = "queue depths, oldest-message ages and the DLQ broken down by reason",
-    .usage = "dlq-bridge stats [--json]",
+    .usage = "dlq-bridge stats [--by reason|group] [--max-groups N] [--wide] [--json]",
     .details =
         "Depth (passive declare) of dsr.work, dsr.failed, every retry queue,\n"
         "dsr.dlq.manual and compliance_review. The age of the oldest message of the\n"
@@ -31,8 +37,19 @@ const cli_spec cmd_stats_spec = {
         "one-off stats knows their age only when they are empty ('-', null in JSON);\n"
         "the daemon's metrics track it over time. The DLQ's breakdown by dlq_reason\n"
         "reads every DLQ item without an ack; nothing moves or changes order.\n"
+        "--by group counts the DLQ by failure group instead: items of the same\n"
+        "dlq_reason and source_system whose last_error differs only in ids, numbers,\n"
+        "hex, UUIDs, times, e-mail addresses and quoted values. Each group has an id\n"
+        "(12 hex digits, stable) to pass to replay, escalate or inspect --group, its\n"
+        "count, oldest and newest age, the error template and one sample error. At\n"
+        "most --max-groups groups are kept (memory stays bounded however many\n"
+        "distinct errors a DLQ holds); items of any further cause count as 'other',\n"
+        "and stats says so.\n"
         "--json prints {\"queues\": {\"<name>\": {\"depth\": N, \"oldest_age_seconds\": S},\n"
-        "...}, \"dlq_reasons\": {\"<reason>\": N, ...}}.",
+        "...}, \"dlq_reasons\": {\"<reason>\": N, ...}}; with --by group also\n"
+        "\"groups\": [{\"id\", \"count\", \"oldest_age_seconds\", \"newest_age_seconds\",\n"
+        "\"dlq_reason\", \"source_system\", \"template\", \"sample\"}, ...] (most items\n"
+        "first), \"other\": {\"count\", ...} and \"max_groups\": N.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
@@ -47,6 +64,10 @@ typedef struct {
   ops_opts o;
   reason_row reasons[MAX_REASONS];
   size_t nreasons;
+  bool by_group;
+  size_t max_groups;
+  dlqb_groups *groups; /* --by group */
+  int64_t now_ms;
 } stats_ctx;
 
 static const char *age_source_name(const dlqb_queue_stat *r) {
@@ -61,8 +82,27 @@ static const char *age_source_name(const dlqb_queue_stat *r) {
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   stats_ctx *c = ctx;
-  if (flag != NULL && (strcmp(flag, "json") == 0 || strcmp(flag, "window") == 0))
+  if (flag != NULL && (strcmp(flag, "json") == 0 || strcmp(flag, "window") == 0 ||
+                       strcmp(flag, "wide") == 0))
     return ops_flag(&c->o, flag, value, err);
+  if (flag != NULL && strcmp(flag, "by") == 0) {
+    if (strcmp(value, "reason") != 0 && strcmp(value, "group") != 0) {
+      char q[DLQB_QUOTE_BUF];
+      return dlqb_fail(err, DLQB_EINVAL, "--by: '%s' is not reason or group",
+                       dlqb_text_quote(q, value, strlen(value)));
+    }
+    c->by_group = strcmp(value, "group") == 0;
+    return DLQB_OK;
+  }
+  if (flag != NULL && strcmp(flag, "max-groups") == 0) {
+    char *end;
+    long n = strtol(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end != '\0' || n < 1 || n > DLQB_GROUPS_HARD_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--max-groups: '%.32s' is not a number from 1 to %d",
+                       value, DLQB_GROUPS_HARD_MAX);
+    c->max_groups = (size_t)n;
+    return DLQB_OK;
+  }
   return dlqb_fail(err, DLQB_EINVAL, flag ? "unknown option '--%s'" : "unexpected argument '%s'",
                    flag ? flag : value);
 }
@@ -88,6 +128,7 @@ static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
   (void)err;
   dlqb_scan_hold(s, d);
   count_reason(c, it->dlq_reason);
+  if (c->groups != NULL) dlqb_groups_add(c->groups, it, c->now_ms);
   return DLQB_OK;
 }
 
@@ -99,6 +140,82 @@ static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, dlqb_error *err) {
   dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, err);
   if (st == DLQB_OK && r.short_read) *partial = true;
   return st;
+}
+
+static json_object *age_json(const dlqb_group *g, uint64_t ms) {
+  return g->aged > 0 ? json_object_new_int64((int64_t)(ms / 1000)) : NULL;
+}
+
+static json_object *group_json(const dlqb_group *g) {
+  json_object *j = json_object_new_object();
+  json_object_object_add(j, "id", json_object_new_string(g->id));
+  json_object_object_add(j, "count", json_object_new_int64((int64_t)g->count));
+  json_object_object_add(j, "oldest_age_seconds", age_json(g, g->oldest_age_ms));
+  json_object_object_add(j, "newest_age_seconds", age_json(g, g->newest_age_ms));
+  json_object_object_add(j, "dlq_reason", json_object_new_string(g->dlq_reason));
+  json_object_object_add(j, "source_system", json_object_new_string(g->source_system));
+  json_object_object_add(j, "template", json_object_new_string(g->tmpl));
+  json_object_object_add(j, "sample", json_object_new_string(g->sample));
+  return j;
+}
+
+static void groups_json(json_object *j, const dlqb_groups *g) {
+  json_object *arr = json_object_new_array();
+  for (size_t i = 0; i < dlqb_groups_count(g); i++)
+    json_object_array_add(arr, group_json(dlqb_groups_at(g, i)));
+  json_object_object_add(j, "groups", arr);
+  const dlqb_group *o = dlqb_groups_other(g);
+  json_object *oj = json_object_new_object();
+  json_object_object_add(oj, "count", json_object_new_int64((int64_t)o->count));
+  json_object_object_add(oj, "oldest_age_seconds", age_json(o, o->oldest_age_ms));
+  json_object_object_add(oj, "newest_age_seconds", age_json(o, o->newest_age_ms));
+  json_object_object_add(j, "other", oj);
+  json_object_object_add(j, "max_groups", json_object_new_int64((int64_t)dlqb_groups_max(g)));
+}
+
+/* One cell of the group table: sanitised (everything in it came from a
+ * message), cut to width with an ellipsis, padded unless last. */
+static void group_cell(const char *text, size_t width, bool last) {
+  char buf[4 * DLQB_GROUP_TEMPLATE_MAX + 16];
+  dlqb_text_cell(buf, sizeof buf, text[0] ? text : "-", text[0] ? strlen(text) : 1, width,
+                 !last, NULL);
+  fputs(buf, stdout);
+  if (!last) putchar(' ');
+}
+
+static void groups_text(const dlqb_groups *g, size_t columns) {
+  size_t n = dlqb_groups_count(g);
+  const dlqb_group *o = dlqb_groups_other(g);
+  printf("\n%s by failure group (%zu group%s, %llu item%s):\n", DLQB_Q_DLQ, n, n == 1 ? "" : "s",
+         (unsigned long long)dlqb_groups_total(g), dlqb_groups_total(g) == 1 ? "" : "s");
+  /* GROUP COUNT OLDEST NEWEST REASON SOURCE, then the template takes the
+   * rest of the line (at least 24 columns); no limit: nothing is cut. */
+  const size_t fixed = 2 + 13 + 11 + 7 + 7 + 17 + 15;
+  size_t rest = columns == 0 ? 0 : columns > fixed + 24 ? columns - fixed : 24;
+  size_t src_w = columns == 0 ? 0 : 14, reason_w = columns == 0 ? 0 : 16;
+  printf("  %-12s %10s %-6s %-6s %-16s %-14s %s\n", "GROUP", "COUNT", "OLDEST", "NEWEST",
+         "DLQ_REASON", "SOURCE", "TEMPLATE / e.g.");
+  for (size_t i = 0; i < n; i++) {
+    const dlqb_group *r = dlqb_groups_at(g, i);
+    char old[32], young[32];
+    ops_age_text(r->aged > 0, r->oldest_age_ms, old, sizeof old);
+    ops_age_text(r->aged > 0, r->newest_age_ms, young, sizeof young);
+    printf("  %-12s %10llu %-6s %-6s ", r->id, (unsigned long long)r->count, old, young);
+    group_cell(r->dlq_reason, reason_w ? reason_w : 16, false);
+    group_cell(r->source_system, src_w ? src_w : 14, false);
+    group_cell(r->tmpl, rest, true);
+    printf("\n  %*s e.g. ", 12 + 1 + 10 + 1 + 6 + 1 + 6 + 1 + 16 + 1 + 14, "");
+    group_cell(r->sample, rest > 6 ? rest - 6 : rest, true);
+    putchar('\n');
+  }
+  if (o->count > 0) {
+    char old[32], young[32];
+    ops_age_text(o->aged > 0, o->oldest_age_ms, old, sizeof old);
+    ops_age_text(o->aged > 0, o->newest_age_ms, young, sizeof young);
+    printf("  %-12s %10llu %-6s %-6s (items of causes past the first %zu groups: --max-groups "
+           "keeps more, filters narrow the DLQ)\n",
+           "other", (unsigned long long)o->count, old, young, dlqb_groups_max(g));
+  }
 }
 
 int cmd_stats(int argc, char **argv) {
@@ -134,7 +251,16 @@ int cmd_stats(int argc, char **argv) {
   dlqb_link_close(link);
 
   bool partial = false;
-  if (dlq_has_items && dlq_breakdown(&c, &partial, &err) != DLQB_OK) return ops_fail(&err);
+  if (c.by_group && (c.groups = dlqb_groups_new(c.max_groups)) == NULL) {
+    cli_error("stats: out of memory");
+    return EXIT_FAILURE_;
+  }
+  c.now_ms = dlqb_now_ms();
+  if (dlq_has_items && dlq_breakdown(&c, &partial, &err) != DLQB_OK) {
+    dlqb_groups_free(c.groups);
+    return ops_fail(&err);
+  }
+  if (c.groups != NULL) dlqb_groups_sort(c.groups);
 
   if (c.o.json) {
     json_object *j = json_object_new_object(), *qs = json_object_new_object();
@@ -155,6 +281,7 @@ int cmd_stats(int argc, char **argv) {
       json_object_object_add(rs, c.reasons[i].name,
                              json_object_new_int64((int64_t)c.reasons[i].count));
     json_object_object_add(j, "dlq_reasons", rs);
+    if (c.groups != NULL) groups_json(j, c.groups);
     if (partial) json_object_object_add(j, "partial", json_object_new_boolean(1));
     ops_print_json(j);
   } else {
@@ -175,12 +302,20 @@ int cmd_stats(int argc, char **argv) {
       }
       printf("%-22s %10s  %s\n", r->queue, r->present ? depth : "-", age);
     }
-    if (c.nreasons > 0) {
+    if (c.groups != NULL) {
+      groups_text(c.groups, ops_output_width(c.o.wide));
+    } else if (c.nreasons > 0) {
       printf("\n%s by dlq_reason:\n", DLQB_Q_DLQ);
       for (size_t i = 0; i < c.nreasons; i++)
         printf("  %-20s %10llu\n", c.reasons[i].name, (unsigned long long)c.reasons[i].count);
     }
   }
+  /* A note, not a failure: every item is counted (JSON has "other"). */
+  if (!c.o.json && c.groups != NULL && dlqb_groups_other(c.groups)->count > 0)
+    fprintf(stderr, "dlq-bridge: stats: %llu DLQ item%s of further causes counted as 'other' (more than %zu groups)\n",
+              (unsigned long long)dlqb_groups_other(c.groups)->count,
+              dlqb_groups_other(c.groups)->count == 1 ? "" : "s", dlqb_groups_max(c.groups));
+  dlqb_groups_free(c.groups);
   if (partial) {
     cli_error("stats: the DLQ breakdown is partial (more items than --window %d)", c.o.window);
     return EXIT_FAILURE_;

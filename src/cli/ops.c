@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "dlqb/columns.h"
+#include "dlqb/group.h"
 #include "dlqb/text.h"
 #include "dlqb/log.h"
 #include "dlqb/topology.h"
@@ -136,6 +137,9 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
   json_object_object_add(o, "replay_count", json_object_new_int64(it->replay_count));
   put_str(o, "last_error", it->last_error);
   put_str(o, "dlq_reason", it->dlq_reason);
+  char group[DLQB_GROUP_ID_BUF];
+  dlqb_group_of(it, group, NULL, 0);
+  put_str(o, "group", group);
   json_object_object_add(
       o, "dlq_at", it->has_dlq_at ? json_object_new_string(dlqb_iso_time(it->dlq_at_ms, iso, sizeof iso))
                                   : NULL);
@@ -147,23 +151,29 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
 /* The item table's columns, the ones a person acts on first (resolve needs
  * the message_id; LAST_ERROR is what one came for and takes the rest of
  * the line); on a narrow terminal the others go, DLQ_REASON last. */
-enum { COL_AGE, COL_MSGID, COL_REQID, COL_SOURCE, COL_BASIS, COL_ACTION, COL_ATT, COL_REASON,
-       COL_ERROR, NCOLS };
+enum { COL_AGE, COL_LEFT, COL_MSGID, COL_REQID, COL_SOURCE, COL_BASIS, COL_ACTION, COL_ATT,
+       COL_REASON, COL_ERROR, NCOLS };
+/* LEFT (the statutory time left) only when the command gives deadlines
+ * (ops_table_deadlines): a compliance officer's first question, so it goes
+ * after DLQ_REASON on a narrow terminal but before the others. */
 static const dlqb_column fit_cols[NCOLS] = {
-    {"AGE", 6, 0},         {"MESSAGE_ID", 12, 0}, {"REQUEST_ID", 12, 0}, {"SOURCE", 10, 0},
-    {"LEGAL_BASIS", 13, 3}, {"ACTION", 13, 4},     {"ATT", 3, 2},         {"DLQ_REASON", 16, 1},
-    {"LAST_ERROR", 0, 0},
+    {"AGE", 6, 0},         {"LEFT", 7, 2},        {"MESSAGE_ID", 12, 0}, {"REQUEST_ID", 12, 0},
+    {"SOURCE", 10, 0},     {"LEGAL_BASIS", 13, 4}, {"ACTION", 13, 5},     {"ATT", 3, 3},
+    {"DLQ_REASON", 16, 1}, {"LAST_ERROR", 0, 0},
 };
 /* Without a limit: padded to these, never cut. */
 static const dlqb_column wide_cols[NCOLS] = {
-    {"AGE", 6, 0},          {"MESSAGE_ID", 36, 0}, {"REQUEST_ID", 24, 0}, {"SOURCE", 14, 0},
-    {"LEGAL_BASIS", 13, 0}, {"ACTION", 13, 0},     {"ATT", 3, 0},         {"DLQ_REASON", 16, 0},
-    {"LAST_ERROR", 0, 0},
+    {"AGE", 6, 0},          {"LEFT", 7, 0},         {"MESSAGE_ID", 36, 0}, {"REQUEST_ID", 24, 0},
+    {"SOURCE", 14, 0},      {"LEGAL_BASIS", 13, 0}, {"ACTION", 13, 0},     {"ATT", 3, 0},
+    {"DLQ_REASON", 16, 0},  {"LAST_ERROR", 0, 0},
 };
 /* One command prints one table per process. */
-static dlqb_layout table = {{true, true, true, true, true, true, true, true, true},
-                            {6, 36, 24, 14, 13, 13, 3, 16, 0}};
+static dlqb_layout table = {{true, false, true, true, true, true, true, true, true, true},
+                            {6, 7, 36, 24, 14, 13, 13, 3, 16, 0}};
 static bool table_cut, table_unlimited = true;
+static const dlqb_deadlines *table_deadlines; /* NULL: no LEFT column */
+
+void ops_table_deadlines(const dlqb_deadlines *d) { table_deadlines = d; }
 
 size_t ops_output_width(bool wide) {
   if (wide) return 0;
@@ -181,7 +191,56 @@ size_t ops_output_width(bool wide) {
 
 void ops_table_fit(size_t columns) {
   table_unlimited = columns == 0;
-  dlqb_columns_fit(columns > 0 ? fit_cols : wide_cols, NCOLS, columns, 16, 40, &table);
+  /* Laid out without LEFT when there are no deadlines, then mapped back. */
+  const dlqb_column *all = columns > 0 ? fit_cols : wide_cols;
+  dlqb_column cols[NCOLS];
+  int map[NCOLS];
+  size_t n = 0;
+  for (int i = 0; i < NCOLS; i++) {
+    if (i == COL_LEFT && table_deadlines == NULL) continue;
+    map[n] = i;
+    cols[n++] = all[i];
+  }
+  dlqb_layout l;
+  dlqb_columns_fit(cols, n, columns, 16, 40, &l);
+  memset(&table, 0, sizeof table);
+  for (size_t k = 0; k < n; k++) {
+    table.shown[map[k]] = l.shown[k];
+    table.width[map[k]] = l.width[k];
+  }
+}
+
+char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len) {
+  if (d->kind == DLQB_DEADLINE_NONE) {
+    snprintf(buf, len, "-");
+  } else if (d->kind == DLQB_DEADLINE_UNKNOWN) {
+    snprintf(buf, len, "?");
+  } else {
+    char t[32];
+    uint64_t ms = d->left_ms >= 0 ? (uint64_t)d->left_ms : (uint64_t)0 - (uint64_t)d->left_ms;
+    snprintf(buf, len, "%s%s", d->left_ms < 0 ? "-" : "", ops_age_text(true, ms, t, sizeof t));
+  }
+  return buf;
+}
+
+void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
+                            int64_t now_ms) {
+  dlqb_deadline x = dlqb_item_deadline(d, it, now_ms);
+  if (x.kind == DLQB_DEADLINE_NONE) {
+    json_object_object_add(o, "deadline", NULL);
+    return;
+  }
+  json_object *j = json_object_new_object();
+  char iso[DLQB_ISO_TIME_MAX];
+  bool known = x.kind == DLQB_DEADLINE_KNOWN;
+  json_object_object_add(
+      j, "received_at",
+      known ? json_object_new_string(dlqb_iso_time(x.receipt_ms, iso, sizeof iso)) : NULL);
+  json_object_object_add(
+      j, "due_at", known ? json_object_new_string(dlqb_iso_time(x.due_ms, iso, sizeof iso)) : NULL);
+  /* Whole seconds toward zero; negative: overdue. */
+  json_object_object_add(j, "left_seconds", known ? json_object_new_int64(x.left_ms / 1000) : NULL);
+  json_object_object_add(o, "deadline", j);
 }
 
 bool ops_table_was_cut(void) { return table_cut; }
@@ -220,6 +279,11 @@ void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms) {
   bool known = dlqb_item_age(it, now_ms, &a), first = true;
   snprintf(att, sizeof att, it->has_attempt ? "%lld" : "-", (long long)it->attempt);
   put_cell(out, COL_AGE, ops_age_text(known, a, age, sizeof age), &first);
+  if (table_deadlines != NULL) {
+    char left[40];
+    dlqb_deadline d = dlqb_item_deadline(table_deadlines, it, now_ms);
+    put_cell(out, COL_LEFT, ops_left_text(&d, left, sizeof left), &first);
+  }
   put_cell(out, COL_MSGID, or_dash(it->message_id), &first);
   put_cell(out, COL_REQID, or_dash(it->request_id), &first);
   put_cell(out, COL_SOURCE, or_dash(it->source_system), &first);

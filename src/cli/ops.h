@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "dlqb/audit.h"
+#include "dlqb/deadline.h"
 #include "dlqb/ledger.h"
 #include "dlqb/scan.h"
 #include "dlqb/select.h"
@@ -22,6 +23,7 @@
   {"source-system", true, "NAME", "only items from this source_system"},                       \
   {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \
   {"reason", true, "TEXT", "only items whose last_error contains TEXT"},                       \
+  {"group", true, "ID", "only items of this failure group (a GROUP id that stats lists)"},    \
   {"older-than", true, "DURATION", "only items in the DLQ longer than this (e.g. 2h, 7d)"},     \
   {"newer-than", true, "DURATION", "only items in the DLQ for less than this"}
 
@@ -85,7 +87,8 @@ int ops_fail(const dlqb_error *err);
 /* "3d4h", "12m", "45s" (two largest units); "?" when unknown. */
 char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len);
 
-/* The item as a JSON object (new reference). */
+/* The item as a JSON object (new reference), with its failure group id
+ * ("group"). */
 json_object *ops_item_json(const dlqb_item *it, int64_t now_ms);
 
 /* The item as one human line (no newline): age, ids, basis, action,
@@ -101,6 +104,19 @@ void ops_item_header(FILE *out);
  * else no limit: a pipe into grep or a file keeps every character, and
  * scripts read --json. */
 size_t ops_output_width(bool wide);
+
+/* Gives the item table a LEFT column, the statutory time left under d
+ * (inspect); call before ops_table_fit. NULL (the default): none. */
+void ops_table_deadlines(const dlqb_deadlines *d);
+
+/* The time left as LEFT shows it: "19d4h", "-2h10m" when overdue, "?" when
+ * unknown, "-" when no deadline applies. Returns buf. */
+char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len);
+
+/* Adds "deadline" to an item's JSON: null when no rule applies, else
+ * {"received_at", "due_at", "left_seconds"} (null when unknown). */
+void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
+                            int64_t now_ms);
 
 /* Lays the item table out for `columns` (0: every column, nothing cut),
  * for ops_item_header and ops_item_print. Cells are sanitised and cut

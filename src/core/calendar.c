@@ -17,7 +17,7 @@ int64_t dlqb_days_from_civil(int64_t y, int m, int d) {
   return era * 146097 + doe - 719468;
 }
 
-static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+void dlqb_civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
   z += 719468;
   int64_t era = (z >= 0 ? z : z - 146096) / 146097;
   int64_t doe = z - era * 146097;
@@ -29,7 +29,7 @@ static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
   *y = yoe + era * 400 + (*m <= 2);
 }
 
-static int days_in_month(int64_t y, int m) {
+int dlqb_days_in_month(int64_t y, int m) {
   static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
   return m == 2 && leap ? 29 : days[m - 1];
@@ -43,7 +43,7 @@ char *dlqb_iso_time(int64_t epoch_ms, char *buf, size_t len) {
     rem += DLQB_MS_PER_DAY;
     days--;
   }
-  civil_from_days(days, &y, &m, &d);
+  dlqb_civil_from_days(days, &y, &m, &d);
   snprintf(buf, len, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ", y, m, d,
            (int)(rem / 3600000), (int)(rem / 60000 % 60), (int)(rem / 1000 % 60),
            (int)(rem % 1000));
@@ -100,7 +100,7 @@ dlqb_status dlqb_iso_time_parse(const char *text, size_t len, int64_t *epoch_ms)
             read_digits(text, len, &pos, 2, &mi) && read_char(text, len, &pos, ':') &&
             read_digits(text, len, &pos, 2, &s) && read_fraction(text, len, &pos, &ms) &&
             read_utc_suffix(text, len, pos);
-  if (!ok || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
+  if (!ok || mo < 1 || mo > 12 || d < 1 || d > dlqb_days_in_month(y, mo) || h > 23 || mi > 59 ||
       s > 59)
     return DLQB_EINVAL;
   *epoch_ms = dlqb_days_from_civil(y, mo, d) * DLQB_MS_PER_DAY +

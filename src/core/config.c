@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlqb/deadline.h"
 #include "dlqb/duration.h"
 #include "dlqb/text.h"
 
@@ -32,7 +33,8 @@ typedef enum {
   KIND_LOG_FORMAT, /* text | json */
   KIND_LOG_LEVEL,  /* error | warn | info | debug */
   KIND_NAME,       /* printable ASCII */
-  KIND_USERS       /* broker user names, comma-separated; kept as "a,b" */
+  KIND_USERS,      /* broker user names, comma-separated; kept as "a,b" */
+  KIND_DEADLINES   /* PATTERN=PERIOD rules per legal basis (dlqb/deadline.h) */
 } setting_kind;
 
 /* X(key, field, env, flag, default, kind, min, max, help), one per setting.
@@ -66,6 +68,9 @@ typedef enum {
     KIND_DURATION, 0, 0, "how long run waits for the broker at start; 0s = exit at once")       \
   X(dlq_sla, dlq_sla_ms, "DLQ_BRIDGE_DLQ_SLA", "dlq-sla", "24h", KIND_DURATION, 1, 0,       \
     "DLQ items older than this are escalated")                                              \
+  X(deadlines, deadlines, "DLQ_BRIDGE_DEADLINES", "deadlines", "gdpr_*=1mo,ccpa_*=45d",    \
+    KIND_DEADLINES, 0, 0,                                                                   \
+    "statutory deadline from receipt per legal_basis, PATTERN=PERIOD,...; empty = none")    \
   X(max_replays, max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1,    \
     1000, "replays of a task before its next failure escalates (1 to 1000)")                \
   X(ledger_cache, ledger_cache, "DLQ_BRIDGE_LEDGER_CACHE", "ledger-cache", "", KIND_PATH,   \
@@ -497,6 +502,8 @@ static dlqb_status set_by_rule(dlqb_config *c, const setting_rule *r, const char
     return set_log_level((int *)(void *)field, value, err);
   case KIND_USERS:
     return set_users(field, value, r, err);
+  case KIND_DEADLINES:
+    return dlqb_deadlines_parse(value, (dlqb_deadlines *)(void *)field, err);
   }
   return dlqb_fail(err, DLQB_EINVAL, "internal error: unknown setting kind");
 }
