@@ -33,7 +33,7 @@ const cli_spec cmd_console_spec = {
     .settings = true,
     .uses = (const char *const[]){"url", "tls_ca_file", "tls_cert_file", "tls_key_file",
                                   CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
-                                  "completion_writers", "console_addr", "console_tls_cert_file",
+                                  "completion_writers", "deadlines", "console_addr", "console_tls_cert_file",
                                   "console_tls_key_file", "console_behind_proxy", NULL},
 };
 

@@ -36,6 +36,7 @@ const char console_css[] =
     "color:#fff;border-radius:3px;cursor:pointer}\n"
     "header button{background:transparent;border-color:#fff}\n"
     "tr.skip td{color:var(--muted)}\n"
+    "tr.overdue td.left{color:var(--bad);font-weight:600}\n"
     "progress{width:100%;height:1.2em}\n"
     ".count{display:inline-block;margin-right:2em}.count .label{color:var(--muted)}\n"
     "pre.audit{background:#fff;border:1px solid var(--line);padding:.6em;overflow-x:auto}\n"

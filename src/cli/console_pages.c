@@ -141,8 +141,7 @@ void console_post_logout(console_req *r) {
 typedef struct {
   dlqb_groups *groups;       /* the groups page */
   const dlqb_select *sel;    /* the items page: which to keep */
-  dlqb_item *items;          /* at most CONSOLE_LIST_MAX */
-  size_t nitems;
+  ops_urgent urgent;         /* the most urgent of them (statutory time left) */
   uint64_t matched;
   int64_t now_ms;
 } look_ctx;
@@ -153,7 +152,8 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   look_ctx *c = ctx;
   if (c->groups != NULL) dlqb_groups_add(c->groups, it, c->now_ms);
   if (c->sel != NULL && dlqb_select_match(c->sel, it, c->now_ms)) {
-    if (c->nitems < CONSOLE_LIST_MAX) c->items[c->nitems++] = *it;
+    ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&console_g.cfg.deadlines, it, c->now_ms),
+                    c->matched);
     c->matched++;
   }
   dlqb_scan_hold(s, d);
@@ -335,10 +335,17 @@ static void action_forms(console_req *r) {
 }
 
 /* One item row of a list; link to its page. */
-static void item_row(dlqb_html *h, const dlqb_item *it, int64_t now_ms) {
+static void item_row(dlqb_html *h, const ops_kept *k, int64_t now_ms) {
+  const dlqb_item *it = &k->it;
+  char left[32];
+  dlqb_html_raw(h, k->d.kind == DLQB_DEADLINE_KNOWN && k->d.left_ms < 0
+                       ? "<tr class=\"overdue\"><td class=\"num left\">"
+                       : "<tr><td class=\"num left\">");
+  dlqb_html_text(h, ops_left_text(&k->d, left, sizeof left));
+  dlqb_html_raw(h, "</td>");
   uint64_t age = 0;
   bool known = dlqb_item_age(it, now_ms, &age);
-  dlqb_html_raw(h, "<tr><td><a href=\"/item?message-id=");
+  dlqb_html_raw(h, "<td><a href=\"/item?message-id=");
   dlqb_html_url(h, it->message_id);
   dlqb_html_raw(h, "\">");
   dlqb_html_text(h, it->request_id[0] ? it->request_id : "-");
@@ -357,16 +364,17 @@ static void item_row(dlqb_html *h, const dlqb_item *it, int64_t now_ms) {
 void console_page_group(console_req *r) {
   dlqb_select sel;
   if (!console_selection(r, false, &sel)) return;
-  look_ctx c = {.sel = &sel, .items = malloc(CONSOLE_LIST_MAX * sizeof(dlqb_item))};
-  if (c.items == NULL) {
+  look_ctx c = {.sel = &sel};
+  if (!ops_urgent_init(&c.urgent, CONSOLE_LIST_MAX)) {
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
   dlqb_scan_result res;
   if (!look(r, &c, &res)) {
-    free(c.items);
+    ops_urgent_free(&c.urgent);
     return;
   }
+  ops_urgent_sort(&c.urgent);
   char id[DLQB_GROUP_ID_BUF + 8] = "";
   console_arg(r, "group", id, sizeof id);
   console_page_begin(r, id[0] ? "Failure group" : "Selected items");
@@ -388,15 +396,20 @@ void console_page_group(console_req *r) {
   dlqb_html_raw(h, "<p class=\"summary\" id=\"matched\">");
   dlqb_html_textf(h, "%llu of %llu items in %s match", (unsigned long long)c.matched,
                   (unsigned long long)res.examined, DLQB_Q_DLQ);
-  if (c.matched > c.nitems) dlqb_html_textf(h, "; the first %zu are shown", c.nitems);
-  dlqb_html_raw(h, "</p><table id=\"items\"><thead><tr><th>request_id</th><th>source_system</th>"
-                   "<th>legal_basis</th><th>age</th><th>attempts</th><th>last error</th>"
-                   "</tr></thead><tbody>\n");
-  for (size_t i = 0; i < c.nitems; i++) item_row(h, &c.items[i], c.now_ms);
-  dlqb_html_raw(h, "</tbody></table>");
+  if (c.matched > c.urgent.n)
+    dlqb_html_textf(h, "; the %zu with the least statutory time left are shown", c.urgent.n);
+  dlqb_html_raw(h, "</p><table id=\"items\"><thead><tr><th>time left</th><th>request_id</th>"
+                   "<th>source_system</th><th>legal_basis</th><th>age</th><th>attempts</th>"
+                   "<th>last error</th></tr></thead><tbody>\n");
+  for (size_t i = 0; i < c.urgent.n; i++) item_row(h, &c.urgent.kept[i], c.now_ms);
+  dlqb_html_raw(h, "</tbody></table><p class=\"note\">Sorted by the statutory time left "
+                   "(deadlines setting: ");
+  char rules[512];
+  dlqb_html_text(h, dlqb_deadlines_format(&console_g.cfg.deadlines, rules, sizeof rules));
+  dlqb_html_raw(h, "); ? = no usable receipt time, - = no deadline for its legal basis.</p>");
   if (c.matched > 0) action_forms(r);
   console_page_end(r);
-  free(c.items);
+  ops_urgent_free(&c.urgent);
 }
 
 /* ---- one item ---------------------------------------------------------- */
@@ -462,22 +475,23 @@ void console_page_item(console_req *r) {
     console_error_page(r, 400, "No item", "Give a message-id.");
     return;
   }
-  look_ctx c = {.sel = &sel, .items = malloc(CONSOLE_LIST_MAX * sizeof(dlqb_item))};
-  if (c.items == NULL) {
+  look_ctx c = {.sel = &sel};
+  if (!ops_urgent_init(&c.urgent, 1)) {
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
   dlqb_scan_result res;
   if (!look(r, &c, &res)) {
-    free(c.items);
+    ops_urgent_free(&c.urgent);
     return;
   }
-  if (c.nitems == 0) {
-    free(c.items);
+  if (c.urgent.n == 0) {
+    ops_urgent_free(&c.urgent);
     console_error_page(r, 404, "Not in the DLQ", "No item with this message_id is in the DLQ now.");
     return;
   }
-  const dlqb_item *it = &c.items[0];
+  const dlqb_item *it = &c.urgent.kept[0].it;
+  const dlqb_deadline *dl = &c.urgent.kept[0].d;
   console_page_begin(r, "Item");
   dlqb_html *h = &r->out;
   char group[DLQB_GROUP_ID_BUF];
@@ -494,6 +508,9 @@ void console_page_item(console_req *r) {
   time_field(h, "first_seen_at", it->has_first_seen_at, it->first_seen_at_ms);
   time_field(h, "dlq_at", it->has_dlq_at, it->dlq_at_ms);
   time_field(h, "timestamp", it->has_timestamp, it->timestamp_ms);
+  char left[32];
+  time_field(h, "statutory deadline", dl->kind == DLQB_DEADLINE_KNOWN, dl->due_ms);
+  field(h, "time left", ops_left_text(dl, left, sizeof left));
   dlqb_html_raw(h, "</table><p class=\"note\">The payload is not shown: it holds personal data.</p>"
                    "<h2>How it got here</h2>");
   story(h, it);
@@ -503,5 +520,5 @@ void console_page_item(console_req *r) {
   dlqb_html_raw(h, "\">Its failure group</a></p>");
   action_forms(r);
   console_page_end(r);
-  free(c.items);
+  ops_urgent_free(&c.urgent);
 }

@@ -213,6 +213,29 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
  * progress and the summary. Returns the exit code. */
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop);
 
+/* ---- the most urgent items of a pass (inspect --sort deadline, the console) */
+
+/* One kept item, its deadline and its place in the queue (ties keep queue
+ * order). */
+typedef struct {
+  dlqb_item it;
+  dlqb_deadline d;
+  uint64_t seq;
+} ops_kept;
+
+/* The cap most urgent items seen: a bounded max-heap (the least urgent kept
+ * at [0]), so a million-item DLQ costs cap items of memory and log(cap) a
+ * step; ops_urgent_sort then orders them most urgent first. */
+typedef struct {
+  ops_kept *kept;
+  size_t n, cap;
+} ops_urgent;
+
+bool ops_urgent_init(ops_urgent *u, size_t cap); /* false: out of memory */
+void ops_urgent_keep(ops_urgent *u, const dlqb_item *it, dlqb_deadline d, uint64_t seq);
+void ops_urgent_sort(ops_urgent *u);
+void ops_urgent_free(ops_urgent *u);
+
 /* ---- the actions' pieces (ops_actions.c): CLI commands and console ---- */
 
 /* Who acts and when, stamped on every item a move takes. */

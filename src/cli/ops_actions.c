@@ -1,6 +1,7 @@
 /* The pieces of replay and escalate that the CLI commands and the console
  * share: reading the completion ledger and the header stamps of a move. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dlqb/clock.h"
@@ -79,3 +80,61 @@ void ops_resolve_spec(ops_move_spec *m, ops_stamp *st, bool dry_run) {
                        .verb = "resolved", .dry_run = dry_run, .reason = resolve_reason,
                        .ctx = st};
 }
+
+/* ---- the most urgent items ---------------------------------------------- */
+
+bool ops_urgent_init(ops_urgent *u, size_t cap) {
+  u->n = 0;
+  u->cap = cap;
+  u->kept = malloc((cap ? cap : 1) * sizeof *u->kept);
+  return u->kept != NULL;
+}
+
+void ops_urgent_free(ops_urgent *u) {
+  free(u->kept);
+  u->kept = NULL;
+  u->n = u->cap = 0;
+}
+
+/* Urgency order: more urgent first; ties in queue order. */
+static int kept_cmp(const ops_kept *a, const ops_kept *b) {
+  int c = dlqb_deadline_cmp(&a->d, &b->d);
+  if (c != 0) return c;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int kept_qsort(const void *a, const void *b) { return kept_cmp(a, b); }
+
+static void kept_swap(ops_kept *a, ops_kept *b) {
+  ops_kept t = *a;
+  *a = *b;
+  *b = t;
+}
+
+void ops_urgent_keep(ops_urgent *u, const dlqb_item *it, dlqb_deadline d, uint64_t seq) {
+  if (u->cap == 0) return;
+  ops_kept *heap = u->kept;
+  size_t i;
+  if (u->n < u->cap) {
+    i = u->n++;
+    heap[i] = (ops_kept){.it = *it, .d = d, .seq = seq};
+    while (i > 0 && kept_cmp(&heap[(i - 1) / 2], &heap[i]) < 0) {
+      kept_swap(&heap[(i - 1) / 2], &heap[i]);
+      i = (i - 1) / 2;
+    }
+    return;
+  }
+  ops_kept k = {.d = d, .seq = seq};
+  if (kept_cmp(&k, &heap[0]) >= 0) return; /* less urgent than all kept */
+  heap[0] = (ops_kept){.it = *it, .d = d, .seq = seq};
+  for (i = 0;;) {
+    size_t l = 2 * i + 1, r = l + 1, top = i;
+    if (l < u->n && kept_cmp(&heap[l], &heap[top]) > 0) top = l;
+    if (r < u->n && kept_cmp(&heap[r], &heap[top]) > 0) top = r;
+    if (top == i) break;
+    kept_swap(&heap[i], &heap[top]);
+    i = top;
+  }
+}
+
+void ops_urgent_sort(ops_urgent *u) { qsort(u->kept, u->n, sizeof *u->kept, kept_qsort); }

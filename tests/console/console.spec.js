@@ -105,6 +105,10 @@ async function main() {
   await page.goto(base + '/group?group=' + sgroup.id);
   const errs = await page.$$eval('#items td.last-error', (tds) => tds.map((td) => td.textContent));
   assert.deepStrictEqual(errs, Array(scripts).fill(hostile));
+  // gdpr_art_17 has a month from receipt: days and hours left, none overdue.
+  const lefts = await page.$$eval('#items td.left', (tds) => tds.map((td) => td.textContent));
+  assert.strictEqual(lefts.length, scripts);
+  for (const l of lefts) assert.match(l, /^(2[89]|3[01])d\d+h$/, 'time left: ' + l);
   assert.strictEqual(await page.$$eval('main script', (s) => s.length), 0, 'no script element from a message');
   await Promise.all([page.waitForNavigation(), page.click('#items tbody tr a')]);
   const envelope = await page.textContent('#envelope');
