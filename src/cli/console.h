@@ -5,6 +5,8 @@
  *   console_session.c  sign-in as a broker user, sessions, CSRF, rate limit
  *   console_pages.c    failure groups, a group's items, an item
  *   console_actions.c  preview (dry run) and jobs (a real pass in a thread)
+ *   console_review.c   the review inbox: list, claim, decide
+ *   console_audit.c    an item's audit history
  *   console_assets.c   the CSS and the one small script, compiled in
  *
  * Pages are rendered here, in C, with every string from a message or a
@@ -136,6 +138,8 @@ void console_post_run(console_req *r);
 void console_page_job(console_req *r);
 void console_json_job(console_req *r);
 void console_page_jobs(console_req *r);
+void console_page_review(console_req *r);     /* console_review.c */
+void console_post_review_act(console_req *r);
 
 /* Jobs (console_actions.c). */
 void console_jobs_init(void);

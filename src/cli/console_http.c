@@ -154,6 +154,7 @@ static void route(struct MHD_Connection *c, console_req *r) {
     if (strcmp(p, "/logout") == 0) console_post_logout(r);
     else if (strcmp(p, "/preview") == 0) console_post_preview(r);
     else if (strcmp(p, "/run") == 0) console_post_run(r);
+    else if (strcmp(p, "/review/act") == 0) console_post_review_act(r);
     else console_error_page(r, MHD_HTTP_NOT_FOUND, "Not found", "No such action.");
     return;
   }
@@ -163,6 +164,7 @@ static void route(struct MHD_Connection *c, console_req *r) {
   else if (strcmp(p, "/job") == 0) console_page_job(r);
   else if (strcmp(p, "/job.json") == 0) console_json_job(r);
   else if (strcmp(p, "/jobs") == 0) console_page_jobs(r);
+  else if (strcmp(p, "/review") == 0) console_page_review(r);
   else console_error_page(r, MHD_HTTP_NOT_FOUND, "Not found", "No such page.");
 }
 

@@ -32,7 +32,7 @@ void console_page_begin(console_req *r, const char *title) {
                    "<script src=\"/static/console.js\" defer></script></head><body>"
                    "<header><a class=\"brand\" href=\"/\">dlq-bridge console</a>");
   if (r->signed_in) {
-    dlqb_html_raw(h, "<nav><a href=\"/\">Failure groups</a> <a href=\"/jobs\">Actions</a></nav>"
+    dlqb_html_raw(h, "<nav><a href=\"/\">Failure groups</a> <a href=\"/review\">Review inbox</a> <a href=\"/jobs\">Actions</a></nav>"
                      "<form class=\"who\" method=\"post\" action=\"/logout\">"
                      "<span>broker user <b id=\"who\">");
     dlqb_html_text(h, r->who.user);

@@ -157,6 +157,30 @@ async function main() {
   g = await groups(page);
   assert.match(g.depth, new RegExp(`^${scripts} items in dsr.dlq.manual, in 1 groups`), g.depth);
   assert.deepStrictEqual(g.rows.map((r) => r.id), [sgroup.id]);
+  // The review inbox: escalate one script item from its page (preview, run),
+  // claim it in the inbox, and return it to the DLQ.
+  await page.goto(base + '/group?group=' + sgroup.id);
+  await Promise.all([page.waitForNavigation(), page.click('#items tbody tr a')]);
+  await page.fill('form.action:has(#preview-escalate) input[name=note]', 'needs a <b>person</b>');
+  await Promise.all([page.waitForNavigation(), page.click('#preview-escalate')]);
+  assert.match(await page.textContent('#preview-summary'), /^dry run: would escalate 1, would leave/);
+  await Promise.all([page.waitForNavigation(), page.click('#run')]);
+  assert.strictEqual(await jobState(page), 'done', await page.textContent('#job-error'));
+  await page.goto(base + '/review');
+  assert.match(await page.textContent('#review-count'), /^1 items wait in compliance_review, 1 unclaimed/);
+  assert.ok((await page.textContent('#review')).includes('needs a <b>person</b>'), 'the note as text');
+  await shot(page, 'review');
+  await Promise.all([page.waitForNavigation(), page.click('#review button:text("Claim")')]);
+  assert.match(await page.textContent('#review-result'), /^Done: claimed/);
+  await page.goto(base + '/review');
+  assert.match(await page.textContent('#review-count'), /0 unclaimed/);
+  await Promise.all([page.waitForNavigation(), page.click('#review button:text("Decide: return to the DLQ")')]);
+  assert.match(await page.textContent('#review-result'), /^Done: decided_return/);
+  await page.goto(base + '/review');
+  assert.match(await page.textContent('#review-count'), /^0 items wait/);
+  g = await groups(page);
+  assert.match(g.depth, new RegExp(`^${scripts} items in dsr.dlq.manual`), g.depth);
+
   assert.deepStrictEqual(cspViolations, [], 'no CSP violation');
   await browser.close();
 }

@@ -6,7 +6,8 @@
  * as an operator and as a read-only broker user, sees the groups, previews
  * and runs a group replay, is refused a replay without a CSRF token and a
  * replay the read-only user may not do, and sees a last_error of
- * <script>alert(1)</script> as text. Here, afterwards: the broker's queues
+ * <script>alert(1)</script> as text, and takes one item through the review
+ * inbox (escalate, claim, return). Here, afterwards: the broker's queues
  * moved as the browser saw, and the audit trail names the operator as the
  * broker user of every replay. */
 #include <setjmp.h>
@@ -153,7 +154,8 @@ static void test_console_in_a_browser(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), SCRIPTS);
   char needle[TH_NAME_MAX + 32];
   assert_true(th_fmt(needle, sizeof needle, "\"broker_user\":\"%s\"", op));
-  assert_int_equal(fx_count_in_file(a.log, needle), TIMEOUTS);
+  /* the replays, and one item escalated, claimed and returned */
+  assert_int_equal(fx_count_in_file(a.log, needle), TIMEOUTS + 3);
   assert_true(th_fmt(needle, sizeof needle, "\"broker_user\":\"%s\"", ro));
   assert_int_equal(fx_count_in_file(a.log, needle), 0);
   /* No password anywhere in the console's log. */
@@ -166,8 +168,29 @@ static void test_console_in_a_browser(void **state) {
   fx_audit_remove(&a);
 }
 
+/* Off loopback without TLS the console does not start: a session cookie and
+ * a broker password would cross the network in clear. */
+static void test_console_refuses_plain_http_off_loopback(void **state) {
+  fx_case *t = *state;
+  char env_addr[96];
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=0.0.0.0:%d", th_free_port()));
+  const char *const env[] = {env_addr, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "is not loopback: set DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE"));
+  assert_int_equal(th_count_lines(r.err), 1);
+  /* A certificate without its key is a configuration error too. */
+  const char *const half[] = {env_addr, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE=/nonexistent.pem", NULL};
+  assert_int_equal(th_run_bridge(args, t->vhost.url, half, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "must be given together"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      FX_TEST(test_console_refuses_plain_http_off_loopback),
       FX_TEST(test_console_in_a_browser),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
