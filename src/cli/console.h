@@ -137,6 +137,7 @@ void console_post_preview(console_req *r);
 void console_post_run(console_req *r);
 void console_page_job(console_req *r);
 void console_json_job(console_req *r);
+void console_post_stop(console_req *r);
 void console_page_jobs(console_req *r);
 void console_page_review(console_req *r);     /* console_review.c */
 void console_post_review_act(console_req *r);

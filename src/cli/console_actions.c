@@ -40,20 +40,20 @@ typedef struct {
   dlqb_scan_result progress;
   uint64_t moved, skipped, left;
   char summary[256];
-  char error[DLQB_ERROR_MAX + 300];
+  char error[DLQB_ERROR_MAX + 256 + CONSOLE_USER_MAX + 32];
   pthread_t thread;
   bool joinable;
+  dlqb_stop_flag stop; /* the Stop button, or the console's shutdown */
+  char stopped_by[CONSOLE_USER_MAX];
 } job;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static job jobs[JOBS];
 static unsigned next_id = 1;
-static dlqb_stop_flag stop_all;
 
 void console_jobs_init(void) {
   pthread_mutex_lock(&lock);
   memset(jobs, 0, sizeof jobs);
-  atomic_store(&stop_all, 0);
   pthread_mutex_unlock(&lock);
 }
 
@@ -284,7 +284,7 @@ static void *job_main(void *arg) {
   }
   m.audit = audit;
   ops_move_watch w = {.tick = job_tick, .ctx = j};
-  ops_move_pass(o, &m, audit, &w, &stop_all, out);
+  ops_move_pass(o, &m, audit, &w, &j->stop, out);
   pthread_mutex_lock(&lock);
   j->progress = out->r;
   j->moved = out->moved;
@@ -297,7 +297,9 @@ static void *job_main(void *arg) {
     snprintf(j->error, sizeof j->error, "%s", out->err.msg);
   } else if (out->early[0]) {
     j->failed = true;
-    snprintf(j->error, sizeof j->error, "%s", out->early);
+    if (out->r.interrupted && j->stopped_by[0])
+      snprintf(j->error, sizeof j->error, "stopped by %s: %s", j->stopped_by, out->early);
+    else snprintf(j->error, sizeof j->error, "%s", out->early);
   } else if (out->r.refused > 0) {
     j->failed = true;
     snprintf(j->error, sizeof j->error, "%llu selected items left in %s: the broker would not "
@@ -359,6 +361,7 @@ void console_post_run(console_req *r) {
   j->sel = sel;
   j->rate = rate;
   j->running = true;
+  atomic_store(&j->stop, 0);
   j->started_ms = dlqb_now_ms();
   ops_stamp_init(&j->stamp, r->who.user, note);
   dlqb_html words = {0};
@@ -477,7 +480,16 @@ void console_page_job(console_req *r) {
   dlqb_html_text(h, j->summary);
   dlqb_html_raw(h, "</p><p class=\"error\" id=\"job-error\">");
   dlqb_html_text(h, j->error);
-  dlqb_html_raw(h, "</p></div><p><a href=\"/\">Back to the failure groups</a></p>");
+  dlqb_html_raw(h, "</p></div>");
+  if (j->running) {
+    /* What is in flight completes; the rest stays in the DLQ, untouched. */
+    dlqb_html_raw(h, "<form method=\"post\" action=\"/stop\" id=\"stop-form\">");
+    console_csrf_field(r);
+    dlqb_html_raw(h, "<input type=\"hidden\" name=\"id\" value=\"");
+    dlqb_html_textf(h, "%u", j->id);
+    dlqb_html_raw(h, "\"><button type=\"submit\" id=\"stop\">Stop</button></form>");
+  }
+  dlqb_html_raw(h, "<p><a href=\"/\">Back to the failure groups</a></p>");
   console_page_end(r);
   free(j);
 }
@@ -512,8 +524,34 @@ void console_page_jobs(console_req *r) {
   console_page_end(r);
 }
 
+void console_post_stop(console_req *r) {
+  char idt[16] = "";
+  console_form(r, "id", idt, sizeof idt);
+  char *end;
+  unsigned long id = strtoul(idt, &end, 10);
+  bool found = false;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < JOBS && idt[0] && *end == '\0'; i++)
+    if (jobs[i].used && jobs[i].id == id) {
+      found = true;
+      if (jobs[i].running) {
+        snprintf(jobs[i].stopped_by, sizeof jobs[i].stopped_by, "%s", r->who.user);
+        atomic_store(&jobs[i].stop, 1);
+      }
+    }
+  pthread_mutex_unlock(&lock);
+  if (!found) {
+    console_error_page(r, 404, "No such action", "No action with this number.");
+    return;
+  }
+  r->status = 303;
+  snprintf(r->location, sizeof r->location, "/job?id=%lu", id);
+}
+
 void console_jobs_shutdown(void) {
-  atomic_store(&stop_all, 1);
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < JOBS; i++) atomic_store(&jobs[i].stop, 1);
+  pthread_mutex_unlock(&lock);
   for (size_t i = 0; i < JOBS; i++) {
     pthread_mutex_lock(&lock);
     bool join = jobs[i].joinable;

@@ -68,6 +68,7 @@ const char console_js[] =
     "        var bar = document.getElementById('bar');\n"
     "        if (bar) { bar.max = Math.max(1, j.total); bar.value = j.examined; }\n"
     "        if (j.state === 'running') setTimeout(poll, 500);\n"
+    "        else { var f = document.getElementById('stop-form'); if (f) f.remove(); }\n"
     "      })\n"
     "      .catch(function () { setTimeout(poll, 2000); });\n"
     "  }\n"
