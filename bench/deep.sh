@@ -148,6 +148,7 @@ groups_rows() { # N
     purge_all
     load "$n" --causes 50 >/dev/null
     timed "$n" "stats --by group (50 causes)" "$n" "$bin" stats --by group --json
+    timed "$n" "stats (by dlq_reason, the same items: the cost of grouping)" "$n" "$bin" stats --json
     console_row "$n"
     purge_all
     load "$n" --distinct-errors >/dev/null

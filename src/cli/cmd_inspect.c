@@ -179,7 +179,7 @@ int cmd_inspect(int argc, char **argv) {
   }
   c.now_ms = dlqb_now_ms();
   size_t columns = ops_output_width(c.o.wide);
-  ops_table_deadlines(&c.o.cfg.deadlines);
+  ops_table_deadlines(&c.o.cfg.deadlines, c.sort_deadline);
   ops_table_fit(columns);
   if (c.o.json) c.items = json_object_new_array();
   dlqb_scan_options so = {.queue = c.queue, .purpose = "dlq-bridge inspect", .actor = c.o.actor,

@@ -70,7 +70,8 @@ void console_page_review(console_req *r) {
   dlqb_config cfg;
   console_user_config(&console_g.cfg, &r->who, &cfg);
   dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = "dlq-bridge console review",
-                          .actor = r->who.user, .on_item = inbox_item, .ctx = &c};
+                          .actor = r->who.user, .idle_stop_ms = CONSOLE_IDLE_STOP_MS,
+                          .on_item = inbox_item, .ctx = &c};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&cfg, &so, &res, &err);

@@ -172,8 +172,12 @@ static dlqb_layout table = {{true, false, true, true, true, true, true, true, tr
                             {6, 7, 36, 24, 14, 13, 13, 3, 16, 0}};
 static bool table_cut, table_unlimited = true;
 static const dlqb_deadlines *table_deadlines; /* NULL: no LEFT column */
+static bool table_left_required;
 
-void ops_table_deadlines(const dlqb_deadlines *d) { table_deadlines = d; }
+void ops_table_deadlines(const dlqb_deadlines *d, bool required) {
+  table_deadlines = d;
+  table_left_required = required;
+}
 
 size_t ops_output_width(bool wide) {
   if (wide) return 0;
@@ -199,7 +203,9 @@ void ops_table_fit(size_t columns) {
   for (int i = 0; i < NCOLS; i++) {
     if (i == COL_LEFT && table_deadlines == NULL) continue;
     map[n] = i;
-    cols[n++] = all[i];
+    cols[n] = all[i];
+    if (i == COL_LEFT && table_left_required) cols[n].keep = 0;
+    n++;
   }
   dlqb_layout l;
   dlqb_columns_fit(cols, n, columns, 16, 40, &l);

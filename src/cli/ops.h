@@ -106,8 +106,9 @@ void ops_item_header(FILE *out);
 size_t ops_output_width(bool wide);
 
 /* Gives the item table a LEFT column, the statutory time left under d
- * (inspect); call before ops_table_fit. NULL (the default): none. */
-void ops_table_deadlines(const dlqb_deadlines *d);
+ * (inspect); call before ops_table_fit. NULL (the default): none. required:
+ * never dropped for width (the table is sorted by it). */
+void ops_table_deadlines(const dlqb_deadlines *d, bool required);
 
 /* The time left as LEFT shows it: "19d4h", "-2h10m" when overdue, "?" when
  * unknown, "-" when no deadline applies. Returns buf. */

@@ -86,6 +86,20 @@ typedef struct {
   char group[16];
 } row;
 
+/* The longest line of text, in characters. */
+static size_t max_line_chars(const char *text) {
+  size_t best = 0, n = 0;
+  for (const char *p = text; *p != '\0'; p++) {
+    if (*p == '\n') {
+      n = 0;
+      continue;
+    }
+    if (((unsigned char)*p & 0xC0u) != 0x80u) n++;
+    if (n > best) best = n;
+  }
+  return best;
+}
+
 /* The DLQ as inspect --json lists it, in order. */
 static int listing(fx_case *t, const char *const *args, row *rows, int max) {
   json_object *j = run_json(t, args), *items;
@@ -178,6 +192,12 @@ static void test_groups_stats_replay_escalate(void **state) {
   assert_int_equal(r.exit_code, 0);
   for (int k = 0; k < 4; k++) assert_non_null(strstr(r.out, gid[k]));
   assert_non_null(strstr(r.out, "row <uuid> locked by tx <hex> since <time>"));
+  /* On an 80-column terminal every line fits, cut with an ellipsis. */
+  static const char *const cols80[] = {"COLUMNS=80", NULL};
+  assert_int_equal(th_run_bridge(st_text, t->vhost.url, cols80, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_true(max_line_chars(r.out) <= 80);
+  assert_non_null(strstr(r.out, "\xe2\x80\xa6"));
   /* Nothing moved. */
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), N);
 
@@ -344,6 +364,18 @@ static void test_deadlines_inspect_sorted(void **state) {
   assert_non_null(strstr(r.out, " ? "));
   assert_non_null(strstr(r.out, " -9d") != NULL ? strstr(r.out, " -9d") : strstr(r.out, " -10d"));
 
+  /* 80 columns: LEFT stays when the table is sorted by it, and goes first
+   * otherwise (before DLQ_REASON). */
+  static const char *const cols80[] = {"COLUMNS=80", NULL};
+  static const char *const narrow[] = {"inspect", "--sort", "deadline", NULL};
+  assert_int_equal(th_run_bridge(narrow, t->vhost.url, cols80, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "AGE    LEFT    MESSAGE_ID"));
+  assert_true(max_line_chars(r.out) <= 80);
+  static const char *const plain[] = {"inspect", NULL};
+  assert_int_equal(th_run_bridge(plain, t->vhost.url, cols80, CMD_TIMEOUT_MS, &r), 0);
+  assert_null(strstr(r.out, "LEFT"));
+
   /* Bad values: exit 2, one line. */
   static const char *const bad[] = {"inspect", "--sort", "age", NULL};
   run(t, bad, &r);
@@ -356,10 +388,53 @@ static void test_deadlines_inspect_sorted(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 5);
 }
 
+/* Every header is attacker-controlled: a last_error with a terminal escape,
+ * markup and invalid UTF-8, a source_system with a control character. The
+ * group table shows them as text, one line each, and JSON stays JSON. */
+static void test_groups_hostile_text(void **state) {
+  fx_case *t = *state;
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  run(t, decl, &r);
+  assert_int_equal(r.exit_code, 0);
+  for (int i = 0; i < 3; i++) {
+    th_msg m;
+    th_msg_init(&m);
+    char id[16], err[128];
+    snprintf(id, sizeof id, "h%d", i);
+    snprintf(err, sizeof err, "\x1b[2J<script>alert(%d)</script> \xff\xfe\nnext line", i);
+    assert_int_equal(th_msg_task(&m, id), 0);
+    assert_int_equal(th_msg_set_str(&m, "source_system", "evil\x07src"), 0);
+    assert_int_equal(th_msg_set_str(&m, "last_error", err), 0);
+    assert_int_equal(th_msg_set_str(&m, "dlq_reason", "max_attempts"), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+    th_msg_release(&m);
+  }
+  static const char *const st[] = {"stats", "--by", "group", NULL};
+  run(t, st, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strchr(r.out, '\x1b'));
+  assert_null(strchr(r.out, '\x07'));
+  assert_null(strstr(r.out, "\xff"));
+  /* one group: the three differ only in a number */
+  assert_non_null(strstr(r.out, "(1 group, 3 items)"));
+  assert_non_null(strstr(r.out, "<script>alert(<n>)</script>"));
+  assert_null(strstr(r.out, "\nnext line"));
+  static const char *const sj[] = {"stats", "--by", "group", "--json", NULL};
+  json_object *j = run_json(t, sj), *groups;
+  assert_true(json_object_object_get_ex(j, "groups", &groups));
+  assert_int_equal(json_object_array_length(groups), 1);
+  json_object *g = json_object_array_get_idx(groups, 0);
+  assert_string_equal(th_json_str(g, "source_system"), "evil?src");
+  assert_null(strchr(th_json_str(g, "sample"), '\x1b'));
+  json_object_put(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_groups_stats_replay_escalate),
       FX_TEST(test_deadlines_inspect_sorted),
+      FX_TEST(test_groups_hostile_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
