@@ -148,6 +148,10 @@ async function main() {
   assert.strictEqual(summary, `replayed ${timeouts}, skipped as complete 0, left ${scripts} of ${total} in dsr.dlq.manual`);
   assert.strictEqual(await page.textContent('#moved'), String(timeouts));
   await shot(page, 'job');
+  // What the page's script polls says the same.
+  const jobId = new URL(page.url()).searchParams.get('id');
+  const j = await (await page.request.get(base + '/job.json?id=' + jobId)).json();
+  assert.deepStrictEqual([j.state, j.moved, j.total, j.summary], ['done', timeouts, total, summary]);
   // The job survives a reload (it lives in the console, not the page).
   await page.reload();
   assert.strictEqual(await page.textContent('#state'), 'done');
@@ -182,6 +186,18 @@ async function main() {
   assert.match(g.depth, new RegExp(`^${scripts} items in dsr.dlq.manual`), g.depth);
 
   assert.deepStrictEqual(cspViolations, [], 'no CSP violation');
+
+  // Last (it locks this address out for a minute): five failed sign-ins,
+  // then even the right password is refused with 429.
+  const fresh = await browser.newContext();
+  for (let i = 0; i < 5; i++) {
+    const res = await fresh.request.post(base + '/login', { form: { user: op.user, password: 'wrong' } });
+    assert.strictEqual(res.status(), 403, 'failed sign-in ' + (i + 1));
+    assert.ok(!(await res.text()).includes('wrong'), 'the password is not echoed');
+  }
+  const locked = await fresh.request.post(base + '/login', { form: { user: op.user, password: op.pass }, maxRedirects: 0 });
+  assert.strictEqual(locked.status(), 429, 'the sixth sign-in within the minute');
+  await fresh.close();
   await browser.close();
 }
 
