@@ -188,9 +188,52 @@ static void test_console_refuses_plain_http_off_loopback(void **state) {
   assert_non_null(strstr(r.err, "must be given together"));
 }
 
+/* Off loopback with a certificate: HTTPS, and the session cookie is Secure
+ * (curl speaks to it; the browser test covers the pages). */
+static void test_console_https(void **state) {
+  fx_case *t = *state;
+  char dir[] = "/tmp/dlqb-console-tls-XXXXXX", cmd[2048], path[256];
+  assert_non_null(mkdtemp(dir));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "cd '%s' && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "
+                     "'/CN=localhost' -keyout key.pem -out cert.pem >/dev/null 2>&1", dir));
+  assert_int_equal(system(cmd), 0);
+  listening l = {th_free_port()};
+  char env_addr[96], env_cert[320], env_key[320];
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=0.0.0.0:%d", l.port));
+  assert_true(th_fmt(env_cert, sizeof env_cert, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE=%s/cert.pem", dir));
+  assert_true(th_fmt(env_key, sizeof env_key, "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE=%s/key.pem", dir));
+  const char *const env[] = {env_addr, env_cert, env_key, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_bridge console;
+  assert_int_equal(th_command_start(&console, &t->vhost, args, env, "console-tls"), 0);
+  bool up = th_wait_until(console_up, &l, TIMEOUT_MS);
+  if (!up) th_bridge_dump_log(&console);
+  /* The harness's vhost lets guest in: a sign-in over HTTPS sets a Secure
+   * cookie; plain HTTP on the same port gets no page. */
+  assert_true(th_fmt(path, sizeof path, "%s/headers", dir));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "curl -sk -o /dev/null -D '%s' -d 'user=guest&password=guest' "
+                     "https://127.0.0.1:%d/login", path, l.port));
+  int https = up ? system(cmd) : -1;
+  assert_true(th_fmt(cmd, sizeof cmd, "curl -s -o /dev/null --max-time 5 http://127.0.0.1:%d/login",
+                     l.port));
+  int plain = up ? system(cmd) : 0;
+  int stop = th_bridge_stop(&console, 15000);
+  assert_true(up);
+  assert_int_equal(https, 0);
+  assert_int_not_equal(plain, 0);
+  assert_int_equal(fx_count_in_file(path, "Secure"), 1);
+  assert_int_equal(fx_count_in_file(path, "HttpOnly; SameSite=Strict"), 1);
+  assert_int_equal(stop, 0);
+  assert_true(th_fmt(cmd, sizeof cmd, "rm -rf '%s'", dir));
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_console_refuses_plain_http_off_loopback),
+      FX_TEST(test_console_https),
       FX_TEST(test_console_in_a_browser),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
