@@ -46,6 +46,12 @@ void dlqb_html_url(dlqb_html *h, const char *s);
  * badly encoded (a bad %, or a decoded NUL). */
 bool dlqb_form_get(const char *body, size_t len, const char *name, char *out, size_t cap);
 
+/* Calls fn with each decoded value of field `name` (a field may repeat:
+ * checkboxes) in body order, until fn returns false. Values that do not
+ * fit cap-1 bytes or are badly encoded are skipped. Returns how many fn saw. */
+size_t dlqb_form_each(const char *body, size_t len, const char *name, size_t cap,
+                      bool (*fn)(void *ctx, const char *value), void *ctx);
+
 /* The value of cookie `name` in a Cookie header into out (cap bytes).
  * False when absent or too long. */
 bool dlqb_cookie_get(const char *header, const char *name, char *out, size_t cap);

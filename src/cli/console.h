@@ -26,7 +26,7 @@
 #define CONSOLE_TOKEN_HEX 64    /* a session id or CSRF token: 32 random bytes */
 #define CONSOLE_USER_MAX 128
 #define CONSOLE_PASSWORD_MAX 256
-#define CONSOLE_BODY_MAX 16384  /* a form body; more is refused (413) */
+#define CONSOLE_BODY_MAX 65536  /* a form body (500 checked ids fit); more is refused (413) */
 #define CONSOLE_SESSIONS 64     /* signed in at once */
 #define CONSOLE_SESSION_IDLE_MS (30 * 60 * 1000)
 #define CONSOLE_LOGIN_FAILS 5   /* failed sign-ins per address ... */

@@ -14,6 +14,7 @@
 
 #include "console.h"
 #include "dlqb/clock.h"
+#include "dlqb/hashset.h"
 #include "dlqb/ledger.h"
 #include "dlqb/topology.h"
 #include "ops.h"
@@ -45,6 +46,7 @@ typedef struct {
   bool joinable;
   dlqb_stop_flag stop; /* the Stop button, or the console's shutdown */
   char stopped_by[CONSOLE_USER_MAX];
+  dlqb_hashset *picks; /* the checked items, or NULL; the job's thread frees it */
 } job;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -94,6 +96,44 @@ static void opts_for(const console_who *who, const dlqb_select *sel, ops_opts *o
   snprintf(o->actor, sizeof o->actor, "%s", who->user);
 }
 
+/* ---- the checked items ------------------------------------------------- */
+
+static bool add_pick(void *ctx, const char *value) {
+  dlqb_hashset *set = ctx;
+  if (value[0] != '\0') dlqb_hashset_add(set, value, strlen(value), NULL);
+  return dlqb_hashset_size(set) < CONSOLE_LIST_MAX;
+}
+
+/* The message_ids checked on the list (field "pick"), or NULL when none
+ * was (then the selection's filters alone decide). *oom on no memory. */
+static dlqb_hashset *picks_of(console_req *r, bool *oom) {
+  *oom = false;
+  dlqb_hashset *set = dlqb_hashset_new(0);
+  if (set == NULL) {
+    *oom = true;
+    return NULL;
+  }
+  if (r->body != NULL) dlqb_form_each(r->body, r->body_len, "pick", 128, add_pick, set);
+  if (dlqb_hashset_size(set) == 0) {
+    dlqb_hashset_free(set);
+    return NULL;
+  }
+  return set;
+}
+
+static bool picked(void *ctx, const dlqb_item *it) {
+  return dlqb_hashset_get(ctx, it->message_id, strlen(it->message_id)) != NULL;
+}
+
+static void pick_field(void *ctx, const char *key, size_t len, void *value) {
+  (void)len;
+  (void)value;
+  dlqb_html *h = ctx;
+  dlqb_html_raw(h, "<input type=\"hidden\" name=\"pick\" value=\"");
+  dlqb_html_text(h, key);
+  dlqb_html_raw(h, "\">");
+}
+
 /* ---- the preview ------------------------------------------------------ */
 
 typedef struct {
@@ -135,13 +175,16 @@ void console_post_preview(console_req *r) {
   if (!action_of(r, &kind) || !note_of(r, kind, note, sizeof note) ||
       !console_selection(r, true, &sel))
     return;
+  bool oom;
+  dlqb_hashset *picks = picks_of(r, &oom);
   ops_opts *o = malloc(sizeof *o);
   dlqb_ledger *ledger = kind == ACT_REPLAY ? dlqb_ledger_new() : NULL;
   ops_move_outcome *out = malloc(sizeof *out);
-  if (o == NULL || out == NULL || (kind == ACT_REPLAY && ledger == NULL)) {
+  if (oom || o == NULL || out == NULL || (kind == ACT_REPLAY && ledger == NULL)) {
     free(o);
     free(out);
     dlqb_ledger_free(ledger);
+    dlqb_hashset_free(picks);
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
@@ -164,6 +207,10 @@ void console_post_preview(console_req *r) {
     ops_escalate_spec(&m, &stamp, true, 0);
   } else {
     ops_resolve_spec(&m, &stamp, true);
+  }
+  if (picks != NULL) {
+    m.only = picked;
+    m.only_ctx = picks;
   }
   if (ok) {
     ops_move_pass(o, &m, NULL, &w, NULL, out);
@@ -200,6 +247,7 @@ void console_post_preview(console_req *r) {
       dlqb_html_raw(h, "<form method=\"post\" action=\"/run\" class=\"run\">");
       console_csrf_field(r);
       console_selection_fields(r, true);
+      if (picks != NULL) dlqb_hashset_each(picks, pick_field, h);
       dlqb_html_raw(h, "<input type=\"hidden\" name=\"action\" value=\"");
       dlqb_html_text(h, act_names[kind]);
       dlqb_html_raw(h, "\">");
@@ -220,6 +268,7 @@ void console_post_preview(console_req *r) {
   }
   dlqb_html_free(&rows);
   dlqb_ledger_free(ledger);
+  dlqb_hashset_free(picks);
   explicit_bzero(o, sizeof *o);
   free(o);
   free(out);
@@ -283,6 +332,10 @@ static void *job_main(void *arg) {
     ops_resolve_spec(&m, &j->stamp, false);
   }
   m.audit = audit;
+  if (j->picks != NULL) {
+    m.only = picked;
+    m.only_ctx = j->picks;
+  }
   ops_move_watch w = {.tick = job_tick, .ctx = j};
   ops_move_pass(o, &m, audit, &w, &j->stop, out);
   pthread_mutex_lock(&lock);
@@ -314,6 +367,8 @@ end:
   free(out);
   pthread_mutex_lock(&lock);
   explicit_bzero(j->who.password, sizeof j->who.password);
+  dlqb_hashset_free(j->picks);
+  j->picks = NULL;
   j->running = false;
   j->ended_ms = dlqb_now_ms();
   pthread_mutex_unlock(&lock);
@@ -328,6 +383,12 @@ void console_post_run(console_req *r) {
       !console_selection(r, true, &sel))
     return;
   double rate = 0;
+  bool oom;
+  dlqb_hashset *picks = picks_of(r, &oom);
+  if (oom) {
+    console_error_page(r, 500, "Out of memory", "out of memory");
+    return;
+  }
   console_form(r, "rate", rate_text, sizeof rate_text);
   if (rate_text[0] != '\0') {
     char *end;
@@ -337,6 +398,7 @@ void console_post_run(console_req *r) {
       snprintf(msg, sizeof msg, "The rate must be a number from 1 to %d items a second, or empty.",
                OPS_RATE_MAX);
       console_error_page(r, 400, "Bad rate", msg);
+      dlqb_hashset_free(picks);
       return;
     }
   }
@@ -350,6 +412,7 @@ void console_post_run(console_req *r) {
   if (j == NULL) {
     pthread_mutex_unlock(&lock);
     console_error_page(r, 503, "Busy", "Too many actions are running; wait for one to end.");
+    dlqb_hashset_free(picks);
     return;
   }
   if (j->joinable) pthread_join(j->thread, NULL);
@@ -366,7 +429,11 @@ void console_post_run(console_req *r) {
   ops_stamp_init(&j->stamp, r->who.user, note);
   dlqb_html words = {0};
   console_selection_words(r, true, &words);
+  if (picks != NULL)
+    dlqb_html_textf(&words, "; only the %zu checked item%s", dlqb_hashset_size(picks),
+                    dlqb_hashset_size(picks) == 1 ? "" : "s");
   snprintf(j->selection, sizeof j->selection, "%s", words.data ? words.data : "");
+  j->picks = picks;
   dlqb_html_free(&words);
   unsigned id = j->id;
   j->joinable = pthread_create(&j->thread, NULL, job_main, j) == 0;
@@ -375,6 +442,8 @@ void console_post_run(console_req *r) {
     j->failed = true;
     snprintf(j->error, sizeof j->error, "cannot start a thread");
     explicit_bzero(j->who.password, sizeof j->who.password);
+    dlqb_hashset_free(j->picks);
+    j->picks = NULL;
   }
   pthread_mutex_unlock(&lock);
   r->status = 303;

@@ -36,6 +36,7 @@ const char console_css[] =
     "color:#fff;border-radius:3px;cursor:pointer}\n"
     "header button{background:transparent;border-color:#fff}\n"
     "tr.skip td{color:var(--muted)}\n"
+    "section.actions .buttons{display:flex;flex-wrap:wrap;gap:.6em;align-items:end}\n"
     "tr.overdue td.left{color:var(--bad);font-weight:600}\n"
     "progress{width:100%;height:1.2em}\n"
     ".count{display:inline-block;margin-right:2em}.count .label{color:var(--muted)}\n"

@@ -311,40 +311,42 @@ static void filter_input(console_req *r, const char *name, const char *label) {
   dlqb_html_raw(&r->out, "\"></label> ");
 }
 
-/* The buttons that preview an action on what the page shows. */
-static void action_forms(console_req *r) {
+/* The start of the one form that previews an action on what the page
+ * shows (its checkboxes, when a list has them, narrow it to those). */
+static void action_form_begin(console_req *r) {
+  dlqb_html_raw(&r->out, "<form method=\"post\" action=\"/preview\" id=\"selection-form\">");
+  console_csrf_field(r);
+  console_selection_fields(r, false);
+}
+
+/* Its buttons, and the end of the form. */
+static void action_form_end(console_req *r, bool picks) {
   dlqb_html *h = &r->out;
-  dlqb_html_raw(h, "<section class=\"actions\"><h2>Act on these items</h2>"
-                   "<p>Each action shows first what it would do (a dry run); nothing moves "
-                   "until you run it.</p>");
-  static const char *const kinds[][2] = {{"replay", "Preview replay"},
-                                         {"escalate", "Preview escalate"},
-                                         {"resolve", "Preview resolve"}};
-  for (size_t i = 0; i < 3; i++) {
-    dlqb_html_raw(h, "<form method=\"post\" action=\"/preview\" class=\"action\">");
-    console_csrf_field(r);
-    console_selection_fields(r, false);
-    dlqb_html_raw(h, "<input type=\"hidden\" name=\"action\" value=\"");
-    dlqb_html_raw(h, kinds[i][0]);
-    dlqb_html_raw(h, "\">");
-    if (i > 0)
-      dlqb_html_raw(h, "<label>note <input name=\"note\" required maxlength=\"1024\"></label> ");
-    dlqb_html_raw(h, "<button type=\"submit\" id=\"preview-");
-    dlqb_html_raw(h, kinds[i][0]);
-    dlqb_html_raw(h, "\">");
-    dlqb_html_raw(h, kinds[i][1]);
-    dlqb_html_raw(h, "</button></form>");
-  }
-  dlqb_html_raw(h, "</section>");
+  dlqb_html_raw(h, "<section class=\"actions\"><h2>Act on these items</h2><p>");
+  dlqb_html_raw(h, picks ? "On the checked items, or on every item the filters select when "
+                           "none is checked. "
+                         : "");
+  dlqb_html_raw(h, "Each action shows first what it would do (a dry run); nothing moves until "
+                   "you run it. Escalate and resolve need a note.</p>"
+                   "<div class=\"buttons\"><label>note <input name=\"note\" id=\"note\" "
+                   "maxlength=\"1024\"></label> "
+                   "<button type=\"submit\" name=\"action\" value=\"replay\" id=\"preview-replay\">"
+                   "Preview replay</button> "
+                   "<button type=\"submit\" name=\"action\" value=\"escalate\" id=\"preview-escalate\">"
+                   "Preview escalate</button> "
+                   "<button type=\"submit\" name=\"action\" value=\"resolve\" id=\"preview-resolve\">"
+                   "Preview resolve</button></div></section></form>");
 }
 
 /* One item row of a list; link to its page. */
 static void item_row(dlqb_html *h, const ops_kept *k, int64_t now_ms) {
   const dlqb_item *it = &k->it;
   char left[32];
-  dlqb_html_raw(h, k->d.kind == DLQB_DEADLINE_KNOWN && k->d.left_ms < 0
-                       ? "<tr class=\"overdue\"><td class=\"num left\">"
-                       : "<tr><td class=\"num left\">");
+  dlqb_html_raw(h, k->d.kind == DLQB_DEADLINE_KNOWN && k->d.left_ms < 0 ? "<tr class=\"overdue\">"
+                                                                        : "<tr>");
+  dlqb_html_raw(h, "<td><input type=\"checkbox\" class=\"pick\" name=\"pick\" value=\"");
+  dlqb_html_text(h, it->message_id);
+  dlqb_html_raw(h, "\"></td><td class=\"num left\">");
   dlqb_html_text(h, ops_left_text(&k->d, left, sizeof left));
   dlqb_html_raw(h, "</td>");
   uint64_t age = 0;
@@ -402,7 +404,9 @@ void console_page_group(console_req *r) {
                   (unsigned long long)res.examined, DLQB_Q_DLQ);
   if (c.matched > c.urgent.n)
     dlqb_html_textf(h, "; the %zu with the least statutory time left are shown", c.urgent.n);
-  dlqb_html_raw(h, "</p><table id=\"items\"><thead><tr><th>time left</th><th>request_id</th>"
+  dlqb_html_raw(h, "</p>");
+  if (c.matched > 0) action_form_begin(r);
+  dlqb_html_raw(h, "<table id=\"items\"><thead><tr><th></th><th>time left</th><th>request_id</th>"
                    "<th>source_system</th><th>legal_basis</th><th>age</th><th>attempts</th>"
                    "<th>last error</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < c.urgent.n; i++) item_row(h, &c.urgent.kept[i], c.now_ms);
@@ -411,7 +415,7 @@ void console_page_group(console_req *r) {
   char rules[512];
   dlqb_html_text(h, dlqb_deadlines_format(&console_g.cfg.deadlines, rules, sizeof rules));
   dlqb_html_raw(h, "); ? = no usable receipt time, - = no deadline for its legal basis.</p>");
-  if (c.matched > 0) action_forms(r);
+  if (c.matched > 0) action_form_end(r, true);
   console_page_end(r);
   ops_urgent_free(&c.urgent);
 }
@@ -522,7 +526,8 @@ void console_page_item(console_req *r) {
   dlqb_html_raw(h, "<p><a href=\"/group?group=");
   dlqb_html_url(h, group);
   dlqb_html_raw(h, "\">Its failure group</a></p>");
-  action_forms(r);
+  action_form_begin(r);
+  action_form_end(r, false);
   console_page_end(r);
   ops_urgent_free(&c.urgent);
 }

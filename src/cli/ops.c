@@ -381,6 +381,8 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
                              dlqb_error *err) {
   pass_ctx *c = ctx;
   dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
+  if (v.kind != DLQB_VERDICT_HOLD && c->m->only != NULL && !c->m->only(c->m->only_ctx, it))
+    v.kind = DLQB_VERDICT_HOLD;
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
     return DLQB_OK;

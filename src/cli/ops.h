@@ -164,6 +164,10 @@ typedef struct {
   /* The hop's reason for the audit trail. */
   const char *(*reason)(void *ctx, const dlqb_item *it);
   void *ctx;
+  /* A further condition on top of the selection (the console's checked
+   * items); NULL: none. An item it refuses is left in place. */
+  bool (*only)(void *only_ctx, const dlqb_item *it);
+  void *only_ctx;
 } ops_move_spec;
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */

@@ -169,6 +169,27 @@ bool dlqb_form_get(const char *body, size_t len, const char *name, char *out, si
   return false;
 }
 
+size_t dlqb_form_each(const char *body, size_t len, const char *name, size_t cap,
+                      bool (*fn)(void *ctx, const char *value), void *ctx) {
+  size_t nl = strlen(name), seen = 0, i = 0;
+  char *out = malloc(cap ? cap : 1);
+  if (out == NULL) return 0;
+  while (i < len) {
+    size_t end = i;
+    while (end < len && body[end] != '&') end++;
+    const char *eq = memchr(body + i, '=', end - i);
+    size_t klen = eq ? (size_t)(eq - (body + i)) : end - i;
+    if (klen == nl && memcmp(body + i, name, nl) == 0 && eq != NULL &&
+        form_decode(eq + 1, (size_t)(body + end - (eq + 1)), out, cap)) {
+      seen++;
+      if (!fn(ctx, out)) break;
+    }
+    i = end + 1;
+  }
+  free(out);
+  return seen;
+}
+
 bool dlqb_cookie_get(const char *header, const char *name, char *out, size_t cap) {
   if (header == NULL) return false;
   size_t nl = strlen(name);

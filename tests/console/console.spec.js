@@ -161,13 +161,14 @@ async function main() {
   g = await groups(page);
   assert.match(g.depth, new RegExp(`^${scripts} items in dsr.dlq.manual, in 1 groups`), g.depth);
   assert.deepStrictEqual(g.rows.map((r) => r.id), [sgroup.id]);
-  // The review inbox: escalate one script item from its page (preview, run),
-  // claim it in the inbox, and return it to the DLQ.
+  // The review inbox: escalate one checked script item (preview, run), claim
+  // it in the inbox, and return it to the DLQ.
   await page.goto(base + '/group?group=' + sgroup.id);
-  await Promise.all([page.waitForNavigation(), page.click('#items tbody tr a')]);
-  await page.fill('form.action:has(#preview-escalate) input[name=note]', 'needs a <b>person</b>');
+  await page.check('#items tbody tr:first-child input.pick');
+  await page.fill('#note', 'needs a <b>person</b>');
   await Promise.all([page.waitForNavigation(), page.click('#preview-escalate')]);
   assert.match(await page.textContent('#preview-summary'), /^dry run: would escalate 1, would leave/);
+  assert.strictEqual(await page.$$eval('#preview tbody tr', (t) => t.length), 1, 'only the checked item');
   await Promise.all([page.waitForNavigation(), page.click('#run')]);
   assert.strictEqual(await jobState(page), 'done', await page.textContent('#job-error'));
   await page.goto(base + '/review');

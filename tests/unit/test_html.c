@@ -100,6 +100,25 @@ static void test_form_fields(void **state) {
   assert_false(dlqb_form_get("a=12&b=3", 4, "b", v, sizeof v));
 }
 
+static bool collect(void *ctx, const char *value) {
+  char *acc = ctx;
+  strcat(acc, "[");
+  strcat(acc, value);
+  strcat(acc, "]");
+  return strcmp(value, "stop") != 0;
+}
+
+static void test_repeated_fields(void **state) {
+  (void)state;
+  char acc[128] = "";
+  const char *body = "pick=a%20b&x=1&pick=&pick=%zz&pick=0123456789&pick=c&pick=stop&pick=d";
+  /* the bad % and the too-long one are skipped; "stop" ends the walk */
+  assert_int_equal(dlqb_form_each(body, strlen(body), "pick", 8, collect, acc), 4);
+  assert_string_equal(acc, "[a b][][c][stop]");
+  acc[0] = '\0';
+  assert_int_equal(dlqb_form_each(body, strlen(body), "none", 8, collect, acc), 0);
+}
+
 static void test_cookies_and_secrets(void **state) {
   (void)state;
   char v[64];
@@ -122,6 +141,7 @@ int main(void) {
       cmocka_unit_test(test_url_encoding),
       cmocka_unit_test(test_big_buffer_grows),
       cmocka_unit_test(test_form_fields),
+      cmocka_unit_test(test_repeated_fields),
       cmocka_unit_test(test_cookies_and_secrets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
