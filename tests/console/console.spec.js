@@ -113,6 +113,8 @@ async function main() {
   await Promise.all([page.waitForNavigation(), page.click('#items tbody tr a')]);
   const envelope = await page.textContent('#envelope');
   assert.ok(envelope.includes(hostile), 'the item page shows it as text');
+  // Its audit history as `audit show` prints it, from the verified trail.
+  assert.match(await page.textContent('#audit'), /dead_lettered +dsr\.failed -> dsr\.dlq\.manual +attempt 1/);
   assert.strictEqual(await page.$$eval('main script', (s) => s.length), 0);
   await shot(page, 'item');
 
