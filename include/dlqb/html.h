@@ -17,7 +17,7 @@ typedef struct {
   char *data; /* NUL-terminated; NULL until the first write */
   size_t len;
   size_t cap;
-  bool oom;   /* a write ran out of memory: the buffer is incomplete */
+  bool oom; /* a write ran out of memory: the buffer is incomplete */
 } dlqb_html;
 
 /* Frees the buffer's data and empties it. NULL-safe. */

@@ -16,25 +16,25 @@ const cli_spec cmd_console_spec = {
     .name = "console",
     .summary = "the web console: failure groups, items, replay/escalate/resolve with a preview",
     .usage = "dlq-bridge console [settings]",
-    .details =
-        "Serves the web console on DLQ_BRIDGE_CONSOLE_ADDR (default 127.0.0.1:9465)\n"
-        "until SIGTERM or SIGINT. People sign in with their own RabbitMQ user and\n"
-        "password: the console opens every broker connection as that user (to the host\n"
-        "and vhost of DLQ_BRIDGE_URL; its credentials are not used), so the broker's\n"
-        "permissions decide what each may see and do, and the audit trail records\n"
-        "them. Pages: the DLQ's failure groups, a group's items (filterable), an item\n"
-        "with its path and audit history (never the payload); replay, escalate and\n"
-        "resolve on an item, a filtered selection or a group, each previewed as a\n"
-        "dry run first and then run at a chosen rate with live progress.\n"
-        "Off loopback the console needs DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE and\n"
-        "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE (HTTPS), unless\n"
-        "DLQ_BRIDGE_CONSOLE_BEHIND_PROXY=1 says a TLS proxy is in front of it.",
+    .details = "Serves the web console on DLQ_BRIDGE_CONSOLE_ADDR (default 127.0.0.1:9465)\n"
+               "until SIGTERM or SIGINT. People sign in with their own RabbitMQ user and\n"
+               "password: the console opens every broker connection as that user (to the host\n"
+               "and vhost of DLQ_BRIDGE_URL; its credentials are not used), so the broker's\n"
+               "permissions decide what each may see and do, and the audit trail records\n"
+               "them. Pages: the DLQ's failure groups, a group's items (filterable), an item\n"
+               "with its path and audit history (never the payload); replay, escalate and\n"
+               "resolve on an item, a filtered selection or a group, each previewed as a\n"
+               "dry run first and then run at a chosen rate with live progress.\n"
+               "Off loopback the console needs DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE and\n"
+               "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE (HTTPS), unless\n"
+               "DLQ_BRIDGE_CONSOLE_BEHIND_PROXY=1 says a TLS proxy is in front of it.",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){"url", "tls_ca_file", "tls_cert_file", "tls_key_file",
-                                  CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
-                                  "completion_writers", "deadlines", "console_addr", "console_tls_cert_file",
-                                  "console_tls_key_file", "console_behind_proxy", NULL},
+    .uses =
+        (const char *const[]){"url", "tls_ca_file", "tls_cert_file", "tls_key_file", CLI_USES_LOG,
+                              CLI_USES_AUDIT, "ledger_cache", "completion_writers", "deadlines",
+                              "console_addr", "console_tls_cert_file", "console_tls_key_file",
+                              "console_behind_proxy", NULL},
 };
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {

@@ -23,16 +23,16 @@
 #include "dlqb/item.h"
 #include "dlqb/select.h"
 
-#define CONSOLE_TOKEN_HEX 64    /* a session id or CSRF token: 32 random bytes */
-#define CONSOLE_USER_MAX 128
-#define CONSOLE_PASSWORD_MAX 256
-#define CONSOLE_BODY_MAX 65536  /* a form body (500 checked ids fit); more is refused (413) */
-#define CONSOLE_SESSIONS 64     /* signed in at once */
+#define CONSOLE_TOKEN_HEX       64 /* a session id or CSRF token: 32 random bytes */
+#define CONSOLE_USER_MAX        128
+#define CONSOLE_PASSWORD_MAX    256
+#define CONSOLE_BODY_MAX        65536 /* a form body (500 checked ids fit); more is refused (413) */
+#define CONSOLE_SESSIONS        64    /* signed in at once */
 #define CONSOLE_SESSION_IDLE_MS (30 * 60 * 1000)
-#define CONSOLE_LOGIN_FAILS 5   /* failed sign-ins per address ... */
+#define CONSOLE_LOGIN_FAILS     5           /* failed sign-ins per address ... */
 #define CONSOLE_LOGIN_WINDOW_MS (60 * 1000) /* ... within this; then 429 */
-#define CONSOLE_IDLE_STOP_MS 30000 /* a page's pass: no delivery this long = the end */
-#define CONSOLE_LIST_MAX 500    /* items a list page shows (the count covers all) */
+#define CONSOLE_IDLE_STOP_MS    30000       /* a page's pass: no delivery this long = the end */
+#define CONSOLE_LIST_MAX        500         /* items a list page shows (the count covers all) */
 
 /* ---- sessions (console_session.c) ------------------------------------ */
 
@@ -78,26 +78,26 @@ typedef struct console_req console_req;
 
 /* What a request asked, as the pages read it. */
 struct console_req {
-  const char *method;  /* "GET", "POST" */
+  const char *method; /* "GET", "POST" */
   const char *path;
-  const char *query;   /* URL-encoded "a=1&b=2" rebuilt from the request, may be "" */
-  const char *body;    /* a POST's form body */
+  const char *query; /* URL-encoded "a=1&b=2" rebuilt from the request, may be "" */
+  const char *body;  /* a POST's form body */
   size_t body_len;
-  const char *addr;    /* the client's address, for the rate limit */
+  const char *addr; /* the client's address, for the rate limit */
   bool signed_in;
   console_who who;
   /* the answer */
   unsigned status;
   const char *content_type;
   dlqb_html out;
-  char location[512];  /* a redirect (303) */
-  char cookie[256];    /* a Set-Cookie value */
+  char location[512]; /* a redirect (303) */
+  char cookie[256];   /* a Set-Cookie value */
 };
 
 /* The server's settings, shared by the pages. */
 typedef struct {
-  dlqb_config cfg;     /* the loaded settings; its url names host and vhost */
-  bool tls;            /* cookies get Secure */
+  dlqb_config cfg; /* the loaded settings; its url names host and vhost */
+  bool tls;        /* cookies get Secure */
 } console_site;
 
 extern console_site console_g;
@@ -140,7 +140,7 @@ void console_page_job(console_req *r);
 void console_json_job(console_req *r);
 void console_post_stop(console_req *r);
 void console_page_jobs(console_req *r);
-void console_page_review(console_req *r);     /* console_review.c */
+void console_page_review(console_req *r); /* console_review.c */
 void console_post_review_act(console_req *r);
 
 /* Jobs (console_actions.c). */

@@ -30,7 +30,7 @@ typedef struct {
   bool used;
   unsigned id;
   act_kind kind;
-  console_who who;     /* whose broker connection; password wiped at the end */
+  console_who who; /* whose broker connection; password wiped at the end */
   dlqb_select sel;
   char selection[512]; /* the selection in words, for the page */
   ops_stamp stamp;
@@ -78,8 +78,9 @@ static bool note_of(console_req *r, act_kind kind, char *note, size_t cap) {
   note[0] = '\0';
   if (kind == ACT_REPLAY) return true;
   if (!console_form(r, "note", note, cap) || note[0] == '\0') {
-    console_error_page(r, 400, "A note is needed",
-                       "Escalate and resolve need a note saying why (it goes into the audit trail).");
+    console_error_page(
+        r, 400, "A note is needed",
+        "Escalate and resolve need a note saying why (it goes into the audit trail).");
     return false;
   }
   return true;
@@ -234,8 +235,9 @@ void console_post_preview(console_req *r) {
       dlqb_html_raw(h, "</p>");
     }
     if (kind == ACT_REPLAY && console_g.cfg.completion_writers[0] == '\0')
-      dlqb_html_raw(h, "<p class=\"warn\">The completion ledger is not trusted "
-                       "(completion_writers is not set): every selected task would be replayed.</p>");
+      dlqb_html_raw(h,
+                    "<p class=\"warn\">The completion ledger is not trusted "
+                    "(completion_writers is not set): every selected task would be replayed.</p>");
     dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th><th>request_id</th>"
                      "<th>source_system</th><th>legal_basis</th><th>age</th><th>last error</th>"
                      "</tr></thead><tbody>\n");
@@ -256,9 +258,10 @@ void console_post_preview(console_req *r) {
         dlqb_html_text(h, note);
         dlqb_html_raw(h, "\">");
       }
-      dlqb_html_raw(h, "<label>rate (items a second, empty = as fast as confirms allow) "
-                       "<input name=\"rate\" id=\"rate\" inputmode=\"numeric\" value=\"50\"></label> "
-                       "<button type=\"submit\" id=\"run\">Run ");
+      dlqb_html_raw(h,
+                    "<label>rate (items a second, empty = as fast as confirms allow) "
+                    "<input name=\"rate\" id=\"rate\" inputmode=\"numeric\" value=\"50\"></label> "
+                    "<button type=\"submit\" id=\"run\">Run ");
       dlqb_html_text(h, act_names[kind]);
       dlqb_html_raw(h, "</button></form><p class=\"note\">The run takes what the selection "
                        "matches then: items that arrive after this preview and match are "
@@ -343,8 +346,8 @@ static void *job_main(void *arg) {
   j->moved = out->moved;
   j->skipped = out->skipped;
   j->left = out->left;
-  ops_move_summary(false, act_done[j->kind], out->moved, m.ledger != NULL, out->skipped,
-                   out->left, out->r.depth_at_start, DLQB_Q_DLQ, j->summary, sizeof j->summary);
+  ops_move_summary(false, act_done[j->kind], out->moved, m.ledger != NULL, out->skipped, out->left,
+                   out->r.depth_at_start, DLQB_Q_DLQ, j->summary, sizeof j->summary);
   if (out->not_started) {
     j->failed = true;
     snprintf(j->error, sizeof j->error, "%s", out->err.msg);
@@ -355,8 +358,10 @@ static void *job_main(void *arg) {
     else snprintf(j->error, sizeof j->error, "%s", out->early);
   } else if (out->r.refused > 0) {
     j->failed = true;
-    snprintf(j->error, sizeof j->error, "%llu selected items left in %s: the broker would not "
-             "take them as they are", (unsigned long long)out->r.refused, DLQB_Q_DLQ);
+    snprintf(j->error, sizeof j->error,
+             "%llu selected items left in %s: the broker would not "
+             "take them as they are",
+             (unsigned long long)out->r.refused, DLQB_Q_DLQ);
   }
   pthread_mutex_unlock(&lock);
 end:
@@ -471,8 +476,9 @@ static bool find_job(console_req *r, job *copy, bool json) {
       r->content_type = "application/json";
       dlqb_html_raw(&r->out, "{\"error\":\"no such job\"}");
     } else {
-      console_error_page(r, 404, "No such action", "No action with this number (the console may "
-                                                   "have restarted).");
+      console_error_page(r, 404, "No such action",
+                         "No action with this number (the console may "
+                         "have restarted).");
     }
   }
   return found;
@@ -537,7 +543,8 @@ void console_page_job(console_req *r) {
   dlqb_html_raw(h, "\"><p>State: <b id=\"state\">");
   dlqb_html_text(h, state_of(j));
   dlqb_html_raw(h, "</b></p><progress id=\"bar\" max=\"");
-  dlqb_html_textf(h, "%llu", (unsigned long long)(j->progress.depth_at_start ? j->progress.depth_at_start : 1));
+  dlqb_html_textf(
+      h, "%llu", (unsigned long long)(j->progress.depth_at_start ? j->progress.depth_at_start : 1));
   dlqb_html_raw(h, "\" value=\"");
   dlqb_html_textf(h, "%llu", (unsigned long long)j->progress.examined);
   dlqb_html_raw(h, "\"></progress>");

@@ -18,8 +18,8 @@
 #include "console.h"
 #include "dlqb/file.h"
 
-#define CONNECTIONS 64
-#define PER_ADDRESS 16
+#define CONNECTIONS    64
+#define PER_ADDRESS    16
 #define IDLE_TIMEOUT_S 30
 
 /* No inline script or style anywhere: the pages load /static/ only. */
@@ -60,7 +60,8 @@ static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k
 
 static void client_addr(struct MHD_Connection *c, char *buf, size_t len) {
   snprintf(buf, len, "?");
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   if (ci == NULL || ci->client_addr == NULL) return;
   const struct sockaddr *sa = ci->client_addr;
   if (sa->sa_family == AF_INET)
@@ -241,8 +242,10 @@ static int listen_on(const char *addr, int *port, char *why, size_t why_len) {
   if (h[0] == '[' && n >= 2 && h[n - 1] == ']') h++, n -= 2;
   memcpy(host, h, n);
   host[n] = '\0';
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
+  struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                           .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                  *res = NULL;
   int gai = getaddrinfo(host, colon + 1, &hints, &res);
   if (gai != 0) {
     snprintf(why, why_len, "cannot resolve console address '%s': %s", addr, gai_strerror(gai));
@@ -281,8 +284,8 @@ static char *read_pem(const char *path, const char *what, char *why, size_t why_
     memcpy(text, buf, len);
     text[len] = '\0';
   } else {
-    snprintf(why, why_len, "cannot read the console's %s '%s' (missing, empty or unreadable)",
-             what, path);
+    snprintf(why, why_len, "cannot read the console's %s '%s' (missing, empty or unreadable)", what,
+             path);
   }
   if (buf != NULL) explicit_bzero(buf, cap);
   free(buf);
@@ -297,11 +300,12 @@ bool console_server_start(const char *addr, const char *cert_file, const char *k
     snprintf(why, why_len, "out of memory");
     return false;
   }
-  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                   MHD_USE_ERROR_LOG;
+  unsigned flags =
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
   if (cert_file != NULL && cert_file[0] != '\0') {
     if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-      snprintf(why, why_len, "this libmicrohttpd has no TLS: console_tls_cert_file cannot be served");
+      snprintf(why, why_len,
+               "this libmicrohttpd has no TLS: console_tls_cert_file cannot be served");
       free(s);
       return false;
     }
@@ -325,18 +329,15 @@ bool console_server_start(const char *addr, const char *cert_file, const char *k
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   if (s->cert != NULL)
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL,
-                                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_ADDRESS,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-                                 MHD_OPTION_HTTPS_MEM_CERT, s->cert,
-                                 MHD_OPTION_HTTPS_MEM_KEY, s->key, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_HTTPS_MEM_CERT, s->cert,
+        MHD_OPTION_HTTPS_MEM_KEY, s->key, MHD_OPTION_END);
   else
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL,
-                                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS,
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_LISTEN_SOCKET,
+                                 (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS,
                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_ADDRESS,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);

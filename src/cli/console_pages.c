@@ -32,7 +32,8 @@ void console_page_begin(console_req *r, const char *title) {
                    "<script src=\"/static/console.js\" defer></script></head><body>"
                    "<header><a class=\"brand\" href=\"/\">dlq-bridge console</a>");
   if (r->signed_in) {
-    dlqb_html_raw(h, "<nav><a href=\"/\">Failure groups</a> <a href=\"/review\">Review inbox</a> <a href=\"/jobs\">Actions</a></nav>"
+    dlqb_html_raw(h, "<nav><a href=\"/\">Failure groups</a> <a href=\"/review\">Review inbox</a> "
+                     "<a href=\"/jobs\">Actions</a></nav>"
                      "<form class=\"who\" method=\"post\" action=\"/logout\">"
                      "<span>broker user <b id=\"who\">");
     dlqb_html_text(h, r->who.user);
@@ -99,7 +100,8 @@ static void login_form(console_req *r, const char *why) {
     dlqb_html_raw(h, "</p>");
   }
   dlqb_html_raw(h, "<form method=\"post\" action=\"/login\" class=\"login\">"
-                   "<label>Broker user <input name=\"user\" id=\"user\" autocomplete=\"username\" required></label>"
+                   "<label>Broker user <input name=\"user\" id=\"user\" autocomplete=\"username\" "
+                   "required></label>"
                    "<label>Password <input name=\"password\" id=\"password\" type=\"password\" "
                    "autocomplete=\"current-password\" required></label>"
                    "<button type=\"submit\" id=\"sign-in\">Sign in</button></form>");
@@ -109,12 +111,14 @@ static void login_form(console_req *r, const char *why) {
 void console_page_login(console_req *r) { login_form(r, NULL); }
 
 void console_post_login(console_req *r) {
-  char user[CONSOLE_USER_MAX + 1] = "", password[CONSOLE_PASSWORD_MAX + 1] = "", why[DLQB_ERROR_MAX + 64];
+  char user[CONSOLE_USER_MAX + 1] = "", password[CONSOLE_PASSWORD_MAX + 1] = "",
+                               why[DLQB_ERROR_MAX + 64];
   console_form(r, "user", user, sizeof user);
   console_form(r, "password", password, sizeof password);
   console_who who;
   bool limited = false;
-  bool ok = console_sign_in(&console_g.cfg, r->addr, user, password, &who, why, sizeof why, &limited);
+  bool ok =
+      console_sign_in(&console_g.cfg, r->addr, user, password, &who, why, sizeof why, &limited);
   explicit_bzero(password, sizeof password);
   if (!ok) {
     r->status = limited ? 429 : 403;
@@ -131,7 +135,8 @@ void console_post_login(console_req *r) {
 
 void console_post_logout(console_req *r) {
   console_session_end(r->who.id);
-  snprintf(r->cookie, sizeof r->cookie, "dlqb_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
+  snprintf(r->cookie, sizeof r->cookie,
+           "dlqb_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
   r->status = 303;
   snprintf(r->location, sizeof r->location, "/login");
 }
@@ -139,9 +144,9 @@ void console_post_logout(console_req *r) {
 /* ---- a read-only pass over the DLQ as the signed-in user --------------- */
 
 typedef struct {
-  dlqb_groups *groups;       /* the groups page */
-  const dlqb_select *sel;    /* the items page: which to keep */
-  ops_urgent urgent;         /* the most urgent of them (statutory time left) */
+  dlqb_groups *groups;    /* the groups page */
+  const dlqb_select *sel; /* the items page: which to keep */
+  ops_urgent urgent;      /* the most urgent of them (statutory time left) */
   uint64_t matched;
   int64_t now_ms;
 } look_ctx;
@@ -168,9 +173,12 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   /* A node holding a million unacked deliveries pauses for seconds: wait
    * as long as stats --by group does (BREAKDOWN_IDLE_STOP_MS) before the
    * page calls the DLQ shorter than it was. */
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge console",
-                          .actor = r->who.user, .idle_stop_ms = CONSOLE_IDLE_STOP_MS,
-                          .on_item = look_item, .ctx = c};
+  dlqb_scan_options so = {.queue = DLQB_Q_DLQ,
+                          .purpose = "dlq-bridge console",
+                          .actor = r->who.user,
+                          .idle_stop_ms = CONSOLE_IDLE_STOP_MS,
+                          .on_item = look_item,
+                          .ctx = c};
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&cfg, &so, res, &err);
   explicit_bzero(&cfg, sizeof cfg);
@@ -226,12 +234,14 @@ void console_page_groups(console_req *r) {
   dlqb_html_raw(h, "<table id=\"groups\"><thead><tr><th>group</th><th>items</th><th>oldest</th>"
                    "<th>newest</th><th>dlq_reason</th><th>source_system</th>"
                    "<th>sample error (and its template)</th></tr></thead><tbody>\n");
-  for (size_t i = 0; i < dlqb_groups_count(c.groups); i++) group_row(h, dlqb_groups_at(c.groups, i));
+  for (size_t i = 0; i < dlqb_groups_count(c.groups); i++)
+    group_row(h, dlqb_groups_at(c.groups, i));
   const dlqb_group *other = dlqb_groups_other(c.groups);
   if (other->count > 0) {
     dlqb_html_raw(h, "<tr class=\"other\"><td>other</td><td class=\"num\">");
     dlqb_html_textf(h, "%llu", (unsigned long long)other->count);
-    dlqb_html_raw(h, "</td><td colspan=\"5\">groups past the table's limit (use filters)</td></tr>");
+    dlqb_html_raw(h,
+                  "</td><td colspan=\"5\">groups past the table's limit (use filters)</td></tr>");
   }
   dlqb_html_raw(h, "</tbody></table>");
   if (dlqb_groups_total(c.groups) == 0) dlqb_html_raw(h, "<p id=\"empty\">The DLQ is empty.</p>");
@@ -242,9 +252,9 @@ void console_page_groups(console_req *r) {
 /* ---- a group's items -------------------------------------------------- */
 
 /* The filters a list and an action take, by their CLI flag names. */
-static const char *const filter_names[] = {"group", "request-id", "source-system", "legal-basis",
-                                           "reason", "older-than", "newer-than", "message-id",
-                                           NULL};
+static const char *const filter_names[] = {"group",       "request-id", "source-system",
+                                           "legal-basis", "reason",     "older-than",
+                                           "newer-than",  "message-id", NULL};
 
 /* The selection of a request (query or form). false with a page written. */
 bool console_selection(console_req *r, bool from_form, dlqb_select *sel) {
@@ -326,16 +336,17 @@ static void action_form_end(console_req *r, bool picks) {
   dlqb_html_raw(h, picks ? "On the checked items, or on every item the filters select when "
                            "none is checked. "
                          : "");
-  dlqb_html_raw(h, "Each action shows first what it would do (a dry run); nothing moves until "
-                   "you run it. Escalate and resolve need a note.</p>"
-                   "<div class=\"buttons\"><label>note <input name=\"note\" id=\"note\" "
-                   "maxlength=\"1024\"></label> "
-                   "<button type=\"submit\" name=\"action\" value=\"replay\" id=\"preview-replay\">"
-                   "Preview replay</button> "
-                   "<button type=\"submit\" name=\"action\" value=\"escalate\" id=\"preview-escalate\">"
-                   "Preview escalate</button> "
-                   "<button type=\"submit\" name=\"action\" value=\"resolve\" id=\"preview-resolve\">"
-                   "Preview resolve</button></div></section></form>");
+  dlqb_html_raw(
+      h, "Each action shows first what it would do (a dry run); nothing moves until "
+         "you run it. Escalate and resolve need a note.</p>"
+         "<div class=\"buttons\"><label>note <input name=\"note\" id=\"note\" "
+         "maxlength=\"1024\"></label> "
+         "<button type=\"submit\" name=\"action\" value=\"replay\" id=\"preview-replay\">"
+         "Preview replay</button> "
+         "<button type=\"submit\" name=\"action\" value=\"escalate\" id=\"preview-escalate\">"
+         "Preview escalate</button> "
+         "<button type=\"submit\" name=\"action\" value=\"resolve\" id=\"preview-resolve\">"
+         "Preview resolve</button></div></section></form>");
 }
 
 /* One item row of a list; link to its page. */

@@ -21,8 +21,8 @@ typedef struct {
   int64_t now_ms;
 } inbox_ctx;
 
-static dlqb_status inbox_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                              const dlqb_item *it, dlqb_error *err) {
+static dlqb_status inbox_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                              dlqb_error *err) {
   (void)err;
   inbox_ctx *c = ctx;
   dlqb_scan_hold(s, d); /* everything returns to its place */
@@ -49,7 +49,8 @@ static void act_form(console_req *r, const dlqb_item *it, const char *kind, cons
   hidden(h, "message-id", it->message_id);
   hidden(h, "kind", kind);
   if (force) hidden(h, "force", "1");
-  if (note) dlqb_html_raw(h, "<input name=\"note\" placeholder=\"note\" maxlength=\"1024\" required>");
+  if (note)
+    dlqb_html_raw(h, "<input name=\"note\" placeholder=\"note\" maxlength=\"1024\" required>");
   dlqb_html_raw(h, "<button type=\"submit\">");
   dlqb_html_text(h, label);
   dlqb_html_raw(h, "</button></form>");
@@ -69,9 +70,12 @@ void console_page_review(console_req *r) {
   }
   dlqb_config cfg;
   console_user_config(&console_g.cfg, &r->who, &cfg);
-  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = "dlq-bridge console review",
-                          .actor = r->who.user, .idle_stop_ms = CONSOLE_IDLE_STOP_MS,
-                          .on_item = inbox_item, .ctx = &c};
+  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW,
+                          .purpose = "dlq-bridge console review",
+                          .actor = r->who.user,
+                          .idle_stop_ms = CONSOLE_IDLE_STOP_MS,
+                          .on_item = inbox_item,
+                          .ctx = &c};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(&cfg, &so, &res, &err);
@@ -180,7 +184,8 @@ void console_post_review_act(console_req *r) {
     snprintf(msg, sizeof msg, "You have claimed it already.");
   } else if (c->gate == DLQB_GATE_OWNED) {
     status = 409;
-    snprintf(msg, sizeof msg, "%s owns it: take it over first (recorded as forced).", c->item.owner);
+    snprintf(msg, sizeof msg, "%s owns it: take it over first (recorded as forced).",
+             c->item.owner);
   } else if (c->gate == DLQB_GATE_UNCLAIMED) {
     status = 409;
     snprintf(msg, sizeof msg, "Nobody has claimed it: claim it first.");

@@ -57,16 +57,28 @@ static const char *escalate_reason(void *ctx, const dlqb_item *it) {
 }
 
 void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate) {
-  *m = (ops_move_spec){.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
-                       .verb = "replayed", .dry_run = dry_run, .rate = rate,
-                       .sets = replay_sets, .reason = replay_reason, .ctx = st};
+  *m = (ops_move_spec){.command = "replay",
+                       .target = DLQB_Q_WORK,
+                       .event = DLQB_EV_REPLAYED,
+                       .verb = "replayed",
+                       .dry_run = dry_run,
+                       .rate = rate,
+                       .sets = replay_sets,
+                       .reason = replay_reason,
+                       .ctx = st};
 }
 
 void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate) {
-  *m = (ops_move_spec){.command = "escalate", .target = DLQB_Q_REVIEW,
-                       .event = DLQB_EV_ESCALATED, .verb = "escalated",
-                       .cause = DLQB_ESCALATION_OPERATOR, .dry_run = dry_run, .rate = rate,
-                       .sets = escalate_sets, .reason = escalate_reason, .ctx = st};
+  *m = (ops_move_spec){.command = "escalate",
+                       .target = DLQB_Q_REVIEW,
+                       .event = DLQB_EV_ESCALATED,
+                       .verb = "escalated",
+                       .cause = DLQB_ESCALATION_OPERATOR,
+                       .dry_run = dry_run,
+                       .rate = rate,
+                       .sets = escalate_sets,
+                       .reason = escalate_reason,
+                       .ctx = st};
 }
 
 static const char *resolve_reason(void *ctx, const dlqb_item *it) {
@@ -76,8 +88,12 @@ static const char *resolve_reason(void *ctx, const dlqb_item *it) {
 }
 
 void ops_resolve_spec(ops_move_spec *m, ops_stamp *st, bool dry_run) {
-  *m = (ops_move_spec){.command = "resolve", .target = NULL, .event = DLQB_EV_RESOLVED,
-                       .verb = "resolved", .dry_run = dry_run, .reason = resolve_reason,
+  *m = (ops_move_spec){.command = "resolve",
+                       .target = NULL,
+                       .event = DLQB_EV_RESOLVED,
+                       .verb = "resolved",
+                       .dry_run = dry_run,
+                       .reason = resolve_reason,
                        .ctx = st};
 }
 

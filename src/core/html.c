@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void dlqb_html_free(dlqb_html *h) {
   if (h == NULL) return;
   free(h->data);
@@ -73,11 +72,26 @@ void dlqb_html_text_n(dlqb_html *h, const char *s, size_t len) {
   while (i < len) {
     unsigned c = p[i];
     switch (c) {
-    case '&': append(h, "&amp;", 5); i++; continue;
-    case '<': append(h, "&lt;", 4); i++; continue;
-    case '>': append(h, "&gt;", 4); i++; continue;
-    case '"': append(h, "&quot;", 6); i++; continue;
-    case '\'': append(h, "&#39;", 5); i++; continue;
+    case '&':
+      append(h, "&amp;", 5);
+      i++;
+      continue;
+    case '<':
+      append(h, "&lt;", 4);
+      i++;
+      continue;
+    case '>':
+      append(h, "&gt;", 4);
+      i++;
+      continue;
+    case '"':
+      append(h, "&quot;", 6);
+      i++;
+      continue;
+    case '\'':
+      append(h, "&#39;", 5);
+      i++;
+      continue;
     default: break;
     }
     if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7F) {

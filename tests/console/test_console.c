@@ -28,10 +28,10 @@
 #include "harness.h"
 
 #define NODE_MODULES "/var/cache/dlq-bridge/node/node_modules"
-#define CHROMIUM "/usr/bin/chromium"
-#define TIMEOUT_MS 30000
-#define TIMEOUTS 4 /* "timeout calling crm-api after N ms" */
-#define SCRIPTS 2  /* "<script>alert(1)</script>" */
+#define CHROMIUM     "/usr/bin/chromium"
+#define TIMEOUT_MS   30000
+#define TIMEOUTS     4 /* "timeout calling crm-api after N ms" */
+#define SCRIPTS      2 /* "<script>alert(1)</script>" */
 
 static void make_user(fx_case *t, const char *user, const char *password, const char *perms) {
   char path[TH_PATH_MAX], body[256];
@@ -57,7 +57,8 @@ static bool console_up(void *arg) {
   const listening *l = arg;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)l->port),
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)l->port),
                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
   close(fd);
@@ -68,8 +69,7 @@ static bool console_up(void *arg) {
  * text that differs only in numbers (one group), SCRIPTS with a script tag
  * (another). */
 static void fill_dlq(fx_case *t, const fx_audit *a) {
-  const char *const env[] = {"DLQ_BRIDGE_MAX_ATTEMPTS=1", a->env_log, a->env_key, a->env_pub,
-                             NULL};
+  const char *const env[] = {"DLQ_BRIDGE_MAX_ATTEMPTS=1", a->env_log, a->env_key, a->env_pub, NULL};
   FX_CHECK(t, fx_start_bridge(t, env) == 0);
   th_worker *w = th_worker_open(&t->vhost, "dsr.work", 1);
   assert_non_null(w);
@@ -80,7 +80,8 @@ static void fill_dlq(fx_case *t, const fx_audit *a) {
     assert_int_equal(fx_publish_task(t, id), 0);
     th_msg_reset(m);
     assert_int_equal(th_worker_next(w, m, TIMEOUT_MS), 1);
-    if (i < TIMEOUTS) snprintf(text, sizeof text, "timeout calling crm-api after %d ms", 3000 + i * 17);
+    if (i < TIMEOUTS)
+      snprintf(text, sizeof text, "timeout calling crm-api after %d ms", 3000 + i * 17);
     else snprintf(text, sizeof text, "<script>alert(1)</script>");
     assert_int_equal(th_worker_report(w, t->conn, m, text), 0);
   }
@@ -96,8 +97,10 @@ static void test_console_in_a_browser(void **state) {
   struct stat st;
   if (stat(CHROMIUM, &st) != 0 || stat(NODE_MODULES "/playwright-core", &st) != 0 ||
       system("command -v node >/dev/null 2>&1") != 0) {
-    fprintf(stderr, "broker.console: needs %s, node and playwright-core in %s: run "
-                    "scripts/install-deps.sh\n", CHROMIUM, NODE_MODULES);
+    fprintf(stderr,
+            "broker.console: needs %s, node and playwright-core in %s: run "
+            "scripts/install-deps.sh\n",
+            CHROMIUM, NODE_MODULES);
     fail();
   }
   static const char *const decl[] = {"declare", NULL};
@@ -173,7 +176,8 @@ static void test_console_in_a_browser(void **state) {
 static void test_console_refuses_plain_http_off_loopback(void **state) {
   fx_case *t = *state;
   char env_addr[96];
-  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=0.0.0.0:%d", th_free_port()));
+  assert_true(
+      th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=0.0.0.0:%d", th_free_port()));
   const char *const env[] = {env_addr, NULL};
   static const char *const args[] = {"console", NULL};
   th_result r;
@@ -196,12 +200,14 @@ static void test_console_https(void **state) {
   assert_non_null(mkdtemp(dir));
   assert_true(th_fmt(cmd, sizeof cmd,
                      "cd '%s' && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "
-                     "'/CN=localhost' -keyout key.pem -out cert.pem >/dev/null 2>&1", dir));
+                     "'/CN=localhost' -keyout key.pem -out cert.pem >/dev/null 2>&1",
+                     dir));
   assert_int_equal(system(cmd), 0);
   listening l = {th_free_port()};
   char env_addr[96], env_cert[320], env_key[320];
   assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=0.0.0.0:%d", l.port));
-  assert_true(th_fmt(env_cert, sizeof env_cert, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE=%s/cert.pem", dir));
+  assert_true(
+      th_fmt(env_cert, sizeof env_cert, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE=%s/cert.pem", dir));
   assert_true(th_fmt(env_key, sizeof env_key, "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE=%s/key.pem", dir));
   const char *const env[] = {env_addr, env_cert, env_key, NULL};
   static const char *const args[] = {"console", NULL};
@@ -214,7 +220,8 @@ static void test_console_https(void **state) {
   assert_true(th_fmt(path, sizeof path, "%s/headers", dir));
   assert_true(th_fmt(cmd, sizeof cmd,
                      "curl -sk -o /dev/null -D '%s' -d 'user=guest&password=guest' "
-                     "https://127.0.0.1:%d/login", path, l.port));
+                     "https://127.0.0.1:%d/login",
+                     path, l.port));
   int https = up ? system(cmd) : -1;
   assert_true(th_fmt(cmd, sizeof cmd, "curl -s -o /dev/null --max-time 5 http://127.0.0.1:%d/login",
                      l.port));

@@ -32,7 +32,11 @@ static void test_markup_is_escaped(void **state) {
 
 static void test_controls_and_bad_utf8_are_replaced(void **state) {
   (void)state;
-  assert_string_equal(esc("a\x01" "b", 3), "a\xEF\xBF\xBD" "b");
+  assert_string_equal(esc("a\x01"
+                          "b",
+                          3),
+                      "a\xEF\xBF\xBD"
+                      "b");
   assert_string_equal(esc("a\x7f", 2), "a\xEF\xBF\xBD");
   /* an overlong '<' must not come through as '<' */
   assert_string_equal(esc("\xC0\xBC", 2), "\xEF\xBF\xBD\xEF\xBF\xBD");
