@@ -14,7 +14,7 @@ static const cli_flag flags[] = {
 
 const cli_spec cmd_console_spec = {
     .name = "console",
-    .summary = "the web console: failure groups, items, replay/escalate/resolve with a preview",
+    .summary = "the web console: failure groups, items, actions with a preview, the review inbox",
     .usage = "dlq-bridge console [settings]",
     .details = "Serves the web console on DLQ_BRIDGE_CONSOLE_ADDR (default 127.0.0.1:9465)\n"
                "until SIGTERM or SIGINT. People sign in with their own RabbitMQ user and\n"
