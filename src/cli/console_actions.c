@@ -1,8 +1,8 @@
 /* The console's actions on DLQ items: a preview (the dry run of the same
  * pass the CLI runs) and then the real pass as a job in its own thread,
  * whose progress the job page polls, so a reload or a second tab sees the
- * same job. Replay and escalate run ops_move_pass, the CLI's core; resolve
- * runs ops_resolve_pass, resolve's. The broker connection is the signed-in
+ * same job. Replay, escalate and resolve run ops_move_pass with the CLI
+ * commands' specs (ops_actions.c). The broker connection is the signed-in
  * user's: a replay they may not do is refused by the broker, and the audit
  * trail records them as the hop's broker_user and actor. */
 #include <json-c/json.h>

@@ -398,10 +398,12 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
     dlqb_scan_hold(s, d);
     return DLQB_OK;
   }
+  if (v.stop_after) dlqb_scan_stop(s); /* what is in flight completes */
   if (complete) {
     dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, "", "already in the completion ledger");
     return DLQB_OK;
   }
+  if (c->w->taken != NULL) c->w->taken(c->w->ctx, it);
   if (c->m->target == NULL) {
     /* resolve: the item leaves the DLQ with nothing published */
     dlqb_scan_ack(s, d, it, c->m->event, c->m->cause ? c->m->cause : "",
@@ -432,7 +434,7 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
   static const ops_move_watch none = {0};
   memset(out, 0, sizeof *out);
   pass_ctx c = {.m = m, .w = w != NULL ? w : &none, .now_ms = dlqb_now_ms(),
-                .rule = {.sel = &o->sel, .ledger = m->ledger}};
+                .rule = {.sel = &o->sel, .ledger = m->ledger, .stop_at_limit = m->stop_at_limit}};
   /* With --rate the handler waits between moves while deliveries queue up
    * ahead of the confirms on the socket, so acks lag by up to a window: a
    * window of about half a second of moves keeps what a crash would
@@ -457,7 +459,9 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
   out->not_started = out->status != DLQB_OK && !r->audit_failed && r->examined == 0;
   /* The trail lost midway: the pass stopped at once; say what moved (each
    * of those is recorded) and what may now be there twice. */
-  const char *early = ops_early_stop(r, o->window);
+  /* A pass we ended at the limit saw fewer items than the queue held, by
+   * design: not a short read. */
+  const char *early = r->stopped ? NULL : ops_early_stop(r, o->window);
   if (r->audit_failed) {
     snprintf(out->early, sizeof out->early, "stopped: %s; copies published but not recorded: %llu "
              "(their originals stay in %s, so %s may hold them twice)",

@@ -168,6 +168,9 @@ typedef struct {
    * items); NULL: none. An item it refuses is left in place. */
   bool (*only)(void *only_ctx, const dlqb_item *it);
   void *only_ctx;
+  /* End the pass once the selection's --limit is taken (resolve's one item)
+   * instead of passing over the rest. */
+  bool stop_at_limit;
 } ops_move_spec;
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */
@@ -186,6 +189,8 @@ char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledg
 typedef struct {
   /* A dry run's selected item: complete = it would be skipped as complete. */
   void (*listed)(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms);
+  /* A real run's item as it is taken (before its hop settles). */
+  void (*taken)(void *ctx, const dlqb_item *it);
   /* A real run's hop, once its original was acked. */
   void (*acked)(void *ctx, const dlqb_hop *hop);
   /* About once a second: the pass so far. */
