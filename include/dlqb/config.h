@@ -64,6 +64,10 @@ typedef struct {
   int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */
   uint64_t audit_anchor_interval_ms; /* anchors to dsr.audit.anchors this often; 0 = off */
   char metrics_addr[DLQB_CONFIG_STR_MAX];   /* host:port, "" = off */
+  char console_addr[DLQB_CONFIG_STR_MAX];   /* the web console's host:port */
+  char console_tls_cert_file[DLQB_CONFIG_STR_MAX]; /* "" = plain HTTP (loopback or proxy) */
+  char console_tls_key_file[DLQB_CONFIG_STR_MAX];
+  int console_behind_proxy; /* 1: plain HTTP off loopback is the operator's choice */
   dlqb_log_format log_format;
   int log_level;            /* 0 error, 1 warn, 2 info, 3 debug */
   char instance[256];       /* bridge instance name in logs and audit */

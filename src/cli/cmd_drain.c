@@ -182,6 +182,7 @@ static bool drain_eligible(void *ctx, const dlqb_item *it) {
 
 static void drain_moved(void *ctx, const dlqb_hop *hop) {
   drain_run *d = ctx;
+  if (hop->event == DLQB_EV_SKIPPED_COMPLETE) return; /* done already, not moved */
   char key[2 * DLQB_ID_MAX + 2];
   size_t n = task_key(key, sizeof key, hop->request_id, hop->source_system);
   tracked *t = n > 0 ? dlqb_hashset_get(d->seen, key, n) : NULL;
@@ -419,11 +420,13 @@ static void end_stopped(drain_run *d) {
 /* One MOVE of the ramp through replay's pass. */
 static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audit,
                       dlqb_stop_flag *stop) {
-  d->o.sel.limit = a->limit;
+  /* drain_eligible counts the step (pass_limit), not the selection's
+   * --limit: it must also see the items behind the step's last one, to
+   * notice moved tasks that came back. */
+  d->o.sel.limit = 0;
   d->o.rate = a->rate;
   d->pass_limit = a->limit;
   d->pass_taken = 0;
-  ops_move_result res = {0};
   ops_move_spec m = {.command = "drain",
                      .target = DLQB_Q_WORK,
                      .event = DLQB_EV_REPLAYED,
@@ -435,26 +438,33 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
                      .sets = drain_sets,
                      .reason = drain_reason,
                      .ctx = d,
-                     .eligible = drain_eligible,
-                     .moved = drain_moved,
-                     .quiet = true,
-                     .result = &res};
-  (void)ops_move_run(&d->o, &m, stop);
-  d->skipped += res.skipped;
+                     .only = drain_eligible,
+                     .only_ctx = d};
+  ops_move_watch w = {.acked = drain_moved, .ctx = d};
+  ops_move_outcome *out = calloc(1, sizeof *out);
+  if (out == NULL) {
+    snprintf(d->error, sizeof d->error, "out of memory");
+    dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
+    return;
+  }
+  ops_move_pass(&d->o, &m, audit, &w, stop, out);
+  d->skipped += out->skipped;
   /* A short read (an operator's inspect took some items for a moment) is
    * no error: the step moved what it saw, the next run sees the rest. */
-  dlqb_drain_moved(&d->ramp, a->limit, res.moved, dlqb_mono_ms());
-  if (res.interrupted) end_stopped(d);
-  else if (res.failed || res.refused > 0) {
-    if (res.refused > 0 && !res.failed)
+  dlqb_drain_moved(&d->ramp, a->limit, out->moved, dlqb_mono_ms());
+  bool failed = out->status != DLQB_OK || out->r.audit_failed;
+  if (out->r.interrupted) end_stopped(d);
+  else if (failed || out->r.refused > 0) {
+    if (!failed)
       snprintf(d->error, sizeof d->error, "the broker refused %llu item(s) as they are",
-               (unsigned long long)res.refused);
-    else snprintf(d->error, sizeof d->error, "%s", res.why);
+               (unsigned long long)out->r.refused);
+    else snprintf(d->error, sizeof d->error, "%s", out->early[0] ? out->early : out->err.msg);
     dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
   }
   if (!d->o.json && !d->o.quiet_progress)
     fprintf(stderr, "drain: %s %llu at %g/s\n", a->canary ? "canary" : "step",
-            (unsigned long long)res.moved, a->rate);
+            (unsigned long long)out->moved, a->rate);
+  free(out);
 }
 
 static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
@@ -463,8 +473,8 @@ static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
   if (dlqb_ledger_peek(&d->o.cfg, DLQB_Q_COMPLETED, d->o.cfg.ledger_cache, d->ledger,
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
     return ops_fail(&err);
-  d->o.sel.limit = (uint64_t)d->o.cfg.drain_max_items;
-  d->pass_limit = d->o.sel.limit > 0 ? d->o.sel.limit : UINT64_MAX;
+  d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
+  d->pass_limit = d->o.cfg.drain_max_items > 0 ? (uint64_t)d->o.cfg.drain_max_items : UINT64_MAX;
   ops_move_spec m = {.command = "drain",
                      .target = DLQB_Q_WORK,
                      .event = DLQB_EV_REPLAYED,
@@ -475,7 +485,8 @@ static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
                      .sets = drain_sets,
                      .reason = drain_reason,
                      .ctx = d,
-                     .eligible = drain_eligible};
+                     .only = drain_eligible,
+                     .only_ctx = d};
   int rc = ops_move_run(&d->o, &m, stop);
   if (!d->o.json)
     printf("the next run replays the first %d of these as its canary and waits for them\n",
@@ -536,7 +547,7 @@ static int drain_run_cmd(int argc, char **argv) {
   dlqb_status st =
       dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease, &err);
   if (st != DLQB_OK) {
-    dlqb_audit_close(audit);
+    ops_audit_close(audit);
     dlqb_hashset_free(d.seen);
     dlqb_ledger_free(d.ledger);
     if (st != DLQB_ECONFLICT) return ops_fail(&err);
@@ -589,7 +600,7 @@ static int drain_run_cmd(int argc, char **argv) {
       continue;
     }
   }
-  dlqb_audit_close(audit);
+  ops_audit_close(audit);
   int64_t ended = dlqb_now_ms();
   json_object *run = run_json(&d, started, ended);
   record_run(&d, run);

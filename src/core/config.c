@@ -131,6 +131,16 @@ typedef enum {
     "publish the audit head to dsr.audit.anchors this often while writing; 0s = never")     \
   X(metrics_addr, metrics_addr, "DLQ_BRIDGE_METRICS_ADDR", "metrics-addr",                  \
     "127.0.0.1:9464", KIND_ADDR, 0, 0, "host:port of the metrics endpoint, or off")         \
+  X(console_addr, console_addr, "DLQ_BRIDGE_CONSOLE_ADDR", "console-addr", "127.0.0.1:9465",  \
+    KIND_ADDR, 0, 0, "host:port of the web console (dlq-bridge console)")                  \
+  X(console_tls_cert_file, console_tls_cert_file, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE",       \
+    "console-tls-cert-file", "", KIND_PATH, 0, 0,                                           \
+    "the console's HTTPS certificate (PEM); needed off loopback unless behind a proxy")     \
+  X(console_tls_key_file, console_tls_key_file, "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE",          \
+    "console-tls-key-file", "", KIND_PATH, 0, 0, "the private key of console_tls_cert_file") \
+  X(console_behind_proxy, console_behind_proxy, "DLQ_BRIDGE_CONSOLE_BEHIND_PROXY",          \
+    "console-behind-proxy", "0", KIND_INT, 0, 1,                                            \
+    "1 = a TLS proxy in front of the console: plain HTTP off loopback is allowed")          \
   X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, \
     0, 0, "log line format: text or json")                                                  \
   X(log_level, log_level, "DLQ_BRIDGE_LOG_LEVEL", "log-level", "info", KIND_LOG_LEVEL, 0,   \
@@ -987,6 +997,9 @@ dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err) {
     return dlqb_fail(err, DLQB_EINVAL, "drain_start_rate (%d) is above drain_max_rate (%d)",
                      c->drain_start_rate, c->drain_max_rate);
   }
+  if ((c->console_tls_cert_file[0] != '\0') != (c->console_tls_key_file[0] != '\0'))
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "console_tls_cert_file and console_tls_key_file must be given together");
   /* audit_log without audit_key_file is valid here: the readers (audit
    * verify, show) need only audit_public_keys; a writer's open refuses it. */
   return DLQB_OK;
