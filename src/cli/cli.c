@@ -450,3 +450,20 @@ bad:
   cli_error("%s", err.msg);
   return EXIT_USAGE;
 }
+
+int cli_run_subcommand(const cli_spec *spec, const cli_subcommand *subs, size_t n, int argc,
+                       char **argv) {
+  if (argc < 2) {
+    cli_print_help(spec, stderr);
+    return EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    cli_print_help(spec, stdout);
+    return EXIT_OK;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(subs[i].name, argv[1]) == 0) return subs[i].run(argc - 1, argv + 1);
+  cli_error("unknown %s subcommand '%s' (see dlq-bridge %s --help)", spec->name, argv[1],
+            spec->name);
+  return EXIT_USAGE;
+}

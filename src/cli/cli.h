@@ -76,6 +76,17 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
 /* Prints the command's --help text to out. */
 void cli_print_help(const cli_spec *spec, FILE *out);
 
+/* A command made of subcommands (audit, review, drain). */
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} cli_subcommand;
+
+/* Runs the subcommand argv[1] names (with argv from it on); --help prints
+ * spec's help; none or an unknown one is a usage error (exit 2). */
+int cli_run_subcommand(const cli_spec *spec, const cli_subcommand *subs, size_t n, int argc,
+                       char **argv);
+
 /* Prints the settings reference as a markdown table (one row per setting,
  * and --config): the generated part of docs/configuration.md. */
 void cli_print_settings_markdown(FILE *out);

@@ -712,12 +712,7 @@ static int drain_status_cmd(int argc, char **argv) {
 
 /* ---- the subcommand table --------------------------------------------- */
 
-typedef struct {
-  const char *name;
-  int (*run)(int argc, char **argv);
-} subcommand;
-
-static const subcommand subcommands[] = {
+static const cli_subcommand subcommands[] = {
     {"run", drain_run_cmd},
     {"status", drain_status_cmd},
 };
@@ -737,16 +732,5 @@ const cli_spec cmd_drain_spec = {
 };
 
 int cmd_drain(int argc, char **argv) {
-  if (argc < 2) {
-    cli_print_help(&cmd_drain_spec, stderr);
-    return EXIT_USAGE;
-  }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    cli_print_help(&cmd_drain_spec, stdout);
-    return EXIT_OK;
-  }
-  for (size_t i = 0; i < NSUB; i++)
-    if (strcmp(subcommands[i].name, argv[1]) == 0) return subcommands[i].run(argc - 1, argv + 1);
-  cli_error("unknown drain subcommand '%s' (see dlq-bridge drain --help)", argv[1]);
-  return EXIT_USAGE;
+  return cli_run_subcommand(&cmd_drain_spec, subcommands, NSUB, argc, argv);
 }
