@@ -117,7 +117,7 @@ typedef struct {
 
 typedef struct {
   ops_opts o;
-  char now_iso[DLQB_ISO_TIME_MAX];
+  ops_stamp stamp; /* actor "drain", the run's start: replay's stamp */
   dlqb_drain_ramp ramp;
   dlqb_hashset *seen; /* (request_id, source_system) -> tracked */
   dlqb_ledger *ledger;
@@ -193,14 +193,14 @@ static void drain_moved(void *ctx, const dlqb_hop *hop) {
     snprintf(d->broker_user, sizeof d->broker_user, "%s", hop->broker_user);
 }
 
-static size_t drain_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
-  drain_run *d = ctx;
-  return dlqb_replay_stamp(out, it->replay_count, ACTOR, d->now_iso);
-}
-
-static const char *drain_reason(void *ctx, const dlqb_item *it) {
-  (void)ctx;
-  return it->last_error[0] != '\0' ? it->last_error : "drain";
+/* Replay's move (dsr.work, attempts reset, replay_count + 1, stamped by
+ * the drain), under the drain's name and policy. */
+static void drain_spec(drain_run *d, ops_move_spec *m, bool dry_run, double rate) {
+  ops_replay_spec(m, &d->stamp, dry_run, rate);
+  m->command = "drain";
+  m->ledger = d->ledger;
+  m->only = drain_eligible;
+  m->only_ctx = d;
 }
 
 /* ---- looking at outcomes ---------------------------------------------- */
@@ -427,19 +427,10 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   d->o.rate = a->rate;
   d->pass_limit = a->limit;
   d->pass_taken = 0;
-  ops_move_spec m = {.command = "drain",
-                     .target = DLQB_Q_WORK,
-                     .event = DLQB_EV_REPLAYED,
-                     .verb = "replayed",
-                     .rate = a->rate,
-                     .ledger = d->ledger,
-                     .audit_started = true,
-                     .audit = audit,
-                     .sets = drain_sets,
-                     .reason = drain_reason,
-                     .ctx = d,
-                     .only = drain_eligible,
-                     .only_ctx = d};
+  ops_move_spec m;
+  drain_spec(d, &m, false, a->rate);
+  m.audit_started = true;
+  m.audit = audit;
   ops_move_watch w = {.acked = drain_moved, .ctx = d};
   ops_move_outcome *out = calloc(1, sizeof *out);
   if (out == NULL) {
@@ -475,18 +466,9 @@ static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
     return ops_fail(&err);
   d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
   d->pass_limit = d->o.cfg.drain_max_items > 0 ? (uint64_t)d->o.cfg.drain_max_items : UINT64_MAX;
-  ops_move_spec m = {.command = "drain",
-                     .target = DLQB_Q_WORK,
-                     .event = DLQB_EV_REPLAYED,
-                     .verb = "replayed",
-                     .dry_run = true,
-                     .ledger = d->ledger,
-                     .ledger_stats = &ls,
-                     .sets = drain_sets,
-                     .reason = drain_reason,
-                     .ctx = d,
-                     .only = drain_eligible,
-                     .only_ctx = d};
+  ops_move_spec m;
+  drain_spec(d, &m, true, 0);
+  m.ledger_stats = &ls;
   int rc = ops_move_run(&d->o, &m, stop);
   if (!d->o.json)
     printf("the next run replays the first %d of these as its canary and waits for them\n",
@@ -515,7 +497,7 @@ static int drain_run_cmd(int argc, char **argv) {
   dlqb_drain_params p;
   dlqb_drain_params_from(&d.o.cfg, &p);
   dlqb_drain_init(&d.ramp, &p);
-  dlqb_iso_time(dlqb_now_ms(), d.now_iso, sizeof d.now_iso);
+  ops_stamp_init(&d.stamp, ACTOR, NULL);
   d.seen = dlqb_hashset_new(sizeof(tracked));
   d.ledger = dlqb_ledger_new();
   if (d.seen == NULL || d.ledger == NULL) {
