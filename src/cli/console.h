@@ -31,7 +31,6 @@
 #define CONSOLE_SESSION_IDLE_MS (30 * 60 * 1000)
 #define CONSOLE_LOGIN_FAILS     5           /* failed sign-ins per address ... */
 #define CONSOLE_LOGIN_WINDOW_MS (60 * 1000) /* ... within this; then 429 */
-#define CONSOLE_IDLE_STOP_MS    30000       /* a page's pass: no delivery this long = the end */
 #define CONSOLE_LIST_MAX        500         /* items a list page shows (the count covers all) */
 
 /* ---- sessions (console_session.c) ------------------------------------ */

@@ -170,13 +170,11 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   dlqb_config cfg;
   console_user_config(&console_g.cfg, &r->who, &cfg);
   c->now_ms = dlqb_now_ms();
-  /* A node holding a million unacked deliveries pauses for seconds: wait
-   * as long as stats --by group does (BREAKDOWN_IDLE_STOP_MS) before the
-   * page calls the DLQ shorter than it was. */
+  /* A broker that pauses mid-pass (a million unacked deliveries) is waited
+   * for by the pipe itself while messages are still ready. */
   dlqb_scan_options so = {.queue = DLQB_Q_DLQ,
                           .purpose = "dlq-bridge console",
                           .actor = r->who.user,
-                          .idle_stop_ms = CONSOLE_IDLE_STOP_MS,
                           .on_item = look_item,
                           .ctx = c};
   dlqb_error err = {{0}};

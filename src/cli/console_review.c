@@ -73,7 +73,6 @@ void console_page_review(console_req *r) {
   dlqb_scan_options so = {.queue = DLQB_Q_REVIEW,
                           .purpose = "dlq-bridge console review",
                           .actor = r->who.user,
-                          .idle_stop_ms = CONSOLE_IDLE_STOP_MS,
                           .on_item = inbox_item,
                           .ctx = &c};
   dlqb_scan_result res;
