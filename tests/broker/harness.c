@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,8 +152,10 @@ bool th_is_iso_utc(const char *s) {
 }
 
 void th_unique(char *buf, size_t len, const char *prefix) {
-  static unsigned counter;
-  snprintf(buf, len, "%s-%ld-%u", prefix, (long)getpid(), ++counter);
+  /* Atomic: tests run commands from several threads at once (broker.drain's
+   * two concurrent drains; TSan saw the race). */
+  static atomic_uint counter;
+  snprintf(buf, len, "%s-%ld-%u", prefix, (long)getpid(), atomic_fetch_add(&counter, 1) + 1);
 }
 
 /* ---- waiting ---------------------------------------------------------- */
