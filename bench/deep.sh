@@ -6,7 +6,8 @@
 #   inspect --source-system billing, stats, resolve of the last item,
 #   audit reconcile, replay --source-system billing, the daemon's SLA
 #   escalator reaching an overdue item behind all N, replay --all; the
-#   failure group overview (stats --by group) of N items of 50 causes, and
+#   failure group overview (stats --by group, and the console's groups
+#   page) of N items of 50 causes, and
 #   of N items whose errors are all distinct (the hostile case: 1000 groups
 #   kept, the rest counted as other);
 # and beside them, in the same run, the anchors: the management UI's
@@ -110,6 +111,36 @@ timed() { # depth label n_for_rate command...
     row "$depth" "$label" "$secs" "$(rate "$n" 0 "$secs")" "$(mib "$kib")" "$(mib "$b")"
 }
 
+# The console's failure groups page at depth N (the items loaded): signed in
+# as guest, one GET / timed; the command MiB column is the console's peak
+# RSS (VmHWM) after the page, not curl's.
+console_row() { # N
+    local n=$1 cport=$((port + 9)) jar="$work/console.jar" cpid i
+    DLQ_BRIDGE_URL="$url" DLQ_BRIDGE_CONSOLE_ADDR="127.0.0.1:$cport" "$bin" console \
+        >"$work/console.log" 2>&1 &
+    cpid=$!
+    for i in $(seq 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$cport/login" && break
+        sleep 0.1
+    done
+    curl -s -c "$jar" -o /dev/null -d 'user=guest&password=guest' "http://127.0.0.1:$cport/login"
+    sampler_start
+    local t0 t1 b hwm
+    t0=$(date +%s.%N)
+    curl -sf -b "$jar" -o "$work/page" "http://127.0.0.1:$cport/" ||
+        log "console groups page at $n failed: $(tail -n 2 "$work/console.log" | tr '\n' ' ')"
+    t1=$(date +%s.%N)
+    b=$(sampler_stop)
+    hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$cpid/status")
+    kill "$cpid"
+    wait "$cpid" 2>/dev/null || true
+    grep -q "$n items in dsr.dlq.manual" "$work/page" || log "console groups page at $n: not $n items"
+    local secs
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+    row "$n" "console: failure groups page (50 causes)" "$secs" "$(rate "$n" "$t0" "$t1")" \
+        "$(mib "$hwm")" "$(mib "$b")"
+}
+
 # The group overview at depth N: N items of 50 causes, then N items whose
 # errors are all distinct.
 groups_rows() { # N
@@ -118,6 +149,7 @@ groups_rows() { # N
     load "$n" --causes 50 >/dev/null
     timed "$n" "stats --by group (50 causes)" "$n" "$bin" stats --by group --json
     timed "$n" "stats (by dlq_reason, the same items: the cost of grouping)" "$n" "$bin" stats --json
+    console_row "$n"
     purge_all
     load "$n" --distinct-errors >/dev/null
     timed "$n" "stats --by group (every error distinct: 1000 groups + other)" "$n" \

@@ -12,15 +12,42 @@ packages=(
     librabbitmq-dev libssl-dev libjson-c-dev libcmocka-dev libmicrohttpd-dev
     rabbitmq-server curl socat prometheus openssl python3 python3-yaml jq tmux
     clang libclang-rt-14-dev systemd debootstrap docker.io
+    chromium
 )
 
 missing=()
+# Node for the browser test: Debian's nodejs and npm, unless a node with its
+# own npm is installed already (a nodejs package that bundles npm conflicts
+# with Debian's npm).
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 for pkg in "${packages[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
     [ "$status" = "install ok installed" ] || missing+=("$pkg")
 done
 
+# The console's browser test (tests/console/) drives Debian's chromium with
+# playwright-core from the npm registry, kept in a cache directory outside
+# the tree (never a browser download of its own: PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD).
+node_dir=/var/cache/dlq-bridge/node
+playwright_version=1.65.1
+install_playwright() {
+    if [ -f "$node_dir/node_modules/playwright-core/package.json" ] &&
+        grep -q "\"version\": \"$playwright_version\"" "$node_dir/node_modules/playwright-core/package.json"; then
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$node_dir")" ]; then
+        echo "install-deps: playwright-core missing in $node_dir (run as root)" >&2
+        return 1
+    fi
+    echo "install-deps: npm install playwright-core@$playwright_version into $node_dir"
+    mkdir -p "$node_dir"
+    PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix "$node_dir" --no-save --no-audit \
+        --no-fund "playwright-core@$playwright_version"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+    install_playwright
     exit 0
 fi
 
@@ -49,3 +76,4 @@ if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+install_playwright

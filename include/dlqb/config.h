@@ -63,12 +63,32 @@ typedef struct {
   /* Broker users whose ledger entries count as completions, as "a,b"
    * (trimmed, none empty); "" = none, so replay re-runs every task. */
   char completion_writers[DLQB_CONFIG_STR_MAX];
+  /* drain run (dlqb/drain.h): the policy and the ramp */
+  char drain_reasons[256];                  /* dlq_reasons eligible, "a,b" */
+  char drain_sources[DLQB_CONFIG_STR_MAX];  /* source systems eligible, "" = any */
+  char drain_errors[DLQB_CONFIG_STR_MAX];   /* last_error patterns, '|'-separated, "" = any */
+  char drain_groups[DLQB_CONFIG_STR_MAX];   /* failure group ids (dlqb/group.h), "" = any */
+  int drain_canary;                         /* items in the canary */
+  uint64_t drain_canary_timeout_ms;
+  int drain_start_rate;                     /* items a second, canary and first step */
+  int drain_step_factor;                    /* each step this many times faster */
+  int drain_max_rate;                       /* the ceiling */
+  uint64_t drain_step_ms;                   /* one ramp step */
+  int drain_failure_threshold;              /* re-failures in the window that stop a run */
+  uint64_t drain_failure_window_ms;
+  int drain_max_items;                      /* per run; 0 = no limit */
+  char drain_state[DLQB_CONFIG_STR_MAX];    /* the runs' record for drain status */
+  char drain_textfile[DLQB_CONFIG_STR_MAX]; /* node_exporter textfile; "" = none */
   char audit_log[DLQB_CONFIG_STR_MAX];      /* "" = audit off */
   char audit_key_file[DLQB_CONFIG_STR_MAX];    /* this writer's Ed25519 private key */
   char audit_public_keys[DLQB_CONFIG_STR_MAX]; /* the writers' public keys: file or dir */
   int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */
   uint64_t audit_anchor_interval_ms; /* anchors to dsr.audit.anchors this often; 0 = off */
   char metrics_addr[DLQB_CONFIG_STR_MAX];   /* host:port, "" = off */
+  char console_addr[DLQB_CONFIG_STR_MAX];   /* the web console's host:port */
+  char console_tls_cert_file[DLQB_CONFIG_STR_MAX]; /* "" = plain HTTP (loopback or proxy) */
+  char console_tls_key_file[DLQB_CONFIG_STR_MAX];
+  int console_behind_proxy; /* 1: plain HTTP off loopback is the operator's choice */
   dlqb_log_format log_format;
   int log_level;            /* 0 error, 1 warn, 2 info, 3 debug */
   char instance[256];       /* bridge instance name in logs and audit */

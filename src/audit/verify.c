@@ -186,13 +186,38 @@ static bool uint_of(json_object *o, const char *key, uint64_t *out) {
   return true;
 }
 
+/* A signature that does not verify with the key its line names: the
+ * failure names the chain and seq the line claims and, when name_signer
+ * and another given key verifies it, that key (a writer holding its own
+ * key forged into a chain of another's). name_signer costs a check per
+ * given key: not for anchors, which anyone can append by the thousand and
+ * which are ignored when bad. v->scratch holds BODY + "}". */
+static dlqb_status bad_signature(dlqb_audit_verifier *v, json_object *o, const char *key,
+                                 const char *sig, size_t body, bool name_signer,
+                                 dlqb_error *err) {
+  char id[DLQB_AUDIT_CHAIN_HEX + 1], where[80] = "";
+  uint64_t seq;
+  if (hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, id) && uint_of(o, "seq", &seq))
+    snprintf(where, sizeof where, " (chain %s seq %llu)", id, (unsigned long long)seq);
+  for (size_t i = 0; name_signer && i < v->ring->n; i++) {
+    const dlqb__audit_pubkey *k = &v->ring->keys[i];
+    if (strcmp(k->id, key) != 0 && dlqb__audit_sig_ok(k->pub, v->scratch, body + 1, sig))
+      return bad(v, err, "signature does not verify with key %s%s: it was made with key %s (%s) "
+                 "(forged under another writer's key)", key, where, k->id, k->name);
+  }
+  return bad(v, err, "signature does not verify with key %s%s (record edited, or forged under "
+             "another writer's key id)", key, where);
+}
+
 /* Checks a line's signature (when it has one; `must_sign` requires one)
  * with the key it names, and parses it. On success *obj is the record,
  * hash its hash, key the key id it names and *is_signed whether it is
- * signed. `what` names the kind of line in messages. */
+ * signed. `what` names the kind of line in messages; name_signer: see
+ * bad_signature. */
 static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t len,
-                             const char *what, bool must_sign, json_object **obj, char *hash,
-                             char *key, bool *is_signed, dlqb_error *err) {
+                             const char *what, bool must_sign, bool name_signer,
+                             json_object **obj, char *hash, char *key, bool *is_signed,
+                             dlqb_error *err) {
   size_t body;
   const char *sig;
   *obj = NULL;
@@ -235,8 +260,7 @@ static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t le
     else if (k->revoked)
       st = bad(v, err, "signed with key %s, which is revoked (%s)", key, k->name);
     else if (!dlqb__audit_sig_ok(k->pub, v->scratch, body + 1, sig))
-      st = bad(v, err, "signature does not verify with key %s (record edited, or forged under "
-               "another writer's key id)", key);
+      st = bad_signature(v, o, key, sig, body, name_signer, err);
   }
   if (st != DLQB_OK) {
     json_object_put(o);
@@ -258,7 +282,8 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
   snprintf(saved, sizeof saved, "%s", v->file);
   snprintf(v->file, sizeof v->file, "seal");
   v->line = ++v->seal_lines;
-  dlqb_status st = open_line(v, line, len, "a seal record", true, &o, hash, key, &is_signed, err);
+  dlqb_status st = open_line(v, line, len, "a seal record", true, true, &o, hash, key,
+                             &is_signed, err);
   if (st == DLQB_OK) {
     /* The line is valid JSON (open_line parsed it); what it vouches for is
      * read by the seal reader the writer uses too, so both agree on it. The
@@ -516,7 +541,8 @@ dlqb_status dlqb_audit_verifier_anchor_line(dlqb_audit_verifier *v, const char *
   snprintf(saved, sizeof saved, "%s", v->file);
   snprintf(v->file, sizeof v->file, "anchors");
   v->line = ++v->anchor_msgs;
-  dlqb_status st = open_line(v, line, len, "an anchor", true, &o, hash, key, &is_signed, err);
+  dlqb_status st = open_line(v, line, len, "an anchor", true, false, &o, hash, key,
+                             &is_signed, err);
   if (st == DLQB_EINVAL) {
     /* Anyone who may publish to the default exchange can append to the
      * stream: a message that is not an anchor signed by a given key
@@ -584,8 +610,8 @@ dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, s
   json_object *o = NULL;
   char hash[DLQB_AUDIT_HASH_HEX + 1], key[DLQB_AUDIT_KEY_ID_HEX + 1];
   bool is_signed;
-  dlqb_status st = open_line(v, line, len, "an audit record", false, &o, hash, key, &is_signed,
-                             err);
+  dlqb_status st = open_line(v, line, len, "an audit record", false, true, &o, hash, key,
+                             &is_signed, err);
   if (st != DLQB_OK) return st;
   if (v->line == 1 && !add_file_id(v, hash)) {
     json_object_put(o);

@@ -76,6 +76,25 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
 /* "audit log intact: ..." and the seal line, as `audit verify` prints them. */
 void audit_print_summary(const dlqb_audit_summary *s, bool sealed);
 
+/* The hops of one request_id and/or message_id, collected from the lines a
+ * verifier accepts (audit show, the console's item page). */
+typedef struct {
+  const char *request_id, *message_id; /* borrowed; set before the first line */
+  dlqb_audit_filter filter;
+  bool filter_set;
+  struct json_object **hops;
+  size_t n, cap;
+} audit_hops;
+
+/* A dlqb_audit_visit_fn collecting into an audit_hops. */
+bool audit_hops_collect(void *arg, const char *line, size_t len);
+/* Time order across writers, stable within one. */
+void audit_hops_sort(struct json_object **hops, size_t n);
+void audit_hops_free(audit_hops *c);
+
+/* One hop as `audit show` prints it (one line, sanitised, no newline). */
+char *audit_hop_text(struct json_object *h, char *out, size_t len);
+
 int audit_show(int argc, char **argv);
 int audit_reconcile(int argc, char **argv);
 int audit_report(int argc, char **argv);

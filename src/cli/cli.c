@@ -204,7 +204,9 @@ void cli_print_settings_markdown(FILE *out) {
 
 bool cli_uses(const cli_spec *spec, const char *key) {
   if (!spec->settings) return false;
-  if (spec->uses == NULL) return true;
+  /* The drain's settings are the drain's alone: the daemon and review do
+   * not take them, show them or fail on them. */
+  if (spec->uses == NULL) return strncmp(key, "drain_", 6) != 0;
   for (const char *const *k = spec->uses; *k; k++)
     if (strcmp(*k, key) == 0) return true;
   return false;
@@ -490,5 +492,22 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
   return EXIT_OK;
 bad:
   cli_error("%s", err.msg);
+  return EXIT_USAGE;
+}
+
+int cli_run_subcommand(const cli_spec *spec, const cli_subcommand *subs, size_t n, int argc,
+                       char **argv) {
+  if (argc < 2) {
+    cli_print_help(spec, stderr);
+    return EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    cli_print_help(spec, stdout);
+    return EXIT_OK;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(subs[i].name, argv[1]) == 0) return subs[i].run(argc - 1, argv + 1);
+  cli_error("unknown %s subcommand '%s' (see dlq-bridge %s --help)", spec->name, argv[1],
+            spec->name);
   return EXIT_USAGE;
 }

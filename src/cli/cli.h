@@ -34,9 +34,10 @@ typedef struct {
   const cli_flag *flags;/* command flags, terminated by {NULL}; may be NULL */
   bool settings;        /* accepts the connection/routing settings flags */
   /* The settings keys it reads (NULL-terminated, e.g. CLI_USES_BROKER); NULL:
-   * every one. Only these are taken from the environment and flags, checked
-   * and shown in --help; the others keep their defaults, so a read-only
-   * command cannot fail on a setting it never reads. */
+   * every one but the drain's (drain_*, read by `drain run` alone). Only
+   * these are taken from the environment and flags, checked and shown in
+   * --help; the others keep their defaults, so a read-only command cannot
+   * fail on a setting it never reads. */
   const char *const *uses;
 } cli_spec;
 
@@ -74,6 +75,17 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
 
 /* Prints the command's --help text to out. */
 void cli_print_help(const cli_spec *spec, FILE *out);
+
+/* A command made of subcommands (audit, review, drain). */
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} cli_subcommand;
+
+/* Runs the subcommand argv[1] names (with argv from it on); --help prints
+ * spec's help; none or an unknown one is a usage error (exit 2). */
+int cli_run_subcommand(const cli_spec *spec, const cli_subcommand *subs, size_t n, int argc,
+                       char **argv);
 
 /* Prints the settings reference as a markdown table (one row per setting,
  * and --config): the generated part of docs/configuration.md. */

@@ -221,12 +221,7 @@ static int audit_verify(int argc, char **argv) {
 
 /* ---- the subcommand table ---- */
 
-typedef struct {
-  const char *name;
-  int (*run)(int argc, char **argv);
-} subcommand;
-
-static const subcommand subcommands[] = {
+static const cli_subcommand subcommands[] = {
     {"verify", audit_verify},
     {"show", audit_show},
     {"reconcile", audit_reconcile},
@@ -256,16 +251,5 @@ const cli_spec cmd_audit_spec = {
 };
 
 int cmd_audit(int argc, char **argv) {
-  if (argc < 2) {
-    cli_print_help(&cmd_audit_spec, stderr);
-    return EXIT_USAGE;
-  }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    cli_print_help(&cmd_audit_spec, stdout);
-    return EXIT_OK;
-  }
-  for (size_t i = 0; i < NSUB; i++)
-    if (strcmp(subcommands[i].name, argv[1]) == 0) return subcommands[i].run(argc - 1, argv + 1);
-  cli_error("unknown audit subcommand '%s' (see dlq-bridge audit --help)", argv[1]);
-  return EXIT_USAGE;
+  return cli_run_subcommand(&cmd_audit_spec, subcommands, NSUB, argc, argv);
 }

@@ -33,14 +33,6 @@ static const cli_spec show_spec = {
     .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
 };
 
-/* The matching records, parsed, in log order. */
-typedef struct {
-  const audit_opts *o;
-  dlqb_audit_filter filter;
-  bool filter_set; /* the options are parsed before the first line comes */
-  json_object **hops;
-  size_t n, cap;
-} show_ctx;
 
 /* A member for a person to read: "?" when the record lacks it. */
 static const char *shown(json_object *rec, const char *key) {
@@ -48,10 +40,10 @@ static const char *shown(json_object *rec, const char *key) {
   return v[0] != '\0' ? v : "?";
 }
 
-static bool collect_hop(void *arg, const char *line, size_t len) {
-  show_ctx *c = arg;
+bool audit_hops_collect(void *arg, const char *line, size_t len) {
+  audit_hops *c = arg;
   if (!c->filter_set) {
-    dlqb_audit_filter_init(&c->filter, c->o->request_id, c->o->message_id);
+    dlqb_audit_filter_init(&c->filter, c->request_id, c->message_id);
     c->filter_set = true;
   }
   if (!dlqb_audit_filter_match(&c->filter, line, len)) return true;
@@ -78,7 +70,7 @@ static int by_time(const void *pa, const void *pb) {
   return strcmp(dlqb_audit_record_str(a, "time"), dlqb_audit_record_str(b, "time"));
 }
 
-static void stable_sort_by_time(json_object **hops, size_t n) {
+void audit_hops_sort(json_object **hops, size_t n) {
   /* Insertion sort: a task has a handful of hops. */
   for (size_t i = 1; i < n; i++) {
     json_object *h = hops[i];
@@ -98,26 +90,40 @@ static const char *clean(const char *v, char *buf, size_t cap) {
   return buf;
 }
 
-static void print_hop_text(json_object *h) {
+char *audit_hop_text(json_object *h, char *out, size_t len) {
   json_object *attempt;
   char b1[DLQB_LAST_ERROR_MAX + 1], b2[256], b3[256], b4[256];
   const char *cause = dlqb_audit_record_str(h, "cause");
   const char *reason = dlqb_audit_record_str(h, "reason");
   const char *from = dlqb_audit_record_str(h, "from"), *to = dlqb_audit_record_str(h, "to");
-  printf("%s  %-16s ", clean(shown(h, "time"), b2, sizeof b2), clean(shown(h, "event"), b3, sizeof b3));
+  size_t at = 0;
+#define PUT(...)                                                              \
+  do {                                                                        \
+    int n_ = snprintf(out + at, at < len ? len - at : 0, __VA_ARGS__);         \
+    if (n_ > 0) at = at + (size_t)n_ < len ? at + (size_t)n_ : (len ? len - 1 : 0); \
+  } while (0)
+  out[0] = '\0';
+  PUT("%s  %-16s ", clean(shown(h, "time"), b2, sizeof b2), clean(shown(h, "event"), b3, sizeof b3));
   /* A hop without a destination (resolve, skip as complete) removed the
    * message: no arrow pointing nowhere. */
   if (from[0] != '\0' && to[0] != '\0')
-    printf("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
-  else if (from[0] != '\0') printf("removed from %s", clean(from, b1, sizeof b1));
-  else printf("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
+    PUT("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
+  else if (from[0] != '\0') PUT("removed from %s", clean(from, b1, sizeof b1));
+  else PUT("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
   /* null (the item had no attempt header) is not attempt 0 */
   if (json_object_object_get_ex(h, "attempt", &attempt) && json_object_is_type(attempt, json_type_int))
-    printf("  attempt %lld", (long long)json_object_get_int64(attempt));
-  if (cause[0] != '\0') printf("  cause %s", clean(cause, b2, sizeof b2));
-  if (reason[0] != '\0') printf("  reason \"%s\"", clean(reason, b1, sizeof b1));
-  printf("  by %s", clean(shown(h, "actor"), b3, sizeof b3));
-  printf(" (%s)\n", clean(shown(h, "writer"), b4, sizeof b4));
+    PUT("  attempt %lld", (long long)json_object_get_int64(attempt));
+  if (cause[0] != '\0') PUT("  cause %s", clean(cause, b2, sizeof b2));
+  if (reason[0] != '\0') PUT("  reason \"%s\"", clean(reason, b1, sizeof b1));
+  PUT("  by %s", clean(shown(h, "actor"), b3, sizeof b3));
+  PUT(" (%s)", clean(shown(h, "writer"), b4, sizeof b4));
+#undef PUT
+  return out;
+}
+
+static void print_hop_text(json_object *h) {
+  char line[4 * DLQB_LAST_ERROR_MAX + 1024];
+  printf("%s\n", audit_hop_text(h, line, sizeof line));
 }
 
 static void print_show(const audit_opts *o, json_object **hops, size_t n,
@@ -152,20 +158,41 @@ static void print_show(const audit_opts *o, json_object **hops, size_t n,
   for (size_t i = 0; i < n; i++) print_hop_text(hops[i]);
 }
 
+void audit_hops_free(audit_hops *c) {
+  for (size_t i = 0; i < c->n; i++) json_object_put(c->hops[i]);
+  free(c->hops);
+  c->hops = NULL;
+  c->n = c->cap = 0;
+}
+
+typedef struct {
+  audit_hops hops;
+  const audit_opts *o;
+} show_ctx;
+
+/* The options are parsed before the first line comes: take the ids then. */
+static bool collect_show(void *arg, const char *line, size_t len) {
+  show_ctx *c = arg;
+  if (!c->hops.filter_set) {
+    c->hops.request_id = c->o->request_id;
+    c->hops.message_id = c->o->message_id;
+  }
+  return audit_hops_collect(&c->hops, line, len);
+}
+
 int audit_show(int argc, char **argv) {
   audit_opts o = {.require_id = true};
   show_ctx c = {.o = &o};
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
-  int rc = audit_load_and_verify(&show_spec, argc, argv, &o, collect_hop, &c, &sum, &sealed, &help);
+  int rc = audit_load_and_verify(&show_spec, argc, argv, &o, collect_show, &c, &sum, &sealed, &help);
   if (help) {
     cli_print_help(&show_spec, stdout);
   } else if (rc == EXIT_OK) {
-    stable_sort_by_time(c.hops, c.n);
-    print_show(&o, c.hops, c.n, &sum, sealed);
+    audit_hops_sort(c.hops.hops, c.hops.n);
+    print_show(&o, c.hops.hops, c.hops.n, &sum, sealed);
   }
-  for (size_t i = 0; i < c.n; i++) json_object_put(c.hops[i]);
-  free(c.hops);
+  audit_hops_free(&c.hops);
   return rc;
 }
 

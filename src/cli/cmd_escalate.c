@@ -39,7 +39,7 @@ const cli_spec cmd_escalate_spec = {
 
 typedef struct {
   ops_opts o;
-  char now[DLQB_ISO_TIME_MAX];
+  ops_stamp stamp;
   const char *note; /* --note, or NULL */
 } escalate_opts;
 
@@ -52,18 +52,6 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     return DLQB_OK;
   }
   return ops_flag(&e->o, flag, value, err);
-}
-
-static size_t escalate_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
-  escalate_opts *e = ctx;
-  (void)it;
-  return dlqb_escalation_stamp(out, e->o.actor, e->now, DLQB_ESCALATION_OPERATOR, e->note);
-}
-
-static const char *escalate_reason(void *ctx, const dlqb_item *it) {
-  const escalate_opts *e = ctx;
-  (void)it;
-  return e->note != NULL ? e->note : DLQB_ESCALATION_OPERATOR;
 }
 
 int cmd_escalate(int argc, char **argv) {
@@ -86,9 +74,8 @@ int cmd_escalate(int argc, char **argv) {
     return EXIT_USAGE;
   }
   dlqb_stop_flag *stop = cli_stop_flag();
-  dlqb_iso_time(dlqb_now_ms(), e.now, sizeof e.now);
-  ops_move_spec m = {.command = "escalate", .target = DLQB_Q_REVIEW, .event = DLQB_EV_ESCALATED,
-                     .verb = "escalated", .cause = DLQB_ESCALATION_OPERATOR, .dry_run = e.o.dry_run, .rate = e.o.rate,
-                     .sets = escalate_sets, .reason = escalate_reason, .ctx = &e};
+  ops_stamp_init(&e.stamp, e.o.actor, e.note);
+  ops_move_spec m;
+  ops_escalate_spec(&m, &e.stamp, e.o.dry_run, e.o.rate);
   return ops_move_run(&e.o, &m, stop);
 }

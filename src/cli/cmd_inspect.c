@@ -57,20 +57,11 @@ const cli_spec cmd_inspect_spec = {
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "deadlines", NULL},
 };
 
-/* One kept item of --sort deadline, and its place in the queue (ties keep
- * queue order). */
-typedef struct {
-  dlqb_item it;
-  dlqb_deadline d;
-  uint64_t seq;
-} kept_item;
-
 typedef struct {
   ops_opts o;
   bool show_payload;
   bool sort_deadline;
-  kept_item *kept; /* a max-heap: the least urgent kept item at [0] */
-  size_t nkept, cap;
+  ops_urgent urgent; /* --sort deadline: the most urgent items */
   uint64_t selected;
   const char *queue;
   uint64_t listed;
@@ -111,48 +102,6 @@ static const char *payload_text(inspect_ctx *c, amqp_bytes_t body) {
   return c->payload;
 }
 
-/* Urgency order: more urgent first; ties in queue order. */
-static int kept_cmp(const kept_item *a, const kept_item *b) {
-  int c = dlqb_deadline_cmp(&a->d, &b->d);
-  if (c != 0) return c;
-  return a->seq < b->seq ? -1 : a->seq > b->seq;
-}
-
-static int kept_qsort(const void *a, const void *b) { return kept_cmp(a, b); }
-
-static void kept_swap(kept_item *a, kept_item *b) {
-  kept_item t = *a;
-  *a = *b;
-  *b = t;
-}
-
-/* Keeps it when it is among the cap most urgent so far: a bounded heap, so
- * a million-item DLQ costs cap items of memory and log(cap) a step. */
-static void keep_urgent(inspect_ctx *c, const dlqb_item *it) {
-  kept_item k = {.it = *it, .d = dlqb_item_deadline(&c->o.cfg.deadlines, it, c->now_ms),
-                 .seq = c->selected};
-  size_t i;
-  if (c->nkept < c->cap) {
-    i = c->nkept++;
-    c->kept[i] = k;
-    while (i > 0 && kept_cmp(&c->kept[(i - 1) / 2], &c->kept[i]) < 0) {
-      kept_swap(&c->kept[(i - 1) / 2], &c->kept[i]);
-      i = (i - 1) / 2;
-    }
-    return;
-  }
-  if (kept_cmp(&k, &c->kept[0]) >= 0) return; /* less urgent than all kept */
-  c->kept[0] = k;
-  for (i = 0;;) {
-    size_t l = 2 * i + 1, r = l + 1, top = i;
-    if (l < c->nkept && kept_cmp(&c->kept[l], &c->kept[top]) > 0) top = l;
-    if (r < c->nkept && kept_cmp(&c->kept[r], &c->kept[top]) > 0) top = r;
-    if (top == i) break;
-    kept_swap(&c->kept[i], &c->kept[top]);
-    i = top;
-  }
-}
-
 static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *body) {
   c->listed++;
   if (c->o.json) {
@@ -178,7 +127,8 @@ static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
   if (c->sort_deadline) {
     /* The whole queue is read: --limit counts the kept, not the first. */
     if (!dlqb_select_match(&c->o.sel, it, c->now_ms)) return DLQB_OK;
-    keep_urgent(c, it);
+    ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&c->o.cfg.deadlines, it, c->now_ms),
+                    c->selected);
     c->selected++;
     return DLQB_OK;
   }
@@ -217,8 +167,7 @@ int cmd_inspect(int argc, char **argv) {
                 SORT_MAX);
       return EXIT_USAGE;
     }
-    c.cap = c.o.sel.limit > 0 ? (size_t)c.o.sel.limit : SORT_DEFAULT;
-    if ((c.kept = malloc(c.cap * sizeof *c.kept)) == NULL) {
+    if (!ops_urgent_init(&c.urgent, c.o.sel.limit > 0 ? (size_t)c.o.sel.limit : SORT_DEFAULT)) {
       cli_error("out of memory");
       return EXIT_FAILURE_;
     }
@@ -239,14 +188,14 @@ int cmd_inspect(int argc, char **argv) {
   dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
   free(c.payload);
   if (st != DLQB_OK) {
-    free(c.kept);
+    ops_urgent_free(&c.urgent);
     json_object_put(c.items);
     return ops_fail(&err);
   }
   if (c.sort_deadline) {
-    qsort(c.kept, c.nkept, sizeof *c.kept, kept_qsort);
-    for (size_t i = 0; i < c.nkept; i++) list_one(&c, &c.kept[i].it, NULL);
-    free(c.kept);
+    ops_urgent_sort(&c.urgent);
+    for (size_t i = 0; i < c.urgent.n; i++) list_one(&c, &c.urgent.kept[i].it, NULL);
+    ops_urgent_free(&c.urgent);
   }
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (c.o.json) {

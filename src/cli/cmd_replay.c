@@ -11,10 +11,6 @@
 #include "dlqb/topology.h"
 #include "ops.h"
 
-#define LEDGER_IDLE_MS 10000
-/* A dry run's end of the ledger: a stream delivers its entries in a burst. */
-#define LEDGER_QUIET_MS 1500
-
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
     {"rate", true, "N", "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
@@ -54,22 +50,11 @@ const cli_spec cmd_replay_spec = {
 
 typedef struct {
   ops_opts o;
-  char actor_now[DLQB_ISO_TIME_MAX];
+  ops_stamp stamp;
 } replay_opts;
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   return ops_flag(&((replay_opts *)ctx)->o, flag, value, err);
-}
-
-static size_t replay_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
-  replay_opts *r = ctx;
-  return dlqb_replay_stamp(out, it->replay_count, r->o.actor, r->actor_now);
-}
-
-static const char *replay_reason(void *ctx, const dlqb_item *it) {
-  (void)ctx;
-  /* The audit record keeps why it had failed; the message no longer does. */
-  return it->last_error[0] != '\0' ? it->last_error : "replay";
 }
 
 int cmd_replay(int argc, char **argv) {
@@ -92,7 +77,7 @@ int cmd_replay(int argc, char **argv) {
     return EXIT_USAGE;
   }
   dlqb_stop_flag *stop = cli_stop_flag();
-  dlqb_iso_time(dlqb_now_ms(), r.actor_now, sizeof r.actor_now);
+  ops_stamp_init(&r.stamp, r.o.actor, NULL);
 
   /* The whole ledger first: replaying on a partial one could re-run a
    * completed erasure, so a failure to read it stops the replay. */
@@ -110,11 +95,7 @@ int cmd_replay(int argc, char **argv) {
     return arc;
   }
   dlqb_ledger_stats ls;
-  /* A dry run writes nothing, not even the ledger's end marker. */
-  dlqb_status lst = r.o.dry_run ? dlqb_ledger_peek(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache,
-                                                   ledger, LEDGER_QUIET_MS, &ls, &err)
-                                : dlqb_ledger_load(&r.o.cfg, DLQB_Q_COMPLETED, r.o.cfg.ledger_cache,
-                                                   ledger, LEDGER_IDLE_MS, &ls, &err);
+  dlqb_status lst = ops_replay_ledger(&r.o.cfg, r.o.dry_run, ledger, &ls, &err);
   if (lst != DLQB_OK) {
     ops_audit_close(audit);
     dlqb_ledger_free(ledger);
@@ -137,10 +118,12 @@ int cmd_replay(int argc, char **argv) {
       fprintf(stderr, ", %zu unverified entries ignored", ls.unverified);
     fputc('\n', stderr);
   }
-  ops_move_spec m = {.command = "replay", .target = DLQB_Q_WORK, .event = DLQB_EV_REPLAYED,
-                     .verb = "replayed", .dry_run = r.o.dry_run, .rate = r.o.rate, .ledger = ledger,
-                     .ledger_stats = &ls, .audit = audit, .audit_started = !r.o.dry_run,
-                     .sets = replay_sets, .reason = replay_reason, .ctx = &r};
+  ops_move_spec m;
+  ops_replay_spec(&m, &r.stamp, r.o.dry_run, r.o.rate);
+  m.ledger = ledger;
+  m.ledger_stats = &ls;
+  m.audit = audit;
+  m.audit_started = !r.o.dry_run;
   rc = ops_move_run(&r.o, &m, stop);
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);

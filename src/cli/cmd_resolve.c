@@ -33,7 +33,6 @@ typedef struct {
   ops_opts o;
   const char *message_id;
   const char *note;
-  dlqb_select sel; /* the one item: its message_id, limit 1 */
   bool found;
   dlqb_item item;
 } resolve_ctx;
@@ -51,21 +50,11 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
   return ops_flag(&c->o, flag, value, err);
 }
 
-static dlqb_status resolve_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                                const dlqb_item *it, dlqb_error *err) {
+/* The item the pass takes: kept for what is printed. */
+static void taken(void *ctx, const dlqb_item *it) {
   resolve_ctx *c = ctx;
-  (void)err;
-  dlqb_verdict_rule rule = {.sel = &c->sel, .stop_at_limit = true};
-  dlqb_verdict v = dlqb_verdict_of(&rule, it, 0, c->found ? 1 : 0);
-  if (v.kind == DLQB_VERDICT_HOLD) {
-    dlqb_scan_hold(s, d);
-    return DLQB_OK;
-  }
   c->found = true;
   c->item = *it;
-  dlqb_scan_ack(s, d, it, DLQB_EV_RESOLVED, "", c->note);
-  if (v.stop_after) dlqb_scan_stop(s);
-  return DLQB_OK;
 }
 
 int cmd_resolve(int argc, char **argv) {
@@ -83,25 +72,39 @@ int cmd_resolve(int argc, char **argv) {
     return EXIT_USAGE;
   }
   dlqb_error err;
-  dlqb_select_init(&c.sel);
-  if (dlqb_select_set(&c.sel, "message-id", c.message_id, &err) != DLQB_OK ||
-      dlqb_select_set(&c.sel, "limit", "1", &err) != DLQB_OK) {
+  /* The one item: its message_id, the first of them, and the pass ends
+   * there (the items before it stay in place). */
+  dlqb_select_init(&c.o.sel);
+  if (dlqb_select_set(&c.o.sel, "message-id", c.message_id, &err) != DLQB_OK ||
+      dlqb_select_set(&c.o.sel, "limit", "1", &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
   dlqb_audit *audit = NULL;
   int arc = ops_audit_start(&c.o, "resolve", &audit);
   if (arc != EXIT_OK) return arc;
-  dlqb_stop_flag *stop = cli_stop_flag();
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge resolve",
-                          .actor = c.o.actor, .audit = audit, .window = c.o.window,
-                          .stop = stop, .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
-                          .on_item = resolve_item, .ctx = &c};
-  dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
+  ops_stamp stamp;
+  ops_stamp_init(&stamp, c.o.actor, c.note);
+  ops_move_spec m;
+  ops_resolve_spec(&m, &stamp, false);
+  m.audit = audit;
+  m.audit_started = true;
+  m.stop_at_limit = true;
+  ops_move_watch w = {.taken = taken, .ctx = &c};
+  ops_move_outcome *out = malloc(sizeof *out);
+  if (out == NULL) {
+    ops_audit_close(audit);
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
+  }
+  ops_move_pass(&c.o, &m, audit, &w, cli_stop_flag(), out);
   ops_audit_close(audit);
-  if (st != DLQB_OK) return ops_fail(&err);
-  bool removed = c.found && r.removed == 1;
+  if (out->status != DLQB_OK) {
+    rc = ops_fail(&out->err);
+    free(out);
+    return rc;
+  }
+  bool removed = c.found && out->r.removed == 1;
   if (c.o.json) {
     json_object *j = json_object_new_object();
     json_object_object_add(j, "resolved", json_object_new_boolean(removed));
@@ -117,15 +120,15 @@ int cmd_resolve(int argc, char **argv) {
            c.item.request_id[0] ? c.item.request_id : "-",
            c.item.source_system[0] ? c.item.source_system : "-", c.note);
   }
-  if (removed) return EXIT_OK;
-  if (c.found) {
+  rc = EXIT_FAILURE_;
+  if (removed) rc = EXIT_OK;
+  else if (c.found)
     cli_error("the removal of '%s' was not confirmed; it is still in %s", c.message_id,
               DLQB_Q_DLQ);
-    return EXIT_FAILURE_;
-  }
-  const char *early = ops_early_stop(&r, c.o.window);
-  if (early != NULL) cli_error("resolve %s", early);
-  else cli_error("no item with message_id '%s' in %s (%llu examined)", c.message_id, DLQB_Q_DLQ,
-                 (unsigned long long)r.examined);
-  return EXIT_FAILURE_;
+  else if (out->early[0] != '\0') cli_error("resolve %s", out->early);
+  else
+    cli_error("no item with message_id '%s' in %s (%llu examined)", c.message_id, DLQB_Q_DLQ,
+              (unsigned long long)out->r.examined);
+  free(out);
+  return rc;
 }

@@ -187,12 +187,7 @@ static int review_list(int argc, char **argv) {
 
 /* ---- the subcommand table ---- */
 
-typedef struct {
-  const char *name;
-  int (*run)(int argc, char **argv);
-} subcommand;
-
-static const subcommand subcommands[] = {
+static const cli_subcommand subcommands[] = {
     {"list", review_list},
     {"claim", review_claim},
     {"decide", review_decide},
@@ -216,16 +211,5 @@ const cli_spec cmd_review_spec = {
 };
 
 int cmd_review(int argc, char **argv) {
-  if (argc < 2) {
-    cli_print_help(&cmd_review_spec, stderr);
-    return EXIT_USAGE;
-  }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    cli_print_help(&cmd_review_spec, stdout);
-    return EXIT_OK;
-  }
-  for (size_t i = 0; i < NSUB; i++)
-    if (strcmp(subcommands[i].name, argv[1]) == 0) return subcommands[i].run(argc - 1, argv + 1);
-  cli_error("unknown review subcommand '%s' (see dlq-bridge review --help)", argv[1]);
-  return EXIT_USAGE;
+  return cli_run_subcommand(&cmd_review_spec, subcommands, NSUB, argc, argv);
 }

@@ -12,7 +12,6 @@
 #include "ops.h"
 #include "review_cli.h"
 
-#define LEDGER_IDLE_MS 10000
 #define CUSTODY_MAX_SETS (DLQB_LEAVE_SETS + DLQB_REPLAY_SETS + 2)
 
 static const cli_flag claim_flags[] = {
@@ -74,25 +73,7 @@ static const cli_spec decide_spec = {
     .settings = true,
 };
 
-typedef enum { ACT_CLAIM, ACT_REPLAY, ACT_RESOLVE, ACT_RETURN } act_kind;
-
-typedef struct {
-  ops_opts o;
-  act_kind kind;
-  int ndecisions; /* decide: how many of --replay/--resolve/--return were given */
-  const char *message_id, *note;
-  bool force;
-  dlqb_select sel; /* the one item: its message_id, limit 1 */
-  const dlqb_ledger *ledger;
-  char now[DLQB_ISO_TIME_MAX];
-  char reason[DLQB_LAST_ERROR_MAX + 1];
-  /* What the pass found and did. */
-  bool found;
-  dlqb_item item;
-  dlqb_review_gate gate;
-  bool settled;          /* its hop was confirmed, recorded and the original acked */
-  dlqb_event done_event; /* that hop's event */
-} act_ctx;
+typedef review_act act_ctx;
 
 static dlqb_status act_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   act_ctx *c = ctx;
@@ -256,26 +237,33 @@ static void refused(const act_ctx *c) {
               "or --force (recorded as forced)", c->message_id, c->message_id);
 }
 
-static int act_run(act_ctx *c, const char *command) {
-  dlqb_error err;
+dlqb_status review_act_pass(review_act *c, const char *command, dlqb_audit *audit,
+                            dlqb_stop_flag *stop, dlqb_scan_result *r, dlqb_error *err) {
   dlqb_select_init(&c->sel);
-  if (dlqb_select_set(&c->sel, "message-id", c->message_id, &err) != DLQB_OK ||
-      dlqb_select_set(&c->sel, "limit", "1", &err) != DLQB_OK) {
-    cli_error("%s", err.msg);
-    return EXIT_USAGE;
-  }
+  dlqb_status st = dlqb_select_set(&c->sel, "message-id", c->message_id, err);
+  if (st == DLQB_OK) st = dlqb_select_set(&c->sel, "limit", "1", err);
+  if (st != DLQB_OK) return st;
   dlqb_iso_time(dlqb_now_ms(), c->now, sizeof c->now);
-  dlqb_audit *audit = NULL;
-  int arc = ops_audit_start(&c->o, command, &audit);
-  if (arc != EXIT_OK) return arc;
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", command);
   dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = purpose, .actor = c->o.actor,
-                          .audit = audit, .window = c->o.window, .stop = cli_stop_flag(),
+                          .audit = audit, .window = c->o.window, .stop = stop,
                           .on_item = act_item, .after_ack = act_acked, .ctx = c};
+  return dlqb_scan_run(&c->o.cfg, &so, r, err);
+}
+
+static int act_run(act_ctx *c, const char *command) {
+  dlqb_error err;
+  dlqb_audit *audit = NULL;
+  int arc = ops_audit_start(&c->o, command, &audit);
+  if (arc != EXIT_OK) return arc;
   dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, &err);
+  dlqb_status st = review_act_pass(c, command, audit, cli_stop_flag(), &r, &err);
   ops_audit_close(audit);
+  if (st == DLQB_EINVAL) {
+    cli_error("%s", err.msg);
+    return EXIT_USAGE;
+  }
   if (st != DLQB_OK) return ops_fail(&err);
   print_result(c);
   if (c->found && (c->settled || c->gate == DLQB_GATE_ALREADY_MINE)) return EXIT_OK;
@@ -343,8 +331,7 @@ int review_decide(int argc, char **argv) {
   }
   dlqb_ledger_stats ls;
   dlqb_error err;
-  if (dlqb_ledger_load(&c.o.cfg, DLQB_Q_COMPLETED, c.o.cfg.ledger_cache, ledger, LEDGER_IDLE_MS,
-                       &ls, &err) != DLQB_OK) {
+  if (ops_replay_ledger(&c.o.cfg, false, ledger, &ls, &err) != DLQB_OK) {
     dlqb_ledger_free(ledger);
     return ops_fail(&err);
   }

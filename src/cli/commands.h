@@ -28,5 +28,9 @@ extern const cli_spec cmd_resolve_spec;
 int cmd_resolve(int argc, char **argv);
 extern const cli_spec cmd_review_spec;
 int cmd_review(int argc, char **argv);
+extern const cli_spec cmd_drain_spec;
+int cmd_drain(int argc, char **argv);
+extern const cli_spec cmd_console_spec;
+int cmd_console(int argc, char **argv);
 
 #endif

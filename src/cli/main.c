@@ -21,6 +21,8 @@ static const command commands[] = {
     {&cmd_stats_spec, cmd_stats},
     {&cmd_resolve_spec, cmd_resolve},
     {&cmd_review_spec, cmd_review},
+    {&cmd_drain_spec, cmd_drain},
+    {&cmd_console_spec, cmd_console},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,6 +1,7 @@
 /* Shared flags, operator identity and output of the ops commands. */
 #include "ops.h"
 
+#include <pthread.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,8 +94,36 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   return rc;
 }
 
-/* The anchor publisher of the one audit trail an ops command writes. */
-static dlqb_anchor_pub *ops_anchors;
+/* Each open trail's anchor publisher, found again by ops_audit_close: an
+ * ops command has one, the console one per running job. */
+typedef struct open_trail {
+  dlqb_audit *audit;
+  dlqb_anchor_pub *anchors;
+  struct open_trail *next;
+} open_trail;
+
+static open_trail *open_trails;
+static pthread_mutex_t open_trails_lock = PTHREAD_MUTEX_INITIALIZER;
+
+dlqb_status ops_trail_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
+                           dlqb_error *err) {
+  *out = NULL;
+  open_trail *t = calloc(1, sizeof *t);
+  if (t == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  dlqb_status st = dlqb_audit_open(cfg, writer, &t->audit, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, t->audit, &t->anchors, err);
+  if (st != DLQB_OK) {
+    dlqb_audit_close(t->audit);
+    free(t);
+    return st;
+  }
+  pthread_mutex_lock(&open_trails_lock);
+  t->next = open_trails;
+  open_trails = t;
+  pthread_mutex_unlock(&open_trails_lock);
+  *out = t->audit;
+  return DLQB_OK;
+}
 
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   *out = NULL;
@@ -119,14 +148,8 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   char writer[400];
   snprintf(writer, sizeof writer, "%s@%s", command, o->cfg.instance);
   dlqb_error err;
-  if (dlqb_audit_open(&o->cfg, writer, out, &err) != DLQB_OK) {
+  if (ops_trail_open(&o->cfg, writer, out, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
-  }
-  if (dlqb_anchor_start(&o->cfg, *out, &ops_anchors, &err) != DLQB_OK) {
-    cli_error("%s", err.msg);
-    dlqb_audit_close(*out);
-    *out = NULL;
     return EXIT_FAILURE_;
   }
   return EXIT_OK;
@@ -134,15 +157,23 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
 
 void ops_audit_close(dlqb_audit *audit) {
   if (audit == NULL) return;
+  pthread_mutex_lock(&open_trails_lock);
+  open_trail **pp = &open_trails, *t = NULL;
+  while (*pp != NULL && (*pp)->audit != audit) pp = &(*pp)->next;
+  if (*pp != NULL) {
+    t = *pp;
+    *pp = t->next;
+  }
+  pthread_mutex_unlock(&open_trails_lock);
   /* chain_end first, then its anchor: the run's last head is off the host
    * before the command exits. A broker that cannot take it loses nothing
    * (the records are on disk) but leaves them unanchored: say so. */
   dlqb_audit_end(audit);
   dlqb_error err = {{0}};
-  if (dlqb_anchor_stop(ops_anchors, &err) != DLQB_OK)
-    fprintf(stderr, "dlq-bridge: warning: this run's audit records are on disk but not "
-            "anchored in %s: %s\n", DLQB_Q_ANCHORS, err.msg);
-  ops_anchors = NULL;
+  if (t != NULL && dlqb_anchor_stop(t->anchors, &err) != DLQB_OK)
+    dlqb_log_warn("anchor_failing", "these audit records are on disk but not anchored in %s: %s",
+                  DLQB_Q_ANCHORS, err.msg);
+  free(t);
   dlqb_audit_close(audit);
 }
 
@@ -397,18 +428,16 @@ const char *ops_early_stop(const dlqb_scan_result *r, int window) {
 
 /* ---- moving selected DLQ items ---------------------------------------- */
 
+/* The pass itself: verdicts, --limit, dry-run counts. What is shown of it
+ * is the watcher's (the CLI's table and JSON, the console's job). */
 typedef struct {
-  const ops_opts *o;
   const ops_move_spec *m;
+  const ops_move_watch *w;
   dlqb_verdict_rule rule; /* what is held, skipped or moved */
   uint64_t selected;   /* items chosen so far (for --limit) */
   uint64_t would_move, would_skip; /* dry run */
-  json_object *items;  /* --json or dry run: what was (or would be) done */
   int64_t now_ms;
-  bool header_done;
-  size_t columns;      /* the dry run's table: ops_output_width */
-  char summary[256];
-} move_ctx;
+} pass_ctx;
 
 char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledger,
                        uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
@@ -427,9 +456,135 @@ char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledg
   return buf;
 }
 
-static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
+static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                             dlqb_error *err) {
+  pass_ctx *c = ctx;
+  dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
+  if (v.kind != DLQB_VERDICT_HOLD && c->m->only != NULL && !c->m->only(c->m->only_ctx, it))
+    v.kind = DLQB_VERDICT_HOLD;
+  if (v.kind == DLQB_VERDICT_HOLD) {
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
+  bool complete = v.kind == DLQB_VERDICT_SKIP_COMPLETE;
+  /* --limit counts what is acted on: an item skipped as complete is not
+   * one of the N the operator asked to replay. */
+  if (!complete) c->selected++;
+  if (c->m->dry_run) {
+    if (c->w->listed != NULL) c->w->listed(c->w->ctx, it, complete, c->now_ms);
+    if (complete) c->would_skip++;
+    else c->would_move++;
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
+  if (v.stop_after) dlqb_scan_stop(s); /* what is in flight completes */
+  if (complete) {
+    dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, "", "already in the completion ledger");
+    return DLQB_OK;
+  }
+  if (c->w->taken != NULL) c->w->taken(c->w->ctx, it);
+  if (c->m->target == NULL) {
+    /* resolve: the item leaves the DLQ with nothing published */
+    dlqb_scan_ack(s, d, it, c->m->event, c->m->cause ? c->m->cause : "",
+                  c->m->reason(c->m->ctx, it));
+    return DLQB_OK;
+  }
+  dlqb_hset sets[OPS_MAX_SETS];
+  size_t n = c->m->sets(c->m->ctx, it, sets);
+  return dlqb_scan_forward(s, d, it, c->m->target, sets, n, c->m->event,
+                           c->m->cause ? c->m->cause : "", c->m->reason(c->m->ctx, it), err);
+}
+
+static void move_acked(void *ctx, const dlqb_hop *hop) {
+  pass_ctx *c = ctx;
+  if (!c->m->dry_run && c->w->acked != NULL) c->w->acked(c->w->ctx, hop);
+}
+
+static void move_tick(void *ctx, const dlqb_scan *s) {
+  pass_ctx *c = ctx;
+  if (c->w->tick == NULL) return;
+  dlqb_scan_result r;
+  dlqb_scan_progress(s, &r);
+  c->w->tick(c->w->ctx, &r);
+}
+
+void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
+                   const ops_move_watch *w, dlqb_stop_flag *stop, ops_move_outcome *out) {
+  static const ops_move_watch none = {0};
+  memset(out, 0, sizeof *out);
+  pass_ctx c = {.m = m, .w = w != NULL ? w : &none, .now_ms = dlqb_now_ms(),
+                .rule = {.sel = &o->sel, .ledger = m->ledger, .stop_at_limit = m->stop_at_limit}};
+  /* With --rate the handler waits between moves while deliveries queue up
+   * ahead of the confirms on the socket, so acks lag by up to a window: a
+   * window of about half a second of moves keeps what a crash would
+   * duplicate small. --window overrides it (e.g. for a selective replay
+   * whose unselected items would fill a small window). */
+  int window = o->window;
+  if (m->rate > 0 && !o->window_set) {
+    double wd = m->rate / 2;
+    window = wd < 50 ? 50 : wd > DLQB_SCAN_WINDOW_DEFAULT ? DLQB_SCAN_WINDOW_DEFAULT : (int)wd;
+  }
+  out->window = window;
+  char purpose[64];
+  snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
+  /* TODO(pipelines): the served pipeline's DLQ. */
+  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = o->actor,
+                          .audit = audit, .window = window, .rate = m->rate, .stop = stop,
+                          .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
+                          .on_item = move_item, .on_tick = move_tick, .after_ack = move_acked,
+                          .ctx = &c};
+  dlqb_scan_result *r = &out->r;
+  out->status = dlqb_scan_run(&o->cfg, &so, r, &out->err);
+  /* Lost before the first item: nothing happened; the error says why. */
+  out->not_started = out->status != DLQB_OK && !r->audit_failed && r->examined == 0;
+  /* The trail lost midway: the pass stopped at once; say what moved (each
+   * of those is recorded) and what may now be there twice. */
+  /* A pass we ended at the limit saw fewer items than the queue held, by
+   * design: not a short read. */
+  const char *early = r->stopped ? NULL : ops_early_stop(r, o->window);
+  if (r->audit_failed) {
+    snprintf(out->early, sizeof out->early, "stopped: %s; copies published but not recorded: %llu "
+             "(their originals stay in %s, so %s may hold them twice)",
+             out->err.msg[0] ? out->err.msg : "the audit log cannot be written",
+             (unsigned long long)r->unsettled_copies, DLQB_Q_DLQ, m->target);
+  } else if (out->status != DLQB_OK) {
+    /* The broker went midway (issue 19): as the Ctrl-C path does, say what
+     * moved, that nothing is lost and what to do, and that the copies whose
+     * confirms never came may now be in both queues. */
+    char twice[128];
+    if (r->unsettled_copies > 0)
+      snprintf(twice, sizeof twice, "up to %llu item%s", (unsigned long long)r->unsettled_copies,
+               r->unsettled_copies == 1 ? "" : "s");
+    else snprintf(twice, sizeof twice, "the last items sent");
+    snprintf(out->early, sizeof out->early, "stopped: %s; nothing is lost: what was not moved is "
+             "still in %s, run it again; %s may now be in both %s and %s", out->err.msg,
+             DLQB_Q_DLQ, twice, DLQB_Q_DLQ, m->target);
+  } else if (early != NULL) {
+    snprintf(out->early, sizeof out->early, "%s", early);
+  }
+  out->moved = m->dry_run ? c.would_move : r->forwarded;
+  out->skipped = m->dry_run ? c.would_skip : r->removed;
+  /* A dry run says what would remain, not today's depth. */
+  uint64_t taken = out->moved + out->skipped;
+  out->left = r->depth_at_start > taken ? r->depth_at_start - taken : 0;
+}
+
+/* ---- the CLI's view of a move: the dry run's table, --json, progress --- */
+
+typedef struct {
+  const ops_opts *o;
+  const ops_move_spec *m;
+  json_object *items;  /* --json: what was (or would be) done */
+  bool header_done;
+  size_t columns;      /* the dry run's table: ops_output_width */
+  char summary[256];
+} move_ctx;
+
+static void list_item(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms) {
+  move_ctx *c = ctx;
+  const char *what = complete ? "skip_complete" : c->m->verb;
   if (c->o->json) {
-    json_object *j = ops_item_json(it, c->now_ms);
+    json_object *j = ops_item_json(it, now_ms);
     json_object_object_add(j, "outcome", json_object_new_string(what));
     json_object_array_add(c->items, j);
     return;
@@ -440,43 +595,14 @@ static void list_item(move_ctx *c, const dlqb_item *it, const char *what) {
     c->header_done = true;
   }
   /* What would happen, in the future tense: "replay", "skip". */
-  printf("%-*s ", OPS_WOULD_WIDTH, strcmp(what, "skip_complete") == 0 ? "skip" : c->m->command);
-  ops_item_print(stdout, it, c->now_ms);
+  printf("%-*s ", OPS_WOULD_WIDTH, complete ? "skip" : c->m->command);
+  ops_item_print(stdout, it, now_ms);
   putchar('\n');
 }
 
-static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
-                             dlqb_error *err) {
+static void list_acked(void *ctx, const dlqb_hop *hop) {
   move_ctx *c = ctx;
-  dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
-  if (v.kind == DLQB_VERDICT_HOLD) {
-    dlqb_scan_hold(s, d);
-    return DLQB_OK;
-  }
-  bool complete = v.kind == DLQB_VERDICT_SKIP_COMPLETE;
-  /* --limit counts what is acted on: an item skipped as complete is not
-   * one of the N the operator asked to replay. */
-  if (!complete) c->selected++;
-  if (c->m->dry_run) {
-    list_item(c, it, complete ? "skip_complete" : c->m->verb);
-    if (complete) c->would_skip++;
-    else c->would_move++;
-    dlqb_scan_hold(s, d);
-    return DLQB_OK;
-  }
-  if (complete) {
-    dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, "", "already in the completion ledger");
-    return DLQB_OK;
-  }
-  dlqb_hset sets[OPS_MAX_SETS];
-  size_t n = c->m->sets(c->m->ctx, it, sets);
-  return dlqb_scan_forward(s, d, it, c->m->target, sets, n, c->m->event,
-                           c->m->cause ? c->m->cause : "", c->m->reason(c->m->ctx, it), err);
-}
-
-static void move_acked(void *ctx, const dlqb_hop *hop) {
-  move_ctx *c = ctx;
-  if (c->items == NULL || c->m->dry_run) return;
+  if (c->items == NULL) return;
   json_object *j = json_object_new_object();
   put_str(j, "message_id", hop->message_id);
   put_str(j, "request_id", hop->request_id);
@@ -485,11 +611,9 @@ static void move_acked(void *ctx, const dlqb_hop *hop) {
   json_object_array_add(c->items, j);
 }
 
-static void move_tick(void *ctx, const dlqb_scan *s) {
+static void show_tick(void *ctx, const dlqb_scan_result *r) {
   move_ctx *c = ctx;
-  dlqb_scan_result r;
-  dlqb_scan_progress(s, &r);
-  ops_progress(c->o, c->m->command, &r);
+  ops_progress(c->o, c->m->command, r);
 }
 
 /* How replay read the completion ledger, for --json. */
@@ -510,83 +634,45 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   dlqb_audit *audit = m->audit;
   bool own_audit = !m->audit_started && !m->dry_run;
   if (own_audit) {
-    int rc = ops_audit_start(o, m->command, &audit);
-    if (rc != EXIT_OK) return rc;
+    int arc = ops_audit_start(o, m->command, &audit);
+    if (arc != EXIT_OK) return arc;
   }
-  move_ctx c = {.o = o, .m = m, .now_ms = dlqb_now_ms(),
-                .rule = {.sel = &o->sel, .ledger = m->ledger}};
-  /* With --rate the handler waits between moves while deliveries queue up
-   * ahead of the confirms on the socket, so acks lag by up to a window: a
-   * window of about half a second of moves keeps what a crash would
-   * duplicate small. --window overrides it (e.g. for a selective replay
-   * whose unselected items would fill a small window). */
-  int window = o->window;
-  if (m->rate > 0 && !o->window_set) {
-    double w = m->rate / 2;
-    window = w < 50 ? 50 : w > DLQB_SCAN_WINDOW_DEFAULT ? DLQB_SCAN_WINDOW_DEFAULT : (int)w;
-  }
+  move_ctx c = {.o = o, .m = m};
   if (o->json) c.items = json_object_new_array();
   if (m->dry_run && !o->json) {
     size_t w = ops_output_width(o->wide);
     c.columns = w;
     ops_table_fit(w == 0 ? 0 : w > OPS_WOULD_WIDTH + 1 ? w - OPS_WOULD_WIDTH - 1 : 1);
   }
-  char purpose[64];
-  snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = o->actor,
-                          .audit = audit, .window = window, .rate = m->rate, .stop = stop,
-                          .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
-                          .on_item = move_item, .on_tick = move_tick, .after_ack = move_acked,
-                          .ctx = &c};
-  dlqb_scan_result r;
-  dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(&o->cfg, &so, &r, &err);
+  ops_move_watch w = {.listed = list_item, .acked = list_acked, .tick = show_tick, .ctx = &c};
+  ops_move_outcome *out = malloc(sizeof *out);
+  if (out == NULL) {
+    if (own_audit) ops_audit_close(audit);
+    json_object_put(c.items);
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
+  }
+  ops_move_pass(o, m, audit, &w, stop, out);
   ops_progress_end(o);
   if (own_audit) ops_audit_close(audit);
   int rc = EXIT_OK;
-  /* Lost before the first item: nothing happened; the error says why. */
-  if (st != DLQB_OK && !r.audit_failed && r.examined == 0) {
+  const dlqb_scan_result *r = &out->r;
+  if (out->not_started) {
     json_object_put(c.items);
-    return ops_fail(&err);
+    rc = ops_fail(&out->err);
+    free(out);
+    return rc;
   }
-  /* The trail lost midway: the pass stopped at once; say what moved (each
-   * of those is recorded) and what may now be there twice. */
-  char lost[DLQB_ERROR_MAX + 256];
-  const char *early = ops_early_stop(&r, o->window);
-  if (r.audit_failed) {
-    snprintf(lost, sizeof lost, "stopped: %s; copies published but not recorded: %llu "
-             "(their originals stay in %s, so %s may hold them twice)",
-             err.msg[0] ? err.msg : "the audit log cannot be written",
-             (unsigned long long)r.unsettled_copies, DLQB_Q_DLQ, m->target);
-    early = lost;
-  } else if (st != DLQB_OK) {
-    /* The broker went midway (issue 19): as the Ctrl-C path does, say what
-     * moved, that nothing is lost and what to do, and that the copies whose
-     * confirms never came may now be in both queues. */
-    char twice[128];
-    if (r.unsettled_copies > 0)
-      snprintf(twice, sizeof twice, "up to %llu item%s", (unsigned long long)r.unsettled_copies,
-               r.unsettled_copies == 1 ? "" : "s");
-    else snprintf(twice, sizeof twice, "the last items sent");
-    snprintf(lost, sizeof lost, "stopped: %s; nothing is lost: what was not moved is still in %s, "
-             "run it again; %s may now be in both %s and %s", err.msg, DLQB_Q_DLQ, twice,
-             DLQB_Q_DLQ, m->target);
-    early = lost;
-  }
-  uint64_t moved = m->dry_run ? c.would_move : r.forwarded;
-  uint64_t skipped = m->dry_run ? c.would_skip : r.removed;
-  /* A dry run says what would remain, not today's depth. */
-  uint64_t taken = moved + skipped;
-  uint64_t left = r.depth_at_start > taken ? r.depth_at_start - taken : 0;
+  const char *early = out->early[0] != '\0' ? out->early : NULL;
   if (o->json) {
     json_object *j = json_object_new_object();
     json_object_object_add(j, "dry_run", json_object_new_boolean(m->dry_run));
-    json_object_object_add(j, m->verb, json_object_new_int64((int64_t)moved));
-    json_object_object_add(j, "skipped_complete", json_object_new_int64((int64_t)skipped));
-    json_object_object_add(j, "left", json_object_new_int64((int64_t)left));
-    json_object_object_add(j, "total", json_object_new_int64((int64_t)r.depth_at_start));
-    json_object_object_add(j, "examined", json_object_new_int64((int64_t)r.examined));
-    json_object_object_add(j, "refused", json_object_new_int64((int64_t)r.refused));
+    json_object_object_add(j, m->verb, json_object_new_int64((int64_t)out->moved));
+    json_object_object_add(j, "skipped_complete", json_object_new_int64((int64_t)out->skipped));
+    json_object_object_add(j, "left", json_object_new_int64((int64_t)out->left));
+    json_object_object_add(j, "total", json_object_new_int64((int64_t)r->depth_at_start));
+    json_object_object_add(j, "examined", json_object_new_int64((int64_t)r->examined));
+    json_object_object_add(j, "refused", json_object_new_int64((int64_t)r->refused));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     if (m->ledger_stats != NULL) json_object_object_add(j, "ledger", ledger_json(m));
@@ -595,24 +681,25 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   } else {
     if (m->dry_run && !c.header_done) printf("no items match\n");
     ops_table_note(stdout, c.columns);
-    printf("%s\n", ops_move_summary(m->dry_run, m->dry_run ? m->command : m->verb, moved,
-                                    m->ledger != NULL, skipped, left, r.depth_at_start, DLQB_Q_DLQ,
-                                    c.summary, sizeof c.summary));
+    printf("%s\n", ops_move_summary(m->dry_run, m->dry_run ? m->command : m->verb, out->moved,
+                                    m->ledger != NULL, out->skipped, out->left, r->depth_at_start,
+                                    DLQB_Q_DLQ, c.summary, sizeof c.summary));
     if (m->ledger_stats != NULL && m->ledger_stats->unverified > 0)
       printf("(%zu unverified completions ignored: not from completion_writers)\n",
              m->ledger_stats->unverified);
   }
-  if (r.refused > 0) {
+  if (r->refused > 0) {
     /* Each one is named in a warning line above. */
     cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s",
-              m->command, (unsigned long long)r.refused, r.refused == 1 ? "" : "s", DLQB_Q_DLQ,
-              r.refused == 1 ? "it" : "them", r.refused == 1 ? "it is" : "they are");
+              m->command, (unsigned long long)r->refused, r->refused == 1 ? "" : "s", DLQB_Q_DLQ,
+              r->refused == 1 ? "it" : "them", r->refused == 1 ? "it is" : "they are");
     rc = EXIT_FAILURE_;
   }
   if (early != NULL) {
     cli_error("%s %s", m->command, early);
     rc = EXIT_FAILURE_;
   }
+  free(out);
   return rc;
 }
 

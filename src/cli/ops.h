@@ -48,9 +48,11 @@
 
 /* Flags of the ops commands that write the audit trail (that move or remove
  * items): these call ops_audit_start, so --no-audit comes with them. */
-#define OPS_COMMON_FLAGS                                                                       \
-  OPS_OUTPUT_FLAGS,                                                                            \
-  OPS_ACTOR_FLAG,                                                                              \
+#define OPS_COMMON_FLAGS OPS_OUTPUT_FLAGS, OPS_ACTOR_FLAG, OPS_NO_AUDIT_FLAG
+
+/* --no-audit: every command that calls ops_audit_start (drain run takes it
+ * without --actor: its actor is always "drain"). */
+#define OPS_NO_AUDIT_FLAG                                                                      \
   {"no-audit", false, NULL, "act even though no audit trail is configured (logged as a warning); " \
    "without it such a command refuses; a configured trail is always written"}
 
@@ -96,7 +98,14 @@ void ops_default_actor(char *buf, size_t len);
  * trail cannot be opened. (Not a bool: a refusal and a failure differ.) */
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out);
 
-/* Ends what ops_audit_start opened: the chain_end, its anchor (a warning on
+/* Opens the audit trail as `writer` with its anchor publisher (what
+ * ops_audit_start does once the policy allows), for a caller that reports
+ * errors its own way (the console's jobs). Close it with ops_audit_close.
+ * Safe from several threads at once. */
+dlqb_status ops_trail_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
+                           dlqb_error *err);
+
+/* Ends what ops_audit_start or ops_trail_open opened: the chain_end, its anchor (a warning on
  * stderr when the broker cannot take it), then closes. NULL-safe. */
 void ops_audit_close(dlqb_audit *audit);
 
@@ -165,7 +174,7 @@ const char *ops_early_stop(const dlqb_scan_result *r, int window);
 
 typedef struct {
   const char *command;  /* "replay": connection name, audit writer, output */
-  const char *target;   /* queue the selected items go to */
+  const char *target;   /* queue the selected items go to; NULL: removed (resolve) */
   dlqb_event event;     /* DLQB_EV_REPLAYED, DLQB_EV_ESCALATED */
   const char *verb;     /* "replayed", "escalated" */
   const char *cause;    /* hop cause: "operator" for escalate, "" for replay */
@@ -184,6 +193,13 @@ typedef struct {
   /* The hop's reason for the audit trail. */
   const char *(*reason)(void *ctx, const dlqb_item *it);
   void *ctx;
+  /* A further condition on top of the selection (the console's checked
+   * items); NULL: none. An item it refuses is left in place. */
+  bool (*only)(void *only_ctx, const dlqb_item *it);
+  void *only_ctx;
+  /* End the pass once the selection's --limit is taken (resolve's one item)
+   * instead of passing over the rest. */
+  bool stop_at_limit;
 } ops_move_spec;
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */
@@ -198,8 +214,95 @@ char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledg
                        uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
                        char *buf, size_t len);
 
-/* Passes over the DLQ once, moving the selected items, and prints the
- * items (dry run, or --json) and the summary. Returns the exit code. */
+/* What a caller sees of a move pass while it runs. Each may be NULL. */
+typedef struct {
+  /* A dry run's selected item: complete = it would be skipped as complete. */
+  void (*listed)(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms);
+  /* A real run's item as it is taken (before its hop settles). */
+  void (*taken)(void *ctx, const dlqb_item *it);
+  /* A real run's hop, once its original was acked. */
+  void (*acked)(void *ctx, const dlqb_hop *hop);
+  /* About once a second: the pass so far. */
+  void (*tick)(void *ctx, const dlqb_scan_result *r);
+  void *ctx;
+} ops_move_watch;
+
+/* How a move pass ended. */
+typedef struct {
+  dlqb_status status;   /* dlqb_scan_run's */
+  dlqb_error err;
+  dlqb_scan_result r;
+  bool not_started;     /* lost before the first item: nothing happened, err says why */
+  uint64_t moved;       /* moved (a dry run: would move) */
+  uint64_t skipped;     /* skipped as complete (a dry run: would skip) */
+  uint64_t left;        /* what stays (a dry run: would stay) of r.depth_at_start */
+  int window;           /* the window the pass used */
+  /* Why it ended early, as a sentence; "" when it covered the queue. */
+  char early[DLQB_ERROR_MAX + 256];
+} ops_move_outcome;
+
+/* The one move core, under replay, escalate and the console: passes over
+ * the DLQ once, taking the items o->sel selects (skipping what m->ledger
+ * holds as complete), through the audit trail `audit` (NULL: none; a real
+ * run must pass one when audit is on). Prints nothing. */
+void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
+                   const ops_move_watch *w, dlqb_stop_flag *stop, ops_move_outcome *out);
+
+/* The CLI's move: ops_move_pass, printing the items (dry run, or --json),
+ * progress and the summary. Returns the exit code. */
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop);
+
+/* ---- the most urgent items of a pass (inspect --sort deadline, the console) */
+
+/* One kept item, its deadline and its place in the queue (ties keep queue
+ * order). */
+typedef struct {
+  dlqb_item it;
+  dlqb_deadline d;
+  uint64_t seq;
+} ops_kept;
+
+/* The cap most urgent items seen: a bounded max-heap (the least urgent kept
+ * at [0]), so a million-item DLQ costs cap items of memory and log(cap) a
+ * step; ops_urgent_sort then orders them most urgent first. */
+typedef struct {
+  ops_kept *kept;
+  size_t n, cap;
+} ops_urgent;
+
+bool ops_urgent_init(ops_urgent *u, size_t cap); /* false: out of memory */
+void ops_urgent_keep(ops_urgent *u, const dlqb_item *it, dlqb_deadline d, uint64_t seq);
+void ops_urgent_sort(ops_urgent *u);
+void ops_urgent_free(ops_urgent *u);
+
+/* ---- the actions' pieces (ops_actions.c): CLI commands and console ---- */
+
+/* Who acts and when, stamped on every item a move takes. */
+typedef struct {
+  char actor[128];
+  char now[DLQB_ISO_TIME_MAX];
+  bool has_note;
+  char note[DLQB_LAST_ERROR_MAX + 1]; /* escalate's --note */
+} ops_stamp;
+
+/* actor and now (the current time); note may be NULL. */
+void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
+
+/* Reads the whole completion ledger for replay: a real run as
+ * dlqb_ledger_load (writing its end marker and the cache), a dry run as
+ * dlqb_ledger_peek (writing nothing). A failure must stop the replay:
+ * replaying on a partial ledger could re-run a completed erasure. */
+dlqb_status ops_replay_ledger(const dlqb_config *cfg, bool dry_run, dlqb_ledger *ledger,
+                              dlqb_ledger_stats *ls, dlqb_error *err);
+
+/* The move spec of replay (to dsr.work, attempts reset, replay_count + 1)
+ * and of escalate (to compliance_review, escalation stamps and st's note).
+ * The caller adds ledger, ledger_stats and audit. st must outlive the pass. */
+void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
+void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
+
+/* The move spec of resolving: the selected items leave the DLQ (acked,
+ * nothing published), audited as resolved with st's note as the reason. */
+void ops_resolve_spec(ops_move_spec *m, ops_stamp *st, bool dry_run);
 
 #endif

@@ -1,6 +1,7 @@
 /* The settings table and what follows from it: defaults, parsing from text,
  * a JSON file and the environment, and the cross-setting checks. */
 #include "dlqb/config.h"
+#include "dlqb/group.h"
 
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -75,6 +76,42 @@ typedef enum {
   X(completion_writers, completion_writers, "DLQ_BRIDGE_COMPLETION_WRITERS",                \
     "completion-writers", "", KIND_USERS, 0, 0,                                             \
     "broker users whose completions replay trusts, comma-separated; empty = none")          \
+  X(drain_reasons, drain_reasons, "DLQ_BRIDGE_DRAIN_REASONS", "drain-reasons",               \
+    "max_attempts", KIND_USERS, 0, 0,                                                       \
+    "dlq_reasons drain may replay, comma-separated (poison, invalid_envelope only if listed)") \
+  X(drain_sources, drain_sources, "DLQ_BRIDGE_DRAIN_SOURCES", "drain-sources", "",          \
+    KIND_USERS, 0, 0, "source systems drain may replay, comma-separated; empty = any")     \
+  X(drain_errors, drain_errors, "DLQ_BRIDGE_DRAIN_ERRORS", "drain-errors", "", KIND_PATH,   \
+    0, 0, "last_error texts drain may replay, '|'-separated, any case; empty = any")        \
+  X(drain_groups, drain_groups, "DLQ_BRIDGE_DRAIN_GROUPS", "drain-groups", "", KIND_USERS,   \
+    0, 0, "failure group ids (stats --by group) drain may replay, comma-separated; empty = any") \
+  X(drain_canary, drain_canary, "DLQ_BRIDGE_DRAIN_CANARY", "drain-canary", "5", KIND_INT,   \
+    1, 1000, "items a drain run replays first and waits for (1 to 1000)")                   \
+  X(drain_canary_timeout, drain_canary_timeout_ms, "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT",       \
+    "drain-canary-timeout", "10m", KIND_DURATION, 1000, 0,                                  \
+    "how long a drain run waits for every canary to complete")                              \
+  X(drain_start_rate, drain_start_rate, "DLQ_BRIDGE_DRAIN_START_RATE", "drain-start-rate",  \
+    "1", KIND_INT, 1, 100000, "items a second of the canary and the first ramp step")       \
+  X(drain_step_factor, drain_step_factor, "DLQ_BRIDGE_DRAIN_STEP_FACTOR",                   \
+    "drain-step-factor", "2", KIND_INT, 1, 100,                                             \
+    "each ramp step's rate is the previous one's times this (1 to 100)")                    \
+  X(drain_max_rate, drain_max_rate, "DLQ_BRIDGE_DRAIN_MAX_RATE", "drain-max-rate", "50",    \
+    KIND_INT, 1, 100000, "the ramp's ceiling, items a second (1 to 100000)")                \
+  X(drain_step, drain_step_ms, "DLQ_BRIDGE_DRAIN_STEP", "drain-step", "30s", KIND_DURATION, \
+    1000, 0, "how long one ramp step lasts")                                                \
+  X(drain_failure_threshold, drain_failure_threshold, "DLQ_BRIDGE_DRAIN_FAILURE_THRESHOLD", \
+    "drain-failure-threshold", "3", KIND_INT, 1, 1000,                                      \
+    "re-failures within drain_failure_window that stop a drain run (1 to 1000)")            \
+  X(drain_failure_window, drain_failure_window_ms, "DLQ_BRIDGE_DRAIN_FAILURE_WINDOW",       \
+    "drain-failure-window", "5m", KIND_DURATION, 1000, 0,                                   \
+    "the window re-failures are counted in")                                                \
+  X(drain_max_items, drain_max_items, "DLQ_BRIDGE_DRAIN_MAX_ITEMS", "drain-max-items", "0", \
+    KIND_INT, 0, 1000000000, "items one drain run replays at most; 0 = no limit")           \
+  X(drain_state, drain_state, "DLQ_BRIDGE_DRAIN_STATE", "drain-state",                      \
+    "/var/lib/dlq-bridge/drain-state.json", KIND_PATH, 0, 0,                                \
+    "file where drain run records its runs and drain status reads them")                    \
+  X(drain_textfile, drain_textfile, "DLQ_BRIDGE_DRAIN_TEXTFILE", "drain-textfile", "",      \
+    KIND_PATH, 0, 0, "node_exporter textfile (.prom) drain run writes; empty = none")       \
   X(audit_log, audit_log, "DLQ_BRIDGE_AUDIT_LOG", "audit-log", "", KIND_PATH, 0, 0,         \
     "audit log file; empty = no audit log")                                                 \
   X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "",      \
@@ -90,6 +127,16 @@ typedef enum {
     "publish the audit head to dsr.audit.anchors this often while writing; 0s = never")     \
   X(metrics_addr, metrics_addr, "DLQ_BRIDGE_METRICS_ADDR", "metrics-addr",                  \
     "127.0.0.1:9464", KIND_ADDR, 0, 0, "host:port of the metrics endpoint, or off")         \
+  X(console_addr, console_addr, "DLQ_BRIDGE_CONSOLE_ADDR", "console-addr", "127.0.0.1:9465",  \
+    KIND_ADDR, 0, 0, "host:port of the web console (dlq-bridge console)")                  \
+  X(console_tls_cert_file, console_tls_cert_file, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE",       \
+    "console-tls-cert-file", "", KIND_PATH, 0, 0,                                           \
+    "the console's HTTPS certificate (PEM); needed off loopback unless behind a proxy")     \
+  X(console_tls_key_file, console_tls_key_file, "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE",          \
+    "console-tls-key-file", "", KIND_PATH, 0, 0, "the private key of console_tls_cert_file") \
+  X(console_behind_proxy, console_behind_proxy, "DLQ_BRIDGE_CONSOLE_BEHIND_PROXY",          \
+    "console-behind-proxy", "0", KIND_INT, 0, 1,                                            \
+    "1 = a TLS proxy in front of the console: plain HTTP off loopback is allowed")          \
   X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, \
     0, 0, "log line format: text or json")                                                  \
   X(log_level, log_level, "DLQ_BRIDGE_LOG_LEVEL", "log-level", "info", KIND_LOG_LEVEL, 0,   \
@@ -937,6 +984,30 @@ dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err) {
   if (cert != key) {
     return dlqb_fail(err, DLQB_EINVAL, "tls_cert_file and tls_key_file must be given together");
   }
+  /* A group id that is not one would silently match nothing. */
+  for (const char *p = c->drain_groups; *p != '\0';) {
+    const char *end = strchr(p, ',');
+    size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+    char id[DLQB_GROUP_ID_BUF + 1];
+    if (n > DLQB_GROUP_ID_LEN) n = DLQB_GROUP_ID_LEN + 1;
+    memcpy(id, p, n);
+    id[n] = '\0';
+    if (!dlqb_group_id_valid(id)) {
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "drain_groups: '%.16s' is not a group id (12 hex digits, as stats --by "
+                       "group shows)",
+                       id);
+    }
+    p = end != NULL ? end + 1 : p + strlen(p);
+  }
+  /* A ramp that starts above its ceiling would never ramp. */
+  if (c->drain_start_rate > c->drain_max_rate) {
+    return dlqb_fail(err, DLQB_EINVAL, "drain_start_rate (%d) is above drain_max_rate (%d)",
+                     c->drain_start_rate, c->drain_max_rate);
+  }
+  if ((c->console_tls_cert_file[0] != '\0') != (c->console_tls_key_file[0] != '\0'))
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "console_tls_cert_file and console_tls_key_file must be given together");
   /* audit_log without audit_key_file is valid here: the readers (audit
    * verify, show) need only audit_public_keys; a writer's open refuses it. */
   return DLQB_OK;

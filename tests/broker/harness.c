@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,8 +152,10 @@ bool th_is_iso_utc(const char *s) {
 }
 
 void th_unique(char *buf, size_t len, const char *prefix) {
-  static unsigned counter;
-  snprintf(buf, len, "%s-%ld-%u", prefix, (long)getpid(), ++counter);
+  /* Atomic: tests run commands from several threads at once (broker.drain's
+   * two concurrent drains; TSan saw the race). */
+  static atomic_uint counter;
+  snprintf(buf, len, "%s-%ld-%u", prefix, (long)getpid(), atomic_fetch_add(&counter, 1) + 1);
 }
 
 /* ---- waiting ---------------------------------------------------------- */
@@ -1183,14 +1186,19 @@ static int th__reap(pid_t pid, int timeout_ms) {
 }
 
 int th_bridge_start(th_bridge *b, const th_vhost *v, const char *const *env, const char *tag) {
+  static const char *const run_args[] = {"run", NULL};
+  return th_command_start(b, v, run_args, env, tag);
+}
+
+int th_command_start(th_bridge *b, const th_vhost *v, const char *const *args,
+                     const char *const *env, const char *tag) {
   const th_env *e = th_env_get();
   memset(b, 0, sizeof *b);
   if (e == NULL) return -1;
   if (th__fmt(b->log_path, sizeof b->log_path, "%s/%s-%s.log", e->log_dir, v->name, tag) != 0)
     return -1;
-  static const char *const run_args[] = {"run", NULL};
-  const char *argv[4];
-  if (th__argv(argv, 4, run_args) != 0) return -1;
+  const char *argv[16];
+  if (th__argv(argv, 16, args) != 0) return -1;
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {

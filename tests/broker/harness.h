@@ -284,6 +284,11 @@ typedef struct {
  * stderr go to <log_dir>/<vhost>-<tag>.log. */
 int th_bridge_start(th_bridge *b, const th_vhost *v, const char *const *env, const char *tag);
 
+/* As th_bridge_start, for any long-running command: `dlq-bridge args...`
+ * (NULL-terminated, at most 14), e.g. {"console", NULL}. */
+int th_command_start(th_bridge *b, const th_vhost *v, const char *const *args,
+                     const char *const *env, const char *tag);
+
 /* True while the process has not exited. */
 bool th_bridge_running(th_bridge *b);
 

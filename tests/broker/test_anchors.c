@@ -317,8 +317,9 @@ static EVP_PKEY *second_writer(world *w, char *id) {
 
 /* body + ,"sig":"<hex>"} with key, as a writer signs: over body + "}". */
 static void sign_line(EVP_PKEY *k, const char *body, char *out, size_t cap) {
-  char msg[1200];
+  char msg[4096];
   int n = snprintf(msg, sizeof msg, "%s}", body);
+  assert_true(n > 0 && (size_t)n < sizeof msg);
   unsigned char sig[64];
   size_t sl = sizeof sig;
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -327,7 +328,7 @@ static void sign_line(EVP_PKEY *k, const char *body, char *out, size_t cap) {
   EVP_MD_CTX_free(ctx);
   char hex[129];
   for (int i = 0; i < 64; i++) sprintf(hex + 2 * i, "%02x", sig[i]);
-  snprintf(out, cap, "%s,\"sig\":\"%s\"}", body, hex);
+  assert_true(th_fmt(out, cap, "%s,\"sig\":\"%s\"}", body, hex));
 }
 
 static void append_to_stream(fx_case *t, const char *body) {
@@ -449,6 +450,258 @@ static void test_daemon_anchors_while_running_and_at_exit(void **state) {
   fx_audit_remove(&w.a);
 }
 
+/* ---- two writers, one log: a forgery with the other writer's key ---- */
+
+#define REC_MAX 4096
+
+/* Line l (no newline) of a record, its body (no signature, no closing
+ * brace: what a writer hashes and signs with "}" after it) into body. */
+static void body_of(const char *l, char *body, size_t cap) {
+  size_t n = strcspn(l, "\n");
+  const char *sig = strstr(l, ",\"sig\":\"");
+  if (sig != NULL && (size_t)(sig - l) < n) n = (size_t)(sig - l);
+  else n--; /* the closing brace */
+  assert_true(n < cap);
+  memcpy(body, l, n);
+  body[n] = '\0';
+}
+
+/* The record's hash as the chain's next record names it (prev). */
+static void hash_of(const char *l, char *hex) {
+  char body[REC_MAX + 1];
+  body_of(l, body, sizeof body);
+  strcat(body, "}");
+  unsigned char md[32];
+  unsigned int ml = 0;
+  assert_int_equal(EVP_Digest(body, strlen(body), md, &ml, EVP_sha256(), NULL), 1);
+  for (int i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+/* The value of member name in line l as JSON text (strings unquoted;
+ * the members read here hold no escapes). */
+static void member_of(const char *l, const char *name, char *out, size_t cap) {
+  char needle[64];
+  snprintf(needle, sizeof needle, ",\"%s\":", name);
+  const char *at = strstr(l, needle);
+  assert_non_null(at);
+  at += strlen(needle);
+  size_t n = *at == '"' ? strcspn(++at, "\"") : strcspn(at, ",}");
+  assert_true(n < cap);
+  memcpy(out, at, n);
+  out[n] = '\0';
+}
+
+/* Sets member name of body to value (JSON text) in place. */
+static void set_member(char *body, size_t cap, const char *name, const char *value) {
+  char needle[64], old[REC_MAX];
+  snprintf(needle, sizeof needle, ",\"%s\":", name);
+  char *at = strstr(body, needle);
+  assert_non_null(at);
+  at += strlen(needle);
+  size_t n = *at == '"' ? strcspn(at + 1, "\"") + 2 : strcspn(at, ",}");
+  snprintf(old, sizeof old, "%s", at + n);
+  assert_true((size_t)(at - body) + strlen(value) + strlen(old) < cap);
+  sprintf(at, "%s%s", value, old);
+}
+
+/* Replaces every from in s with to, of the same length. */
+static void replace_all(char *s, const char *from, const char *to) {
+  assert_int_equal(strlen(from), strlen(to));
+  for (char *p = s; (p = strstr(p, from)) != NULL; p += strlen(to)) memcpy(p, to, strlen(to));
+}
+
+/* The index of the last line of l holding needle. */
+static size_t last_with(const lines *l, const char *needle) {
+  for (size_t i = l->n; i-- > 0;)
+    if (strstr(l->line[i], needle) != NULL) return i;
+  fail_msg("no line holds %s", needle);
+  return 0;
+}
+
+static void publish_failure(fx_case *t, const char *id) {
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_msg_task(m, id), 0);
+  assert_int_equal(th_msg_add_str(m, "worker_error", "upstream timeout"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.failed", m), 0);
+}
+
+static bool dlq_unwatched(void *arg) {
+  fx_case *t = arg;
+  return th_queue_consumers(t->conn, "dsr.dlq.manual") == 0;
+}
+
+static bool verify_anchors_current(void *arg) {
+  world *w = ((void **)arg)[1];
+  fx_case *t = ((void **)arg)[0];
+  static const char *const args[] = {"audit", "verify", "--anchors", NULL};
+  th_result r;
+  return th_run_bridge(args, t->vhost.url, w->venv, 60000, &r) == 0 && r.exit_code == 0 &&
+         strstr(r.out, "; 0 records newer than their chain's last anchor") != NULL;
+}
+
+/* Writer A (the daemon, its own key) and writer B (escalate from another
+ * host, its own key) write to one log. An attacker holding B's private key
+ * (only B's) forges in A's open router chain: A's last record edited and
+ * re-signed with B's key, once claiming A's key id and once B's; and a new
+ * batch appended to A's chain, signed with B's key. Verify, holding public
+ * keys only, fails each with one line naming the record, the chain and the
+ * key; so does verify --anchors. The appended batch is the one only the
+ * key check sees: it links to the chain and the file as a writer's would,
+ * and lies past the chain's seal and anchors, where a crashed writer's
+ * last records may lie too. */
+static void test_forged_with_another_writers_key(void **state) {
+  fx_case *t = *state;
+  world w;
+  assert_int_equal(fx_audit_init(&w.a), 0);
+  assert_true(th_fmt(w.seal, sizeof w.seal, "%s.seal", w.a.log));
+  assert_true(th_fmt(w.away, sizeof w.away, "%s.away", w.a.key));
+  w.venv[0] = w.a.env_log;
+  w.venv[1] = w.a.env_pub;
+  w.venv[2] = NULL;
+  /* Writer B: its private key in its own file, its public key beside A's. */
+  char b_id[17], b_key[160], env_b_key[200];
+  EVP_PKEY *b = second_writer(&w, b_id);
+  assert_true(th_fmt(b_key, sizeof b_key, "%s/ops-b.key", w.a.dir));
+  int fd = open(b_key, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  assert_non_null(f);
+  assert_int_equal(PEM_write_PrivateKey(f, b, NULL, NULL, 0, NULL, NULL), 1);
+  assert_int_equal(fclose(f), 0);
+  assert_true(th_fmt(env_b_key, sizeof env_b_key, "DLQ_BRIDGE_AUDIT_KEY_FILE=%s", b_key));
+
+  const char *const env_a[] = {w.a.env_log,
+                               w.a.env_key,
+                               "DLQ_BRIDGE_MAX_ATTEMPTS=1",
+                               "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL=200ms",
+                               "DLQ_BRIDGE_INSTANCE=daemon-a",
+                               NULL};
+  const char *const env_b[] = {w.a.env_log, env_b_key, "DLQ_BRIDGE_INSTANCE=ops-b", NULL};
+  assert_int_equal(fx_start_bridge(t, env_a), 0);
+  publish_failure(t, "two-1");
+  publish_failure(t, "two-2");
+  count_wait c = {w.a.log, "\"event\":\"dead_lettered\"", 2};
+  FX_CHECK(t, th_wait_until(count_reached, &c, WAIT_MS));
+  /* The daemon's SLA escalator holds DLQ items while its pass looks (every
+   * 30 s): an escalate that meets one sees fewer items and escalates
+   * nothing, so it runs again (each run is a chain of B's all the same). */
+  static const char *const escalate[] = {"escalate", "--request-id", "two-1",
+                                         "--actor",  "olga",         NULL};
+  th_result r;
+  for (int attempt = 0; attempt < 5 && fx_count_in_file(w.a.log, "\"event\":\"escalated\"") == 0;
+       attempt++) {
+    FX_CHECK(t, th_wait_until(dlq_unwatched, t, WAIT_MS));
+    assert_int_equal(th_run_bridge(escalate, t->vhost.url, env_b, 60000, &r), 0);
+    printf("escalate as ops-b: exit %d\n%s%s", r.exit_code, r.out, r.err);
+    assert_null(strstr(r.err, "not anchored"));
+  }
+  assert_int_equal(fx_count_in_file(w.a.log, "\"event\":\"escalated\""), 1);
+  assert_true(fx_count_in_file(w.a.log, "\"writer\":\"escalate@ops-b\"") > 0);
+  /* A's router chain goes on after B's chain in the file. */
+  publish_failure(t, "two-3");
+  c.want = 3;
+  FX_CHECK(t, th_wait_until(count_reached, &c, WAIT_MS));
+  void *both[] = {t, &w};
+  FX_CHECK(t, th_wait_until(verify_anchors_current, both, WAIT_MS));
+  expect_intact(t, &w, false, NULL);
+
+  lines l;
+  read_lines(w.a.log, &l);
+  size_t head = last_with(&l, "\"event\":\"dead_lettered\"");
+  char a_chain[40], a_id[20], seq_text[24], last_chain[40], last_seq[24], last_hash[65],
+      head_hash[65];
+  member_of(l.line[head], "chain", a_chain, sizeof a_chain);
+  member_of(l.line[head], "key", a_id, sizeof a_id);
+  member_of(l.line[head], "seq", seq_text, sizeof seq_text);
+  member_of(l.line[l.n - 1], "chain", last_chain, sizeof last_chain);
+  member_of(l.line[l.n - 1], "seq", last_seq, sizeof last_seq);
+  hash_of(l.line[head], head_hash);
+  hash_of(l.line[l.n - 1], last_hash);
+  assert_string_not_equal(a_id, b_id);
+  assert_non_null(strstr(l.line[head], ",\"sig\":\"")); /* a batch's last record */
+  printf("writer A key %s, chain %s up to seq %s at line %zu of %zu; writer B key %s\n", a_id,
+         a_chain, seq_text, head + 1, l.n, b_id);
+  char original[200], seal_copy[200];
+  assert_true(th_fmt(original, sizeof original, "%s.orig", w.a.log));
+  assert_true(th_fmt(seal_copy, sizeof seal_copy, "%s.orig", w.seal));
+  copy_file(w.a.log, original);
+  copy_file(w.seal, seal_copy);
+
+  char body[REC_MAX], forged[REC_MAX + 200], want[256];
+  /* 1. A's last record says two-3 went elsewhere, still naming A's key
+   *    id, signed with B's key. */
+  body_of(l.line[head], body, sizeof body);
+  replace_all(body, "two-3", "two-9");
+  sign_line(b, body, forged, sizeof forged);
+  free(l.line[head]);
+  assert_non_null(l.line[head] = malloc(strlen(forged) + 2));
+  sprintf(l.line[head], "%s\n", forged);
+  write_lines(w.a.log, &l);
+  snprintf(want, sizeof want,
+           "line %zu: signature does not verify with key %s (chain %s seq %s): it was made "
+           "with key %s (",
+           head + 1, a_id, a_chain, seq_text, b_id);
+  expect_missing(t, &w, false, NULL, want);
+  expect_missing(t, &w, true, NULL, want);
+  expect_missing(t, &w, true, NULL, "(forged under another writer's key)");
+
+  /* 2. A new batch in A's chain, after the file's last line, signed with
+   *    B's key: a record as the daemon would write it (seq, prev and the
+   *    link to the line before it right), for a task it never saw. */
+  copy_file(original, w.a.log);
+  copy_file(seal_copy, w.seal);
+  read_lines(w.a.log, &l);
+  body_of(l.line[head], body, sizeof body);
+  replace_all(body, "two-3", "two-8");
+  char next_seq[24], text[80], quoted[24];
+  snprintf(quoted, sizeof quoted, "\"%s\"", b_id);
+  snprintf(next_seq, sizeof next_seq, "%llu", strtoull(seq_text, NULL, 10) + 1);
+  set_member(body, sizeof body, "seq", next_seq);
+  snprintf(text, sizeof text, "\"%s\"", head_hash);
+  set_member(body, sizeof body, "prev", text);
+  set_member(body, sizeof body, "key", quoted);
+  snprintf(text, sizeof text, "\"%s\"", last_chain);
+  set_member(body, sizeof body, "after_chain", text);
+  set_member(body, sizeof body, "after_seq", last_seq);
+  snprintf(text, sizeof text, "\"%s\"", last_hash);
+  set_member(body, sizeof body, "after_hash", text);
+  sign_line(b, body, forged, sizeof forged);
+  size_t appended = l.n + 1;
+  assert_true(l.n < MAX_LINES);
+  assert_non_null(l.line[l.n] = malloc(strlen(forged) + 2));
+  sprintf(l.line[l.n++], "%s\n", forged);
+  write_lines(w.a.log, &l);
+  snprintf(want, sizeof want,
+           "line %zu: record of chain %s names key %s, but the chain is signed with key %s",
+           appended, a_chain, b_id, a_id);
+  expect_missing(t, &w, false, NULL, want);
+  expect_missing(t, &w, true, NULL, want);
+
+  /* 3. A's last record edited as in 1, naming B's key id: its signature
+   *    verifies with B's public key, and the chain is A's. */
+  copy_file(original, w.a.log);
+  copy_file(seal_copy, w.seal);
+  read_lines(w.a.log, &l);
+  body_of(l.line[head], body, sizeof body);
+  replace_all(body, "two-3", "two-9");
+  set_member(body, sizeof body, "key", quoted);
+  sign_line(b, body, forged, sizeof forged);
+  free(l.line[head]);
+  assert_non_null(l.line[head] = malloc(strlen(forged) + 2));
+  sprintf(l.line[head], "%s\n", forged);
+  write_lines(w.a.log, &l);
+  snprintf(want, sizeof want,
+           "line %zu: record of chain %s names key %s, but the chain is signed with key %s",
+           head + 1, a_chain, b_id, a_id);
+  expect_missing(t, &w, false, NULL, want);
+  expect_missing(t, &w, true, NULL, want);
+
+  EVP_PKEY_free(b);
+  unlink(original);
+  unlink(seal_copy);
+  fx_audit_remove(&w.a);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
@@ -460,6 +713,7 @@ int main(void) {
       FX_TEST(test_foreign_messages_and_forged_anchor),
       FX_TEST(test_broker_without_the_stream),
       FX_TEST(test_daemon_anchors_while_running_and_at_exit),
+      FX_TEST(test_forged_with_another_writers_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -221,9 +221,11 @@ SYSTEMD_DIR = os.path.join("packaging", "systemd")
 SYSTEMD_UNITS = {
     "dlq-bridge.service.in": ["run", "--config"],
     "dlq-bridge-reconcile.service.in": ["audit", "reconcile", "--config"],
+    "dlq-bridge-drain.service.in": ["drain", "run", "--config"],
 }
-SYSTEMD_TIMER = "dlq-bridge-reconcile.timer"
+SYSTEMD_TIMERS = ["dlq-bridge-reconcile.timer", "dlq-bridge-drain.timer"]
 EXAMPLE_CONFIG = os.path.join(SYSTEMD_DIR, "config.json")
+EXAMPLE_CONFIGS = [EXAMPLE_CONFIG, os.path.join(SYSTEMD_DIR, "drain.json")]
 PASSWORD_IN_URL = re.compile(r"amqps?://[^/@\s:]+:[^/@\s]+@")
 
 
@@ -262,11 +264,12 @@ def analyze_unit(analyze, path, where, security):
 
 def check_systemd(src, binary):
     known = known_variables(binary)
-    with open(os.path.join(src, EXAMPLE_CONFIG), encoding="utf-8") as f:
-        if PASSWORD_IN_URL.search(f.read()):
-            problem(f"{EXAMPLE_CONFIG}: holds a password in a URL")
-    # The example config parses and validates (no broker needed).
-    run(binary, "declare", "--print-definitions", "--config", os.path.join(src, EXAMPLE_CONFIG))
+    for example in EXAMPLE_CONFIGS:
+        with open(os.path.join(src, example), encoding="utf-8") as f:
+            if PASSWORD_IN_URL.search(f.read()):
+                problem(f"{example}: holds a password in a URL")
+        # The example config parses and validates (no broker needed).
+        run(binary, "declare", "--print-definitions", "--config", os.path.join(src, example))
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         problem("systemd-analyze is missing (scripts/install-deps.sh installs systemd)")
@@ -287,11 +290,12 @@ def check_systemd(src, binary):
                 f.write(text)
             if analyze is not None:
                 analyze_unit(analyze, unit, where, security=True)
-        # The timer names its service, which sits beside it.
-        timer = os.path.join(tmp, SYSTEMD_TIMER)
-        shutil.copy(os.path.join(src, SYSTEMD_DIR, SYSTEMD_TIMER), timer)
-        if analyze is not None:
-            analyze_unit(analyze, timer, os.path.join(SYSTEMD_DIR, SYSTEMD_TIMER), security=False)
+        # Each timer names its service, which sits beside it.
+        for name in SYSTEMD_TIMERS:
+            timer = os.path.join(tmp, name)
+            shutil.copy(os.path.join(src, SYSTEMD_DIR, name), timer)
+            if analyze is not None:
+                analyze_unit(analyze, timer, os.path.join(SYSTEMD_DIR, name), security=False)
 
 
 def check_install(src, binary, build_dir, cmake):
@@ -304,7 +308,7 @@ def check_install(src, binary, build_dir, cmake):
             return
         units = {f: os.path.join(d, f) for d, _, files in os.walk(dest) for f in files
                  if f.startswith("dlq-bridge") and f.endswith((".service", ".timer"))}
-        want = [t[:-len(".in")] for t in SYSTEMD_UNITS] + [SYSTEMD_TIMER]
+        want = [t[:-len(".in")] for t in SYSTEMD_UNITS] + SYSTEMD_TIMERS
         for name in want:
             if not units.get(name, "").endswith("/lib/systemd/system/" + name):
                 problem(f"cmake --install: {name} is not under lib/systemd/system: {units}")
@@ -328,6 +332,7 @@ def check_install(src, binary, build_dir, cmake):
             problem(f"the installed binary: '--version' exited {version.returncode}")
         prefix = os.path.dirname(os.path.dirname(installed))
         for path in ("share/doc/dlq-bridge/examples/config.json",
+                     "share/doc/dlq-bridge/examples/drain.json",
                      "share/doc/dlq-bridge/runbook.md",
                      "share/doc/dlq-bridge/deploy-systemd.md",
                      "share/dlq-bridge/definitions/definitions.json"):

@@ -543,10 +543,36 @@ static void test_forged_with_another_writers_key(void **state) {
   read_lines(w->log, &l);
   char *k = strstr(l.line[2], ",\"key\":\"");
   const char *daemon_key = strstr(l.line[0], ",\"key\":\"");
-  memcpy(k + 8, daemon_key + 8, DLQB_AUDIT_KEY_ID_HEX);
+  char daemon_id[DLQB_AUDIT_KEY_ID_HEX + 1];
+  snprintf(daemon_id, sizeof daemon_id, "%.*s", DLQB_AUDIT_KEY_ID_HEX, daemon_key + 8);
+  memcpy(k + 8, daemon_id, DLQB_AUDIT_KEY_ID_HEX);
   write_lines(w->log, &l);
   free_lines(&l);
   expect_bad(w, "line 3: signature does not verify with key");
+  expect_bad(w, " seq 2) (record edited, or forged under another writer's key id)");
+  /* Signed by the other key over the daemon's key id: verify names the
+   * chain and seq the record claims, and the key that made it. */
+  char claimed[2048], resigned[2200];
+  char *at = strstr(body, "KEYID");
+  assert_non_null(at);
+  snprintf(claimed, sizeof claimed, "%.*s%s%s}", (int)(at - body), body, daemon_id, at + 5);
+  EVP_PKEY *other = NULL;
+  char other_id[DLQB_AUDIT_KEY_ID_HEX + 1], sig[DLQB_AUDIT_SIG_HEX + 1];
+  dlqb_error err;
+  assert_int_equal(dlqb_audit_key_load(w->other_key_path, &other, other_id, &err), DLQB_OK);
+  assert_true(dlqb__audit_sign(other, claimed, strlen(claimed), sig));
+  EVP_PKEY_free(other);
+  snprintf(resigned, sizeof resigned, "%.*s,\"sig\":\"%s\"}", (int)strlen(claimed) - 1, claimed,
+           sig);
+  read_lines(w->log, &l);
+  free(l.line[2]);
+  l.line[2] = malloc(strlen(resigned) + 2);
+  sprintf(l.line[2], "%s\n", resigned);
+  write_lines(w->log, &l);
+  free_lines(&l);
+  expect_bad(w, "line 3: signature does not verify with key");
+  expect_bad(w, " seq 2): it was made with key ");
+  expect_bad(w, "other.pem) (forged under another writer's key)");
 }
 
 /* A batch cut short (its signed last record gone, the seal not checked):

@@ -1,0 +1,645 @@
+/* The console's actions on DLQ items: a preview (the dry run of the same
+ * pass the CLI runs) and then the real pass as a job in its own thread,
+ * whose progress the job page polls, so a reload or a second tab sees the
+ * same job. Replay, escalate and resolve run ops_move_pass with the CLI
+ * commands' specs (ops_actions.c). The broker connection is the signed-in
+ * user's: a replay they may not do is refused by the broker, and the audit
+ * trail records them as the hop's broker_user and actor. */
+#include <json-c/json.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "console.h"
+#include "dlqb/clock.h"
+#include "dlqb/hashset.h"
+#include "dlqb/ledger.h"
+#include "dlqb/topology.h"
+#include "ops.h"
+
+#define JOBS 64
+
+typedef enum { ACT_REPLAY, ACT_ESCALATE, ACT_RESOLVE } act_kind;
+
+static const char *const act_names[] = {"replay", "escalate", "resolve"};
+static const char *const act_done[] = {"replayed", "escalated", "resolved"};
+
+typedef struct {
+  bool used;
+  unsigned id;
+  act_kind kind;
+  console_who who; /* whose broker connection; password wiped at the end */
+  dlqb_select sel;
+  char selection[512]; /* the selection in words, for the page */
+  ops_stamp stamp;
+  double rate;
+  int64_t started_ms, ended_ms;
+  /* progress, under lock */
+  bool running, failed;
+  dlqb_scan_result progress;
+  uint64_t moved, skipped, left;
+  char summary[256];
+  char error[DLQB_ERROR_MAX + 256 + CONSOLE_USER_MAX + 32];
+  pthread_t thread;
+  bool joinable;
+  dlqb_stop_flag stop; /* the Stop button, or the console's shutdown */
+  char stopped_by[CONSOLE_USER_MAX];
+  dlqb_hashset *picks; /* the checked items, or NULL; the job's thread frees it */
+} job;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static job jobs[JOBS];
+static unsigned next_id = 1;
+
+void console_jobs_init(void) {
+  pthread_mutex_lock(&lock);
+  memset(jobs, 0, sizeof jobs);
+  pthread_mutex_unlock(&lock);
+}
+
+/* ---- what an action is ------------------------------------------------ */
+
+static bool action_of(console_req *r, act_kind *kind) {
+  char a[16] = "";
+  console_form(r, "action", a, sizeof a);
+  for (int k = 0; k < 3; k++)
+    if (strcmp(a, act_names[k]) == 0) {
+      *kind = (act_kind)k;
+      return true;
+    }
+  console_error_page(r, 400, "No such action", "The action must be replay, escalate or resolve.");
+  return false;
+}
+
+/* The note of escalate and resolve (required), or NULL with a page written. */
+static bool note_of(console_req *r, act_kind kind, char *note, size_t cap) {
+  note[0] = '\0';
+  if (kind == ACT_REPLAY) return true;
+  if (!console_form(r, "note", note, cap) || note[0] == '\0') {
+    console_error_page(
+        r, 400, "A note is needed",
+        "Escalate and resolve need a note saying why (it goes into the audit trail).");
+    return false;
+  }
+  return true;
+}
+
+/* The ops options of a pass as the signed-in user. */
+static void opts_for(const console_who *who, const dlqb_select *sel, ops_opts *o) {
+  memset(o, 0, sizeof *o);
+  console_user_config(&console_g.cfg, who, &o->cfg);
+  o->sel = *sel;
+  o->window = DLQB_SCAN_WINDOW_DEFAULT;
+  o->quiet_progress = true;
+  /* The audit trail's actor is the authenticated broker user. */
+  snprintf(o->actor, sizeof o->actor, "%s", who->user);
+}
+
+/* ---- the checked items ------------------------------------------------- */
+
+static bool add_pick(void *ctx, const char *value) {
+  dlqb_hashset *set = ctx;
+  if (value[0] != '\0') dlqb_hashset_add(set, value, strlen(value), NULL);
+  return dlqb_hashset_size(set) < CONSOLE_LIST_MAX;
+}
+
+/* The message_ids checked on the list (field "pick"), or NULL when none
+ * was (then the selection's filters alone decide). *oom on no memory. */
+static dlqb_hashset *picks_of(console_req *r, bool *oom) {
+  *oom = false;
+  dlqb_hashset *set = dlqb_hashset_new(0);
+  if (set == NULL) {
+    *oom = true;
+    return NULL;
+  }
+  if (r->body != NULL) dlqb_form_each(r->body, r->body_len, "pick", 128, add_pick, set);
+  if (dlqb_hashset_size(set) == 0) {
+    dlqb_hashset_free(set);
+    return NULL;
+  }
+  return set;
+}
+
+static bool picked(void *ctx, const dlqb_item *it) {
+  return dlqb_hashset_get(ctx, it->message_id, strlen(it->message_id)) != NULL;
+}
+
+static void pick_field(void *ctx, const char *key, size_t len, void *value) {
+  (void)len;
+  (void)value;
+  dlqb_html *h = ctx;
+  dlqb_html_raw(h, "<input type=\"hidden\" name=\"pick\" value=\"");
+  dlqb_html_text(h, key);
+  dlqb_html_raw(h, "\">");
+}
+
+/* ---- the preview ------------------------------------------------------ */
+
+typedef struct {
+  dlqb_html *h;
+  size_t shown;
+  act_kind kind;
+} preview_ctx;
+
+static void preview_row(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms) {
+  preview_ctx *p = ctx;
+  if (p->shown++ >= CONSOLE_LIST_MAX) return;
+  dlqb_html *h = p->h;
+  uint64_t age = 0;
+  char agebuf[32];
+  bool known = dlqb_item_age(it, now_ms, &age);
+  dlqb_html_raw(h, complete ? "<tr class=\"skip\"><td>skip (complete)</td>" : "<tr><td>");
+  if (!complete) {
+    dlqb_html_text(h, act_names[p->kind]);
+    dlqb_html_raw(h, "</td>");
+  }
+  dlqb_html_raw(h, "<td>");
+  dlqb_html_text(h, it->request_id[0] ? it->request_id : "-");
+  dlqb_html_raw(h, "</td><td>");
+  dlqb_html_text(h, it->source_system[0] ? it->source_system : "-");
+  dlqb_html_raw(h, "</td><td>");
+  dlqb_html_text(h, it->legal_basis[0] ? it->legal_basis : "-");
+  dlqb_html_raw(h, "</td><td class=\"num\">");
+  dlqb_html_text(h, ops_age_text(known, age, agebuf, sizeof agebuf));
+  dlqb_html_raw(h, "</td><td class=\"error-text\">");
+  dlqb_html_text(h, it->last_error[0] ? it->last_error : "-");
+  dlqb_html_raw(h, "</td></tr>\n");
+}
+
+/* Runs the dry run; rows go to a separate buffer so the summary can lead. */
+void console_post_preview(console_req *r) {
+  act_kind kind;
+  dlqb_select sel;
+  char note[DLQB_LAST_ERROR_MAX + 1];
+  if (!action_of(r, &kind) || !note_of(r, kind, note, sizeof note) ||
+      !console_selection(r, true, &sel))
+    return;
+  bool oom;
+  dlqb_hashset *picks = picks_of(r, &oom);
+  ops_opts *o = malloc(sizeof *o);
+  dlqb_ledger *ledger = kind == ACT_REPLAY ? dlqb_ledger_new() : NULL;
+  ops_move_outcome *out = malloc(sizeof *out);
+  if (oom || o == NULL || out == NULL || (kind == ACT_REPLAY && ledger == NULL)) {
+    free(o);
+    free(out);
+    dlqb_ledger_free(ledger);
+    dlqb_hashset_free(picks);
+    console_error_page(r, 500, "Out of memory", "out of memory");
+    return;
+  }
+  opts_for(&r->who, &sel, o);
+  dlqb_html rows = {0};
+  preview_ctx pc = {.h = &rows, .kind = kind};
+  ops_move_watch w = {.listed = preview_row, .ctx = &pc};
+  ops_stamp stamp;
+  ops_stamp_init(&stamp, o->actor, note);
+  ops_move_spec m;
+  dlqb_ledger_stats ls;
+  dlqb_error err = {{0}};
+  bool ok = true;
+  char summary[256];
+  if (kind == ACT_REPLAY) {
+    ops_replay_spec(&m, &stamp, true, 0);
+    if (ops_replay_ledger(&o->cfg, true, ledger, &ls, &err) != DLQB_OK) ok = false;
+    m.ledger = ledger;
+  } else if (kind == ACT_ESCALATE) {
+    ops_escalate_spec(&m, &stamp, true, 0);
+  } else {
+    ops_resolve_spec(&m, &stamp, true);
+  }
+  if (picks != NULL) {
+    m.only = picked;
+    m.only_ctx = picks;
+  }
+  if (ok) {
+    ops_move_pass(o, &m, NULL, &w, NULL, out);
+    ok = !out->not_started;
+    if (!ok) err = out->err;
+  }
+  explicit_bzero(&o->cfg, sizeof o->cfg);
+  if (!ok) {
+    console_error_page(r, 502, "The broker refused the preview", err.msg);
+  } else {
+    console_page_begin(r, "Preview");
+    dlqb_html *h = &r->out;
+    dlqb_html_raw(h, "<p class=\"summary\" id=\"preview-summary\">");
+    dlqb_html_text(h, ops_move_summary(true, act_names[kind], out->moved, m.ledger != NULL,
+                                       out->skipped, out->left, out->r.depth_at_start, DLQB_Q_DLQ,
+                                       summary, sizeof summary));
+    dlqb_html_raw(h, "</p>");
+    if (out->early[0]) {
+      dlqb_html_raw(h, "<p class=\"warn\">");
+      dlqb_html_text(h, out->early);
+      dlqb_html_raw(h, "</p>");
+    }
+    if (kind == ACT_REPLAY && console_g.cfg.completion_writers[0] == '\0')
+      dlqb_html_raw(h,
+                    "<p class=\"warn\">The completion ledger is not trusted "
+                    "(completion_writers is not set): every selected task would be replayed.</p>");
+    dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th><th>request_id</th>"
+                     "<th>source_system</th><th>legal_basis</th><th>age</th><th>last error</th>"
+                     "</tr></thead><tbody>\n");
+    if (rows.data != NULL) dlqb_html_raw(h, rows.data);
+    dlqb_html_raw(h, "</tbody></table>");
+    if (pc.shown > CONSOLE_LIST_MAX)
+      dlqb_html_textf(h, "(%zu more not listed)", pc.shown - CONSOLE_LIST_MAX);
+    if (out->moved > 0 || out->skipped > 0) {
+      dlqb_html_raw(h, "<form method=\"post\" action=\"/run\" class=\"run\">");
+      console_csrf_field(r);
+      console_selection_fields(r, true);
+      if (picks != NULL) dlqb_hashset_each(picks, pick_field, h);
+      dlqb_html_raw(h, "<input type=\"hidden\" name=\"action\" value=\"");
+      dlqb_html_text(h, act_names[kind]);
+      dlqb_html_raw(h, "\">");
+      if (note[0]) {
+        dlqb_html_raw(h, "<input type=\"hidden\" name=\"note\" value=\"");
+        dlqb_html_text(h, note);
+        dlqb_html_raw(h, "\">");
+      }
+      dlqb_html_raw(h,
+                    "<label>rate (items a second, empty = as fast as confirms allow) "
+                    "<input name=\"rate\" id=\"rate\" inputmode=\"numeric\" value=\"50\"></label> "
+                    "<button type=\"submit\" id=\"run\">Run ");
+      dlqb_html_text(h, act_names[kind]);
+      dlqb_html_raw(h, "</button></form><p class=\"note\">The run takes what the selection "
+                       "matches then: items that arrive after this preview and match are "
+                       "included; --limit style caps are not.</p>");
+    }
+    console_page_end(r);
+  }
+  dlqb_html_free(&rows);
+  dlqb_ledger_free(ledger);
+  dlqb_hashset_free(picks);
+  explicit_bzero(o, sizeof *o);
+  free(o);
+  free(out);
+}
+
+/* ---- jobs ------------------------------------------------------------- */
+
+static void job_tick(void *ctx, const dlqb_scan_result *r) {
+  job *j = ctx;
+  pthread_mutex_lock(&lock);
+  j->progress = *r;
+  pthread_mutex_unlock(&lock);
+}
+
+static void job_fail(job *j, const char *msg) {
+  pthread_mutex_lock(&lock);
+  j->failed = true;
+  snprintf(j->error, sizeof j->error, "%s", msg);
+  pthread_mutex_unlock(&lock);
+}
+
+static void *job_main(void *arg) {
+  job *j = arg;
+  ops_opts *o = calloc(1, sizeof *o);
+  ops_move_outcome *out = calloc(1, sizeof *out);
+  dlqb_ledger *ledger = NULL;
+  dlqb_audit *audit = NULL;
+  dlqb_error err = {{0}};
+  if (o == NULL || out == NULL) {
+    job_fail(j, "out of memory");
+    goto end;
+  }
+  opts_for(&j->who, &j->sel, o);
+  char writer[400];
+  snprintf(writer, sizeof writer, "console@%s", o->cfg.instance);
+  /* The trail first: one that cannot be written stops the job before
+   * anything moves. */
+  if (o->cfg.audit_log[0] == '\0') {
+    /* As the CLI's movers refuse without --no-audit: the console has no
+     * way to act unrecorded. */
+    job_fail(j, "no audit trail configured (audit_log): the console moves nothing without one");
+    goto end;
+  }
+  if (ops_trail_open(&o->cfg, writer, &audit, &err) != DLQB_OK) {
+    job_fail(j, err.msg);
+    goto end;
+  }
+  ops_move_spec m;
+  dlqb_ledger_stats ls;
+  if (j->kind == ACT_REPLAY) {
+    ops_replay_spec(&m, &j->stamp, false, j->rate);
+    if ((ledger = dlqb_ledger_new()) == NULL) {
+      job_fail(j, "out of memory");
+      goto end;
+    }
+    /* The whole ledger, or no replay: a partial one could re-run a
+     * completed erasure. */
+    if (ops_replay_ledger(&o->cfg, false, ledger, &ls, &err) != DLQB_OK) {
+      job_fail(j, err.msg);
+      goto end;
+    }
+    m.ledger = ledger;
+    m.ledger_stats = &ls;
+  } else if (j->kind == ACT_ESCALATE) {
+    ops_escalate_spec(&m, &j->stamp, false, j->rate);
+  } else {
+    ops_resolve_spec(&m, &j->stamp, false);
+  }
+  m.audit = audit;
+  if (j->picks != NULL) {
+    m.only = picked;
+    m.only_ctx = j->picks;
+  }
+  ops_move_watch w = {.tick = job_tick, .ctx = j};
+  ops_move_pass(o, &m, audit, &w, &j->stop, out);
+  pthread_mutex_lock(&lock);
+  j->progress = out->r;
+  j->moved = out->moved;
+  j->skipped = out->skipped;
+  j->left = out->left;
+  ops_move_summary(false, act_done[j->kind], out->moved, m.ledger != NULL, out->skipped, out->left,
+                   out->r.depth_at_start, DLQB_Q_DLQ, j->summary, sizeof j->summary);
+  if (out->not_started) {
+    j->failed = true;
+    snprintf(j->error, sizeof j->error, "%s", out->err.msg);
+  } else if (out->early[0]) {
+    j->failed = true;
+    if (out->r.interrupted && j->stopped_by[0])
+      snprintf(j->error, sizeof j->error, "stopped by %s: %s", j->stopped_by, out->early);
+    else snprintf(j->error, sizeof j->error, "%s", out->early);
+  } else if (out->r.refused > 0) {
+    j->failed = true;
+    snprintf(j->error, sizeof j->error,
+             "%llu selected items left in %s: the broker would not "
+             "take them as they are",
+             (unsigned long long)out->r.refused, DLQB_Q_DLQ);
+  }
+  pthread_mutex_unlock(&lock);
+end:
+  ops_audit_close(audit);
+  dlqb_ledger_free(ledger);
+  if (o != NULL) explicit_bzero(o, sizeof *o);
+  free(o);
+  free(out);
+  pthread_mutex_lock(&lock);
+  explicit_bzero(j->who.password, sizeof j->who.password);
+  dlqb_hashset_free(j->picks);
+  j->picks = NULL;
+  j->running = false;
+  j->ended_ms = dlqb_now_ms();
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+void console_post_run(console_req *r) {
+  act_kind kind;
+  dlqb_select sel;
+  char note[DLQB_LAST_ERROR_MAX + 1], rate_text[32] = "";
+  if (!action_of(r, &kind) || !note_of(r, kind, note, sizeof note) ||
+      !console_selection(r, true, &sel))
+    return;
+  double rate = 0;
+  bool oom;
+  dlqb_hashset *picks = picks_of(r, &oom);
+  if (oom) {
+    console_error_page(r, 500, "Out of memory", "out of memory");
+    return;
+  }
+  console_form(r, "rate", rate_text, sizeof rate_text);
+  if (rate_text[0] != '\0') {
+    char *end;
+    rate = strtod(rate_text, &end);
+    if (*end != '\0' || !(rate >= 1) || rate > OPS_RATE_MAX) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "The rate must be a number from 1 to %d items a second, or empty.",
+               OPS_RATE_MAX);
+      console_error_page(r, 400, "Bad rate", msg);
+      dlqb_hashset_free(picks);
+      return;
+    }
+  }
+  pthread_mutex_lock(&lock);
+  job *j = NULL;
+  for (size_t i = 0; i < JOBS && j == NULL; i++)
+    if (!jobs[i].used) j = &jobs[i];
+  /* Full: reuse the oldest finished one. */
+  for (size_t i = 0; i < JOBS && j == NULL; i++)
+    if (!jobs[i].running && (j == NULL || jobs[i].id < j->id)) j = &jobs[i];
+  if (j == NULL) {
+    pthread_mutex_unlock(&lock);
+    console_error_page(r, 503, "Busy", "Too many actions are running; wait for one to end.");
+    dlqb_hashset_free(picks);
+    return;
+  }
+  if (j->joinable) pthread_join(j->thread, NULL);
+  memset(j, 0, sizeof *j);
+  j->used = true;
+  j->id = next_id++;
+  j->kind = kind;
+  j->who = r->who;
+  j->sel = sel;
+  j->rate = rate;
+  j->running = true;
+  atomic_store(&j->stop, 0);
+  j->started_ms = dlqb_now_ms();
+  ops_stamp_init(&j->stamp, r->who.user, note);
+  dlqb_html words = {0};
+  console_selection_words(r, true, &words);
+  if (picks != NULL)
+    dlqb_html_textf(&words, "; only the %zu checked item%s", dlqb_hashset_size(picks),
+                    dlqb_hashset_size(picks) == 1 ? "" : "s");
+  snprintf(j->selection, sizeof j->selection, "%s", words.data ? words.data : "");
+  j->picks = picks;
+  dlqb_html_free(&words);
+  unsigned id = j->id;
+  j->joinable = pthread_create(&j->thread, NULL, job_main, j) == 0;
+  if (!j->joinable) {
+    j->running = false;
+    j->failed = true;
+    snprintf(j->error, sizeof j->error, "cannot start a thread");
+    explicit_bzero(j->who.password, sizeof j->who.password);
+    dlqb_hashset_free(j->picks);
+    j->picks = NULL;
+  }
+  pthread_mutex_unlock(&lock);
+  r->status = 303;
+  snprintf(r->location, sizeof r->location, "/job?id=%u", id);
+}
+
+/* The job of ?id=, copied under the lock; false with a page written. */
+static bool find_job(console_req *r, job *copy, bool json) {
+  char idt[16] = "";
+  console_arg(r, "id", idt, sizeof idt);
+  char *end;
+  unsigned long id = strtoul(idt, &end, 10);
+  bool found = false;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < JOBS && idt[0] && *end == '\0'; i++)
+    if (jobs[i].used && jobs[i].id == id) {
+      *copy = jobs[i];
+      found = true;
+    }
+  pthread_mutex_unlock(&lock);
+  explicit_bzero(copy->who.password, sizeof copy->who.password);
+  if (!found) {
+    if (json) {
+      r->status = 404;
+      r->content_type = "application/json";
+      dlqb_html_raw(&r->out, "{\"error\":\"no such job\"}");
+    } else {
+      console_error_page(r, 404, "No such action",
+                         "No action with this number (the console may "
+                         "have restarted).");
+    }
+  }
+  return found;
+}
+
+static const char *state_of(const job *j) {
+  return j->running ? "running" : j->failed ? "failed" : "done";
+}
+
+void console_json_job(console_req *r) {
+  job *j = malloc(sizeof *j);
+  if (j == NULL) return;
+  if (find_job(r, j, true)) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_object_new_int64(j->id));
+    json_object_object_add(o, "action", json_object_new_string(act_names[j->kind]));
+    json_object_object_add(o, "state", json_object_new_string(state_of(j)));
+    json_object_object_add(o, "total", json_object_new_int64((int64_t)j->progress.depth_at_start));
+    json_object_object_add(o, "examined", json_object_new_int64((int64_t)j->progress.examined));
+    json_object_object_add(o, "moved", json_object_new_int64((int64_t)j->progress.forwarded));
+    json_object_object_add(o, "removed", json_object_new_int64((int64_t)j->progress.removed));
+    json_object_object_add(o, "left_in_place", json_object_new_int64((int64_t)j->progress.held));
+    json_object_object_add(o, "summary", json_object_new_string(j->summary));
+    json_object_object_add(o, "error", json_object_new_string(j->error));
+    r->content_type = "application/json";
+    /* json-c escapes every string; '/' too by default, so "</script>"
+     * cannot close anything even if the text were ever embedded. */
+    dlqb_html_raw(&r->out, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    json_object_put(o);
+  }
+  free(j);
+}
+
+static void count_line(dlqb_html *h, const char *id, const char *label, uint64_t n) {
+  dlqb_html_raw(h, "<div class=\"count\"><span class=\"label\">");
+  dlqb_html_text(h, label);
+  dlqb_html_raw(h, "</span> <span id=\"");
+  dlqb_html_raw(h, id);
+  dlqb_html_raw(h, "\">");
+  dlqb_html_textf(h, "%llu", (unsigned long long)n);
+  dlqb_html_raw(h, "</span></div>");
+}
+
+void console_page_job(console_req *r) {
+  job *j = malloc(sizeof *j);
+  if (j == NULL) return;
+  if (!find_job(r, j, false)) {
+    free(j);
+    return;
+  }
+  char title[64];
+  snprintf(title, sizeof title, "Action %u: %s", j->id, act_names[j->kind]);
+  console_page_begin(r, title);
+  dlqb_html *h = &r->out;
+  dlqb_html_raw(h, "<p>Selection: ");
+  dlqb_html_text(h, j->selection);
+  dlqb_html_raw(h, "; by broker user ");
+  dlqb_html_text(h, j->who.user);
+  if (j->rate > 0) dlqb_html_textf(h, ", at most %g a second", j->rate);
+  dlqb_html_raw(h, ".</p><div id=\"progress\" data-job=\"");
+  dlqb_html_textf(h, "%u", j->id);
+  dlqb_html_raw(h, "\"><p>State: <b id=\"state\">");
+  dlqb_html_text(h, state_of(j));
+  dlqb_html_raw(h, "</b></p><progress id=\"bar\" max=\"");
+  dlqb_html_textf(
+      h, "%llu", (unsigned long long)(j->progress.depth_at_start ? j->progress.depth_at_start : 1));
+  dlqb_html_raw(h, "\" value=\"");
+  dlqb_html_textf(h, "%llu", (unsigned long long)j->progress.examined);
+  dlqb_html_raw(h, "\"></progress>");
+  count_line(h, "examined", "examined", j->progress.examined);
+  count_line(h, "total", "in the DLQ at the start", j->progress.depth_at_start);
+  count_line(h, "moved", "moved", j->progress.forwarded);
+  count_line(h, "removed", "removed (skipped as complete, or resolved)", j->progress.removed);
+  dlqb_html_raw(h, "<p class=\"summary\" id=\"summary\">");
+  dlqb_html_text(h, j->summary);
+  dlqb_html_raw(h, "</p><p class=\"error\" id=\"job-error\">");
+  dlqb_html_text(h, j->error);
+  dlqb_html_raw(h, "</p></div>");
+  if (j->running) {
+    /* What is in flight completes; the rest stays in the DLQ, untouched. */
+    dlqb_html_raw(h, "<form method=\"post\" action=\"/stop\" id=\"stop-form\">");
+    console_csrf_field(r);
+    dlqb_html_raw(h, "<input type=\"hidden\" name=\"id\" value=\"");
+    dlqb_html_textf(h, "%u", j->id);
+    dlqb_html_raw(h, "\"><button type=\"submit\" id=\"stop\">Stop</button></form>");
+  }
+  dlqb_html_raw(h, "<p><a href=\"/\">Back to the failure groups</a></p>");
+  console_page_end(r);
+  free(j);
+}
+
+void console_page_jobs(console_req *r) {
+  console_page_begin(r, "Actions");
+  dlqb_html *h = &r->out;
+  dlqb_html_raw(h, "<table id=\"jobs\"><thead><tr><th>#</th><th>action</th><th>by</th>"
+                   "<th>selection</th><th>state</th><th>result</th></tr></thead><tbody>");
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < JOBS; i++) {
+    const job *j = &jobs[i];
+    if (!j->used) continue;
+    dlqb_html_raw(h, "<tr><td><a href=\"/job?id=");
+    dlqb_html_textf(h, "%u", j->id);
+    dlqb_html_raw(h, "\">");
+    dlqb_html_textf(h, "%u", j->id);
+    dlqb_html_raw(h, "</a></td><td>");
+    dlqb_html_text(h, act_names[j->kind]);
+    dlqb_html_raw(h, "</td><td>");
+    dlqb_html_text(h, j->who.user);
+    dlqb_html_raw(h, "</td><td>");
+    dlqb_html_text(h, j->selection);
+    dlqb_html_raw(h, "</td><td>");
+    dlqb_html_text(h, state_of(j));
+    dlqb_html_raw(h, "</td><td>");
+    dlqb_html_text(h, j->error[0] ? j->error : j->summary);
+    dlqb_html_raw(h, "</td></tr>");
+  }
+  pthread_mutex_unlock(&lock);
+  dlqb_html_raw(h, "</tbody></table>");
+  console_page_end(r);
+}
+
+void console_post_stop(console_req *r) {
+  char idt[16] = "";
+  console_form(r, "id", idt, sizeof idt);
+  char *end;
+  unsigned long id = strtoul(idt, &end, 10);
+  bool found = false;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < JOBS && idt[0] && *end == '\0'; i++)
+    if (jobs[i].used && jobs[i].id == id) {
+      found = true;
+      if (jobs[i].running) {
+        snprintf(jobs[i].stopped_by, sizeof jobs[i].stopped_by, "%s", r->who.user);
+        atomic_store(&jobs[i].stop, 1);
+      }
+    }
+  pthread_mutex_unlock(&lock);
+  if (!found) {
+    console_error_page(r, 404, "No such action", "No action with this number.");
+    return;
+  }
+  r->status = 303;
+  snprintf(r->location, sizeof r->location, "/job?id=%lu", id);
+}
+
+void console_jobs_shutdown(void) {
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < JOBS; i++) atomic_store(&jobs[i].stop, 1);
+  pthread_mutex_unlock(&lock);
+  for (size_t i = 0; i < JOBS; i++) {
+    pthread_mutex_lock(&lock);
+    bool join = jobs[i].joinable;
+    jobs[i].joinable = false;
+    pthread_t t = jobs[i].thread;
+    pthread_mutex_unlock(&lock);
+    if (join) pthread_join(t, NULL);
+  }
+}

@@ -1,0 +1,250 @@
+/* broker.console: the web console in a real browser. A real bridge fills
+ * the DLQ of a fresh vhost (a worker reports each task failed, the bridge
+ * dead-letters it at max_attempts 1), then `dlq-bridge console` serves it
+ * and tests/console/console.spec.js drives Debian's chromium through
+ * playwright-core (both installed by scripts/install-deps.sh): it signs in
+ * as an operator and as a read-only broker user, sees the groups, previews
+ * and runs a group replay, is refused a replay without a CSRF token and a
+ * replay the read-only user may not do, and sees a last_error of
+ * <script>alert(1)</script> as text, and takes one item through the review
+ * inbox (escalate, claim, return). Here, afterwards: the broker's queues
+ * moved as the browser saw, and the audit trail names the operator as the
+ * broker user of every replay. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "flow.h"
+#include "harness.h"
+
+#define NODE_MODULES "/var/cache/dlq-bridge/node/node_modules"
+#define CHROMIUM     "/usr/bin/chromium"
+#define TIMEOUT_MS   30000
+#define TIMEOUTS     4 /* "timeout calling crm-api after N ms" */
+#define SCRIPTS      2 /* "<script>alert(1)</script>" */
+/* The operator's password has what a URL and a form must encode. */
+#define OP_PASSWORD "op p@ss:w/rd%?#&+"
+
+static void make_user(fx_case *t, const char *user, const char *password, const char *perms) {
+  char path[TH_PATH_MAX], body[256];
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  assert_true(th_fmt(body, sizeof body, "{\"password\":\"%s\",\"tags\":\"\"}", password));
+  int st = th_mgmt("PUT", path, body, NULL);
+  assert_true(st == 201 || st == 204);
+  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, user));
+  st = th_mgmt("PUT", path, perms, NULL);
+  assert_true(st == 201 || st == 204);
+}
+
+static void drop_user(const char *user) {
+  char path[TH_PATH_MAX];
+  if (th_fmt(path, sizeof path, "/api/users/%s", user)) th_mgmt("DELETE", path, NULL, NULL);
+}
+
+typedef struct {
+  int port;
+} listening;
+
+static bool console_up(void *arg) {
+  const listening *l = arg;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)l->port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
+/* The DLQ as a real bridge fills it: TIMEOUTS tasks failing with a timeout
+ * text that differs only in numbers (one group), SCRIPTS with a script tag
+ * (another). */
+static void fill_dlq(fx_case *t, const fx_audit *a) {
+  const char *const env[] = {"DLQ_BRIDGE_MAX_ATTEMPTS=1", a->env_log, a->env_key, a->env_pub, NULL};
+  FX_CHECK(t, fx_start_bridge(t, env) == 0);
+  th_worker *w = th_worker_open(&t->vhost, "dsr.work", 1);
+  assert_non_null(w);
+  th_msg *m = fx_msg(t);
+  for (int i = 0; i < TIMEOUTS + SCRIPTS; i++) {
+    char id[32], text[128];
+    snprintf(id, sizeof id, "R-2026-12-%04d", i + 1);
+    assert_int_equal(fx_publish_task(t, id), 0);
+    th_msg_reset(m);
+    assert_int_equal(th_worker_next(w, m, TIMEOUT_MS), 1);
+    if (i < TIMEOUTS)
+      snprintf(text, sizeof text, "timeout calling crm-api after %d ms", 3000 + i * 17);
+    else snprintf(text, sizeof text, "<script>alert(1)</script>");
+    assert_int_equal(th_worker_report(w, t->conn, m, text), 0);
+  }
+  th_worker_close(w);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", TIMEOUTS + SCRIPTS, TIMEOUT_MS));
+  /* The bridge's part is done; the audit log is the console's from here. */
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+}
+
+static void test_console_in_a_browser(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  struct stat st;
+  if (stat(CHROMIUM, &st) != 0 || stat(NODE_MODULES "/playwright-core", &st) != 0 ||
+      system("command -v node >/dev/null 2>&1") != 0) {
+    fprintf(stderr,
+            "broker.console: needs %s, node and playwright-core in %s: run "
+            "scripts/install-deps.sh\n",
+            CHROMIUM, NODE_MODULES);
+    fail();
+  }
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  fill_dlq(t, &a);
+
+  char op[TH_NAME_MAX + 8], ro[TH_NAME_MAX + 8];
+  assert_true(th_fmt(op, sizeof op, "%s-op", t->vhost.name));
+  assert_true(th_fmt(ro, sizeof ro, "%s-ro", t->vhost.name));
+  make_user(t, op, OP_PASSWORD, "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}");
+  make_user(t, ro, "ro-pw", "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}");
+
+  /* The console's own URL names only host and vhost: it signs in nobody. */
+  listening l = {th_free_port()};
+  assert_true(l.port > 0);
+  char env_url[TH_URL_MAX + 64], env_addr[96];
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
+                     e->amqp_port, t->vhost.name));
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l.port));
+  const char *const cenv[] = {env_url, env_addr, a.env_log, a.env_key, a.env_pub, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_bridge console;
+  assert_int_equal(th_command_start(&console, &t->vhost, args, cenv, "console"), 0);
+  if (!th_wait_until(console_up, &l, TIMEOUT_MS)) {
+    th_bridge_dump_log(&console);
+    th_bridge_kill(&console);
+    fail_msg("the console did not listen on port %d", l.port);
+  }
+
+  char cmd[4 * TH_PATH_MAX];
+  const char *shots = getenv("DLQB_CONSOLE_SHOTS"); /* docs/console.md's screenshots */
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "NODE_PATH=%s CONSOLE_URL=http://127.0.0.1:%d OP_USER=%s OP_PASS='%s' "
+                     "RO_USER=%s RO_PASS=ro-pw CHROMIUM=%s SHOTS='%s' TIMEOUTS=%d SCRIPTS=%d "
+                     "node %s/tests/console/console.spec.js",
+                     NODE_MODULES, l.port, op, OP_PASSWORD, ro, CHROMIUM, shots ? shots : "",
+                     TIMEOUTS, SCRIPTS, e->source_dir));
+  fflush(NULL);
+  int rc = system(cmd);
+  int exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  int stop = th_bridge_stop(&console, 15000);
+  if (exit_code != 0 || stop != 0) th_bridge_dump_log(&console);
+  assert_int_equal(exit_code, 0);
+  assert_int_equal(stop, 0);
+
+  /* The broker agrees with what the browser saw: the timeout group went to
+   * dsr.work, the script group stayed, and the read-only user's refused
+   * replay moved nothing. */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), TIMEOUTS);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), SCRIPTS);
+  char needle[TH_NAME_MAX + 32];
+  assert_true(th_fmt(needle, sizeof needle, "\"broker_user\":\"%s\"", op));
+  /* the replays, and one item escalated, claimed and returned */
+  assert_int_equal(fx_count_in_file(a.log, needle), TIMEOUTS + 3);
+  assert_true(th_fmt(needle, sizeof needle, "\"broker_user\":\"%s\"", ro));
+  assert_int_equal(fx_count_in_file(a.log, needle), 0);
+  /* No password anywhere in the console's log. */
+  assert_int_equal(fx_count_in_file(console.log_path, OP_PASSWORD), 0);
+  assert_int_equal(fx_count_in_file(console.log_path, "p@ss"), 0);
+  assert_int_equal(fx_count_in_file(console.log_path, "ro-pw"), 0);
+  assert_int_equal(fx_audit_verify(&a, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  drop_user(op);
+  drop_user(ro);
+  fx_audit_remove(&a);
+}
+
+/* Off loopback without TLS the console does not start: a session cookie and
+ * a broker password would cross the network in clear. */
+static void test_console_refuses_plain_http_off_loopback(void **state) {
+  fx_case *t = *state;
+  char env_addr[96];
+  assert_true(
+      th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=0.0.0.0:%d", th_free_port()));
+  const char *const env[] = {env_addr, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "is not loopback: set DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE"));
+  assert_int_equal(th_count_lines(r.err), 1);
+  /* A certificate without its key is a configuration error too. */
+  const char *const half[] = {env_addr, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE=/nonexistent.pem", NULL};
+  assert_int_equal(th_run_bridge(args, t->vhost.url, half, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "must be given together"));
+}
+
+/* Off loopback with a certificate: HTTPS, and the session cookie is Secure
+ * (curl speaks to it; the browser test covers the pages). */
+static void test_console_https(void **state) {
+  fx_case *t = *state;
+  char dir[] = "/tmp/dlqb-console-tls-XXXXXX", cmd[2048], path[256];
+  assert_non_null(mkdtemp(dir));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "cd '%s' && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "
+                     "'/CN=localhost' -keyout key.pem -out cert.pem >/dev/null 2>&1",
+                     dir));
+  assert_int_equal(system(cmd), 0);
+  listening l = {th_free_port()};
+  char env_addr[96], env_cert[320], env_key[320];
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=0.0.0.0:%d", l.port));
+  assert_true(
+      th_fmt(env_cert, sizeof env_cert, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE=%s/cert.pem", dir));
+  assert_true(th_fmt(env_key, sizeof env_key, "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE=%s/key.pem", dir));
+  const char *const env[] = {env_addr, env_cert, env_key, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_bridge console;
+  assert_int_equal(th_command_start(&console, &t->vhost, args, env, "console-tls"), 0);
+  bool up = th_wait_until(console_up, &l, TIMEOUT_MS);
+  if (!up) th_bridge_dump_log(&console);
+  /* The harness's vhost lets guest in: a sign-in over HTTPS sets a Secure
+   * cookie; plain HTTP on the same port gets no page. */
+  assert_true(th_fmt(path, sizeof path, "%s/headers", dir));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "curl -sk -o /dev/null -D '%s' -d 'user=guest&password=guest' "
+                     "https://127.0.0.1:%d/login",
+                     path, l.port));
+  int https = up ? system(cmd) : -1;
+  assert_true(th_fmt(cmd, sizeof cmd, "curl -s -o /dev/null --max-time 5 http://127.0.0.1:%d/login",
+                     l.port));
+  int plain = up ? system(cmd) : 0;
+  int stop = th_bridge_stop(&console, 15000);
+  assert_true(up);
+  assert_int_equal(https, 0);
+  assert_int_not_equal(plain, 0);
+  assert_int_equal(fx_count_in_file(path, "Secure"), 1);
+  assert_int_equal(fx_count_in_file(path, "HttpOnly; SameSite=Strict"), 1);
+  assert_int_equal(stop, 0);
+  assert_true(th_fmt(cmd, sizeof cmd, "rm -rf '%s'", dir));
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_console_refuses_plain_http_off_loopback),
+      FX_TEST(test_console_https),
+      FX_TEST(test_console_in_a_browser),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
