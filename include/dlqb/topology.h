@@ -61,6 +61,11 @@ typedef struct {
  * retry_delays; its work queue's delivery limit its poison_threshold. Pure. */
 void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out);
 
+/* dlqb_topology_build into a new heap block (free() it), or NULL when out of
+ * memory. A topology is about 150 KB (every pipeline's queues): callers keep
+ * it off their stacks, which also decode broker frames (dlqb/thread.h). */
+dlqb_topology *dlqb_topology_new(const dlqb_config *cfg);
+
 /* Appends pipeline p's exchange and queues to t (the anchors stream is
  * dlqb_topology_build's). Pure. */
 void dlqb_topology_add_pipeline(dlqb_topology *t, const dlqb_pipeline *p);

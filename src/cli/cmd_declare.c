@@ -50,12 +50,17 @@ int cmd_declare(int argc, char **argv) {
     cli_print_help(&cmd_declare_spec, stdout);
     return EXIT_OK;
   }
-  dlqb_topology topo;
-  dlqb_topology_build(&cfg, &topo);
+  dlqb_topology *topo = dlqb_topology_new(&cfg);
+  if (topo == NULL) {
+    cli_error("declare: out of memory");
+    return EXIT_FAILURE_;
+  }
   dlqb_error err;
   if (o.print) {
     char *json = NULL;
-    if (dlqb_topology_definitions(&topo, o.vhost, &json, &err) != DLQB_OK) {
+    dlqb_status st = dlqb_topology_definitions(topo, o.vhost, &json, &err);
+    free(topo);
+    if (st != DLQB_OK) {
       cli_error("%s", err.msg);
       return EXIT_FAILURE_;
     }
@@ -65,8 +70,9 @@ int cmd_declare(int argc, char **argv) {
   }
   dlqb_link *link = NULL;
   dlqb_status st = dlqb_link_open(&cfg, "dlq-bridge declare", &link, &err);
-  if (st == DLQB_OK) st = dlqb_topology_declare(link, &topo, &err);
+  if (st == DLQB_OK) st = dlqb_topology_declare(link, topo, &err);
   dlqb_link_close(link);
+  if (st != DLQB_OK) free(topo);
   if (st == DLQB_ECONFLICT) {
     /* Queue arguments are fixed once a queue exists: say what to do. */
     cli_error("%s (a queue's arguments cannot change in place: see \"Changing the topology\" "
@@ -77,7 +83,8 @@ int cmd_declare(int argc, char **argv) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;
   }
-  for (size_t i = 0; i < topo.nqueues; i++)
-    printf("%-22s %s\n", topo.queues[i].name, topo.queues[i].purpose);
+  for (size_t i = 0; i < topo->nqueues; i++)
+    printf("%-22s %s\n", topo->queues[i].name, topo->queues[i].purpose);
+  free(topo);
   return EXIT_OK;
 }

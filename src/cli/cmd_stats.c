@@ -226,52 +226,26 @@ static void groups_text(const dlqb_groups *g, size_t columns) {
   }
 }
 
-int cmd_stats(int argc, char **argv) {
-  stats_ctx c;
-  memset(&c, 0, sizeof c);
-  bool help;
-  int rc = ops_load(&cmd_stats_spec, argc, argv, &c.o, on_flag, &c, &help);
-  if (rc != EXIT_OK) return rc;
-  if (help) {
-    cli_print_help(&cmd_stats_spec, stdout);
-    return EXIT_OK;
-  }
-  dlqb_topology topo;
-  dlqb_topology_build(&c.o.cfg, &topo);
-  dlqb_queue_stat rows[DLQB_TOPO_MAX_QUEUES];
-  size_t nrows = 0;
+/* Counts the DLQ's items when it has any, then prints the queues, the
+ * breakdown and any note; the exit code. */
+static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
+                        bool dlq_has_items) {
   dlqb_error err;
-  dlqb_link *link = NULL;
-  if (dlqb_link_open(&c.o.cfg, "dlq-bridge stats", &link, &err) != DLQB_OK) return ops_fail(&err);
-  bool dlq_has_items = false;
-  for (size_t i = 0; i < topo.nqueues; i++) {
-    if (topo.queues[i].type == DLQB_QTYPE_STREAM) continue; /* the ledger is not a backlog */
-    dlqb_status st = dlqb_queue_stat_read(link, &topo.queues[i], dlqb_now_ms(), NULL,
-                                          &rows[nrows], &err);
-    if (st != DLQB_OK) {
-      dlqb_link_abort(link);
-      return ops_fail(&err);
-    }
-    if (strcmp(rows[nrows].queue, DLQB_Q_DLQ) == 0)
-      dlq_has_items = rows[nrows].present && rows[nrows].depth > 0;
-    nrows++;
-  }
-  dlqb_link_close(link);
 
   bool partial = false;
-  if (c.by_group && (c.groups = dlqb_groups_new(c.max_groups)) == NULL) {
+  if (c->by_group && (c->groups = dlqb_groups_new(c->max_groups)) == NULL) {
     cli_error("stats: out of memory");
     return EXIT_FAILURE_;
   }
-  c.now_ms = dlqb_now_ms();
+  c->now_ms = dlqb_now_ms();
   uint64_t examined = 0, total = 0;
-  if (dlq_has_items && dlq_breakdown(&c, &partial, &examined, &total, &err) != DLQB_OK) {
-    dlqb_groups_free(c.groups);
+  if (dlq_has_items && dlq_breakdown(c, &partial, &examined, &total, &err) != DLQB_OK) {
+    dlqb_groups_free(c->groups);
     return ops_fail(&err);
   }
-  if (c.groups != NULL) dlqb_groups_sort(c.groups);
+  if (c->groups != NULL) dlqb_groups_sort(c->groups);
 
-  if (c.o.json) {
+  if (c->o.json) {
     json_object *j = json_object_new_object(), *qs = json_object_new_object();
     for (size_t i = 0; i < nrows; i++) {
       json_object *q = json_object_new_object();
@@ -286,11 +260,11 @@ int cmd_stats(int argc, char **argv) {
     }
     json_object_object_add(j, "queues", qs);
     json_object *rs = json_object_new_object();
-    for (size_t i = 0; i < c.nreasons; i++)
-      json_object_object_add(rs, c.reasons[i].name,
-                             json_object_new_int64((int64_t)c.reasons[i].count));
+    for (size_t i = 0; i < c->nreasons; i++)
+      json_object_object_add(rs, c->reasons[i].name,
+                             json_object_new_int64((int64_t)c->reasons[i].count));
     json_object_object_add(j, "dlq_reasons", rs);
-    if (c.groups != NULL) groups_json(j, c.groups);
+    if (c->groups != NULL) groups_json(j, c->groups);
     if (partial) json_object_object_add(j, "partial", json_object_new_boolean(1));
     ops_print_json(j);
   } else {
@@ -311,20 +285,20 @@ int cmd_stats(int argc, char **argv) {
       }
       printf("%-22s %10s  %s\n", r->queue, r->present ? depth : "-", age);
     }
-    if (c.groups != NULL) {
-      groups_text(c.groups, ops_output_width(c.o.wide));
-    } else if (c.nreasons > 0) {
+    if (c->groups != NULL) {
+      groups_text(c->groups, ops_output_width(c->o.wide));
+    } else if (c->nreasons > 0) {
       printf("\n%s by dlq_reason:\n", DLQB_Q_DLQ);
-      for (size_t i = 0; i < c.nreasons; i++)
-        printf("  %-20s %10llu\n", c.reasons[i].name, (unsigned long long)c.reasons[i].count);
+      for (size_t i = 0; i < c->nreasons; i++)
+        printf("  %-20s %10llu\n", c->reasons[i].name, (unsigned long long)c->reasons[i].count);
     }
   }
   /* A note, not a failure: every item is counted (JSON has "other"). */
-  if (!c.o.json && c.groups != NULL && dlqb_groups_other(c.groups)->count > 0)
+  if (!c->o.json && c->groups != NULL && dlqb_groups_other(c->groups)->count > 0)
     fprintf(stderr, "dlq-bridge: stats: %llu DLQ item%s of further causes counted as 'other' (more than %zu groups)\n",
-              (unsigned long long)dlqb_groups_other(c.groups)->count,
-              dlqb_groups_other(c.groups)->count == 1 ? "" : "s", dlqb_groups_max(c.groups));
-  dlqb_groups_free(c.groups);
+              (unsigned long long)dlqb_groups_other(c->groups)->count,
+              dlqb_groups_other(c->groups)->count == 1 ? "" : "s", dlqb_groups_max(c->groups));
+  dlqb_groups_free(c->groups);
   if (partial) {
     cli_error("stats: the DLQ breakdown is partial: %llu of %llu items arrived (another consumer "
               "holds or took the rest, or the broker delivered nothing for 2 minutes); run it again",
@@ -332,4 +306,48 @@ int cmd_stats(int argc, char **argv) {
     return EXIT_FAILURE_;
   }
   return EXIT_OK;
+}
+
+int cmd_stats(int argc, char **argv) {
+  stats_ctx c;
+  memset(&c, 0, sizeof c);
+  bool help;
+  int rc = ops_load(&cmd_stats_spec, argc, argv, &c.o, on_flag, &c, &help);
+  if (rc != EXIT_OK) return rc;
+  if (help) {
+    cli_print_help(&cmd_stats_spec, stdout);
+    return EXIT_OK;
+  }
+  /* Both on the heap: a topology is ~150 KB, and this thread decodes
+   * broker frames (dlqb/thread.h). */
+  dlqb_topology *topo = dlqb_topology_new(&c.o.cfg);
+  dlqb_queue_stat *rows = topo != NULL ? calloc(topo->nqueues + 1, sizeof *rows) : NULL;
+  if (rows == NULL) {
+    free(topo);
+    cli_error("stats: out of memory");
+    return EXIT_FAILURE_;
+  }
+  size_t nrows = 0;
+  dlqb_error err;
+  dlqb_link *link = NULL;
+  dlqb_status lst = dlqb_link_open(&c.o.cfg, "dlq-bridge stats", &link, &err);
+  bool dlq_has_items = false;
+  for (size_t i = 0; lst == DLQB_OK && i < topo->nqueues; i++) {
+    if (topo->queues[i].type == DLQB_QTYPE_STREAM) continue; /* the ledger is not a backlog */
+    lst = dlqb_queue_stat_read(link, &topo->queues[i], dlqb_now_ms(), NULL, &rows[nrows], &err);
+    if (lst != DLQB_OK) break;
+    if (strcmp(rows[nrows].queue, DLQB_Q_DLQ) == 0)
+      dlq_has_items = rows[nrows].present && rows[nrows].depth > 0;
+    nrows++;
+  }
+  free(topo);
+  if (lst != DLQB_OK) {
+    dlqb_link_abort(link);
+    free(rows);
+    return ops_fail(&err);
+  }
+  dlqb_link_close(link);
+  int rc_out = stats_report(&c, rows, nrows, dlq_has_items);
+  free(rows);
+  return rc_out;
 }

@@ -112,6 +112,12 @@ void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out) {
             "audit anchors (stream): the writers' signed heads");
 }
 
+dlqb_topology *dlqb_topology_new(const dlqb_config *cfg) {
+  dlqb_topology *t = malloc(sizeof *t);
+  if (t != NULL) dlqb_topology_build(cfg, t);
+  return t;
+}
+
 dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost,
                                       char **json_out, dlqb_error *err) {
   json_object *root = json_object_new_object();

@@ -94,9 +94,9 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
 
 static void *run(void *arg) {
   dlqb_metrics_refresher *r = arg;
-  dlqb_topology topo;
-  dlqb_topology_build(&r->cfg, &topo);
-  dlqb_queue_stats *qs = dlqb_queue_stats_new(&topo);
+  dlqb_topology *topo = dlqb_topology_new(&r->cfg);
+  dlqb_queue_stats *qs = topo != NULL ? dlqb_queue_stats_new(topo) : NULL;
+  free(topo); /* the stats keep what they need */
   dlqb_link *link = NULL;
   char name[320];
   snprintf(name, sizeof name, "dlq-bridge metrics %s", r->cfg.instance);

@@ -173,9 +173,10 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   if (st != DLQB_OK) return st;
   *connected = true;
   if (!no_declare) {
-    dlqb_topology topo;
-    dlqb_topology_build(r->cfg, &topo);
-    st = dlqb_topology_declare(link, &topo, err);
+    dlqb_topology *topo = dlqb_topology_new(r->cfg);
+    st = topo != NULL ? dlqb_topology_declare(link, topo, err)
+                      : dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+    free(topo);
   }
   dlqb_pipe_options opt = {.queue = r->p.failed, .prefetch = r->cfg->prefetch,
                            .audit = r->hooks ? r->hooks->audit : NULL};
