@@ -331,9 +331,10 @@ static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlq
     }
     char why[DLQB_ERRNO_TEXT_MAX];
     int e = errno;
-    return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines.%s.password_file': cannot read password "
-                     "file '%s': %s", cfg->pipelines[i].p.name, path,
-                     dlqb_errno_text(e, why, sizeof why));
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key 'pipelines.%s.password_file': cannot read password "
+                     "file '%s': %s",
+                     cfg->pipelines[i].p.name, path, dlqb_errno_text(e, why, sizeof why));
   }
   return DLQB_OK;
 }

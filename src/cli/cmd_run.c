@@ -116,12 +116,11 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
 static int run_failed(const char *who, dlqb_status st, const char *msg) {
   if (st == DLQB_ECONFLICT)
     cli_error("%s%s (a queue's arguments cannot change in place: see \"Changing the topology\" "
-              "in docs/rabbitmq-versions.md)", who, msg);
+              "in docs/rabbitmq-versions.md)",
+              who, msg);
   else if (st == DLQB_EACCESS)
-    cli_error("%s%s (a bridge user without configure permission runs with --no-declare)", who,
-              msg);
-  else
-    cli_error("%s%s", who, msg);
+    cli_error("%s%s (a bridge user without configure permission runs with --no-declare)", who, msg);
+  else cli_error("%s%s", who, msg);
   return EXIT_FAILURE_;
 }
 
@@ -161,8 +160,7 @@ static void serve_config(const dlqb_config *cfg, size_t i, served *sv) {
   dlqb_config_use_pipeline_user(&sv->cfg, 0);
   snprintf(sv->name, sizeof sv->name, "%s", p.name);
   size_t room = sizeof sv->cfg.instance - strlen(p.name) - 2;
-  snprintf(sv->cfg.instance, sizeof sv->cfg.instance, "%.*s/%s", (int)room, cfg->instance,
-           p.name);
+  snprintf(sv->cfg.instance, sizeof sv->cfg.instance, "%.*s/%s", (int)room, cfg->instance, p.name);
 }
 
 /* Stops and frees what serve_open started (the router thread joined). */
@@ -196,12 +194,11 @@ static dlqb_status serve_open(served *sv, bool metrics, dlqb_error *err) {
     h->metrics = dlqb_metrics_new(DLQB_VERSION);
     if (h->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     dlqb_metrics_set_pipeline(h->metrics, sv->name);
-    st = dlqb_metrics_refresher_start(h->metrics, &sv->cfg, DLQB_METRICS_REFRESH_MS,
-                                      &sv->refresher, err);
+    st = dlqb_metrics_refresher_start(h->metrics, &sv->cfg, DLQB_METRICS_REFRESH_MS, &sv->refresher,
+                                      err);
   }
   if (st == DLQB_OK) hook_on_tick(h);
-  if (st == DLQB_OK)
-    st = dlqb_escalator_start(&sv->cfg, hook_after_ack, h, &h->escalator, err);
+  if (st == DLQB_OK) st = dlqb_escalator_start(&sv->cfg, hook_after_ack, h, &h->escalator, err);
   sv->hooks = (dlqb_router_hooks){.audit = h->audit,
                                   .after_ack = hook_after_ack,
                                   .on_tick = hook_on_tick,
@@ -261,8 +258,8 @@ static int run_many(const dlqb_config *cfg, bool no_declare, dlqb_stop_flag *sto
   pthread_sigmask(SIG_SETMASK, &all, &old);
   for (size_t i = 0; i < n && st == DLQB_OK; i++) {
     int e = dlqb_thread_start(&sv[i].thread, serve_main, &sv[i]); /* it decodes frames */
-    if (e != 0) st = dlqb_fail(&err, DLQB_ENOMEM, "cannot start the router thread of %s",
-                               sv[i].name);
+    if (e != 0)
+      st = dlqb_fail(&err, DLQB_ENOMEM, "cannot start the router thread of %s", sv[i].name);
     sv[i].started = e == 0;
   }
   pthread_sigmask(SIG_SETMASK, &old, NULL);

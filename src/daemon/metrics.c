@@ -519,8 +519,7 @@ typedef struct {
 /* The metric name a "# HELP NAME ..." or "# TYPE NAME ..." line [p, next)
  * names, as *name and its length; false for any other line. */
 static bool comment_name(const char *p, const char *next, const char **name, size_t *n) {
-  if (next - p <= 7 || (memcmp(p, "# HELP ", 7) != 0 && memcmp(p, "# TYPE ", 7) != 0))
-    return false;
+  if (next - p <= 7 || (memcmp(p, "# HELP ", 7) != 0 && memcmp(p, "# TYPE ", 7) != 0)) return false;
   *name = p + 7;
   *n = 0;
   while (*name + *n < next && (*name)[*n] != ' ' && (*name)[*n] != '\n') (*n)++;
@@ -543,8 +542,8 @@ static long split_families(const char *src, size_t len, family **out) {
     size_t nlen = 0;
     bool comment = comment_name(p, next, &name, &nlen);
     family *cur = n > 0 ? &f[n - 1] : NULL;
-    bool same = cur != NULL && comment && nlen == cur->name_len &&
-                memcmp(name, cur->name, nlen) == 0;
+    bool same =
+        cur != NULL && comment && nlen == cur->name_len && memcmp(name, cur->name, nlen) == 0;
     if (cur == NULL || (comment && !same)) {
       if (n == cap) {
         family *bigger = realloc(f, (cap *= 2) * sizeof *f);
@@ -617,8 +616,8 @@ char *dlqb_metrics_merge(const char *const *texts, const size_t *lens, size_t n,
   return out;
 }
 
-dlqb_status dlqb_metrics_render_set(dlqb_metrics *const *ms, size_t n, char **out,
-                                    size_t *out_len, dlqb_error *err) {
+dlqb_status dlqb_metrics_render_set(dlqb_metrics *const *ms, size_t n, char **out, size_t *out_len,
+                                    dlqb_error *err) {
   if (n == 1) return dlqb_metrics_render(ms[0], out, out_len, err);
   char *texts[DLQB_MAX_PIPELINES] = {0};
   size_t lens[DLQB_MAX_PIPELINES] = {0};

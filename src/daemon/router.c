@@ -248,8 +248,10 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
     if (give_up && !persist) break;
     if (give_up && !reported_give_up) {
       /* Persisting: said once at error level, then retried like any loss. */
-      dlqb_log_error("pipeline_blocked", "%s; retrying with backoff while the other pipelines "
-                     "run", err->msg);
+      dlqb_log_error("pipeline_blocked",
+                     "%s; retrying with backoff while the other pipelines "
+                     "run",
+                     err->msg);
       reported_give_up = true;
     }
     if (!give_up) reported_give_up = false;

@@ -61,9 +61,8 @@ void dlqb_log(int level, const char *event, const char *fmt, ...) {
     for (char *p = msg; *p; p++)
       if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
     if (log_pipeline[0] != '\0')
-      fprintf(stderr, "%s %-5s %s: pipeline=%s %s\n", when, level_names[level], event,
-              log_pipeline, msg);
-    else
-      fprintf(stderr, "%s %-5s %s: %s\n", when, level_names[level], event, msg);
+      fprintf(stderr, "%s %-5s %s: pipeline=%s %s\n", when, level_names[level], event, log_pipeline,
+              msg);
+    else fprintf(stderr, "%s %-5s %s: %s\n", when, level_names[level], event, msg);
   }
 }

@@ -18,9 +18,9 @@
 #include "bulk.h"
 #include "flow.h"
 
-#define WAIT_MS 30000
+#define WAIT_MS  30000
 #define PASSWORD "multi-pw-7d41"
-#define FLOOD 20000
+#define FLOOD    20000
 
 /* What workers receive, one message for the whole case (a case holds
  * FX_MAX_MSGS): each test sets it first thing (the case owns it). */
@@ -80,8 +80,8 @@ static int ctl(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(args, sizeof args, fmt, ap);
   va_end(ap);
-  snprintf(cmd, sizeof cmd, "'%s/scripts/broker-node.sh' ctl '%s' -q %s >/dev/null",
-           e->source_dir, e->node_dir, args);
+  snprintf(cmd, sizeof cmd, "'%s/scripts/broker-node.sh' ctl '%s' -q %s >/dev/null", e->source_dir,
+           e->node_dir, args);
   fflush(NULL);
   int rc = system(cmd);
   if (rc != 0) fprintf(stderr, "rabbitmqctl %s failed (%d)\n", args, rc);
@@ -112,8 +112,7 @@ static th_bridge *start_all(fx_case *t, const char *path, int port, const fx_aud
   assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
   if (port > 0)
     assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port));
-  else
-    assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_METRICS_ADDR=off"));
+  else assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_METRICS_ADDR=off"));
   const char *const env[] = {env_config, env_addr, audit ? audit->env_log : NULL,
                              audit ? audit->env_key : NULL, NULL};
   th_bridge *b = &t->bridges[t->nbridges];
@@ -156,7 +155,6 @@ static th_msg *discrepancy(fx_case *t, const char *id) {
   assert_int_equal(th_msg_set_body(m, context, sizeof context - 1), 0);
   return m;
 }
-
 
 /* Publishes m to work and has a worker reject it `times` times. */
 static void fail_task(fx_case *t, const char *work, th_msg *m, int times) {
@@ -401,17 +399,17 @@ static void test_blocked_pipeline(void **state) {
   FX_CHECK(t, th_wait_until(status_is, &dsr_only, WAIT_MS));
   free(dsr_only.body);
   /* A redaction failure waits in its inbox; the others route. */
-  assert_int_equal(th_publish(t->conn, "", "redaction.failed", review_item(t, "while-revoked")),
-                   0);
+  assert_int_equal(th_publish(t->conn, "", "redaction.failed", review_item(t, "while-revoked")), 0);
   others_route(t, "revoked");
   assert_int_equal(th_queue_depth(t->conn, "redaction.failed"), 1);
   assert_true(th_bridge_running(b));
 
   /* Permission back: it recovers by itself and routes what waited. */
-  assert_int_equal(ctl("set_permissions -p '%s' '%s' '^(redaction\\..+|dsr\\.audit\\.anchors)$' "
-                       "'^(amq\\.default|redaction\\..+)$' '^(redaction\\..+|dsr\\.audit\\.anchors)$'",
-                       t->vhost.name, u.name),
-               0);
+  assert_int_equal(
+      ctl("set_permissions -p '%s' '%s' '^(redaction\\..+|dsr\\.audit\\.anchors)$' "
+          "'^(amq\\.default|redaction\\..+)$' '^(redaction\\..+|dsr\\.audit\\.anchors)$'",
+          t->vhost.name, u.name),
+      0);
   FX_CHECK(t, fx_take(t, "redaction.dlq.manual", dl, WAIT_MS) == 1);
   FX_HDR_STR_EQ(dl, "item_id", "while-revoked");
   probe ok = {port, "/healthz", 200, NULL};
@@ -478,10 +476,11 @@ static void test_none_can_start(void **state) {
   char path[] = "/tmp/dlqb-multi-XXXXXX";
   const th_env *e = th_env_get();
   char json[1024];
-  assert_true(th_fmt(json, sizeof json,
-                     "{\"startup_wait\": \"0s\", \"url\": \"amqp://nobody:wrong-pw-1@127.0.0.1:%d/%s\","
-                     " \"pipelines\": {\"dsr\": {}, \"redaction\": {}}}",
-                     e->amqp_port, t->vhost.name));
+  assert_true(
+      th_fmt(json, sizeof json,
+             "{\"startup_wait\": \"0s\", \"url\": \"amqp://nobody:wrong-pw-1@127.0.0.1:%d/%s\","
+             " \"pipelines\": {\"dsr\": {}, \"redaction\": {}}}",
+             e->amqp_port, t->vhost.name));
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));

@@ -558,7 +558,6 @@ static void test_head_stamp(void **state) {
   assert_int_equal(ms, INT64_C(1796022120000));
 }
 
-
 /* ---- several pipelines: one exposition, one /healthz ------------------ */
 
 /* Occurrences of needle in hay. */
@@ -595,7 +594,9 @@ static void test_merge_expositions(void **state) {
   assert_true(sample(text, "dlq_bridge_poison_total{pipeline=\"redaction\"}") == 2);
   assert_true(sample(text, "dlq_bridge_connected{pipeline=\"dsr\"}") == 1);
   assert_true(sample(text, "dlq_bridge_connected{pipeline=\"redaction\"}") == 0);
-  assert_true(sample(text, "dlq_bridge_queue_depth{pipeline=\"redaction\",queue=\"redaction.failed\"}") == 7);
+  assert_true(
+      sample(text, "dlq_bridge_queue_depth{pipeline=\"redaction\",queue=\"redaction.failed\"}") ==
+      7);
   /* Sample lines follow their family: the name of the last TYPE line
    * before each sample is the sample's metric (or its _bucket etc.). */
   char family[128] = "";
@@ -635,7 +636,8 @@ static void test_merge_expositions(void **state) {
   free(text);
   /* The pure merge on small texts: a family only the second has is kept. */
   const char *x = "# HELP m a\n# TYPE m gauge\nm{p=\"1\"} 1\n";
-  const char *y = "# HELP m a\n# TYPE m gauge\nm{p=\"2\"} 2\n# HELP n b\n# TYPE n gauge\nn{p=\"2\"} 3\n";
+  const char *y =
+      "# HELP m a\n# TYPE m gauge\nm{p=\"2\"} 2\n# HELP n b\n# TYPE n gauge\nn{p=\"2\"} 3\n";
   const char *texts[] = {x, y};
   size_t lens[] = {strlen(x), strlen(y)};
   char *merged = dlqb_metrics_merge(texts, lens, 2, &len);
