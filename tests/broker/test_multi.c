@@ -499,12 +499,60 @@ static void test_none_can_start(void **state) {
   unlink(path);
 }
 
+
+/* run --pipeline NAME serves that pipeline as its own broker user, as the
+ * daemon of all does (its url and password file, not the top level's);
+ * the ops commands stay the top-level user. */
+static void test_one_pipeline_runs_as_its_user(void **state) {
+  fx_case *t = *state;
+  received = fx_msg(t);
+  outgoing = fx_msg(t);
+  pipeline_user u;
+  make_user(t, &u);
+  char path[] = "/tmp/dlqb-multi-XXXXXX";
+  write_config(path, &u, "\"max_attempts\": 1");
+  char env_config[200];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  const char *const env[] = {env_config, NULL};
+  static const char *const run[] = {"run", "--pipeline", "redaction", "--print-config", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(run, t->vhost.url, env, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, u.url));
+  assert_non_null(strstr(r.out, u.password_file));
+  static const char *const dsr[] = {"run", "--pipeline", "dsr", "--print-config", NULL};
+  assert_int_equal(th_run_bridge(dsr, t->vhost.url, env, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.out, u.url));
+  /* It routes as that user: its connection is the user's. */
+  char env_pipeline[] = "DLQ_BRIDGE_PIPELINE=redaction";
+  const char *const env2[] = {env_config, env_pipeline, "DLQ_BRIDGE_METRICS_ADDR=off", NULL};
+  th_bridge *b = &t->bridges[t->nbridges];
+  assert_int_equal(th_bridge_start(b, &t->vhost, env2, "one"), 0);
+  t->nbridges++;
+  FX_CHECK(t, th_wait_consumers(t->conn, "redaction.failed", 1, WAIT_MS));
+  assert_int_equal(ctl("list_connections user | grep -qx '%s'", u.name), 0);
+  fail_task(t, "redaction.work", review_item(t, "as-its-user"), 1);
+  FX_CHECK(t, fx_take(t, "redaction.dlq.manual", received, WAIT_MS) == 1);
+  FX_HDR_STR_EQ(received, "item_id", "as-its-user");
+  assert_int_equal(fx_stop_bridges(t), 0);
+  /* A password file it cannot read: exit 2 naming the pipeline's key. */
+  remove(u.password_file);
+  static const char *const gone[] = {"run", NULL};
+  assert_int_equal(th_run_bridge(gone, t->vhost.url, env, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "key 'pipelines.redaction.password_file': cannot read"));
+  drop_user(&u);
+  unlink(path);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_three_pipelines_one_daemon),
       FX_TEST(test_blocked_pipeline),
       FX_TEST(test_none_can_start),
+      FX_TEST(test_one_pipeline_runs_as_its_user),
       FX_TEST(test_flood_does_not_hold_up_another),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
