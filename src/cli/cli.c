@@ -159,9 +159,14 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
     help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
              "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
              "empty = none)");
-    help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
-             "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
-             "`pipelines`)");
+    if (strcmp(spec->name, "run") == 0)
+      help_row(out, "--pipeline NAME", "serve only this pipeline of the config file's "
+               "`pipelines` (also DLQ_BRIDGE_PIPELINE); default: every one configured (dsr "
+               "without `pipelines`)");
+    else
+      help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
+               "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
+               "`pipelines`)");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
