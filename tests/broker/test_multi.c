@@ -430,7 +430,9 @@ static void flood_item(void *ctx, size_t i, th_bulk_item *it) {
 }
 
 /* (3) A flood: 20,000 failures waiting in the reconciliation inbox do not
- * keep a single dsr failure from being routed before they are done. */
+ * keep a single dsr failure from being routed before they are done, with
+ * both pipelines' writers appending to the one audit trail (its lock is
+ * shared: each batch holds it briefly). */
 static void test_flood_does_not_hold_up_another(void **state) {
   fx_case *t = *state;
   received = fx_msg(t);
@@ -451,20 +453,35 @@ static void test_flood_does_not_hold_up_another(void **state) {
    * is a hop to its DLQ all the same. */
   assert_int_equal(th_bulk_publish_dlq(t->conn, "reconciliation.failed", FLOOD, flood_item, NULL),
                    0);
-  (void)start_all(t, path, 0, NULL);
+  fx_audit audit;
+  assert_int_equal(fx_audit_init(&audit), 0);
+  (void)start_all(t, path, 0, &audit);
+  int64_t started = th_now_ms();
   fail_task(t, "dsr.work", dsr_task(t, "beside-the-flood"), 1);
   th_msg *dl = fx_msg(t);
   FX_CHECK(t, fx_take(t, "dsr.dlq.manual", dl, WAIT_MS) == 1);
+  int64_t beside = th_now_ms() - started;
   FX_HDR_STR_EQ(dl, "request_id", "beside-the-flood");
   /* Routed while the flood was still being worked off. */
   long left = th_queue_depth(t->conn, "reconciliation.failed");
   long done = th_queue_depth(t->conn, "reconciliation.dlq.manual");
-  fprintf(stderr, "flood: %ld left in reconciliation.failed, %ld routed\n", left, done);
+  fprintf(stderr,
+          "flood: the dsr failure was in its DLQ %lld ms after the start, %ld of %d left "
+          "in reconciliation.failed, %ld routed\n",
+          (long long)beside, left, FLOOD, done);
   assert_true(left > 0);
   assert_true(done < FLOOD);
   /* And the flood is worked off in the end. */
   FX_CHECK(t, th_wait_depth(t->conn, "reconciliation.dlq.manual", FLOOD, 120000));
+  fprintf(stderr, "flood: %d routed %lld ms after the start\n", FLOOD,
+          (long long)(th_now_ms() - started));
   assert_int_equal(fx_stop_bridges(t), 0);
+  assert_true(fx_count_in_file(audit.log, "\"pipeline\":\"reconciliation\"") >= FLOOD);
+  th_result vr;
+  assert_int_equal(fx_audit_verify(&audit, &vr), 0);
+  if (vr.exit_code != 0) fprintf(stderr, "audit verify: %s%s", vr.out, vr.err);
+  assert_int_equal(vr.exit_code, 0);
+  fx_audit_remove(&audit);
   drop_user(&u);
   unlink(path);
 }
@@ -498,7 +515,6 @@ static void test_none_can_start(void **state) {
   assert_null(strstr(r.err, "wrong-pw-1"));
   unlink(path);
 }
-
 
 /* run --pipeline NAME serves that pipeline as its own broker user, as the
  * daemon of all does (its url and password file, not the top level's);
