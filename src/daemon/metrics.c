@@ -502,7 +502,10 @@ bool dlqb_metrics_health_of(dlqb_metrics *const *ms, size_t n, const char *only,
     if (only != NULL && strcmp(ms[i]->pipeline, only) != 0) continue;
     if (found != NULL) *found = true;
     char reason[DLQB_ERROR_MAX + DLQB_PIPELINE_NAME_MAX + 40];
-    if (!dlqb_metrics_healthy(ms[i], reason, sizeof reason)) ok = false;
+    /* Without a pipeline, the 127 bytes /healthz always gave (byte for
+     * byte as before); a pipeline's line has room for its router's error. */
+    size_t room = ms[i]->pipeline[0] != '\0' ? sizeof reason : 128;
+    if (!dlqb_metrics_healthy(ms[i], reason, room)) ok = false;
     int w = snprintf(buf + used, len > used ? len - used : 0, "%s\n", reason);
     if (w > 0) used = used + (size_t)w < len ? used + (size_t)w : (len > 0 ? len - 1 : 0);
   }
