@@ -686,6 +686,21 @@ static void test_health_of_pipelines(void **state) {
   dlqb_metrics_set_link_error(plain, "refused");
   assert_false(dlqb_metrics_healthy(plain, buf, sizeof buf));
   assert_string_equal(buf, "not connected to the broker");
+  /* ... and is cut where /healthz always cut it (127 bytes); a
+   * pipeline's line keeps its router's whole error. */
+  char long_why[400];
+  memset(long_why, 'x', sizeof long_why - 1);
+  long_why[sizeof long_why - 1] = '\0';
+  dlqb_metrics_set_connected(plain, true);
+  dlqb_metrics_set_audit(plain, false, long_why, 0);
+  assert_false(dlqb_metrics_health_of(&plain, 1, NULL, buf, sizeof buf, &found));
+  assert_int_equal(strlen(buf), 128);
+  dlqb_metrics_set_audit(plain, true, NULL, 0);
+  dlqb_metrics_set_connected(plain, false);
+  dlqb_metrics_set_connected(b, false);
+  dlqb_metrics_set_link_error(b, long_why);
+  assert_false(dlqb_metrics_health_of(both, 2, "redaction", buf, sizeof buf, &found));
+  assert_int_equal(strlen(buf), strlen("redaction: ") + sizeof long_why - 1 + 1);
 
   /* Over HTTP: the status rule and the per-pipeline checks. */
   dlqb_metrics_set_connected(b, false);
