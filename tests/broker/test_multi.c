@@ -486,6 +486,54 @@ static void test_flood_does_not_hold_up_another(void **state) {
   unlink(path);
 }
 
+/* A pipeline refused from the start (its user has no permission) does not
+ * keep the daemon from serving the others; it starts routing by itself
+ * once its permission is given. */
+static void test_start_with_one_blocked(void **state) {
+  fx_case *t = *state;
+  received = fx_msg(t);
+  outgoing = fx_msg(t);
+  pipeline_user u;
+  make_user(t, &u);
+  assert_int_equal(ctl("set_permissions -p '%s' '%s' '^$' '^$' '^$'", t->vhost.name, u.name), 0);
+  char path[] = "/tmp/dlqb-multi-XXXXXX";
+  write_config(path, &u, "\"max_attempts\": 1");
+  int port = th_free_port();
+  assert_true(port > 0);
+  char env_config[200], env_addr[64];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port));
+  const char *const env[] = {env_config, env_addr, NULL};
+  th_bridge *b = &t->bridges[t->nbridges];
+  assert_int_equal(th_bridge_start(b, &t->vhost, env, "blocked-at-start"), 0);
+  t->nbridges++;
+  FX_CHECK(t, th_wait_consumers(t->conn, "dsr.failed", 1, WAIT_MS));
+  FX_CHECK(t, th_wait_consumers(t->conn, "reconciliation.failed", 1, WAIT_MS));
+  probe hz = {port, "/healthz", 503, NULL};
+  FX_CHECK(t, th_wait_until(status_is, &hz, WAIT_MS));
+  assert_non_null(strstr(hz.body, "dsr: ok\n"));
+  assert_non_null(strstr(hz.body, "redaction: "));
+  assert_non_null(strstr(hz.body, "ACCESS_REFUSED"));
+  free(hz.body);
+  others_route(t, "at-start");
+  assert_true(th_bridge_running(b));
+  assert_int_equal(
+      ctl("set_permissions -p '%s' '%s' '^(redaction\\..+|dsr\\.audit\\.anchors)$' "
+          "'^(amq\\.default|redaction\\..+)$' '^(redaction\\..+|dsr\\.audit\\.anchors)$'",
+          t->vhost.name, u.name),
+      0);
+  FX_CHECK(t, th_wait_consumers(t->conn, "redaction.failed", 1, WAIT_MS));
+  fail_task(t, "redaction.work", review_item(t, "once-allowed"), 1);
+  FX_CHECK(t, fx_take(t, "redaction.dlq.manual", received, WAIT_MS) == 1);
+  FX_HDR_STR_EQ(received, "item_id", "once-allowed");
+  probe ok = {port, "/healthz", 200, NULL};
+  FX_CHECK(t, th_wait_until(status_is, &ok, WAIT_MS));
+  free(ok.body);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  drop_user(&u);
+  unlink(path);
+}
+
 /* No pipeline can start at all (every one's user refused): exit 1 with a
  * line per pipeline, as a daemon of one pipeline exits for it. */
 static void test_none_can_start(void **state) {
@@ -565,11 +613,9 @@ static void test_one_pipeline_runs_as_its_user(void **state) {
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
-      FX_TEST(test_three_pipelines_one_daemon),
-      FX_TEST(test_blocked_pipeline),
-      FX_TEST(test_none_can_start),
-      FX_TEST(test_one_pipeline_runs_as_its_user),
-      FX_TEST(test_flood_does_not_hold_up_another),
+      FX_TEST(test_three_pipelines_one_daemon),    FX_TEST(test_blocked_pipeline),
+      FX_TEST(test_start_with_one_blocked),        FX_TEST(test_none_can_start),
+      FX_TEST(test_one_pipeline_runs_as_its_user), FX_TEST(test_flood_does_not_hold_up_another),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
