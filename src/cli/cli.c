@@ -159,9 +159,14 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
     help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
              "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
              "empty = none)");
-    help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
-             "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
-             "`pipelines`)");
+    if (strcmp(spec->name, "run") == 0)
+      help_row(out, "--pipeline NAME", "serve only this pipeline of the config file's "
+               "`pipelines` (also DLQ_BRIDGE_PIPELINE); default: every one configured (dsr "
+               "without `pipelines`)");
+    else
+      help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
+               "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
+               "`pipelines`)");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
@@ -265,11 +270,16 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
  * the ops commands only the default one (today's names and the dsr
  * profile) in this version, and refuse another rather than work on queues
  * that are not its. What stays in cfg is the pipeline served, its policy
- * in the top-level settings. */
+ * in the top-level settings (for `run` its broker user too). `run`
+ * without --pipeline keeps every pipeline: it serves them all. */
 static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const char *chosen,
                                    dlqb_error *err) {
   bool declare = strcmp(spec->name, "declare") == 0;
+  bool run = strcmp(spec->name, "run") == 0;
   if (declare && chosen == NULL) return DLQB_OK;
+  /* run without --pipeline serves every one (cmd_run.c keeps each alone
+   * on a copy of cfg, with its policy and broker user). */
+  if (run && chosen == NULL && cfg->pipeline_count > 1) return DLQB_OK;
   size_t i = 0;
   if (dlqb_config_pipeline_choose(cfg, chosen, &i, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_pipeline p;
@@ -281,6 +291,7 @@ static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const
                      p.name, spec->name);
   dlqb_config_pipeline_only(cfg, i);
   dlqb_config_use_pipeline(cfg, &p);
+  if (run) dlqb_config_use_pipeline_user(cfg, 0);
   return DLQB_OK;
 }
 
@@ -314,6 +325,21 @@ static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlq
     return dlqb_fail(err, DLQB_EINVAL, "%s: cannot read %s '%s': %s",
                      cli_setting_source(files[i].key, a, sizeof a), files[i].what, path,
                      dlqb_errno_text(e, why, sizeof why));
+  }
+  /* The pipelines' own users (run serves them all). */
+  for (size_t i = 0; strcmp(spec->name, "run") == 0 && i < cfg->pipeline_count; i++) {
+    const char *path = cfg->pipelines[i].password_file;
+    FILE *f = path[0] != '\0' ? fopen(path, "r") : NULL;
+    if (path[0] == '\0' || f != NULL) {
+      if (f != NULL) fclose(f);
+      continue;
+    }
+    char why[DLQB_ERRNO_TEXT_MAX];
+    int e = errno;
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key 'pipelines.%s.password_file': cannot read password "
+                     "file '%s': %s",
+                     cfg->pipelines[i].p.name, path, dlqb_errno_text(e, why, sizeof why));
   }
   return DLQB_OK;
 }
