@@ -39,6 +39,12 @@ int dlqb_escalator_audit_healthy(const dlqb_escalator *e);
 /* dlqb_audit_health and dlqb_audit_pending of its writer. NULL-safe. */
 bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len);
 
+/* False, with the reason in why (len bytes), while its passes are refused
+ * for want of permission on the DLQ (the bridge's user may not read it):
+ * nothing would ever be escalated, so /healthz says so. True otherwise;
+ * NULL-safe. Thread-safe. */
+bool dlqb_escalator_health(dlqb_escalator *e, char *why, size_t len);
+
 /* Whether the escalator's last audit anchor reached the broker (true when
  * anchors are off or e is NULL). */
 bool dlqb_escalator_anchored(const dlqb_escalator *e);

@@ -83,7 +83,13 @@ void dlqb_metrics_set_review(dlqb_metrics *m, const dlqb_review_tally *t, bool o
  * *len bytes, the caller frees). DLQB_ENOMEM is the only failure. */
 dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **text, size_t *len, dlqb_error *err);
 
-/* The /healthz verdict: true when connected and the audit log is writable;
+/* Why the DLQ SLA escalator's passes are refused (dlqb_escalator_health),
+ * NULL when they are not: /healthz is unhealthy meanwhile, since nothing
+ * past the SLA would ever be escalated. Copied. */
+void dlqb_metrics_set_escalator(dlqb_metrics *m, const char *refused);
+
+/* The /healthz verdict: true when connected, the audit log is writable and
+ * the escalator is not refused;
  * otherwise false with a one-line reason in reason (len bytes). With a
  * pipeline named and a link error set, a disconnected registry's reason
  * is "NAME: <the error>" rather than "NAME: not connected to the broker". */

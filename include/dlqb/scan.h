@@ -86,6 +86,9 @@ typedef struct {
    * recorded): those originals stay in the queue, so each such copy may be
    * a duplicate. */
   uint64_t unsettled_copies;
+  /* The broker refused the pass for want of permission (ACCESS_REFUSED on
+   * the queue): a standing condition, not a passing one. */
+  bool access_refused;
 } dlqb_scan_result;
 
 /* Runs one pass. Returns DLQB_OK when the pass ended (see res for why), or

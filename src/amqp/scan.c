@@ -203,6 +203,7 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
     }
   }
   dlqb_pipe_free(s.pipe);
+  s.res.access_refused = st != DLQB_OK && dlqb_link_reply_code(link) == DLQB_REPLY_ACCESS_REFUSED;
   /* Closing returns every held (unacked) item to the queue, in place. */
   if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);

@@ -66,6 +66,8 @@ static void hook_on_tick(void *ctx) {
                              dlqb_escalator_audit_pending(rc->escalator));
   dlqb_metrics_set_anchored(rc->metrics, dlqb_anchor_health(rc->anchors, NULL, 0) &&
                                              dlqb_escalator_anchored(rc->escalator));
+  bool escalating = dlqb_escalator_health(rc->escalator, why, sizeof why);
+  dlqb_metrics_set_escalator(rc->metrics, escalating ? NULL : why);
 }
 
 static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {

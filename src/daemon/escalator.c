@@ -34,7 +34,28 @@ struct dlqb_escalator {
   char no_time_reason[DLQB_LAST_ERROR_MAX + 1];
   int64_t now_ms;
   bool connected_once; /* a pass reached the broker: failures since are warnings */
+  /* Why the last pass was refused (ACCESS_REFUSED), "" when it was not:
+   * written by the thread, read by /healthz (dlqb_escalator_health). */
+  pthread_mutex_t lock;
+  char refused[DLQB_ERROR_MAX + 32];
 };
+
+/* Records the outcome of a pass for dlqb_escalator_health; says a refusal
+ * once, and when it is over. */
+static void note_refusal(dlqb_escalator *e, bool refused, const char *why) {
+  pthread_mutex_lock(&e->lock);
+  bool was = e->refused[0] != '\0';
+  if (refused)
+    snprintf(e->refused, sizeof e->refused, "dlq sla escalation refused: %s", why);
+  else
+    e->refused[0] = '\0';
+  pthread_mutex_unlock(&e->lock);
+  if (refused && !was)
+    dlqb_log_error("escalator_refused", "cannot read %s: %s; nothing past the dlq sla is escalated "
+                   "until the bridge's user may read it (docs/least-privilege.md)", e->p.dlq, why);
+  else if (!refused && was)
+    dlqb_log_info("escalator_refused", "reading %s again", e->p.dlq);
+}
 
 long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms) {
   uint64_t i = dlq_sla_ms / 4;
@@ -92,7 +113,10 @@ static void pass(dlqb_escalator *e) {
   dlqb_error err;
   dlqb_status st = dlqb_scan_run(&e->cfg, &so, &r, &err);
   if (st != DLQB_ECONN || r.depth_at_start > 0 || r.examined > 0) e->connected_once = true;
-  if (st == DLQB_ECONN && !e->connected_once) {
+  if (r.access_refused || st == DLQB_OK) note_refusal(e, r.access_refused, err.msg);
+  if (r.access_refused) {
+    /* Said by note_refusal and /healthz. */
+  } else if (st == DLQB_ECONN && !e->connected_once) {
     /* Starting without a broker: the router says so (or waits for it);
      * a warning from here first would send the reader the wrong way. */
     dlqb_log_debug("escalator", "dlq sla pass failed: %s; trying again later", err.msg);
@@ -126,6 +150,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   dlqb_escalator *e = calloc(1, sizeof *e);
   if (e == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   e->cfg = *cfg;
+  pthread_mutex_init(&e->lock, NULL);
   dlqb_config_pipeline(cfg, 0, &e->p);
   e->after_ack = after_ack;
   e->ctx = ctx;
@@ -135,6 +160,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   if (st == DLQB_OK) st = dlqb_anchor_start(cfg, e->audit, &e->anchors, err);
   if (st != DLQB_OK) {
     dlqb_audit_close(e->audit);
+    pthread_mutex_destroy(&e->lock);
     free(e);
     return st;
   }
@@ -156,6 +182,15 @@ bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len)
   return dlqb_audit_health(e != NULL ? e->audit : NULL, why, len);
 }
 
+bool dlqb_escalator_health(dlqb_escalator *e, char *why, size_t len) {
+  if (e == NULL) return true;
+  pthread_mutex_lock(&e->lock);
+  bool ok = e->refused[0] == '\0';
+  if (!ok && why != NULL && len > 0) snprintf(why, len, "%s", e->refused);
+  pthread_mutex_unlock(&e->lock);
+  return ok;
+}
+
 bool dlqb_escalator_anchored(const dlqb_escalator *e) {
   return e == NULL || dlqb_anchor_health(e->anchors, NULL, 0);
 }
@@ -175,5 +210,6 @@ void dlqb_escalator_stop(dlqb_escalator *e) {
     dlqb_log_warn("anchor_failing", "the escalator's last audit head is not anchored: %s",
                   err.msg);
   dlqb_audit_close(e->audit);
+  pthread_mutex_destroy(&e->lock);
   free(e);
 }

@@ -52,6 +52,7 @@ struct dlqb_metrics {
   dlqb_queue_stat queues[DLQB_TOPO_MAX_QUEUES];
   size_t nqueues;
   char audit_why[DLQB_ERROR_MAX]; /* why the audit log is not writable */
+  char escalator_why[DLQB_ERROR_MAX]; /* why the SLA escalator is refused; "" = it is not */
   char link_why[DLQB_ERROR_MAX];  /* why the router is not consuming (its last failure) */
   uint64_t audit_pending;
   bool review_ok;
@@ -191,24 +192,33 @@ void dlqb_metrics_set_pipeline(dlqb_metrics *m, const char *name) {
 
 const char *dlqb_metrics_pipeline(const dlqb_metrics *m) { return m->pipeline; }
 
+void dlqb_metrics_set_escalator(dlqb_metrics *m, const char *refused) {
+  pthread_mutex_lock(&m->lock);
+  snprintf(m->escalator_why, sizeof m->escalator_why, "%s", refused != NULL ? refused : "");
+  pthread_mutex_unlock(&m->lock);
+}
+
 bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len) {
   static const char audit_down[] = "audit log is not writable";
   const char *why = NULL;
   if (!atomic_load(&m->connected)) why = "not connected to the broker";
   else if (!atomic_load(&m->audit_writable)) why = audit_down;
+  pthread_mutex_lock(&m->lock);
+  bool escalator_refused = why == NULL && m->escalator_why[0] != '\0';
   if (reason != NULL && len > 0) {
     char who[DLQB_PIPELINE_NAME_MAX + 2] = "";
     if (m->pipeline[0] != '\0') snprintf(who, sizeof who, "%s: ", m->pipeline);
-    pthread_mutex_lock(&m->lock);
     if (why == audit_down && m->audit_why[0] != '\0')
       snprintf(reason, len, "%s%s: %s", who, why, m->audit_why);
     else if (why != NULL && why != audit_down && who[0] != '\0' && m->link_why[0] != '\0')
       snprintf(reason, len, "%s%s", who, m->link_why); /* a pipeline's: say what failed */
+    else if (escalator_refused)
+      snprintf(reason, len, "%s%s", who, m->escalator_why);
     else
       snprintf(reason, len, "%s%s", who, why ? why : "ok");
-    pthread_mutex_unlock(&m->lock);
   }
-  return why == NULL;
+  pthread_mutex_unlock(&m->lock);
+  return why == NULL && !escalator_refused;
 }
 
 /* ---- exposition ------------------------------------------------------- */

@@ -32,6 +32,10 @@ extern char **environ;
   "\"write\":\"^(amq\\\\.default|dsr\\\\..+|compliance_review)$\","                         \
   "\"read\":\"^(dsr\\\\..+|compliance_review)$\"}"
 #define PERM_BRIDGE                                                                          \
+  "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                              \
+  "\"read\":\"^(dsr\\\\.failed|dsr\\\\.dlq\\\\.manual|compliance_review)$\"}"
+/* What the docs gave the bridge before: its escalator cannot read the DLQ. */
+#define PERM_BRIDGE_NO_DLQ                                                                   \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\",\"read\":\"^dsr\\\\.failed$\"}"
 #define PERM_OPERATOR                                                                        \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                   \
@@ -233,13 +237,15 @@ static void test_least_privilege_bridge_runs_the_flow(void **state) {
   make_user(t, "deployer", PERM_DEPLOYER, &deployer);
   make_user(t, "bridge", PERM_BRIDGE, &bridge);
   static const char *const delays = "DLQ_BRIDGE_RETRY_DELAYS=200ms";
+  /* Short, so the daemon's escalator (it reads the DLQ) acts in the test. */
+  static const char *const sla = "DLQ_BRIDGE_DLQ_SLA=2s";
 
   /* The deployer declares; the bridge user may not. */
   static const char *const declare[] = {"declare", NULL};
   th_result r;
   run_as(&deployer, declare, delays, &r);
   assert_int_equal(r.exit_code, 0);
-  const char *env_b[] = {bridge.env_file, "DLQ_BRIDGE_METRICS_ADDR=off", delays, NULL};
+  const char *env_b[] = {bridge.env_file, "DLQ_BRIDGE_METRICS_ADDR=off", delays, sla, NULL};
   assert_int_equal(th_run_bridge(declare, bridge.url, env_b, CMD_TIMEOUT_MS, &r), 0);
   printf("declare as the bridge user: exit %d: %s", r.exit_code, r.err);
   assert_int_equal(r.exit_code, 1);
@@ -269,11 +275,96 @@ static void test_least_privilege_bridge_runs_the_flow(void **state) {
   assert_int_equal(th_worker_ack(w), 0);
   th_msg_release(&m);
   th_worker_close(w);
-  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, 15000));
+  /* In the DLQ, then past its SLA: the escalator, as the same user,
+   * moves it to compliance_review (it needs read on the DLQ). */
+  th_msg_init(&m);
+  FX_CHECK(t, fx_take(t, "compliance_review", &m, 20000) == 1);
+  FX_HDR_STR_EQ(&m, "request_id", "lp-dlq");
+  FX_HDR_STR_EQ(&m, "escalated_by", "dlq-bridge");
+  th_msg_release(&m);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
   FX_CHECK(t, th_bridge_running(b));
   assert_int_equal(fx_stop_bridges(t), 0);
   assert_log_has_no_password(b);
 
+  drop_user(&deployer);
+  drop_user(&bridge);
+}
+
+typedef struct {
+  int port;
+  int status;
+  char *body;
+} health;
+
+static bool health_is(void *arg) {
+  health *h = arg;
+  char *body = NULL;
+  int status = th_http_get(h->port, "/healthz", &body);
+  bool match = status == h->status;
+  if (match) {
+    free(h->body);
+    h->body = body;
+  } else {
+    free(body);
+  }
+  return match;
+}
+
+/* A bridge user that may not read the DLQ routes, but its escalator can
+ * never escalate: /healthz says so (it was only logged at debug level, so
+ * the docs' own permissions silently disabled the SLA), and once the
+ * permission is given the overdue item moves without a restart. */
+static void test_bridge_without_dlq_read_is_unhealthy(void **state) {
+  fx_case *t = *state;
+  restricted_user deployer, bridge;
+  make_user(t, "deployer", PERM_DEPLOYER, &deployer);
+  make_user(t, "bridge", PERM_BRIDGE_NO_DLQ, &bridge);
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  run_as(&deployer, declare, NULL, &r);
+  assert_int_equal(r.exit_code, 0);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "lp-overdue"), 0);
+  assert_int_equal(th_msg_add_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_msg_add_str(&m, "dlq_at", "2026-01-01T00:00:00Z"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+
+  int port = th_free_port();
+  assert_true(port > 0);
+  char addr[64];
+  fmt(addr, sizeof addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port);
+  const char *env_b[] = {bridge.env_file, addr, "DLQ_BRIDGE_DLQ_SLA=2s", NULL};
+  static const char *const run_args[] = {"run", "--no-declare", NULL};
+  char tag[TH_NAME_MAX + 16];
+  fmt(tag, sizeof tag, "%s-bridge-user", t->vhost.name);
+  th_bridge *b = &t->bridges[t->nbridges++];
+  start_daemon(b, run_args, bridge.url, env_b, tag);
+  FX_CHECK(t, th_wait_consumers(t->conn, "dsr.failed", 1, FX_READY_TIMEOUT_MS));
+
+  health h = {port, 503, NULL};
+  FX_CHECK(t, th_wait_until(health_is, &h, 20000));
+  printf("healthz: %s", h.body);
+  assert_non_null(strstr(h.body, "dlq sla escalation refused"));
+  assert_non_null(strstr(h.body, "ACCESS_REFUSED"));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+
+  char path[TH_PATH_MAX];
+  fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, bridge.name);
+  int status = th_mgmt("PUT", path, PERM_BRIDGE, NULL);
+  assert_true(status == 201 || status == 204);
+  th_msg_init(&m);
+  FX_CHECK(t, fx_take(t, "compliance_review", &m, 20000) == 1);
+  FX_HDR_STR_EQ(&m, "request_id", "lp-overdue");
+  th_msg_release(&m);
+  h.status = 200;
+  FX_CHECK(t, th_wait_until(health_is, &h, 20000));
+  assert_string_equal(h.body, "ok\n");
+  free(h.body);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  assert_log_has_no_password(b);
   drop_user(&deployer);
   drop_user(&bridge);
 }
@@ -427,6 +518,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_definitions_load_then_declare_changes_nothing),
       FX_TEST(test_least_privilege_bridge_runs_the_flow),
+      FX_TEST(test_bridge_without_dlq_read_is_unhealthy),
       FX_TEST(test_least_privilege_operator_runs_ops),
       FX_TEST(test_least_privilege_anchors),
       FX_TEST(test_wrong_password_file_is_reported_without_the_password),
