@@ -303,6 +303,79 @@ static void test_three_pipelines_one_daemon(void **state) {
   unlink(path);
 }
 
+/* (1b) The same daemon, the operator's part: each pipeline's DLQ item is
+ * replayed by `replay --pipeline NAME` into its own work queue (no other
+ * pipeline's queue sees it), fails again and, having used its replay
+ * (max_replays 1), is escalated by the daemon to its own review queue. */
+static void test_three_pipelines_replay_and_escalate(void **state) {
+  fx_case *t = *state;
+  received = fx_msg(t);
+  outgoing = fx_msg(t);
+  pipeline_user u;
+  make_user(t, &u);
+  char path[] = "/tmp/dlqb-multi-XXXXXX";
+  write_config(path, &u,
+               "\"max_attempts\": 2, \"retry_delays\": \"200ms\", \"max_replays\": 1");
+  fx_audit audit;
+  assert_int_equal(fx_audit_init(&audit), 0);
+  (void)start_all(t, path, 0, &audit);
+
+  static const char *const names[] = {"dsr", "redaction", "reconciliation"};
+  static const char *const works[] = {"dsr.work", "redaction.work", "reconciliation.work"};
+  static const char *const dlqs[] = {"dsr.dlq.manual", "redaction.dlq.manual",
+                                     "reconciliation.dlq.manual"};
+  static const char *const reviews[] = {"compliance_review", "redaction.review",
+                                        "reconciliation.review"};
+  static const char *const id_headers[] = {"request_id", "item_id", "discrepancy_id"};
+  static const char *const ids[] = {"rep-d1", "rep-r1", "rep-c1"};
+  fail_task(t, works[0], dsr_task(t, ids[0]), 2);
+  fail_task(t, works[1], review_item(t, ids[1]), 2);
+  fail_task(t, works[2], discrepancy(t, ids[2]), 2);
+  for (size_t i = 0; i < 3; i++) FX_CHECK(t, th_wait_depth(t->conn, dlqs[i], 1, WAIT_MS));
+
+  char env_config[200];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  for (size_t i = 0; i < 3; i++) {
+    const char *const env[] = {env_config, audit.env_log, audit.env_key, NULL};
+    const char *const args[] = {"replay", "--pipeline", names[i], "--all", "--actor", "ops", NULL};
+    th_result r;
+    assert_int_equal(th_run_bridge(args, t->vhost.url, env, WAIT_MS, &r), 0);
+    if (r.exit_code != 0) fprintf(stderr, "replay --pipeline %s: %s", names[i], r.err);
+    assert_int_equal(r.exit_code, 0);
+    assert_int_equal(th_queue_depth(t->conn, dlqs[i]), 0);
+    /* Only its own work queue holds it. */
+    for (size_t j = 0; j < 3; j++)
+      assert_int_equal(th_queue_depth(t->conn, works[j]), j == i ? 1 : 0);
+    th_worker *w = th_worker_open(&t->vhost, works[i], 1);
+    assert_non_null(w);
+    th_msg *got = received;
+    for (int n = 0; n < 2; n++) {
+      FX_CHECK(t, th_worker_next(w, got, WAIT_MS) == 1);
+      FX_HDR_STR_EQ(got, id_headers[i], ids[i]);
+      FX_HDR_INT_EQ(got, "replay_count", 1);
+      assert_int_equal(th_worker_reject(w), 0);
+    }
+    th_worker_close(w);
+    th_msg *esc = fx_msg(t);
+    FX_CHECK(t, fx_take(t, reviews[i], esc, WAIT_MS) == 1);
+    FX_HDR_STR_EQ(esc, id_headers[i], ids[i]);
+    FX_HDR_STR_EQ(esc, "escalation_reason", "max_replays");
+    if (i == 1) assert_int_equal(esc->body_len, 0); /* references only, after a replay too */
+    if (i == 2) assert_int_equal(esc->body_len, sizeof context - 1);
+    th_msg_reset(esc);
+  }
+  assert_int_equal(fx_stop_bridges(t), 0);
+  /* The replays are in the shared trail, each under its pipeline. */
+  th_result vr;
+  assert_int_equal(fx_audit_verify(&audit, &vr), 0);
+  if (vr.exit_code != 0) fprintf(stderr, "audit verify: %s%s", vr.out, vr.err);
+  assert_int_equal(vr.exit_code, 0);
+  assert_true(fx_count_in_file(audit.log, "\"event\":\"replayed\"") >= 3);
+  fx_audit_remove(&audit);
+  drop_user(&u);
+  unlink(path);
+}
+
 /* A failure of dsr and of reconciliation, each routed to its DLQ. */
 static void others_route(fx_case *t, const char *tag) {
   char id[64];
@@ -613,7 +686,8 @@ static void test_one_pipeline_runs_as_its_user(void **state) {
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
-      FX_TEST(test_three_pipelines_one_daemon),    FX_TEST(test_blocked_pipeline),
+      FX_TEST(test_three_pipelines_one_daemon),    FX_TEST(test_three_pipelines_replay_and_escalate),
+      FX_TEST(test_blocked_pipeline),
       FX_TEST(test_start_with_one_blocked),        FX_TEST(test_none_can_start),
       FX_TEST(test_one_pipeline_runs_as_its_user), FX_TEST(test_flood_does_not_hold_up_another),
   };
