@@ -219,6 +219,13 @@ void dlqb_config_pipeline_only(dlqb_config *c, size_t i);
  * that pipeline's rules on a copy. */
 void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p);
 
+/* The ledger cache file of pipeline p: c->ledger_cache as it is for the
+ * default pipeline (dlqb_pipeline_is_default) or when empty, else
+ * c->ledger_cache + "." + p's name ("/var/lib/dlq-bridge/ledger.cache.recon"),
+ * so two pipelines never share one. Writes it into c->ledger_cache;
+ * DLQB_EINVAL when it would not fit (c unchanged). */
+dlqb_status dlqb_config_pipeline_cache(dlqb_config *c, const dlqb_pipeline *p, dlqb_error *err);
+
 /* Checks cross-setting rules (e.g. TLS files only with amqps://, cert and key
  * together). Call after all sources are applied. */
 dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err);

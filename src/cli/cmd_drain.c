@@ -226,7 +226,7 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *dv, c
 
 /* One pass over a classic queue that only looks (everything held). */
 static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) {
-  look_ctx c = {d, strcmp(queue, DLQB_Q_REVIEW) == 0};
+  look_ctx c = {d, strcmp(queue, cli_pipeline()->review) == 0};
   dlqb_scan_options so = {.queue = queue,
                           .purpose = "dlq-bridge drain (looking)",
                           .actor = ACTOR,
@@ -257,10 +257,10 @@ static void tally(void *ctx, const char *key, size_t len, void *value) {
 /* The canary's outcomes so far, into the ramp. */
 static dlqb_status look_canary(drain_run *d, dlqb_error *err) {
   dlqb_ledger_stats ls;
-  dlqb_status st = dlqb_ledger_peek(&d->o.cfg, DLQB_Q_COMPLETED, d->o.cfg.ledger_cache, d->ledger,
+  dlqb_status st = dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache, d->ledger,
                                     LEDGER_QUIET_MS, &ls, err);
-  if (st == DLQB_OK) st = look_queue(d, DLQB_Q_DLQ, err);
-  if (st == DLQB_OK) st = look_queue(d, DLQB_Q_REVIEW, err);
+  if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->dlq, err);
+  if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->review, err);
   if (st != DLQB_OK) return st;
   tally_ctx c = {d, 0, 0};
   dlqb_hashset_each(d->seen, tally, &c);
@@ -463,7 +463,7 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
 static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
   dlqb_error err;
   dlqb_ledger_stats ls;
-  if (dlqb_ledger_peek(&d->o.cfg, DLQB_Q_COMPLETED, d->o.cfg.ledger_cache, d->ledger,
+  if (dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache, d->ledger,
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
     return ops_fail(&err);
   d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
@@ -545,7 +545,7 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   int64_t started = dlqb_now_ms();
   dlqb_ledger_stats ls;
-  st = dlqb_ledger_load(&d.o.cfg, DLQB_Q_COMPLETED, d.o.cfg.ledger_cache, d.ledger, LEDGER_IDLE_MS,
+  st = dlqb_ledger_load(&d.o.cfg, cli_pipeline()->completed, d.o.cfg.ledger_cache, d.ledger, LEDGER_IDLE_MS,
                         &ls, &err);
   if (st != DLQB_OK) {
     snprintf(d.error, sizeof d.error, "%s", err.msg);
@@ -563,7 +563,7 @@ static int drain_run_cmd(int argc, char **argv) {
       move_step(&d, &a, audit, stop);
       /* An item max_replays escalated is a failure too. */
       if (!a.canary && d.ramp.phase != DLQB_DRAIN_PH_END &&
-          look_queue(&d, DLQB_Q_REVIEW, &err) != DLQB_OK) {
+          look_queue(&d, cli_pipeline()->review, &err) != DLQB_OK) {
         snprintf(d.error, sizeof d.error, "%s", err.msg);
         cli_error("%s", err.msg);
         dlqb_drain_end(&d.ramp, DLQB_DRAIN_ERROR);

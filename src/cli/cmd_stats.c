@@ -136,7 +136,7 @@ static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
  * without an ack; *examined, *total: how many it read of the depth at start. */
 static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, uint64_t *examined, uint64_t *total,
                                  dlqb_error *err) {
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge stats", .actor = c->o.actor,
+  dlqb_scan_options so = {.queue = cli_pipeline()->dlq, .purpose = "dlq-bridge stats", .actor = c->o.actor,
                           .window = c->o.window,
                           .on_item = stats_item, .ctx = c};
   dlqb_scan_result r;
@@ -199,7 +199,7 @@ static void groups_text(const dlqb_groups *g, size_t columns) {
   size_t n = dlqb_groups_count(g);
   const dlqb_group *o = dlqb_groups_other(g);
   size_t text_w = columns == 0 ? 0 : columns > 24 ? columns - 4 : 20;
-  printf("\n%s by failure group (%zu group%s, %llu item%s):\n", DLQB_Q_DLQ, n, n == 1 ? "" : "s",
+  printf("\n%s by failure group (%zu group%s, %llu item%s):\n", cli_pipeline()->dlq, n, n == 1 ? "" : "s",
          (unsigned long long)dlqb_groups_total(g), dlqb_groups_total(g) == 1 ? "" : "s");
   printf("  %-12s %8s %-7s %-7s %-16s %s\n", "GROUP", "COUNT", "OLDEST", "NEWEST", "DLQ_REASON",
          "SOURCE");
@@ -288,7 +288,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
     if (c->groups != NULL) {
       groups_text(c->groups, ops_output_width(c->o.wide));
     } else if (c->nreasons > 0) {
-      printf("\n%s by dlq_reason:\n", DLQB_Q_DLQ);
+      printf("\n%s by dlq_reason:\n", cli_pipeline()->dlq);
       for (size_t i = 0; i < c->nreasons; i++)
         printf("  %-20s %10llu\n", c->reasons[i].name, (unsigned long long)c->reasons[i].count);
     }
@@ -336,7 +336,7 @@ int cmd_stats(int argc, char **argv) {
     if (topo->queues[i].type == DLQB_QTYPE_STREAM) continue; /* the ledger is not a backlog */
     lst = dlqb_queue_stat_read(link, &topo->queues[i], dlqb_now_ms(), NULL, &rows[nrows], &err);
     if (lst != DLQB_OK) break;
-    if (strcmp(rows[nrows].queue, DLQB_Q_DLQ) == 0)
+    if (strcmp(rows[nrows].queue, cli_pipeline()->dlq) == 0)
       dlq_has_items = rows[nrows].present && rows[nrows].depth > 0;
     nrows++;
   }

@@ -173,7 +173,7 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   /* A broker that pauses mid-pass (a million unacked deliveries) is waited
    * for by the pipe itself while messages are still ready. */
   /* TODO(pipelines): the served pipeline's DLQ and identity columns. */
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ,
+  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
                           .purpose = "dlq-bridge console",
                           .actor = r->who.user,
                           .on_item = look_item,
@@ -225,7 +225,7 @@ void console_page_groups(console_req *r) {
   dlqb_html *h = &r->out;
   dlqb_html_raw(h, "<p class=\"summary\" id=\"dlq-depth\">");
   dlqb_html_textf(h, "%llu items in %s, in %zu groups", (unsigned long long)res.examined,
-                  DLQB_Q_DLQ, dlqb_groups_count(c.groups));
+                  cli_pipeline()->dlq, dlqb_groups_count(c.groups));
   dlqb_html_raw(h, "</p>");
   if (res.short_read)
     dlqb_html_raw(h, "<p class=\"warn\">Fewer items arrived than the queue held: another "
@@ -411,7 +411,7 @@ void console_page_group(console_req *r) {
   dlqb_html_raw(h, "<button type=\"submit\">Filter</button></form>");
   dlqb_html_raw(h, "<p class=\"summary\" id=\"matched\">");
   dlqb_html_textf(h, "%llu of %llu items in %s match", (unsigned long long)c.matched,
-                  (unsigned long long)res.examined, DLQB_Q_DLQ);
+                  (unsigned long long)res.examined, cli_pipeline()->dlq);
   if (c.matched > c.urgent.n)
     dlqb_html_textf(h, "; the %zu with the least statutory time left are shown", c.urgent.n);
   dlqb_html_raw(h, "</p>");
@@ -471,7 +471,7 @@ static void story(dlqb_html *h, const dlqb_item *it) {
     dlqb_html_raw(h, " (x-death, the broker's clock).</li>");
   }
   dlqb_html_raw(h, "<li>Put in ");
-  dlqb_html_text(h, DLQB_Q_DLQ);
+  dlqb_html_text(h, cli_pipeline()->dlq);
   if (it->has_dlq_at) {
     dlqb_html_raw(h, " at ");
     local_time(h, it->dlq_at_ms);

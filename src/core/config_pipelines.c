@@ -448,6 +448,19 @@ void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p) {
   c->max_replays = s->max_replays;
 }
 
+dlqb_status dlqb_config_pipeline_cache(dlqb_config *c, const dlqb_pipeline *p, dlqb_error *err) {
+  if (c->ledger_cache[0] == '\0' || dlqb_pipeline_is_default(p)) return DLQB_OK;
+  size_t a = strlen(c->ledger_cache), b = strlen(p->name);
+  if (a + 1 + b >= sizeof c->ledger_cache)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "ledger_cache: the cache file of pipeline '%s' (the path, '.', its name) "
+                     "would be longer than %zu bytes",
+                     p->name, sizeof c->ledger_cache - 1);
+  c->ledger_cache[a] = '.';
+  memcpy(c->ledger_cache + a + 1, p->name, b + 1);
+  return DLQB_OK;
+}
+
 void dlqb_config_pipelines_override(dlqb_config *c, const char *key) {
   for (size_t k = 0; key != NULL && k < COUNT_OF(policy_keys); k++) {
     if (strcmp(policy_keys[k].key, key) != 0) continue;
