@@ -156,7 +156,8 @@ static int read_both(void *ctx, const dlqb_config *cfg) {
 static json_object *entry_json(const dlqb_reconcile_entry *e) {
   json_object *j = json_object_new_object();
   json_object_object_add(j, "message_id", json_object_new_string(e->message_id));
-  json_object_object_add(j, "request_id", json_object_new_string(e->request_id));
+  json_object_object_add(j, cli_pipeline()->profile.fields[0].name,
+                         json_object_new_string(e->request_id));
   json_object_object_add(j, "present", json_object_new_int(e->present));
   json_object_object_add(j, "recorded_net", json_object_new_int64(e->net));
   if (e->last_time[0] != '\0') {
@@ -195,9 +196,10 @@ static void print_entries(const char *label, json_object *arr, const char *queue
   size_t n = json_object_array_length(arr);
   for (size_t i = 0; i < n; i++) {
     json_object *j = json_object_array_get_idx(arr, i), *v;
-    printf("%-11s %s  request_id %s", label,
-           json_object_get_string(json_object_object_get(j, "message_id")),
-           json_object_get_string(json_object_object_get(j, "request_id")));
+    const char *id = cli_pipeline()->profile.fields[0].name;
+    printf("%-11s %s  %s %s", label,
+           json_object_get_string(json_object_object_get(j, "message_id")), id,
+           json_object_get_string(json_object_object_get(j, id)));
     if (json_object_object_get_ex(j, "last_event", &v))
       printf("  %s at %s by %s", json_object_get_string(v),
              json_object_get_string(json_object_object_get(j, "last_time")),

@@ -199,7 +199,7 @@ static int count_unread(report_ctx *c, const dlqb_config *cfg) {
   snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", cli_pipeline()->failed);
   for (size_t i = 0; i < cfg->retry_delay_count && c->ncounted < COUNTED_MAX; i++) {
     char name[DLQB_NAME_MAX];
-    dlqb_retry_queue_name(cfg->retry_delays_ms[i], name, sizeof name);
+    dlqb_pipeline_retry_queue_name(cli_pipeline(), cfg->retry_delays_ms[i], name, sizeof name);
     bool dup = false;
     for (size_t j = 0; j < c->ncounted; j++) dup = dup || strcmp(c->counted[j].name, name) == 0;
     if (!dup) snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", name);
@@ -257,6 +257,7 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
     cli_error("out of memory");
     return EXIT_FAILURE_;
   }
+  dlqb_report_pipeline(c->r, cli_pipeline());
   const char *queues[2] = {cli_pipeline()->dlq, cli_pipeline()->review};
   dlqb_status (*fns[2])(void *, const dlqb_item *, dlqb_error *) = {on_dlq_item, on_review_item};
   for (size_t i = 0; i < 2; i++) {
@@ -294,8 +295,9 @@ static json_object *jnum(uint64_t n) { return json_object_new_int64((int64_t)n);
 
 static json_object *entry_json(const dlqb_report_entry *e) {
   json_object *j = json_object_new_object();
-  json_object_object_add(j, "request_id", jstr(e->request_id));
-  json_object_object_add(j, "source_system", jstr(e->source_system));
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  json_object_object_add(j, pr->fields[0].name, jstr(e->request_id));
+  json_object_object_add(j, pr->fields[1].name, jstr(e->source_system));
   json_object_object_add(j, "message_id", jstr(e->message_id));
   json_object_object_add(j, "state", jstr(dlqb_report_state_name(e->state)));
   if (e->queue[0] != '\0') json_object_object_add(j, "queue", jstr(e->queue));
@@ -412,9 +414,10 @@ static const char *scr(const char *s, char *buf, size_t cap) {
 
 static void entry_text(text_buf *b, const dlqb_report_entry *e) {
   char b1[DLQB_ID_MAX + 1], b2[DLQB_ID_MAX + 1], b3[256], b4[1200], b5[256], b6[256];
-  put(b, "%-10s request_id %s  source_system %s  message_id %s\n", dlqb_report_state_name(e->state),
-      scr(e->request_id[0] ? e->request_id : "(none)", b1, sizeof b1),
-      scr(e->source_system[0] ? e->source_system : "(none)", b2, sizeof b2),
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  put(b, "%-10s %s %s  %s %s  message_id %s\n", dlqb_report_state_name(e->state),
+      pr->fields[0].name, scr(e->request_id[0] ? e->request_id : "(none)", b1, sizeof b1),
+      pr->fields[1].name, scr(e->source_system[0] ? e->source_system : "(none)", b2, sizeof b2),
       scr(e->message_id[0] ? e->message_id : "(none)", b3, sizeof b3));
   switch (e->state) {
   case DLQB_RS_IN_REVIEW:

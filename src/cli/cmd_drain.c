@@ -128,9 +128,8 @@ typedef struct {
   char error[DLQB_ERROR_MAX + 256];
 } drain_run;
 
-/* TODO(pipelines): the profile's identity fields, when drain serves more
- * than the default pipeline (so do the queues of look_canary). */
-/* request_id NUL source_system: the key the ledger uses too. */
+/* The identity (the served profile's fields[0] NUL fields[1]; dsr:
+ * request_id NUL source_system): the key the ledger uses too. */
 static size_t task_key(char *buf, size_t cap, const char *request_id, const char *source) {
   size_t a = strlen(request_id), b = strlen(source);
   if (a + 1 + b > cap) return 0;

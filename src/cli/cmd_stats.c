@@ -158,7 +158,8 @@ static json_object *group_json(const dlqb_group *g) {
   json_object_object_add(j, "oldest_age_seconds", age_json(g, g->oldest_age_ms));
   json_object_object_add(j, "newest_age_seconds", age_json(g, g->newest_age_ms));
   json_object_object_add(j, "dlq_reason", json_object_new_string(g->dlq_reason));
-  json_object_object_add(j, "source_system", json_object_new_string(g->source_system));
+  json_object_object_add(j, cli_pipeline()->profile.fields[1].name,
+                         json_object_new_string(g->source_system));
   json_object_object_add(j, "template", json_object_new_string(g->tmpl));
   json_object_object_add(j, "sample", json_object_new_string(g->sample));
   return j;
@@ -201,8 +202,9 @@ static void groups_text(const dlqb_groups *g, size_t columns) {
   size_t text_w = columns == 0 ? 0 : columns > 24 ? columns - 4 : 20;
   printf("\n%s by failure group (%zu group%s, %llu item%s):\n", cli_pipeline()->dlq, n, n == 1 ? "" : "s",
          (unsigned long long)dlqb_groups_total(g), dlqb_groups_total(g) == 1 ? "" : "s");
+  char src[DLQB_HEADER_NAME_MAX];
   printf("  %-12s %8s %-7s %-7s %-16s %s\n", "GROUP", "COUNT", "OLDEST", "NEWEST", "DLQ_REASON",
-         "SOURCE");
+         ops_identity_column(1, src, sizeof src));
   for (size_t i = 0; i < n; i++) {
     const dlqb_group *r = dlqb_groups_at(g, i);
     char old[32], young[32];

@@ -238,8 +238,9 @@ void console_post_preview(console_req *r) {
       dlqb_html_raw(h,
                     "<p class=\"warn\">The completion ledger is not trusted "
                     "(completion_writers is not set): every selected task would be replayed.</p>");
-    dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th><th>request_id</th>"
-                     "<th>source_system</th><th>legal_basis</th><th>age</th><th>last error</th>"
+    dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th>");
+    console_identity_th(h);
+    dlqb_html_raw(h, "<th>legal_basis</th><th>age</th><th>last error</th>"
                      "</tr></thead><tbody>\n");
     if (rows.data != NULL) dlqb_html_raw(h, rows.data);
     dlqb_html_raw(h, "</tbody></table>");

@@ -70,7 +70,6 @@ void console_page_review(console_req *r) {
   }
   dlqb_config cfg;
   console_user_config(&console_g.cfg, &r->who, &cfg);
-  /* TODO(pipelines): the served pipeline's review queue. */
   dlqb_scan_options so = {.queue = cli_pipeline()->review,
                           .purpose = "dlq-bridge console review",
                           .actor = r->who.user,
@@ -91,8 +90,9 @@ void console_page_review(console_req *r) {
   dlqb_html_raw(h, "<p class=\"summary\" id=\"review-count\">");
   dlqb_html_textf(h, "%llu items wait in %s, %llu unclaimed", (unsigned long long)c.total,
                   cli_pipeline()->review, (unsigned long long)c.unclaimed);
-  dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th><th>request_id</th>"
-                   "<th>source_system</th><th>legal_basis</th><th>in review</th>"
+  dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th>");
+  console_identity_th(h);
+  dlqb_html_raw(h, "<th>legal_basis</th><th>in review</th>"
                    "<th>escalated by</th><th>why</th><th>note</th><th>owner</th>"
                    "<th>actions</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < c.urgent.n; i++) {

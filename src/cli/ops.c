@@ -369,9 +369,15 @@ char *ops_identity_text(const dlqb_item *it, char *buf, size_t cap) {
   return buf;
 }
 
+bool ops_identity_is_dsr(void) {
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  return strcmp(pr->fields[0].name, DLQB_H_REQUEST_ID) == 0 &&
+         strcmp(pr->fields[1].name, DLQB_H_SOURCE_SYSTEM) == 0;
+}
+
 const char *ops_identity_column(int which, char *buf, size_t cap) {
   const dlqb_profile *pr = &cli_pipeline()->profile;
-  if (strcmp(pr->name, DLQB_PIPELINE_DEFAULT) == 0) return which == 0 ? "REQUEST_ID" : "SOURCE";
+  if (ops_identity_is_dsr()) return which == 0 ? "REQUEST_ID" : "SOURCE";
   const char *f = pr->fields[which == 0 ? 0 : 1].name;
   size_t i = 0;
   for (; f[i] != '\0' && i + 1 < cap; i++)
@@ -562,7 +568,6 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
   out->window = window;
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
-  /* TODO(pipelines): the served pipeline's DLQ. */
   dlqb_scan_options so = {.queue = cli_pipeline()->dlq, .purpose = purpose, .actor = o->actor,
                           .audit = audit, .window = window, .rate = m->rate, .stop = stop,
                           .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,

@@ -130,6 +130,10 @@ void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms);
  * Returns buf. */
 char *ops_identity_text(const dlqb_item *it, char *buf, size_t cap);
 
+/* True when the served profile's identity is dsr's (request_id,
+ * source_system): output then is exactly as before pipelines. */
+bool ops_identity_is_dsr(void);
+
 /* The header of identity column `which` (0, 1) of item tables: dsr's
  * REQUEST_ID and SOURCE as always, another profile's field names in
  * capitals (ITEM_ID, DOC_ID). Returns buf or a constant. */
