@@ -277,7 +277,7 @@ const dlqb_pipeline *cli_pipeline(void) {
  * `declare` covers every one, or the one named. The others serve one:
  * the one named, or the only one configured: `run` routes it, the ops
  * commands work on its queues, by its profile's identity, with its own
- * ledger cache file. What stays in cfg is the pipeline served, its policy
+ * files (ledger cache, drain state and textfile). What stays in cfg is the pipeline served, its policy
  * in the top-level settings. */
 static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const char *chosen,
                                    dlqb_error *err) {
@@ -287,7 +287,7 @@ static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const
   if (dlqb_config_pipeline_choose(cfg, chosen, &i, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_pipeline p;
   dlqb_config_pipeline(cfg, i, &p);
-  if (dlqb_config_pipeline_cache(cfg, &p, err) != DLQB_OK) return DLQB_EINVAL;
+  if (dlqb_config_pipeline_paths(cfg, &p, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_config_pipeline_only(cfg, i);
   dlqb_config_use_pipeline(cfg, &p);
   served = p;

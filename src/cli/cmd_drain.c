@@ -82,6 +82,8 @@ static const cli_spec run_spec = {
         "exclusive queue, gone with its connection); a second run says\n"
         "'another drain holds the lease' and exits 0. Each run is recorded in\n"
         "drain_state (read by `drain status`) and, when set, drain_textfile.\n"
+        "Another pipeline than dsr (--pipeline NAME) has its own lease NAME.drain.lease\n"
+        "and its own files (the name before the extension: drain-state.NAME.json).\n"
         "Needs completion_writers: without a trusted ledger no canary can complete.",
     .flags = run_flags,
     .settings = true,
@@ -527,8 +529,13 @@ static int drain_run_cmd(int argc, char **argv) {
   dlqb_error err;
   dlqb_lease *lease = NULL;
   /* Losing the lease stops the run at once, as a signal would. */
+  /* One drain per pipeline at a time: each has its own lease. */
+  char lease_queue[DLQB_QNAME_MAX];
+  if (dlqb_pipeline_is_default(cli_pipeline()))
+    snprintf(lease_queue, sizeof lease_queue, "%s", LEASE_QUEUE);
+  else snprintf(lease_queue, sizeof lease_queue, "%s.drain.lease", cli_pipeline()->name);
   dlqb_status st =
-      dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease, &err);
+      dlqb_lease_take(&d.o.cfg, lease_queue, "dlq-bridge drain (lease)", stop, &lease, &err);
   if (st != DLQB_OK) {
     ops_audit_close(audit);
     dlqb_hashset_free(d.seen);
@@ -539,7 +546,7 @@ static int drain_run_cmd(int argc, char **argv) {
       json_object_object_add(j, "stopped", json_object_new_string("lease_held"));
       json_object_object_add(j, "moved", json_object_new_int(0));
       ops_print_json(j);
-    } else printf("another drain holds the lease (%s): nothing done\n", LEASE_QUEUE);
+    } else printf("another drain holds the lease (%s): nothing done\n", lease_queue);
     return EXIT_LEASE_HELD;
   }
   int64_t started = dlqb_now_ms();

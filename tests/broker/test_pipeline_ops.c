@@ -75,8 +75,8 @@ static void world_free(world *w) {
   fx_audit_remove(&w->audit);
   unlink(w->config);
   char path[192];
-  static const char *const names[] = {"ledger.cache", "ledger.cache.redaction",
-                                      "ledger.cache.legal2", "ledger.cache.recon", NULL};
+  static const char *const names[] = {"ledger.cache", "ledger.redaction.cache",
+                                      "ledger.legal2.cache", "ledger.recon.cache", NULL};
   for (size_t i = 0; names[i] != NULL; i++) {
     snprintf(path, sizeof path, "%s/%s", w->cache_dir, names[i]);
     unlink(path);
@@ -305,9 +305,9 @@ static void test_replay_by_identity_and_ledger(void **state) {
   /* One ledger cache file per pipeline, none shared with dsr's. */
   char path[192];
   struct stat sb;
-  snprintf(path, sizeof path, "%s.redaction", w.cache);
+  snprintf(path, sizeof path, "%s/ledger.redaction.cache", w.cache_dir);
   assert_int_equal(stat(path, &sb), 0);
-  snprintf(path, sizeof path, "%s.legal2", w.cache);
+  snprintf(path, sizeof path, "%s/ledger.legal2.cache", w.cache_dir);
   assert_int_equal(stat(path, &sb), 0);
   assert_int_equal(stat(w.cache, &sb), -1);
 

@@ -1,7 +1,7 @@
 /* Unit tests for the identity a pipeline's profile gives an item: what the
  * item reader takes as its identity, the filters that select by it (--id,
  * --match, --request-id under another profile), the completion ledger's key
- * and the ledger cache file per pipeline. */
+ * and each pipeline's own files (ledger cache, drain state and textfile). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -219,7 +219,7 @@ static void test_select_dsr_unchanged(void **state) {
   assert_true(dlqb_select_is_flag("match"));
 }
 
-static void test_ledger_cache_per_pipeline(void **state) {
+static void test_files_per_pipeline(void **state) {
   (void)state;
   dlqb_config c;
   dlqb_config_defaults(&c);
@@ -230,22 +230,41 @@ static void test_ledger_cache_per_pipeline(void **state) {
   red.profile = profile("redaction");
   dlqb_error err;
   /* No cache configured: none for any pipeline. */
-  assert_int_equal(dlqb_config_pipeline_cache(&c, &red, &err), DLQB_OK);
+  assert_int_equal(dlqb_config_pipeline_paths(&c, &red, &err), DLQB_OK);
   assert_string_equal(c.ledger_cache, "");
+  assert_string_equal(c.drain_textfile, "");
   snprintf(c.ledger_cache, sizeof c.ledger_cache, "/var/lib/dlq-bridge/ledger.cache");
-  /* The default pipeline keeps today's file. */
-  assert_int_equal(dlqb_config_pipeline_cache(&c, &dsr, &err), DLQB_OK);
-  assert_string_equal(c.ledger_cache, "/var/lib/dlq-bridge/ledger.cache");
-  assert_int_equal(dlqb_config_pipeline_cache(&c, &red, &err), DLQB_OK);
-  assert_string_equal(c.ledger_cache, "/var/lib/dlq-bridge/ledger.cache.redaction");
-  /* Too long to name: refused, unchanged. */
-  memset(c.ledger_cache, 'a', sizeof c.ledger_cache - 5);
-  c.ledger_cache[sizeof c.ledger_cache - 5] = '\0';
-  char before[sizeof c.ledger_cache];
-  memcpy(before, c.ledger_cache, sizeof before);
-  assert_int_equal(dlqb_config_pipeline_cache(&c, &red, &err), DLQB_EINVAL);
-  assert_memory_equal(before, c.ledger_cache, sizeof before);
-  assert_non_null(strstr(err.msg, "pipeline 'redaction'"));
+  snprintf(c.drain_state, sizeof c.drain_state, "/var/lib/dlq-bridge/drain-state.json");
+  snprintf(c.drain_textfile, sizeof c.drain_textfile, "/var/lib/node/drain.prom");
+  /* The default pipeline keeps today's files. */
+  dlqb_config d = c;
+  assert_int_equal(dlqb_config_pipeline_paths(&d, &dsr, &err), DLQB_OK);
+  assert_string_equal(d.ledger_cache, "/var/lib/dlq-bridge/ledger.cache");
+  assert_string_equal(d.drain_state, "/var/lib/dlq-bridge/drain-state.json");
+  assert_string_equal(d.drain_textfile, "/var/lib/node/drain.prom");
+  /* Another: its name before the extension (node_exporter reads *.prom). */
+  d = c;
+  assert_int_equal(dlqb_config_pipeline_paths(&d, &red, &err), DLQB_OK);
+  assert_string_equal(d.ledger_cache, "/var/lib/dlq-bridge/ledger.redaction.cache");
+  assert_string_equal(d.drain_state, "/var/lib/dlq-bridge/drain-state.redaction.json");
+  assert_string_equal(d.drain_textfile, "/var/lib/node/drain.redaction.prom");
+
+  char out[64];
+  assert_true(dlqb_pipeline_path("/a/ledger", "r", out, sizeof out));
+  assert_string_equal(out, "/a/ledger.r");
+  assert_true(dlqb_pipeline_path("/a.d/.cache", "r", out, sizeof out));
+  assert_string_equal(out, "/a.d/.cache.r"); /* a dot in a directory is not an extension */
+  assert_true(dlqb_pipeline_path("ledger.x.y", "r", out, sizeof out));
+  assert_string_equal(out, "ledger.x.r.y");
+  assert_false(dlqb_pipeline_path("/a/ledger.cache", "redaction", out, 12));
+
+  /* Too long to name: refused, naming the setting, nothing changed. */
+  memset(c.drain_state, 'a', sizeof c.drain_state - 5);
+  c.drain_state[sizeof c.drain_state - 5] = '\0';
+  d = c;
+  assert_int_equal(dlqb_config_pipeline_paths(&d, &red, &err), DLQB_EINVAL);
+  assert_memory_equal(&d, &c, sizeof d);
+  assert_non_null(strstr(err.msg, "drain_state: the file of pipeline 'redaction'"));
 }
 
 int main(void) {
@@ -255,7 +274,7 @@ int main(void) {
       cmocka_unit_test(test_select_by_id_and_match),
       cmocka_unit_test(test_select_refuses_other_fields),
       cmocka_unit_test(test_select_dsr_unchanged),
-      cmocka_unit_test(test_ledger_cache_per_pipeline),
+      cmocka_unit_test(test_files_per_pipeline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
