@@ -190,7 +190,8 @@ static void test_inspect_and_stats(void **state) {
   assert_non_null(strstr(r.out, "doc-1"));
   assert_null(strstr(r.out, "msg-dsr-1")); /* dsr's item is not this pipeline's */
   assert_null(strchr(r.out, '\x1b'));       /* a message's bytes never reach the screen raw */
-  assert_int_equal(th_count_lines(r.out), 3);
+  printf("inspect --pipeline redaction:\n%s", r.out);
+  assert_non_null(strstr(r.out, "2 items"));
 
   static const char *const insj[] = {"inspect", "--pipeline", "recon", "--json", NULL};
   run(t, &w, insj, &r);
