@@ -161,7 +161,8 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
              "empty = none)");
     help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
              "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
-             "`pipelines`)");
+             "`pipelines`). Its queues (the names in this help are dsr's) and its profile's "
+             "identity fields (docs/pipelines.md) are used");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];

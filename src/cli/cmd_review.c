@@ -60,14 +60,17 @@ static const cli_flag list_flags[] = {
 static const cli_spec list_spec = {
     .name = "review list",
     .summary = "what waits in compliance_review, why, and who owns it",
-    .usage = "dlq-bridge review list [--request-id ID] [--source-system NAME] [--legal-basis B]\n"
-             "       [--owner NAME | --unclaimed] [--limit N] [--json]",
+    .usage = "dlq-bridge review list [--id VALUE] [--match FIELD=VALUE] [--request-id ID]\n"
+             "       [--source-system NAME] [--legal-basis B] [--owner NAME | --unclaimed]\n"
+             "       [--limit N] [--json]",
     .details =
         "Lists the items of compliance_review: age in review (since escalated_at),\n"
         "request_id, source_system, legal_basis, message_id, who escalated it and why\n"
         "(escalated_by, escalation_reason, escalation_note), and its owner with the time\n"
         "since the claim. Nothing is consumed: as inspect, every item returns to its\n"
-        "place when the pass ends. Payloads are never shown.",
+        "place when the pass ends. Payloads are never shown. On another pipeline\n"
+        "(--pipeline) its review queue, and its profile's identity fields in place\n"
+        "of request_id and source_system (--id, --match FIELD=VALUE select by them).",
     .flags = list_flags,
     .settings = true,
 };
