@@ -194,6 +194,22 @@ static char *th__slurp(FILE *f, size_t *len_out) {
   return buf;
 }
 
+int th_mgmt_post_file(const char *path, const char *file) {
+  const th_env *e = th_env_get();
+  if (e == NULL || strchr(path, '\'') != NULL || strchr(file, '\'') != NULL) return -1;
+  char cmd[3 * TH_PATH_MAX];
+  if (th__fmt(cmd, sizeof cmd,
+              "curl -sS --max-time 30 -u guest:guest -H 'content-type: application/json' "
+              "-o /dev/null -w '%%{http_code}' --data-binary @'%s' 'http://127.0.0.1:%d%s'",
+              file, e->mgmt_port, path) != 0)
+    return -1;
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  int status = -1;
+  if (fscanf(p, "%d", &status) != 1) status = -1;
+  return pclose(p) == 0 ? status : -1;
+}
+
 int th_mgmt(const char *method, const char *path, const char *body, char **out) {
   const th_env *e = th_env_get();
   if (e == NULL) return -1;

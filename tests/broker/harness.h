@@ -86,6 +86,11 @@ int th_mgmt(const char *method, const char *path, const char *body, char **out);
  * The caller releases the object with json_object_put. */
 json_object *th_mgmt_get_json(const char *path);
 
+/* POSTs the JSON file at file to the management API path (curl reads the
+ * file, so its size and quoting do not matter). Returns the HTTP status,
+ * or -1. */
+int th_mgmt_post_file(const char *path, const char *file);
+
 /* A string member of obj ("" when absent or not a string); the pointer lives
  * as long as obj. */
 const char *th_json_str(json_object *obj, const char *key);

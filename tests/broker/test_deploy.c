@@ -45,22 +45,6 @@ extern char **environ;
 
 /* ---- definitions ------------------------------------------------------ */
 
-/* POSTs the file at path to the management API (curl reads the file, so
- * its size and quoting do not matter). Returns the HTTP status or -1. */
-static int post_file(const char *api_path, const char *file) {
-  const th_env *e = th_env_get();
-  char cmd[3 * TH_PATH_MAX];
-  fmt(cmd, sizeof cmd,
-           "curl -sS --max-time 30 -u guest:guest -H 'content-type: application/json' "
-           "-o /dev/null -w '%%{http_code}' --data-binary @'%s' 'http://127.0.0.1:%d%s'",
-           file, e->mgmt_port, api_path);
-  FILE *p = popen(cmd, "r");
-  if (p == NULL) return -1;
-  int status = -1;
-  if (fscanf(p, "%d", &status) != 1) status = -1;
-  return pclose(p) == 0 ? status : -1;
-}
-
 /* Names, types and arguments of every queue in the vhost, as JSON text. */
 static char *queue_list(const fx_case *t) {
   char path[TH_PATH_MAX];
@@ -88,7 +72,7 @@ static void test_definitions_load_then_declare_changes_nothing(void **state) {
   char file[TH_PATH_MAX + 64], api[TH_PATH_MAX];
   fmt(file, sizeof file, "%s/definitions/definitions.json", e->source_dir);
   fmt(api, sizeof api, "/api/definitions/%s", t->vhost.name);
-  int status = post_file(api, file);
+  int status = th_mgmt_post_file(api, file);
   if (status != 204 && status != 201) fprintf(stderr, "loading %s: HTTP %d\n", file, status);
   assert_true(status == 204 || status == 201);
 
