@@ -64,10 +64,10 @@ bool dlqb_audit_filter_match(const dlqb_audit_filter *f, const char *line, size_
   if (f->needle_len > 0 && dlqb_text_find(line, len, f->needle, f->needle_len) == NULL)
     return false; /* most lines of a big log: no parse */
   json_object *rec = dlqb_audit_record_parse(line, len);
-  bool match = rec != NULL && member_is(rec, "request_id", f->request_id) &&
-               member_is(rec, "message_id", f->message_id) &&
-               (f->pipeline == NULL ||
-                dlqb_audit_record_in_pipeline(rec, f->pipeline, f->pipeline_default));
+  bool match =
+      rec != NULL && member_is(rec, "request_id", f->request_id) &&
+      member_is(rec, "message_id", f->message_id) &&
+      (f->pipeline == NULL || dlqb_audit_record_in_pipeline(rec, f->pipeline, f->pipeline_default));
   json_object_put(rec);
   return match;
 }

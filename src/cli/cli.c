@@ -159,7 +159,8 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
     help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
              "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
              "empty = none)");
-    help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
+    help_row(out, "--pipeline NAME",
+             "the pipeline of the config file's `pipelines` to work "
              "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
              "`pipelines`). Its queues (the names in this help are dsr's) and its profile's "
              "identity fields (docs/pipelines.md) are used");

@@ -131,14 +131,14 @@ static bool parse_when(const char *flag, const char *text, int64_t now, int64_t 
 
 static dlqb_status on_dlq_item(void *ctx, const dlqb_item *it, dlqb_error *err) {
   report_ctx *c = ctx;
-  return dlqb_report_item(c->r, cli_pipeline()->dlq, it->message_id, it->request_id, it->source_system,
-                          it->owner, err);
+  return dlqb_report_item(c->r, cli_pipeline()->dlq, it->message_id, it->request_id,
+                          it->source_system, it->owner, err);
 }
 
 static dlqb_status on_review_item(void *ctx, const dlqb_item *it, dlqb_error *err) {
   report_ctx *c = ctx;
-  return dlqb_report_item(c->r, cli_pipeline()->review, it->message_id, it->request_id, it->source_system,
-                          it->owner, err);
+  return dlqb_report_item(c->r, cli_pipeline()->review, it->message_id, it->request_id,
+                          it->source_system, it->owner, err);
 }
 
 /* The signing key: loaded, and among the public keys an auditor is given

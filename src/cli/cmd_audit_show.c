@@ -9,7 +9,8 @@
 #include "dlqb/text.h"
 
 static const cli_flag show_flags[] = {
-    {"id", true, "VALUE", "the hops of the task(s) whose first identity field (dsr: request_id) is VALUE"},
+    {"id", true, "VALUE",
+     "the hops of the task(s) whose first identity field (dsr: request_id) is VALUE"},
     {"request-id", true, "ID", "the hops of the task(s) with this request_id (dsr)"},
     {"message-id", true, "ID", "the hops of the message with this message_id"},
     {"json", false, NULL, "print JSON for scripts instead of text"},
@@ -20,23 +21,20 @@ static const cli_flag show_flags[] = {
 static const cli_spec show_spec = {
     .name = "audit show",
     .summary = "the recorded path of one task or message, from a verified log",
-    .usage = "dlq-bridge audit show (--id VALUE | --request-id ID | --message-id ID) [FILE...]\n"
-             "       [--json]"
+    .usage = "dlq-bridge audit show (--id VALUE | --request-id ID | --message-id ID)\n"
+             "       [FILE...] [--json]"
              "       [--seal FILE | --no-seal] [--partial] [settings]",
-    .details =
-        "Verifies the log as `audit verify` does and, only when it is intact, lists\n"
-        "every hop recorded for the task (retries, dead-lettering, replays, escalation,\n"
-        "resolution) in time order, with who acted. Both filters given: both must match.\n"
-        "Only the hops of the pipeline served (--pipeline): --id is its profile's first\n"
-        "identity field (item_id for redaction), --request-id dsr's.\n"
-        FILES_DETAILS
-        "Exit status: 0 intact (also when nothing was recorded for the task); 1 not\n"
-        "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
+    .details = "Verifies the log as `audit verify` does and, only when it is intact, lists\n"
+               "every hop recorded for the task (retries, dead-lettering, replays, escalation,\n"
+               "resolution) in time order, with who acted. Both filters given: both must match.\n"
+               "Only the hops of the pipeline served (--pipeline): --id is its profile's first\n"
+               "identity field (item_id for redaction), --request-id dsr's.\n" FILES_DETAILS
+               "Exit status: 0 intact (also when nothing was recorded for the task); 1 not\n"
+               "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
     .flags = show_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
 };
-
 
 /* A member for a person to read: "?" when the record lacks it. */
 static const char *shown(json_object *rec, const char *key) {

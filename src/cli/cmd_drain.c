@@ -258,8 +258,8 @@ static void tally(void *ctx, const char *key, size_t len, void *value) {
 /* The canary's outcomes so far, into the ramp. */
 static dlqb_status look_canary(drain_run *d, dlqb_error *err) {
   dlqb_ledger_stats ls;
-  dlqb_status st = dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache, d->ledger,
-                                    LEDGER_QUIET_MS, &ls, err);
+  dlqb_status st = dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache,
+                                    d->ledger, LEDGER_QUIET_MS, &ls, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->dlq, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->review, err);
   if (st != DLQB_OK) return st;
@@ -551,8 +551,8 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   int64_t started = dlqb_now_ms();
   dlqb_ledger_stats ls;
-  st = dlqb_ledger_load(&d.o.cfg, cli_pipeline()->completed, d.o.cfg.ledger_cache, d.ledger, LEDGER_IDLE_MS,
-                        &ls, &err);
+  st = dlqb_ledger_load(&d.o.cfg, cli_pipeline()->completed, d.o.cfg.ledger_cache, d.ledger,
+                        LEDGER_IDLE_MS, &ls, &err);
   if (st != DLQB_OK) {
     snprintf(d.error, sizeof d.error, "%s", err.msg);
     cli_error("%s", err.msg);

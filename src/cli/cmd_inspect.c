@@ -87,7 +87,8 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
   }
   if (flag != NULL && strcmp(flag, "queue") == 0) {
     if (strcmp(value, cli_pipeline()->dlq) != 0 && strcmp(value, cli_pipeline()->review) != 0)
-      return dlqb_fail(err, DLQB_EINVAL, "--queue: only %s and %s can be inspected (classic "
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "--queue: only %s and %s can be inspected (classic "
                        "queues; reading a quorum queue would count deliveries)",
                        cli_pipeline()->dlq, cli_pipeline()->review);
     c->queue = value;

@@ -127,8 +127,8 @@ int cmd_resolve(int argc, char **argv) {
               cli_pipeline()->dlq);
   else if (out->early[0] != '\0') cli_error("resolve %s", out->early);
   else
-    cli_error("no item with message_id '%s' in %s (%llu examined)", c.message_id, cli_pipeline()->dlq,
-              (unsigned long long)out->r.examined);
+    cli_error("no item with message_id '%s' in %s (%llu examined)", c.message_id,
+              cli_pipeline()->dlq, (unsigned long long)out->r.examined);
   free(out);
   return rc;
 }

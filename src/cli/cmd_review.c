@@ -60,17 +60,16 @@ static const cli_flag list_flags[] = {
 static const cli_spec list_spec = {
     .name = "review list",
     .summary = "what waits in compliance_review, why, and who owns it",
-    .usage = "dlq-bridge review list [--id VALUE] [--match FIELD=VALUE] [--request-id ID]\n"
-             "       [--source-system NAME] [--legal-basis B] [--owner NAME | --unclaimed]\n"
-             "       [--limit N] [--json]",
-    .details =
-        "Lists the items of compliance_review: age in review (since escalated_at),\n"
-        "request_id, source_system, legal_basis, message_id, who escalated it and why\n"
-        "(escalated_by, escalation_reason, escalation_note), and its owner with the time\n"
-        "since the claim. Nothing is consumed: as inspect, every item returns to its\n"
-        "place when the pass ends. Payloads are never shown. On another pipeline\n"
-        "(--pipeline) its review queue, and its profile's identity fields in place\n"
-        "of request_id and source_system (--id, --match FIELD=VALUE select by them).",
+    .usage = "dlq-bridge review list [--id VALUE] [--match FIELD=VALUE]\n"
+             "       [--request-id ID] [--source-system NAME] [--legal-basis B]\n"
+             "       [--owner NAME | --unclaimed] [--limit N] [--json]",
+    .details = "Lists the items of compliance_review: age in review (since escalated_at),\n"
+               "request_id, source_system, legal_basis, message_id, who escalated it and why\n"
+               "(escalated_by, escalation_reason, escalation_note), and its owner with the time\n"
+               "since the claim. Nothing is consumed: as inspect, every item returns to its\n"
+               "place when the pass ends. Payloads are never shown. On another pipeline\n"
+               "(--pipeline) its review queue, and its profile's identity fields in place\n"
+               "of request_id and source_system (--id, --match FIELD=VALUE select by them).",
     .flags = list_flags,
     .settings = true,
 };
@@ -103,8 +102,8 @@ static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
 static void list_header(void) {
   char a[DLQB_HEADER_NAME_MAX], b[DLQB_HEADER_NAME_MAX];
   printf("%-8s %-24s %-14s %-13s %-24s %-14s %-12s %-12s %-8s %s\n", "AGE",
-         ops_identity_column(0, a, sizeof a), ops_identity_column(1, b, sizeof b), "LEGAL_BASIS", "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER", "CLAIMED",
-         "NOTE");
+         ops_identity_column(0, a, sizeof a), ops_identity_column(1, b, sizeof b), "LEGAL_BASIS",
+         "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER", "CLAIMED", "NOTE");
 }
 
 static void list_print(const dlqb_item *it, int64_t now_ms) {
@@ -164,9 +163,13 @@ static int review_list(int argc, char **argv) {
   }
   c.now_ms = dlqb_now_ms();
   if (c.o.json) c.items = json_object_new_array();
-  dlqb_scan_options so = {.queue = cli_pipeline()->review, .purpose = "dlq-bridge review list",
-                          .actor = c.o.actor, .window = c.o.window, .stop = cli_stop_flag(),
-                          .on_item = list_item, .ctx = &c};
+  dlqb_scan_options so = {.queue = cli_pipeline()->review,
+                          .purpose = "dlq-bridge review list",
+                          .actor = c.o.actor,
+                          .window = c.o.window,
+                          .stop = cli_stop_flag(),
+                          .on_item = list_item,
+                          .ctx = &c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
   if (st != DLQB_OK) {
@@ -176,8 +179,8 @@ static int review_list(int argc, char **argv) {
   if (c.o.json) ops_print_json(c.items);
   else if (c.listed == 0)
     printf("no items%s in %s (%llu examined)\n",
-           dlqb_select_given(&c.o.sel) || c.owner || c.unclaimed ? " match" : "", cli_pipeline()->review,
-           (unsigned long long)r.examined);
+           dlqb_select_given(&c.o.sel) || c.owner || c.unclaimed ? " match" : "",
+           cli_pipeline()->review, (unsigned long long)r.examined);
   else
     printf("%llu item%s listed (%llu unclaimed), %llu examined, %llu in %s\n",
            (unsigned long long)c.listed, c.listed == 1 ? "" : "s",

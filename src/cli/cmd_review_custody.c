@@ -147,8 +147,8 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
   switch (c->kind) {
   case ACT_CLAIM:
     n = dlqb_review_claim_stamp(sets, c->o.actor, c->now);
-    return dlqb_scan_forward(s, d, it, cli_pipeline()->review, sets, n, DLQB_EV_CLAIMED, cause, reason,
-                             err);
+    return dlqb_scan_forward(s, d, it, cli_pipeline()->review, sets, n, DLQB_EV_CLAIMED, cause,
+                             reason, err);
   case ACT_REPLAY:
     if (v.kind == DLQB_VERDICT_SKIP_COMPLETE) {
       dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, cause, "already in the completion ledger");
@@ -166,8 +166,8 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
     /* A fresh SLA clock: with its old dlq_at the SLA escalator would send
      * it straight back to review. */
     sets[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_STRING, c->now, 0};
-    return dlqb_scan_forward(s, d, it, cli_pipeline()->dlq, sets, n, DLQB_EV_DECIDED_RETURN, cause, reason,
-                             err);
+    return dlqb_scan_forward(s, d, it, cli_pipeline()->dlq, sets, n, DLQB_EV_DECIDED_RETURN, cause,
+                             reason, err);
   }
   return DLQB_OK;
 }
@@ -246,9 +246,15 @@ dlqb_status review_act_pass(review_act *c, const char *command, dlqb_audit *audi
   dlqb_iso_time(dlqb_now_ms(), c->now, sizeof c->now);
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", command);
-  dlqb_scan_options so = {.queue = cli_pipeline()->review, .purpose = purpose, .actor = c->o.actor,
-                          .audit = audit, .window = c->o.window, .stop = stop,
-                          .on_item = act_item, .after_ack = act_acked, .ctx = c};
+  dlqb_scan_options so = {.queue = cli_pipeline()->review,
+                          .purpose = purpose,
+                          .actor = c->o.actor,
+                          .audit = audit,
+                          .window = c->o.window,
+                          .stop = stop,
+                          .on_item = act_item,
+                          .after_ack = act_acked,
+                          .ctx = c};
   return dlqb_scan_run(&c->o.cfg, &so, r, err);
 }
 
@@ -278,8 +284,9 @@ static int act_run(act_ctx *c, const char *command) {
   }
   const char *early = r.interrupted ? ops_early_stop(&r, c->o.window) : NULL;
   if (early != NULL) cli_error("%s %s", command, early);
-  else cli_error("no item with message_id '%s' in %s (%llu examined)", c->message_id,
-                 cli_pipeline()->review, (unsigned long long)r.examined);
+  else
+    cli_error("no item with message_id '%s' in %s (%llu examined)", c->message_id,
+              cli_pipeline()->review, (unsigned long long)r.examined);
   return EXIT_FAILURE_;
 }
 

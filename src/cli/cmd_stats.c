@@ -136,9 +136,12 @@ static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
  * without an ack; *examined, *total: how many it read of the depth at start. */
 static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, uint64_t *examined, uint64_t *total,
                                  dlqb_error *err) {
-  dlqb_scan_options so = {.queue = cli_pipeline()->dlq, .purpose = "dlq-bridge stats", .actor = c->o.actor,
+  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
+                          .purpose = "dlq-bridge stats",
+                          .actor = c->o.actor,
                           .window = c->o.window,
-                          .on_item = stats_item, .ctx = c};
+                          .on_item = stats_item,
+                          .ctx = c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, err);
   if (st == DLQB_OK && r.short_read) *partial = true;
@@ -200,8 +203,9 @@ static void groups_text(const dlqb_groups *g, size_t columns) {
   size_t n = dlqb_groups_count(g);
   const dlqb_group *o = dlqb_groups_other(g);
   size_t text_w = columns == 0 ? 0 : columns > 24 ? columns - 4 : 20;
-  printf("\n%s by failure group (%zu group%s, %llu item%s):\n", cli_pipeline()->dlq, n, n == 1 ? "" : "s",
-         (unsigned long long)dlqb_groups_total(g), dlqb_groups_total(g) == 1 ? "" : "s");
+  printf("\n%s by failure group (%zu group%s, %llu item%s):\n", cli_pipeline()->dlq, n,
+         n == 1 ? "" : "s", (unsigned long long)dlqb_groups_total(g),
+         dlqb_groups_total(g) == 1 ? "" : "s");
   char src[DLQB_HEADER_NAME_MAX];
   printf("  %-12s %8s %-7s %-7s %-16s %s\n", "GROUP", "COUNT", "OLDEST", "NEWEST", "DLQ_REASON",
          ops_identity_column(1, src, sizeof src));

@@ -226,8 +226,8 @@ void console_post_preview(console_req *r) {
     dlqb_html *h = &r->out;
     dlqb_html_raw(h, "<p class=\"summary\" id=\"preview-summary\">");
     dlqb_html_text(h, ops_move_summary(true, act_names[kind], out->moved, m.ledger != NULL,
-                                       out->skipped, out->left, out->r.depth_at_start, cli_pipeline()->dlq,
-                                       summary, sizeof summary));
+                                       out->skipped, out->left, out->r.depth_at_start,
+                                       cli_pipeline()->dlq, summary, sizeof summary));
     dlqb_html_raw(h, "</p>");
     if (out->early[0]) {
       dlqb_html_raw(h, "<p class=\"warn\">");

@@ -568,10 +568,17 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
   out->window = window;
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
-  dlqb_scan_options so = {.queue = cli_pipeline()->dlq, .purpose = purpose, .actor = o->actor,
-                          .audit = audit, .window = window, .rate = m->rate, .stop = stop,
+  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
+                          .purpose = purpose,
+                          .actor = o->actor,
+                          .audit = audit,
+                          .window = window,
+                          .rate = m->rate,
+                          .stop = stop,
                           .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
-                          .on_item = move_item, .on_tick = move_tick, .after_ack = move_acked,
+                          .on_item = move_item,
+                          .on_tick = move_tick,
+                          .after_ack = move_acked,
                           .ctx = &c};
   dlqb_scan_result *r = &out->r;
   out->status = dlqb_scan_run(&o->cfg, &so, r, &out->err);
@@ -583,7 +590,8 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
    * design: not a short read. */
   const char *early = r->stopped ? NULL : ops_early_stop(r, o->window);
   if (r->audit_failed) {
-    snprintf(out->early, sizeof out->early, "stopped: %s; copies published but not recorded: %llu "
+    snprintf(out->early, sizeof out->early,
+             "stopped: %s; copies published but not recorded: %llu "
              "(their originals stay in %s, so %s may hold them twice)",
              out->err.msg[0] ? out->err.msg : "the audit log cannot be written",
              (unsigned long long)r->unsettled_copies, cli_pipeline()->dlq, m->target);
@@ -596,9 +604,10 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
       snprintf(twice, sizeof twice, "up to %llu item%s", (unsigned long long)r->unsettled_copies,
                r->unsettled_copies == 1 ? "" : "s");
     else snprintf(twice, sizeof twice, "the last items sent");
-    snprintf(out->early, sizeof out->early, "stopped: %s; nothing is lost: what was not moved is "
-             "still in %s, run it again; %s may now be in both %s and %s", out->err.msg,
-             cli_pipeline()->dlq, twice, cli_pipeline()->dlq, m->target);
+    snprintf(out->early, sizeof out->early,
+             "stopped: %s; nothing is lost: what was not moved is "
+             "still in %s, run it again; %s may now be in both %s and %s",
+             out->err.msg, cli_pipeline()->dlq, twice, cli_pipeline()->dlq, m->target);
   } else if (early != NULL) {
     snprintf(out->early, sizeof out->early, "%s", early);
   }
@@ -730,8 +739,8 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   }
   if (r->refused > 0) {
     /* Each one is named in a warning line above. */
-    cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s",
-              m->command, (unsigned long long)r->refused, r->refused == 1 ? "" : "s", cli_pipeline()->dlq,
+    cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s", m->command,
+              (unsigned long long)r->refused, r->refused == 1 ? "" : "s", cli_pipeline()->dlq,
               r->refused == 1 ? "it" : "them", r->refused == 1 ? "it is" : "they are");
     rc = EXIT_FAILURE_;
   }

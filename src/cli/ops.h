@@ -19,8 +19,10 @@
 
 /* Filters, shared by replay, escalate and inspect. */
 #define OPS_FILTER_FLAGS                                                                       \
-  {"id", true, "VALUE", "only the item(s) whose first identity field (dsr: request_id) is VALUE"}, \
-  {"match", true, "FIELD=VALUE", "only items whose identity field FIELD (e.g. item_id) is VALUE"}, \
+  {"id", true, "VALUE", "only the item(s) whose first identity field (dsr: request_id) is " \
+   "VALUE"},                                                                                   \
+  {"match", true, "FIELD=VALUE", "only items whose identity field FIELD (e.g. item_id) is "   \
+   "VALUE"},                                                                                   \
   {"request-id", true, "ID", "only the item(s) with this request_id (dsr)"},                   \
   {"source-system", true, "NAME", "only items from this source_system (dsr)"},                 \
   {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \

@@ -476,8 +476,7 @@ dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, d
                        files[i].key, p->name, DLQB_CONFIG_STR_MAX - 1);
     }
   }
-  for (size_t i = 0; i < COUNT_OF(files); i++)
-    memcpy(files[i].value, made[i], strlen(made[i]) + 1);
+  for (size_t i = 0; i < COUNT_OF(files); i++) memcpy(files[i].value, made[i], strlen(made[i]) + 1);
   return DLQB_OK;
 }
 

@@ -45,8 +45,7 @@ void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile 
    * duplicate makes the envelope invalid anyway. Ids are trimmed as the
    * envelope parser and the ledger trim them. */
   int64_t n;
-  (void)dlqb_identity_read(h, profile, out->request_id, out->source_system,
-                           sizeof out->request_id);
+  (void)dlqb_identity_read(h, profile, out->request_id, out->source_system, sizeof out->request_id);
   read_text(h, DLQB_H_LEGAL_BASIS, out->legal_basis, sizeof out->legal_basis);
   read_text(h, DLQB_H_ACTION, out->action, sizeof out->action);
   if (dlqb_field_int(dlqb_header_find(h, DLQB_H_ATTEMPT), &n)) {

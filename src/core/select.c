@@ -12,10 +12,9 @@
 
 void dlqb_select_init(dlqb_select *s) { memset(s, 0, sizeof *s); }
 
-static const char *const select_flags[] = {"all",        "id",         "match",
-                                           "request-id", "source-system",
-                                           "legal-basis", "reason",     "older-than",
-                                           "newer-than",  "limit",      "message-id", "group"};
+static const char *const select_flags[] = {
+    "all",    "id",         "match",      "request-id", "source-system", "legal-basis",
+    "reason", "older-than", "newer-than", "limit",      "message-id",    "group"};
 
 bool dlqb_select_is_flag(const char *name) {
   for (size_t i = 0; i < sizeof select_flags / sizeof select_flags[0]; i++)
@@ -105,10 +104,9 @@ static dlqb_status add_id(dlqb_select *s, const char *name, const char *value, d
 }
 
 dlqb_status dlqb_select_bind(dlqb_select *s, const dlqb_profile *profile, dlqb_error *err) {
-  dlqb_status st = profile == NULL
-                       ? resolve_ids(s, "dsr", "request_id", "source_system", err)
-                       : resolve_ids(s, profile->name, profile->fields[0].name,
-                                     profile->fields[1].name, err);
+  dlqb_status st = profile == NULL ? resolve_ids(s, "dsr", "request_id", "source_system", err)
+                                   : resolve_ids(s, profile->name, profile->fields[0].name,
+                                                 profile->fields[1].name, err);
   s->unresolved = st != DLQB_OK;
   return st;
 }
@@ -176,8 +174,8 @@ dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
 }
 
 static bool has_filter(const dlqb_select *s) {
-  return s->nids > 0 || s->has_legal_basis || s->has_reason ||
-         s->has_message_id || s->has_group || s->has_older_than || s->has_newer_than;
+  return s->nids > 0 || s->has_legal_basis || s->has_reason || s->has_message_id || s->has_group ||
+         s->has_older_than || s->has_newer_than;
 }
 
 bool dlqb_select_given(const dlqb_select *s) { return s->all || has_filter(s); }

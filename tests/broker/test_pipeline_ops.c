@@ -24,14 +24,13 @@
 #include "flow.h"
 
 #define CMD_TIMEOUT_MS 60000
-#define HOUR_MS 3600000LL
-#define WRITER "guest"
+#define HOUR_MS        3600000LL
+#define WRITER         "guest"
 
-static const char config_json[] =
-    "{\"pipelines\": {\"dsr\": {},\n"
-    " \"redaction\": {},\n"
-    " \"recon\": {\"profile\": \"reconciliation\"},\n"
-    " \"legal2\": {\"profile\": \"redaction\"}}}";
+static const char config_json[] = "{\"pipelines\": {\"dsr\": {},\n"
+                                  " \"redaction\": {},\n"
+                                  " \"recon\": {\"profile\": \"reconciliation\"},\n"
+                                  " \"legal2\": {\"profile\": \"redaction\"}}}";
 
 typedef struct {
   char config[64];
@@ -128,8 +127,8 @@ static void pub_recon(fx_case *t, const char *id, const char *category) {
 
 /* A completion as a worker of that pipeline records it: its identity
  * headers, user_id the writer's. */
-static void pub_done(fx_case *t, const char *stream, const char *k1, const char *a,
-                     const char *k2, const char *b) {
+static void pub_done(fx_case *t, const char *stream, const char *k1, const char *a, const char *k2,
+                     const char *b) {
   th_msg m;
   th_msg_init(&m);
   assert_int_equal(th_msg_add_str(&m, k1, a), 0);
@@ -189,7 +188,7 @@ static void test_inspect_and_stats(void **state) {
   assert_non_null(strstr(r.out, "item-1"));
   assert_non_null(strstr(r.out, "doc-1"));
   assert_null(strstr(r.out, "msg-dsr-1")); /* dsr's item is not this pipeline's */
-  assert_null(strchr(r.out, '\x1b'));       /* a message's bytes never reach the screen raw */
+  assert_null(strchr(r.out, '\x1b'));      /* a message's bytes never reach the screen raw */
   printf("inspect --pipeline redaction:\n%s", r.out);
   assert_non_null(strstr(r.out, "2 items"));
 
@@ -201,21 +200,21 @@ static void test_inspect_and_stats(void **state) {
   assert_null(strstr(r.out, "\"request_id\""));
 
   /* A filter by the identity, under each form. */
-  static const char *const byid[] = {"inspect", "--pipeline", "redaction", "--id", "item-1",
-                                     "--json", NULL};
+  static const char *const byid[] = {"inspect", "--pipeline", "redaction", "--id",
+                                     "item-1",  "--json",     NULL};
   run(t, &w, byid, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "\"item_id\":\"item-1\""));
   assert_null(strstr(r.out, "doc-2"));
   /* dsr's flag under another profile: exit 2, one line naming the fields. */
-  static const char *const wrong[] = {"inspect", "--pipeline", "redaction", "--request-id",
-                                      "item-1", NULL};
+  static const char *const wrong[] = {"inspect",      "--pipeline", "redaction",
+                                      "--request-id", "item-1",     NULL};
   run(t, &w, wrong, &r);
   assert_int_equal(r.exit_code, 2);
   assert_int_equal(th_error_lines(r.err), 1);
   assert_non_null(strstr(r.err, "identifies a task by item_id and doc_id"));
-  static const char *const badm[] = {"inspect", "--pipeline", "recon", "--match", "item_id=x",
-                                     NULL};
+  static const char *const badm[] = {"inspect", "--pipeline", "recon",
+                                     "--match", "item_id=x",  NULL};
   run(t, &w, badm, &r);
   assert_int_equal(r.exit_code, 2);
   assert_non_null(strstr(r.err, "not an identity field of profile 'reconciliation' "
@@ -266,14 +265,14 @@ static void test_replay_by_identity_and_ledger(void **state) {
   pub_done(t, "redaction.completed", "item_id", "item-1", "doc_id", "doc-9");
 
   th_result r;
-  static const char *const dry[] = {"replay", "--pipeline", "redaction", "--match", "doc_id=doc-1",
-                                    "--dry-run", NULL};
+  static const char *const dry[] = {"replay",       "--pipeline", "redaction", "--match",
+                                    "doc_id=doc-1", "--dry-run",  NULL};
   run(t, &w, dry, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(
       strstr(r.out, "dry run: would replay 2, would skip as complete 1, would leave 1 of 4"));
-  static const char *const rep[] = {"replay", "--pipeline", "redaction", "--match",
-                                    "doc_id=doc-1", "--json", NULL};
+  static const char *const rep[] = {"replay",       "--pipeline", "redaction", "--match",
+                                    "doc_id=doc-1", "--json",     NULL};
   run(t, &w, rep, &r);
   assert_int_equal(r.exit_code, 0);
   json_object *j = parse(&r);
@@ -293,8 +292,8 @@ static void test_replay_by_identity_and_ledger(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "legal2.dlq.manual"), 1);
 
   /* legal2's own ledger makes its item-2 complete there. */
-  static const char *const rep2[] = {"replay", "--pipeline", "legal2", "--id", "item-2",
-                                     "--json", NULL};
+  static const char *const rep2[] = {"replay", "--pipeline", "legal2", "--id",
+                                     "item-2", "--json",     NULL};
   run(t, &w, rep2, &r);
   assert_int_equal(r.exit_code, 0);
   j = parse(&r);
@@ -317,8 +316,8 @@ static void test_replay_by_identity_and_ledger(void **state) {
    * only. */
   assert_int_equal(fx_count_in_file(w.audit.log, "\"pipeline\":\"redaction\""), 3);
   assert_int_equal(fx_count_in_file(w.audit.log, "\"pipeline\":\"legal2\""), 1);
-  static const char *const show[] = {"audit", "show", "--pipeline", "redaction", "--id",
-                                     "item-2", "--json", NULL};
+  static const char *const show[] = {"audit", "show",   "--pipeline", "redaction",
+                                     "--id",  "item-2", "--json",     NULL};
   run(t, &w, show, &r);
   assert_int_equal(r.exit_code, 0);
   j = parse(&r);
@@ -334,16 +333,16 @@ static void test_replay_by_identity_and_ledger(void **state) {
   assert_string_equal(json_object_get_string(v), "redaction.work");
   assert_true(json_object_object_get_ex(j, "item_id", &v));
   json_object_put(j);
-  static const char *const showt[] = {"audit", "show", "--pipeline", "legal2", "--id", "item-2",
-                                      NULL};
+  static const char *const showt[] = {"audit", "show",   "--pipeline", "legal2",
+                                      "--id",  "item-2", NULL};
   run(t, &w, showt, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "1 hop recorded for item_id item-2:"));
   assert_non_null(strstr(r.out, "skipped_complete"));
   assert_non_null(strstr(r.out, "pipeline legal2"));
   /* dsr's item-1 was never touched: dsr's trail has nothing for it. */
-  static const char *const showd[] = {"audit", "show", "--pipeline", "dsr", "--request-id",
-                                      "item-1", NULL};
+  static const char *const showd[] = {"audit",        "show",   "--pipeline", "dsr",
+                                      "--request-id", "item-1", NULL};
   run(t, &w, showd, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "no hop recorded for request_id item-1"));
@@ -360,9 +359,9 @@ static void test_escalate_resolve_reconcile(void **state) {
   pub_recon(t, "d-2", "missing_row");
   pub_recon(t, "d-3", "amount_mismatch");
   th_result r;
-  static const char *const esc[] = {"escalate", "--pipeline", "recon", "--match",
-                                    "category=amount_mismatch", "--note", "needs finance",
-                                    NULL};
+  static const char *const esc[] = {
+      "escalate", "--pipeline",    "recon", "--match", "category=amount_mismatch",
+      "--note",   "needs finance", NULL};
   run(t, &w, esc, &r);
   assert_int_equal(r.exit_code, 0);
   assert_int_equal(th_queue_depth(t->conn, "recon.review"), 2);
@@ -378,8 +377,9 @@ static void test_escalate_resolve_reconcile(void **state) {
   assert_non_null(strstr(r.out, "d-3"));
   assert_null(strstr(r.out, "d-2"));
 
-  static const char *const res[] = {"resolve", "--pipeline", "recon", "--message-id", "msg-d-2",
-                                    "--note", "fixed at the source", NULL};
+  static const char *const res[] = {
+      "resolve", "--pipeline",          "recon", "--message-id", "msg-d-2",
+      "--note",  "fixed at the source", NULL};
   run(t, &w, res, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(
