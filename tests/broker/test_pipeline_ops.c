@@ -8,13 +8,15 @@
  * pipeline's queues only, by its profile's identity: inspect and stats,
  * replay (filters, the completion ledger of that pipeline alone, the
  * ledger cache file of that pipeline), escalate, resolve, review list,
- * audit show and reconcile. */
+ * audit show and reconcile, drain run (its own state file). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <json-c/json.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,12 +410,142 @@ static void test_escalate_resolve_reconcile(void **state) {
   world_free(&w);
 }
 
+/* A redaction worker: completes every task it is given as the worker
+ * guide says (the ledger entry, its identity headers, then the ack). */
+typedef struct {
+  fx_case *t;
+  atomic_int stop, done;
+  int failed;
+  pthread_t thread;
+} red_worker;
+
+static void *red_worker_main(void *arg) {
+  red_worker *w = arg;
+  th_worker *tw = th_worker_open(&w->t->vhost, "redaction.work", 1);
+  th_conn *pub = th_connect(&w->t->vhost);
+  th_msg *m = malloc(sizeof *m);
+  if (tw == NULL || pub == NULL || m == NULL) {
+    w->failed = 1;
+    goto out;
+  }
+  th_msg_init(m);
+  while (!atomic_load(&w->stop)) {
+    int got = th_worker_next(tw, m, 200);
+    if (got < 0) w->failed = 1;
+    if (got <= 0) {
+      if (got < 0) break;
+      continue;
+    }
+    th_msg done;
+    th_msg_init(&done);
+    const char *item = th_msg_str(m, "item_id"), *doc = th_msg_str(m, "doc_id");
+    th_msg_add_str(&done, "item_id", item ? item : "");
+    th_msg_add_str(&done, "doc_id", doc ? doc : "");
+    snprintf(done.user_id, sizeof done.user_id, "%s", WRITER);
+    if (th_publish(pub, "", "redaction.completed", &done) != 0) w->failed = 1;
+    th_msg_release(&done);
+    if (th_worker_ack(tw) != 0) w->failed = 1;
+    atomic_fetch_add(&w->done, 1);
+  }
+  th_msg_release(m);
+out:
+  free(m);
+  if (pub != NULL) th_close(pub);
+  if (tw != NULL) th_worker_close(tw);
+  return NULL;
+}
+
+static bool red_work_empty(void *arg) {
+  fx_case *t = arg;
+  return th_queue_depth(t->conn, "redaction.work") == 0;
+}
+
+/* drain run on the redaction pipeline: eligible by its identity, its
+ * canary completes in its own ledger, the rest follows; dsr's DLQ is not
+ * touched, and the run is recorded in the pipeline's own state file. */
+static void test_drain_on_a_pipeline(void **state) {
+  fx_case *t = *state;
+  world w;
+  world_init(t, &w);
+  for (int i = 0; i < 6; i++) {
+    char item[16];
+    snprintf(item, sizeof item, "item-%d", i);
+    pub_red(t, "redaction.dlq.manual", item, "doc-1");
+  }
+  /* Without a doc_id: not eligible (no identity to complete). */
+  pub_item(t, "redaction.dlq.manual", "item_id", "item-x", "other", "y", "msg-item-x");
+  pub_item(t, "dsr.dlq.manual", "request_id", "item-0", "source_system", "doc-1", "msg-dsr-1");
+  /* item-5 is complete already in this pipeline's ledger. */
+  pub_done(t, "redaction.completed", "item_id", "item-5", "doc_id", "doc-1");
+  char env_state[192], state_path[160], want[192];
+  assert_true(th_fmt(state_path, sizeof state_path, "%s/drain-state.json", w.cache_dir));
+  assert_true(th_fmt(env_state, sizeof env_state, "DLQ_BRIDGE_DRAIN_STATE=%s", state_path));
+  const char *env[16];
+  size_t n = 0;
+  for (; w.env[n] != NULL; n++) env[n] = w.env[n];
+  const char *const fast[] = {"DLQ_BRIDGE_DRAIN_CANARY=2", "DLQ_BRIDGE_DRAIN_START_RATE=20",
+                              "DLQ_BRIDGE_DRAIN_STEP=1s", "DLQ_BRIDGE_DRAIN_MAX_RATE=80",
+                              "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT=30s", env_state, NULL};
+  for (size_t k = 0; fast[k] != NULL; k++) env[n++] = fast[k];
+  env[n] = NULL;
+
+  th_result r;
+  static const char *const dry[] = {"drain", "run", "--pipeline", "redaction", "--dry-run", NULL};
+  assert_int_equal(th_run_bridge(dry, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "drain --dry-run: %s%s", r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "would drain 5, would skip as complete 1, would leave 1 of 7"));
+
+  red_worker *wk = calloc(1, sizeof *wk);
+  assert_non_null(wk);
+  wk->t = t;
+  assert_int_equal(pthread_create(&wk->thread, NULL, red_worker_main, wk), 0);
+  assert_true(th_wait_consumers(t->conn, "redaction.work", 1, 10000));
+  static const char *const args[] = {"drain", "run", "--pipeline", "redaction", "--json", NULL};
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "drain run: %s%s", r.out, r.err);
+  bool emptied = th_wait_until(red_work_empty, t, 20000);
+  atomic_store(&wk->stop, 1);
+  pthread_join(wk->thread, NULL);
+  assert_int_equal(wk->failed, 0);
+  assert_true(emptied);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = parse(&r), *v;
+  assert_true(json_object_object_get_ex(j, "stopped", &v));
+  assert_string_equal(json_object_get_string(v), "drained");
+  assert_int_equal(num(j, "moved"), 5);
+  json_object_put(j);
+  assert_int_equal(atomic_load(&wk->done), 5);
+  free(wk);
+  char got[256];
+  drain(t, "redaction.dlq.manual", "item_id", got, sizeof got);
+  assert_string_equal(got, "item-x");
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  /* Its own state file; dsr's is not written. */
+  struct stat sb;
+  assert_true(th_fmt(want, sizeof want, "%s/drain-state.redaction.json", w.cache_dir));
+  assert_int_equal(stat(want, &sb), 0);
+  assert_int_equal(stat(state_path, &sb), -1);
+  static const char *const st[] = {"drain", "status", "--pipeline", "redaction", NULL};
+  assert_int_equal(th_run_bridge(st, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "drained"));
+  static const char *const std[] = {"drain", "status", "--pipeline", "dsr", NULL};
+  assert_int_equal(th_run_bridge(std, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "no drain runs recorded"));
+  unlink(want);
+  world_free(&w);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_inspect_and_stats),
       FX_TEST(test_replay_by_identity_and_ledger),
       FX_TEST(test_escalate_resolve_reconcile),
+      FX_TEST(test_drain_on_a_pipeline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
