@@ -407,6 +407,29 @@ static void test_escalate_resolve_reconcile(void **state) {
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "1 hop recorded for discrepancy_id d-1:"));
   assert_non_null(strstr(r.out, "recon.dlq.manual -> recon.review"));
+
+  /* audit report on recon: its requests by its identity, in its states;
+   * a hop of another pipeline in the same trail is not one of them. */
+  pub_red(t, "redaction.dlq.manual", "item-1", "doc-1");
+  static const char *const resc[] = {"escalate", "--pipeline", "redaction", "--id", "item-1",
+                                     NULL};
+  run(t, &w, resc, &r);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const rep[] = {"audit", "report", "--pipeline", "recon", "--from", "1h",
+                                    NULL};
+  run(t, &w, rep, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "in_review  discrepancy_id d-1  category amount_mismatch"));
+  assert_non_null(strstr(r.out, "in_review  discrepancy_id d-3  category amount_mismatch"));
+  assert_non_null(strstr(r.out, "resolved   discrepancy_id d-2  category missing_row"));
+  assert_null(strstr(r.out, "item-1"));
+  assert_null(strstr(r.out, "request_id"));
+  static const char *const repj[] = {"audit", "report", "--pipeline", "recon", "--from", "1h",
+                                     "--json", NULL};
+  run(t, &w, repj, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "\"discrepancy_id\":\"d-2\",\"category\":\"missing_row\""));
+  assert_null(strstr(r.out, "item-1"));
   world_free(&w);
 }
 
