@@ -664,12 +664,73 @@ static void test_console_on_a_pipeline(void **state) {
   world_free(&w);
 }
 
+/* docs/least-privilege.md's redaction operator (configure nothing, write
+ * amq.default, read the redaction DLQ, review queue and ledger) can run the
+ * ops commands on its pipeline, and nothing of dsr's. */
+static void test_redaction_operator_least_privilege(void **state) {
+  fx_case *t = *state;
+  world w;
+  world_init(t, &w);
+  pub_red(t, "redaction.dlq.manual", "item-1", "doc-1");
+  pub_red(t, "redaction.dlq.manual", "item-2", "doc-2");
+  pub_red(t, "redaction.dlq.manual", "item-3", "doc-3");
+  pub_done(t, "redaction.completed", "item_id", "item-2", "doc_id", "doc-2");
+  pub_item(t, "dsr.dlq.manual", "request_id", "r-1", "source_system", "crm", "msg-dsr-1");
+  char user[TH_NAME_MAX + 8], path[TH_PATH_MAX], env_url[TH_URL_MAX + 96];
+  assert_true(th_fmt(user, sizeof user, "%s-redop", t->vhost.name));
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  int st = th_mgmt("PUT", path, "{\"password\":\"redop-pw\",\"tags\":\"\"}", NULL);
+  assert_true(st == 201 || st == 204);
+  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, user));
+  st = th_mgmt("PUT", path,
+               "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","
+               "\"read\":\"^redaction\\\\.(dlq\\\\.manual|review|completed)$\"}",
+               NULL);
+  assert_true(st == 201 || st == 204);
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://%s:redop-pw@127.0.0.1:%d/%s",
+                     user, th_env_get()->amqp_port, t->vhost.name));
+  const char *env[16];
+  size_t n = 0;
+  for (; w.env[n] != NULL; n++) env[n] = w.env[n];
+  env[n++] = env_url;
+  env[n] = NULL;
+  th_result r;
+  static const char *const ins[] = {"inspect", "--pipeline", "redaction", NULL};
+  assert_int_equal(th_run_bridge(ins, NULL, env, CMD_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "inspect as operator: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const stats[] = {"stats", "--pipeline", "redaction", NULL};
+  assert_int_equal(th_run_bridge(stats, NULL, env, CMD_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "stats as operator: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const esc[] = {"escalate", "--pipeline", "redaction", "--id", "item-3", NULL};
+  assert_int_equal(th_run_bridge(esc, NULL, env, CMD_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "escalate as operator: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const rep[] = {"replay", "--pipeline", "redaction", "--all", NULL};
+  assert_int_equal(th_run_bridge(rep, NULL, env, CMD_TIMEOUT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "replay as operator: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "replayed 1, skipped as complete 1"));
+  assert_int_equal(th_queue_depth(t->conn, "redaction.work"), 1);
+  assert_int_equal(th_queue_depth(t->conn, "redaction.review"), 1);
+  /* dsr's DLQ is not this user's: reading it is refused (exit 1, one line). */
+  static const char *const dsr[] = {"inspect", "--pipeline", "dsr", NULL};
+  assert_int_equal(th_run_bridge(dsr, NULL, env, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_error_lines(r.err), 1);
+  assert_null(strstr(r.err, "redop-pw"));
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", user));
+  (void)th_mgmt("DELETE", path, NULL, NULL);
+  world_free(&w);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_inspect_and_stats),          FX_TEST(test_replay_by_identity_and_ledger),
       FX_TEST(test_escalate_resolve_reconcile), FX_TEST(test_drain_on_a_pipeline),
-      FX_TEST(test_console_on_a_pipeline),
+      FX_TEST(test_console_on_a_pipeline),      FX_TEST(test_redaction_operator_least_privilege),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
