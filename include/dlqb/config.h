@@ -28,6 +28,12 @@ typedef enum { DLQB_LOG_TEXT, DLQB_LOG_JSON } dlqb_log_format;
 typedef struct {
   dlqb_pipeline p;
   uint32_t policy_set;
+  /* The broker user its bridge runs as, when it has one of its own (the
+   * same rules as the top-level url and password_file); "" = the
+   * top-level one, whichever source set it. Only `run` uses them
+   * (dlqb_config_use_pipeline_user). */
+  char url[DLQB_CONFIG_STR_MAX];
+  char password_file[DLQB_CONFIG_STR_MAX];
 } dlqb_pipeline_conf;
 
 /* The policy settings a pipeline may set, as bits of policy_set. */
@@ -213,6 +219,11 @@ void dlqb_config_pipelines_override(dlqb_config *c, const char *key);
  * first and only one (no-op without `pipelines`): what a command that
  * serves one pipeline keeps. */
 void dlqb_config_pipeline_only(dlqb_config *c, size_t i);
+
+/* Writes pipeline i's own url and password_file (those it sets) over c's
+ * top-level ones, so that its bridge connects as its own broker user.
+ * No-op without `pipelines` or for i out of range. */
+void dlqb_config_use_pipeline_user(dlqb_config *c, size_t i);
 
 /* Writes p's policy over c's top-level policy settings, so code that reads
  * a dlqb_config (the router, the escalator, the ops commands) works with

@@ -11,6 +11,12 @@ enum { DLQB_LOG_ERROR = 0, DLQB_LOG_WARN = 1, DLQB_LOG_INFO = 2, DLQB_LOG_DEBUG 
 
 void dlqb_log_setup(dlqb_log_format format, int level, const char *instance);
 
+/* Names the pipeline the calling thread serves (copied; NULL or "" =
+ * none, the default): its lines then carry it ("pipeline=NAME" in text,
+ * member "pipeline" in JSON). Per thread: a daemon serving several
+ * pipelines sets it in each pipeline's threads. */
+void dlqb_log_set_pipeline(const char *name);
+
 /* Logs one event at level: `event` is a short stable name ("connected",
  * "routed"), the rest a printf-style message. Lines longer than 2 KiB are cut. */
 void dlqb_log(int level, const char *event, const char *fmt, ...)

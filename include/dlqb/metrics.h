@@ -38,6 +38,9 @@ void dlqb_metrics_free(dlqb_metrics *m);
  * Call before serving. */
 void dlqb_metrics_set_pipeline(dlqb_metrics *m, const char *name);
 
+/* The pipeline m names ("" = none). */
+const char *dlqb_metrics_pipeline(const dlqb_metrics *m);
+
 /* src[0..len) with label="value" added to every sample line (a line not
  * starting with '#'): first in its label set, or as the only one. value
  * must need no escaping. *out is malloc'd (NUL-terminated), NULL when out
@@ -81,8 +84,38 @@ void dlqb_metrics_set_review(dlqb_metrics *m, const dlqb_review_tally *t, bool o
 dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **text, size_t *len, dlqb_error *err);
 
 /* The /healthz verdict: true when connected and the audit log is writable;
- * otherwise false with a one-line reason in reason (len bytes). */
+ * otherwise false with a one-line reason in reason (len bytes). With a
+ * pipeline named and a link error set, a disconnected registry's reason
+ * is "NAME: <the error>" rather than "NAME: not connected to the broker". */
 bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len);
+
+/* Why the router is not consuming: its last session's failure (one line,
+ * copied, no password; NULL clears it). set_connected(true) clears it. */
+void dlqb_metrics_set_link_error(dlqb_metrics *m, const char *why);
+
+/* ---- one daemon, several pipelines: one registry each ----------------- */
+
+/* The /healthz of registries ms[0..n): one line per registry, its reason
+ * (dlqb_metrics_healthy: "dsr: ok", "redaction: ..."), in order, into
+ * buf (len bytes, cut to fit, NUL-terminated); true when every one is
+ * healthy. With only non-NULL, just the registry whose pipeline is only:
+ * *found says whether there is one (with only NULL, true). */
+bool dlqb_metrics_health_of(dlqb_metrics *const *ms, size_t n, const char *only, char *buf,
+                            size_t len, bool *found);
+
+/* Merges n expositions (texts[i] of lens[i] bytes) into one valid one:
+ * each family (a metric's HELP and TYPE lines, then its samples) once, in
+ * the order families first appear, its head from the first exposition
+ * holding it, then the samples of every exposition holding it, in order.
+ * The samples must already be told apart (a pipeline label). *out_len is
+ * set; the result is malloc'd and NUL-terminated; NULL when out of memory.
+ * Pure; exposed for the unit tests. */
+char *dlqb_metrics_merge(const char *const *texts, const size_t *lens, size_t n, size_t *out_len);
+
+/* dlqb_metrics_render of every registry (at most DLQB_MAX_PIPELINES),
+ * merged (dlqb_metrics_merge); with n 1 exactly dlqb_metrics_render. */
+dlqb_status dlqb_metrics_render_set(dlqb_metrics *const *ms, size_t n, char **text, size_t *len,
+                                    dlqb_error *err);
 
 /* ---- the HTTP endpoint ------------------------------------------------ */
 
@@ -108,6 +141,20 @@ typedef struct dlqb_metrics_server dlqb_metrics_server;
  * use"). Stop with dlqb_metrics_server_stop (NULL-safe). */
 dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
                                       dlqb_metrics_server **out, dlqb_error *err);
+
+/* The same for the registries ms[0..n) (1 to DLQB_MAX_PIPELINES, each
+ * with its pipeline named when n > 1; the array is copied, the registries
+ * must outlive the server) of a daemon serving several pipelines:
+ *   GET /metrics              every registry's samples in one exposition
+ *                             (dlqb_metrics_render_set)
+ *   GET /healthz              a line per pipeline (dlqb_metrics_health_of);
+ *                             200 when every one is healthy, else 503
+ *   GET /healthz/NAME         that pipeline's line alone, 200 or 503;
+ *   GET /healthz?pipeline=NAME  the same; 404 for a pipeline not served
+ * A registry without a pipeline name (no `pipelines` configured) answers
+ * /healthz exactly as dlqb_metrics_server_start always did. */
+dlqb_status dlqb_metrics_server_start_set(dlqb_metrics *const *ms, size_t n, const char *addr,
+                                          dlqb_metrics_server **out, dlqb_error *err);
 void dlqb_metrics_server_stop(dlqb_metrics_server *s);
 
 /* The port actually listened on (useful after port 0). */

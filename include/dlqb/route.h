@@ -18,6 +18,9 @@
 #include "dlqb/rewrite.h"
 #include "dlqb/topology.h"
 
+/* The most a plan sets: 5 of the envelope (last_error, attempt,
+ * max_attempts, first_seen_at, worker_error), dlq_reason and dlq_at, an
+ * escalation's DLQB_ESCALATION_SETS (6), body_dropped and body_sha256: 15. */
 #define DLQB_ROUTE_MAX_SETS 16
 
 typedef struct {

@@ -21,13 +21,25 @@ typedef struct {
   /* Connection state changes (metrics, health). */
   void (*on_connected)(void *ctx, int connected);
   void (*on_tick)(void *ctx);
+  /* A session failed (may be NULL): why (one line, no password), and
+   * whether a router that does not persist would return it (give_up: a
+   * configuration the broker refuses, or a first contact that failed for
+   * good). Health and the daemon's start rule use it. */
+  void (*on_failure)(void *ctx, dlqb_status st, const char *why, bool give_up);
   void *ctx;
+  /* True: nothing ends the run but *stop; every failure, give_up ones
+   * included, is reported through on_failure and retried with capped
+   * backoff (a daemon serving several pipelines: one pipeline's refused
+   * permission or missing queue must not end the others). */
+  bool persist;
 } dlqb_router_hooks;
 
 /* Runs until *stop is set, then finishes what is in flight and returns
  * DLQB_OK. Declares the topology on every (re)connect unless no_declare.
  * If the very first connection fails, returns its error (the caller exits
- * non-zero); later losses are retried with capped exponential backoff. */
+ * non-zero); later losses are retried with capped exponential backoff
+ * (hooks->persist: every failure is). With `pipelines` in cfg the thread's
+ * log lines name the pipeline served. */
 dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
                             const dlqb_router_hooks *hooks, dlqb_stop_flag *stop,
                             dlqb_error *err);

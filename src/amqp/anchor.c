@@ -127,6 +127,7 @@ static void note(dlqb_anchor_pub *p, dlqb_status st, const dlqb_error *err) {
 
 static void *anchor_main(void *arg) {
   dlqb_anchor_pub *p = arg;
+  if (p->cfg.pipeline_count > 0) dlqb_log_set_pipeline(p->cfg.pipelines[0].p.name);
   pthread_mutex_lock(&p->mu);
   while (!p->stopping) {
     struct timespec until;

@@ -158,6 +158,7 @@ struct dlqb_audit {
   char seal_path[DLQB_CONFIG_STR_MAX + 16];
   char rotating[DLQB_CONFIG_STR_MAX + 16];
   char writer[2 * DLQB__AUDIT_WRITER_MAX + 1]; /* JSON-escaped (dlqb__audit_writer_name) */
+  char pipeline[DLQB_PIPELINE_NAME_MAX]; /* its thread's log lines name it; "" = none */
   long long rotate_bytes;
   int fd; /* the log, O_APPEND; -1 when closed */
   dlqb__audit_hasher hasher;

@@ -205,6 +205,7 @@ static void *writer_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
+  if (a->pipeline[0] != '\0') dlqb_log_set_pipeline(a->pipeline);
   pthread_mutex_lock(&a->mu);
   for (;;) {
     while (a->qlen == 0 && a->blen == 0 && !a->closing) pthread_cond_wait(&a->work, &a->mu);
@@ -318,6 +319,9 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   snprintf(a->rotating, sizeof a->rotating, "%s.rotating", a->path);
   dlqb__audit_writer_name(a->writer, writer != NULL && writer[0] ? writer : cfg->instance);
   a->rotate_bytes = cfg->audit_rotate_bytes;
+  /* A daemon serving several pipelines has writers of each: say whose. */
+  if (cfg->pipeline_count > 0)
+    snprintf(a->pipeline, sizeof a->pipeline, "%s", cfg->pipelines[0].p.name);
   if (!dlqb__audit_reserve(&a->buf, &a->cap, 0, DLQB__AUDIT_BUF_INITIAL) ||
       !dlqb__audit_reserve(&a->sbuf, &a->scap, 0, 4096)) {
     st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");

@@ -159,11 +159,16 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
     help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
              "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
              "empty = none)");
-    help_row(out, "--pipeline NAME",
-             "the pipeline of the config file's `pipelines` to work "
-             "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
-             "`pipelines`). Its queues (the names in this help are dsr's) and its profile's "
-             "identity fields (docs/pipelines.md) are used");
+    if (strcmp(spec->name, "run") == 0)
+      help_row(out, "--pipeline NAME", "serve only this pipeline of the config file's "
+               "`pipelines` (also DLQ_BRIDGE_PIPELINE); default: every one configured (dsr "
+               "without `pipelines`)");
+    else
+      help_row(out, "--pipeline NAME",
+               "the pipeline of the config file's `pipelines` to work "
+               "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
+               "`pipelines`). Its queues (the names in this help are dsr's) and its profile's "
+               "identity fields (docs/pipelines.md) are used");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
@@ -279,12 +284,18 @@ const dlqb_pipeline *cli_pipeline(void) {
  * `declare` covers every one, or the one named. The others serve one:
  * the one named, or the only one configured: `run` routes it, the ops
  * commands work on its queues, by its profile's identity, with its own
- * files (ledger cache, drain state and textfile). What stays in cfg is the pipeline served, its policy
- * in the top-level settings. */
+ * files (ledger cache, drain state and textfile). What stays in cfg is the
+ * pipeline served, its policy in the top-level settings (for `run` its
+ * broker user too). `run` without --pipeline keeps every pipeline: it
+ * serves them all. */
 static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const char *chosen,
                                    dlqb_error *err) {
   bool declare = strcmp(spec->name, "declare") == 0;
+  bool run = strcmp(spec->name, "run") == 0;
   if (declare && chosen == NULL) return DLQB_OK;
+  /* run without --pipeline serves every one (cmd_run.c keeps each alone
+   * on a copy of cfg, with its policy and broker user). */
+  if (run && chosen == NULL && cfg->pipeline_count > 1) return DLQB_OK;
   size_t i = 0;
   if (dlqb_config_pipeline_choose(cfg, chosen, &i, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_pipeline p;
@@ -292,6 +303,7 @@ static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const
   if (dlqb_config_pipeline_paths(cfg, &p, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_config_pipeline_only(cfg, i);
   dlqb_config_use_pipeline(cfg, &p);
+  if (run) dlqb_config_use_pipeline_user(cfg, 0);
   served = p;
   served_set = true;
   return DLQB_OK;
@@ -327,6 +339,21 @@ static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlq
     return dlqb_fail(err, DLQB_EINVAL, "%s: cannot read %s '%s': %s",
                      cli_setting_source(files[i].key, a, sizeof a), files[i].what, path,
                      dlqb_errno_text(e, why, sizeof why));
+  }
+  /* The pipelines' own users (run serves them all). */
+  for (size_t i = 0; strcmp(spec->name, "run") == 0 && i < cfg->pipeline_count; i++) {
+    const char *path = cfg->pipelines[i].password_file;
+    FILE *f = path[0] != '\0' ? fopen(path, "r") : NULL;
+    if (path[0] == '\0' || f != NULL) {
+      if (f != NULL) fclose(f);
+      continue;
+    }
+    char why[DLQB_ERRNO_TEXT_MAX];
+    int e = errno;
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key 'pipelines.%s.password_file': cannot read password "
+                     "file '%s': %s",
+                     cfg->pipelines[i].p.name, path, dlqb_errno_text(e, why, sizeof why));
   }
   return DLQB_OK;
 }

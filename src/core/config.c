@@ -981,6 +981,13 @@ dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err) {
   if ((c->tls_ca_file[0] != '\0' || cert || key) && !has_prefix(c->url, "amqps://")) {
     return dlqb_fail(err, DLQB_EINVAL, "tls files are set but the url is not amqps://");
   }
+  for (size_t i = 0; i < c->pipeline_count; i++) {
+    const char *u = c->pipelines[i].url;
+    if (u[0] == '\0') continue;
+    if ((c->tls_ca_file[0] != '\0' || cert || key) && !has_prefix(u, "amqps://"))
+      return dlqb_fail(err, DLQB_EINVAL, "tls files are set but pipelines.%s.url is not amqps://",
+                       c->pipelines[i].p.name);
+  }
   if (cert != key) {
     return dlqb_fail(err, DLQB_EINVAL, "tls_cert_file and tls_key_file must be given together");
   }

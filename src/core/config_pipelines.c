@@ -6,6 +6,8 @@
  *   policy:     max_attempts, poison_threshold, retry_delays, retry_jitter,
  *               sla_budget, prefetch, dlq_sla, max_replays (the top-level
  *               settings' rules; unset ones follow the top level)
+ *   user:       url, password_file: the broker user its bridge runs as
+ *               (the top-level rules; unset ones follow the top level)
  * and the lookups over them. docs/configuration.md is the reference. */
 #include <stdio.h>
 #include <string.h>
@@ -332,12 +334,25 @@ static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, jso
       if ((st = parse_queues(&out->p, val, sub, err)) != DLQB_OK) return st;
       continue;
     }
+    if (strcmp(key, "url") == 0 || strcmp(key, "password_file") == 0) {
+      /* The top-level rules (scheme, port, length), on a scratch copy. */
+      char src[PATH_MAX_LEN + 8];
+      snprintf(src, sizeof src, "key '%s'", sub);
+      bool url = key[0] == 'u';
+      if ((st = dlqb__config_apply_member(&scratch, key, val, src, err)) != DLQB_OK) return st;
+      const char *given = url ? scratch.url : scratch.password_file;
+      if (given[0] == '\0')
+        return dlqb_fail(err, DLQB_EINVAL, "key '%s': empty (leave it out to use the top-level %s)",
+                         sub, key);
+      snprintf(url ? out->url : out->password_file, sizeof out->url, "%s", given);
+      continue;
+    }
     size_t i = 0;
     while (i < COUNT_OF(policy_keys) && strcmp(policy_keys[i].key, key) != 0) i++;
     if (i == COUNT_OF(policy_keys))
       return unknown_key(path, key,
-                         "profile, queues, max_attempts, poison_threshold, retry_delays, "
-                         "retry_jitter, sla_budget, prefetch, dlq_sla, max_replays",
+                         "profile, queues, url, password_file, max_attempts, poison_threshold, "
+                         "retry_delays, retry_jitter, sla_budget, prefetch, dlq_sla, max_replays",
                          err);
     char src[PATH_MAX_LEN + 8];
     snprintf(src, sizeof src, "key '%s'", sub);
@@ -345,6 +360,7 @@ static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, jso
     out->policy_set |= policy_keys[i].bit;
   }
   policy_of(&scratch, &out->p.policy);
+  explicit_bzero(&scratch, sizeof scratch); /* a url may hold a password */
   return DLQB_OK;
 }
 
@@ -486,6 +502,15 @@ void dlqb_config_pipelines_override(dlqb_config *c, const char *key) {
     for (size_t i = 0; i < c->pipeline_count; i++)
       c->pipelines[i].policy_set &= ~policy_keys[k].bit;
   }
+}
+
+void dlqb_config_use_pipeline_user(dlqb_config *c, size_t i) {
+  if (i >= c->pipeline_count) return;
+  const dlqb_pipeline_conf *pc = &c->pipelines[i];
+  /* Same-sized fields, each NUL-terminated within its size. */
+  if (pc->url[0] != '\0') memcpy(c->url, pc->url, sizeof c->url);
+  if (pc->password_file[0] != '\0')
+    memcpy(c->password_file, pc->password_file, sizeof c->password_file);
 }
 
 void dlqb_config_pipeline_only(dlqb_config *c, size_t i) {

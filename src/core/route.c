@@ -99,6 +99,13 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
       out->drop_body = true;
       set(out, DLQB_H_BODY_DROPPED, DLQB_HSET_INT, NULL, (int64_t)body_len);
       set(out, DLQB_H_BODY_SHA256, DLQB_HSET_STRING, out->body_sha256, 0);
+    } else if (!p->profile.dlq_body_forbidden) {
+      /* Where bodies are kept no bridge drops one: a producer's claim
+       * that one was dropped does not enter the DLQ. (Where they are
+       * forbidden an empty body keeps them: an earlier hop's drop, e.g.
+       * of a replayed item, stays said.) */
+      set(out, DLQB_H_BODY_DROPPED, DLQB_HSET_REMOVE, NULL, 0);
+      set(out, DLQB_H_BODY_SHA256, DLQB_HSET_REMOVE, NULL, 0);
     }
   }
 

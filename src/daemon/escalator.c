@@ -109,6 +109,7 @@ static void *run(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
+  if (e->cfg.pipeline_count > 0) dlqb_log_set_pipeline(e->p.name);
   long interval = dlqb_escalator_interval_ms(e->cfg.dlq_sla_ms);
   while (!e->stop) {
     pass(e);

@@ -52,6 +52,7 @@ struct dlqb_metrics {
   dlqb_queue_stat queues[DLQB_TOPO_MAX_QUEUES];
   size_t nqueues;
   char audit_why[DLQB_ERROR_MAX]; /* why the audit log is not writable */
+  char link_why[DLQB_ERROR_MAX];  /* why the router is not consuming (its last failure) */
   uint64_t audit_pending;
   bool review_ok;
   dlqb_review_tally review;
@@ -142,7 +143,14 @@ void dlqb_metrics_count_hop(dlqb_metrics *m, const dlqb_hop *hop, double confirm
 }
 
 void dlqb_metrics_set_connected(dlqb_metrics *m, bool connected) {
+  if (connected) dlqb_metrics_set_link_error(m, NULL);
   atomic_store(&m->connected, connected);
+}
+
+void dlqb_metrics_set_link_error(dlqb_metrics *m, const char *why) {
+  pthread_mutex_lock(&m->lock);
+  snprintf(m->link_why, sizeof m->link_why, "%s", why != NULL ? why : "");
+  pthread_mutex_unlock(&m->lock);
 }
 
 void dlqb_metrics_set_audit_writable(dlqb_metrics *m, bool writable) {
@@ -181,6 +189,8 @@ void dlqb_metrics_set_pipeline(dlqb_metrics *m, const char *name) {
   snprintf(m->pipeline, sizeof m->pipeline, "%s", dlqb_pipeline_name_valid(name) ? name : "");
 }
 
+const char *dlqb_metrics_pipeline(const dlqb_metrics *m) { return m->pipeline; }
+
 bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len) {
   static const char audit_down[] = "audit log is not writable";
   const char *why = NULL;
@@ -192,6 +202,8 @@ bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len) {
     pthread_mutex_lock(&m->lock);
     if (why == audit_down && m->audit_why[0] != '\0')
       snprintf(reason, len, "%s%s: %s", who, why, m->audit_why);
+    else if (why != NULL && why != audit_down && who[0] != '\0' && m->link_why[0] != '\0')
+      snprintf(reason, len, "%s%s", who, m->link_why); /* a pipeline's: say what failed */
     else
       snprintf(reason, len, "%s%s", who, why ? why : "ok");
     pthread_mutex_unlock(&m->lock);
@@ -476,4 +488,150 @@ char *dlqb_metrics_add_label(const char *src, size_t len, const char *label, con
   out[o] = '\0';
   *out_len = o;
   return out;
+}
+
+/* ---- several pipelines in one exposition and one /healthz ------------ */
+
+bool dlqb_metrics_health_of(dlqb_metrics *const *ms, size_t n, const char *only, char *buf,
+                            size_t len, bool *found) {
+  bool ok = true;
+  size_t used = 0;
+  if (found != NULL) *found = only == NULL;
+  if (len > 0) buf[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    if (only != NULL && strcmp(ms[i]->pipeline, only) != 0) continue;
+    if (found != NULL) *found = true;
+    char reason[DLQB_ERROR_MAX + DLQB_PIPELINE_NAME_MAX + 40];
+    /* Without a pipeline, the 127 bytes /healthz always gave (byte for
+     * byte as before); a pipeline's line has room for its router's error. */
+    size_t room = ms[i]->pipeline[0] != '\0' ? sizeof reason : 128;
+    if (!dlqb_metrics_healthy(ms[i], reason, room)) ok = false;
+    int w = snprintf(buf + used, len > used ? len - used : 0, "%s\n", reason);
+    if (w > 0) used = used + (size_t)w < len ? used + (size_t)w : (len > 0 ? len - 1 : 0);
+  }
+  return ok;
+}
+
+/* One metric family of one exposition: its "# " lines and its samples. */
+typedef struct {
+  const char *name; /* after "# HELP " or "# TYPE ", up to a space */
+  size_t name_len;
+  const char *head, *samples, *end; /* [head, samples) comments, [samples, end) samples */
+} family;
+
+/* The metric name a "# HELP NAME ..." or "# TYPE NAME ..." line [p, next)
+ * names, as *name and its length; false for any other line. */
+static bool comment_name(const char *p, const char *next, const char **name, size_t *n) {
+  if (next - p <= 7 || (memcmp(p, "# HELP ", 7) != 0 && memcmp(p, "# TYPE ", 7) != 0)) return false;
+  *name = p + 7;
+  *n = 0;
+  while (*name + *n < next && (*name)[*n] != ' ' && (*name)[*n] != '\n') (*n)++;
+  return true;
+}
+
+/* Splits text into its families: one starts at each HELP or TYPE line
+ * naming another metric than the family before; its HELP and TYPE lines
+ * are its head, the lines up to the next family its samples. *out is
+ * malloc'd. -1 when out of memory. */
+static long split_families(const char *src, size_t len, family **out) {
+  size_t cap = 16, n = 0;
+  family *f = malloc(cap * sizeof *f);
+  if (f == NULL) return -1;
+  const char *p = src, *end = src + len;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *next = nl != NULL ? nl + 1 : end;
+    const char *name = "";
+    size_t nlen = 0;
+    bool comment = comment_name(p, next, &name, &nlen);
+    family *cur = n > 0 ? &f[n - 1] : NULL;
+    bool same =
+        cur != NULL && comment && nlen == cur->name_len && memcmp(name, cur->name, nlen) == 0;
+    if (cur == NULL || (comment && !same)) {
+      if (n == cap) {
+        family *bigger = realloc(f, (cap *= 2) * sizeof *f);
+        if (bigger == NULL) {
+          free(f);
+          return -1;
+        }
+        f = bigger;
+      }
+      cur = &f[n++];
+      *cur = (family){.name = name, .name_len = nlen, .head = p, .samples = p, .end = p};
+    }
+    if (comment && same ? cur->samples == p : comment && cur->head == p) cur->samples = next;
+    cur->end = next;
+    p = next;
+  }
+  *out = f;
+  return (long)n;
+}
+
+static bool same_name(const family *a, const family *b) {
+  return a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) == 0;
+}
+
+char *dlqb_metrics_merge(const char *const *texts, const size_t *lens, size_t n, size_t *out_len) {
+  family **fs = calloc(n > 0 ? n : 1, sizeof *fs);
+  long *nf = calloc(n > 0 ? n : 1, sizeof *nf);
+  bool **done = calloc(n > 0 ? n : 1, sizeof *done);
+  size_t total = 1;
+  char *out = NULL;
+  bool failed = fs == NULL || nf == NULL || done == NULL;
+  for (size_t i = 0; !failed && i < n; i++) {
+    total += lens[i];
+    nf[i] = split_families(texts[i], lens[i], &fs[i]);
+    failed = nf[i] < 0 || (done[i] = calloc((size_t)nf[i] + 1, sizeof **done)) == NULL;
+  }
+  if (!failed) out = malloc(total + 1);
+  size_t o = 0;
+  /* Each family in the order it first appears: its head once (the first
+   * exposition's), then the samples of every exposition that has it. */
+  for (size_t i = 0; out != NULL && i < n; i++) {
+    for (long k = 0; k < nf[i]; k++) {
+      if (done[i][k]) continue;
+      const family *head = &fs[i][k];
+      memcpy(out + o, head->head, (size_t)(head->samples - head->head));
+      o += (size_t)(head->samples - head->head);
+      for (size_t j = i; j < n; j++) {
+        for (long q = 0; q < nf[j]; q++) {
+          const family *g = &fs[j][q];
+          if (done[j][q] || !same_name(g, head)) continue;
+          done[j][q] = true;
+          memcpy(out + o, g->samples, (size_t)(g->end - g->samples));
+          o += (size_t)(g->end - g->samples);
+          break;
+        }
+      }
+    }
+  }
+  if (out != NULL) {
+    out[o] = '\0';
+    *out_len = o;
+  }
+  for (size_t i = 0; i < n && fs != NULL && nf != NULL; i++) {
+    if (nf[i] >= 0) free(fs[i]);
+    if (done != NULL) free(done[i]);
+  }
+  free(fs);
+  free(nf);
+  free(done);
+  return out;
+}
+
+dlqb_status dlqb_metrics_render_set(dlqb_metrics *const *ms, size_t n, char **out, size_t *out_len,
+                                    dlqb_error *err) {
+  if (n == 1) return dlqb_metrics_render(ms[0], out, out_len, err);
+  char *texts[DLQB_MAX_PIPELINES] = {0};
+  size_t lens[DLQB_MAX_PIPELINES] = {0};
+  if (n > DLQB_MAX_PIPELINES) n = DLQB_MAX_PIPELINES;
+  dlqb_status st = DLQB_OK;
+  for (size_t i = 0; i < n && st == DLQB_OK; i++)
+    st = dlqb_metrics_render(ms[i], &texts[i], &lens[i], err);
+  if (st == DLQB_OK) {
+    *out = dlqb_metrics_merge((const char *const *)texts, lens, n, out_len);
+    if (*out == NULL) st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) free(texts[i]);
+  return st;
 }

@@ -33,7 +33,9 @@ typedef struct {
 
 struct dlqb_metrics_server {
   struct MHD_Daemon *daemon;
-  dlqb_metrics *m;
+  dlqb_metrics *ms[DLQB_MAX_PIPELINES]; /* one per pipeline served */
+  size_t n;
+  bool named; /* the registries name their pipelines: /healthz/NAME is served */
   int port;
   pthread_mutex_t lock;
   pthread_cond_t wake;
@@ -204,17 +206,24 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     char *text = NULL;
     size_t len = 0;
     dlqb_error err;
-    if (dlqb_metrics_render(s->m, &text, &len, &err) != DLQB_OK)
+    if (dlqb_metrics_render_set(s->ms, s->n, &text, &len, &err) != DLQB_OK)
       return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
     return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len,
                  MHD_RESPMEM_MUST_FREE);
   }
-  if (strcmp(url, "/healthz") == 0) {
-    char reason[128], line[132];
-    bool ok = dlqb_metrics_healthy(s->m, reason, sizeof reason);
-    snprintf(line, sizeof line, "%s\n", reason);
+  /* One pipeline's line: /healthz/NAME or /healthz?pipeline=NAME (only
+   * where pipelines are named: otherwise /healthz is as it always was). */
+  const char *only = NULL;
+  if (s->named && strncmp(url, "/healthz/", 9) == 0) only = url + 9;
+  else if (s->named && strcmp(url, "/healthz") == 0)
+    only = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pipeline");
+  if (strcmp(url, "/healthz") == 0 || only != NULL) {
+    char body[DLQB_MAX_PIPELINES * (DLQB_ERROR_MAX + 64)];
+    bool found = true;
+    bool ok = dlqb_metrics_health_of(s->ms, s->n, only, body, sizeof body, &found);
+    if (!found) return reply_text(c, MHD_HTTP_NOT_FOUND, "no such pipeline\n");
     return reply(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
-                 line, strlen(line), MHD_RESPMEM_MUST_COPY);
+                 body, strlen(body), MHD_RESPMEM_MUST_COPY);
   }
   if (strcmp(url, "/") == 0)
     return reply_text(c, MHD_HTTP_OK, "dlq-bridge: see /metrics and /healthz\n");
@@ -223,10 +232,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
                                       dlqb_metrics_server **out, dlqb_error *err) {
+  return dlqb_metrics_server_start_set(&m, 1, addr, out, err);
+}
+
+dlqb_status dlqb_metrics_server_start_set(dlqb_metrics *const *ms, size_t n, const char *addr,
+                                          dlqb_metrics_server **out, dlqb_error *err) {
   *out = NULL;
+  if (n == 0 || n > DLQB_MAX_PIPELINES)
+    return dlqb_fail(err, DLQB_EINVAL, "the metrics server serves 1 to %d registries",
+                     DLQB_MAX_PIPELINES);
   dlqb_metrics_server *s = calloc(1, sizeof *s);
   if (s == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  s->m = m;
+  s->n = n;
+  for (size_t i = 0; i < n; i++) s->ms[i] = ms[i];
+  s->named = dlqb_metrics_pipeline(ms[0])[0] != '\0';
   for (size_t i = 0; i < DLQB_METRICS_CONNECTIONS; i++) s->conns[i].fd = -1;
   int fd = -1;
   dlqb_status st = listen_on(addr, &fd, &s->port, err);

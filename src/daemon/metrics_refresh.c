@@ -94,6 +94,7 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
 
 static void *run(void *arg) {
   dlqb_metrics_refresher *r = arg;
+  if (r->cfg.pipeline_count > 0) dlqb_log_set_pipeline(r->cfg.pipelines[0].p.name);
   dlqb_topology *topo = dlqb_topology_new(&r->cfg);
   dlqb_queue_stats *qs = topo != NULL ? dlqb_queue_stats_new(topo) : NULL;
   free(topo); /* the stats keep what they need */

@@ -30,6 +30,7 @@ typedef struct {
   dlqb_stop_flag *stop;       /* the daemon's (SIGTERM) */
   dlqb_stop_flag session_end; /* the pipe's: *stop, or the audit trail is back */
   uint64_t held_for_audit;    /* deliveries of this session left unrouted */
+  bool consumed;              /* the last session reached its consumer */
 } router;
 
 static uint32_t next_random(router *r) {
@@ -184,6 +185,7 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
                          .on_returned = route_returned, .ctx = r};
   if (st == DLQB_OK) st = dlqb_pipe_new(link, &opt, &h, &pipe, err);
   if (st == DLQB_OK) {
+    r->consumed = true;
     set_connected(r, 1);
     dlqb_log_info("connected", "routing from %s (prefetch %d)", r->p.failed, r->cfg->prefetch);
     r->held_for_audit = 0;
@@ -202,6 +204,9 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
                             dlqb_error *err) {
   router r = {.cfg = cfg, .hooks = hooks, .stop = stop};
   dlqb_config_pipeline(cfg, 0, &r.p);
+  if (cfg->pipeline_count > 0) dlqb_log_set_pipeline(r.p.name);
+  bool persist = hooks != NULL && hooks->persist;
+  bool reported_give_up = false;
   r.rng = (uint64_t)dlqb_now_ms() * 2654435761u ^ (uint64_t)getpid() << 32 ^ 0x9E3779B97F4A7C15ULL;
   bool ever_connected = false;
   /* Until the first contact, a broker that does not answer (still
@@ -213,6 +218,7 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
   dlqb_status st = DLQB_OK;
   while (!*stop) {
     bool connected = false;
+    r.consumed = false;
     st = session(&r, no_declare, stop, &connected, err);
     if (st == DLQB_OK && !*stop) {
       /* Ended to take up what it held while the audit log failed. */
@@ -221,30 +227,48 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
       continue;
     }
     if (st == DLQB_OK) break;
-    /* Retrying cannot fix these; say so and exit non-zero. */
-    if (st == DLQB_ECONFLICT || st == DLQB_EINVAL || st == DLQB_EACCESS) break;
     if (connected) ever_connected = true;
     bool first_contact = !ever_connected;
-    if (first_contact && (st == DLQB_EIO || st == DLQB_ENOMEM)) break; /* e.g. password file */
     long long now = dlqb_mono_ms();
-    if (first_contact && now >= give_up_at) {
-      if (cfg->startup_wait_ms > 0) {
+    /* Retrying cannot fix these (a refused configuration or permission, a
+     * password file); alone, say so and exit non-zero. */
+    bool give_up = st == DLQB_ECONFLICT || st == DLQB_EINVAL || st == DLQB_EACCESS ||
+                   (first_contact && (st == DLQB_EIO || st == DLQB_ENOMEM));
+    if (!give_up && first_contact && now >= give_up_at) {
+      give_up = true;
+      if (cfg->startup_wait_ms > 0 && !reported_give_up) {
         char was[DLQB_ERROR_MAX], waited[32];
         snprintf(was, sizeof was, "%s", err->msg);
         dlqb_fail(err, st, "%.400s (still failing after startup_wait %s)", was,
                   dlqb_duration_format(cfg->startup_wait_ms, waited, sizeof waited));
       }
-      break;
     }
-    if (connected) backoff = BACKOFF_MIN_MS;
+    if (hooks != NULL && hooks->on_failure != NULL)
+      hooks->on_failure(hooks->ctx, st, err->msg, give_up);
+    if (give_up && !persist) break;
+    if (give_up && !reported_give_up) {
+      /* Persisting: said once at error level, then retried like any loss. */
+      dlqb_log_error("pipeline_blocked",
+                     "%s; retrying with backoff while the other pipelines "
+                     "run",
+                     err->msg);
+      reported_give_up = true;
+    }
+    if (!give_up) reported_give_up = false;
+    /* Alone, any contact starts the backoff over; persisting, only a
+     * session that consumed does (a refused permission is not retried
+     * every 200 ms). */
+    if (persist ? r.consumed : connected && !give_up) backoff = BACKOFF_MIN_MS;
     long wait = backoff / 2 + (long)(next_random(&r) % (uint32_t)(backoff / 2 + 1));
-    if (first_contact) {
+    if (first_contact && !persist) {
       /* The last try of the startup wait falls on its end, not past it. */
       if (now + wait > give_up_at) wait = (long)(give_up_at - now);
       dlqb_log_warn("broker_unreachable", "%s; retrying in %ld ms (startup_wait: %lld s left)",
                     err->msg, wait, (give_up_at - now + 999) / 1000);
-    } else {
+    } else if (!give_up) {
       dlqb_log_warn("disconnected", "%s; reconnecting in %ld ms", err->msg, wait);
+    } else {
+      dlqb_log_debug("disconnected", "%s; reconnecting in %ld ms", err->msg, wait);
     }
     dlqb_sleep_us(stop, (int64_t)wait * 1000);
     backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,6 +86,17 @@ static dlqb_status load(dlqb_config *c, const char *path, bool required, uint64_
                      "key 'url' holds a password, and the file is readable by group or others "
                      "(mode %04o): put the password in a password_file, or chmod 600 the file",
                      (unsigned)(sb.st_mode & 07777));
+  }
+  for (size_t i = 0; i < work.pipeline_count && (sb.st_mode & 044) != 0; i++) {
+    if (!dlqb_config_url_has_password(work.pipelines[i].url)) continue;
+    char name[DLQB_PIPELINE_NAME_MAX];
+    snprintf(name, sizeof name, "%s", work.pipelines[i].p.name);
+    explicit_bzero(&work, sizeof work);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key 'pipelines.%s.url' holds a password, and the file is readable by group "
+                     "or others (mode %04o): put the password in its password_file, or chmod 600 "
+                     "the file",
+                     name, (unsigned)(sb.st_mode & 07777));
   }
   *c = work;
   explicit_bzero(&work, sizeof work);

@@ -16,6 +16,14 @@ static struct {
   char instance[256];
 } log_state = {DLQB_LOG_TEXT, DLQB_LOG_INFO, ""};
 
+/* The pipeline the calling thread serves ("" = none): each pipeline's
+ * threads set their own, so one daemon's lines say whose they are. */
+static _Thread_local char log_pipeline[DLQB_PIPELINE_NAME_MAX];
+
+void dlqb_log_set_pipeline(const char *name) {
+  snprintf(log_pipeline, sizeof log_pipeline, "%s", name != NULL ? name : "");
+}
+
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 void dlqb_log_setup(dlqb_log_format format, int level, const char *instance) {
@@ -42,6 +50,8 @@ void dlqb_log(int level, const char *event, const char *fmt, ...) {
     json_object_object_add(o, "level", json_object_new_string(level_names[level]));
     json_object_object_add(o, "event", json_object_new_string(event));
     json_object_object_add(o, "instance", json_object_new_string(log_state.instance));
+    if (log_pipeline[0] != '\0')
+      json_object_object_add(o, "pipeline", json_object_new_string(log_pipeline));
     json_object_object_add(o, "msg", json_object_new_string(msg));
     fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
@@ -50,6 +60,9 @@ void dlqb_log(int level, const char *event, const char *fmt, ...) {
      * other control bytes (escape sequences) could rewrite a terminal. */
     for (char *p = msg; *p; p++)
       if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
-    fprintf(stderr, "%s %-5s %s: %s\n", when, level_names[level], event, msg);
+    if (log_pipeline[0] != '\0')
+      fprintf(stderr, "%s %-5s %s: pipeline=%s %s\n", when, level_names[level], event, log_pipeline,
+              msg);
+    else fprintf(stderr, "%s %-5s %s: %s\n", when, level_names[level], event, msg);
   }
 }

@@ -210,6 +210,17 @@ int th_mgmt_post_file(const char *path, const char *file) {
   return pclose(p) == 0 ? status : -1;
 }
 
+char *th_queue_list(const char *vhost) {
+  char path[TH_PATH_MAX];
+  if (th__fmt(path, sizeof path, "/api/queues/%s?columns=name,type,durable,arguments", vhost) != 0)
+    return NULL;
+  json_object *qs = th_mgmt_get_json(path);
+  if (qs == NULL) return NULL;
+  char *text = strdup(json_object_to_json_string_ext(qs, JSON_C_TO_STRING_SPACED));
+  json_object_put(qs);
+  return text;
+}
+
 int th_mgmt(const char *method, const char *path, const char *body, char **out) {
   const th_env *e = th_env_get();
   if (e == NULL) return -1;

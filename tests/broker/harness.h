@@ -91,6 +91,11 @@ json_object *th_mgmt_get_json(const char *path);
  * or -1. */
 int th_mgmt_post_file(const char *path, const char *file);
 
+/* Every queue of the vhost with its name, type, durability and arguments,
+ * sorted by name (the API sorts), as one JSON text to compare before and
+ * after (free() it); NULL on failure. */
+char *th_queue_list(const char *vhost);
+
 /* A string member of obj ("" when absent or not a string); the pointer lives
  * as long as obj. */
 const char *th_json_str(json_object *obj, const char *key);

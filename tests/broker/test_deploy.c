@@ -45,17 +45,6 @@ extern char **environ;
 
 /* ---- definitions ------------------------------------------------------ */
 
-/* Names, types and arguments of every queue in the vhost, as JSON text. */
-static char *queue_list(const fx_case *t) {
-  char path[TH_PATH_MAX];
-  fmt(path, sizeof path, "/api/queues/%s?columns=name,type,durable,arguments", t->vhost.name);
-  json_object *qs = th_mgmt_get_json(path);
-  assert_non_null(qs);
-  char *text = strdup(json_object_to_json_string_ext(qs, JSON_C_TO_STRING_SPACED));
-  json_object_put(qs);
-  return text;
-}
-
 static size_t queue_count(const fx_case *t) {
   char path[TH_PATH_MAX];
   fmt(path, sizeof path, "/api/queues/%s?columns=name", t->vhost.name);
@@ -84,14 +73,17 @@ static void test_definitions_load_then_declare_changes_nothing(void **state) {
   json_object_put(defs);
   assert_int_equal(queue_count(t), in_file);
 
-  char *before = queue_list(t);
+  char *before = th_queue_list(t->vhost.name);
+  assert_non_null(before);
+
   static const char *const args[] = {"declare", NULL};
   th_result r;
   assert_int_equal(th_run_bridge(args, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
   if (r.exit_code != 0) fprintf(stderr, "declare after definitions: %s", r.err);
   assert_int_equal(r.exit_code, 0);
   assert_null(strstr(r.err, "PRECONDITION_FAILED"));
-  char *after = queue_list(t);
+  char *after = th_queue_list(t->vhost.name);
+  assert_non_null(after);
   assert_string_equal(before, after);
   assert_int_equal(queue_count(t), in_file);
   free(before);

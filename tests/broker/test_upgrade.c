@@ -38,20 +38,6 @@ static void load_old_topology(fx_case *t) {
   assert_true(status == 204 || status == 201);
 }
 
-/* Every queue of the vhost with its type, durability and arguments: what
- * an upgrade must leave as it was. */
-static char *queue_list(const fx_case *t) {
-  char path[TH_PATH_MAX];
-  assert_true(th_fmt(path, sizeof path, "/api/queues/%s?columns=name,type,durable,arguments",
-                     t->vhost.name));
-  json_object *qs = th_mgmt_get_json(path);
-  assert_non_null(qs);
-  char *text = strdup(json_object_to_json_string_ext(qs, JSON_C_TO_STRING_SPACED));
-  json_object_put(qs);
-  assert_non_null(text);
-  return text;
-}
-
 /* The old config file as DLQ_BRIDGE_CONFIG. */
 static void old_config_env(char *buf, size_t len) {
   char file[TH_PATH_MAX + 64];
@@ -136,7 +122,8 @@ static void test_old_deployment_runs_the_new_daemon(void **state) {
   fx_case *t = *state;
   load_old_topology(t);
   assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", old_dlq_item(t, "old-1")), 0);
-  char *before = queue_list(t);
+  char *before = th_queue_list(t->vhost.name);
+  assert_non_null(before);
 
   char env_config[TH_PATH_MAX + 100], env_metrics[64];
   old_config_env(env_config, sizeof env_config);
@@ -147,7 +134,8 @@ static void test_old_deployment_runs_the_new_daemon(void **state) {
   assert_int_equal(fx_start_bridge(t, env), 0);
 
   /* The daemon declared on start: nothing changed, nothing was added. */
-  char *after = queue_list(t);
+  char *after = th_queue_list(t->vhost.name);
+  assert_non_null(after);
   assert_string_equal(before, after);
   free(after);
 
@@ -202,7 +190,8 @@ static void test_old_deployment_runs_the_new_daemon(void **state) {
   FX_HDR_INT_EQ(got, "replay_count", 1);
   assert_int_equal(th_worker_ack(w), 0);
   assert_int_equal(fx_stop_bridges(t), 0);
-  after = queue_list(t);
+  after = th_queue_list(t->vhost.name);
+  assert_non_null(after);
   assert_string_equal(before, after);
   free(before);
   free(after);

@@ -558,6 +558,192 @@ static void test_head_stamp(void **state) {
   assert_int_equal(ms, INT64_C(1796022120000));
 }
 
+/* ---- several pipelines: one exposition, one /healthz ------------------ */
+
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* Every family's HELP and TYPE once, every sample after its own family's
+ * TYPE and before the next family, and each pipeline's samples kept. */
+static void test_merge_expositions(void **state) {
+  (void)state;
+  dlqb_metrics *a = dlqb_metrics_new("1"), *b = dlqb_metrics_new("1");
+  dlqb_metrics_set_pipeline(a, "dsr");
+  dlqb_metrics_set_pipeline(b, "redaction");
+  dlqb_metrics_set_connected(a, true);
+  dlqb_hop h = hop(DLQB_EV_POISON, "poison");
+  dlqb_metrics_count_hop(b, &h, 0.004);
+  dlqb_metrics_count_hop(b, &h, 0.004);
+  dlqb_queue_stat q = {.present = true, .depth = 7};
+  snprintf(q.queue, sizeof q.queue, "redaction.failed");
+  dlqb_metrics_set_queues(b, &q, 1, true);
+  dlqb_metrics *both[] = {a, b};
+  char *text = NULL;
+  size_t len = 0;
+  dlqb_error err;
+  assert_int_equal(dlqb_metrics_render_set(both, 2, &text, &len, &err), DLQB_OK);
+  assert_int_equal(strlen(text), len);
+  assert_int_equal(count_of(text, "# HELP dlq_bridge_poison_total "), 1);
+  assert_int_equal(count_of(text, "# TYPE dlq_bridge_poison_total "), 1);
+  assert_int_equal(count_of(text, "# TYPE dlq_bridge_confirm_latency_seconds histogram"), 1);
+  assert_true(sample(text, "dlq_bridge_poison_total{pipeline=\"dsr\"}") == 0);
+  assert_true(sample(text, "dlq_bridge_poison_total{pipeline=\"redaction\"}") == 2);
+  assert_true(sample(text, "dlq_bridge_connected{pipeline=\"dsr\"}") == 1);
+  assert_true(sample(text, "dlq_bridge_connected{pipeline=\"redaction\"}") == 0);
+  assert_true(
+      sample(text, "dlq_bridge_queue_depth{pipeline=\"redaction\",queue=\"redaction.failed\"}") ==
+      7);
+  /* Sample lines follow their family: the name of the last TYPE line
+   * before each sample is the sample's metric (or its _bucket etc.). */
+  char family[128] = "";
+  int samples = 0;
+  for (char *line = text; *line != '\0';) {
+    char *end = strchr(line, '\n');
+    assert_non_null(end);
+    if (strncmp(line, "# TYPE ", 7) == 0) {
+      size_t n = strcspn(line + 7, " ");
+      snprintf(family, sizeof family, "%.*s", (int)n, line + 7);
+      /* A family appears once. */
+      char again[160];
+      snprintf(again, sizeof again, "# TYPE %s ", family);
+      assert_int_equal(count_of(text, again), 1);
+    } else if (line[0] != '#') {
+      assert_int_equal(strncmp(line, family, strlen(family)), 0);
+      assert_non_null(strstr(line, "pipeline=\""));
+      samples++;
+    }
+    line = end + 1;
+  }
+  /* As many samples as the two alone. */
+  char *ta = render(a), *tb = render(b);
+  int alone = 0;
+  for (const char *t2[] = {ta, tb}, **t = t2; t < t2 + 2; t++)
+    for (const char *line = *t; *line != '\0'; line = strchr(line, '\n') + 1)
+      if (line[0] != '#') alone++;
+  assert_int_equal(samples, alone);
+  free(ta);
+  free(tb);
+  free(text);
+  /* One registry: exactly its own exposition. */
+  assert_int_equal(dlqb_metrics_render_set(both, 1, &text, &len, &err), DLQB_OK);
+  ta = render(a);
+  assert_string_equal(text, ta);
+  free(ta);
+  free(text);
+  /* The pure merge on small texts: a family only the second has is kept. */
+  const char *x = "# HELP m a\n# TYPE m gauge\nm{p=\"1\"} 1\n";
+  const char *y =
+      "# HELP m a\n# TYPE m gauge\nm{p=\"2\"} 2\n# HELP n b\n# TYPE n gauge\nn{p=\"2\"} 3\n";
+  const char *texts[] = {x, y};
+  size_t lens[] = {strlen(x), strlen(y)};
+  char *merged = dlqb_metrics_merge(texts, lens, 2, &len);
+  assert_string_equal(merged, "# HELP m a\n# TYPE m gauge\nm{p=\"1\"} 1\nm{p=\"2\"} 2\n"
+                              "# HELP n b\n# TYPE n gauge\nn{p=\"2\"} 3\n");
+  free(merged);
+  dlqb_metrics_free(a);
+  dlqb_metrics_free(b);
+}
+
+/* A line per pipeline; healthy only when all are; one on its own. */
+static void test_health_of_pipelines(void **state) {
+  (void)state;
+  dlqb_metrics *a = dlqb_metrics_new("1"), *b = dlqb_metrics_new("1");
+  dlqb_metrics_set_pipeline(a, "dsr");
+  dlqb_metrics_set_pipeline(b, "redaction");
+  dlqb_metrics *both[] = {a, b};
+  dlqb_metrics_set_connected(a, true);
+  dlqb_metrics_set_connected(b, true);
+  char buf[2048];
+  bool found = false;
+  assert_true(dlqb_metrics_health_of(both, 2, NULL, buf, sizeof buf, &found));
+  assert_true(found);
+  assert_string_equal(buf, "dsr: ok\nredaction: ok\n");
+  /* The router's failure names what failed. */
+  dlqb_metrics_set_connected(b, false);
+  dlqb_metrics_set_link_error(b, "cannot consume redaction.failed: ACCESS_REFUSED");
+  assert_false(dlqb_metrics_health_of(both, 2, NULL, buf, sizeof buf, &found));
+  assert_string_equal(buf, "dsr: ok\nredaction: cannot consume redaction.failed: ACCESS_REFUSED\n");
+  assert_true(dlqb_metrics_health_of(both, 2, "dsr", buf, sizeof buf, &found));
+  assert_true(found);
+  assert_string_equal(buf, "dsr: ok\n");
+  assert_false(dlqb_metrics_health_of(both, 2, "redaction", buf, sizeof buf, &found));
+  assert_string_equal(buf, "redaction: cannot consume redaction.failed: ACCESS_REFUSED\n");
+  (void)dlqb_metrics_health_of(both, 2, "nope", buf, sizeof buf, &found);
+  assert_false(found);
+  assert_string_equal(buf, "");
+  /* Back: the error is cleared with the connection. */
+  dlqb_metrics_set_connected(b, true);
+  assert_true(dlqb_metrics_health_of(both, 2, NULL, buf, sizeof buf, &found));
+  /* A cut buffer still ends in a NUL. */
+  assert_true(dlqb_metrics_health_of(both, 2, NULL, buf, 6, &found));
+  assert_string_equal(buf, "dsr: ");
+  /* Without a pipeline name the reason is today's. */
+  dlqb_metrics *plain = dlqb_metrics_new("1");
+  dlqb_metrics_set_link_error(plain, "refused");
+  assert_false(dlqb_metrics_healthy(plain, buf, sizeof buf));
+  assert_string_equal(buf, "not connected to the broker");
+  /* ... and is cut where /healthz always cut it (127 bytes); a
+   * pipeline's line keeps its router's whole error. */
+  char long_why[400];
+  memset(long_why, 'x', sizeof long_why - 1);
+  long_why[sizeof long_why - 1] = '\0';
+  dlqb_metrics_set_connected(plain, true);
+  dlqb_metrics_set_audit(plain, false, long_why, 0);
+  assert_false(dlqb_metrics_health_of(&plain, 1, NULL, buf, sizeof buf, &found));
+  assert_int_equal(strlen(buf), 128);
+  dlqb_metrics_set_audit(plain, true, NULL, 0);
+  dlqb_metrics_set_connected(plain, false);
+  dlqb_metrics_set_connected(b, false);
+  dlqb_metrics_set_link_error(b, long_why);
+  assert_false(dlqb_metrics_health_of(both, 2, "redaction", buf, sizeof buf, &found));
+  assert_int_equal(strlen(buf), strlen("redaction: ") + sizeof long_why - 1 + 1);
+
+  /* Over HTTP: the status rule and the per-pipeline checks. */
+  dlqb_metrics_set_connected(b, false);
+  dlqb_metrics_set_link_error(b, "cannot consume redaction.failed: ACCESS_REFUSED");
+  dlqb_metrics_server *s = NULL;
+  dlqb_error err;
+  assert_int_equal(dlqb_metrics_server_start_set(both, 2, "127.0.0.1:0", &s, &err), DLQB_OK);
+  int port = dlqb_metrics_server_port(s);
+  char *resp;
+  assert_int_equal(http_get(port, "GET", "/healthz", &resp), 503);
+  assert_string_equal(body_of(resp),
+                      "dsr: ok\nredaction: cannot consume redaction.failed: ACCESS_REFUSED\n");
+  free(resp);
+  assert_int_equal(http_get(port, "GET", "/healthz/dsr", &resp), 200);
+  assert_string_equal(body_of(resp), "dsr: ok\n");
+  free(resp);
+  assert_int_equal(http_get(port, "GET", "/healthz?pipeline=dsr", &resp), 200);
+  assert_string_equal(body_of(resp), "dsr: ok\n");
+  free(resp);
+  assert_int_equal(http_get(port, "GET", "/healthz/redaction", &resp), 503);
+  free(resp);
+  assert_int_equal(http_get(port, "GET", "/healthz/nope", &resp), 404);
+  free(resp);
+  assert_int_equal(http_get(port, "GET", "/metrics", &resp), 200);
+  assert_int_equal(count_of(resp, "# TYPE dlq_bridge_up gauge"), 1);
+  assert_true(sample(body_of(resp), "dlq_bridge_up{pipeline=\"redaction\"}") == 1);
+  free(resp);
+  dlqb_metrics_server_stop(s);
+  /* A registry without a pipeline: /healthz as always, the query ignored. */
+  dlqb_metrics_set_connected(plain, true);
+  assert_int_equal(dlqb_metrics_server_start(plain, "127.0.0.1:0", &s, &err), DLQB_OK);
+  port = dlqb_metrics_server_port(s);
+  assert_int_equal(http_get(port, "GET", "/healthz?pipeline=x", &resp), 200);
+  assert_string_equal(body_of(resp), "ok\n");
+  free(resp);
+  assert_int_equal(http_get(port, "GET", "/healthz/x", &resp), 404);
+  free(resp);
+  dlqb_metrics_server_stop(s);
+  dlqb_metrics_free(plain);
+  dlqb_metrics_free(a);
+  dlqb_metrics_free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fresh_registry_exports_zeros),
@@ -571,6 +757,8 @@ int main(void) {
       cmocka_unit_test(test_slow_clients_do_not_lock_out_healthz),
       cmocka_unit_test(test_bad_address_is_refused),
       cmocka_unit_test(test_head_stamp),
+      cmocka_unit_test(test_merge_expositions),
+      cmocka_unit_test(test_health_of_pipelines),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,10 +207,16 @@ static void test_pipeline_errors(void **state) {
            "ones: dsr, redaction, reconciliation)");
   json_bad("{\"pipelines\": {\"x\": {\"profile\": 3}}}",
            "key 'pipelines.x.profile': expected a string, got an integer");
-  json_bad("{\"pipelines\": {\"dsr\": {\"url\": \"amqp://h/\"}}}",
-           "key 'pipelines.dsr': unknown key 'url' (the keys: profile, queues, max_attempts, "
-           "poison_threshold, retry_delays, retry_jitter, sla_budget, prefetch, dlq_sla, "
-           "max_replays)");
+  json_bad("{\"pipelines\": {\"dsr\": {\"user\": \"bridge\"}}}",
+           "key 'pipelines.dsr': unknown key 'user' (the keys: profile, queues, url, "
+           "password_file, max_attempts, poison_threshold, retry_delays, retry_jitter, "
+           "sla_budget, prefetch, dlq_sla, max_replays)");
+  /* A pipeline's own broker user: the top-level url rules. */
+  json_bad("{\"pipelines\": {\"dsr\": {\"url\": \"http://h/\"}}}",
+           "key 'pipelines.dsr.url': 'http://h/' does not start with amqp:// or amqps://");
+  json_bad("{\"pipelines\": {\"dsr\": {\"password_file\": \"\"}}}",
+           "key 'pipelines.dsr.password_file': empty (leave it out to use the top-level "
+           "password_file)");
   /* Policy values: the top-level rules, named by the pipeline's key. */
   json_bad("{\"pipelines\": {\"dsr\": {\"max_attempts\": 0}}}",
            "key 'pipelines.dsr.max_attempts': '0' is not an integer from 1 to 1000");
@@ -316,6 +322,40 @@ static void test_profile_errors(void **state) {
   json_bad("{\"pipelines\": {\"b\": {\"profile\": {\"identity\": [\"a\", \"b\"], "
            "\"dlq_body\": \"dropped\"}}}}",
            "key 'pipelines.b.profile.dlq_body': expected 'kept' or 'forbidden'");
+}
+
+/* Each pipeline's bridge may run as its own broker user: url and
+ * password_file per pipeline, the top-level ones by default. */
+static void test_pipeline_user(void **state) {
+  (void)state;
+  dlqb_config c;
+  json_ok(&c, "{\"url\": \"amqp://top@h/\", \"password_file\": \"/run/top\",\n"
+              " \"pipelines\": {\"dsr\": {},\n"
+              "  \"redaction\": {\"url\": \"amqp://red@h/\", \"password_file\": \"/run/red\"},\n"
+              "  \"reconciliation\": {\"url\": \"amqps://rec@h/\"}}}");
+  assert_int_equal(c.pipeline_count, 3);
+  dlqb_config one = c;
+  dlqb_config_use_pipeline_user(&one, 0);
+  assert_string_equal(one.url, "amqp://top@h/");
+  assert_string_equal(one.password_file, "/run/top");
+  one = c;
+  dlqb_config_use_pipeline_user(&one, 1);
+  assert_string_equal(one.url, "amqp://red@h/");
+  assert_string_equal(one.password_file, "/run/red");
+  one = c;
+  dlqb_config_use_pipeline_user(&one, 2);
+  assert_string_equal(one.url, "amqps://rec@h/");
+  assert_string_equal(one.password_file, "/run/top");
+  /* No pipelines, or out of range: nothing changes. */
+  dlqb_config_use_pipeline_user(&one, 7);
+  assert_string_equal(one.url, "amqps://rec@h/");
+  /* TLS files with a pipeline that is not amqps:// is the top-level error. */
+  dlqb_error err = {0};
+  c.url[0] = '\0';
+  snprintf(c.url, sizeof c.url, "amqps://top@h/");
+  snprintf(c.tls_ca_file, sizeof c.tls_ca_file, "/ca.pem");
+  assert_int_equal(dlqb_config_validate(&c, &err), DLQB_EINVAL);
+  assert_string_equal(err.msg, "tls files are set but pipelines.redaction.url is not amqps://");
 }
 
 static void test_is_default(void **state) {
@@ -685,6 +725,7 @@ int main(void) {
       cmocka_unit_test(test_custom_profile),
       cmocka_unit_test(test_pipeline_errors),
       cmocka_unit_test(test_profile_errors),
+      cmocka_unit_test(test_pipeline_user),
       cmocka_unit_test(test_is_default),
       cmocka_unit_test(test_choose),
       cmocka_unit_test(test_envelope_redaction),

@@ -149,6 +149,24 @@ static void test_last_attempt_goes_to_the_dlq(void **state) {
   assert_string_equal(p.hop.to, DLQB_Q_DLQ);
 }
 
+/* A producer's body_dropped/body_sha256 on a pipeline that keeps bodies
+ * would claim a drop no bridge made: they do not reach the DLQ. */
+static void test_forged_body_dropped_is_removed_where_bodies_are_kept(void **state) {
+  (void)state;
+  dlqb_config cfg;
+  make_cfg(&cfg);
+  task t;
+  make_task(&t, 2);
+  tb_add(&t.h, DLQB_H_BODY_DROPPED, tb_i64(4096));
+  tb_add(&t.h, DLQB_H_BODY_SHA256, tb_str("forged"));
+  dlqb_route_plan p;
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-1", NOW, 0, &p);
+  assert_int_equal(p.decision.route, DLQB_ROUTE_DLQ);
+  assert_false(p.drop_body);
+  expect_removed(&p, DLQB_H_BODY_DROPPED);
+  expect_removed(&p, DLQB_H_BODY_SHA256);
+}
+
 static void test_invalid_envelope_goes_to_the_dlq_unchanged_but_for_the_reason(void **state) {
   (void)state;
   dlqb_config cfg;
@@ -233,6 +251,7 @@ int main(void) {
       cmocka_unit_test(test_last_attempt_goes_to_the_dlq),
       cmocka_unit_test(test_invalid_envelope_goes_to_the_dlq_unchanged_but_for_the_reason),
       cmocka_unit_test(test_poison_is_dead_lettered_as_such),
+      cmocka_unit_test(test_forged_body_dropped_is_removed_where_bodies_are_kept),
       cmocka_unit_test(test_replayed_too_often_is_escalated),
       cmocka_unit_test(test_jitter_shortens_the_delay_within_its_bound),
   };
