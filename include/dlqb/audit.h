@@ -289,10 +289,22 @@ struct json_object *dlqb_audit_record_parse(const char *line, size_t len);
 /* The string member key of a parsed record, "" when absent or not a string. */
 const char *dlqb_audit_record_str(struct json_object *rec, const char *key);
 
+/* Whether a parsed record belongs to the pipeline called name: a record
+ * naming a pipeline (member "pipeline", written when the config file has
+ * `pipelines`) to that one only; a record naming none (written without
+ * `pipelines`) to the default pipeline only (is_default: name is
+ * dlqb_pipeline_is_default's). */
+bool dlqb_audit_record_in_pipeline(struct json_object *rec, const char *name, bool is_default);
+
 /* Which hop records `audit show` lists: those of one request_id and/or
- * message_id (NULL: any; both set: both must match). */
+ * message_id (NULL: any; both set: both must match). A record's request_id
+ * member holds its pipeline's first identity field (dsr: request_id;
+ * redaction: item_id). With a pipeline set (dlqb_audit_filter_pipeline),
+ * only that pipeline's records. */
 typedef struct {
   const char *request_id, *message_id;
+  const char *pipeline; /* NULL: any pipeline's */
+  bool pipeline_default;
   /* `"request_id":"ID"` (or message_id) as a record holds it byte for
    * byte; a line without it cannot match and is not parsed. Empty when the
    * ID has a character the log escapes ('"' or '\\'). */
@@ -302,6 +314,9 @@ typedef struct {
 
 /* ids are borrowed: they must outlive the filter. */
 void dlqb_audit_filter_init(dlqb_audit_filter *f, const char *request_id, const char *message_id);
+
+/* Only the records of pipeline name (borrowed; dlqb_audit_record_in_pipeline). */
+void dlqb_audit_filter_pipeline(dlqb_audit_filter *f, const char *name, bool is_default);
 
 /* True when the log line (a verified record, without its newline) is a hop
  * of the filter's request and message. With neither set, nothing matches. */

@@ -230,6 +230,23 @@ void dlqb_config_use_pipeline_user(dlqb_config *c, size_t i);
  * that pipeline's rules on a copy. */
 void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p);
 
+/* The files of pipeline p, so that two pipelines never share one: the
+ * ledger cache (ledger_cache), the drain's state file and its textfile
+ * (drain_state, drain_textfile). For the default pipeline
+ * (dlqb_pipeline_is_default) they stay as set; for another, p's name goes
+ * in before the file name's extension (dlqb_pipeline_path:
+ * "ledger.cache" -> "ledger.recon.cache", "drain.prom" ->
+ * "drain.recon.prom"). An empty setting stays empty. DLQB_EINVAL naming
+ * the setting when a name would not fit (c then unchanged). */
+dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, dlqb_error *err);
+
+/* path with ".name" inserted before the extension of its last component
+ * (the part from its last '.', when that is not the component's first
+ * character), else appended: "/a/ledger.cache" -> "/a/ledger.recon.cache",
+ * "/a/ledger" -> "/a/ledger.recon", "/a/.cache" -> "/a/.cache.recon".
+ * False when it does not fit cap (out then undefined). */
+bool dlqb_pipeline_path(const char *path, const char *name, char *out, size_t cap);
+
 /* Checks cross-setting rules (e.g. TLS files only with amqps://, cert and key
  * together). Call after all sources are applied. */
 dlqb_status dlqb_config_validate(const dlqb_config *c, dlqb_error *err);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "dlqb/envelope.h" /* DLQB_ID_MAX, DLQB_LAST_ERROR_MAX */
+#include "dlqb/pipeline.h" /* dlqb_profile: which headers are the identity */
 
 /* How far in the future a time on a message may be and still count: clocks
  * of different hosts disagree a little, and that much reads as age 0. A
@@ -25,7 +26,10 @@
 /* What the ops commands show and filter on, read from one DLQ message. */
 typedef struct {
   char message_id[128];                 /* from the message_id property */
-  char request_id[DLQB_ID_MAX + 1];     /* trimmed and sanitised */
+  /* The identity: the profile's fields[0] and fields[1] (dsr: request_id
+   * and source_system, hence the names; redaction: item_id and doc_id),
+   * trimmed and sanitised. */
+  char request_id[DLQB_ID_MAX + 1];
   char source_system[DLQB_ID_MAX + 1];
   char legal_basis[32];
   char action[32];
@@ -57,6 +61,20 @@ typedef struct {
  * Never fails: text is sanitised to printable UTF-8 and cut to fit;
  * integers may be any AMQP integer type or a decimal string. */
 void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out);
+
+/* As dlqb_item_read, the identity read from the headers profile names
+ * (fields[0] into request_id, fields[1] into source_system); NULL: the
+ * dsr profile's, as dlqb_item_read. */
+void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile *profile,
+                       dlqb_item *out);
+
+/* The identity of a task from its headers h under profile (NULL: dsr's
+ * request_id and source_system): fields[0] into id0, fields[1] into id1,
+ * each trimmed and sanitised to fit cap (dlqb_header_id), "" when absent
+ * or blank. True when both are there: what the completion ledger keys a
+ * task by, so an entry of another profile (other headers) keys nothing. */
+bool dlqb_identity_read(const amqp_table_t *h, const dlqb_profile *profile, char *id0, char *id1,
+                        size_t cap);
 
 /* Whether a time on a message counts as evidence at now_ms: not later than
  * now_ms + DLQB_CLOCK_SKEW_MS. */

@@ -1,6 +1,10 @@
-/* The completion ledger: which (request_id, source_system) pairs workers
- * have recorded as done in the stream dsr.completed. replay reads it once
- * at start so that it never re-runs a completed task.
+/* The completion ledger: which identities workers have recorded as done
+ * in a pipeline's completion stream (dsr.completed). An identity is the
+ * pair of the pipeline profile's fields[0] and fields[1] headers (dsr:
+ * request_id and source_system, hence the parameter names below; each
+ * pipeline has its own stream, so the same pair in another pipeline's
+ * ledger never counts). replay reads it once at start so that it never
+ * re-runs a completed task.
  *
  * Anyone who may publish to the default exchange can append to the stream,
  * so an entry counts only when its AMQP user_id property (which RabbitMQ
@@ -107,14 +111,16 @@ typedef enum {
 /* What dlqb_ledger_load read. */
 typedef struct {
   size_t entries;  /* stream messages read (those after the cache's marker when it was used) */
-  size_t ignored;  /* messages without request_id or source_system (replay's markers) */
+  size_t ignored;  /* messages without both identity headers (replay's markers) */
   size_t unverified; /* completions not from a completion writer: not counted (the cache's too) */
   size_t cached;   /* pairs taken from the cache */
   dlqb_ledger_cache_state cache;
   bool cache_saved; /* the cache file was (re)written for the next run */
 } dlqb_ledger_stats;
 
-/* Fills l with every completion in the stream `stream` (dsr.completed)
+/* Fills l with every completion in the stream `stream` (dsr.completed),
+ * keyed by the identity of the profile of the pipeline cfg serves (its
+ * first, dlqb_config_pipeline),
  * whose user_id is one of cfg->completion_writers, on a connection of its
  * own (opened with cfg, closed before returning). The
  * end: it first appends a marker entry (header x-dlqb-ledger-marker, no

@@ -27,6 +27,7 @@
 #include "dlqb/audit.h"
 #include "dlqb/error.h"
 #include "dlqb/ledger.h"
+#include "dlqb/pipeline.h"
 
 /* In precedence order: the first that applies is the state. */
 typedef enum {
@@ -52,7 +53,13 @@ typedef struct dlqb_report dlqb_report;
 dlqb_report *dlqb_report_new(int64_t from_ms, int64_t to_ms);
 void dlqb_report_free(dlqb_report *r); /* NULL-safe */
 
-/* One item read from queue (DLQB_Q_DLQ or DLQB_Q_REVIEW; others are
+/* The pipeline reported on (default: dsr with today's names): its DLQ,
+ * review queue, work queue and retry prefix name the states, and only its
+ * records count (dlqb_audit_record_in_pipeline). Call before the first
+ * item or line. */
+void dlqb_report_pipeline(dlqb_report *r, const dlqb_pipeline *p);
+
+/* One item read from queue (the pipeline's DLQ or review queue; others are
  * ignored); owner is the review claim ("" unclaimed). Strings are
  * sanitised and copied. */
 dlqb_status dlqb_report_item(dlqb_report *r, const char *queue, const char *message_id,

@@ -1,5 +1,7 @@
-/* The completion ledger's reader: fills the set from the dsr.completed
- * stream, from its start or from the cache's marker (include/dlqb/ledger.h). */
+/* The completion ledger's reader: fills the set from the served pipeline's
+ * completion stream (dsr.completed), from its start or from the cache's
+ * marker (include/dlqb/ledger.h). An entry is keyed by the identity of
+ * that pipeline's profile (dsr: request_id, source_system). */
 #include "dlqb/ledger.h"
 
 #include <stdint.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "dlqb/envelope.h"
+#include "dlqb/item.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
 
@@ -24,6 +27,12 @@
  * not a string, or blank. */
 static bool header_id(const amqp_basic_properties_t *p, const char *key, char *dst, size_t cap) {
   return (p->_flags & AMQP_BASIC_HEADERS_FLAG) && dlqb_header_id(&p->headers, key, dst, cap);
+}
+
+/* The profile of the pipeline cfg serves (its first; what a command that
+ * serves one keeps), NULL without `pipelines`: the dsr identity. */
+static const dlqb_profile *served_profile(const dlqb_config *cfg) {
+  return cfg->pipeline_count > 0 ? &cfg->pipelines[0].p.profile : NULL;
 }
 
 /* True when the message is the marker with text `marker`. */
@@ -193,8 +202,8 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
       return DLQB_OK;
     } else {
       stats->entries++;
-      if (!header_id(props, DLQB_H_REQUEST_ID, rid, sizeof rid) ||
-          !header_id(props, DLQB_H_SOURCE_SYSTEM, src, sizeof src))
+      if (!(props->_flags & AMQP_BASIC_HEADERS_FLAG) ||
+          !dlqb_identity_read(&props->headers, served_profile(span->cfg), rid, src, sizeof rid))
         stats->ignored++; /* our markers among them */
       else if (!from_writer(span->cfg, props)) {
         stats->unverified++;

@@ -22,6 +22,11 @@ struct dlqb_scan {
   dlqb_stop_flag stop_now; /* the pipe's stop flag */
   dlqb_scan_result res;
   dlqb_rate rate;
+  /* The pipeline the pass serves (cfg's first: what a command serving one
+   * keeps): its profile names the identity headers, and a configured one
+   * is named in every hop. */
+  dlqb_pipeline pipeline;
+  bool name_pipeline;
 };
 
 static bool signalled(const dlqb_scan *s) { return s->o->stop != NULL && *s->o->stop; }
@@ -42,6 +47,7 @@ static void fill_hop(dlqb_scan *s, const dlqb_item *it, dlqb_event ev, const cha
   snprintf(hop->from, sizeof hop->from, "%s", s->o->queue);
   snprintf(hop->to, sizeof hop->to, "%s", to);
   snprintf(hop->actor, sizeof hop->actor, "%s", s->o->actor ? s->o->actor : "unknown");
+  if (s->name_pipeline) snprintf(hop->pipeline, sizeof hop->pipeline, "%s", s->pipeline.name);
 }
 
 dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
@@ -124,7 +130,7 @@ static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *
     return DLQB_OK;
   }
   dlqb_item it;
-  dlqb_item_read(d->props, &it);
+  dlqb_item_read_as(d->props, &s->pipeline.profile, &it);
   s->res.examined++;
   return s->o->on_item(s->o->ctx, s, d, &it, err);
 }
@@ -165,6 +171,9 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
   dlqb_scan s;
   memset(&s, 0, sizeof s);
   s.o = o;
+  dlqb_config_pipeline(cfg, 0, &s.pipeline);
+  /* As the router: a deployment without `pipelines` writes today's records. */
+  s.name_pipeline = cfg->pipeline_count > 0;
   dlqb_rate_init(&s.rate, o->rate);
   memset(res, 0, sizeof *res);
 

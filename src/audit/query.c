@@ -13,11 +13,18 @@ void dlqb_audit_filter_init(dlqb_audit_filter *f, const char *request_id, const 
   f->request_id = request_id;
   f->message_id = message_id;
   f->needle_len = 0;
+  f->pipeline = NULL;
+  f->pipeline_default = false;
   const char *key = request_id != NULL ? "request_id" : "message_id";
   const char *id = request_id != NULL ? request_id : message_id;
   if (id == NULL || strpbrk(id, "\"\\") != NULL) return;
   int n = snprintf(f->needle, sizeof f->needle, "\"%s\":\"%s\"", key, id);
   if (n > 0 && (size_t)n < sizeof f->needle) f->needle_len = (size_t)n;
+}
+
+void dlqb_audit_filter_pipeline(dlqb_audit_filter *f, const char *name, bool is_default) {
+  f->pipeline = name;
+  f->pipeline_default = is_default;
 }
 
 json_object *dlqb_audit_record_parse(const char *line, size_t len) {
@@ -47,13 +54,20 @@ static bool member_is(json_object *rec, const char *key, const char *want) {
   return want == NULL || strcmp(dlqb_audit_record_str(rec, key), want) == 0;
 }
 
+bool dlqb_audit_record_in_pipeline(json_object *rec, const char *name, bool is_default) {
+  const char *p = dlqb_audit_record_str(rec, "pipeline");
+  return p[0] != '\0' ? strcmp(p, name) == 0 : is_default;
+}
+
 bool dlqb_audit_filter_match(const dlqb_audit_filter *f, const char *line, size_t len) {
   if (f->request_id == NULL && f->message_id == NULL) return false;
   if (f->needle_len > 0 && dlqb_text_find(line, len, f->needle, f->needle_len) == NULL)
     return false; /* most lines of a big log: no parse */
   json_object *rec = dlqb_audit_record_parse(line, len);
-  bool match = rec != NULL && member_is(rec, "request_id", f->request_id) &&
-               member_is(rec, "message_id", f->message_id);
+  bool match =
+      rec != NULL && member_is(rec, "request_id", f->request_id) &&
+      member_is(rec, "message_id", f->message_id) &&
+      (f->pipeline == NULL || dlqb_audit_record_in_pipeline(rec, f->pipeline, f->pipeline_default));
   json_object_put(rec);
   return match;
 }

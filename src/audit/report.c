@@ -48,6 +48,9 @@ struct dlqb_report {
   uint32_t others_dlq, others_review;
   int64_t read_dlq_ms, read_review_ms; /* INT64_MAX: not read */
   const dlqb_ledger *verified, *unverified;
+  /* The pipeline reported on: its queue names, and its records only. */
+  dlqb_pipeline p;
+  bool p_default;
   dlqb_report_entry *entries;
   size_t n;
   bool finished;
@@ -58,6 +61,8 @@ dlqb_report *dlqb_report_new(int64_t from_ms, int64_t to_ms) {
   if (r == NULL) return NULL;
   r->from_ms = from_ms;
   r->to_ms = to_ms;
+  dlqb_pipeline_default_names(&r->p, DLQB_PIPELINE_DEFAULT);
+  r->p_default = true;
   r->read_dlq_ms = r->read_review_ms = INT64_MAX;
   r->reqs = dlqb_hashset_new(sizeof(req));
   r->items = dlqb_hashset_new(sizeof(held));
@@ -127,7 +132,7 @@ static bool set_str(char **dst, const char *s) {
 dlqb_status dlqb_report_item(dlqb_report *r, const char *queue, const char *message_id,
                              const char *request_id, const char *source_system, const char *owner,
                              dlqb_error *err) {
-  bool dlq = strcmp(queue, DLQB_Q_DLQ) == 0, review = strcmp(queue, DLQB_Q_REVIEW) == 0;
+  bool dlq = strcmp(queue, r->p.dlq) == 0, review = strcmp(queue, r->p.review) == 0;
   if (r->finished || (!dlq && !review)) return DLQB_OK;
   char key[KEY_MAX];
   size_t klen = make_key(key, sizeof key, request_id, source_system, message_id);
@@ -145,10 +150,10 @@ dlqb_status dlqb_report_item(dlqb_report *r, const char *queue, const char *mess
 }
 
 void dlqb_report_queue_read(dlqb_report *r, const char *queue, int64_t read_ms, uint32_t others) {
-  if (strcmp(queue, DLQB_Q_DLQ) == 0) {
+  if (strcmp(queue, r->p.dlq) == 0) {
     r->others_dlq = others;
     r->read_dlq_ms = read_ms;
-  } else if (strcmp(queue, DLQB_Q_REVIEW) == 0) {
+  } else if (strcmp(queue, r->p.review) == 0) {
     r->others_review = others;
     r->read_review_ms = read_ms;
   }
@@ -172,10 +177,19 @@ static bool take_hop(req *q, json_object *rec, int64_t ms) {
   return true;
 }
 
+void dlqb_report_pipeline(dlqb_report *r, const dlqb_pipeline *p) {
+  r->p = *p;
+  r->p_default = dlqb_pipeline_is_default(p);
+}
+
 bool dlqb_report_line(dlqb_report *r, const char *line, size_t len) {
   if (r->finished) return true;
   json_object *rec = dlqb_audit_record_parse(line, len);
   if (rec == NULL) return true; /* not a record: the verifier judges those */
+  if (!dlqb_audit_record_in_pipeline(rec, r->p.name, r->p_default)) {
+    json_object_put(rec); /* another pipeline's */
+    return true;
+  }
   const char *mid = dlqb_audit_record_str(rec, "message_id");
   const char *rid = dlqb_audit_record_str(rec, "request_id");
   const char *src = dlqb_audit_record_str(rec, "source_system");
@@ -226,9 +240,9 @@ static bool is_removal_with_note(const char *event) {
   return strcmp(event, "resolved") == 0 || strcmp(event, "decided_resolve") == 0;
 }
 
-static bool is_waiting_queue(const char *q) {
-  return strcmp(q, DLQB_Q_WORK) == 0 ||
-         strncmp(q, DLQB_RETRY_PREFIX, strlen(DLQB_RETRY_PREFIX)) == 0;
+static bool is_waiting_queue(const dlqb_report *r, const char *q) {
+  const dlqb_pipeline *p = &r->p;
+  return strcmp(q, p->work) == 0 || strncmp(q, p->retry_prefix, strlen(p->retry_prefix)) == 0;
 }
 
 /* q->detail = the formatted text (replacing any). */
@@ -245,7 +259,7 @@ __attribute__((format(printf, 2, 3))) static bool set_detail(req *q, const char 
  * an operator went on while the report ran): the copy the read saw is
  * gone, and the trail is newer than the read. */
 static bool left_after_read(const dlqb_report *r, const req *q, const char *queue) {
-  int64_t read_ms = strcmp(queue, DLQB_Q_REVIEW) == 0 ? r->read_review_ms : r->read_dlq_ms;
+  int64_t read_ms = strcmp(queue, r->p.review) == 0 ? r->read_review_ms : r->read_dlq_ms;
   return strcmp(q->from, queue) == 0 && strcmp(q->to, queue) != 0 && q->last_ms >= read_ms;
 }
 
@@ -278,18 +292,18 @@ static void derive(void *ctx, const char *key, size_t klen, void *value) {
     e->state = DLQB_RS_COMPLETED;
     if (h != NULL)
       ok = set_detail(q, "a copy is still in %s (replay removes it as complete)",
-                      h->review > 0 ? DLQB_Q_REVIEW : DLQB_Q_DLQ);
-  } else if (h != NULL && h->review > 0 && !left_after_read(r, q, DLQB_Q_REVIEW)) {
+                      h->review > 0 ? r->p.review : r->p.dlq);
+  } else if (h != NULL && h->review > 0 && !left_after_read(r, q, r->p.review)) {
     e->state = DLQB_RS_IN_REVIEW;
-    e->queue = DLQB_Q_REVIEW;
+    e->queue = r->p.review;
     e->owner = h->owner != NULL ? h->owner : "";
-  } else if (h != NULL && h->dlq > 0 && !left_after_read(r, q, DLQB_Q_DLQ)) {
+  } else if (h != NULL && h->dlq > 0 && !left_after_read(r, q, r->p.dlq)) {
     e->state = DLQB_RS_IN_DLQ;
-    e->queue = DLQB_Q_DLQ;
+    e->queue = r->p.dlq;
   } else if (q->to[0] == '\0' && is_removal_with_note(q->event)) {
     e->state = DLQB_RS_RESOLVED;
     e->note = q->reason;
-  } else if (is_waiting_queue(q->to)) {
+  } else if (is_waiting_queue(r, q->to)) {
     e->state = DLQB_RS_WAITING;
     e->queue = q->to;
     ok = set_detail(q,
@@ -298,7 +312,7 @@ static void derive(void *ctx, const char *key, size_t klen, void *value) {
                     q->to, q->time);
   } else {
     e->state = DLQB_RS_UNKNOWN;
-    bool review = strcmp(q->to, DLQB_Q_REVIEW) == 0;
+    bool review = strcmp(q->to, r->p.review) == 0;
     uint32_t others = review ? r->others_review : r->others_dlq;
     if (strcmp(q->event, "skipped_complete") == 0)
       ok = set_detail(q,
@@ -306,13 +320,13 @@ static void derive(void *ctx, const char *key, size_t klen, void *value) {
                       "no entry for it from a completion writer now (cut by retention, or "
                       "completion_writers changed)",
                       q->time);
-    else if ((review || strcmp(q->to, DLQB_Q_DLQ) == 0) &&
+    else if ((review || strcmp(q->to, r->p.dlq) == 0) &&
              q->last_ms >= (review ? r->read_review_ms : r->read_dlq_ms))
       ok = set_detail(q,
                       "recorded into %s at %s (%s), after that queue was read: it arrived "
                       "while the report was made; run again",
                       q->to, q->time, q->event);
-    else if (review || strcmp(q->to, DLQB_Q_DLQ) == 0)
+    else if (review || strcmp(q->to, r->p.dlq) == 0)
       ok = set_detail(q, "recorded into %s at %s (%s), not found there: %s", q->to, q->time,
                       q->event,
                       others > 0 ? "held by another consumer during the read, or removed "

@@ -33,7 +33,8 @@ typedef struct {
   const char *seal;
   bool no_seal, partial;
   bool anchors; /* audit verify --anchors */
-  const char *request_id, *message_id; /* audit show */
+  const char *request_id, *message_id;  /* audit show (--id or --request-id, --message-id) */
+  const char *id_flag;                  /* "id" or "request-id": which gave request_id */
   bool require_id;                      /* audit show: one of them is required */
   bool json;
   int window; /* audit reconcile: the DLQ read in one pass */

@@ -164,9 +164,11 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
                "`pipelines` (also DLQ_BRIDGE_PIPELINE); default: every one configured (dsr "
                "without `pipelines`)");
     else
-      help_row(out, "--pipeline NAME", "the pipeline of the config file's `pipelines` to work "
+      help_row(out, "--pipeline NAME",
+               "the pipeline of the config file's `pipelines` to work "
                "on (also DLQ_BRIDGE_PIPELINE); default: the only one configured (dsr without "
-               "`pipelines`)");
+               "`pipelines`). Its queues (the names in this help are dsr's) and its profile's "
+               "identity fields (docs/pipelines.md) are used");
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
       if (!cli_uses(spec, s->key)) continue;
       char left[64];
@@ -264,14 +266,28 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
   return DLQB_OK;
 }
 
+/* The pipeline the command serves (cli_pipeline): the default one until
+ * check_pipelines chose another. */
+static dlqb_pipeline served;
+static bool served_set;
+
+const dlqb_pipeline *cli_pipeline(void) {
+  if (!served_set) {
+    dlqb_pipeline_default_names(&served, DLQB_PIPELINE_DEFAULT);
+    (void)dlqb_profile_builtin(DLQB_PIPELINE_DEFAULT, &served.profile, NULL);
+    served_set = true;
+  }
+  return &served;
+}
+
 /* The pipelines of the config file, and --pipeline (NULL when not given).
  * `declare` covers every one, or the one named. The others serve one:
- * the one named, or the only one configured. `run` serves any pipeline;
- * the ops commands only the default one (today's names and the dsr
- * profile) in this version, and refuse another rather than work on queues
- * that are not its. What stays in cfg is the pipeline served, its policy
- * in the top-level settings (for `run` its broker user too). `run`
- * without --pipeline keeps every pipeline: it serves them all. */
+ * the one named, or the only one configured: `run` routes it, the ops
+ * commands work on its queues, by its profile's identity, with its own
+ * files (ledger cache, drain state and textfile). What stays in cfg is the
+ * pipeline served, its policy in the top-level settings (for `run` its
+ * broker user too). `run` without --pipeline keeps every pipeline: it
+ * serves them all. */
 static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const char *chosen,
                                    dlqb_error *err) {
   bool declare = strcmp(spec->name, "declare") == 0;
@@ -284,14 +300,12 @@ static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const
   if (dlqb_config_pipeline_choose(cfg, chosen, &i, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_pipeline p;
   dlqb_config_pipeline(cfg, i, &p);
-  if (!declare && strcmp(spec->name, "run") != 0 && !dlqb_pipeline_is_default(&p))
-    return dlqb_fail(err, DLQB_EINVAL,
-                     "pipeline '%s': '%s' serves only the default pipeline dsr (today's names, "
-                     "the dsr profile) in this version; 'run' and 'declare' serve any",
-                     p.name, spec->name);
+  if (dlqb_config_pipeline_paths(cfg, &p, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_config_pipeline_only(cfg, i);
   dlqb_config_use_pipeline(cfg, &p);
   if (run) dlqb_config_use_pipeline_user(cfg, 0);
+  served = p;
+  served_set = true;
   return DLQB_OK;
 }
 

@@ -73,6 +73,12 @@ const char *cli_config_file(void);
 int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_flag_fn on_flag,
              void *ctx, bool *help);
 
+/* The pipeline the command serves: the one --pipeline (or
+ * DLQ_BRIDGE_PIPELINE, or the config file's only one) chose, its queue
+ * names and profile; the default dsr pipeline (today's names) before
+ * cli_load chose one or for a command without settings. */
+const dlqb_pipeline *cli_pipeline(void);
+
 /* Prints the command's --help text to out. */
 void cli_print_help(const cli_spec *spec, FILE *out);
 

@@ -62,8 +62,10 @@ static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dl
   else if (strcmp(flag, "no-seal") == 0) o->no_seal = true;
   else if (strcmp(flag, "partial") == 0) o->partial = true;
   else if (strcmp(flag, "anchors") == 0) o->anchors = true;
-  else if (strcmp(flag, "request-id") == 0) o->request_id = value;
-  else if (strcmp(flag, "message-id") == 0) o->message_id = value;
+  else if (strcmp(flag, "request-id") == 0 || strcmp(flag, "id") == 0) {
+    o->request_id = value;
+    o->id_flag = strcmp(flag, "id") == 0 ? "id" : "request-id";
+  } else if (strcmp(flag, "message-id") == 0) o->message_id = value;
   else if (strcmp(flag, "json") == 0) o->json = true;
   else if (strcmp(flag, "window") == 0) return ops_parse_window(value, &o->window, err);
   else if (o->extra != NULL) return o->extra(o->extra_ctx, flag, value, err);
@@ -113,8 +115,16 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
     goto done;
   }
   if (o->require_id && o->request_id == NULL && o->message_id == NULL) {
-    cli_error("%s needs --request-id or --message-id (see 'dlq-bridge %s --help')", spec->name,
-              spec->name);
+    cli_error("%s needs --id, --request-id or --message-id (see 'dlq-bridge %s --help')",
+              spec->name, spec->name);
+    goto done;
+  }
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  if (o->id_flag != NULL && strcmp(o->id_flag, "request-id") == 0 &&
+      strcmp(pr->fields[0].name, DLQB_H_REQUEST_ID) != 0) {
+    cli_error("--request-id: profile '%s' identifies a task by %s and %s, not request_id (use "
+              "--id VALUE)",
+              pr->name, pr->fields[0].name, pr->fields[1].name);
     goto done;
   }
   if (o->nfiles == 0 && cfg.audit_log[0] == '\0') {

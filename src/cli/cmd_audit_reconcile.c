@@ -156,7 +156,8 @@ static int read_both(void *ctx, const dlqb_config *cfg) {
 static json_object *entry_json(const dlqb_reconcile_entry *e) {
   json_object *j = json_object_new_object();
   json_object_object_add(j, "message_id", json_object_new_string(e->message_id));
-  json_object_object_add(j, "request_id", json_object_new_string(e->request_id));
+  json_object_object_add(j, cli_pipeline()->profile.fields[0].name,
+                         json_object_new_string(e->request_id));
   json_object_object_add(j, "present", json_object_new_int(e->present));
   json_object_object_add(j, "recorded_net", json_object_new_int64(e->net));
   if (e->last_time[0] != '\0') {
@@ -195,9 +196,10 @@ static void print_entries(const char *label, json_object *arr, const char *queue
   size_t n = json_object_array_length(arr);
   for (size_t i = 0; i < n; i++) {
     json_object *j = json_object_array_get_idx(arr, i), *v;
-    printf("%-11s %s  request_id %s", label,
-           json_object_get_string(json_object_object_get(j, "message_id")),
-           json_object_get_string(json_object_object_get(j, "request_id")));
+    const char *id = cli_pipeline()->profile.fields[0].name;
+    printf("%-11s %s  %s %s", label,
+           json_object_get_string(json_object_object_get(j, "message_id")), id,
+           json_object_get_string(json_object_object_get(j, id)));
     if (json_object_object_get_ex(j, "last_event", &v))
       printf("  %s at %s by %s", json_object_get_string(v),
              json_object_get_string(json_object_object_get(j, "last_time")),
@@ -229,10 +231,11 @@ static void print_queue(const reconcile_ctx *c) {
   printf("%s read at %s: %llu item%s (%llu without a message_id, not compared)\n", c->queue,
          c->at, (unsigned long long)c->items, c->items == 1 ? "" : "s",
          (unsigned long long)c->without_id);
-  printf("the audit trail puts %llu message%s %s; missing %zu, unrecorded %zu, recorded after "
+  bool dlq = strcmp(c->queue, cli_pipeline()->dlq) == 0;
+  printf("the audit trail puts %llu message%s %s%s; missing %zu, unrecorded %zu, recorded after "
          "the read %zu, copies beyond the records %zu\n",
-         (unsigned long long)c->expected, c->expected == 1 ? "" : "s",
-         strcmp(c->queue, DLQB_Q_DLQ) == 0 ? "there" : "in " DLQB_Q_REVIEW, nm, nu, nd, ne);
+         (unsigned long long)c->expected, c->expected == 1 ? "" : "s", dlq ? "there" : "in ",
+         dlq ? "" : cli_pipeline()->review, nm, nu, nd, ne);
   print_entries("MISSING", c->missing, c->queue,
                 "recorded into it, never out, not in it: removed outside dlq-bridge");
   print_entries("UNRECORDED", c->unrecorded, c->queue, "no record of it entering");
@@ -267,7 +270,7 @@ static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_
     json_object_object_add(out, "extra_copies", json_object_get(c->extra));
     json_object_object_add(out, "not_seen", json_object_get(c->not_seen));
     json_object_object_add(dlq, "other_consumers", json_object_new_int64(c->others));
-    json_object_object_add(out, DLQB_Q_REVIEW, review_json(review));
+    json_object_object_add(out, cli_pipeline()->review, review_json(review));
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
     cli_json_printed();
@@ -309,8 +312,8 @@ int audit_reconcile(int argc, char **argv) {
   reconcile_pair p;
   memset(&p, 0, sizeof p);
   o.prepare_ctx = &p;
-  bool ok = ctx_init(&p.dlq, &o, DLQB_Q_DLQ);
-  ok = ctx_init(&p.review, &o, DLQB_Q_REVIEW) && ok;
+  bool ok = ctx_init(&p.dlq, &o, cli_pipeline()->dlq);
+  ok = ctx_init(&p.review, &o, cli_pipeline()->review) && ok;
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
   int rc = EXIT_FAILURE_;

@@ -131,14 +131,14 @@ static bool parse_when(const char *flag, const char *text, int64_t now, int64_t 
 
 static dlqb_status on_dlq_item(void *ctx, const dlqb_item *it, dlqb_error *err) {
   report_ctx *c = ctx;
-  return dlqb_report_item(c->r, DLQB_Q_DLQ, it->message_id, it->request_id, it->source_system,
-                          it->owner, err);
+  return dlqb_report_item(c->r, cli_pipeline()->dlq, it->message_id, it->request_id,
+                          it->source_system, it->owner, err);
 }
 
 static dlqb_status on_review_item(void *ctx, const dlqb_item *it, dlqb_error *err) {
   report_ctx *c = ctx;
-  return dlqb_report_item(c->r, DLQB_Q_REVIEW, it->message_id, it->request_id, it->source_system,
-                          it->owner, err);
+  return dlqb_report_item(c->r, cli_pipeline()->review, it->message_id, it->request_id,
+                          it->source_system, it->owner, err);
 }
 
 /* The signing key: loaded, and among the public keys an auditor is given
@@ -195,11 +195,11 @@ static int count_unread(report_ctx *c, const dlqb_config *cfg) {
   }
   const char *user = dlqb_link_user(link);
   dlqb_text_sanitize(c->broker_user, sizeof c->broker_user, user, strlen(user));
-  snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", DLQB_Q_WORK);
-  snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", DLQB_Q_FAILED);
+  snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", cli_pipeline()->work);
+  snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", cli_pipeline()->failed);
   for (size_t i = 0; i < cfg->retry_delay_count && c->ncounted < COUNTED_MAX; i++) {
     char name[DLQB_NAME_MAX];
-    dlqb_retry_queue_name(cfg->retry_delays_ms[i], name, sizeof name);
+    dlqb_pipeline_retry_queue_name(cli_pipeline(), cfg->retry_delays_ms[i], name, sizeof name);
     bool dup = false;
     for (size_t j = 0; j < c->ncounted; j++) dup = dup || strcmp(c->counted[j].name, name) == 0;
     if (!dup) snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", name);
@@ -257,7 +257,8 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
     cli_error("out of memory");
     return EXIT_FAILURE_;
   }
-  const char *queues[2] = {DLQB_Q_DLQ, DLQB_Q_REVIEW};
+  dlqb_report_pipeline(c->r, cli_pipeline());
+  const char *queues[2] = {cli_pipeline()->dlq, cli_pipeline()->review};
   dlqb_status (*fns[2])(void *, const dlqb_item *, dlqb_error *) = {on_dlq_item, on_review_item};
   for (size_t i = 0; i < 2; i++) {
     audit_queue_read *q = &c->reads[i];
@@ -273,7 +274,7 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   }
   if ((rc = count_unread(c, cfg)) != EXIT_OK) return rc;
   dlqb_error err;
-  if (dlqb_ledger_load_split(cfg, DLQB_Q_COMPLETED, c->done, c->unverified, LEDGER_IDLE_MS,
+  if (dlqb_ledger_load_split(cfg, cli_pipeline()->completed, c->done, c->unverified, LEDGER_IDLE_MS,
                              &c->ledger, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;
@@ -294,8 +295,9 @@ static json_object *jnum(uint64_t n) { return json_object_new_int64((int64_t)n);
 
 static json_object *entry_json(const dlqb_report_entry *e) {
   json_object *j = json_object_new_object();
-  json_object_object_add(j, "request_id", jstr(e->request_id));
-  json_object_object_add(j, "source_system", jstr(e->source_system));
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  json_object_object_add(j, pr->fields[0].name, jstr(e->request_id));
+  json_object_object_add(j, pr->fields[1].name, jstr(e->source_system));
   json_object_object_add(j, "message_id", jstr(e->message_id));
   json_object_object_add(j, "state", jstr(dlqb_report_state_name(e->state)));
   if (e->queue[0] != '\0') json_object_object_add(j, "queue", jstr(e->queue));
@@ -356,7 +358,7 @@ static json_object *report_json(const report_ctx *c, const dlqb_audit_summary *s
   }
   json_object_object_add(j, "queues", queues);
   json_object *ledger = json_object_new_object();
-  json_object_object_add(ledger, "stream", jstr(DLQB_Q_COMPLETED));
+  json_object_object_add(ledger, "stream", jstr(cli_pipeline()->completed));
   json_object_object_add(ledger, "completion_writers", jstr(c->completion_writers));
   json_object_object_add(ledger, "completed_requests", jnum(dlqb_ledger_size(c->done)));
   json_object_object_add(ledger, "unverified_entries", jnum(c->ledger.unverified));
@@ -412,9 +414,10 @@ static const char *scr(const char *s, char *buf, size_t cap) {
 
 static void entry_text(text_buf *b, const dlqb_report_entry *e) {
   char b1[DLQB_ID_MAX + 1], b2[DLQB_ID_MAX + 1], b3[256], b4[1200], b5[256], b6[256];
-  put(b, "%-10s request_id %s  source_system %s  message_id %s\n", dlqb_report_state_name(e->state),
-      scr(e->request_id[0] ? e->request_id : "(none)", b1, sizeof b1),
-      scr(e->source_system[0] ? e->source_system : "(none)", b2, sizeof b2),
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  put(b, "%-10s %s %s  %s %s  message_id %s\n", dlqb_report_state_name(e->state),
+      pr->fields[0].name, scr(e->request_id[0] ? e->request_id : "(none)", b1, sizeof b1),
+      pr->fields[1].name, scr(e->source_system[0] ? e->source_system : "(none)", b2, sizeof b2),
       scr(e->message_id[0] ? e->message_id : "(none)", b3, sizeof b3));
   switch (e->state) {
   case DLQB_RS_IN_REVIEW:
@@ -463,7 +466,7 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
   put(b,
       "ledger     %s: %zu completed requests from completion writers (%s); %zu entries from "
       "others, not counted\n",
-      DLQB_Q_COMPLETED, dlqb_ledger_size(c->done),
+      cli_pipeline()->completed, dlqb_ledger_size(c->done),
       c->completion_writers[0] ? scr(c->completion_writers, s1, sizeof s1) : "none listed",
       c->ledger.unverified);
   put(b, "\n");
@@ -479,7 +482,7 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
         "completion_writers: not counted as completed\n",
         k->unverified, k->unverified == 1 ? "" : "s");
   put(b, "outside    %lu item%s in %s or %s of requests not seen in the period (not listed)\n",
-      k->outside, k->outside == 1 ? "" : "s", DLQB_Q_DLQ, DLQB_Q_REVIEW);
+      k->outside, k->outside == 1 ? "" : "s", cli_pipeline()->dlq, cli_pipeline()->review);
   put(b, "\n");
   for (size_t i = 0; i < n; i++) entry_text(b, &es[i]);
 }

@@ -9,7 +9,9 @@
 #include "dlqb/text.h"
 
 static const cli_flag show_flags[] = {
-    {"request-id", true, "ID", "the hops of the task(s) with this request_id"},
+    {"id", true, "VALUE",
+     "the hops of the task(s) whose first identity field (dsr: request_id) is VALUE"},
+    {"request-id", true, "ID", "the hops of the task(s) with this request_id (dsr)"},
     {"message-id", true, "ID", "the hops of the message with this message_id"},
     {"json", false, NULL, "print JSON for scripts instead of text"},
     LOG_FLAGS,
@@ -19,20 +21,20 @@ static const cli_flag show_flags[] = {
 static const cli_spec show_spec = {
     .name = "audit show",
     .summary = "the recorded path of one task or message, from a verified log",
-    .usage = "dlq-bridge audit show (--request-id ID | --message-id ID) [FILE...] [--json]\n"
+    .usage = "dlq-bridge audit show (--id VALUE | --request-id ID | --message-id ID)\n"
+             "       [FILE...] [--json]"
              "       [--seal FILE | --no-seal] [--partial] [settings]",
-    .details =
-        "Verifies the log as `audit verify` does and, only when it is intact, lists\n"
-        "every hop recorded for the task (retries, dead-lettering, replays, escalation,\n"
-        "resolution) in time order, with who acted. Both filters given: both must match.\n"
-        FILES_DETAILS
-        "Exit status: 0 intact (also when nothing was recorded for the task); 1 not\n"
-        "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
+    .details = "Verifies the log as `audit verify` does and, only when it is intact, lists\n"
+               "every hop recorded for the task (retries, dead-lettering, replays, escalation,\n"
+               "resolution) in time order, with who acted. Both filters given: both must match.\n"
+               "Only the hops of the pipeline served (--pipeline): --id is its profile's first\n"
+               "identity field (item_id for redaction), --request-id dsr's.\n" FILES_DETAILS
+               "Exit status: 0 intact (also when nothing was recorded for the task); 1 not\n"
+               "intact or unreadable, and no hop is shown; 2 usage or configuration error.",
     .flags = show_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
 };
-
 
 /* A member for a person to read: "?" when the record lacks it. */
 static const char *shown(json_object *rec, const char *key) {
@@ -44,6 +46,8 @@ bool audit_hops_collect(void *arg, const char *line, size_t len) {
   audit_hops *c = arg;
   if (!c->filter_set) {
     dlqb_audit_filter_init(&c->filter, c->request_id, c->message_id);
+    const dlqb_pipeline *p = cli_pipeline();
+    dlqb_audit_filter_pipeline(&c->filter, p->name, dlqb_pipeline_is_default(p));
     c->filter_set = true;
   }
   if (!dlqb_audit_filter_match(&c->filter, line, len)) return true;
@@ -117,6 +121,8 @@ char *audit_hop_text(json_object *h, char *out, size_t len) {
   if (reason[0] != '\0') PUT("  reason \"%s\"", clean(reason, b1, sizeof b1));
   PUT("  by %s", clean(shown(h, "actor"), b3, sizeof b3));
   PUT(" (%s)", clean(shown(h, "writer"), b4, sizeof b4));
+  const char *pipeline = dlqb_audit_record_str(h, "pipeline");
+  if (pipeline[0] != '\0') PUT("  pipeline %s", clean(pipeline, b1, sizeof b1));
 #undef PUT
   return out;
 }
@@ -136,7 +142,8 @@ static void print_show(const audit_opts *o, json_object **hops, size_t n,
     json_object_object_add(out, "files", json_object_new_int64((int64_t)sum->files));
     json_object_object_add(out, "seal_checked", json_object_new_boolean(sealed));
     if (o->request_id != NULL)
-      json_object_object_add(out, "request_id", json_object_new_string(o->request_id));
+      json_object_object_add(out, cli_pipeline()->profile.fields[0].name,
+                             json_object_new_string(o->request_id));
     if (o->message_id != NULL)
       json_object_object_add(out, "message_id", json_object_new_string(o->message_id));
     for (size_t i = 0; i < n; i++) json_object_array_add(arr, json_object_get(hops[i]));
@@ -148,7 +155,7 @@ static void print_show(const audit_opts *o, json_object **hops, size_t n,
     return;
   }
   audit_print_summary(sum, sealed);
-  const char *what = o->request_id != NULL ? "request_id" : "message_id";
+  const char *what = o->request_id != NULL ? cli_pipeline()->profile.fields[0].name : "message_id";
   const char *id = o->request_id != NULL ? o->request_id : o->message_id;
   if (n == 0) {
     printf("no hop recorded for %s %s\n", what, id);

@@ -82,6 +82,8 @@ static const cli_spec run_spec = {
         "exclusive queue, gone with its connection); a second run says\n"
         "'another drain holds the lease' and exits 0. Each run is recorded in\n"
         "drain_state (read by `drain status`) and, when set, drain_textfile.\n"
+        "Another pipeline than dsr (--pipeline NAME) has its own lease NAME.drain.lease\n"
+        "and its own files (the name before the extension: drain-state.NAME.json).\n"
         "Needs completion_writers: without a trusted ledger no canary can complete.",
     .flags = run_flags,
     .settings = true,
@@ -128,9 +130,8 @@ typedef struct {
   char error[DLQB_ERROR_MAX + 256];
 } drain_run;
 
-/* TODO(pipelines): the profile's identity fields, when drain serves more
- * than the default pipeline (so do the queues of look_canary). */
-/* request_id NUL source_system: the key the ledger uses too. */
+/* The identity (the served profile's fields[0] NUL fields[1]; dsr:
+ * request_id NUL source_system): the key the ledger uses too. */
 static size_t task_key(char *buf, size_t cap, const char *request_id, const char *source) {
   size_t a = strlen(request_id), b = strlen(source);
   if (a + 1 + b > cap) return 0;
@@ -226,7 +227,7 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *dv, c
 
 /* One pass over a classic queue that only looks (everything held). */
 static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) {
-  look_ctx c = {d, strcmp(queue, DLQB_Q_REVIEW) == 0};
+  look_ctx c = {d, strcmp(queue, cli_pipeline()->review) == 0};
   dlqb_scan_options so = {.queue = queue,
                           .purpose = "dlq-bridge drain (looking)",
                           .actor = ACTOR,
@@ -257,10 +258,10 @@ static void tally(void *ctx, const char *key, size_t len, void *value) {
 /* The canary's outcomes so far, into the ramp. */
 static dlqb_status look_canary(drain_run *d, dlqb_error *err) {
   dlqb_ledger_stats ls;
-  dlqb_status st = dlqb_ledger_peek(&d->o.cfg, DLQB_Q_COMPLETED, d->o.cfg.ledger_cache, d->ledger,
-                                    LEDGER_QUIET_MS, &ls, err);
-  if (st == DLQB_OK) st = look_queue(d, DLQB_Q_DLQ, err);
-  if (st == DLQB_OK) st = look_queue(d, DLQB_Q_REVIEW, err);
+  dlqb_status st = dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache,
+                                    d->ledger, LEDGER_QUIET_MS, &ls, err);
+  if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->dlq, err);
+  if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->review, err);
   if (st != DLQB_OK) return st;
   tally_ctx c = {d, 0, 0};
   dlqb_hashset_each(d->seen, tally, &c);
@@ -463,7 +464,7 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
 static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
   dlqb_error err;
   dlqb_ledger_stats ls;
-  if (dlqb_ledger_peek(&d->o.cfg, DLQB_Q_COMPLETED, d->o.cfg.ledger_cache, d->ledger,
+  if (dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache, d->ledger,
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
     return ops_fail(&err);
   d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
@@ -528,8 +529,13 @@ static int drain_run_cmd(int argc, char **argv) {
   dlqb_error err;
   dlqb_lease *lease = NULL;
   /* Losing the lease stops the run at once, as a signal would. */
+  /* One drain per pipeline at a time: each has its own lease. */
+  char lease_queue[DLQB_QNAME_MAX];
+  if (dlqb_pipeline_is_default(cli_pipeline()))
+    snprintf(lease_queue, sizeof lease_queue, "%s", LEASE_QUEUE);
+  else snprintf(lease_queue, sizeof lease_queue, "%s.drain.lease", cli_pipeline()->name);
   dlqb_status st =
-      dlqb_lease_take(&d.o.cfg, LEASE_QUEUE, "dlq-bridge drain (lease)", stop, &lease, &err);
+      dlqb_lease_take(&d.o.cfg, lease_queue, "dlq-bridge drain (lease)", stop, &lease, &err);
   if (st != DLQB_OK) {
     ops_audit_close(audit);
     dlqb_hashset_free(d.seen);
@@ -540,13 +546,13 @@ static int drain_run_cmd(int argc, char **argv) {
       json_object_object_add(j, "stopped", json_object_new_string("lease_held"));
       json_object_object_add(j, "moved", json_object_new_int(0));
       ops_print_json(j);
-    } else printf("another drain holds the lease (%s): nothing done\n", LEASE_QUEUE);
+    } else printf("another drain holds the lease (%s): nothing done\n", lease_queue);
     return EXIT_LEASE_HELD;
   }
   int64_t started = dlqb_now_ms();
   dlqb_ledger_stats ls;
-  st = dlqb_ledger_load(&d.o.cfg, DLQB_Q_COMPLETED, d.o.cfg.ledger_cache, d.ledger, LEDGER_IDLE_MS,
-                        &ls, &err);
+  st = dlqb_ledger_load(&d.o.cfg, cli_pipeline()->completed, d.o.cfg.ledger_cache, d.ledger,
+                        LEDGER_IDLE_MS, &ls, &err);
   if (st != DLQB_OK) {
     snprintf(d.error, sizeof d.error, "%s", err.msg);
     cli_error("%s", err.msg);
@@ -563,7 +569,7 @@ static int drain_run_cmd(int argc, char **argv) {
       move_step(&d, &a, audit, stop);
       /* An item max_replays escalated is a failure too. */
       if (!a.canary && d.ramp.phase != DLQB_DRAIN_PH_END &&
-          look_queue(&d, DLQB_Q_REVIEW, &err) != DLQB_OK) {
+          look_queue(&d, cli_pipeline()->review, &err) != DLQB_OK) {
         snprintf(d.error, sizeof d.error, "%s", err.msg);
         cli_error("%s", err.msg);
         dlqb_drain_end(&d.ramp, DLQB_DRAIN_ERROR);

@@ -86,10 +86,11 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     return DLQB_OK;
   }
   if (flag != NULL && strcmp(flag, "queue") == 0) {
-    if (strcmp(value, DLQB_Q_DLQ) != 0 && strcmp(value, DLQB_Q_REVIEW) != 0)
-      return dlqb_fail(err, DLQB_EINVAL, "--queue: only %s and %s can be inspected (classic "
+    if (strcmp(value, cli_pipeline()->dlq) != 0 && strcmp(value, cli_pipeline()->review) != 0)
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "--queue: only %s and %s can be inspected (classic "
                        "queues; reading a quorum queue would count deliveries)",
-                       DLQB_Q_DLQ, DLQB_Q_REVIEW);
+                       cli_pipeline()->dlq, cli_pipeline()->review);
     c->queue = value;
     return DLQB_OK;
   }
@@ -144,7 +145,7 @@ static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
 int cmd_inspect(int argc, char **argv) {
   inspect_ctx c;
   memset(&c, 0, sizeof c);
-  c.queue = DLQB_Q_DLQ;
+  c.queue = cli_pipeline()->dlq;
   bool help;
   int rc = ops_load(&cmd_inspect_spec, argc, argv, &c.o, on_flag, &c, &help);
   if (rc != EXIT_OK) return rc;

@@ -116,19 +116,19 @@ int cmd_resolve(int argc, char **argv) {
     }
     ops_print_json(j);
   } else if (removed) {
-    printf("resolved %s (request_id %s, source_system %s): %s\n", c.message_id,
-           c.item.request_id[0] ? c.item.request_id : "-",
-           c.item.source_system[0] ? c.item.source_system : "-", c.note);
+    char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];
+    printf("resolved %s (%s): %s\n", c.message_id, ops_identity_text(&c.item, who, sizeof who),
+           c.note);
   }
   rc = EXIT_FAILURE_;
   if (removed) rc = EXIT_OK;
   else if (c.found)
     cli_error("the removal of '%s' was not confirmed; it is still in %s", c.message_id,
-              DLQB_Q_DLQ);
+              cli_pipeline()->dlq);
   else if (out->early[0] != '\0') cli_error("resolve %s", out->early);
   else
-    cli_error("no item with message_id '%s' in %s (%llu examined)", c.message_id, DLQB_Q_DLQ,
-              (unsigned long long)out->r.examined);
+    cli_error("no item with message_id '%s' in %s (%llu examined)", c.message_id,
+              cli_pipeline()->dlq, (unsigned long long)out->r.examined);
   free(out);
   return rc;
 }

@@ -44,8 +44,10 @@ json_object *review_item_json(const dlqb_item *it, int64_t now_ms) {
 /* ---- review list ---- */
 
 static const cli_flag list_flags[] = {
-    {"request-id", true, "ID", "only the item(s) with this request_id"},
-    {"source-system", true, "NAME", "only items from this source_system"},
+    {"id", true, "VALUE", "only the item(s) whose first identity field (dsr: request_id) is VALUE"},
+    {"match", true, "FIELD=VALUE", "only items whose identity field FIELD (e.g. item_id) is VALUE"},
+    {"request-id", true, "ID", "only the item(s) with this request_id (dsr)"},
+    {"source-system", true, "NAME", "only items from this source_system (dsr)"},
     {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},
     {"owner", true, "NAME", "only items claimed by NAME"},
     {"unclaimed", false, NULL, "only items nobody has claimed"},
@@ -58,14 +60,16 @@ static const cli_flag list_flags[] = {
 static const cli_spec list_spec = {
     .name = "review list",
     .summary = "what waits in compliance_review, why, and who owns it",
-    .usage = "dlq-bridge review list [--request-id ID] [--source-system NAME] [--legal-basis B]\n"
+    .usage = "dlq-bridge review list [--id VALUE] [--match FIELD=VALUE]\n"
+             "       [--request-id ID] [--source-system NAME] [--legal-basis B]\n"
              "       [--owner NAME | --unclaimed] [--limit N] [--json]",
-    .details =
-        "Lists the items of compliance_review: age in review (since escalated_at),\n"
-        "request_id, source_system, legal_basis, message_id, who escalated it and why\n"
-        "(escalated_by, escalation_reason, escalation_note), and its owner with the time\n"
-        "since the claim. Nothing is consumed: as inspect, every item returns to its\n"
-        "place when the pass ends. Payloads are never shown.",
+    .details = "Lists the items of compliance_review: age in review (since escalated_at),\n"
+               "request_id, source_system, legal_basis, message_id, who escalated it and why\n"
+               "(escalated_by, escalation_reason, escalation_note), and its owner with the time\n"
+               "since the claim. Nothing is consumed: as inspect, every item returns to its\n"
+               "place when the pass ends. Payloads are never shown. On another pipeline\n"
+               "(--pipeline) its review queue, and its profile's identity fields in place\n"
+               "of request_id and source_system (--id, --match FIELD=VALUE select by them).",
     .flags = list_flags,
     .settings = true,
 };
@@ -96,9 +100,10 @@ static dlqb_status list_flag(void *ctx, const char *flag, const char *value, dlq
 static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
 
 static void list_header(void) {
-  printf("%-8s %-24s %-14s %-13s %-24s %-14s %-12s %-12s %-8s %s\n", "AGE", "REQUEST_ID",
-         "SOURCE", "LEGAL_BASIS", "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER", "CLAIMED",
-         "NOTE");
+  char a[DLQB_HEADER_NAME_MAX], b[DLQB_HEADER_NAME_MAX];
+  printf("%-8s %-24s %-14s %-13s %-24s %-14s %-12s %-12s %-8s %s\n", "AGE",
+         ops_identity_column(0, a, sizeof a), ops_identity_column(1, b, sizeof b), "LEGAL_BASIS",
+         "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER", "CLAIMED", "NOTE");
 }
 
 static void list_print(const dlqb_item *it, int64_t now_ms) {
@@ -158,9 +163,13 @@ static int review_list(int argc, char **argv) {
   }
   c.now_ms = dlqb_now_ms();
   if (c.o.json) c.items = json_object_new_array();
-  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = "dlq-bridge review list",
-                          .actor = c.o.actor, .window = c.o.window, .stop = cli_stop_flag(),
-                          .on_item = list_item, .ctx = &c};
+  dlqb_scan_options so = {.queue = cli_pipeline()->review,
+                          .purpose = "dlq-bridge review list",
+                          .actor = c.o.actor,
+                          .window = c.o.window,
+                          .stop = cli_stop_flag(),
+                          .on_item = list_item,
+                          .ctx = &c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
   if (st != DLQB_OK) {
@@ -170,13 +179,13 @@ static int review_list(int argc, char **argv) {
   if (c.o.json) ops_print_json(c.items);
   else if (c.listed == 0)
     printf("no items%s in %s (%llu examined)\n",
-           dlqb_select_given(&c.o.sel) || c.owner || c.unclaimed ? " match" : "", DLQB_Q_REVIEW,
-           (unsigned long long)r.examined);
+           dlqb_select_given(&c.o.sel) || c.owner || c.unclaimed ? " match" : "",
+           cli_pipeline()->review, (unsigned long long)r.examined);
   else
     printf("%llu item%s listed (%llu unclaimed), %llu examined, %llu in %s\n",
            (unsigned long long)c.listed, c.listed == 1 ? "" : "s",
            (unsigned long long)c.unclaimed_listed, (unsigned long long)r.examined,
-           (unsigned long long)r.depth_at_start, DLQB_Q_REVIEW);
+           (unsigned long long)r.depth_at_start, cli_pipeline()->review);
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (early != NULL) {
     cli_error("review list %s", early);

@@ -147,8 +147,8 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
   switch (c->kind) {
   case ACT_CLAIM:
     n = dlqb_review_claim_stamp(sets, c->o.actor, c->now);
-    return dlqb_scan_forward(s, d, it, DLQB_Q_REVIEW, sets, n, DLQB_EV_CLAIMED, cause, reason,
-                             err);
+    return dlqb_scan_forward(s, d, it, cli_pipeline()->review, sets, n, DLQB_EV_CLAIMED, cause,
+                             reason, err);
   case ACT_REPLAY:
     if (v.kind == DLQB_VERDICT_SKIP_COMPLETE) {
       dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, cause, "already in the completion ledger");
@@ -156,7 +156,7 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
     }
     n = dlqb_review_leave_stamp(sets);
     n += dlqb_replay_stamp(sets + n, it->replay_count, c->o.actor, c->now);
-    return dlqb_scan_forward(s, d, it, DLQB_Q_WORK, sets, n, DLQB_EV_DECIDED_REPLAY, cause,
+    return dlqb_scan_forward(s, d, it, cli_pipeline()->work, sets, n, DLQB_EV_DECIDED_REPLAY, cause,
                              reason, err);
   case ACT_RESOLVE:
     dlqb_scan_ack(s, d, it, DLQB_EV_DECIDED_RESOLVE, cause, reason);
@@ -166,8 +166,8 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
     /* A fresh SLA clock: with its old dlq_at the SLA escalator would send
      * it straight back to review. */
     sets[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_STRING, c->now, 0};
-    return dlqb_scan_forward(s, d, it, DLQB_Q_DLQ, sets, n, DLQB_EV_DECIDED_RETURN, cause, reason,
-                             err);
+    return dlqb_scan_forward(s, d, it, cli_pipeline()->dlq, sets, n, DLQB_EV_DECIDED_RETURN, cause,
+                             reason, err);
   }
   return DLQB_OK;
 }
@@ -202,26 +202,26 @@ static void print_result(const act_ctx *c) {
     return;
   }
   if (!c->found) return;
-  const char *rid = it->request_id[0] ? it->request_id : "-";
-  const char *src = it->source_system[0] ? it->source_system : "-";
+  char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];
+  ops_identity_text(it, who, sizeof who);
   if (c->gate == DLQB_GATE_ALREADY_MINE) {
-    printf("%s (request_id %s, source_system %s) is already claimed by %s\n", c->message_id, rid,
-           src, c->o.actor);
+    printf("%s (%s) is already claimed by %s\n", c->message_id, who, c->o.actor);
     return;
   }
   if (!c->settled) return;
   const char *forced = c->gate == DLQB_GATE_FORCED ? " (forced)" : "";
   if (c->done_event == DLQB_EV_CLAIMED)
-    printf("claimed %s (request_id %s, source_system %s) for %s%s%s%s\n", c->message_id, rid, src,
-           c->o.actor, forced, it->owner[0] ? ", taken over from " : "", it->owner);
+    printf("claimed %s (%s) for %s%s%s%s\n", c->message_id, who, c->o.actor, forced,
+           it->owner[0] ? ", taken over from " : "", it->owner);
   else if (c->done_event == DLQB_EV_SKIPPED_COMPLETE)
-    printf("removed %s (request_id %s, source_system %s): already in the completion ledger, not "
-           "replayed%s\n", c->message_id, rid, src, forced);
+    printf("removed %s (%s): already in the completion ledger, not replayed%s\n", c->message_id,
+           who, forced);
   else
-    printf("%s %s (request_id %s, source_system %s)%s%s\n", verb(c->kind), c->message_id, rid,
-           src, c->kind == ACT_REPLAY   ? " to " DLQB_Q_WORK
-                : c->kind == ACT_RETURN ? " to " DLQB_Q_DLQ
-                                        : "",
+    printf("%s %s (%s)%s%s%s\n", verb(c->kind), c->message_id, who,
+           c->kind == ACT_REPLAY || c->kind == ACT_RETURN ? " to " : "",
+           c->kind == ACT_REPLAY   ? cli_pipeline()->work
+           : c->kind == ACT_RETURN ? cli_pipeline()->dlq
+                                   : "",
            forced);
 }
 
@@ -246,9 +246,15 @@ dlqb_status review_act_pass(review_act *c, const char *command, dlqb_audit *audi
   dlqb_iso_time(dlqb_now_ms(), c->now, sizeof c->now);
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", command);
-  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW, .purpose = purpose, .actor = c->o.actor,
-                          .audit = audit, .window = c->o.window, .stop = stop,
-                          .on_item = act_item, .after_ack = act_acked, .ctx = c};
+  dlqb_scan_options so = {.queue = cli_pipeline()->review,
+                          .purpose = purpose,
+                          .actor = c->o.actor,
+                          .audit = audit,
+                          .window = c->o.window,
+                          .stop = stop,
+                          .on_item = act_item,
+                          .after_ack = act_acked,
+                          .ctx = c};
   return dlqb_scan_run(&c->o.cfg, &so, r, err);
 }
 
@@ -273,13 +279,14 @@ static int act_run(act_ctx *c, const char *command) {
   }
   if (c->found) {
     cli_error("the %s of '%s' was not confirmed; it is still in %s", command, c->message_id,
-              DLQB_Q_REVIEW);
+              cli_pipeline()->review);
     return EXIT_FAILURE_;
   }
   const char *early = r.interrupted ? ops_early_stop(&r, c->o.window) : NULL;
   if (early != NULL) cli_error("%s %s", command, early);
-  else cli_error("no item with message_id '%s' in %s (%llu examined)", c->message_id,
-                 DLQB_Q_REVIEW, (unsigned long long)r.examined);
+  else
+    cli_error("no item with message_id '%s' in %s (%llu examined)", c->message_id,
+              cli_pipeline()->review, (unsigned long long)r.examined);
   return EXIT_FAILURE_;
 }
 

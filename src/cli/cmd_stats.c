@@ -136,9 +136,12 @@ static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
  * without an ack; *examined, *total: how many it read of the depth at start. */
 static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, uint64_t *examined, uint64_t *total,
                                  dlqb_error *err) {
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = "dlq-bridge stats", .actor = c->o.actor,
+  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
+                          .purpose = "dlq-bridge stats",
+                          .actor = c->o.actor,
                           .window = c->o.window,
-                          .on_item = stats_item, .ctx = c};
+                          .on_item = stats_item,
+                          .ctx = c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, err);
   if (st == DLQB_OK && r.short_read) *partial = true;
@@ -158,7 +161,8 @@ static json_object *group_json(const dlqb_group *g) {
   json_object_object_add(j, "oldest_age_seconds", age_json(g, g->oldest_age_ms));
   json_object_object_add(j, "newest_age_seconds", age_json(g, g->newest_age_ms));
   json_object_object_add(j, "dlq_reason", json_object_new_string(g->dlq_reason));
-  json_object_object_add(j, "source_system", json_object_new_string(g->source_system));
+  json_object_object_add(j, cli_pipeline()->profile.fields[1].name,
+                         json_object_new_string(g->source_system));
   json_object_object_add(j, "template", json_object_new_string(g->tmpl));
   json_object_object_add(j, "sample", json_object_new_string(g->sample));
   return j;
@@ -199,10 +203,12 @@ static void groups_text(const dlqb_groups *g, size_t columns) {
   size_t n = dlqb_groups_count(g);
   const dlqb_group *o = dlqb_groups_other(g);
   size_t text_w = columns == 0 ? 0 : columns > 24 ? columns - 4 : 20;
-  printf("\n%s by failure group (%zu group%s, %llu item%s):\n", DLQB_Q_DLQ, n, n == 1 ? "" : "s",
-         (unsigned long long)dlqb_groups_total(g), dlqb_groups_total(g) == 1 ? "" : "s");
+  printf("\n%s by failure group (%zu group%s, %llu item%s):\n", cli_pipeline()->dlq, n,
+         n == 1 ? "" : "s", (unsigned long long)dlqb_groups_total(g),
+         dlqb_groups_total(g) == 1 ? "" : "s");
+  char src[DLQB_HEADER_NAME_MAX];
   printf("  %-12s %8s %-7s %-7s %-16s %s\n", "GROUP", "COUNT", "OLDEST", "NEWEST", "DLQ_REASON",
-         "SOURCE");
+         ops_identity_column(1, src, sizeof src));
   for (size_t i = 0; i < n; i++) {
     const dlqb_group *r = dlqb_groups_at(g, i);
     char old[32], young[32];
@@ -288,7 +294,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
     if (c->groups != NULL) {
       groups_text(c->groups, ops_output_width(c->o.wide));
     } else if (c->nreasons > 0) {
-      printf("\n%s by dlq_reason:\n", DLQB_Q_DLQ);
+      printf("\n%s by dlq_reason:\n", cli_pipeline()->dlq);
       for (size_t i = 0; i < c->nreasons; i++)
         printf("  %-20s %10llu\n", c->reasons[i].name, (unsigned long long)c->reasons[i].count);
     }
@@ -336,7 +342,7 @@ int cmd_stats(int argc, char **argv) {
     if (topo->queues[i].type == DLQB_QTYPE_STREAM) continue; /* the ledger is not a backlog */
     lst = dlqb_queue_stat_read(link, &topo->queues[i], dlqb_now_ms(), NULL, &rows[nrows], &err);
     if (lst != DLQB_OK) break;
-    if (strcmp(rows[nrows].queue, DLQB_Q_DLQ) == 0)
+    if (strcmp(rows[nrows].queue, cli_pipeline()->dlq) == 0)
       dlq_has_items = rows[nrows].present && rows[nrows].depth > 0;
     nrows++;
   }

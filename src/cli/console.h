@@ -120,6 +120,10 @@ void console_csrf_field(console_req *r);
 bool console_selection(console_req *r, bool from_form, dlqb_select *sel);
 /* Those fields again as hidden inputs of a form, and as words. */
 void console_selection_fields(console_req *r, bool from_form);
+
+/* The two identity columns' <th> cells, named by the served profile
+ * (dsr: request_id, source_system). */
+void console_identity_th(dlqb_html *h);
 void console_selection_words(console_req *r, bool from_form, dlqb_html *out);
 
 /* The item's audit history as `audit show --message-id` lists it

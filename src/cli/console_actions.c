@@ -226,8 +226,8 @@ void console_post_preview(console_req *r) {
     dlqb_html *h = &r->out;
     dlqb_html_raw(h, "<p class=\"summary\" id=\"preview-summary\">");
     dlqb_html_text(h, ops_move_summary(true, act_names[kind], out->moved, m.ledger != NULL,
-                                       out->skipped, out->left, out->r.depth_at_start, DLQB_Q_DLQ,
-                                       summary, sizeof summary));
+                                       out->skipped, out->left, out->r.depth_at_start,
+                                       cli_pipeline()->dlq, summary, sizeof summary));
     dlqb_html_raw(h, "</p>");
     if (out->early[0]) {
       dlqb_html_raw(h, "<p class=\"warn\">");
@@ -238,8 +238,9 @@ void console_post_preview(console_req *r) {
       dlqb_html_raw(h,
                     "<p class=\"warn\">The completion ledger is not trusted "
                     "(completion_writers is not set): every selected task would be replayed.</p>");
-    dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th><th>request_id</th>"
-                     "<th>source_system</th><th>legal_basis</th><th>age</th><th>last error</th>"
+    dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th>");
+    console_identity_th(h);
+    dlqb_html_raw(h, "<th>legal_basis</th><th>age</th><th>last error</th>"
                      "</tr></thead><tbody>\n");
     if (rows.data != NULL) dlqb_html_raw(h, rows.data);
     dlqb_html_raw(h, "</tbody></table>");
@@ -353,7 +354,7 @@ static void *job_main(void *arg) {
   j->skipped = out->skipped;
   j->left = out->left;
   ops_move_summary(false, act_done[j->kind], out->moved, m.ledger != NULL, out->skipped, out->left,
-                   out->r.depth_at_start, DLQB_Q_DLQ, j->summary, sizeof j->summary);
+                   out->r.depth_at_start, cli_pipeline()->dlq, j->summary, sizeof j->summary);
   if (out->not_started) {
     j->failed = true;
     snprintf(j->error, sizeof j->error, "%s", out->err.msg);
@@ -367,7 +368,7 @@ static void *job_main(void *arg) {
     snprintf(j->error, sizeof j->error,
              "%llu selected items left in %s: the broker would not "
              "take them as they are",
-             (unsigned long long)out->r.refused, DLQB_Q_DLQ);
+             (unsigned long long)out->r.refused, cli_pipeline()->dlq);
   }
   pthread_mutex_unlock(&lock);
 end:

@@ -172,8 +172,7 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   c->now_ms = dlqb_now_ms();
   /* A broker that pauses mid-pass (a million unacked deliveries) is waited
    * for by the pipe itself while messages are still ready. */
-  /* TODO(pipelines): the served pipeline's DLQ and identity columns. */
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ,
+  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
                           .purpose = "dlq-bridge console",
                           .actor = r->who.user,
                           .on_item = look_item,
@@ -225,14 +224,15 @@ void console_page_groups(console_req *r) {
   dlqb_html *h = &r->out;
   dlqb_html_raw(h, "<p class=\"summary\" id=\"dlq-depth\">");
   dlqb_html_textf(h, "%llu items in %s, in %zu groups", (unsigned long long)res.examined,
-                  DLQB_Q_DLQ, dlqb_groups_count(c.groups));
+                  cli_pipeline()->dlq, dlqb_groups_count(c.groups));
   dlqb_html_raw(h, "</p>");
   if (res.short_read)
     dlqb_html_raw(h, "<p class=\"warn\">Fewer items arrived than the queue held: another "
                      "consumer took some. Reload to count again.</p>");
   dlqb_html_raw(h, "<table id=\"groups\"><thead><tr><th>group</th><th>items</th><th>oldest</th>"
-                   "<th>newest</th><th>dlq_reason</th><th>source_system</th>"
-                   "<th>sample error (and its template)</th></tr></thead><tbody>\n");
+                   "<th>newest</th><th>dlq_reason</th><th>");
+  dlqb_html_text(h, cli_pipeline()->profile.fields[1].name);
+  dlqb_html_raw(h, "</th><th>sample error (and its template)</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < dlqb_groups_count(c.groups); i++)
     group_row(h, dlqb_groups_at(c.groups, i));
   const dlqb_group *other = dlqb_groups_other(c.groups);
@@ -255,6 +255,27 @@ static const char *const filter_names[] = {"group",       "request-id", "source-
                                            "legal-basis", "reason",     "older-than",
                                            "newer-than",  "message-id", NULL};
 
+/* One filter of the form. Its request-id and source-system fields are the
+ * served profile's two identity fields (labelled with their names): for
+ * another profile than dsr's they go in as --id and --match. */
+static dlqb_status filter_set(dlqb_select *sel, const char *name, const char *v, dlqb_error *err) {
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  bool id0 = strcmp(name, "request-id") == 0, id1 = strcmp(name, "source-system") == 0;
+  if (ops_identity_is_dsr() || (!id0 && !id1)) return dlqb_select_set(sel, name, v, err);
+  if (id0) return dlqb_select_set(sel, "id", v, err);
+  char m[DLQB_HEADER_NAME_MAX + DLQB_LAST_ERROR_MAX + 2];
+  snprintf(m, sizeof m, "%s=%s", pr->fields[1].name, v);
+  return dlqb_select_set(sel, "match", m, err);
+}
+
+void console_identity_th(dlqb_html *h) {
+  for (int i = 0; i < 2; i++) {
+    dlqb_html_raw(h, "<th>");
+    dlqb_html_text(h, cli_pipeline()->profile.fields[i].name);
+    dlqb_html_raw(h, "</th>");
+  }
+}
+
 /* The selection of a request (query or form). false with a page written. */
 bool console_selection(console_req *r, bool from_form, dlqb_select *sel) {
   dlqb_select_init(sel);
@@ -263,12 +284,16 @@ bool console_selection(console_req *r, bool from_form, dlqb_select *sel) {
     bool given = from_form ? console_form(r, *n, v, sizeof v) : console_arg(r, *n, v, sizeof v);
     if (!given || v[0] == '\0') continue;
     dlqb_error err;
-    if (dlqb_select_set(sel, *n, v, &err) != DLQB_OK) {
+    if (filter_set(sel, *n, v, &err) != DLQB_OK) {
       console_error_page(r, 400, "Bad filter", err.msg);
       return false;
     }
   }
   dlqb_error err;
+  if (dlqb_select_bind(sel, &cli_pipeline()->profile, &err) != DLQB_OK) {
+    console_error_page(r, 400, "Bad filter", err.msg);
+    return false;
+  }
   if (!dlqb_select_given(sel)) {
     console_error_page(r, 400, "Nothing selected", "Choose a group, an item or a filter.");
     return false;
@@ -402,8 +427,8 @@ void console_page_group(console_req *r) {
   }
   dlqb_html_raw(h, "<form method=\"get\" action=\"/group\" class=\"filters\">");
   filter_input(r, "group", "group");
-  filter_input(r, "request-id", "request_id");
-  filter_input(r, "source-system", "source_system");
+  filter_input(r, "request-id", cli_pipeline()->profile.fields[0].name);
+  filter_input(r, "source-system", cli_pipeline()->profile.fields[1].name);
   filter_input(r, "legal-basis", "legal_basis");
   filter_input(r, "reason", "error contains");
   filter_input(r, "older-than", "older than");
@@ -411,13 +436,14 @@ void console_page_group(console_req *r) {
   dlqb_html_raw(h, "<button type=\"submit\">Filter</button></form>");
   dlqb_html_raw(h, "<p class=\"summary\" id=\"matched\">");
   dlqb_html_textf(h, "%llu of %llu items in %s match", (unsigned long long)c.matched,
-                  (unsigned long long)res.examined, DLQB_Q_DLQ);
+                  (unsigned long long)res.examined, cli_pipeline()->dlq);
   if (c.matched > c.urgent.n)
     dlqb_html_textf(h, "; the %zu with the least statutory time left are shown", c.urgent.n);
   dlqb_html_raw(h, "</p>");
   if (c.matched > 0) action_form_begin(r);
-  dlqb_html_raw(h, "<table id=\"items\"><thead><tr><th></th><th>time left</th><th>request_id</th>"
-                   "<th>source_system</th><th>legal_basis</th><th>age</th><th>attempts</th>"
+  dlqb_html_raw(h, "<table id=\"items\"><thead><tr><th></th><th>time left</th>");
+  console_identity_th(h);
+  dlqb_html_raw(h, "<th>legal_basis</th><th>age</th><th>attempts</th>"
                    "<th>last error</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < c.urgent.n; i++) item_row(h, &c.urgent.kept[i], c.now_ms);
   dlqb_html_raw(h, "</tbody></table><p class=\"note\">Sorted by the statutory time left "
@@ -471,7 +497,7 @@ static void story(dlqb_html *h, const dlqb_item *it) {
     dlqb_html_raw(h, " (x-death, the broker's clock).</li>");
   }
   dlqb_html_raw(h, "<li>Put in ");
-  dlqb_html_text(h, DLQB_Q_DLQ);
+  dlqb_html_text(h, cli_pipeline()->dlq);
   if (it->has_dlq_at) {
     dlqb_html_raw(h, " at ");
     local_time(h, it->dlq_at_ms);
@@ -516,8 +542,8 @@ void console_page_item(console_req *r) {
   dlqb_group_of(it, group, NULL, 0);
   dlqb_html_raw(h, "<table class=\"envelope\" id=\"envelope\">");
   field(h, "message_id", it->message_id);
-  field(h, "request_id", it->request_id);
-  field(h, "source_system", it->source_system);
+  field(h, cli_pipeline()->profile.fields[0].name, it->request_id);
+  field(h, cli_pipeline()->profile.fields[1].name, it->source_system);
   field(h, "legal_basis", it->legal_basis);
   field(h, "action", it->action);
   field(h, "dlq_reason", it->dlq_reason);

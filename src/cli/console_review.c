@@ -70,8 +70,7 @@ void console_page_review(console_req *r) {
   }
   dlqb_config cfg;
   console_user_config(&console_g.cfg, &r->who, &cfg);
-  /* TODO(pipelines): the served pipeline's review queue. */
-  dlqb_scan_options so = {.queue = DLQB_Q_REVIEW,
+  dlqb_scan_options so = {.queue = cli_pipeline()->review,
                           .purpose = "dlq-bridge console review",
                           .actor = r->who.user,
                           .on_item = inbox_item,
@@ -90,9 +89,10 @@ void console_page_review(console_req *r) {
   dlqb_html *h = &r->out;
   dlqb_html_raw(h, "<p class=\"summary\" id=\"review-count\">");
   dlqb_html_textf(h, "%llu items wait in %s, %llu unclaimed", (unsigned long long)c.total,
-                  DLQB_Q_REVIEW, (unsigned long long)c.unclaimed);
-  dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th><th>request_id</th>"
-                   "<th>source_system</th><th>legal_basis</th><th>in review</th>"
+                  cli_pipeline()->review, (unsigned long long)c.unclaimed);
+  dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th>");
+  console_identity_th(h);
+  dlqb_html_raw(h, "<th>legal_basis</th><th>in review</th>"
                    "<th>escalated by</th><th>why</th><th>note</th><th>owner</th>"
                    "<th>actions</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < c.urgent.n; i++) {
@@ -183,7 +183,7 @@ void console_post_review_act(console_req *r) {
     snprintf(msg, sizeof msg, "%s", err.msg);
   } else if (!c->found) {
     status = 404;
-    snprintf(msg, sizeof msg, "No item with this message_id is in %s now.", DLQB_Q_REVIEW);
+    snprintf(msg, sizeof msg, "No item with this message_id is in %s now.", cli_pipeline()->review);
   } else if (c->gate == DLQB_GATE_ALREADY_MINE) {
     snprintf(msg, sizeof msg, "You have claimed it already.");
   } else if (c->gate == DLQB_GATE_OWNED) {
@@ -196,7 +196,7 @@ void console_post_review_act(console_req *r) {
   } else if (!c->settled) {
     status = 502;
     snprintf(msg, sizeof msg, "The broker did not confirm the step; the item is still in %s.",
-             DLQB_Q_REVIEW);
+             cli_pipeline()->review);
   } else {
     snprintf(msg, sizeof msg, "Done: %s%s.", dlqb_event_name(c->done_event),
              c->gate == DLQB_GATE_FORCED ? " (forced)" : "");

@@ -88,6 +88,13 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   o->window = DLQB_SCAN_WINDOW_DEFAULT;
   default_actor(o->actor, sizeof o->actor);
   int rc = cli_load(spec, argc, argv, &o->cfg, on_flag, ctx, help);
+  /* The identity filters name the served pipeline's fields. */
+  dlqb_error err;
+  if (rc == EXIT_OK && !*help &&
+      dlqb_select_bind(&o->sel, &cli_pipeline()->profile, &err) != DLQB_OK) {
+    cli_error("%s", err.msg);
+    rc = EXIT_USAGE;
+  }
   /* Ops commands talk to a person: only warnings and errors in the log. */
   if (rc == EXIT_OK && !*help && o->cfg.log_level > DLQB_LOG_WARN)
     dlqb_log_setup(o->cfg.log_format, DLQB_LOG_WARN, o->cfg.instance);
@@ -208,8 +215,11 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
   uint64_t age = 0;
   bool known = dlqb_item_age(it, now_ms, &age);
   put_str(o, "message_id", it->message_id);
-  put_str(o, "request_id", it->request_id);
-  put_str(o, "source_system", it->source_system);
+  /* The identity under the served profile's names (dsr: request_id,
+   * source_system). */
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  put_str(o, pr->fields[0].name, it->request_id);
+  put_str(o, pr->fields[1].name, it->source_system);
   put_str(o, "legal_basis", it->legal_basis);
   put_str(o, "action", it->action);
   json_object_object_add(o, "attempt", it->has_attempt ? json_object_new_int64(it->attempt) : NULL);
@@ -350,13 +360,44 @@ static void put_cell(FILE *out, int col, const char *text, bool *first) {
   *first = false;
 }
 
-void ops_item_header(FILE *out) {
-  bool first = true;
-  for (int i = 0; i < NCOLS; i++) put_cell(out, i, fit_cols[i].name, &first);
-  fputc('\n', out);
+static const char *or_dash(const char *s) { return s[0] ? s : "-"; }
+
+char *ops_identity_text(const dlqb_item *it, char *buf, size_t cap) {
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  snprintf(buf, cap, "%s %s, %s %s", pr->fields[0].name, or_dash(it->request_id),
+           pr->fields[1].name, or_dash(it->source_system));
+  return buf;
 }
 
-static const char *or_dash(const char *s) { return s[0] ? s : "-"; }
+bool ops_identity_is_dsr(void) {
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  return strcmp(pr->fields[0].name, DLQB_H_REQUEST_ID) == 0 &&
+         strcmp(pr->fields[1].name, DLQB_H_SOURCE_SYSTEM) == 0;
+}
+
+const char *ops_identity_column(int which, char *buf, size_t cap) {
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  if (ops_identity_is_dsr()) return which == 0 ? "REQUEST_ID" : "SOURCE";
+  const char *f = pr->fields[which == 0 ? 0 : 1].name;
+  size_t i = 0;
+  for (; f[i] != '\0' && i + 1 < cap; i++)
+    buf[i] = f[i] >= 'a' && f[i] <= 'z' ? (char)(f[i] - 'a' + 'A') : f[i];
+  buf[i] = '\0';
+  return buf;
+}
+
+static const char *col_name(int col, char *buf, size_t cap) {
+  if (col == COL_REQID || col == COL_SOURCE)
+    return ops_identity_column(col == COL_REQID ? 0 : 1, buf, cap);
+  return fit_cols[col].name;
+}
+
+void ops_item_header(FILE *out) {
+  bool first = true;
+  char name[DLQB_HEADER_NAME_MAX];
+  for (int i = 0; i < NCOLS; i++) put_cell(out, i, col_name(i, name, sizeof name), &first);
+  fputc('\n', out);
+}
 
 void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms) {
   char age[32], att[24];
@@ -527,11 +568,17 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
   out->window = window;
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
-  /* TODO(pipelines): the served pipeline's DLQ. */
-  dlqb_scan_options so = {.queue = DLQB_Q_DLQ, .purpose = purpose, .actor = o->actor,
-                          .audit = audit, .window = window, .rate = m->rate, .stop = stop,
+  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
+                          .purpose = purpose,
+                          .actor = o->actor,
+                          .audit = audit,
+                          .window = window,
+                          .rate = m->rate,
+                          .stop = stop,
                           .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
-                          .on_item = move_item, .on_tick = move_tick, .after_ack = move_acked,
+                          .on_item = move_item,
+                          .on_tick = move_tick,
+                          .after_ack = move_acked,
                           .ctx = &c};
   dlqb_scan_result *r = &out->r;
   out->status = dlqb_scan_run(&o->cfg, &so, r, &out->err);
@@ -543,10 +590,11 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
    * design: not a short read. */
   const char *early = r->stopped ? NULL : ops_early_stop(r, o->window);
   if (r->audit_failed) {
-    snprintf(out->early, sizeof out->early, "stopped: %s; copies published but not recorded: %llu "
+    snprintf(out->early, sizeof out->early,
+             "stopped: %s; copies published but not recorded: %llu "
              "(their originals stay in %s, so %s may hold them twice)",
              out->err.msg[0] ? out->err.msg : "the audit log cannot be written",
-             (unsigned long long)r->unsettled_copies, DLQB_Q_DLQ, m->target);
+             (unsigned long long)r->unsettled_copies, cli_pipeline()->dlq, m->target);
   } else if (out->status != DLQB_OK) {
     /* The broker went midway (issue 19): as the Ctrl-C path does, say what
      * moved, that nothing is lost and what to do, and that the copies whose
@@ -556,9 +604,10 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
       snprintf(twice, sizeof twice, "up to %llu item%s", (unsigned long long)r->unsettled_copies,
                r->unsettled_copies == 1 ? "" : "s");
     else snprintf(twice, sizeof twice, "the last items sent");
-    snprintf(out->early, sizeof out->early, "stopped: %s; nothing is lost: what was not moved is "
-             "still in %s, run it again; %s may now be in both %s and %s", out->err.msg,
-             DLQB_Q_DLQ, twice, DLQB_Q_DLQ, m->target);
+    snprintf(out->early, sizeof out->early,
+             "stopped: %s; nothing is lost: what was not moved is "
+             "still in %s, run it again; %s may now be in both %s and %s",
+             out->err.msg, cli_pipeline()->dlq, twice, cli_pipeline()->dlq, m->target);
   } else if (early != NULL) {
     snprintf(out->early, sizeof out->early, "%s", early);
   }
@@ -683,15 +732,15 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     ops_table_note(stdout, c.columns);
     printf("%s\n", ops_move_summary(m->dry_run, m->dry_run ? m->command : m->verb, out->moved,
                                     m->ledger != NULL, out->skipped, out->left, r->depth_at_start,
-                                    DLQB_Q_DLQ, c.summary, sizeof c.summary));
+                                    cli_pipeline()->dlq, c.summary, sizeof c.summary));
     if (m->ledger_stats != NULL && m->ledger_stats->unverified > 0)
       printf("(%zu unverified completions ignored: not from completion_writers)\n",
              m->ledger_stats->unverified);
   }
   if (r->refused > 0) {
     /* Each one is named in a warning line above. */
-    cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s",
-              m->command, (unsigned long long)r->refused, r->refused == 1 ? "" : "s", DLQB_Q_DLQ,
+    cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s", m->command,
+              (unsigned long long)r->refused, r->refused == 1 ? "" : "s", cli_pipeline()->dlq,
               r->refused == 1 ? "it" : "them", r->refused == 1 ? "it is" : "they are");
     rc = EXIT_FAILURE_;
   }

@@ -19,8 +19,12 @@
 
 /* Filters, shared by replay, escalate and inspect. */
 #define OPS_FILTER_FLAGS                                                                       \
-  {"request-id", true, "ID", "only the item(s) with this request_id"},                         \
-  {"source-system", true, "NAME", "only items from this source_system"},                       \
+  {"id", true, "VALUE", "only the item(s) whose first identity field (dsr: request_id) is " \
+   "VALUE"},                                                                                   \
+  {"match", true, "FIELD=VALUE", "only items whose identity field FIELD (e.g. item_id) is "   \
+   "VALUE"},                                                                                   \
+  {"request-id", true, "ID", "only the item(s) with this request_id (dsr)"},                   \
+  {"source-system", true, "NAME", "only items from this source_system (dsr)"},                 \
   {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \
   {"reason", true, "TEXT", "only items whose last_error contains TEXT"},                       \
   {"group", true, "ID", "only items of this failure group (a GROUP id that stats lists)"},    \
@@ -122,6 +126,20 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms);
 /* The item as one human line (no newline): age, ids, basis, action,
  * attempt, dlq_reason and last_error. */
 void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms);
+
+/* "request_id R, source_system S": the item's identity under the served
+ * profile's field names ("item_id I, doc_id D"), "-" for a missing one.
+ * Returns buf. */
+char *ops_identity_text(const dlqb_item *it, char *buf, size_t cap);
+
+/* True when the served profile's identity is dsr's (request_id,
+ * source_system): output then is exactly as before pipelines. */
+bool ops_identity_is_dsr(void);
+
+/* The header of identity column `which` (0, 1) of item tables: dsr's
+ * REQUEST_ID and SOURCE as always, another profile's field names in
+ * capitals (ITEM_ID, DOC_ID). Returns buf or a constant. */
+const char *ops_identity_column(int which, char *buf, size_t cap);
 
 /* Header line matching ops_item_print. */
 void ops_item_header(FILE *out);

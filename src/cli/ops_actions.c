@@ -26,11 +26,11 @@ void ops_stamp_init(ops_stamp *st, const char *actor, const char *note) {
 dlqb_status ops_replay_ledger(const dlqb_config *cfg, bool dry_run, dlqb_ledger *ledger,
                               dlqb_ledger_stats *ls, dlqb_error *err) {
   /* A dry run writes nothing, not even the ledger's end marker. */
-  /* TODO(pipelines): the served pipeline's ledger queue, when ops commands
-   * serve more than the default one (cli.c check_pipelines). */
-  return dry_run ? dlqb_ledger_peek(cfg, DLQB_Q_COMPLETED, cfg->ledger_cache, ledger,
+  /* The served pipeline's ledger, keyed by its profile's identity, with
+   * its own cache file (cli.c check_pipelines). */
+  return dry_run ? dlqb_ledger_peek(cfg, cli_pipeline()->completed, cfg->ledger_cache, ledger,
                                     LEDGER_QUIET_MS, ls, err)
-                 : dlqb_ledger_load(cfg, DLQB_Q_COMPLETED, cfg->ledger_cache, ledger,
+                 : dlqb_ledger_load(cfg, cli_pipeline()->completed, cfg->ledger_cache, ledger,
                                     LEDGER_IDLE_MS, ls, err);
 }
 
@@ -59,9 +59,8 @@ static const char *escalate_reason(void *ctx, const dlqb_item *it) {
 }
 
 void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate) {
-  /* TODO(pipelines): the pipeline's work queue (and review queue below). */
   *m = (ops_move_spec){.command = "replay",
-                       .target = DLQB_Q_WORK,
+                       .target = cli_pipeline()->work,
                        .event = DLQB_EV_REPLAYED,
                        .verb = "replayed",
                        .dry_run = dry_run,
@@ -73,7 +72,7 @@ void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate)
 
 void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate) {
   *m = (ops_move_spec){.command = "escalate",
-                       .target = DLQB_Q_REVIEW,
+                       .target = cli_pipeline()->review,
                        .event = DLQB_EV_ESCALATED,
                        .verb = "escalated",
                        .cause = DLQB_ESCALATION_OPERATOR,

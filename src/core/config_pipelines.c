@@ -464,6 +464,38 @@ void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p) {
   c->max_replays = s->max_replays;
 }
 
+bool dlqb_pipeline_path(const char *path, const char *name, char *out, size_t cap) {
+  const char *base = strrchr(path, '/');
+  base = base != NULL ? base + 1 : path;
+  const char *dot = strrchr(base, '.');
+  size_t at = dot != NULL && dot != base ? (size_t)(dot - path) : strlen(path);
+  int n = snprintf(out, cap, "%.*s.%s%s", (int)at, path, name, path + at);
+  return n >= 0 && (size_t)n < cap;
+}
+
+dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, dlqb_error *err) {
+  if (dlqb_pipeline_is_default(p)) return DLQB_OK;
+  struct {
+    const char *key;
+    char *value;
+  } files[] = {{"ledger_cache", c->ledger_cache},
+               {"drain_state", c->drain_state},
+               {"drain_textfile", c->drain_textfile}};
+  char made[3][DLQB_CONFIG_STR_MAX];
+  for (size_t i = 0; i < COUNT_OF(files); i++) {
+    if (files[i].value[0] == '\0') {
+      made[i][0] = '\0';
+    } else if (!dlqb_pipeline_path(files[i].value, p->name, made[i], sizeof made[i])) {
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "%s: the file of pipeline '%s' (its name added to the path) would be "
+                       "longer than %d bytes",
+                       files[i].key, p->name, DLQB_CONFIG_STR_MAX - 1);
+    }
+  }
+  for (size_t i = 0; i < COUNT_OF(files); i++) memcpy(files[i].value, made[i], strlen(made[i]) + 1);
+  return DLQB_OK;
+}
+
 void dlqb_config_pipelines_override(dlqb_config *c, const char *key) {
   for (size_t k = 0; key != NULL && k < COUNT_OF(policy_keys); k++) {
     if (strcmp(policy_keys[k].key, key) != 0) continue;

@@ -77,7 +77,8 @@ static bool error_matches(const char *patterns, const char *last_error) {
 }
 
 bool dlqb_drain_eligible(const dlqb_config *cfg, const dlqb_item *it) {
-  /* TODO(pipelines): the profile's identity, not the dsr one. */
+  /* The item's identity is its pipeline profile's (dlqb_item_read_as):
+   * drain_sources matches its second field (dsr: source_system). */
   if (it->request_id[0] == '\0' || it->source_system[0] == '\0') return false;
   if (!dlqb_drain_list_has(cfg->drain_reasons, it->dlq_reason)) return false;
   if (cfg->drain_sources[0] != '\0' && !dlqb_drain_list_has(cfg->drain_sources, it->source_system))

@@ -13,7 +13,22 @@ static void read_text(const amqp_table_t *h, const char *key, char *dst, size_t 
   if (dlqb_field_text(dlqb_header_find(h, key), &b)) dlqb_text_sanitize(dst, cap, b.bytes, b.len);
 }
 
+bool dlqb_identity_read(const amqp_table_t *h, const dlqb_profile *profile, char *id0, char *id1,
+                        size_t cap) {
+  id0[0] = id1[0] = '\0';
+  const char *a = profile != NULL ? profile->fields[0].name : DLQB_H_REQUEST_ID;
+  const char *b = profile != NULL ? profile->fields[1].name : DLQB_H_SOURCE_SYSTEM;
+  bool has_a = h != NULL && dlqb_header_id(h, a, id0, cap);
+  bool has_b = h != NULL && dlqb_header_id(h, b, id1, cap);
+  return has_a && has_b;
+}
+
 void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
+  dlqb_item_read_as(props, NULL, out);
+}
+
+void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile *profile,
+                       dlqb_item *out) {
   memset(out, 0, sizeof *out);
   if (props == NULL) return;
   if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
@@ -30,8 +45,7 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
    * duplicate makes the envelope invalid anyway. Ids are trimmed as the
    * envelope parser and the ledger trim them. */
   int64_t n;
-  dlqb_header_id(h, DLQB_H_REQUEST_ID, out->request_id, sizeof out->request_id);
-  dlqb_header_id(h, DLQB_H_SOURCE_SYSTEM, out->source_system, sizeof out->source_system);
+  (void)dlqb_identity_read(h, profile, out->request_id, out->source_system, sizeof out->request_id);
   read_text(h, DLQB_H_LEGAL_BASIS, out->legal_basis, sizeof out->legal_basis);
   read_text(h, DLQB_H_ACTION, out->action, sizeof out->action);
   if (dlqb_field_int(dlqb_header_find(h, DLQB_H_ATTEMPT), &n)) {

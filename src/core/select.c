@@ -12,9 +12,9 @@
 
 void dlqb_select_init(dlqb_select *s) { memset(s, 0, sizeof *s); }
 
-static const char *const select_flags[] = {"all",        "request-id", "source-system",
-                                           "legal-basis", "reason",     "older-than",
-                                           "newer-than",  "limit",      "message-id", "group"};
+static const char *const select_flags[] = {
+    "all",    "id",         "match",      "request-id", "source-system", "legal-basis",
+    "reason", "older-than", "newer-than", "limit",      "message-id",    "group"};
 
 bool dlqb_select_is_flag(const char *name) {
   for (size_t i = 0; i < sizeof select_flags / sizeof select_flags[0]; i++)
@@ -32,6 +32,83 @@ static dlqb_status set_text(char *dst, size_t cap, bool *has, const char *name, 
   memcpy(dst, value, n + 1);
   *has = true;
   return DLQB_OK;
+}
+
+/* The identity filter flag name: which field it names ("" = fields[0]). */
+static dlqb_status id_field(const char *name, const char *value, char *field, const char **text,
+                            dlqb_error *err) {
+  field[0] = '\0';
+  *text = value;
+  if (strcmp(name, "request-id") == 0) snprintf(field, DLQB_HEADER_NAME_MAX, "%s", "request_id");
+  else if (strcmp(name, "source-system") == 0)
+    snprintf(field, DLQB_HEADER_NAME_MAX, "%s", "source_system");
+  else if (strcmp(name, "match") == 0) {
+    const char *eq = strchr(value, '=');
+    char q[DLQB_QUOTE_BUF];
+    if (eq == NULL || eq == value)
+      return dlqb_fail(err, DLQB_EINVAL, "--match: '%s' is not FIELD=VALUE",
+                       dlqb_text_quote(q, value, strlen(value)));
+    if ((size_t)(eq - value) >= DLQB_HEADER_NAME_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--match: the field name is longer than %d bytes",
+                       DLQB_HEADER_NAME_MAX - 1);
+    memcpy(field, value, (size_t)(eq - value));
+    field[eq - value] = '\0';
+    *text = eq + 1;
+  }
+  return DLQB_OK;
+}
+
+/* The identity filters into the slots request_id (fields[0]) and
+ * source_system (fields[1]) under the identity names a and b. */
+static dlqb_status resolve_ids(dlqb_select *s, const char *profile, const char *a, const char *b,
+                               dlqb_error *err) {
+  s->has_request_id = s->has_source_system = false;
+  for (size_t i = 0; i < s->nids; i++) {
+    const dlqb_select_id *id = &s->ids[i];
+    bool first = id->field[0] == '\0' || strcmp(id->field, a) == 0;
+    if (!first && strcmp(id->field, b) != 0) {
+      char q[DLQB_QUOTE_BUF];
+      if (strcmp(id->flag, "match") == 0)
+        return dlqb_fail(err, DLQB_EINVAL,
+                         "--match: '%s' is not an identity field of profile '%s' (%s, %s)",
+                         dlqb_text_quote(q, id->field, strlen(id->field)), profile, a, b);
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "--%s: profile '%s' identifies a task by %s and %s, not %s (use --id "
+                       "VALUE or --match FIELD=VALUE)",
+                       id->flag, profile, a, b, id->field);
+    }
+    char *dst = first ? s->request_id : s->source_system;
+    memcpy(dst, id->value, strlen(id->value) + 1);
+    *(first ? &s->has_request_id : &s->has_source_system) = true;
+  }
+  return DLQB_OK;
+}
+
+static dlqb_status add_id(dlqb_select *s, const char *name, const char *value, dlqb_error *err) {
+  if (s->nids >= DLQB_SELECT_IDS_MAX)
+    return dlqb_fail(err, DLQB_EINVAL, "--%s: at most %d identity filters", name,
+                     DLQB_SELECT_IDS_MAX);
+  dlqb_select_id *id = &s->ids[s->nids];
+  const char *text;
+  dlqb_status st = id_field(name, value, id->field, &text, err);
+  bool has = false;
+  if (st == DLQB_OK) st = set_text(id->value, sizeof id->value, &has, name, text, err);
+  if (st != DLQB_OK) return st;
+  snprintf(id->flag, sizeof id->flag, "%s", name);
+  s->nids++;
+  /* As dsr's as they come; a name that is not dsr's waits for the bind,
+   * and until then the selection matches nothing. */
+  dlqb_error ignored;
+  s->unresolved = resolve_ids(s, "dsr", "request_id", "source_system", &ignored) != DLQB_OK;
+  return DLQB_OK;
+}
+
+dlqb_status dlqb_select_bind(dlqb_select *s, const dlqb_profile *profile, dlqb_error *err) {
+  dlqb_status st = profile == NULL ? resolve_ids(s, "dsr", "request_id", "source_system", err)
+                                   : resolve_ids(s, profile->name, profile->fields[0].name,
+                                                 profile->fields[1].name, err);
+  s->unresolved = st != DLQB_OK;
+  return st;
 }
 
 static dlqb_status set_duration(uint64_t *dst, bool *has, const char *name, const char *value,
@@ -67,11 +144,9 @@ dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
     return DLQB_OK;
   }
   if (value == NULL) return dlqb_fail(err, DLQB_EINVAL, "--%s needs a value", name);
-  if (strcmp(name, "request-id") == 0)
-    return set_text(s->request_id, sizeof s->request_id, &s->has_request_id, name, value, err);
-  if (strcmp(name, "source-system") == 0)
-    return set_text(s->source_system, sizeof s->source_system, &s->has_source_system, name,
-                    value, err);
+  if (strcmp(name, "request-id") == 0 || strcmp(name, "source-system") == 0 ||
+      strcmp(name, "id") == 0 || strcmp(name, "match") == 0)
+    return add_id(s, name, value, err);
   if (strcmp(name, "legal-basis") == 0)
     return set_text(s->legal_basis, sizeof s->legal_basis, &s->has_legal_basis, name, value, err);
   if (strcmp(name, "reason") == 0)
@@ -99,8 +174,8 @@ dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
 }
 
 static bool has_filter(const dlqb_select *s) {
-  return s->has_request_id || s->has_source_system || s->has_legal_basis || s->has_reason ||
-         s->has_message_id || s->has_group || s->has_older_than || s->has_newer_than;
+  return s->nids > 0 || s->has_legal_basis || s->has_reason || s->has_message_id || s->has_group ||
+         s->has_older_than || s->has_newer_than;
 }
 
 bool dlqb_select_given(const dlqb_select *s) { return s->all || has_filter(s); }
@@ -115,6 +190,7 @@ dlqb_status dlqb_select_validate(const dlqb_select *s, dlqb_error *err) {
 }
 
 bool dlqb_select_match(const dlqb_select *s, const dlqb_item *it, int64_t now_ms) {
+  if (s->unresolved) return false; /* a filter on a field not bound: nothing, never everything */
   if (s->has_request_id && strcmp(s->request_id, it->request_id) != 0) return false;
   if (s->has_source_system && strcmp(s->source_system, it->source_system) != 0) return false;
   if (s->has_legal_basis && strcmp(s->legal_basis, it->legal_basis) != 0) return false;
