@@ -99,11 +99,18 @@ static dlqb_status list_flag(void *ctx, const char *flag, const char *value, dlq
 
 static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
 
+/* LEGAL_BASIS only where the served profile has it (the dsr one). */
+static bool has_basis(void) {
+  return dlqb_profile_field(&cli_pipeline()->profile, DLQB_H_LEGAL_BASIS) >= 0;
+}
+
 static void list_header(void) {
   char a[DLQB_HEADER_NAME_MAX], b[DLQB_HEADER_NAME_MAX];
-  printf("%-8s %-24s %-14s %-13s %-24s %-14s %-12s %-12s %-8s %s\n", "AGE",
-         ops_identity_column(0, a, sizeof a), ops_identity_column(1, b, sizeof b), "LEGAL_BASIS",
-         "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER", "CLAIMED", "NOTE");
+  printf("%-8s %-24s %-14s ", "AGE", ops_identity_column(0, a, sizeof a),
+         ops_identity_column(1, b, sizeof b));
+  if (has_basis()) printf("%-13s ", "LEGAL_BASIS");
+  printf("%-24s %-14s %-12s %-12s %-8s %s\n", "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER",
+         "CLAIMED", "NOTE");
 }
 
 static void list_print(const dlqb_item *it, int64_t now_ms) {
@@ -113,10 +120,11 @@ static void list_print(const dlqb_item *it, int64_t now_ms) {
   bool claim_known = dlqb_review_claim_age(it, now_ms, &ca);
   if (it->owner[0] == '\0') snprintf(claimed, sizeof claimed, "-");
   else ops_age_text(claim_known, ca, claimed, sizeof claimed);
-  printf("%-8s %-24s %-14s %-13s %-24s %-14s %-12s %-12s %-8s %s\n",
-         ops_age_text(known, a, age, sizeof age), or_dash(it->request_id),
-         or_dash(it->source_system), or_dash(it->legal_basis), or_dash(it->message_id),
-         or_dash(it->escalated_by), or_dash(it->escalation_reason), or_dash(it->owner), claimed,
+  printf("%-8s %-24s %-14s ", ops_age_text(known, a, age, sizeof age), or_dash(it->request_id),
+         or_dash(it->source_system));
+  if (has_basis()) printf("%-13s ", or_dash(it->legal_basis));
+  printf("%-24s %-14s %-12s %-12s %-8s %s\n", or_dash(it->message_id), or_dash(it->escalated_by),
+         or_dash(it->escalation_reason), or_dash(it->owner), claimed,
          or_dash(it->escalation_note));
 }
 

@@ -289,8 +289,14 @@ void ops_table_fit(size_t columns) {
   dlqb_column cols[NCOLS];
   int map[NCOLS];
   size_t n = 0;
+  /* LEGAL_BASIS and ACTION are the dsr profile's fields, and deadlines
+   * follow legal_basis: a profile without them has no such columns. */
+  const dlqb_profile *pr = &cli_pipeline()->profile;
+  bool has_basis = dlqb_profile_field(pr, DLQB_H_LEGAL_BASIS) >= 0;
+  bool has_action = dlqb_profile_field(pr, DLQB_H_ACTION) >= 0;
   for (int i = 0; i < NCOLS; i++) {
-    if (i == COL_LEFT && table_deadlines == NULL) continue;
+    if (i == COL_LEFT && (table_deadlines == NULL || !has_basis)) continue;
+    if ((i == COL_BASIS && !has_basis) || (i == COL_ACTION && !has_action)) continue;
     map[n] = i;
     cols[n] = all[i];
     if (i == COL_LEFT && table_left_required) cols[n].keep = 0;

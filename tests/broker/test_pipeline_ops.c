@@ -191,6 +191,11 @@ static void test_inspect_and_stats(void **state) {
   assert_non_null(strstr(r.out, "ITEM_ID"));
   assert_non_null(strstr(r.out, "DOC_ID"));
   assert_null(strstr(r.out, "REQUEST_ID"));
+  /* The dsr profile's own fields (and the deadlines they drive) are not
+   * this profile's columns. */
+  assert_null(strstr(r.out, "LEGAL_BASIS"));
+  assert_null(strstr(r.out, "ACTION"));
+  assert_null(strstr(r.out, " LEFT "));
   assert_non_null(strstr(r.out, "item-1"));
   assert_non_null(strstr(r.out, "doc-1"));
   assert_null(strstr(r.out, "msg-dsr-1")); /* dsr's item is not this pipeline's */
@@ -382,6 +387,28 @@ static void test_escalate_resolve_reconcile(void **state) {
   assert_non_null(strstr(r.out, "d-1"));
   assert_non_null(strstr(r.out, "d-3"));
   assert_null(strstr(r.out, "d-2"));
+  assert_null(strstr(r.out, "LEGAL_BASIS")); /* the dsr profile's field, not recon's */
+
+  /* Custody on recon's review queue: claimed, then replayed by its owner
+   * into recon.work (the pipeline's own work queue, nothing to dsr.work). */
+  static const char *const claim[] = {"review", "claim", "--pipeline", "recon", "--message-id",
+                                      "msg-d-3", "--actor", "fin-1", NULL};
+  run(t, &w, claim, &r);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const decide[] = {"review",  "decide",  "--pipeline", "recon",
+                                       "--message-id", "msg-d-3", "--replay", "--actor",
+                                       "fin-1",  NULL};
+  run(t, &w, decide, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_queue_depth(t->conn, "recon.review"), 1);
+  assert_int_equal(th_queue_depth(t->conn, "recon.work"), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  /* Its story: escalated, claimed, replayed by the decision. */
+  static const char *const story[] = {"audit", "show", "--pipeline", "recon", "--id", "d-3", NULL};
+  run(t, &w, story, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "3 hops recorded for discrepancy_id d-3:"));
+  assert_non_null(strstr(r.out, "recon.review -> recon.work"));
 
   static const char *const res[] = {
       "resolve", "--pipeline",          "recon", "--message-id", "msg-d-2",
@@ -424,7 +451,8 @@ static void test_escalate_resolve_reconcile(void **state) {
   run(t, &w, rep, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "in_review  discrepancy_id d-1  category amount_mismatch"));
-  assert_non_null(strstr(r.out, "in_review  discrepancy_id d-3  category amount_mismatch"));
+  /* replayed by its reviewer into recon.work, not yet completed */
+  assert_non_null(strstr(r.out, "waiting    discrepancy_id d-3  category amount_mismatch"));
   assert_non_null(strstr(r.out, "resolved   discrepancy_id d-2  category missing_row"));
   assert_null(strstr(r.out, "item-1"));
   assert_null(strstr(r.out, "request_id"));
