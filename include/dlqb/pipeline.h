@@ -61,6 +61,11 @@ typedef struct {
   char sla_clock[DLQB_HEADER_NAME_MAX];
   /* True: a task's body never enters this pipeline's DLQ (references only). */
   bool dlq_body_forbidden;
+  /* True: failure groups (dlqb/group.h) are split by fields[1] as well as
+   * by reason and error (dsr: source_system, reconciliation: category);
+   * false where fields[1] is one per item (redaction: doc_id), which would
+   * make every item a group of its own. */
+  bool group_by_second;
 } dlqb_profile;
 
 /* The policy settings a pipeline may set for itself (the top-level

@@ -1,6 +1,6 @@
 /* The config file's `pipelines`: named pipelines, each an object of
  *   "profile":  a built-in profile's name, or an object defining one
- *               (identity, fields, sla_clock, dlq_body)
+ *               (identity, fields, sla_clock, dlq_body, group_by)
  *   "queues":   names replacing the defaults (work, failed, dlx, dlq,
  *               review, completed, retry_prefix)
  *   policy:     max_attempts, poison_threshold, retry_delays, retry_jitter,
@@ -196,6 +196,8 @@ static dlqb_status parse_profile_object(dlqb_profile *p, const char *pipeline, j
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "%s", pipeline);
   snprintf(p->sla_clock, sizeof p->sla_clock, "%s", DLQB_H_FIRST_SEEN_AT);
+  p->group_by_second = true; /* as dsr groups by source_system */
+  const char *group_by = NULL;
   json_object *identity = NULL;
   if (!json_object_object_get_ex(v, "identity", &identity))
     return dlqb_fail(err, DLQB_EINVAL,
@@ -229,8 +231,16 @@ static dlqb_status parse_profile_object(dlqb_profile *p, const char *pipeline, j
       if (strcmp(s, "kept") != 0 && strcmp(s, "forbidden") != 0)
         return dlqb_fail(err, DLQB_EINVAL, "key '%s': expected 'kept' or 'forbidden'", sub);
       p->dlq_body_forbidden = strcmp(s, "forbidden") == 0;
+    } else if (strcmp(key, "group_by") == 0) {
+      /* The second identity field, or false: nothing but reason and error. */
+      if (json_object_is_type(val, json_type_boolean) && !json_object_get_boolean(val)) {
+        p->group_by_second = false;
+        group_by = NULL;
+      } else {
+        if ((st = plain_string(val, sub, &group_by, err)) != DLQB_OK) return st;
+      }
     } else {
-      return unknown_key(path, key, "identity, fields, sla_clock, dlq_body", err);
+      return unknown_key(path, key, "identity, fields, sla_clock, dlq_body, group_by", err);
     }
   }
   /* The identity keys the ledger and the trail: always text, always there. */
@@ -245,6 +255,13 @@ static dlqb_status parse_profile_object(dlqb_profile *p, const char *pipeline, j
                      "key '%s.sla_clock': '%s' is neither first_seen_at nor a field of the "
                      "profile (besides the identity)",
                      path, p->sla_clock);
+  if (group_by != NULL && strcmp(group_by, p->fields[1].name) != 0) {
+    char q[DLQB_QUOTE_BUF];
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "key '%s.group_by': '%s' is not the second identity header '%s' (name it, "
+                     "or false to group by reason and error alone)",
+                     path, dlqb_text_quote(q, group_by, strlen(group_by)), p->fields[1].name);
+  }
   return DLQB_OK;
 }
 

@@ -208,7 +208,7 @@ void dlqb_group_id(const char *dlq_reason, const char *source_system, const char
 void dlqb_group_of(const dlqb_item *it, char id[DLQB_GROUP_ID_BUF], char *tmpl, size_t tmpl_cap) {
   char local[DLQB_GROUP_TEMPLATE_MAX];
   dlqb_group_normalize(local, sizeof local, it->last_error, strlen(it->last_error));
-  dlqb_group_id(it->dlq_reason, it->source_system, local, id);
+  dlqb_group_id(it->dlq_reason, it->group_ignores_second ? "" : it->source_system, local, id);
   if (tmpl != NULL && tmpl_cap > 0) {
     size_t n = strlen(local);
     /* A smaller buffer gets the template cut on a character bound. */
@@ -300,8 +300,9 @@ void dlqb_groups_add(dlqb_groups *g, const dlqb_item *it, int64_t now_ms) {
     /* The item's fields are sanitised and fit already (dlqb_item_read). */
     dlqb_text_sanitize(gr->dlq_reason, sizeof gr->dlq_reason, it->dlq_reason,
                        strlen(it->dlq_reason));
-    dlqb_text_sanitize(gr->source_system, sizeof gr->source_system, it->source_system,
-                       strlen(it->source_system));
+    if (!it->group_ignores_second)
+      dlqb_text_sanitize(gr->source_system, sizeof gr->source_system, it->source_system,
+                         strlen(it->source_system));
     dlqb_text_sanitize(gr->sample, sizeof gr->sample, it->last_error, strlen(it->last_error));
   }
   count_in(gr, aged, age);

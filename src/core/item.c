@@ -30,6 +30,7 @@ void dlqb_item_read(const amqp_basic_properties_t *props, dlqb_item *out) {
 void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile *profile,
                        dlqb_item *out) {
   memset(out, 0, sizeof *out);
+  out->group_ignores_second = profile != NULL && !profile->group_by_second;
   if (props == NULL) return;
   if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
     dlqb_text_sanitize(out->message_id, sizeof out->message_id, props->message_id.bytes,

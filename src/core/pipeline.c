@@ -19,6 +19,7 @@ typedef struct {
   field_row fields[DLQB_PROFILE_MAX_FIELDS];
   size_t nfields;
   bool dlq_body_forbidden;
+  bool group_by_second;
 } profile_row;
 
 /* The seeds' pipelines. The DSR row is today's envelope (envelope.c's
@@ -30,13 +31,14 @@ static const profile_row builtins[] = {
       {DLQB_H_LEGAL_BASIS, true, "gdpr_art_15,gdpr_art_17,ccpa_1798_105,ccpa_1798_100"},
       {DLQB_H_ACTION, true, "access,deletion,rectification"}},
      4,
-     false},
+     false,
+     true},
     /* Review items point at privileged documents: the DLQ holds the
      * references and metadata, never the extracted text. */
-    {"redaction", {{"item_id", true, ""}, {"doc_id", true, ""}}, 2, true},
+    {"redaction", {{"item_id", true, ""}, {"doc_id", true, ""}}, 2, true, false},
     /* A discrepancy carries the context to reprocess it without re-running
      * the reconciliation: that context is the body, so it is kept. */
-    {"reconciliation", {{"discrepancy_id", true, ""}, {"category", true, ""}}, 2, false},
+    {"reconciliation", {{"discrepancy_id", true, ""}, {"category", true, ""}}, 2, false, true},
 };
 
 const char *dlqb_profile_builtin_names(void) { return "dsr, redaction, reconciliation"; }
@@ -55,6 +57,7 @@ dlqb_status dlqb_profile_builtin(const char *name, dlqb_profile *out, dlqb_error
     out->nfields = r->nfields;
     snprintf(out->sla_clock, sizeof out->sla_clock, "%s", DLQB_H_FIRST_SEEN_AT);
     out->dlq_body_forbidden = r->dlq_body_forbidden;
+    out->group_by_second = r->group_by_second;
     return DLQB_OK;
   }
   return dlqb_fail(err, DLQB_EINVAL, "no built-in profile of that name (the built-in ones: %s)",
@@ -98,7 +101,8 @@ bool dlqb_pipeline_is_default(const dlqb_pipeline *p) {
   (void)dlqb_profile_builtin(DLQB_PIPELINE_DEFAULT, &dsr, NULL);
   const dlqb_profile *q = &p->profile;
   bool same_profile = q->nfields == dsr.nfields && strcmp(q->sla_clock, dsr.sla_clock) == 0 &&
-                      q->dlq_body_forbidden == dsr.dlq_body_forbidden;
+                      q->dlq_body_forbidden == dsr.dlq_body_forbidden &&
+                      q->group_by_second == dsr.group_by_second;
   for (size_t i = 0; same_profile && i < dsr.nfields; i++)
     same_profile = strcmp(q->fields[i].name, dsr.fields[i].name) == 0 &&
                    q->fields[i].required == dsr.fields[i].required &&

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dlqb/config.h"
+#include "dlqb/group.h"
 #include "dlqb/item.h"
 #include "dlqb/ledger.h"
 #include "dlqb/pipeline.h"
@@ -75,6 +76,47 @@ static void test_item_reads_the_profile_identity(void **state) {
   redaction_item(&m, "it\x1b[2Jem", "doc");
   dlqb_item_read_as(&m.props, &red, &it);
   assert_null(strchr(it.request_id, '\x1b'));
+}
+
+/* Failure groups split by the second identity field only where the
+ * profile says so: reconciliation's category does, redaction's doc_id
+ * (one per item) does not. */
+static void test_groups_follow_the_profile(void **state) {
+  (void)state;
+  dlqb_profile red = profile("redaction"), rec = profile("reconciliation");
+  msg m;
+  dlqb_item a, b;
+  char ga[DLQB_GROUP_ID_BUF], gb[DLQB_GROUP_ID_BUF];
+  redaction_item(&m, "item-1", "doc-1");
+  add_str(&m, "last_error", "render timeout after 30s");
+  dlqb_item_read_as(&m.props, &red, &a);
+  redaction_item(&m, "item-2", "doc-2");
+  add_str(&m, "last_error", "render timeout after 31s");
+  dlqb_item_read_as(&m.props, &red, &b);
+  dlqb_group_of(&a, ga, NULL, 0);
+  dlqb_group_of(&b, gb, NULL, 0);
+  assert_string_equal(ga, gb); /* two documents, one failure */
+  dlqb_groups *g = dlqb_groups_new(8);
+  assert_non_null(g);
+  dlqb_groups_add(g, &a, NOW_MS);
+  dlqb_groups_add(g, &b, NOW_MS);
+  assert_int_equal(dlqb_groups_count(g), 1);
+  assert_string_equal(dlqb_groups_at(g, 0)->source_system, ""); /* no doc_id shown as a scope */
+  dlqb_groups_free(g);
+
+  msg_init(&m);
+  add_str(&m, "discrepancy_id", "d-1");
+  add_str(&m, "category", "amount_mismatch");
+  add_str(&m, "dlq_reason", "max_attempts");
+  dlqb_item_read_as(&m.props, &rec, &a);
+  msg_init(&m);
+  add_str(&m, "discrepancy_id", "d-2");
+  add_str(&m, "category", "missing_row");
+  add_str(&m, "dlq_reason", "max_attempts");
+  dlqb_item_read_as(&m.props, &rec, &b);
+  dlqb_group_of(&a, ga, NULL, 0);
+  dlqb_group_of(&b, gb, NULL, 0);
+  assert_string_not_equal(ga, gb); /* one group per category */
 }
 
 static void test_identity_read_keys_the_ledger(void **state) {
@@ -270,6 +312,7 @@ static void test_files_per_pipeline(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_item_reads_the_profile_identity),
+      cmocka_unit_test(test_groups_follow_the_profile),
       cmocka_unit_test(test_identity_read_keys_the_ledger),
       cmocka_unit_test(test_select_by_id_and_match),
       cmocka_unit_test(test_select_refuses_other_fields),

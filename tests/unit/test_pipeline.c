@@ -54,17 +54,20 @@ static void test_builtin_profiles(void **state) {
   assert_string_equal(p.fields[3].values, "access,deletion,rectification");
   assert_string_equal(p.sla_clock, "first_seen_at");
   assert_false(p.dlq_body_forbidden);
+  assert_true(p.group_by_second); /* groups by source_system, as before */
 
   assert_int_equal(dlqb_profile_builtin("redaction", &p, &err), DLQB_OK);
   assert_string_equal(p.fields[0].name, "item_id");
   assert_string_equal(p.fields[1].name, "doc_id");
   assert_int_equal(p.nfields, 2);
   assert_true(p.dlq_body_forbidden);
+  assert_false(p.group_by_second); /* a doc_id per item: not a group */
 
   assert_int_equal(dlqb_profile_builtin("reconciliation", &p, &err), DLQB_OK);
   assert_string_equal(p.fields[0].name, "discrepancy_id");
   assert_string_equal(p.fields[1].name, "category");
   assert_false(p.dlq_body_forbidden);
+  assert_true(p.group_by_second);
 
   assert_int_equal(dlqb_profile_builtin("DSR", &p, &err), DLQB_EINVAL);
   assert_string_equal(err.msg, "no built-in profile of that name (the built-in ones: dsr, "
@@ -182,6 +185,19 @@ static void test_custom_profile(void **state) {
   assert_false(p.profile.fields[3].required);
   assert_string_equal(p.profile.sla_clock, "received_at");
   assert_true(p.profile.dlq_body_forbidden);
+  assert_true(p.profile.group_by_second); /* by default, as dsr */
+  json_ok(&c, "{\"pipelines\": {\"billing\": {\"profile\": {"
+              "\"identity\": [\"invoice_id\", \"account\"], \"group_by\": false}}}}");
+  dlqb_config_pipeline(&c, 0, &p);
+  assert_false(p.profile.group_by_second);
+  json_ok(&c, "{\"pipelines\": {\"billing\": {\"profile\": {"
+              "\"identity\": [\"invoice_id\", \"account\"], \"group_by\": \"account\"}}}}");
+  dlqb_config_pipeline(&c, 0, &p);
+  assert_true(p.profile.group_by_second);
+  json_bad("{\"pipelines\": {\"billing\": {\"profile\": {"
+           "\"identity\": [\"invoice_id\", \"account\"], \"group_by\": \"invoice_id\"}}}}",
+           "key 'pipelines.billing.profile.group_by': 'invoice_id' is not the second identity "
+           "header 'account' (name it, or false to group by reason and error alone)");
 }
 
 static void test_pipeline_errors(void **state) {
@@ -284,7 +300,7 @@ static void test_profile_errors(void **state) {
            "key 'pipelines.b.profile.identity': a header name is empty");
   json_bad("{\"pipelines\": {\"b\": {\"profile\": {\"identity\": [\"a\", \"b\"], \"kind\": 1}}}}",
            "key 'pipelines.b.profile': unknown key 'kind' (the keys: identity, fields, sla_clock, "
-           "dlq_body)");
+           "dlq_body, group_by)");
   json_bad(
       "{\"pipelines\": {\"b\": {\"profile\": {\"identity\": [\"a\", \"b\"], \"fields\": []}}}}",
       "key 'pipelines.b.profile.fields': expected an object, got an array");
