@@ -30,32 +30,34 @@ static const struct {
     {"dlq_sla", DLQB_POLICY_DLQ_SLA},           {"max_replays", DLQB_POLICY_MAX_REPLAYS},
 };
 
+/* Copies the policy members whose bit is in mask from src to dst. The
+ * config and a pipeline's policy name them alike, so one copy serves the
+ * three directions: the top level into a pipeline (policy_of), a
+ * pipeline's own values over it (policy_merge), and the pipeline served
+ * back into the config (dlqb_config_use_pipeline). */
+#define POLICY_COPY(dst, src, mask)                                                           \
+  do {                                                                                      \
+    uint32_t m_ = (mask);                                                                   \
+    if (m_ & DLQB_POLICY_MAX_ATTEMPTS) (dst)->max_attempts = (src)->max_attempts;           \
+    if (m_ & DLQB_POLICY_POISON_THRESHOLD) (dst)->poison_threshold = (src)->poison_threshold; \
+    if (m_ & DLQB_POLICY_RETRY_DELAYS) {                                                    \
+      memcpy((dst)->retry_delays_ms, (src)->retry_delays_ms, sizeof (dst)->retry_delays_ms); \
+      (dst)->retry_delay_count = (src)->retry_delay_count;                                  \
+    }                                                                                       \
+    if (m_ & DLQB_POLICY_RETRY_JITTER) (dst)->retry_jitter_percent = (src)->retry_jitter_percent; \
+    if (m_ & DLQB_POLICY_SLA_BUDGET) (dst)->sla_budget_ms = (src)->sla_budget_ms;           \
+    if (m_ & DLQB_POLICY_PREFETCH) (dst)->prefetch = (src)->prefetch;                       \
+    if (m_ & DLQB_POLICY_DLQ_SLA) (dst)->dlq_sla_ms = (src)->dlq_sla_ms;                     \
+    if (m_ & DLQB_POLICY_MAX_REPLAYS) (dst)->max_replays = (src)->max_replays;              \
+  } while (0)
+
 static void policy_of(const dlqb_config *c, dlqb_pipeline_policy *p) {
-  p->max_attempts = c->max_attempts;
-  p->poison_threshold = c->poison_threshold;
-  memcpy(p->retry_delays_ms, c->retry_delays_ms, sizeof p->retry_delays_ms);
-  p->retry_delay_count = c->retry_delay_count;
-  p->retry_jitter_percent = c->retry_jitter_percent;
-  p->sla_budget_ms = c->sla_budget_ms;
-  p->prefetch = c->prefetch;
-  p->dlq_sla_ms = c->dlq_sla_ms;
-  p->max_replays = c->max_replays;
+  POLICY_COPY(p, c, UINT32_MAX);
 }
 
-/* Copies into dst the members of src whose bit is in mask. */
 static void policy_merge(dlqb_pipeline_policy *dst, const dlqb_pipeline_policy *src,
                          uint32_t mask) {
-  if (mask & DLQB_POLICY_MAX_ATTEMPTS) dst->max_attempts = src->max_attempts;
-  if (mask & DLQB_POLICY_POISON_THRESHOLD) dst->poison_threshold = src->poison_threshold;
-  if (mask & DLQB_POLICY_RETRY_DELAYS) {
-    memcpy(dst->retry_delays_ms, src->retry_delays_ms, sizeof dst->retry_delays_ms);
-    dst->retry_delay_count = src->retry_delay_count;
-  }
-  if (mask & DLQB_POLICY_RETRY_JITTER) dst->retry_jitter_percent = src->retry_jitter_percent;
-  if (mask & DLQB_POLICY_SLA_BUDGET) dst->sla_budget_ms = src->sla_budget_ms;
-  if (mask & DLQB_POLICY_PREFETCH) dst->prefetch = src->prefetch;
-  if (mask & DLQB_POLICY_DLQ_SLA) dst->dlq_sla_ms = src->dlq_sla_ms;
-  if (mask & DLQB_POLICY_MAX_REPLAYS) dst->max_replays = src->max_replays;
+  POLICY_COPY(dst, src, mask);
 }
 
 static const char *type_phrase(json_object *v) {
@@ -469,16 +471,7 @@ dlqb_status dlqb_config_pipeline_choose(const dlqb_config *c, const char *name, 
 }
 
 void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p) {
-  const dlqb_pipeline_policy *s = &p->policy;
-  c->max_attempts = s->max_attempts;
-  c->poison_threshold = s->poison_threshold;
-  memcpy(c->retry_delays_ms, s->retry_delays_ms, sizeof c->retry_delays_ms);
-  c->retry_delay_count = s->retry_delay_count;
-  c->retry_jitter_percent = s->retry_jitter_percent;
-  c->sla_budget_ms = s->sla_budget_ms;
-  c->prefetch = s->prefetch;
-  c->dlq_sla_ms = s->dlq_sla_ms;
-  c->max_replays = s->max_replays;
+  POLICY_COPY(c, &p->policy, UINT32_MAX);
 }
 
 bool dlqb_pipeline_path(const char *path, const char *name, char *out, size_t cap) {
