@@ -16,6 +16,7 @@
 #include "dlqb/clock.h"
 #include "dlqb/hashset.h"
 #include "dlqb/ledger.h"
+#include "dlqb/thread.h"
 #include "dlqb/topology.h"
 #include "ops.h"
 
@@ -448,7 +449,8 @@ void console_post_run(console_req *r) {
   j->picks = picks;
   dlqb_html_free(&words);
   unsigned id = j->id;
-  j->joinable = pthread_create(&j->thread, NULL, job_main, j) == 0;
+  /* Its pass decodes broker frames: the frame-reading stack (dlqb/thread.h). */
+  j->joinable = dlqb_thread_start(&j->thread, job_main, j) == 0;
   if (!j->joinable) {
     j->running = false;
     j->failed = true;

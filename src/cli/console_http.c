@@ -17,6 +17,7 @@
 
 #include "console.h"
 #include "dlqb/file.h"
+#include "dlqb/thread.h"
 
 #define CONNECTIONS    64
 #define PER_ADDRESS    16
@@ -325,6 +326,9 @@ bool console_server_start(const char *addr, const char *cert_file, const char *k
     free(s);
     return false;
   }
+  /* A thread per connection, and a page's pass decodes broker frames on
+   * it: the frame-reading stack (dlqb/thread.h), not glibc's default (2 MiB
+   * under an unlimited RLIMIT_STACK; a deep header crashed the console). */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -333,14 +337,17 @@ bool console_server_start(const char *addr, const char *cert_file, const char *k
         flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_HTTPS_MEM_CERT, s->cert,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)DLQB_FRAME_STACK_BYTES, MHD_OPTION_HTTPS_MEM_CERT, s->cert,
         MHD_OPTION_HTTPS_MEM_KEY, s->key, MHD_OPTION_END);
   else
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_LISTEN_SOCKET,
                                  (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS,
                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_ADDRESS,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)DLQB_FRAME_STACK_BYTES,
+                                 MHD_OPTION_END);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (s->daemon == NULL) {
     close(fd);

@@ -20,7 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -692,6 +696,67 @@ static void test_deep_header_in_dlq_threads(void **state) {
   assert_int_equal(fx_stop_bridges(t), 0);
 }
 
+/* The console reads the DLQ from its request threads (a page's pass): the
+ * same 25,000-deep header, RLIMIT_STACK unlimited (libmicrohttpd's threads
+ * then got glibc's 2 MiB and the console died on the first page), and the
+ * failure groups page answers 200 and the console lives on. */
+static bool accepts(void *arg) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)*(const int *)arg),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
+static void test_deep_header_in_console_threads(void **state) {
+  fx_case *t = *state;
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  th_msg *m = malloc(sizeof *m);
+  assert_non_null(m);
+  th_msg_init(m);
+  assert_int_equal(th_msg_task(m, "deep-console"), 0);
+  assert_int_equal(th_msg_set_str(m, "dlq_reason", "max_attempts"), 0);
+  add_raw(m, "x-junk", v_deep_array(m, DEEP_LEVELS));
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  th_msg_release(m);
+  free(m);
+
+  int port = th_free_port();
+  char addr[64], jar[64], cmd[512];
+  snprintf(addr, sizeof addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", port);
+  const char *const console_env[] = {addr, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_bridge console;
+  struct rlimit old = stack_limit(RLIM_INFINITY);
+  int rc = th_command_start(&console, &t->vhost, args, console_env, "console-deep");
+  assert_int_equal(setrlimit(RLIMIT_STACK, &old), 0);
+  assert_int_equal(rc, 0);
+  bool up = th_wait_until(accepts, &port, TIMEOUT_MS);
+  snprintf(jar, sizeof jar, "/tmp/dlqb-console-jar-%d", (int)getpid());
+  /* Sign in (the harness's vhost lets guest in), then the groups page. */
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "curl -s -o /dev/null -c '%s' -d 'user=guest&password=guest' "
+                     "http://127.0.0.1:%d/login && curl -s -o /dev/null -w '%%{http_code}' "
+                     "--max-time 60 -b '%s' http://127.0.0.1:%d/ | grep -qx 200",
+                     jar, port, jar, port));
+  int page = up ? system(cmd) : -1;
+  bool alive = th_bridge_running(&console);
+  if (page != 0 || !alive) th_bridge_dump_log(&console);
+  int stop = th_bridge_stop(&console, 15000);
+  unlink(jar);
+  assert_true(up);
+  assert_int_equal(page, 0);
+  assert_true(alive);
+  assert_int_equal(stop, 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+}
+
 /* The same header on a failure report with no request_id, with a 1 MiB
  * RLIMIT_STACK (the router's loop runs on the main thread, which used to
  * crash there): the router sends it to the DLQ as an invalid envelope, and
@@ -777,6 +842,7 @@ int main(void) {
       FX_TEST(test_future_first_seen_at_keeps_the_sla_budget),
       FX_TEST(test_deep_header_in_dlq_threads),
       FX_TEST(test_deep_header_in_failed_main_thread),
+      FX_TEST(test_deep_header_in_console_threads),
       FX_TEST(test_forged_xdeath_task_is_retried),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
