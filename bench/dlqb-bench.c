@@ -38,8 +38,10 @@
  * once the one before is seen, and times each from its publish until the
  * summed ready depth of the --queue queues has grown (its confirm awaited,
  * then a passive queue.declare every 1 ms), printing "LATENCY count=N
- * median_ms=M p95_ms=P max_ms=X busy=B" (B: 1 if the --busy queue still
- * had ready messages after the last sample, 0 if not, -1 without it);
+ * median_ms=M p95_ms=P max_ms=X confirm_ms=CM confirm95_ms=CP
+ * busy=B" (CM, CP: from the publish to its confirm, the broker's part of
+ * the first hop; B: 1 if the --busy queue still had ready messages after
+ * the last sample, 0 if not, -1 without it);
  * drain consumes N messages with a prefetch of W,
  * acking a quarter window at a time and publishing nothing (the queue's
  * own delivery ceiling), and prints "RESULT count=N seconds=S rate=R";
@@ -378,7 +380,8 @@ static int cmd_latency(const options *o) {
   check_reply(amqp_get_rpc_reply(conn), "enable confirms");
   char *body = make_body(o->size);
   double *ms = calloc((size_t)o->count, sizeof *ms);
-  if (ms == NULL) die("out of memory");
+  double *cms = calloc((size_t)o->count, sizeof *cms);
+  if (ms == NULL || cms == NULL) die("out of memory");
   char now[40];
   iso_ago(0, now, sizeof now);
   uint64_t confirmed = 0;
@@ -390,6 +393,7 @@ static int cmd_latency(const options *o) {
     /* Confirmed before the first poll: no ack frame can then arrive in
      * the middle of a queue.declare's reply. */
     await_confirms(conn, &confirmed, (uint64_t)i + 1);
+    cms[i] = (mono_s() - t0) * 1000.0;
     for (;;) {
       sum = 0;
       for (int q = 0; q < o->nqueues; q++) sum += depth_of(conn, o->queues[q]);
@@ -402,8 +406,12 @@ static int cmd_latency(const options *o) {
   int busy = -1;
   if (o->busy != NULL) busy = depth_of(conn, o->busy) > 0;
   qsort(ms, (size_t)o->count, sizeof *ms, cmp_double);
-  printf("LATENCY count=%ld median_ms=%.1f p95_ms=%.1f max_ms=%.1f busy=%d\n", o->count,
-         rank_of(ms, o->count, 0.5), rank_of(ms, o->count, 0.95), ms[o->count - 1], busy);
+  qsort(cms, (size_t)o->count, sizeof *cms, cmp_double);
+  printf("LATENCY count=%ld median_ms=%.1f p95_ms=%.1f max_ms=%.1f confirm_ms=%.1f "
+         "confirm95_ms=%.1f busy=%d\n",
+         o->count, rank_of(ms, o->count, 0.5), rank_of(ms, o->count, 0.95), ms[o->count - 1],
+         rank_of(cms, o->count, 0.5), rank_of(cms, o->count, 0.95), busy);
+  free(cms);
   free(ms);
   free(body);
   disconnect(conn);

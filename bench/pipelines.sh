@@ -13,8 +13,9 @@
 #      share of the two, and the rate of all (N + F*N) until both are done;
 #   c) the latency of single dsr failures published one at a time (from the
 #      publish until the task is in dsr.retry.10m or the DLQ; S samples,
-#      median and p95): idle (after a), daemon warm) and during the flood
-#      (after dsr's part of b) is done, while reconciliation still routes);
+#      median and p95, and the median of the probes' own publish confirms,
+#      the broker's part of it): idle (after a), the daemon warm) and during
+#      the flood (after dsr's part of b) is done, reconciliation routing);
 #   d) unless --no-separate, a) and b) again with two daemons, `run` with
 #      DLQ_BRIDGE_PIPELINE=dsr and with DLQ_BRIDGE_PIPELINE=reconciliation
 #      (the same as `run --pipeline NAME`), for comparison.
@@ -125,7 +126,9 @@ routed_at() { wait_for --queue "$1.retry.10m" --queue "$1.dlq.manual" --at-least
 routed_count() {
     "$tool" wait --url "$url" --queue "$1.retry.10m" --queue "$1.dlq.manual" --at-least 0 | field count
 }
-# latency: S dsr failures one at a time; sets l_median, l_p95, l_busy.
+# latency: S dsr failures one at a time; sets l_median, l_p95, l_confirm
+# (the median of the probes' own publish confirms: the broker's part of
+# the first hop) and l_busy (1: the flood was still on at the end).
 latency() {
     local out
     out=$("$tool" latency --url "$url" --exchange dsr.dlx --routing-key "" --kind failed \
@@ -133,6 +136,7 @@ latency() {
         --busy reconciliation.failed --timeout-ms 60000)
     l_median=$(echo "$out" | field median_ms)
     l_p95=$(echo "$out" | field p95_ms)
+    l_confirm=$(echo "$out" | field confirm_ms)
     l_busy=$(echo "$out" | field busy)
 }
 
@@ -216,24 +220,28 @@ flooded() {
 pids="" flood_short=0
 one_a="" one_b="" one_recon="" one_overlap="" one_total=""
 sep_a="" sep_b="" sep_recon="" sep_overlap="" sep_total=""
-one_lat_a="" one_p95_a="" one_lat_b="" one_p95_b=""
-sep_lat_a="" sep_p95_a="" sep_lat_b="" sep_p95_b=""
+one_lat_a="" one_p95_a="" one_cf_a="" one_lat_b="" one_p95_b="" one_cf_b=""
+sep_lat_a="" sep_p95_a="" sep_cf_a="" sep_lat_b="" sep_p95_b="" sep_cf_b=""
 for round in $(seq 1 "$rounds"); do
     log "a) round $round: one daemon, $messages dsr failures, the others idle; then $samples latency samples"
     alone one "one-a-$round"
     one_a="$one_a $a_rate" one_lat_a="$one_lat_a $l_median" one_p95_a="$one_p95_a $l_p95"
+    one_cf_a="$one_cf_a $l_confirm"
     log "b) round $round: one daemon, $messages dsr failures and $flood_n reconciliation failures"
     flooded one "one-b-$round"
     one_b="$one_b $b_rate" one_recon="$one_recon $b_recon" one_overlap="$one_overlap $b_overlap"
     one_total="$one_total $b_total" one_lat_b="$one_lat_b $l_median" one_p95_b="$one_p95_b $l_p95"
+    one_cf_b="$one_cf_b $l_confirm"
     if [ "$separate" = 1 ]; then
         log "d) round $round: two daemons (one pipeline each), $messages dsr failures alone"
         alone separate "sep-a-$round"
         sep_a="$sep_a $a_rate" sep_lat_a="$sep_lat_a $l_median" sep_p95_a="$sep_p95_a $l_p95"
+        sep_cf_a="$sep_cf_a $l_confirm"
         log "d) round $round: two daemons, $messages dsr and $flood_n reconciliation failures"
         flooded separate "sep-b-$round"
         sep_b="$sep_b $b_rate" sep_recon="$sep_recon $b_recon" sep_overlap="$sep_overlap $b_overlap"
         sep_total="$sep_total $b_total" sep_lat_b="$sep_lat_b $l_median" sep_p95_b="$sep_p95_b $l_p95"
+        sep_cf_b="$sep_cf_b $l_confirm"
     fi
 done
 
@@ -275,18 +283,21 @@ row "b) both until dsr is done / a) dsr alone" "$(paired "$one_overlap" "$one_a"
 row "one daemon / two daemons: a) dsr alone" "$([ "$separate" = 1 ] && paired "$one_a" "$sep_a" || echo n/a)" "-"
 row "one daemon / two daemons: b) dsr flooded" "$([ "$separate" = 1 ] && paired "$one_b" "$sep_b" || echo n/a)" "-"
 
-lat_row() { printf '| %-36s | %9s | %9s | %7s |\n' "$@"; }
+lat_row() { printf '| %-40s | %9s | %9s | %7s |\n' "$@"; }
 lat_rows() {
     lat_row "$1, median of $samples samples" "$(echo "$2" | median_ms)" "$(echo "$4" | median_ms)" \
         "$(paired "$4" "$2")"
     lat_row "$1, p95 of $samples samples" "$(echo "$3" | median_ms)" "$(echo "$5" | median_ms)" \
         "$(paired "$5" "$3")"
+    lat_row "$1, median of the publish confirm" "$(echo "$6" | median_ms)" "$(echo "$7" | median_ms)" \
+        "$(paired "$7" "$6")"
 }
 printf '\n'
 lat_row "c) dsr latency (ms)" "idle" "flooded" "ratio"
-lat_row "------------------------------------" "--------:" "--------:" "------:"
-lat_rows "one daemon" "$one_lat_a" "$one_p95_a" "$one_lat_b" "$one_p95_b"
-[ "$separate" = 1 ] && lat_rows "two daemons" "$sep_lat_a" "$sep_p95_a" "$sep_lat_b" "$sep_p95_b"
+lat_row "----------------------------------------" "--------:" "--------:" "------:"
+lat_rows "one daemon" "$one_lat_a" "$one_p95_a" "$one_lat_b" "$one_p95_b" "$one_cf_a" "$one_cf_b"
+[ "$separate" = 1 ] &&
+    lat_rows "two daemons" "$sep_lat_a" "$sep_p95_a" "$sep_lat_b" "$sep_p95_b" "$sep_cf_a" "$sep_cf_b"
 [ "$flood_short" -gt 0 ] &&
     printf '\nwarning: in %s round(s) the flood ended before the last latency sample\n' "$flood_short"
 
