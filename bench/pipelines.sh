@@ -16,9 +16,10 @@
 #      median and p95, and the median of the probes' own publish confirms,
 #      the broker's part of it): idle (after a), the daemon warm) and during
 #      the flood (after dsr's part of b) is done, reconciliation routing);
-#   d) unless --no-separate, a) and b) again with two daemons, `run` with
-#      DLQ_BRIDGE_PIPELINE=dsr and with DLQ_BRIDGE_PIPELINE=reconciliation
-#      (the same as `run --pipeline NAME`), for comparison.
+#   d) unless --no-separate, a), b) and c) again with two daemons, `run`
+#      with DLQ_BRIDGE_PIPELINE=dsr and with DLQ_BRIDGE_PIPELINE=reconciliation
+#      (the same as `run --pipeline NAME`; redaction is not served), for
+#      comparison: the same figures, and one daemon's against two's.
 # Every task carries its profile's identity headers (dlqb-bench --profile).
 # It prints a table of medians and of per-round ratios. It is not a test:
 # nothing here passes or fails the build, and no figure is asserted.
@@ -289,7 +290,7 @@ lat_rows() {
         "$(paired "$4" "$2")"
     lat_row "$1, p95 of $samples samples" "$(echo "$3" | median_ms)" "$(echo "$5" | median_ms)" \
         "$(paired "$5" "$3")"
-    lat_row "$1, median of the publish confirm" "$(echo "$6" | median_ms)" "$(echo "$7" | median_ms)" \
+    lat_row "$1, its publish confirm, median" "$(echo "$6" | median_ms)" "$(echo "$7" | median_ms)" \
         "$(paired "$7" "$6")"
 }
 printf '\n'
@@ -298,6 +299,9 @@ lat_row "----------------------------------------" "--------:" "--------:" "----
 lat_rows "one daemon" "$one_lat_a" "$one_p95_a" "$one_lat_b" "$one_p95_b" "$one_cf_a" "$one_cf_b"
 [ "$separate" = 1 ] &&
     lat_rows "two daemons" "$sep_lat_a" "$sep_p95_a" "$sep_lat_b" "$sep_p95_b" "$sep_cf_a" "$sep_cf_b"
+[ "$separate" = 1 ] &&
+    lat_row "median, one daemon / two daemons" "$(paired "$one_lat_a" "$sep_lat_a")" \
+        "$(paired "$one_lat_b" "$sep_lat_b")" "-"
 [ "$flood_short" -gt 0 ] &&
     printf '\nwarning: in %s round(s) the flood ended before the last latency sample\n' "$flood_short"
 
