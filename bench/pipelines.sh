@@ -28,7 +28,7 @@
 #                           [--rounds R] [--window W] [--port P]
 #                           [--no-separate] [--no-build] [--bridge PATH]
 #                           [--broker 3.10|4.0]
-#   --messages N   dsr failures per routing measurement (default 20000)
+#   --messages N   dsr failures per routing measurement (default 50000)
 #   --flood F      reconciliation gets F times N failures (default 4)
 #   --samples S    latency samples per phase (default 50)
 #   --rounds R     repeat every phase R times, report the median (default 3)
@@ -49,7 +49,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 me=bench/pipelines.sh
 
-messages=20000 flood=4 samples=50 rounds=3 window=512 port=29672 separate=1 build=1 bridge=""
+messages=50000 flood=4 samples=50 rounds=3 window=512 port=29672 separate=1 build=1 bridge=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --messages) messages=${2:?--messages needs a value}; shift 2 ;;
