@@ -64,8 +64,7 @@ mkdir -p "$work"
 start_private_node dlqb-deep
 # The node's own process (beam.smp): rabbit.pid; server.pid is its wrapper.
 broker_pid=$(cat "$node_dir/rabbit.pid")
-openssl rand -hex 32 >"$work/audit.key"
-chmod 600 "$work/audit.key"
+(umask 077 && openssl genpkey -algorithm ed25519 -out "$work/audit.key" 2>/dev/null)
 audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key")
 
 mib() { awk -v k="$1" 'BEGIN { if (k == "" || k == 0) print "n/a"; else printf "%.0f", k / 1024 }'; }
