@@ -64,9 +64,10 @@ mkdir -p "$work"
 start_private_node dlqb-deep
 # The node's own process (beam.smp): rabbit.pid; server.pid is its wrapper.
 broker_pid=$(cat "$node_dir/rabbit.pid")
-openssl rand -hex 32 >"$work/audit.key"
-chmod 600 "$work/audit.key"
-audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key")
+(umask 077 && openssl genpkey -algorithm ed25519 -out "$work/audit.key" 2>/dev/null)
+openssl pkey -in "$work/audit.key" -pubout -out "$work/audit.pub.pem"
+audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key"
+    DLQ_BRIDGE_AUDIT_PUBLIC_KEYS="$work/audit.pub.pem")
 
 mib() { awk -v k="$1" 'BEGIN { if (k == "" || k == 0) print "n/a"; else printf "%.0f", k / 1024 }'; }
 rss_kib() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
@@ -165,7 +166,8 @@ for n in $depths; do
     purge_all
     # A trail of its own per depth: the purges between depths remove items
     # behind dlq-bridge's back, which reconcile would rightly call MISSING.
-    audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit-$n.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key")
+    audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit-$n.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key"
+        DLQ_BRIDGE_AUDIT_PUBLIC_KEYS="$work/audit.pub.pem")
     log "depth $n: loading"
     lrate=$(load "$n")
     log "depth $n: loaded at $lrate msg/s"

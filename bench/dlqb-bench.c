@@ -9,8 +9,12 @@
  *                      [--window W] [--size B] [--kind raw|failed|dlq]
  *                      [--declare-quorum] [--source-every K] [--dlq-age-ms A]
  *                      [--id-prefix P] [--causes K | --distinct-errors]
+ *                      [--profile dsr|redaction|reconciliation]
  *   dlqb-bench wait    --url U --queue Q [--queue Q2 ...] --at-least N
  *                      [--empty Q] [--timeout-ms T]
+ *   dlqb-bench latency --url U --routing-key K [--exchange X] --count N
+ *                      --queue Q [--queue Q2 ...] [--kind failed]
+ *                      [--profile P] [--busy Q] [--timeout-ms T]
  *   dlqb-bench purge   --url U --queue Q [--queue Q2 ...] [--delete]
  *   dlqb-bench depth   --url U --queue Q
  *   dlqb-bench drain   --url U --queue Q --count N [--window W]
@@ -24,11 +28,21 @@
  * "worker error: <service> timeout for <request_id> after <n>ms", the
  * service a word of letters per cause, so ids and numbers differ within a
  * cause); --distinct-errors makes every item's error a cause of its own
- * (letters only: the worst case for stats --by group).
+ * (letters only: the worst case for stats --by group). --profile gives
+ * the tasks (--kind failed or dlq) the identity headers of that built-in
+ * profile (docs/pipelines.md; default dsr, with legal_basis and action).
  * publish prints "RESULT count=N seconds=S rate=R"; wait prints
  * "DONE epoch=E" (CLOCK_REALTIME seconds with nanoseconds) when the summed
  * ready depth of the --queue queues is at least N and every --empty queue
- * has no ready message; drain consumes N messages with a prefetch of W,
+ * has no ready message; latency publishes N tasks one at a time, each
+ * once the one before is seen, and times each from its publish until the
+ * summed ready depth of the --queue queues has grown (its confirm awaited,
+ * then a passive queue.declare every 1 ms), printing "LATENCY count=N
+ * median_ms=M p95_ms=P max_ms=X confirm_ms=CM confirm95_ms=CP
+ * busy=B" (CM, CP: from the publish to its confirm, the broker's part of
+ * the first hop; B: 1 if the --busy queue still had ready messages after
+ * the last sample, 0 if not, -1 without it);
+ * drain consumes N messages with a prefetch of W,
  * acking a quarter window at a time and publishing nothing (the queue's
  * own delivery ceiling), and prints "RESULT count=N seconds=S rate=R";
  * exec prints "EXEC seconds=S maxrss_kib=K status=X"
@@ -49,8 +63,9 @@
 #include <unistd.h>
 
 #define CHANNEL 1
-#define MAX_QUEUES 8
+#define MAX_QUEUES 16
 #define POLL_US 10000
+#define LATENCY_POLL_US 1000
 
 typedef struct {
   const char *url;
@@ -73,6 +88,8 @@ typedef struct {
   long causes;
   bool distinct_errors;
   bool delete_queue;
+  const char *profile;
+  const char *busy;
 } options;
 
 __attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...) {
@@ -183,6 +200,95 @@ static void await_confirms(amqp_connection_state_t conn, uint64_t *confirmed, ui
   }
 }
 
+/* Sets the identity headers of the task of index i for the profile
+ * (docs/pipelines.md): the dsr profile's four (request_id, source_system,
+ * legal_basis, action), redaction's item_id and doc_id, reconciliation's
+ * discrepancy_id and category. selected gives the second identity the
+ * value "billing" (--source-every). */
+static void identity_headers(const options *o, const char *id, bool selected,
+                             amqp_table_entry_t *h, int *n) {
+  const char *second = selected ? "billing" : "bench";
+  if (strcmp(o->profile, "redaction") == 0) {
+    h[(*n)++] = str_entry("item_id", id);
+    h[(*n)++] = str_entry("doc_id", second);
+  } else if (strcmp(o->profile, "reconciliation") == 0) {
+    h[(*n)++] = str_entry("discrepancy_id", id);
+    h[(*n)++] = str_entry("category", second);
+  } else {
+    h[(*n)++] = str_entry("request_id", id);
+    h[(*n)++] = str_entry("source_system", second);
+    h[(*n)++] = str_entry("legal_basis", "gdpr_art_17");
+    h[(*n)++] = str_entry("action", "deletion");
+  }
+}
+
+/* Publishes the task of index i (headers by --kind and --profile), not
+ * waiting for its confirm. now is the ISO time for first_seen_at/dlq_at. */
+static void publish_task(amqp_connection_state_t conn, const options *o, long i, char *body,
+                         const char *now) {
+  bool failed = strcmp(o->kind, "failed") == 0, dlq = strcmp(o->kind, "dlq") == 0;
+  char msgid[64], reqid[64], errtext[160];
+  if (o->id_prefix != NULL) {
+    snprintf(msgid, sizeof msgid, "%s-%ld", o->id_prefix, i);
+    snprintf(reqid, sizeof reqid, "%s-%ld", o->id_prefix, i);
+  } else {
+    snprintf(msgid, sizeof msgid, "bench-%ld-%ld", (long)getpid(), i);
+    snprintf(reqid, sizeof reqid, "req-%ld-%ld", (long)getpid(), i);
+  }
+  bool selected = o->source_every > 0 && i % o->source_every == o->source_every / 2;
+  amqp_table_entry_t h[12];
+  int n = 0;
+  if (failed || dlq) {
+    identity_headers(o, reqid, selected, h, &n);
+    h[n++] = int_entry("attempt", dlq ? 5 : 0);
+    h[n++] = int_entry("max_attempts", 5);
+    h[n++] = str_entry("first_seen_at", now);
+    if (failed) h[n++] = str_entry("worker_error", "bench: upstream 503");
+    if (dlq) {
+      if (o->causes > 0 || o->distinct_errors) {
+        /* A word of letters: numbers would be normalised away. */
+        long k = o->distinct_errors ? i : i % o->causes;
+        char word[24];
+        size_t w = 0;
+        do {
+          word[w++] = (char)('a' + k % 26);
+          k /= 26;
+        } while (k > 0 && w < sizeof word - 1);
+        word[w] = '\0';
+        snprintf(errtext, sizeof errtext, "worker error: svc%s timeout for %s after %ldms", word,
+                 reqid, 100 + i % 997);
+        h[n++] = str_entry("last_error", errtext);
+      } else {
+        h[n++] = str_entry("last_error", "rejected by worker: upstream 503");
+      }
+      h[n++] = str_entry("dlq_reason", "max_attempts");
+      h[n++] = str_entry("dlq_at", now);
+    }
+  }
+  amqp_basic_properties_t props = {0};
+  props._flags =
+      AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  props.content_type = amqp_cstring_bytes("application/octet-stream");
+  props.message_id = amqp_cstring_bytes(msgid);
+  if (n > 0) {
+    props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    props.headers.num_entries = n;
+    props.headers.entries = h;
+  }
+  amqp_bytes_t b = {(size_t)o->size, body};
+  int rc = amqp_basic_publish(conn, CHANNEL, amqp_cstring_bytes(o->exchange ? o->exchange : ""),
+                              amqp_cstring_bytes(o->routing_key), 1, 0, &props, b);
+  if (rc != AMQP_STATUS_OK) die("cannot publish: %s", amqp_error_string2(rc));
+}
+
+static char *make_body(long size) {
+  char *body = malloc(size > 0 ? (size_t)size : 1);
+  if (body == NULL) die("out of memory");
+  for (long i = 0; i < size; i++) body[i] = (char)('a' + i % 26);
+  return body;
+}
+
 static int cmd_publish(const options *o) {
   if (o->routing_key == NULL || o->count <= 0) die("publish needs --routing-key and --count");
   amqp_connection_state_t conn = connect_url(o->url);
@@ -195,71 +301,14 @@ static int cmd_publish(const options *o) {
   amqp_confirm_select(conn, CHANNEL);
   check_reply(amqp_get_rpc_reply(conn), "enable confirms");
 
-  char *body = malloc((size_t)o->size);
-  if (body == NULL) die("out of memory");
-  for (long i = 0; i < o->size; i++) body[i] = (char)('a' + i % 26);
-  bool failed = strcmp(o->kind, "failed") == 0, dlq = strcmp(o->kind, "dlq") == 0;
-  char now[40], msgid[64], reqid[64], errtext[160];
+  char *body = make_body(o->size);
+  char now[40];
   iso_ago(o->dlq_age_ms, now, sizeof now);
   uint64_t confirmed = 0;
   long window = o->window < 1 ? 1 : o->window;
   double t0 = mono_s();
   for (long i = 0; i < o->count; i++) {
-    if (o->id_prefix != NULL) {
-      snprintf(msgid, sizeof msgid, "%s-%ld", o->id_prefix, i);
-      snprintf(reqid, sizeof reqid, "%s-%ld", o->id_prefix, i);
-    } else {
-      snprintf(msgid, sizeof msgid, "bench-%ld-%ld", (long)getpid(), i);
-      snprintf(reqid, sizeof reqid, "req-%ld-%ld", (long)getpid(), i);
-    }
-    bool selected = o->source_every > 0 && i % o->source_every == o->source_every / 2;
-    amqp_table_entry_t h[12];
-    int n = 0;
-    if (failed || dlq) {
-      h[n++] = str_entry("request_id", reqid);
-      h[n++] = str_entry("source_system", selected ? "billing" : "bench");
-      h[n++] = str_entry("legal_basis", "gdpr_art_17");
-      h[n++] = str_entry("action", "deletion");
-      h[n++] = int_entry("attempt", dlq ? 5 : 0);
-      h[n++] = int_entry("max_attempts", 5);
-      h[n++] = str_entry("first_seen_at", now);
-      if (failed) h[n++] = str_entry("worker_error", "bench: upstream 503");
-      if (dlq) {
-        if (o->causes > 0 || o->distinct_errors) {
-          /* A word of letters: numbers would be normalised away. */
-          long k = o->distinct_errors ? i : i % o->causes;
-          char word[24];
-          size_t w = 0;
-          do {
-            word[w++] = (char)('a' + k % 26);
-            k /= 26;
-          } while (k > 0 && w < sizeof word - 1);
-          word[w] = '\0';
-          snprintf(errtext, sizeof errtext, "worker error: svc%s timeout for %s after %ldms",
-                   word, reqid, 100 + i % 997);
-          h[n++] = str_entry("last_error", errtext);
-        } else {
-          h[n++] = str_entry("last_error", "rejected by worker: upstream 503");
-        }
-        h[n++] = str_entry("dlq_reason", "max_attempts");
-        h[n++] = str_entry("dlq_at", now);
-      }
-    }
-    amqp_basic_properties_t props = {0};
-    props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG |
-                   AMQP_BASIC_MESSAGE_ID_FLAG;
-    props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-    props.content_type = amqp_cstring_bytes("application/octet-stream");
-    props.message_id = amqp_cstring_bytes(msgid);
-    if (n > 0) {
-      props._flags |= AMQP_BASIC_HEADERS_FLAG;
-      props.headers.num_entries = n;
-      props.headers.entries = h;
-    }
-    amqp_bytes_t b = {(size_t)o->size, body};
-    int rc = amqp_basic_publish(conn, CHANNEL, amqp_cstring_bytes(o->exchange ? o->exchange : ""),
-                                amqp_cstring_bytes(o->routing_key), 1, 0, &props, b);
-    if (rc != AMQP_STATUS_OK) die("cannot publish: %s", amqp_error_string2(rc));
+    publish_task(conn, o, i, body, now);
     uint64_t published = (uint64_t)i + 1;
     if (published - confirmed >= (uint64_t)window)
       await_confirms(conn, &confirmed, published - (uint64_t)window + 1);
@@ -305,6 +354,66 @@ static int cmd_wait(const options *o) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   printf("DONE epoch=%lld.%09ld count=%ld\n", (long long)ts.tv_sec, ts.tv_nsec, sum);
+  disconnect(conn);
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The value below which a share q of the n sorted samples lie (nearest
+ * rank: the ceil(q*n)-th smallest). */
+static double rank_of(const double *sorted, long n, double q) {
+  long k = (long)(q * (double)n + 0.999999);
+  if (k < 1) k = 1;
+  if (k > n) k = n;
+  return sorted[k - 1];
+}
+
+static int cmd_latency(const options *o) {
+  if (o->routing_key == NULL || o->count <= 0 || o->nqueues == 0)
+    die("latency needs --routing-key, --count and --queue");
+  amqp_connection_state_t conn = connect_url(o->url);
+  amqp_confirm_select(conn, CHANNEL);
+  check_reply(amqp_get_rpc_reply(conn), "enable confirms");
+  char *body = make_body(o->size);
+  double *ms = calloc((size_t)o->count, sizeof *ms);
+  double *cms = calloc((size_t)o->count, sizeof *cms);
+  if (ms == NULL || cms == NULL) die("out of memory");
+  char now[40];
+  iso_ago(0, now, sizeof now);
+  uint64_t confirmed = 0;
+  for (long i = 0; i < o->count; i++) {
+    long base = 0, sum = 0;
+    for (int q = 0; q < o->nqueues; q++) base += depth_of(conn, o->queues[q]);
+    double t0 = mono_s(), deadline = t0 + (double)o->timeout_ms / 1000.0;
+    publish_task(conn, o, i, body, now);
+    /* Confirmed before the first poll: no ack frame can then arrive in
+     * the middle of a queue.declare's reply. */
+    await_confirms(conn, &confirmed, (uint64_t)i + 1);
+    cms[i] = (mono_s() - t0) * 1000.0;
+    for (;;) {
+      sum = 0;
+      for (int q = 0; q < o->nqueues; q++) sum += depth_of(conn, o->queues[q]);
+      if (sum > base) break;
+      if (mono_s() > deadline) die("sample %ld: not routed within %ld ms", i, o->timeout_ms);
+      usleep(LATENCY_POLL_US);
+    }
+    ms[i] = (mono_s() - t0) * 1000.0;
+  }
+  int busy = -1;
+  if (o->busy != NULL) busy = depth_of(conn, o->busy) > 0;
+  qsort(ms, (size_t)o->count, sizeof *ms, cmp_double);
+  qsort(cms, (size_t)o->count, sizeof *cms, cmp_double);
+  printf("LATENCY count=%ld median_ms=%.1f p95_ms=%.1f max_ms=%.1f confirm_ms=%.1f "
+         "confirm95_ms=%.1f busy=%d\n",
+         o->count, rank_of(ms, o->count, 0.5), rank_of(ms, o->count, 0.95), ms[o->count - 1],
+         rank_of(cms, o->count, 0.5), rank_of(cms, o->count, 0.95), busy);
+  free(cms);
+  free(ms);
+  free(body);
   disconnect(conn);
   return 0;
 }
@@ -396,7 +505,7 @@ static long num_arg(const char *flag, const char *v) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) die("usage: dlqb-bench publish|wait|purge|depth|drain|exec ... (see the source header)");
+  if (argc < 2) die("usage: dlqb-bench publish|wait|latency|purge|depth|drain|exec ... (see the source header)");
   const char *cmd = argv[1];
   if (strcmp(cmd, "exec") == 0) {
     int i = 2;
@@ -404,7 +513,7 @@ int main(int argc, char **argv) {
     return cmd_exec(argv + i);
   }
   options o = {.url = "amqp://guest:guest@127.0.0.1:5672/%2f", .window = 1, .size = 256,
-               .timeout_ms = 600000, .kind = "raw"};
+               .timeout_ms = 600000, .kind = "raw", .profile = "dsr"};
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -417,6 +526,8 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--exchange") == 0) o.exchange = v;
     else if (strcmp(a, "--routing-key") == 0) o.routing_key = v;
     else if (strcmp(a, "--kind") == 0) o.kind = v;
+    else if (strcmp(a, "--profile") == 0) o.profile = v;
+    else if (strcmp(a, "--busy") == 0) o.busy = v;
     else if (strcmp(a, "--source-every") == 0) o.source_every = num_arg(a, v);
     else if (strcmp(a, "--dlq-age-ms") == 0) o.dlq_age_ms = num_arg(a, v);
     else if (strcmp(a, "--id-prefix") == 0) o.id_prefix = v;
@@ -432,10 +543,14 @@ int main(int argc, char **argv) {
   }
   if (strcmp(o.kind, "raw") != 0 && strcmp(o.kind, "failed") != 0 && strcmp(o.kind, "dlq") != 0)
     die("--kind must be raw, failed or dlq");
+  if (strcmp(o.profile, "dsr") != 0 && strcmp(o.profile, "redaction") != 0 &&
+      strcmp(o.profile, "reconciliation") != 0)
+    die("--profile must be dsr, redaction or reconciliation");
   if (strcmp(cmd, "publish") == 0) return cmd_publish(&o);
   if (strcmp(cmd, "wait") == 0) return cmd_wait(&o);
   if (strcmp(cmd, "purge") == 0) return cmd_purge(&o);
   if (strcmp(cmd, "depth") == 0) return cmd_depth(&o);
+  if (strcmp(cmd, "latency") == 0) return cmd_latency(&o);
   if (strcmp(cmd, "drain") == 0) return cmd_drain(&o);
   die("unknown command '%s'", cmd);
   return 1;

@@ -156,7 +156,7 @@ done
 
 audit_key=$work/audit.key
 audit_log=$work/audit.log
-(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$audit_key" && echo >>"$audit_key")
+(umask 077 && openssl genpkey -algorithm ed25519 -out "$audit_key" 2>/dev/null)
 route_off="" route_on="" route_two="" daemon_rss="" daemon_on_rss="" stop_off="" audit_state=ok
 for round in $(seq 1 "$rounds"); do
     log "d) round $round: route $messages failures, audit off"
