@@ -464,19 +464,25 @@ void console_post_run(console_req *r) {
   snprintf(r->location, sizeof r->location, "/job?id=%u", id);
 }
 
+/* The job whose number is the text idt (a request's id), or NULL: an
+ * empty or non-numeric id names none. Call with the lock held. */
+static job *job_named(const char *idt) {
+  char *end;
+  unsigned long id = strtoul(idt, &end, 10);
+  if (idt[0] == '\0' || *end != '\0') return NULL;
+  for (size_t i = 0; i < JOBS; i++)
+    if (jobs[i].used && jobs[i].id == id) return &jobs[i];
+  return NULL;
+}
+
 /* The job of ?id=, copied under the lock; false with a page written. */
 static bool find_job(console_req *r, job *copy, bool json) {
   char idt[16] = "";
   console_arg(r, "id", idt, sizeof idt);
-  char *end;
-  unsigned long id = strtoul(idt, &end, 10);
-  bool found = false;
   pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < JOBS && idt[0] && *end == '\0'; i++)
-    if (jobs[i].used && jobs[i].id == id) {
-      *copy = jobs[i];
-      found = true;
-    }
+  const job *j = job_named(idt);
+  bool found = j != NULL;
+  if (found) *copy = *j;
   pthread_mutex_unlock(&lock);
   explicit_bzero(copy->who.password, sizeof copy->who.password);
   if (!found) {
@@ -612,25 +618,20 @@ void console_page_jobs(console_req *r) {
 void console_post_stop(console_req *r) {
   char idt[16] = "";
   console_form(r, "id", idt, sizeof idt);
-  char *end;
-  unsigned long id = strtoul(idt, &end, 10);
-  bool found = false;
   pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < JOBS && idt[0] && *end == '\0'; i++)
-    if (jobs[i].used && jobs[i].id == id) {
-      found = true;
-      if (jobs[i].running) {
-        snprintf(jobs[i].stopped_by, sizeof jobs[i].stopped_by, "%s", r->who.user);
-        atomic_store(&jobs[i].stop, 1);
-      }
-    }
+  job *j = job_named(idt);
+  unsigned id = j != NULL ? j->id : 0;
+  if (j != NULL && j->running) {
+    snprintf(j->stopped_by, sizeof j->stopped_by, "%s", r->who.user);
+    atomic_store(&j->stop, 1);
+  }
   pthread_mutex_unlock(&lock);
-  if (!found) {
+  if (j == NULL) {
     console_error_page(r, 404, "No such action", "No action with this number.");
     return;
   }
   r->status = 303;
-  snprintf(r->location, sizeof r->location, "/job?id=%lu", id);
+  snprintf(r->location, sizeof r->location, "/job?id=%u", id);
 }
 
 void console_jobs_shutdown(void) {
