@@ -29,7 +29,9 @@ fi
 for h in src/*/*.h; do
     folder=$(dirname "$h")
     name=$(basename "$h")
-    users=$(grep -rlE "#include \"([./]*)?(src/)?([a-z]+/)?$name\"" src | grep -v "^$folder/" || true)
+    # (a public header of the same name, "dlqb/NAME", is another file)
+    users=$(grep -rnE "#include \"([./]*)?(src/)?([a-z]+/)?$name\"" src | grep -v '"dlqb/' |
+        cut -d: -f1 | sort -u | grep -v "^$folder/" || true)
     if [ -n "$users" ]; then
         echo "check_layers: $h is private to $folder/ but included by: $(echo $users)"
         status=1

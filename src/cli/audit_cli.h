@@ -12,6 +12,7 @@
 #include "dlqb/calendar.h"
 #include "dlqb/config.h"
 #include "dlqb/item.h"
+#include "dlqb/ops.h"
 #include "dlqb/scan.h"
 
 /* The flags every subcommand takes: which seal, and where checking starts. */
@@ -48,23 +49,10 @@ typedef struct {
   void *extra_ctx;
 } audit_opts;
 
-/* One queue (the DLQ, compliance_review) read whole without moving
- * anything: every item is held and returns to its place (dlqb/scan.h), so
- * the queue's order and counts stay as they were. */
-typedef struct {
-  const char *queue;
-  const char *purpose; /* connection name and actor, e.g. "audit reconcile" */
-  int window;          /* read ahead at once; 0: the default */
-  dlqb_status (*on_item)(void *ctx, const dlqb_item *it, dlqb_error *err);
-  void *ctx;
-  char at[DLQB_ISO_TIME_MAX]; /* out: when the read began */
-  uint32_t others;            /* out: most other consumers seen at its start or end */
-  dlqb_scan_result scan;      /* out */
-} audit_queue_read;
-
-/* Reads q->queue as above. Returns EXIT_OK, or prints one line and
- * returns EXIT_FAILURE_ (a broker error, or a read interrupted). */
-int audit_read_queue(const dlqb_config *cfg, audit_queue_read *q);
+/* ops_queue_read_run (dlqb/ops.h) stopped by Ctrl-C. Returns EXIT_OK, or
+ * prints one line and returns EXIT_FAILURE_ (a broker error, or a read
+ * interrupted). */
+int audit_read_queue(const dlqb_config *cfg, ops_queue_read *q);
 
 /* Parses the command line, loads the key, runs o->prepare, and verifies
  * the log, showing every accepted line to visit. Returns the exit status;
@@ -77,25 +65,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
 /* "audit log intact: ..." and the seal line, as `audit verify` prints them. */
 void audit_print_summary(const dlqb_audit_summary *s, bool sealed);
 
-/* The hops of one request_id and/or message_id, collected from the lines a
- * verifier accepts (audit show, the console's item page). */
-typedef struct {
-  const char *request_id, *message_id; /* borrowed; set before the first line */
-  dlqb_audit_filter filter;
-  bool filter_set;
-  struct json_object **hops;
-  size_t n, cap;
-} audit_hops;
-
-/* A dlqb_audit_visit_fn collecting into an audit_hops. */
-bool audit_hops_collect(void *arg, const char *line, size_t len);
-/* Time order across writers, stable within one. */
-void audit_hops_sort(struct json_object **hops, size_t n);
-void audit_hops_free(audit_hops *c);
-
-/* One hop as `audit show` prints it (one line, sanitised, no newline). */
-char *audit_hop_text(struct json_object *h, char *out, size_t len);
-
+/* audit show collects one task's hops with ops_hops_collect (dlqb/ops.h). */
 int audit_show(int argc, char **argv);
 int audit_reconcile(int argc, char **argv);
 int audit_report(int argc, char **argv);

@@ -79,66 +79,19 @@ static bool tally_line(void *ctx, const char *line, size_t len) {
   return dlqb_reconcile_line(p->dlq.r, line, len) && dlqb_reconcile_line(p->review.r, line, len);
 }
 
-/* Consumers of queue other than us right now (passive declare on a link of
- * our own); false when it cannot be read. A consumer holds what it was
- * delivered unacked, and the broker delivers that to nobody else. */
-static bool other_consumers(const dlqb_config *cfg, const char *queue, const char *purpose,
-                            uint32_t *n, dlqb_error *err) {
-  char name[160];
-  snprintf(name, sizeof name, "dlq-bridge %s", purpose);
-  dlqb_link *link = NULL;
-  if (dlqb_link_open(cfg, name, &link, err) != DLQB_OK) return false;
-  dlqb_status st = dlqb_link_queue_depth(link, queue, NULL, n, err);
-  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
-  else dlqb_link_abort(link);
-  return st == DLQB_OK;
-}
-
-/* Holds every item: nothing moves, each returns to its place. */
-static dlqb_status hold_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                             const dlqb_item *it, dlqb_error *err) {
-  audit_queue_read *q = ctx;
-  dlqb_scan_hold(s, d);
-  return q->on_item(q->ctx, it, err);
-}
-
-int audit_read_queue(const dlqb_config *cfg, audit_queue_read *q) {
-  dlqb_error cerr;
-  uint32_t before = 0, after = 0;
-  if (!other_consumers(cfg, q->queue, q->purpose, &before, &cerr)) {
-    cli_error("%s", cerr.msg);
-    return EXIT_FAILURE_;
-  }
-  dlqb_iso_time(dlqb_now_ms(), q->at, sizeof q->at);
-  char name[160];
-  snprintf(name, sizeof name, "dlq-bridge %s", q->purpose);
-  dlqb_scan_options so = {.queue = q->queue, .purpose = name, .actor = q->purpose,
-                          .window = q->window, .stop = cli_stop_flag(), .on_item = hold_item,
-                          .ctx = q};
+/* ops_queue_read_run for the command line: one line and EXIT_FAILURE_ on
+ * an error. */
+int audit_read_queue(const dlqb_config *cfg, ops_queue_read *q) {
   dlqb_error err;
-  dlqb_status st = dlqb_scan_run(cfg, &so, &q->scan, &err);
-  if (st != DLQB_OK) {
-    cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
-  }
-  /* Our own consumer is gone once the scan closed its link. */
-  if (!other_consumers(cfg, q->queue, q->purpose, &after, &cerr)) {
-    cli_error("%s", cerr.msg);
-    return EXIT_FAILURE_;
-  }
-  q->others = before > after ? before : after;
-  if (q->scan.interrupted) {
-    cli_error("read only %llu of the %llu items in %s (interrupted); nothing was compared",
-              (unsigned long long)q->scan.examined, (unsigned long long)q->scan.depth_at_start,
-              q->queue);
-    return EXIT_FAILURE_;
-  }
-  return EXIT_OK;
+  q->stop = cli_stop_flag();
+  if (ops_queue_read_run(cfg, q, &err) == DLQB_OK) return EXIT_OK;
+  cli_error("%s", err.msg);
+  return EXIT_FAILURE_;
 }
 
 static int read_dlq(void *ctx, const dlqb_config *cfg) {
   reconcile_ctx *c = ctx;
-  audit_queue_read q = {.queue = c->queue, .purpose = "audit reconcile", .window = c->o->window,
+  ops_queue_read q = {.queue = c->queue, .purpose = "audit reconcile", .window = c->o->window,
                         .on_item = snapshot_item, .ctx = c};
   int rc = audit_read_queue(cfg, &q);
   memcpy(c->at, q.at, sizeof c->at);

@@ -93,7 +93,7 @@ typedef struct {
   dlqb_ledger *done, *unverified;
   dlqb_ledger_stats ledger;
   char completion_writers[DLQB_CONFIG_STR_MAX];
-  audit_queue_read reads[2]; /* the DLQ, compliance_review */
+  ops_queue_read reads[2]; /* the DLQ, compliance_review */
   queue_count counted[COUNTED_MAX];
   size_t ncounted;
   bool oom;
@@ -261,8 +261,8 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   const char *queues[2] = {cli_pipeline()->dlq, cli_pipeline()->review};
   dlqb_status (*fns[2])(void *, const dlqb_item *, dlqb_error *) = {on_dlq_item, on_review_item};
   for (size_t i = 0; i < 2; i++) {
-    audit_queue_read *q = &c->reads[i];
-    *q = (audit_queue_read){.queue = queues[i],
+    ops_queue_read *q = &c->reads[i];
+    *q = (ops_queue_read){.queue = queues[i],
                             .purpose = "audit report",
                             .window = c->o->window,
                             .on_item = fns[i],

@@ -36,100 +36,9 @@ static const cli_spec show_spec = {
     .uses = (const char *const[]){CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
 };
 
-/* A member for a person to read: "?" when the record lacks it. */
-static const char *shown(json_object *rec, const char *key) {
-  const char *v = dlqb_audit_record_str(rec, key);
-  return v[0] != '\0' ? v : "?";
-}
-
-bool audit_hops_collect(void *arg, const char *line, size_t len) {
-  audit_hops *c = arg;
-  if (!c->filter_set) {
-    dlqb_audit_filter_init(&c->filter, c->request_id, c->message_id);
-    const dlqb_pipeline *p = cli_pipeline();
-    dlqb_audit_filter_pipeline(&c->filter, p->name, dlqb_pipeline_is_default(p));
-    c->filter_set = true;
-  }
-  if (!dlqb_audit_filter_match(&c->filter, line, len)) return true;
-  json_object *rec = dlqb_audit_record_parse(line, len);
-  if (rec == NULL) return false; /* a matching line parsed once already: memory */
-  if (c->n == c->cap) {
-    size_t ncap = c->cap ? c->cap * 2 : 16;
-    json_object **grown = realloc(c->hops, ncap * sizeof *grown);
-    if (grown == NULL) {
-      json_object_put(rec);
-      return false;
-    }
-    c->hops = grown;
-    c->cap = ncap;
-  }
-  c->hops[c->n++] = rec;
-  return true;
-}
-
-/* Time order across writers; within one writer the log order already is
- * (equal times keep it: the sort below is stable by index). */
-static int by_time(const void *pa, const void *pb) {
-  json_object *a = *(json_object *const *)pa, *b = *(json_object *const *)pb;
-  return strcmp(dlqb_audit_record_str(a, "time"), dlqb_audit_record_str(b, "time"));
-}
-
-void audit_hops_sort(json_object **hops, size_t n) {
-  /* Insertion sort: a task has a handful of hops. */
-  for (size_t i = 1; i < n; i++) {
-    json_object *h = hops[i];
-    size_t j = i;
-    while (j > 0 && by_time(&hops[j - 1], &h) > 0) {
-      hops[j] = hops[j - 1];
-      j--;
-    }
-    hops[j] = h;
-  }
-}
-
-/* A record's text as a terminal may show it: the log is verified, but its
- * reasons came from messages. */
-static const char *clean(const char *v, char *buf, size_t cap) {
-  dlqb_text_sanitize(buf, cap, v, strlen(v));
-  return buf;
-}
-
-char *audit_hop_text(json_object *h, char *out, size_t len) {
-  json_object *attempt;
-  char b1[DLQB_LAST_ERROR_MAX + 1], b2[256], b3[256], b4[256];
-  const char *cause = dlqb_audit_record_str(h, "cause");
-  const char *reason = dlqb_audit_record_str(h, "reason");
-  const char *from = dlqb_audit_record_str(h, "from"), *to = dlqb_audit_record_str(h, "to");
-  size_t at = 0;
-#define PUT(...)                                                              \
-  do {                                                                        \
-    int n_ = snprintf(out + at, at < len ? len - at : 0, __VA_ARGS__);         \
-    if (n_ > 0) at = at + (size_t)n_ < len ? at + (size_t)n_ : (len ? len - 1 : 0); \
-  } while (0)
-  out[0] = '\0';
-  PUT("%s  %-16s ", clean(shown(h, "time"), b2, sizeof b2), clean(shown(h, "event"), b3, sizeof b3));
-  /* A hop without a destination (resolve, skip as complete) removed the
-   * message: no arrow pointing nowhere. */
-  if (from[0] != '\0' && to[0] != '\0')
-    PUT("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
-  else if (from[0] != '\0') PUT("removed from %s", clean(from, b1, sizeof b1));
-  else PUT("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
-  /* null (the item had no attempt header) is not attempt 0 */
-  if (json_object_object_get_ex(h, "attempt", &attempt) && json_object_is_type(attempt, json_type_int))
-    PUT("  attempt %lld", (long long)json_object_get_int64(attempt));
-  if (cause[0] != '\0') PUT("  cause %s", clean(cause, b2, sizeof b2));
-  if (reason[0] != '\0') PUT("  reason \"%s\"", clean(reason, b1, sizeof b1));
-  PUT("  by %s", clean(shown(h, "actor"), b3, sizeof b3));
-  PUT(" (%s)", clean(shown(h, "writer"), b4, sizeof b4));
-  const char *pipeline = dlqb_audit_record_str(h, "pipeline");
-  if (pipeline[0] != '\0') PUT("  pipeline %s", clean(pipeline, b1, sizeof b1));
-#undef PUT
-  return out;
-}
-
 static void print_hop_text(json_object *h) {
   char line[4 * DLQB_LAST_ERROR_MAX + 1024];
-  printf("%s\n", audit_hop_text(h, line, sizeof line));
+  printf("%s\n", ops_hop_text(h, line, sizeof line));
 }
 
 static void print_show(const audit_opts *o, json_object **hops, size_t n,
@@ -165,15 +74,8 @@ static void print_show(const audit_opts *o, json_object **hops, size_t n,
   for (size_t i = 0; i < n; i++) print_hop_text(hops[i]);
 }
 
-void audit_hops_free(audit_hops *c) {
-  for (size_t i = 0; i < c->n; i++) json_object_put(c->hops[i]);
-  free(c->hops);
-  c->hops = NULL;
-  c->n = c->cap = 0;
-}
-
 typedef struct {
-  audit_hops hops;
+  ops_hops hops;
   const audit_opts *o;
 } show_ctx;
 
@@ -183,8 +85,9 @@ static bool collect_show(void *arg, const char *line, size_t len) {
   if (!c->hops.filter_set) {
     c->hops.request_id = c->o->request_id;
     c->hops.message_id = c->o->message_id;
+    c->hops.pipeline = cli_pipeline();
   }
-  return audit_hops_collect(&c->hops, line, len);
+  return ops_hops_collect(&c->hops, line, len);
 }
 
 int audit_show(int argc, char **argv) {
@@ -196,10 +99,10 @@ int audit_show(int argc, char **argv) {
   if (help) {
     cli_print_help(&show_spec, stdout);
   } else if (rc == EXIT_OK) {
-    audit_hops_sort(c.hops.hops, c.hops.n);
+    ops_hops_sort(c.hops.hops, c.hops.n);
     print_show(&o, c.hops.hops, c.hops.n, &sum, sealed);
   }
-  audit_hops_free(&c.hops);
+  ops_hops_free(&c.hops);
   return rc;
 }
 

@@ -441,7 +441,8 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
     dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
     return;
   }
-  ops_move_pass(&d->o, &m, audit, &w, stop, out);
+  ops_ctx x = ops_context(&d->o);
+  ops_move_pass(&x, &m, audit, &w, stop, out);
   d->skipped += out->skipped;
   /* A short read (an operator's inspect took some items for a moment) is
    * no error: the step moved what it saw, the next run sees the rest. */

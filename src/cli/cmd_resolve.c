@@ -97,7 +97,8 @@ int cmd_resolve(int argc, char **argv) {
     cli_error("out of memory");
     return EXIT_FAILURE_;
   }
-  ops_move_pass(&c.o, &m, audit, &w, cli_stop_flag(), out);
+  ops_ctx x = ops_context(&c.o);
+  ops_move_pass(&x, &m, audit, &w, cli_stop_flag(), out);
   ops_audit_close(audit);
   if (out->status != DLQB_OK) {
     rc = ops_fail(&out->err);

@@ -12,8 +12,6 @@
 #include "ops.h"
 #include "review_cli.h"
 
-#define CUSTODY_MAX_SETS (DLQB_LEAVE_SETS + DLQB_REPLAY_SETS + 2)
-
 static const cli_flag claim_flags[] = {
     {"message-id", true, "ID", "the message_id of the item to claim (required)"},
     {"force", false, NULL, "take it over from its owner (recorded as forced)"},
@@ -73,7 +71,12 @@ static const cli_spec decide_spec = {
     .settings = true,
 };
 
-typedef review_act act_ctx;
+/* The command line's side of an act: its flags, and the library's pass. */
+typedef struct {
+  ops_opts o;
+  int ndecisions; /* decide: how many of --replay/--resolve/--return were given */
+  ops_review_act a;
+} act_ctx;
 
 static dlqb_status act_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   act_ctx *c = ctx;
@@ -82,145 +85,74 @@ static dlqb_status act_flag(void *ctx, const char *flag, const char *value, dlqb
     if (value[0] == '\0') return dlqb_fail(err, DLQB_EINVAL, "--%s needs a non-empty value", flag);
     if (strlen(value) > DLQB_LAST_ERROR_MAX)
       return dlqb_fail(err, DLQB_EINVAL, "--%s: at most %d bytes", flag, DLQB_LAST_ERROR_MAX);
-    if (flag[0] == 'm') c->message_id = value;
-    else c->note = value;
+    if (flag[0] == 'm') c->a.message_id = value;
+    else c->a.note = value;
     return DLQB_OK;
   }
   if (strcmp(flag, "force") == 0) {
-    c->force = true;
+    c->a.force = true;
     return DLQB_OK;
   }
-  act_kind k = strcmp(flag, "replay") == 0    ? ACT_REPLAY
-               : strcmp(flag, "resolve") == 0 ? ACT_RESOLVE
-               : strcmp(flag, "return") == 0  ? ACT_RETURN
-                                              : ACT_CLAIM;
-  if (k != ACT_CLAIM) {
-    c->kind = k;
+  ops_act_kind k = strcmp(flag, "replay") == 0    ? OPS_ACT_REPLAY
+               : strcmp(flag, "resolve") == 0 ? OPS_ACT_RESOLVE
+               : strcmp(flag, "return") == 0  ? OPS_ACT_RETURN
+                                              : OPS_ACT_CLAIM;
+  if (k != OPS_ACT_CLAIM) {
+    c->a.kind = k;
     c->ndecisions++;
     return DLQB_OK;
   }
   return ops_flag(&c->o, flag, value, err);
 }
 
-static const char *verb(act_kind k) {
+static const char *verb(ops_act_kind k) {
   static const char *const v[] = {"claimed", "replayed", "resolved", "returned"};
   return v[k];
 }
 
-/* The hop's reason: the note (or what happened), and for a forced hop
- * whose custody it overrode. Sanitised again when the hop is filled. */
-static const char *hop_reason(act_ctx *c, const dlqb_item *it) {
-  const char *what = c->note != NULL ? c->note
-                     : c->kind == ACT_CLAIM  ? "claimed"
-                     : c->kind == ACT_REPLAY ? "replayed by the reviewer"
-                                             : "returned to the DLQ by the reviewer";
-  if (c->gate != DLQB_GATE_FORCED) snprintf(c->reason, sizeof c->reason, "%s", what);
-  else if (it->owner[0] != '\0')
-    snprintf(c->reason, sizeof c->reason, "forced over %s's claim: %s", it->owner, what);
-  else snprintf(c->reason, sizeof c->reason, "forced, unclaimed: %s", what);
-  return c->reason;
-}
-
-static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
-                            dlqb_error *err) {
-  act_ctx *c = ctx;
-  dlqb_verdict_rule rule = {.sel = &c->sel, .stop_at_limit = true,
-                            .ledger = c->kind == ACT_REPLAY ? c->ledger : NULL};
-  dlqb_verdict v = dlqb_verdict_of(&rule, it, 0, c->found ? 1 : 0);
-  if (v.kind == DLQB_VERDICT_HOLD) {
-    dlqb_scan_hold(s, d);
-    return DLQB_OK;
-  }
-  c->found = true;
-  c->item = *it;
-  dlqb_scan_stop(s); /* one item: the rest stays in place */
-  c->gate = c->kind == ACT_CLAIM ? dlqb_review_claim_gate(it, c->o.actor, c->force)
-                                 : dlqb_review_decide_gate(it, c->o.actor, c->force);
-  if (c->gate != DLQB_GATE_ALLOW && c->gate != DLQB_GATE_FORCED) {
-    dlqb_scan_hold(s, d);
-    return DLQB_OK;
-  }
-  const char *cause = c->gate == DLQB_GATE_FORCED ? DLQB_CAUSE_FORCE : "";
-  const char *reason = hop_reason(c, it);
-  dlqb_hset sets[CUSTODY_MAX_SETS];
-  size_t n = 0;
-  switch (c->kind) {
-  case ACT_CLAIM:
-    n = dlqb_review_claim_stamp(sets, c->o.actor, c->now);
-    return dlqb_scan_forward(s, d, it, cli_pipeline()->review, sets, n, DLQB_EV_CLAIMED, cause,
-                             reason, err);
-  case ACT_REPLAY:
-    if (v.kind == DLQB_VERDICT_SKIP_COMPLETE) {
-      dlqb_scan_ack(s, d, it, DLQB_EV_SKIPPED_COMPLETE, cause, "already in the completion ledger");
-      return DLQB_OK;
-    }
-    n = dlqb_review_leave_stamp(sets);
-    n += dlqb_replay_stamp(sets + n, it->replay_count, c->o.actor, c->now);
-    return dlqb_scan_forward(s, d, it, cli_pipeline()->work, sets, n, DLQB_EV_DECIDED_REPLAY, cause,
-                             reason, err);
-  case ACT_RESOLVE:
-    dlqb_scan_ack(s, d, it, DLQB_EV_DECIDED_RESOLVE, cause, reason);
-    return DLQB_OK;
-  case ACT_RETURN:
-    n = dlqb_review_leave_stamp(sets);
-    /* A fresh SLA clock: with its old dlq_at the SLA escalator would send
-     * it straight back to review. */
-    sets[n++] = (dlqb_hset){DLQB_H_DLQ_AT, DLQB_HSET_STRING, c->now, 0};
-    return dlqb_scan_forward(s, d, it, cli_pipeline()->dlq, sets, n, DLQB_EV_DECIDED_RETURN, cause,
-                             reason, err);
-  }
-  return DLQB_OK;
-}
-
-static void act_acked(void *ctx, const dlqb_hop *hop) {
-  act_ctx *c = ctx;
-  c->settled = true;
-  c->done_event = hop->event;
-}
-
 static const char *outcome(const act_ctx *c) {
-  if (c->gate == DLQB_GATE_ALREADY_MINE) return "already_yours";
-  if (c->settled) return dlqb_event_name(c->done_event);
+  if (c->a.gate == DLQB_GATE_ALREADY_MINE) return "already_yours";
+  if (c->a.settled) return dlqb_event_name(c->a.done_event);
   return "not_done";
 }
 
 static void print_result(const act_ctx *c) {
-  const dlqb_item *it = &c->item;
+  const dlqb_item *it = &c->a.item;
   if (c->o.json) {
     json_object *j = json_object_new_object();
-    json_object_object_add(j, "message_id", json_object_new_string(c->message_id));
-    json_object_object_add(j, "found", json_object_new_boolean(c->found));
-    if (c->found) {
+    json_object_object_add(j, "message_id", json_object_new_string(c->a.message_id));
+    json_object_object_add(j, "found", json_object_new_boolean(c->a.found));
+    if (c->a.found) {
       json_object_object_add(j, "outcome", json_object_new_string(outcome(c)));
-      json_object_object_add(j, "done", json_object_new_boolean(c->settled));
-      json_object_object_add(j, "forced", json_object_new_boolean(c->gate == DLQB_GATE_FORCED));
+      json_object_object_add(j, "done", json_object_new_boolean(c->a.settled));
+      json_object_object_add(j, "forced", json_object_new_boolean(c->a.gate == DLQB_GATE_FORCED));
       json_object_object_add(j, "actor", json_object_new_string(c->o.actor));
-      json_object_object_add(j, "note", c->note ? json_object_new_string(c->note) : NULL);
+      json_object_object_add(j, "note", c->a.note ? json_object_new_string(c->a.note) : NULL);
       json_object_object_add(j, "item", review_item_json(it, dlqb_now_ms()));
     }
     ops_print_json(j);
     return;
   }
-  if (!c->found) return;
+  if (!c->a.found) return;
   char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];
   ops_identity_text(it, who, sizeof who);
-  if (c->gate == DLQB_GATE_ALREADY_MINE) {
-    printf("%s (%s) is already claimed by %s\n", c->message_id, who, c->o.actor);
+  if (c->a.gate == DLQB_GATE_ALREADY_MINE) {
+    printf("%s (%s) is already claimed by %s\n", c->a.message_id, who, c->o.actor);
     return;
   }
-  if (!c->settled) return;
-  const char *forced = c->gate == DLQB_GATE_FORCED ? " (forced)" : "";
-  if (c->done_event == DLQB_EV_CLAIMED)
-    printf("claimed %s (%s) for %s%s%s%s\n", c->message_id, who, c->o.actor, forced,
+  if (!c->a.settled) return;
+  const char *forced = c->a.gate == DLQB_GATE_FORCED ? " (forced)" : "";
+  if (c->a.done_event == DLQB_EV_CLAIMED)
+    printf("claimed %s (%s) for %s%s%s%s\n", c->a.message_id, who, c->o.actor, forced,
            it->owner[0] ? ", taken over from " : "", it->owner);
-  else if (c->done_event == DLQB_EV_SKIPPED_COMPLETE)
-    printf("removed %s (%s): already in the completion ledger, not replayed%s\n", c->message_id,
+  else if (c->a.done_event == DLQB_EV_SKIPPED_COMPLETE)
+    printf("removed %s (%s): already in the completion ledger, not replayed%s\n", c->a.message_id,
            who, forced);
   else
-    printf("%s %s (%s)%s%s%s\n", verb(c->kind), c->message_id, who,
-           c->kind == ACT_REPLAY || c->kind == ACT_RETURN ? " to " : "",
-           c->kind == ACT_REPLAY   ? cli_pipeline()->work
-           : c->kind == ACT_RETURN ? cli_pipeline()->dlq
+    printf("%s %s (%s)%s%s%s\n", verb(c->a.kind), c->a.message_id, who,
+           c->a.kind == OPS_ACT_REPLAY || c->a.kind == OPS_ACT_RETURN ? " to " : "",
+           c->a.kind == OPS_ACT_REPLAY   ? cli_pipeline()->work
+           : c->a.kind == OPS_ACT_RETURN ? cli_pipeline()->dlq
                                    : "",
            forced);
 }
@@ -228,34 +160,13 @@ static void print_result(const act_ctx *c) {
 /* Why the actor may not act, as one line. */
 static void refused(const act_ctx *c) {
   char iso[DLQB_ISO_TIME_MAX] = "an unknown time";
-  if (c->item.has_claimed_at) dlqb_iso_time(c->item.claimed_at_ms, iso, sizeof iso);
-  if (c->gate == DLQB_GATE_OWNED)
-    cli_error("%s is claimed by %s since %s; --force %s (recorded as forced)", c->message_id,
-              c->item.owner, iso, c->kind == ACT_CLAIM ? "takes it over" : "decides anyway");
+  if (c->a.item.has_claimed_at) dlqb_iso_time(c->a.item.claimed_at_ms, iso, sizeof iso);
+  if (c->a.gate == DLQB_GATE_OWNED)
+    cli_error("%s is claimed by %s since %s; --force %s (recorded as forced)", c->a.message_id,
+              c->a.item.owner, iso, c->a.kind == OPS_ACT_CLAIM ? "takes it over" : "decides anyway");
   else
     cli_error("%s is not claimed; claim it first ('dlq-bridge review claim --message-id %s'), "
-              "or --force (recorded as forced)", c->message_id, c->message_id);
-}
-
-dlqb_status review_act_pass(review_act *c, const char *command, dlqb_audit *audit,
-                            dlqb_stop_flag *stop, dlqb_scan_result *r, dlqb_error *err) {
-  dlqb_select_init(&c->sel);
-  dlqb_status st = dlqb_select_set(&c->sel, "message-id", c->message_id, err);
-  if (st == DLQB_OK) st = dlqb_select_set(&c->sel, "limit", "1", err);
-  if (st != DLQB_OK) return st;
-  dlqb_iso_time(dlqb_now_ms(), c->now, sizeof c->now);
-  char purpose[64];
-  snprintf(purpose, sizeof purpose, "dlq-bridge %s", command);
-  dlqb_scan_options so = {.queue = cli_pipeline()->review,
-                          .purpose = purpose,
-                          .actor = c->o.actor,
-                          .audit = audit,
-                          .window = c->o.window,
-                          .stop = stop,
-                          .on_item = act_item,
-                          .after_ack = act_acked,
-                          .ctx = c};
-  return dlqb_scan_run(&c->o.cfg, &so, r, err);
+              "or --force (recorded as forced)", c->a.message_id, c->a.message_id);
 }
 
 static int act_run(act_ctx *c, const char *command) {
@@ -263,8 +174,9 @@ static int act_run(act_ctx *c, const char *command) {
   dlqb_audit *audit = NULL;
   int arc = ops_audit_start(&c->o, command, &audit);
   if (arc != EXIT_OK) return arc;
+  c->a.x = ops_context(&c->o);
   dlqb_scan_result r;
-  dlqb_status st = review_act_pass(c, command, audit, cli_stop_flag(), &r, &err);
+  dlqb_status st = ops_review_act_pass(&c->a, command, audit, cli_stop_flag(), &r, &err);
   ops_audit_close(audit);
   if (st == DLQB_EINVAL) {
     cli_error("%s", err.msg);
@@ -272,20 +184,20 @@ static int act_run(act_ctx *c, const char *command) {
   }
   if (st != DLQB_OK) return ops_fail(&err);
   print_result(c);
-  if (c->found && (c->settled || c->gate == DLQB_GATE_ALREADY_MINE)) return EXIT_OK;
-  if (c->found && (c->gate == DLQB_GATE_OWNED || c->gate == DLQB_GATE_UNCLAIMED)) {
+  if (c->a.found && (c->a.settled || c->a.gate == DLQB_GATE_ALREADY_MINE)) return EXIT_OK;
+  if (c->a.found && (c->a.gate == DLQB_GATE_OWNED || c->a.gate == DLQB_GATE_UNCLAIMED)) {
     refused(c);
     return EXIT_FAILURE_;
   }
-  if (c->found) {
-    cli_error("the %s of '%s' was not confirmed; it is still in %s", command, c->message_id,
+  if (c->a.found) {
+    cli_error("the %s of '%s' was not confirmed; it is still in %s", command, c->a.message_id,
               cli_pipeline()->review);
     return EXIT_FAILURE_;
   }
   const char *early = r.interrupted ? ops_early_stop(&r, c->o.window) : NULL;
   if (early != NULL) cli_error("%s %s", command, early);
   else
-    cli_error("no item with message_id '%s' in %s (%llu examined)", c->message_id,
+    cli_error("no item with message_id '%s' in %s (%llu examined)", c->a.message_id,
               cli_pipeline()->review, (unsigned long long)r.examined);
   return EXIT_FAILURE_;
 }
@@ -293,7 +205,7 @@ static int act_run(act_ctx *c, const char *command) {
 int review_claim(int argc, char **argv) {
   act_ctx c;
   memset(&c, 0, sizeof c);
-  c.kind = ACT_CLAIM;
+  c.a.kind = OPS_ACT_CLAIM;
   bool help;
   int rc = ops_load(&claim_spec, argc, argv, &c.o, act_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
@@ -301,7 +213,7 @@ int review_claim(int argc, char **argv) {
     cli_print_help(&claim_spec, stdout);
     return EXIT_OK;
   }
-  if (c.message_id == NULL) {
+  if (c.a.message_id == NULL) {
     cli_error("review claim needs --message-id ID (see 'dlq-bridge review claim --help')");
     return EXIT_USAGE;
   }
@@ -311,7 +223,7 @@ int review_claim(int argc, char **argv) {
 int review_decide(int argc, char **argv) {
   act_ctx c;
   memset(&c, 0, sizeof c);
-  c.kind = ACT_CLAIM; /* none yet */
+  c.a.kind = OPS_ACT_CLAIM; /* none yet */
   bool help;
   int rc = ops_load(&decide_spec, argc, argv, &c.o, act_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
@@ -319,16 +231,16 @@ int review_decide(int argc, char **argv) {
     cli_print_help(&decide_spec, stdout);
     return EXIT_OK;
   }
-  if (c.message_id == NULL || c.ndecisions != 1) {
+  if (c.a.message_id == NULL || c.ndecisions != 1) {
     cli_error("review decide needs --message-id ID and one of --replay, --resolve, --return "
               "(see 'dlq-bridge review decide --help')");
     return EXIT_USAGE;
   }
-  if (c.kind == ACT_RESOLVE && c.note == NULL) {
+  if (c.a.kind == OPS_ACT_RESOLVE && c.a.note == NULL) {
     cli_error("review decide --resolve needs --note TEXT: why it can go");
     return EXIT_USAGE;
   }
-  if (c.kind != ACT_REPLAY) return act_run(&c, "review decide");
+  if (c.a.kind != OPS_ACT_REPLAY) return act_run(&c, "review decide");
   /* The whole ledger first, as replay reads it: replaying on a partial one
    * could re-run a completed erasure. */
   dlqb_ledger *ledger = dlqb_ledger_new();
@@ -338,11 +250,11 @@ int review_decide(int argc, char **argv) {
   }
   dlqb_ledger_stats ls;
   dlqb_error err;
-  if (ops_replay_ledger(&c.o.cfg, false, ledger, &ls, &err) != DLQB_OK) {
+  if (ops_replay_ledger(&c.o.cfg, cli_pipeline(), false, ledger, &ls, &err) != DLQB_OK) {
     dlqb_ledger_free(ledger);
     return ops_fail(&err);
   }
-  c.ledger = ledger;
+  c.a.ledger = ledger;
   rc = act_run(&c, "review decide");
   dlqb_ledger_free(ledger);
   return rc;

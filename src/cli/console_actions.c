@@ -203,7 +203,8 @@ void console_post_preview(console_req *r) {
   char summary[256];
   if (kind == ACT_REPLAY) {
     ops_replay_spec(&m, &stamp, true, 0);
-    if (ops_replay_ledger(&o->cfg, true, ledger, &ls, &err) != DLQB_OK) ok = false;
+    if (ops_replay_ledger(&o->cfg, cli_pipeline(), true, ledger, &ls, &err) != DLQB_OK)
+      ok = false;
     m.ledger = ledger;
   } else if (kind == ACT_ESCALATE) {
     ops_escalate_spec(&m, &stamp, true, 0);
@@ -215,7 +216,8 @@ void console_post_preview(console_req *r) {
     m.only_ctx = picks;
   }
   if (ok) {
-    ops_move_pass(o, &m, NULL, &w, NULL, out);
+    ops_ctx x = ops_context(o);
+    ops_move_pass(&x, &m, NULL, &w, NULL, out);
     ok = !out->not_started;
     if (!ok) err = out->err;
   }
@@ -331,7 +333,7 @@ static void *job_main(void *arg) {
     }
     /* The whole ledger, or no replay: a partial one could re-run a
      * completed erasure. */
-    if (ops_replay_ledger(&o->cfg, false, ledger, &ls, &err) != DLQB_OK) {
+    if (ops_replay_ledger(&o->cfg, cli_pipeline(), false, ledger, &ls, &err) != DLQB_OK) {
       job_fail(j, err.msg);
       goto end;
     }
@@ -348,7 +350,8 @@ static void *job_main(void *arg) {
     m.only_ctx = j->picks;
   }
   ops_move_watch w = {.tick = job_tick, .ctx = j};
-  ops_move_pass(o, &m, audit, &w, &j->stop, out);
+  ops_ctx x = ops_context(o);
+  ops_move_pass(&x, &m, audit, &w, &j->stop, out);
   pthread_mutex_lock(&lock);
   j->progress = out->r;
   j->moved = out->moved;

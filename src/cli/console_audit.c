@@ -1,16 +1,17 @@
 /* An item's audit history on its page: the configured log, verified with
  * the writers' public keys as `audit verify` does, and its hops listed as
- * `audit show` prints them (audit_hop_text), escaped. A log that does not
+ * `audit show` prints them (ops_hop_text), escaped. A log that does not
  * verify shows no hop, only why. */
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit_cli.h"
+#include "cli.h"
 #include "console.h"
 #include "dlqb/audit.h"
 #include "dlqb/envelope.h"
+#include "dlqb/ops.h"
 
 void console_audit_history(console_req *r, const dlqb_item *it) {
   dlqb_html *h = &r->out;
@@ -21,21 +22,9 @@ void console_audit_history(console_req *r, const dlqb_item *it) {
                      "(audit_log and audit_public_keys).</p>");
     return;
   }
-  audit_hops c = {.message_id = it->message_id};
-  dlqb_audit_keyring *ring = dlqb_audit_keyring_new();
-  char **files = NULL;
-  size_t nfiles = 0;
-  char seal[DLQB_CONFIG_STR_MAX + 16];
-  dlqb_audit_summary sum;
+  ops_hops c = {.message_id = it->message_id, .pipeline = cli_pipeline()};
   dlqb_error err = {{0}};
-  dlqb_status st = ring == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                                : dlqb_audit_keyring_add(ring, cfg->audit_public_keys, &err);
-  if (st == DLQB_OK) st = dlqb_audit_list_files(cfg->audit_log, &files, &nfiles, &err);
-  if (st == DLQB_OK) {
-    snprintf(seal, sizeof seal, "%s%s", cfg->audit_log, DLQB_AUDIT_SEAL_SUFFIX);
-    st = dlqb_audit_verify_files(ring, (const char *const *)files, nfiles, seal, 0,
-                                 audit_hops_collect, &c, &sum, &err);
-  }
+  dlqb_status st = ops_hops_read(cfg, &c, &err);
   if (st != DLQB_OK) {
     dlqb_html_raw(h, "<p class=\"error\" id=\"audit\">The audit log does not verify, so no hop "
                      "is shown: ");
@@ -44,16 +33,13 @@ void console_audit_history(console_req *r, const dlqb_item *it) {
   } else if (c.n == 0) {
     dlqb_html_raw(h, "<p id=\"audit\">No hop recorded for this message yet.</p>");
   } else {
-    audit_hops_sort(c.hops, c.n);
     dlqb_html_raw(h, "<pre class=\"audit\" id=\"audit\">");
     char line[4 * DLQB_LAST_ERROR_MAX + 1024];
     for (size_t i = 0; i < c.n; i++) {
-      dlqb_html_text(h, audit_hop_text(c.hops[i], line, sizeof line));
+      dlqb_html_text(h, ops_hop_text(c.hops[i], line, sizeof line));
       dlqb_html_raw(h, "\n");
     }
     dlqb_html_raw(h, "</pre>");
   }
-  audit_hops_free(&c);
-  dlqb_audit_files_free(files, nfiles);
-  dlqb_audit_keyring_free(ring);
+  ops_hops_free(&c);
 }

@@ -13,7 +13,6 @@
 #include "dlqb/review.h"
 #include "dlqb/topology.h"
 #include "ops.h"
-#include "review_cli.h"
 
 typedef struct {
   ops_urgent urgent;
@@ -129,8 +128,17 @@ void console_page_review(console_req *r) {
   ops_urgent_free(&c.urgent);
 }
 
+/* A review act's pass and what it runs with: the person's broker
+ * credentials over the loaded settings (on the heap: a config is large). */
+typedef struct {
+  dlqb_config cfg;
+  char actor[CONSOLE_USER_MAX];
+  ops_review_act a;
+} review_post;
+
 void console_post_review_act(console_req *r) {
-  review_act *c = calloc(1, sizeof *c);
+  review_post *p = calloc(1, sizeof *p);
+  ops_review_act *c = p != NULL ? &p->a : NULL;
   char mid[130] = "", kind[16] = "", note[DLQB_LAST_ERROR_MAX + 1] = "", force[4] = "";
   console_form(r, "message-id", mid, sizeof mid);
   console_form(r, "kind", kind, sizeof kind);
@@ -140,42 +148,43 @@ void console_post_review_act(console_req *r) {
   int k = -1;
   for (int i = 0; i < 4; i++)
     if (strcmp(kind, kinds[i]) == 0) k = i;
-  if (c == NULL || mid[0] == '\0' || k < 0 || (k == ACT_RESOLVE && note[0] == '\0')) {
-    free(c);
+  if (c == NULL || mid[0] == '\0' || k < 0 || (k == OPS_ACT_RESOLVE && note[0] == '\0')) {
+    free(p);
     console_error_page(r, 400, "Not done",
                        "Give an item and one of claim, replay, resolve (with a note) or return.");
     return;
   }
-  c->o.window = DLQB_SCAN_WINDOW_DEFAULT;
-  console_user_config(&console_g.cfg, &r->who, &c->o.cfg);
-  snprintf(c->o.actor, sizeof c->o.actor, "%s", r->who.user);
-  c->kind = (act_kind)k;
+  console_user_config(&console_g.cfg, &r->who, &p->cfg);
+  snprintf(p->actor, sizeof p->actor, "%s", r->who.user);
+  c->x = (ops_ctx){.cfg = &p->cfg, .pipeline = cli_pipeline(), .actor = p->actor,
+                   .window = DLQB_SCAN_WINDOW_DEFAULT};
+  c->kind = (ops_act_kind)k;
   c->message_id = mid;
   c->note = note[0] ? note : NULL;
   c->force = strcmp(force, "1") == 0;
-  const char *command = k == ACT_CLAIM ? "review claim" : "review decide";
+  const char *command = k == OPS_ACT_CLAIM ? "review claim" : "review decide";
   dlqb_error err = {{0}};
   dlqb_ledger *ledger = NULL;
   dlqb_audit *audit = NULL;
   dlqb_ledger_stats ls;
   dlqb_scan_result res;
   char writer[400];
-  snprintf(writer, sizeof writer, "console@%s", c->o.cfg.instance);
+  snprintf(writer, sizeof writer, "console@%s", p->cfg.instance);
   /* As the CLI's movers refuse without --no-audit: nothing unrecorded. */
-  dlqb_status st = c->o.cfg.audit_log[0] == '\0'
+  dlqb_status st = p->cfg.audit_log[0] == '\0'
                        ? dlqb_fail(&err, DLQB_EINVAL, "no audit trail configured (audit_log): the "
                                    "console moves nothing without one")
-                       : ops_trail_open(&c->o.cfg, writer, &audit, &err);
-  if (st == DLQB_OK && k == ACT_REPLAY) {
+                       : ops_trail_open(&p->cfg, writer, &audit, &err);
+  if (st == DLQB_OK && k == OPS_ACT_REPLAY) {
     ledger = dlqb_ledger_new();
     st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                        : ops_replay_ledger(&c->o.cfg, false, ledger, &ls, &err);
+                        : ops_replay_ledger(&p->cfg, cli_pipeline(), false, ledger, &ls, &err);
     c->ledger = ledger;
   }
-  if (st == DLQB_OK) st = review_act_pass(c, command, audit, NULL, &res, &err);
+  if (st == DLQB_OK) st = ops_review_act_pass(c, command, audit, NULL, &res, &err);
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);
-  explicit_bzero(&c->o.cfg, sizeof c->o.cfg);
+  explicit_bzero(&p->cfg, sizeof p->cfg);
   char msg[DLQB_ERROR_MAX + 256];
   unsigned status = 200;
   if (st != DLQB_OK) {
@@ -208,6 +217,6 @@ void console_post_review_act(console_req *r) {
   dlqb_html_text(&r->out, msg);
   dlqb_html_raw(&r->out, "</p><p><a href=\"/review\">Back to the review inbox</a></p>");
   console_page_end(r);
-  explicit_bzero(c, sizeof *c);
-  free(c);
+  explicit_bzero(p, sizeof *p);
+  free(p);
 }

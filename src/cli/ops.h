@@ -1,7 +1,8 @@
 /* What the ops commands (replay, escalate, inspect, stats, resolve) share
- * above the core: their common flags, the operator's name, the audit
- * handle, and how an item is shown to a person or a script. Private to the
- * binary, like cli.h. */
+ * on the command line: their common flags, the operator's name, opening
+ * the audit trail as a command, and how an item is shown to a person or a
+ * script. The passes themselves are the ops library's (dlqb/ops.h).
+ * Private to the binary, like cli.h. */
 #ifndef DLQB_OPS_H
 #define DLQB_OPS_H
 
@@ -13,6 +14,7 @@
 #include "dlqb/audit.h"
 #include "dlqb/deadline.h"
 #include "dlqb/ledger.h"
+#include "dlqb/ops.h"
 #include "dlqb/scan.h"
 #include "dlqb/select.h"
 #include "dlqb/verdict.h"
@@ -102,17 +104,6 @@ void ops_default_actor(char *buf, size_t len);
  * trail cannot be opened. (Not a bool: a refusal and a failure differ.) */
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out);
 
-/* Opens the audit trail as `writer` with its anchor publisher (what
- * ops_audit_start does once the policy allows), for a caller that reports
- * errors its own way (the console's jobs). Close it with ops_audit_close.
- * Safe from several threads at once. */
-dlqb_status ops_trail_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
-                           dlqb_error *err);
-
-/* Ends what ops_audit_start or ops_trail_open opened: the chain_end, its anchor (a warning on
- * stderr when the broker cannot take it), then closes. NULL-safe. */
-void ops_audit_close(dlqb_audit *audit);
-
 /* Prints one line for a failed operation and returns EXIT_FAILURE_. */
 int ops_fail(const dlqb_error *err);
 
@@ -182,145 +173,14 @@ void ops_print_json(json_object *json);
 void ops_progress(const ops_opts *o, const char *label, const dlqb_scan_result *r);
 void ops_progress_end(const ops_opts *o);
 
-/* Why a pass ended early, as a sentence for the summary, or NULL. */
-const char *ops_early_stop(const dlqb_scan_result *r, int window);
+/* ---- moving selected DLQ items (replay, escalate): dlqb/ops.h ------- */
 
-/* ---- moving selected DLQ items (replay, escalate) --------------------- */
-
-
-#define OPS_MAX_SETS 12
-
-typedef struct {
-  const char *command;  /* "replay": connection name, audit writer, output */
-  const char *target;   /* queue the selected items go to; NULL: removed (resolve) */
-  dlqb_event event;     /* DLQB_EV_REPLAYED, DLQB_EV_ESCALATED */
-  const char *verb;     /* "replayed", "escalated" */
-  const char *cause;    /* hop cause: "operator" for escalate, "" for replay */
-  bool dry_run;         /* list, move nothing */
-  double rate;          /* moves per second; 0 = unlimited */
-  const dlqb_ledger *ledger; /* completed tasks are removed as SKIPPED_COMPLETE; may be NULL */
-  const dlqb_ledger_stats *ledger_stats; /* how the ledger was read, for --json; may be NULL */
-  /* The audit trail, opened by the caller (replay opens it before it reads
-   * the ledger, so an unwritable trail fails first); NULL: ops_move_run
-   * opens its own (none for a dry run, or with --no-audit). */
-  bool audit_started; /* the caller ran ops_audit_start (audit may be NULL) */
-  dlqb_audit *audit;
-  /* Writes the header changes for it into out (at most OPS_MAX_SETS);
-   * strings must live until the next call. Returns how many. */
-  size_t (*sets)(void *ctx, const dlqb_item *it, dlqb_hset *out);
-  /* The hop's reason for the audit trail. */
-  const char *(*reason)(void *ctx, const dlqb_item *it);
-  void *ctx;
-  /* A further condition on top of the selection (the console's checked
-   * items); NULL: none. An item it refuses is left in place. */
-  bool (*only)(void *only_ctx, const dlqb_item *it);
-  void *only_ctx;
-  /* End the pass once the selection's --limit is taken (resolve's one item)
-   * instead of passing over the rest. */
-  bool stop_at_limit;
-} ops_move_spec;
-
-/* The dry run's WOULD column: "replay", "escalate", "skip". */
-#define OPS_WOULD_WIDTH 8
-
-/* The summary line of a pass: "replayed 4, skipped as complete 1, left 10
- * of 15 in dsr.dlq.manual", or for a dry run (verb "replay") "dry run: would
- * replay 4, would skip as complete 1, would leave 10 of 15": what would
- * remain, not today's depth. The skip part only with a ledger.
- * Returns buf. */
-char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledger,
-                       uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
-                       char *buf, size_t len);
-
-/* What a caller sees of a move pass while it runs. Each may be NULL. */
-typedef struct {
-  /* A dry run's selected item: complete = it would be skipped as complete. */
-  void (*listed)(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms);
-  /* A real run's item as it is taken (before its hop settles). */
-  void (*taken)(void *ctx, const dlqb_item *it);
-  /* A real run's hop, once its original was acked. */
-  void (*acked)(void *ctx, const dlqb_hop *hop);
-  /* About once a second: the pass so far. */
-  void (*tick)(void *ctx, const dlqb_scan_result *r);
-  void *ctx;
-} ops_move_watch;
-
-/* How a move pass ended. */
-typedef struct {
-  dlqb_status status;   /* dlqb_scan_run's */
-  dlqb_error err;
-  dlqb_scan_result r;
-  bool not_started;     /* lost before the first item: nothing happened, err says why */
-  uint64_t moved;       /* moved (a dry run: would move) */
-  uint64_t skipped;     /* skipped as complete (a dry run: would skip) */
-  uint64_t left;        /* what stays (a dry run: would stay) of r.depth_at_start */
-  int window;           /* the window the pass used */
-  /* Why it ended early, as a sentence; "" when it covered the queue. */
-  char early[DLQB_ERROR_MAX + 256];
-} ops_move_outcome;
-
-/* The one move core, under replay, escalate and the console: passes over
- * the DLQ once, taking the items o->sel selects (skipping what m->ledger
- * holds as complete), through the audit trail `audit` (NULL: none; a real
- * run must pass one when audit is on). Prints nothing. */
-void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
-                   const ops_move_watch *w, dlqb_stop_flag *stop, ops_move_outcome *out);
+/* The context of the library's passes for these options: o's config, the
+ * pipeline cli_pipeline() serves, actor, selection and window. */
+ops_ctx ops_context(const ops_opts *o);
 
 /* The CLI's move: ops_move_pass, printing the items (dry run, or --json),
  * progress and the summary. Returns the exit code. */
 int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop);
-
-/* ---- the most urgent items of a pass (inspect --sort deadline, the console) */
-
-/* One kept item, its deadline and its place in the queue (ties keep queue
- * order). */
-typedef struct {
-  dlqb_item it;
-  dlqb_deadline d;
-  uint64_t seq;
-} ops_kept;
-
-/* The cap most urgent items seen: a bounded max-heap (the least urgent kept
- * at [0]), so a million-item DLQ costs cap items of memory and log(cap) a
- * step; ops_urgent_sort then orders them most urgent first. */
-typedef struct {
-  ops_kept *kept;
-  size_t n, cap;
-} ops_urgent;
-
-bool ops_urgent_init(ops_urgent *u, size_t cap); /* false: out of memory */
-void ops_urgent_keep(ops_urgent *u, const dlqb_item *it, dlqb_deadline d, uint64_t seq);
-void ops_urgent_sort(ops_urgent *u);
-void ops_urgent_free(ops_urgent *u);
-
-/* ---- the actions' pieces (ops_actions.c): CLI commands and console ---- */
-
-/* Who acts and when, stamped on every item a move takes. */
-typedef struct {
-  char actor[128];
-  char now[DLQB_ISO_TIME_MAX];
-  bool has_note;
-  char note[DLQB_LAST_ERROR_MAX + 1]; /* escalate's --note */
-} ops_stamp;
-
-/* actor and now (the current time); note may be NULL. */
-void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
-
-/* Reads the whole completion ledger for replay: a real run as
- * dlqb_ledger_load (writing its end marker and the cache), a dry run as
- * dlqb_ledger_peek (writing nothing). A failure must stop the replay:
- * replaying on a partial ledger could re-run a completed erasure. */
-dlqb_status ops_replay_ledger(const dlqb_config *cfg, bool dry_run, dlqb_ledger *ledger,
-                              dlqb_ledger_stats *ls, dlqb_error *err);
-
-/* The move spec of replay (to dsr.work, attempts reset, replay_count + 1)
- * and of escalate (to compliance_review, escalation stamps and st's note).
- * The caller adds ledger, ledger_stats and audit. st must outlive the pass. */
-void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
-void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate);
-
-/* The move spec of resolving: the selected items leave the DLQ (acked,
- * nothing published), audited as resolved with st's note as the reason. */
-void ops_resolve_spec(ops_move_spec *m, ops_stamp *st, bool dry_run);
 
 #endif

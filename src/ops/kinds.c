@@ -1,13 +1,14 @@
-/* The pieces of replay and escalate that the CLI commands and the console
- * share: reading the completion ledger and the header stamps of a move. */
+/* The move kinds as data (replay, escalate, resolve), the stamp they
+ * carry, the completion ledger as replay reads it, and the most urgent
+ * items of a pass. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlqb/clock.h"
 #include "dlqb/envelope.h"
+#include "dlqb/ops.h"
 #include "dlqb/topology.h"
-#include "ops.h"
 
 #define LEDGER_IDLE_MS 10000
 /* A dry run's end of the ledger: a stream delivers its entries in a burst. */
@@ -23,80 +24,57 @@ void ops_stamp_init(ops_stamp *st, const char *actor, const char *note) {
   }
 }
 
-dlqb_status ops_replay_ledger(const dlqb_config *cfg, bool dry_run, dlqb_ledger *ledger,
-                              dlqb_ledger_stats *ls, dlqb_error *err) {
+dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_pipeline *p, bool dry_run,
+                              dlqb_ledger *ledger, dlqb_ledger_stats *ls, dlqb_error *err) {
   /* A dry run writes nothing, not even the ledger's end marker. */
   /* The served pipeline's ledger, keyed by its profile's identity, with
-   * its own cache file (cli.c check_pipelines). */
-  return dry_run ? dlqb_ledger_peek(cfg, cli_pipeline()->completed, cfg->ledger_cache, ledger,
+   * its own cache file (the CLI's check_pipelines). */
+  return dry_run ? dlqb_ledger_peek(cfg, p->completed, cfg->ledger_cache, ledger,
                                     LEDGER_QUIET_MS, ls, err)
-                 : dlqb_ledger_load(cfg, cli_pipeline()->completed, cfg->ledger_cache, ledger,
+                 : dlqb_ledger_load(cfg, p->completed, cfg->ledger_cache, ledger,
                                     LEDGER_IDLE_MS, ls, err);
 }
 
-static size_t replay_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
-  const ops_stamp *st = ctx;
-  return dlqb_replay_stamp(out, it->replay_count, st->actor, st->now);
-}
-
-static const char *replay_reason(void *ctx, const dlqb_item *it) {
-  (void)ctx;
-  /* The audit record keeps why it had failed; the message no longer does. */
-  return it->last_error[0] != '\0' ? it->last_error : "replay";
-}
-
-static size_t escalate_sets(void *ctx, const dlqb_item *it, dlqb_hset *out) {
-  const ops_stamp *st = ctx;
-  (void)it;
-  return dlqb_escalation_stamp(out, st->actor, st->now, DLQB_ESCALATION_OPERATOR,
-                               st->has_note ? st->note : NULL);
-}
-
-static const char *escalate_reason(void *ctx, const dlqb_item *it) {
-  const ops_stamp *st = ctx;
-  (void)it;
-  return st->has_note ? st->note : DLQB_ESCALATION_OPERATOR;
-}
-
-void ops_replay_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate) {
-  *m = (ops_move_spec){.command = "replay",
-                       .target = cli_pipeline()->work,
+void ops_replay_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate) {
+  *m = (ops_move_spec){.kind = OPS_MOVE_REPLAY,
+                       .command = "replay",
                        .event = DLQB_EV_REPLAYED,
                        .verb = "replayed",
+                       .stamp = st,
                        .dry_run = dry_run,
-                       .rate = rate,
-                       .sets = replay_sets,
-                       .reason = replay_reason,
-                       .ctx = st};
+                       .rate = rate};
 }
 
-void ops_escalate_spec(ops_move_spec *m, ops_stamp *st, bool dry_run, double rate) {
-  *m = (ops_move_spec){.command = "escalate",
-                       .target = cli_pipeline()->review,
+void ops_escalate_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate) {
+  *m = (ops_move_spec){.kind = OPS_MOVE_ESCALATE,
+                       .command = "escalate",
                        .event = DLQB_EV_ESCALATED,
                        .verb = "escalated",
                        .cause = DLQB_ESCALATION_OPERATOR,
+                       .stamp = st,
                        .dry_run = dry_run,
-                       .rate = rate,
-                       .sets = escalate_sets,
-                       .reason = escalate_reason,
-                       .ctx = st};
+                       .rate = rate};
 }
 
-static const char *resolve_reason(void *ctx, const dlqb_item *it) {
-  const ops_stamp *st = ctx;
-  (void)it;
-  return st->has_note ? st->note : "resolved";
-}
-
-void ops_resolve_spec(ops_move_spec *m, ops_stamp *st, bool dry_run) {
-  *m = (ops_move_spec){.command = "resolve",
-                       .target = NULL,
+void ops_resolve_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run) {
+  *m = (ops_move_spec){.kind = OPS_MOVE_RESOLVE,
+                       .command = "resolve",
                        .event = DLQB_EV_RESOLVED,
                        .verb = "resolved",
-                       .dry_run = dry_run,
-                       .reason = resolve_reason,
-                       .ctx = st};
+                       .stamp = st,
+                       .dry_run = dry_run};
+}
+
+const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p) {
+  switch (kind) {
+  case OPS_MOVE_REPLAY:
+    return p->work;
+  case OPS_MOVE_ESCALATE:
+    return p->review;
+  case OPS_MOVE_RESOLVE:
+    break;
+  }
+  return NULL;
 }
 
 /* ---- the most urgent items ---------------------------------------------- */

@@ -1,0 +1,265 @@
+/* The service layer (src/ops/): what the front ends, the command line
+ * and the web console, share above the broker. A move pass over the DLQ
+ * (replay, escalate, resolve, the drain's steps), the completion ledger as
+ * replay reads it, the audit trail with its anchor publisher, one act on a
+ * compliance_review item (claim, decide), the audit history of one task,
+ * and a queue read whole without moving anything.
+ *
+ * It prints nothing, reads no argv and no global of a front end: each call
+ * takes an ops_ctx (the settings, the pipeline served, who acts, the
+ * window) and says what happened in its result. */
+#ifndef DLQB_OPS_LIB_H
+#define DLQB_OPS_LIB_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlqb/audit.h"
+#include "dlqb/calendar.h"
+#include "dlqb/config.h"
+#include "dlqb/deadline.h"
+#include "dlqb/item.h"
+#include "dlqb/ledger.h"
+#include "dlqb/pipeline.h"
+#include "dlqb/review.h"
+#include "dlqb/scan.h"
+#include "dlqb/select.h"
+#include "dlqb/stop.h"
+#include "dlqb/verdict.h"
+
+/* What every pass runs with. Borrowed: each pointer outlives the call. */
+typedef struct {
+  const dlqb_config *cfg;        /* the broker user, the trail, the settings */
+  const dlqb_pipeline *pipeline; /* its queues and profile */
+  const char *actor;             /* who acts: the audit trail and the connection */
+  const dlqb_select *sel;        /* which DLQ items a move pass takes */
+  int window;                    /* messages in flight at once */
+  bool window_set;               /* given by a person: not adjusted for a move's rate */
+} ops_ctx;
+
+/* ---- the audit trail of a pass ---------------------------------------- */
+
+/* Opens the audit trail as `writer` with its anchor publisher. Close it
+ * with ops_audit_close. Safe from several threads at once. */
+dlqb_status ops_trail_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
+                           dlqb_error *err);
+
+/* Ends what ops_trail_open opened: the chain_end, its anchor (a warning in
+ * the log when the broker cannot take it), then closes. NULL-safe. */
+void ops_audit_close(dlqb_audit *audit);
+
+/* ---- moving selected DLQ items (replay, escalate, resolve) ----------- */
+
+#define OPS_MAX_SETS 12
+
+/* The three moves. Each is data: where it goes, what it stamps, what the
+ * hop records (ops_move_pass reads them; ops_move_target names the queue). */
+typedef enum { OPS_MOVE_REPLAY, OPS_MOVE_ESCALATE, OPS_MOVE_RESOLVE } ops_move_kind;
+
+/* Who acts and when, stamped on every item a move takes. */
+typedef struct {
+  char actor[128];
+  char now[DLQB_ISO_TIME_MAX];
+  bool has_note;
+  char note[DLQB_LAST_ERROR_MAX + 1]; /* escalate's --note, resolve's reason */
+} ops_stamp;
+
+/* actor and now (the current time); note may be NULL. */
+void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
+
+typedef struct {
+  ops_move_kind kind;
+  const char *command;  /* "replay": connection name, audit writer, output */
+  dlqb_event event;     /* DLQB_EV_REPLAYED, DLQB_EV_ESCALATED, DLQB_EV_RESOLVED */
+  const char *verb;     /* "replayed", "escalated", "resolved" */
+  const char *cause;    /* hop cause: "operator" for escalate, "" otherwise */
+  const ops_stamp *stamp; /* the actor, the time and the note stamped; outlives the pass */
+  bool dry_run;         /* list, move nothing */
+  double rate;          /* moves per second; 0 = unlimited */
+  const dlqb_ledger *ledger; /* completed tasks are removed as SKIPPED_COMPLETE; may be NULL */
+  const dlqb_ledger_stats *ledger_stats; /* how the ledger was read, for --json; may be NULL */
+  /* The audit trail, opened by the caller (replay opens it before it reads
+   * the ledger, so an unwritable trail fails first); NULL: the CLI's
+   * ops_move_run opens its own (none for a dry run, or with --no-audit). */
+  bool audit_started; /* the caller opened it (audit may be NULL) */
+  dlqb_audit *audit;
+  /* A further condition on top of the selection (the console's checked
+   * items); NULL: none. An item it refuses is left in place. */
+  bool (*only)(void *only_ctx, const dlqb_item *it);
+  void *only_ctx;
+  /* End the pass once the selection's --limit is taken (resolve's one item)
+   * instead of passing over the rest. */
+  bool stop_at_limit;
+} ops_move_spec;
+
+/* The move spec of replay (to the work queue, attempts reset, replay_count
+ * + 1), of escalate (to the review queue, escalation stamps and st's note)
+ * and of resolving (acked, nothing published, audited as resolved with
+ * st's note as the reason). The caller adds ledger, ledger_stats and
+ * audit. st must outlive the pass. */
+void ops_replay_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate);
+void ops_escalate_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate);
+void ops_resolve_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run);
+
+/* The queue a move of this kind sends its items to in p: the work queue,
+ * the review queue, or NULL (resolve removes them). */
+const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p);
+
+/* Reads the whole completion ledger of p for replay: a real run as
+ * dlqb_ledger_load (writing its end marker and the cache), a dry run as
+ * dlqb_ledger_peek (writing nothing). A failure must stop the replay:
+ * replaying on a partial ledger could re-run a completed erasure. */
+dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_pipeline *p, bool dry_run,
+                              dlqb_ledger *ledger, dlqb_ledger_stats *ls, dlqb_error *err);
+
+/* The dry run's WOULD column: "replay", "escalate", "skip". */
+#define OPS_WOULD_WIDTH 8
+
+/* The summary line of a pass: "replayed 4, skipped as complete 1, left 10
+ * of 15 in dsr.dlq.manual", or for a dry run (verb "replay") "dry run: would
+ * replay 4, would skip as complete 1, would leave 10 of 15": what would
+ * remain, not today's depth. The skip part only with a ledger.
+ * Returns buf. */
+char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledger,
+                       uint64_t skipped, uint64_t left, uint64_t total, const char *queue,
+                       char *buf, size_t len);
+
+/* Why a pass ended early, as a sentence for the summary, or NULL. */
+const char *ops_early_stop(const dlqb_scan_result *r, int window);
+
+/* What a caller sees of a move pass while it runs. Each may be NULL. */
+typedef struct {
+  /* A dry run's selected item: complete = it would be skipped as complete. */
+  void (*listed)(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms);
+  /* A real run's item as it is taken (before its hop settles). */
+  void (*taken)(void *ctx, const dlqb_item *it);
+  /* A real run's hop, once its original was acked. */
+  void (*acked)(void *ctx, const dlqb_hop *hop);
+  /* About once a second: the pass so far. */
+  void (*tick)(void *ctx, const dlqb_scan_result *r);
+  void *ctx;
+} ops_move_watch;
+
+/* How a move pass ended. */
+typedef struct {
+  dlqb_status status;   /* dlqb_scan_run's */
+  dlqb_error err;
+  dlqb_scan_result r;
+  bool not_started;     /* lost before the first item: nothing happened, err says why */
+  uint64_t moved;       /* moved (a dry run: would move) */
+  uint64_t skipped;     /* skipped as complete (a dry run: would skip) */
+  uint64_t left;        /* what stays (a dry run: would stay) of r.depth_at_start */
+  int window;           /* the window the pass used */
+  /* Why it ended early, as a sentence; "" when it covered the queue. */
+  char early[DLQB_ERROR_MAX + 256];
+} ops_move_outcome;
+
+/* The one move core, under replay, escalate, resolve, the drain and the
+ * console: passes over x->pipeline's DLQ once, taking the items x->sel
+ * selects (skipping what m->ledger holds as complete), through the audit
+ * trail `audit` (NULL: none; a real run must pass one when audit is on). */
+void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
+                   const ops_move_watch *w, dlqb_stop_flag *stop, ops_move_outcome *out);
+
+/* ---- the most urgent items of a pass (inspect --sort deadline, the console) */
+
+/* One kept item, its deadline and its place in the queue (ties keep queue
+ * order). */
+typedef struct {
+  dlqb_item it;
+  dlqb_deadline d;
+  uint64_t seq;
+} ops_kept;
+
+/* The cap most urgent items seen: a bounded max-heap (the least urgent kept
+ * at [0]), so a million-item DLQ costs cap items of memory and log(cap) a
+ * step; ops_urgent_sort then orders them most urgent first. */
+typedef struct {
+  ops_kept *kept;
+  size_t n, cap;
+} ops_urgent;
+
+bool ops_urgent_init(ops_urgent *u, size_t cap); /* false: out of memory */
+void ops_urgent_keep(ops_urgent *u, const dlqb_item *it, dlqb_deadline d, uint64_t seq);
+void ops_urgent_sort(ops_urgent *u);
+void ops_urgent_free(ops_urgent *u);
+
+/* ---- claim and decide on one compliance_review item (review_act.c):
+ * the CLI's review claim/decide and the console's inbox run this pass ---- */
+
+typedef enum { OPS_ACT_CLAIM, OPS_ACT_REPLAY, OPS_ACT_RESOLVE, OPS_ACT_RETURN } ops_act_kind;
+
+typedef struct {
+  ops_ctx x;              /* cfg (the broker user), pipeline, actor, window */
+  ops_act_kind kind;
+  const char *message_id, *note;
+  bool force;
+  dlqb_select sel;        /* the one item: its message_id, limit 1 */
+  const dlqb_ledger *ledger; /* OPS_ACT_REPLAY: the completion ledger, read whole */
+  char now[DLQB_ISO_TIME_MAX];
+  char reason[DLQB_LAST_ERROR_MAX + 1];
+  /* What the pass found and did. */
+  bool found;
+  dlqb_item item;
+  dlqb_review_gate gate;  /* whether custody let the actor act */
+  bool settled;           /* its hop was confirmed, recorded and the original acked */
+  dlqb_event done_event;  /* that hop's event */
+} ops_review_act;
+
+/* One pass over the review queue acting on the item c->message_id as
+ * c->kind says, through audit (may be NULL only with audit off). The
+ * result is in c (found, gate, settled). DLQB_EINVAL for a bad
+ * message_id; else dlqb_scan_run's status. */
+dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, dlqb_audit *audit,
+                                dlqb_stop_flag *stop, dlqb_scan_result *r, dlqb_error *err);
+
+/* ---- one task's audit history (hops.c): audit show, the item page ---- */
+
+/* The hops of one request_id and/or message_id of one pipeline, collected
+ * from the lines a verifier accepts. */
+typedef struct {
+  const char *request_id, *message_id; /* borrowed; set before the first line */
+  const dlqb_pipeline *pipeline;       /* only its hops; set before the first line */
+  dlqb_audit_filter filter;
+  bool filter_set;
+  struct json_object **hops;
+  size_t n, cap;
+} ops_hops;
+
+/* A dlqb_audit_visit_fn collecting into an ops_hops. */
+bool ops_hops_collect(void *arg, const char *line, size_t len);
+/* Time order across writers, stable within one. */
+void ops_hops_sort(struct json_object **hops, size_t n);
+void ops_hops_free(ops_hops *c);
+
+/* Verifies the configured trail (cfg->audit_log and its rotated files,
+ * its seal, the writers' keys audit_public_keys) and collects c's hops
+ * from it, sorted; on an error nothing of it may be shown. */
+dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err);
+
+/* One hop as `audit show` prints it (one line, sanitised, no newline). */
+char *ops_hop_text(struct json_object *h, char *out, size_t len);
+
+/* ---- one queue read whole (queue_read.c): audit reconcile, audit report */
+
+/* The queue (the DLQ, compliance_review) read whole without moving
+ * anything: every item is held and returns to its place (dlqb/scan.h), so
+ * the queue's order and counts stay as they were. */
+typedef struct {
+  const char *queue;
+  const char *purpose; /* connection name and actor, e.g. "audit reconcile" */
+  int window;          /* read ahead at once; 0: the default */
+  dlqb_stop_flag *stop; /* may be NULL */
+  dlqb_status (*on_item)(void *ctx, const dlqb_item *it, dlqb_error *err);
+  void *ctx;
+  char at[DLQB_ISO_TIME_MAX]; /* out: when the read began */
+  uint32_t others;            /* out: most other consumers seen at its start or end */
+  dlqb_scan_result scan;      /* out */
+} ops_queue_read;
+
+/* Reads q->queue as above. DLQB_OK, or an error in err (a broker error,
+ * or a read interrupted: nothing of it may be compared). */
+dlqb_status ops_queue_read_run(const dlqb_config *cfg, ops_queue_read *q, dlqb_error *err);
+
+#endif

@@ -1,0 +1,128 @@
+/* One task's audit history: the hops of a request_id or message_id, from
+ * the lines a verifier accepts, in time order, each as one line. */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlqb/envelope.h"
+#include "dlqb/ops.h"
+#include "dlqb/text.h"
+
+/* A member for a person to read: "?" when the record lacks it. */
+static const char *shown(json_object *rec, const char *key) {
+  const char *v = dlqb_audit_record_str(rec, key);
+  return v[0] != '\0' ? v : "?";
+}
+
+bool ops_hops_collect(void *arg, const char *line, size_t len) {
+  ops_hops *c = arg;
+  if (!c->filter_set) {
+    dlqb_audit_filter_init(&c->filter, c->request_id, c->message_id);
+    const dlqb_pipeline *p = c->pipeline;
+    dlqb_audit_filter_pipeline(&c->filter, p->name, dlqb_pipeline_is_default(p));
+    c->filter_set = true;
+  }
+  if (!dlqb_audit_filter_match(&c->filter, line, len)) return true;
+  json_object *rec = dlqb_audit_record_parse(line, len);
+  if (rec == NULL) return false; /* a matching line parsed once already: memory */
+  if (c->n == c->cap) {
+    size_t ncap = c->cap ? c->cap * 2 : 16;
+    json_object **grown = realloc(c->hops, ncap * sizeof *grown);
+    if (grown == NULL) {
+      json_object_put(rec);
+      return false;
+    }
+    c->hops = grown;
+    c->cap = ncap;
+  }
+  c->hops[c->n++] = rec;
+  return true;
+}
+
+/* Time order across writers; within one writer the log order already is
+ * (equal times keep it: the sort below is stable by index). */
+static int by_time(const void *pa, const void *pb) {
+  json_object *a = *(json_object *const *)pa, *b = *(json_object *const *)pb;
+  return strcmp(dlqb_audit_record_str(a, "time"), dlqb_audit_record_str(b, "time"));
+}
+
+void ops_hops_sort(json_object **hops, size_t n) {
+  /* Insertion sort: a task has a handful of hops. */
+  for (size_t i = 1; i < n; i++) {
+    json_object *h = hops[i];
+    size_t j = i;
+    while (j > 0 && by_time(&hops[j - 1], &h) > 0) {
+      hops[j] = hops[j - 1];
+      j--;
+    }
+    hops[j] = h;
+  }
+}
+
+/* A record's text as a terminal may show it: the log is verified, but its
+ * reasons came from messages. */
+static const char *clean(const char *v, char *buf, size_t cap) {
+  dlqb_text_sanitize(buf, cap, v, strlen(v));
+  return buf;
+}
+
+char *ops_hop_text(json_object *h, char *out, size_t len) {
+  json_object *attempt;
+  char b1[DLQB_LAST_ERROR_MAX + 1], b2[256], b3[256], b4[256];
+  const char *cause = dlqb_audit_record_str(h, "cause");
+  const char *reason = dlqb_audit_record_str(h, "reason");
+  const char *from = dlqb_audit_record_str(h, "from"), *to = dlqb_audit_record_str(h, "to");
+  size_t at = 0;
+#define PUT(...)                                                              \
+  do {                                                                        \
+    int n_ = snprintf(out + at, at < len ? len - at : 0, __VA_ARGS__);         \
+    if (n_ > 0) at = at + (size_t)n_ < len ? at + (size_t)n_ : (len ? len - 1 : 0); \
+  } while (0)
+  out[0] = '\0';
+  PUT("%s  %-16s ", clean(shown(h, "time"), b2, sizeof b2), clean(shown(h, "event"), b3, sizeof b3));
+  /* A hop without a destination (resolve, skip as complete) removed the
+   * message: no arrow pointing nowhere. */
+  if (from[0] != '\0' && to[0] != '\0')
+    PUT("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
+  else if (from[0] != '\0') PUT("removed from %s", clean(from, b1, sizeof b1));
+  else PUT("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
+  /* null (the item had no attempt header) is not attempt 0 */
+  if (json_object_object_get_ex(h, "attempt", &attempt) && json_object_is_type(attempt, json_type_int))
+    PUT("  attempt %lld", (long long)json_object_get_int64(attempt));
+  if (cause[0] != '\0') PUT("  cause %s", clean(cause, b2, sizeof b2));
+  if (reason[0] != '\0') PUT("  reason \"%s\"", clean(reason, b1, sizeof b1));
+  PUT("  by %s", clean(shown(h, "actor"), b3, sizeof b3));
+  PUT(" (%s)", clean(shown(h, "writer"), b4, sizeof b4));
+  const char *pipeline = dlqb_audit_record_str(h, "pipeline");
+  if (pipeline[0] != '\0') PUT("  pipeline %s", clean(pipeline, b1, sizeof b1));
+#undef PUT
+  return out;
+}
+
+void ops_hops_free(ops_hops *c) {
+  for (size_t i = 0; i < c->n; i++) json_object_put(c->hops[i]);
+  free(c->hops);
+  c->hops = NULL;
+  c->n = c->cap = 0;
+}
+
+dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err) {
+  dlqb_audit_keyring *ring = dlqb_audit_keyring_new();
+  char **files = NULL;
+  size_t nfiles = 0;
+  char seal[DLQB_CONFIG_STR_MAX + 16];
+  dlqb_audit_summary sum;
+  dlqb_status st = ring == NULL ? dlqb_fail(err, DLQB_ENOMEM, "out of memory")
+                                : dlqb_audit_keyring_add(ring, cfg->audit_public_keys, err);
+  if (st == DLQB_OK) st = dlqb_audit_list_files(cfg->audit_log, &files, &nfiles, err);
+  if (st == DLQB_OK) {
+    snprintf(seal, sizeof seal, "%s%s", cfg->audit_log, DLQB_AUDIT_SEAL_SUFFIX);
+    st = dlqb_audit_verify_files(ring, (const char *const *)files, nfiles, seal, 0,
+                                 ops_hops_collect, c, &sum, err);
+  }
+  if (st == DLQB_OK) ops_hops_sort(c->hops, c->n);
+  dlqb_audit_files_free(files, nfiles);
+  dlqb_audit_keyring_free(ring);
+  return st;
+}

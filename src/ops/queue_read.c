@@ -1,0 +1,53 @@
+/* A queue read whole without moving anything (audit reconcile, audit
+ * report): every item held, the other consumers counted before and after. */
+#include <stdio.h>
+
+#include "dlqb/clock.h"
+#include "dlqb/link.h"
+#include "dlqb/ops.h"
+
+/* Consumers of queue other than us right now (passive declare on a link of
+ * our own); false when it cannot be read. A consumer holds what it was
+ * delivered unacked, and the broker delivers that to nobody else. */
+static bool other_consumers(const dlqb_config *cfg, const char *queue, const char *purpose,
+                            uint32_t *n, dlqb_error *err) {
+  char name[160];
+  snprintf(name, sizeof name, "dlq-bridge %s", purpose);
+  dlqb_link *link = NULL;
+  if (dlqb_link_open(cfg, name, &link, err) != DLQB_OK) return false;
+  dlqb_status st = dlqb_link_queue_depth(link, queue, NULL, n, err);
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  else dlqb_link_abort(link);
+  return st == DLQB_OK;
+}
+
+/* Holds every item: nothing moves, each returns to its place. */
+static dlqb_status hold_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
+                             const dlqb_item *it, dlqb_error *err) {
+  ops_queue_read *q = ctx;
+  dlqb_scan_hold(s, d);
+  return q->on_item(q->ctx, it, err);
+}
+
+dlqb_status ops_queue_read_run(const dlqb_config *cfg, ops_queue_read *q, dlqb_error *err) {
+  uint32_t before = 0, after = 0;
+  if (!other_consumers(cfg, q->queue, q->purpose, &before, err)) return DLQB_EBROKER;
+  dlqb_iso_time(dlqb_now_ms(), q->at, sizeof q->at);
+  char name[160];
+  snprintf(name, sizeof name, "dlq-bridge %s", q->purpose);
+  dlqb_scan_options so = {.queue = q->queue, .purpose = name, .actor = q->purpose,
+                          .window = q->window, .stop = q->stop, .on_item = hold_item,
+                          .ctx = q};
+  dlqb_status st = dlqb_scan_run(cfg, &so, &q->scan, err);
+  if (st != DLQB_OK) return st;
+  /* Our own consumer is gone once the scan closed its link. */
+  if (!other_consumers(cfg, q->queue, q->purpose, &after, err)) return DLQB_EBROKER;
+  q->others = before > after ? before : after;
+  if (q->scan.interrupted)
+    return dlqb_fail(err, DLQB_EIO,
+                     "read only %llu of the %llu items in %s (interrupted); nothing was compared",
+                     (unsigned long long)q->scan.examined,
+                     (unsigned long long)q->scan.depth_at_start, q->queue);
+  return DLQB_OK;
+}
+
