@@ -6,7 +6,13 @@
 #     may not be called anywhere else);
 #  2. a folder's private header (src/<folder>/*.h) is included only by that
 #     folder's files and by tests;
-#  3. the socket and TLS API of rabbitmq-c is included only under src/amqp/.
+#  3. the socket and TLS API of rabbitmq-c is included only under src/amqp/;
+#  4. a public header (include/dlqb/X.h) belongs to the folder of its own
+#     .c (src/<folder>/X.c; the few without one are named below), and a
+#     file includes only the headers of its own folder and the floors below
+#     it, so a call up the floors fails here even where it would link;
+#  5. the console (src/console/) includes no header of the command line
+#     (src/cli/): it sits below it.
 # usage: tests/check_layers.sh SOURCE_DIR
 set -u
 root=${1:?usage: check_layers.sh SOURCE_DIR}
@@ -45,6 +51,64 @@ if [ -n "$sockets" ]; then
     echo "$sockets"
     status=1
 fi
+
+# 4. The floors, bottom up, and what each folder may include. daemon and
+#    ops are side by side on the amqp floor: neither uses the other.
+allowed() {
+    case $1 in
+        core) echo "core" ;;
+        os) echo "core os" ;;
+        audit) echo "core os audit" ;;
+        amqp) echo "core os audit amqp" ;;
+        daemon) echo "core os audit amqp daemon" ;;
+        ops) echo "core os audit amqp ops" ;;
+        console) echo "core os audit amqp ops console" ;;
+        cli) echo "core os audit amqp daemon ops console cli" ;;
+        *) echo "" ;;
+    esac
+}
+# The folder of a public header: that of its own .c, or for a header
+# without one (declarations of several files, or of none) named here.
+header_folder() {
+    case $1 in
+        audit) echo audit ;;   # records, writer, verify, query: src/audit/*.c
+        names | stop) echo core ;; # constants and a type only
+        ops) echo ops ;;       # src/ops/*.c (src/cli/ops.c is the CLI's own)
+        *)
+            local c
+            c=$(ls src/*/"$1".c 2>/dev/null)
+            if [ "$(echo "$c" | grep -c .)" = 1 ]; then
+                c=${c#src/}
+                echo "${c%%/*}"
+            fi
+            ;;
+    esac
+}
+for f in src/*/*.[ch]; do
+    folder=${f#src/}
+    folder=${folder%%/*}
+    ok=" $(allowed "$folder") "
+    for h in $(sed -nE 's|^[[:space:]]*#[[:space:]]*include[[:space:]]+"dlqb/([a-z_0-9]+)\.h".*|\1|p' "$f"); do
+        hf=$(header_folder "$h")
+        if [ -z "$hf" ]; then
+            echo "check_layers: $f includes dlqb/$h.h, which has no src/<folder>/$h.c: name its folder in header_folder"
+            status=1
+        elif [ "${ok#* $hf }" = "$ok" ]; then
+            echo "check_layers: $f ($folder) includes dlqb/$h.h of $hf/, a floor above it"
+            status=1
+        fi
+    done
+done
+
+# 5. The console below the command line.
+for h in src/cli/*.h; do
+    name=$(basename "$h")
+    users=$(grep -lE "#include \"([./]*)?(src/)?(cli/)?$name\"" src/console/*.[ch] 2>/dev/null || true)
+    if [ -n "$users" ]; then
+        echo "check_layers: the console includes the command line's $h: $(echo $users)"
+        status=1
+    fi
+done
 
 [ "$status" = 0 ] && echo "check_layers: src/ keeps its layering"
 exit "$status"

@@ -38,6 +38,21 @@ typedef struct {
   bool window_set;               /* given by a person: not adjusted for a move's rate */
 } ops_ctx;
 
+/* The largest rate of a move (--rate, the console's rate field). */
+#define OPS_RATE_MAX 100000
+
+/* ---- how an item reads to a person (item_text.c) --------------------- */
+
+/* "3d4h", "12m", "45s" (two largest units); "?" when unknown. */
+char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len);
+
+/* The time left as the LEFT column shows it: "19d4h", "-2h10m" when
+ * overdue, "?" when unknown, "-" when no deadline applies. Returns buf. */
+char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len);
+
+/* True when the profile's identity is dsr's (request_id, source_system). */
+bool ops_profile_is_dsr(const dlqb_profile *pr);
+
 /* ---- the audit trail of a pass ---------------------------------------- */
 
 /* Opens the audit trail as `writer` with its anchor publisher. Close it

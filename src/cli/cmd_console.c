@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "console.h"
 #include "dlqb/clock.h"
+#include "dlqb/console.h"
 #include "dlqb/log.h"
 
 static const cli_flag flags[] = {
@@ -64,24 +64,28 @@ static bool loopback(const char *addr) {
   return false;
 }
 
+/* The settings the console serves (static: a config is large, and the
+ * server's threads read it until the end). */
+static dlqb_config console_cfg;
+
 int cmd_console(int argc, char **argv) {
   bool help = false;
-  memset(&console_g, 0, sizeof console_g);
-  int rc = cli_load(&cmd_console_spec, argc, argv, &console_g.cfg, on_flag, NULL, &help);
+  int rc = cli_load(&cmd_console_spec, argc, argv, &console_cfg, on_flag, NULL, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&cmd_console_spec, stdout);
     return EXIT_OK;
   }
-  const dlqb_config *cfg = &console_g.cfg;
+  const dlqb_config *cfg = &console_cfg;
+  console_site site = {.cfg = cfg, .pipeline = cli_pipeline()};
   if (cfg->console_addr[0] == '\0') {
     cli_error("console_addr is off: give the console an address (DLQ_BRIDGE_CONSOLE_ADDR)");
     return EXIT_USAGE;
   }
-  console_g.tls = cfg->console_tls_cert_file[0] != '\0';
+  site.tls = cfg->console_tls_cert_file[0] != '\0';
   /* Off loopback, session cookies and passwords would cross the network in
    * clear: HTTPS, or the operator's word that a TLS proxy is in front. */
-  if (!loopback(cfg->console_addr) && !console_g.tls && cfg->console_behind_proxy != 1) {
+  if (!loopback(cfg->console_addr) && !site.tls && cfg->console_behind_proxy != 1) {
     cli_error("console address %s is not loopback: set DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE and "
               "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE (HTTPS), or DLQ_BRIDGE_CONSOLE_BEHIND_PROXY=1 when "
               "a TLS proxy is in front of it",
@@ -89,25 +93,20 @@ int cmd_console(int argc, char **argv) {
     return EXIT_USAGE;
   }
   dlqb_stop_flag *stop = cli_stop_flag();
-  console_sessions_init();
-  console_jobs_init();
   console_server *server = NULL;
   int port = 0;
   char why[DLQB_ERROR_MAX];
-  if (!console_server_start(cfg->console_addr, cfg->console_tls_cert_file,
-                            cfg->console_tls_key_file, &server, &port, why, sizeof why)) {
+  if (!console_start(&site, &server, &port, why, sizeof why)) {
     cli_error("%s", why);
     return EXIT_FAILURE_;
   }
   dlqb_log_info("console", "listening on %s (port %d, %s)", cfg->console_addr, port,
-                console_g.tls ? "https" : "http");
-  printf("console: listening on %s://%s (port %d)\n", console_g.tls ? "https" : "http",
+                site.tls ? "https" : "http");
+  printf("console: listening on %s://%s (port %d)\n", site.tls ? "https" : "http",
          cfg->console_addr, port);
   fflush(stdout);
   while (!dlqb_sleep_us(stop, 1000000)) {
   }
-  console_server_stop(server);
-  console_jobs_shutdown();
-  console_sessions_clear();
+  console_stop(server);
   return cli_finish(EXIT_OK);
 }

@@ -134,22 +134,6 @@ int ops_fail(const dlqb_error *err) {
   return EXIT_FAILURE_;
 }
 
-char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len) {
-  if (!known) {
-    snprintf(buf, len, "?");
-    return buf;
-  }
-  uint64_t s = age_ms / 1000;
-  if (s < 60) snprintf(buf, len, "%llus", (unsigned long long)s);
-  else if (s < 3600) snprintf(buf, len, "%llum%llus", (unsigned long long)(s / 60),
-                              (unsigned long long)(s % 60));
-  else if (s < 86400) snprintf(buf, len, "%lluh%llum", (unsigned long long)(s / 3600),
-                               (unsigned long long)(s % 3600 / 60));
-  else snprintf(buf, len, "%llud%lluh", (unsigned long long)(s / 86400),
-                (unsigned long long)(s % 86400 / 3600));
-  return buf;
-}
-
 static void put_str(json_object *obj, const char *key, const char *value) {
   json_object_object_add(obj, key, json_object_new_string(value));
 }
@@ -256,19 +240,6 @@ void ops_table_fit(size_t columns) {
   }
 }
 
-char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len) {
-  if (d->kind == DLQB_DEADLINE_NONE) {
-    snprintf(buf, len, "-");
-  } else if (d->kind == DLQB_DEADLINE_UNKNOWN) {
-    snprintf(buf, len, "?");
-  } else {
-    char t[32];
-    uint64_t ms = d->left_ms >= 0 ? (uint64_t)d->left_ms : (uint64_t)0 - (uint64_t)d->left_ms;
-    snprintf(buf, len, "%s%s", d->left_ms < 0 ? "-" : "", ops_age_text(true, ms, t, sizeof t));
-  }
-  return buf;
-}
-
 void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
                             int64_t now_ms) {
   dlqb_deadline x = dlqb_item_deadline(d, it, now_ms);
@@ -320,11 +291,7 @@ char *ops_identity_text(const dlqb_item *it, char *buf, size_t cap) {
   return buf;
 }
 
-bool ops_identity_is_dsr(void) {
-  const dlqb_profile *pr = &cli_pipeline()->profile;
-  return strcmp(pr->fields[0].name, DLQB_H_REQUEST_ID) == 0 &&
-         strcmp(pr->fields[1].name, DLQB_H_SOURCE_SYSTEM) == 0;
-}
+bool ops_identity_is_dsr(void) { return ops_profile_is_dsr(&cli_pipeline()->profile); }
 
 const char *ops_identity_column(int which, char *buf, size_t cap) {
   const dlqb_profile *pr = &cli_pipeline()->profile;

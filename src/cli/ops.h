@@ -76,9 +76,6 @@ typedef struct {
   double rate;         /* --rate (replay, escalate): moves per second, 0 = unlimited */
 } ops_opts;
 
-/* The largest --rate accepted. */
-#define OPS_RATE_MAX 100000
-
 /* --window's value: 1 to DLQB_SCAN_WINDOW_MAX, else DLQB_EINVAL naming the flag. */
 dlqb_status ops_parse_window(const char *value, int *out, dlqb_error *err);
 
@@ -107,9 +104,6 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out);
 /* Prints one line for a failed operation and returns EXIT_FAILURE_. */
 int ops_fail(const dlqb_error *err);
 
-/* "3d4h", "12m", "45s" (two largest units); "?" when unknown. */
-char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len);
-
 /* The item as a JSON object (new reference), with its failure group id
  * ("group"). */
 json_object *ops_item_json(const dlqb_item *it, int64_t now_ms);
@@ -123,8 +117,8 @@ void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms);
  * Returns buf. */
 char *ops_identity_text(const dlqb_item *it, char *buf, size_t cap);
 
-/* True when the served profile's identity is dsr's (request_id,
- * source_system): output then is exactly as before pipelines. */
+/* ops_profile_is_dsr of the served profile: output then is exactly as
+ * before pipelines. */
 bool ops_identity_is_dsr(void);
 
 /* The header of identity column `which` (0, 1) of item tables: dsr's
@@ -146,10 +140,6 @@ size_t ops_output_width(bool wide);
  * (inspect); call before ops_table_fit. NULL (the default): none. required:
  * never dropped for width (the table is sorted by it). */
 void ops_table_deadlines(const dlqb_deadlines *d, bool required);
-
-/* The time left as LEFT shows it: "19d4h", "-2h10m" when overdue, "?" when
- * unknown, "-" when no deadline applies. Returns buf. */
-char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len);
 
 /* Adds "deadline" to an item's JSON: null when no rule applies, else
  * {"received_at", "due_at", "left_seconds"} (null when unknown). */

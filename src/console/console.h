@@ -1,7 +1,8 @@
-/* dlq-bridge console: the web console's modules, private to the binary.
+/* dlq-bridge console: the web console's modules, private to src/console/.
  *
- *   cmd_console.c      the command: settings, the listening checks, start, wait
+ *   console.c          start and stop (dlqb/console.h: the console command's view)
  *   console_http.c     libmicrohttpd, the request, security headers, routing
+ *   console_request.c  a request's fields, the page frame, error pages, CSRF field
  *   console_session.c  sign-in as a broker user, sessions, CSRF, rate limit
  *   console_pages.c    failure groups, a group's items, an item
  *   console_actions.c  preview (dry run) and jobs (a real pass in a thread)
@@ -10,7 +11,8 @@
  *   console_assets.c   the CSS and the one small script, compiled in
  *
  * Pages are rendered here, in C, with every string from a message or a
- * person through dlqb_html_text (dlqb/html.h). */
+ * person through dlqb_html_text (dlqb/html.h, html.c). It uses the layers
+ * below (dlqb/ops.h for every pass) and nothing of the command line. */
 #ifndef DLQB_CONSOLE_H
 #define DLQB_CONSOLE_H
 
@@ -19,6 +21,7 @@
 #include <stdint.h>
 
 #include "dlqb/config.h"
+#include "dlqb/console.h"
 #include "dlqb/html.h"
 #include "dlqb/item.h"
 #include "dlqb/select.h"
@@ -93,12 +96,7 @@ struct console_req {
   char cookie[256];   /* a Set-Cookie value */
 };
 
-/* The server's settings, shared by the pages. */
-typedef struct {
-  dlqb_config cfg; /* the loaded settings; its url names host and vhost */
-  bool tls;        /* cookies get Secure */
-} console_site;
-
+/* The site console_start was given (console.c), shared by the pages. */
 extern console_site console_g;
 
 /* A query or form field (false when absent); both are URL-encoded. */
@@ -156,7 +154,6 @@ extern const char console_css[];
 extern const char console_js[];
 
 /* The server (console_http.c). */
-typedef struct console_server console_server;
 bool console_server_start(const char *addr, const char *cert_file, const char *key_file,
                           console_server **out, int *port, char *why, size_t why_len);
 void console_server_stop(console_server *s);

@@ -18,7 +18,7 @@
 #include "dlqb/ledger.h"
 #include "dlqb/thread.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "dlqb/ops.h"
 
 #define JOBS 64
 
@@ -87,15 +87,30 @@ static bool note_of(console_req *r, act_kind kind, char *note, size_t cap) {
   return true;
 }
 
-/* The ops options of a pass as the signed-in user. */
-static void opts_for(const console_who *who, const dlqb_select *sel, ops_opts *o) {
+/* A pass as the signed-in user: their broker credentials over the loaded
+ * settings (on the heap: a config is large), their selection, their name
+ * as the audit trail's actor. */
+typedef struct {
+  dlqb_config cfg;
+  dlqb_select sel;
+  char actor[CONSOLE_USER_MAX];
+} pass_as;
+
+static void opts_for(const console_who *who, const dlqb_select *sel, pass_as *o) {
   memset(o, 0, sizeof *o);
-  console_user_config(&console_g.cfg, who, &o->cfg);
+  console_user_config(console_g.cfg, who, &o->cfg);
   o->sel = *sel;
-  o->window = DLQB_SCAN_WINDOW_DEFAULT;
-  o->quiet_progress = true;
   /* The audit trail's actor is the authenticated broker user. */
   snprintf(o->actor, sizeof o->actor, "%s", who->user);
+}
+
+/* The library's context of that pass. */
+static ops_ctx pass_context(const pass_as *o) {
+  return (ops_ctx){.cfg = &o->cfg,
+                   .pipeline = console_g.pipeline,
+                   .actor = o->actor,
+                   .sel = &o->sel,
+                   .window = DLQB_SCAN_WINDOW_DEFAULT};
 }
 
 /* ---- the checked items ------------------------------------------------- */
@@ -179,7 +194,7 @@ void console_post_preview(console_req *r) {
     return;
   bool oom;
   dlqb_hashset *picks = picks_of(r, &oom);
-  ops_opts *o = malloc(sizeof *o);
+  pass_as *o = malloc(sizeof *o);
   dlqb_ledger *ledger = kind == ACT_REPLAY ? dlqb_ledger_new() : NULL;
   ops_move_outcome *out = malloc(sizeof *out);
   if (oom || o == NULL || out == NULL || (kind == ACT_REPLAY && ledger == NULL)) {
@@ -203,7 +218,7 @@ void console_post_preview(console_req *r) {
   char summary[256];
   if (kind == ACT_REPLAY) {
     ops_replay_spec(&m, &stamp, true, 0);
-    if (ops_replay_ledger(&o->cfg, cli_pipeline(), true, ledger, &ls, &err) != DLQB_OK)
+    if (ops_replay_ledger(&o->cfg, console_g.pipeline, true, ledger, &ls, &err) != DLQB_OK)
       ok = false;
     m.ledger = ledger;
   } else if (kind == ACT_ESCALATE) {
@@ -216,7 +231,7 @@ void console_post_preview(console_req *r) {
     m.only_ctx = picks;
   }
   if (ok) {
-    ops_ctx x = ops_context(o);
+    ops_ctx x = pass_context(o);
     ops_move_pass(&x, &m, NULL, &w, NULL, out);
     ok = !out->not_started;
     if (!ok) err = out->err;
@@ -230,14 +245,14 @@ void console_post_preview(console_req *r) {
     dlqb_html_raw(h, "<p class=\"summary\" id=\"preview-summary\">");
     dlqb_html_text(h, ops_move_summary(true, act_names[kind], out->moved, m.ledger != NULL,
                                        out->skipped, out->left, out->r.depth_at_start,
-                                       cli_pipeline()->dlq, summary, sizeof summary));
+                                       console_g.pipeline->dlq, summary, sizeof summary));
     dlqb_html_raw(h, "</p>");
     if (out->early[0]) {
       dlqb_html_raw(h, "<p class=\"warn\">");
       dlqb_html_text(h, out->early);
       dlqb_html_raw(h, "</p>");
     }
-    if (kind == ACT_REPLAY && console_g.cfg.completion_writers[0] == '\0')
+    if (kind == ACT_REPLAY && console_g.cfg->completion_writers[0] == '\0')
       dlqb_html_raw(h,
                     "<p class=\"warn\">The completion ledger is not trusted "
                     "(completion_writers is not set): every selected task would be replayed.</p>");
@@ -299,7 +314,7 @@ static void job_fail(job *j, const char *msg) {
 
 static void *job_main(void *arg) {
   job *j = arg;
-  ops_opts *o = calloc(1, sizeof *o);
+  pass_as *o = calloc(1, sizeof *o);
   ops_move_outcome *out = calloc(1, sizeof *out);
   dlqb_ledger *ledger = NULL;
   dlqb_audit *audit = NULL;
@@ -333,7 +348,7 @@ static void *job_main(void *arg) {
     }
     /* The whole ledger, or no replay: a partial one could re-run a
      * completed erasure. */
-    if (ops_replay_ledger(&o->cfg, cli_pipeline(), false, ledger, &ls, &err) != DLQB_OK) {
+    if (ops_replay_ledger(&o->cfg, console_g.pipeline, false, ledger, &ls, &err) != DLQB_OK) {
       job_fail(j, err.msg);
       goto end;
     }
@@ -350,7 +365,7 @@ static void *job_main(void *arg) {
     m.only_ctx = j->picks;
   }
   ops_move_watch w = {.tick = job_tick, .ctx = j};
-  ops_ctx x = ops_context(o);
+  ops_ctx x = pass_context(o);
   ops_move_pass(&x, &m, audit, &w, &j->stop, out);
   pthread_mutex_lock(&lock);
   j->progress = out->r;
@@ -358,7 +373,7 @@ static void *job_main(void *arg) {
   j->skipped = out->skipped;
   j->left = out->left;
   ops_move_summary(false, act_done[j->kind], out->moved, m.ledger != NULL, out->skipped, out->left,
-                   out->r.depth_at_start, cli_pipeline()->dlq, j->summary, sizeof j->summary);
+                   out->r.depth_at_start, console_g.pipeline->dlq, j->summary, sizeof j->summary);
   if (out->not_started) {
     j->failed = true;
     snprintf(j->error, sizeof j->error, "%s", out->err.msg);
@@ -372,7 +387,7 @@ static void *job_main(void *arg) {
     snprintf(j->error, sizeof j->error,
              "%llu selected items left in %s: the broker would not "
              "take them as they are",
-             (unsigned long long)out->r.refused, cli_pipeline()->dlq);
+             (unsigned long long)out->r.refused, console_g.pipeline->dlq);
   }
   pthread_mutex_unlock(&lock);
 end:

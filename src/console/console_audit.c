@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "console.h"
 #include "dlqb/audit.h"
 #include "dlqb/envelope.h"
@@ -15,14 +14,14 @@
 
 void console_audit_history(console_req *r, const dlqb_item *it) {
   dlqb_html *h = &r->out;
-  const dlqb_config *cfg = &console_g.cfg;
+  const dlqb_config *cfg = console_g.cfg;
   dlqb_html_raw(h, "<h2>Audit history</h2>");
   if (cfg->audit_log[0] == '\0' || cfg->audit_public_keys[0] == '\0') {
     dlqb_html_raw(h, "<p class=\"note\" id=\"audit\">No audit trail is configured "
                      "(audit_log and audit_public_keys).</p>");
     return;
   }
-  ops_hops c = {.message_id = it->message_id, .pipeline = cli_pipeline()};
+  ops_hops c = {.message_id = it->message_id, .pipeline = console_g.pipeline};
   dlqb_error err = {{0}};
   dlqb_status st = ops_hops_read(cfg, &c, &err);
   if (st != DLQB_OK) {

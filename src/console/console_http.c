@@ -39,14 +39,6 @@ typedef struct {
   bool too_big;
 } upload;
 
-bool console_arg(const console_req *r, const char *name, char *out, size_t cap) {
-  return dlqb_form_get(r->query, strlen(r->query), name, out, cap);
-}
-
-bool console_form(const console_req *r, const char *name, char *out, size_t cap) {
-  return r->body != NULL && dlqb_form_get(r->body, r->body_len, name, out, cap);
-}
-
 /* Rebuilds the query string from libmicrohttpd's decoded arguments. */
 static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                                const char *value) {

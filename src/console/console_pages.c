@@ -14,54 +14,8 @@
 #include "dlqb/scan.h"
 #include "dlqb/select.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "dlqb/ops.h"
 
-console_site console_g;
-
-/* ---- the frame -------------------------------------------------------- */
-
-void console_page_begin(console_req *r, const char *title) {
-  r->content_type = "text/html; charset=utf-8";
-  dlqb_html *h = &r->out;
-  dlqb_html_raw(h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-                   "<title>");
-  dlqb_html_text(h, title);
-  dlqb_html_raw(h, " \xE2\x80\x94 dlq-bridge</title>"
-                   "<link rel=\"stylesheet\" href=\"/static/console.css\">"
-                   "<script src=\"/static/console.js\" defer></script></head><body>"
-                   "<header><a class=\"brand\" href=\"/\">dlq-bridge console</a>");
-  if (r->signed_in) {
-    dlqb_html_raw(h, "<nav><a href=\"/\">Failure groups</a> <a href=\"/review\">Review inbox</a> "
-                     "<a href=\"/jobs\">Actions</a></nav>"
-                     "<form class=\"who\" method=\"post\" action=\"/logout\">"
-                     "<span>broker user <b id=\"who\">");
-    dlqb_html_text(h, r->who.user);
-    dlqb_html_raw(h, "</b></span>");
-    console_csrf_field(r);
-    dlqb_html_raw(h, "<button type=\"submit\">Sign out</button></form>");
-  }
-  dlqb_html_raw(h, "</header><main><h1>");
-  dlqb_html_text(h, title);
-  dlqb_html_raw(h, "</h1>\n");
-}
-
-void console_page_end(console_req *r) { dlqb_html_raw(&r->out, "</main></body></html>\n"); }
-
-void console_error_page(console_req *r, unsigned status, const char *title, const char *msg) {
-  r->status = status;
-  console_page_begin(r, title);
-  dlqb_html_raw(&r->out, "<p class=\"error\" id=\"error\">");
-  dlqb_html_text(&r->out, msg);
-  dlqb_html_raw(&r->out, "</p>");
-  console_page_end(r);
-}
-
-void console_csrf_field(console_req *r) {
-  dlqb_html_raw(&r->out, "<input type=\"hidden\" name=\"csrf\" value=\"");
-  dlqb_html_text(&r->out, r->who.csrf);
-  dlqb_html_raw(&r->out, "\">");
-}
 
 /* A time as the person's local time ("2026-12-01 12:04:05 CET"). */
 static void local_time(dlqb_html *h, int64_t epoch_ms) {
@@ -118,7 +72,7 @@ void console_post_login(console_req *r) {
   console_who who;
   bool limited = false;
   bool ok =
-      console_sign_in(&console_g.cfg, r->addr, user, password, &who, why, sizeof why, &limited);
+      console_sign_in(console_g.cfg, r->addr, user, password, &who, why, sizeof why, &limited);
   explicit_bzero(password, sizeof password);
   if (!ok) {
     r->status = limited ? 429 : 403;
@@ -157,7 +111,7 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   look_ctx *c = ctx;
   if (c->groups != NULL) dlqb_groups_add(c->groups, it, c->now_ms);
   if (c->sel != NULL && dlqb_select_match(c->sel, it, c->now_ms)) {
-    ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&console_g.cfg.deadlines, it, c->now_ms),
+    ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&console_g.cfg->deadlines, it, c->now_ms),
                     c->matched);
     c->matched++;
   }
@@ -168,11 +122,11 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
 /* One pass, nothing moved. false with the page written on failure. */
 static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   dlqb_config cfg;
-  console_user_config(&console_g.cfg, &r->who, &cfg);
+  console_user_config(console_g.cfg, &r->who, &cfg);
   c->now_ms = dlqb_now_ms();
   /* A broker that pauses mid-pass (a million unacked deliveries) is waited
    * for by the pipe itself while messages are still ready. */
-  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
+  dlqb_scan_options so = {.queue = console_g.pipeline->dlq,
                           .purpose = "dlq-bridge console",
                           .actor = r->who.user,
                           .on_item = look_item,
@@ -224,14 +178,14 @@ void console_page_groups(console_req *r) {
   dlqb_html *h = &r->out;
   dlqb_html_raw(h, "<p class=\"summary\" id=\"dlq-depth\">");
   dlqb_html_textf(h, "%llu items in %s, in %zu groups", (unsigned long long)res.examined,
-                  cli_pipeline()->dlq, dlqb_groups_count(c.groups));
+                  console_g.pipeline->dlq, dlqb_groups_count(c.groups));
   dlqb_html_raw(h, "</p>");
   if (res.short_read)
     dlqb_html_raw(h, "<p class=\"warn\">Fewer items arrived than the queue held: another "
                      "consumer took some. Reload to count again.</p>");
   dlqb_html_raw(h, "<table id=\"groups\"><thead><tr><th>group</th><th>items</th><th>oldest</th>"
                    "<th>newest</th><th>dlq_reason</th><th>");
-  dlqb_html_text(h, cli_pipeline()->profile.fields[1].name);
+  dlqb_html_text(h, console_g.pipeline->profile.fields[1].name);
   dlqb_html_raw(h, "</th><th>sample error (and its template)</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < dlqb_groups_count(c.groups); i++)
     group_row(h, dlqb_groups_at(c.groups, i));
@@ -259,9 +213,9 @@ static const char *const filter_names[] = {"group",       "request-id", "source-
  * served profile's two identity fields (labelled with their names): for
  * another profile than dsr's they go in as --id and --match. */
 static dlqb_status filter_set(dlqb_select *sel, const char *name, const char *v, dlqb_error *err) {
-  const dlqb_profile *pr = &cli_pipeline()->profile;
+  const dlqb_profile *pr = &console_g.pipeline->profile;
   bool id0 = strcmp(name, "request-id") == 0, id1 = strcmp(name, "source-system") == 0;
-  if (ops_identity_is_dsr() || (!id0 && !id1)) return dlqb_select_set(sel, name, v, err);
+  if (ops_profile_is_dsr(&console_g.pipeline->profile) || (!id0 && !id1)) return dlqb_select_set(sel, name, v, err);
   if (id0) return dlqb_select_set(sel, "id", v, err);
   char m[DLQB_HEADER_NAME_MAX + DLQB_LAST_ERROR_MAX + 2];
   snprintf(m, sizeof m, "%s=%s", pr->fields[1].name, v);
@@ -271,7 +225,7 @@ static dlqb_status filter_set(dlqb_select *sel, const char *name, const char *v,
 void console_identity_th(dlqb_html *h) {
   for (int i = 0; i < 2; i++) {
     dlqb_html_raw(h, "<th>");
-    dlqb_html_text(h, cli_pipeline()->profile.fields[i].name);
+    dlqb_html_text(h, console_g.pipeline->profile.fields[i].name);
     dlqb_html_raw(h, "</th>");
   }
 }
@@ -290,7 +244,7 @@ bool console_selection(console_req *r, bool from_form, dlqb_select *sel) {
     }
   }
   dlqb_error err;
-  if (dlqb_select_bind(sel, &cli_pipeline()->profile, &err) != DLQB_OK) {
+  if (dlqb_select_bind(sel, &console_g.pipeline->profile, &err) != DLQB_OK) {
     console_error_page(r, 400, "Bad filter", err.msg);
     return false;
   }
@@ -427,8 +381,8 @@ void console_page_group(console_req *r) {
   }
   dlqb_html_raw(h, "<form method=\"get\" action=\"/group\" class=\"filters\">");
   filter_input(r, "group", "group");
-  filter_input(r, "request-id", cli_pipeline()->profile.fields[0].name);
-  filter_input(r, "source-system", cli_pipeline()->profile.fields[1].name);
+  filter_input(r, "request-id", console_g.pipeline->profile.fields[0].name);
+  filter_input(r, "source-system", console_g.pipeline->profile.fields[1].name);
   filter_input(r, "legal-basis", "legal_basis");
   filter_input(r, "reason", "error contains");
   filter_input(r, "older-than", "older than");
@@ -436,7 +390,7 @@ void console_page_group(console_req *r) {
   dlqb_html_raw(h, "<button type=\"submit\">Filter</button></form>");
   dlqb_html_raw(h, "<p class=\"summary\" id=\"matched\">");
   dlqb_html_textf(h, "%llu of %llu items in %s match", (unsigned long long)c.matched,
-                  (unsigned long long)res.examined, cli_pipeline()->dlq);
+                  (unsigned long long)res.examined, console_g.pipeline->dlq);
   if (c.matched > c.urgent.n)
     dlqb_html_textf(h, "; the %zu with the least statutory time left are shown", c.urgent.n);
   dlqb_html_raw(h, "</p>");
@@ -449,7 +403,7 @@ void console_page_group(console_req *r) {
   dlqb_html_raw(h, "</tbody></table><p class=\"note\">Sorted by the statutory time left "
                    "(deadlines setting: ");
   char rules[512];
-  dlqb_html_text(h, dlqb_deadlines_format(&console_g.cfg.deadlines, rules, sizeof rules));
+  dlqb_html_text(h, dlqb_deadlines_format(&console_g.cfg->deadlines, rules, sizeof rules));
   dlqb_html_raw(h, "); ? = no usable receipt time, - = no deadline for its legal basis.</p>");
   if (c.matched > 0) action_form_end(r, true);
   console_page_end(r);
@@ -497,7 +451,7 @@ static void story(dlqb_html *h, const dlqb_item *it) {
     dlqb_html_raw(h, " (x-death, the broker's clock).</li>");
   }
   dlqb_html_raw(h, "<li>Put in ");
-  dlqb_html_text(h, cli_pipeline()->dlq);
+  dlqb_html_text(h, console_g.pipeline->dlq);
   if (it->has_dlq_at) {
     dlqb_html_raw(h, " at ");
     local_time(h, it->dlq_at_ms);
@@ -542,8 +496,8 @@ void console_page_item(console_req *r) {
   dlqb_group_of(it, group, NULL, 0);
   dlqb_html_raw(h, "<table class=\"envelope\" id=\"envelope\">");
   field(h, "message_id", it->message_id);
-  field(h, cli_pipeline()->profile.fields[0].name, it->request_id);
-  field(h, cli_pipeline()->profile.fields[1].name, it->source_system);
+  field(h, console_g.pipeline->profile.fields[0].name, it->request_id);
+  field(h, console_g.pipeline->profile.fields[1].name, it->source_system);
   field(h, "legal_basis", it->legal_basis);
   field(h, "action", it->action);
   field(h, "dlq_reason", it->dlq_reason);

@@ -12,7 +12,7 @@
 #include "dlqb/clock.h"
 #include "dlqb/review.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "dlqb/ops.h"
 
 typedef struct {
   ops_urgent urgent;
@@ -25,7 +25,7 @@ static dlqb_status inbox_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, c
   (void)err;
   inbox_ctx *c = ctx;
   dlqb_scan_hold(s, d); /* everything returns to its place */
-  ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&console_g.cfg.deadlines, it, c->now_ms),
+  ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&console_g.cfg->deadlines, it, c->now_ms),
                   c->total);
   c->total++;
   if (it->owner[0] == '\0') c->unclaimed++;
@@ -68,8 +68,8 @@ void console_page_review(console_req *r) {
     return;
   }
   dlqb_config cfg;
-  console_user_config(&console_g.cfg, &r->who, &cfg);
-  dlqb_scan_options so = {.queue = cli_pipeline()->review,
+  console_user_config(console_g.cfg, &r->who, &cfg);
+  dlqb_scan_options so = {.queue = console_g.pipeline->review,
                           .purpose = "dlq-bridge console review",
                           .actor = r->who.user,
                           .on_item = inbox_item,
@@ -88,7 +88,7 @@ void console_page_review(console_req *r) {
   dlqb_html *h = &r->out;
   dlqb_html_raw(h, "<p class=\"summary\" id=\"review-count\">");
   dlqb_html_textf(h, "%llu items wait in %s, %llu unclaimed", (unsigned long long)c.total,
-                  cli_pipeline()->review, (unsigned long long)c.unclaimed);
+                  console_g.pipeline->review, (unsigned long long)c.unclaimed);
   dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th>");
   console_identity_th(h);
   dlqb_html_raw(h, "<th>legal_basis</th><th>in review</th>"
@@ -154,9 +154,9 @@ void console_post_review_act(console_req *r) {
                        "Give an item and one of claim, replay, resolve (with a note) or return.");
     return;
   }
-  console_user_config(&console_g.cfg, &r->who, &p->cfg);
+  console_user_config(console_g.cfg, &r->who, &p->cfg);
   snprintf(p->actor, sizeof p->actor, "%s", r->who.user);
-  c->x = (ops_ctx){.cfg = &p->cfg, .pipeline = cli_pipeline(), .actor = p->actor,
+  c->x = (ops_ctx){.cfg = &p->cfg, .pipeline = console_g.pipeline, .actor = p->actor,
                    .window = DLQB_SCAN_WINDOW_DEFAULT};
   c->kind = (ops_act_kind)k;
   c->message_id = mid;
@@ -178,7 +178,7 @@ void console_post_review_act(console_req *r) {
   if (st == DLQB_OK && k == OPS_ACT_REPLAY) {
     ledger = dlqb_ledger_new();
     st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                        : ops_replay_ledger(&p->cfg, cli_pipeline(), false, ledger, &ls, &err);
+                        : ops_replay_ledger(&p->cfg, console_g.pipeline, false, ledger, &ls, &err);
     c->ledger = ledger;
   }
   if (st == DLQB_OK) st = ops_review_act_pass(c, command, audit, NULL, &res, &err);
@@ -192,7 +192,7 @@ void console_post_review_act(console_req *r) {
     snprintf(msg, sizeof msg, "%s", err.msg);
   } else if (!c->found) {
     status = 404;
-    snprintf(msg, sizeof msg, "No item with this message_id is in %s now.", cli_pipeline()->review);
+    snprintf(msg, sizeof msg, "No item with this message_id is in %s now.", console_g.pipeline->review);
   } else if (c->gate == DLQB_GATE_ALREADY_MINE) {
     snprintf(msg, sizeof msg, "You have claimed it already.");
   } else if (c->gate == DLQB_GATE_OWNED) {
@@ -205,7 +205,7 @@ void console_post_review_act(console_req *r) {
   } else if (!c->settled) {
     status = 502;
     snprintf(msg, sizeof msg, "The broker did not confirm the step; the item is still in %s.",
-             cli_pipeline()->review);
+             console_g.pipeline->review);
   } else {
     snprintf(msg, sizeof msg, "Done: %s%s.", dlqb_event_name(c->done_event),
              c->gate == DLQB_GATE_FORCED ? " (forced)" : "");

@@ -1,0 +1,21 @@
+/* The console's start and stop (dlqb/console.h), and what every page
+ * reads of the site. */
+#include "console.h"
+
+console_site console_g;
+
+bool console_start(const console_site *site, console_server **out, int *port, char *why,
+                   size_t why_len) {
+  console_g = *site;
+  console_sessions_init();
+  console_jobs_init();
+  const dlqb_config *cfg = site->cfg;
+  return console_server_start(cfg->console_addr, cfg->console_tls_cert_file,
+                              cfg->console_tls_key_file, out, port, why, why_len);
+}
+
+void console_stop(console_server *s) {
+  console_server_stop(s);
+  console_jobs_shutdown();
+  console_sessions_clear();
+}
