@@ -26,7 +26,8 @@ typedef struct dlqb_anchor_pub dlqb_anchor_pub;
  * (anchor_failing), reported by dlqb_anchor_health, and retried at the
  * next interval on a fresh connection (the next anchor covers everything
  * the missed ones did). *out is NULL (DLQB_OK) when a is NULL or the
- * interval is 0. Fails only for lack of memory or threads. */
+ * interval is 0. cfg must outlive the publisher (until dlqb_anchor_stop).
+ * Fails only for lack of memory or threads. */
 dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, dlqb_anchor_pub **out,
                               dlqb_error *err);
 

@@ -120,6 +120,19 @@ const dlqb_config_setting *dlqb_config_settings(void);
  * Never fails. */
 void dlqb_config_defaults(dlqb_config *c);
 
+/* A copy of c on the heap, or NULL when out of memory; free it with
+ * dlqb_config_free (which wipes it: a url may hold a password). The one
+ * function that copies a whole config (tests/check_config_copies.sh):
+ * everything else passes `const dlqb_config *`. For a config derived from
+ * another (a pipeline of a daemon serving several, a setting applied on
+ * trial). */
+dlqb_config *dlqb_config_copy(const dlqb_config *c);
+void dlqb_config_free(dlqb_config *c);
+
+/* Puts the trial copy `trial` (from dlqb_config_copy) in place of *c once
+ * it was applied without error, and frees it. */
+void dlqb_config_take(dlqb_config *c, dlqb_config *trial);
+
 /* Sets one setting by its JSON key from text, validating type and bounds.
  * The error names the setting by `source_name` (an env var, a flag or a
  * key: the name the user typed), e.g. "--max-attempts: '0' is not an

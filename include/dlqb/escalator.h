@@ -25,7 +25,7 @@ typedef struct dlqb_escalator dlqb_escalator;
 /* Starts the thread. after_ack (may be NULL) is called from the escalator's
  * thread for each escalation once acked (metrics); it must be thread-safe.
  * Opens its own audit writer "escalator@<instance>" (none when audit is
- * off). cfg is copied. */
+ * off). cfg must outlive the escalator (until dlqb_escalator_stop). */
 dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
                                  void (*after_ack)(void *ctx, const dlqb_hop *hop,
                                                    double confirm_seconds),

@@ -179,8 +179,8 @@ typedef struct dlqb_metrics_refresher dlqb_metrics_refresher;
  * It reconnects on its own when the broker goes away. When compliance_review
  * holds items it also passes over it (a scan that holds every item, as
  * `review list` does, on a connection of its own, "dlq-bridge metrics
- * review") for the review gauges. cfg is copied; m must
- * outlive the refresher. Stop with dlqb_metrics_refresher_stop
+ * review") for the review gauges. cfg and m must outlive the
+ * refresher. Stop with dlqb_metrics_refresher_stop
  * (NULL-safe), which returns once the thread has closed its connection. */
 dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg,
                                          long interval_ms, dlqb_metrics_refresher **out,

@@ -22,7 +22,7 @@
 #define READ_ACK_EVERY 100
 
 struct dlqb_anchor_pub {
-  dlqb_config cfg; /* a copy: the thread outlives nothing, but callers' configs may move */
+  const dlqb_config *cfg; /* the caller's: it outlives the publisher (dlqb_anchor_start) */
   dlqb_audit *audit;
   dlqb_link *link;    /* the thread's, then stop's */
   uint64_t published; /* the head's commits count at the last confirmed anchor */
@@ -80,7 +80,7 @@ static dlqb_status publish_head(dlqb_anchor_pub *p, dlqb_error *err) {
   dlqb_status st = dlqb_audit_anchor(p->audit, line, &len, &commits, err);
   if (st != DLQB_OK || len == 0 || commits == p->published) return st;
   if (p->link == NULL) {
-    st = dlqb_link_open(&p->cfg, "dlq-bridge audit anchors", &p->link, err);
+    st = dlqb_link_open(p->cfg, "dlq-bridge audit anchors", &p->link, err);
     if (st == DLQB_OK) st = dlqb_link_confirm_select(p->link, DLQB_CHANNEL, err);
     if (st != DLQB_OK) goto fail;
   }
@@ -120,19 +120,19 @@ static void note(dlqb_anchor_pub *p, dlqb_status st, const dlqb_error *err) {
     dlqb_log_error("anchor_failing",
                    "cannot anchor the audit trail: %s; records stay on disk "
                    "and acking goes on, retrying every %llu ms",
-                   err->msg, (unsigned long long)p->cfg.audit_anchor_interval_ms);
+                   err->msg, (unsigned long long)p->cfg->audit_anchor_interval_ms);
   else if (st == DLQB_OK && was)
     dlqb_log_info("anchor_recovered", "the audit trail is anchored again (%s)", DLQB_Q_ANCHORS);
 }
 
 static void *anchor_main(void *arg) {
   dlqb_anchor_pub *p = arg;
-  if (p->cfg.pipeline_count > 0) dlqb_log_set_pipeline(p->cfg.pipelines[0].p.name);
+  if (p->cfg->pipeline_count > 0) dlqb_log_set_pipeline(p->cfg->pipelines[0].p.name);
   pthread_mutex_lock(&p->mu);
   while (!p->stopping) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t ms = p->cfg.audit_anchor_interval_ms;
+    uint64_t ms = p->cfg->audit_anchor_interval_ms;
     until.tv_sec += (time_t)(ms / 1000);
     until.tv_nsec += (long)(ms % 1000) * 1000000L;
     until.tv_sec += until.tv_nsec / 1000000000L;
@@ -156,7 +156,7 @@ dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, dlqb_anchor
   if (a == NULL || cfg->audit_anchor_interval_ms == 0) return DLQB_OK;
   dlqb_anchor_pub *p = calloc(1, sizeof *p);
   if (p == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  p->cfg = *cfg;
+  p->cfg = cfg;
   p->audit = a;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);

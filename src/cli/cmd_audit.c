@@ -95,7 +95,7 @@ void audit_print_summary(const dlqb_audit_summary *s, bool sealed) {
 int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opts *o,
                           dlqb_audit_visit_fn visit, void *ctx, dlqb_audit_summary *sum,
                           bool *sealed, bool *help) {
-  dlqb_config cfg;
+  static dlqb_config cfg; /* not on the stack: a config is large */
   char **listed = NULL;
   size_t nlisted = 0;
   dlqb_audit_keyring *ring = NULL;

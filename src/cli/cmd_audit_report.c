@@ -631,7 +631,7 @@ static dlqb_status verify_report_flag(void *ctx, const char *flag, const char *v
 
 int audit_verify_report(int argc, char **argv) {
   verify_report_opts o = {0};
-  dlqb_config cfg;
+  static dlqb_config cfg; /* not on the stack: a config is large */
   bool help = false;
   int rc = cli_load(&verify_report_spec, argc, argv, &cfg, verify_report_flag, &o, &help);
   if (rc != EXIT_OK) return rc;

@@ -41,7 +41,7 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
 }
 
 int cmd_declare(int argc, char **argv) {
-  dlqb_config cfg;
+  static dlqb_config cfg; /* not on the stack: a config is large */
   declare_opts o = {false, "/"};
   bool help;
   int rc = cli_load(&cmd_declare_spec, argc, argv, &cfg, on_flag, &o, &help);

@@ -162,7 +162,7 @@ static bool drain_eligible(void *ctx, const dlqb_item *it) {
     observe(d, t, it, false);
     return false;
   }
-  if (d->ramp.phase == DLQB_DRAIN_PH_END || !dlqb_drain_eligible(&d->o.cfg, it)) return false;
+  if (d->ramp.phase == DLQB_DRAIN_PH_END || !dlqb_drain_eligible(d->o.cfg, it)) return false;
   /* The step's size is counted here, not only by --limit behind us, so
    * that the set holds what the run moves, not every eligible item of a
    * deep DLQ. A task in the ledger is removed as complete and does not
@@ -236,7 +236,7 @@ static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) 
                           .on_item = look_item,
                           .ctx = &c};
   dlqb_scan_result r;
-  return dlqb_scan_run(&d->o.cfg, &so, &r, err);
+  return dlqb_scan_run(d->o.cfg, &so, &r, err);
 }
 
 typedef struct {
@@ -258,7 +258,7 @@ static void tally(void *ctx, const char *key, size_t len, void *value) {
 /* The canary's outcomes so far, into the ramp. */
 static dlqb_status look_canary(drain_run *d, dlqb_error *err) {
   dlqb_ledger_stats ls;
-  dlqb_status st = dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache,
+  dlqb_status st = dlqb_ledger_peek(d->o.cfg, cli_pipeline()->completed, d->o.cfg->ledger_cache,
                                     d->ledger, LEDGER_QUIET_MS, &ls, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->dlq, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->review, err);
@@ -279,7 +279,7 @@ static json_object *run_json(const drain_run *d, int64_t started, int64_t ended)
                          json_object_new_string(dlqb_iso_time(started, iso, sizeof iso)));
   json_object_object_add(j, "ended_at",
                          json_object_new_string(dlqb_iso_time(ended, iso, sizeof iso)));
-  json_object_object_add(j, "instance", json_object_new_string(d->o.cfg.instance));
+  json_object_object_add(j, "instance", json_object_new_string(d->o.cfg->instance));
   json_object_object_add(j, "broker_user", json_object_new_string(d->broker_user));
   json_object_object_add(j, "stopped", json_object_new_string(dlqb_drain_stop_name(r->stop)));
   json_object_object_add(j, "error", d->error[0] ? json_object_new_string(d->error) : NULL);
@@ -325,7 +325,7 @@ static json_object *read_runs(const char *path, dlqb_error *err) {
 }
 
 static void record_run(const drain_run *d, json_object *run) {
-  const char *path = d->o.cfg.drain_state;
+  const char *path = d->o.cfg->drain_state;
   if (path[0] == '\0') return;
   dlqb_error err;
   json_object *old = read_runs(path, &err);
@@ -349,7 +349,7 @@ static void record_run(const drain_run *d, json_object *run) {
 
 /* node_exporter's textfile collector reads *.prom; written whole. */
 static void write_textfile(const drain_run *d, int64_t ended) {
-  const char *path = d->o.cfg.drain_textfile;
+  const char *path = d->o.cfg->drain_textfile;
   if (path[0] == '\0') return;
   const dlqb_drain_ramp *r = &d->ramp;
   char text[4096];
@@ -465,18 +465,18 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
 static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
   dlqb_error err;
   dlqb_ledger_stats ls;
-  if (dlqb_ledger_peek(&d->o.cfg, cli_pipeline()->completed, d->o.cfg.ledger_cache, d->ledger,
+  if (dlqb_ledger_peek(d->o.cfg, cli_pipeline()->completed, d->o.cfg->ledger_cache, d->ledger,
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
     return ops_fail(&err);
   d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
-  d->pass_limit = d->o.cfg.drain_max_items > 0 ? (uint64_t)d->o.cfg.drain_max_items : UINT64_MAX;
+  d->pass_limit = d->o.cfg->drain_max_items > 0 ? (uint64_t)d->o.cfg->drain_max_items : UINT64_MAX;
   ops_move_spec m;
   drain_spec(d, &m, true, 0);
   m.ledger_stats = &ls;
   int rc = ops_move_run(&d->o, &m, stop);
   if (!d->o.json)
     printf("the next run replays the first %d of these as its canary and waits for them\n",
-           d->o.cfg.drain_canary);
+           d->o.cfg->drain_canary);
   return rc;
 }
 
@@ -493,13 +493,13 @@ static int drain_run_cmd(int argc, char **argv) {
   snprintf(d.o.actor, sizeof d.o.actor, "%s", ACTOR);
   d.o.sel.all = true;
   d.o.quiet_progress = d.o.json;
-  if (d.o.cfg.completion_writers[0] == '\0') {
+  if (d.o.cfg->completion_writers[0] == '\0') {
     cli_error("drain needs completion_writers (DLQ_BRIDGE_COMPLETION_WRITERS): without a trusted "
               "ledger no canary can be seen to complete");
     return EXIT_USAGE;
   }
   dlqb_drain_params p;
-  dlqb_drain_params_from(&d.o.cfg, &p);
+  dlqb_drain_params_from(d.o.cfg, &p);
   dlqb_drain_init(&d.ramp, &p);
   ops_stamp_init(&d.stamp, ACTOR, NULL);
   d.seen = dlqb_hashset_new(sizeof(tracked));
@@ -536,7 +536,7 @@ static int drain_run_cmd(int argc, char **argv) {
     snprintf(lease_queue, sizeof lease_queue, "%s", LEASE_QUEUE);
   else snprintf(lease_queue, sizeof lease_queue, "%s.drain.lease", cli_pipeline()->name);
   dlqb_status st =
-      dlqb_lease_take(&d.o.cfg, lease_queue, "dlq-bridge drain (lease)", stop, &lease, &err);
+      dlqb_lease_take(d.o.cfg, lease_queue, "dlq-bridge drain (lease)", stop, &lease, &err);
   if (st != DLQB_OK) {
     ops_audit_close(audit);
     dlqb_hashset_free(d.seen);
@@ -552,7 +552,7 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   int64_t started = dlqb_now_ms();
   dlqb_ledger_stats ls;
-  st = dlqb_ledger_load(&d.o.cfg, cli_pipeline()->completed, d.o.cfg.ledger_cache, d.ledger,
+  st = dlqb_ledger_load(d.o.cfg, cli_pipeline()->completed, d.o.cfg->ledger_cache, d.ledger,
                         LEDGER_IDLE_MS, &ls, &err);
   if (st != DLQB_OK) {
     snprintf(d.error, sizeof d.error, "%s", err.msg);
@@ -653,7 +653,7 @@ static int64_t jint(json_object *o, const char *key) {
 
 static int drain_status_cmd(int argc, char **argv) {
   status_opts s = {false, 10};
-  dlqb_config cfg;
+  static dlqb_config cfg; /* not on the stack: a config is large */
   bool help;
   int rc = cli_load(&status_spec, argc, argv, &cfg, status_flag, &s, &help);
   if (rc != EXIT_OK) return rc;

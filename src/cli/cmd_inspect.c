@@ -107,7 +107,7 @@ static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *bo
   c->listed++;
   if (c->o.json) {
     json_object *j = ops_item_json(it, c->now_ms);
-    ops_item_json_deadline(j, &c->o.cfg.deadlines, it, c->now_ms);
+    ops_item_json_deadline(j, &c->o.cfg->deadlines, it, c->now_ms);
     if (c->show_payload && body != NULL)
       json_object_object_add(j, "payload", json_object_new_string(payload_text(c, *body)));
     json_object_array_add(c->items, j);
@@ -128,7 +128,7 @@ static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
   if (c->sort_deadline) {
     /* The whole queue is read: --limit counts the kept, not the first. */
     if (!dlqb_select_match(&c->o.sel, it, c->now_ms)) return DLQB_OK;
-    ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&c->o.cfg.deadlines, it, c->now_ms),
+    ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&c->o.cfg->deadlines, it, c->now_ms),
                     c->selected);
     c->selected++;
     return DLQB_OK;
@@ -180,13 +180,13 @@ int cmd_inspect(int argc, char **argv) {
   }
   c.now_ms = dlqb_now_ms();
   size_t columns = ops_output_width(c.o.wide);
-  ops_table_deadlines(&c.o.cfg.deadlines, c.sort_deadline);
+  ops_table_deadlines(&c.o.cfg->deadlines, c.sort_deadline);
   ops_table_fit(columns);
   if (c.o.json) c.items = json_object_new_array();
   dlqb_scan_options so = {.queue = c.queue, .purpose = "dlq-bridge inspect", .actor = c.o.actor,
                           .window = c.o.window, .stop = stop, .on_item = inspect_item, .ctx = &c};
   dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
+  dlqb_status st = dlqb_scan_run(c.o.cfg, &so, &r, &err);
   free(c.payload);
   if (st != DLQB_OK) {
     ops_urgent_free(&c.urgent);

@@ -179,7 +179,7 @@ static int review_list(int argc, char **argv) {
                           .on_item = list_item,
                           .ctx = &c};
   dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(&c.o.cfg, &so, &r, &err);
+  dlqb_status st = dlqb_scan_run(c.o.cfg, &so, &r, &err);
   if (st != DLQB_OK) {
     json_object_put(c.items);
     return ops_fail(&err);

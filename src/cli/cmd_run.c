@@ -133,7 +133,7 @@ static int run_failed(const char *who, dlqb_status st, const char *msg) {
  * connections and audit writers are told apart), its router thread,
  * escalator, audit writers, anchor publishers, registry and refresher. */
 typedef struct {
-  dlqb_config cfg;
+  dlqb_config *cfg; /* its own, derived from the daemon's (dlqb_config_copy) */
   char name[DLQB_PIPELINE_NAME_MAX];
   run_ctx hctx;
   dlqb_router_hooks hooks;
@@ -148,21 +148,23 @@ typedef struct {
 
 static void *serve_main(void *arg) {
   served *sv = arg;
-  sv->st = dlqb_router_run(&sv->cfg, sv->no_declare, &sv->hooks, sv->stop, &sv->err);
+  sv->st = dlqb_router_run(sv->cfg, sv->no_declare, &sv->hooks, sv->stop, &sv->err);
   return NULL;
 }
 
-/* Pipeline i of cfg alone, as `run --pipeline NAME` would serve it. */
-static void serve_config(const dlqb_config *cfg, size_t i, served *sv) {
+/* Pipeline i of cfg alone, as `run --pipeline NAME` would serve it.
+ * false when out of memory. */
+static bool serve_config(const dlqb_config *cfg, size_t i, served *sv) {
   dlqb_pipeline p;
   dlqb_config_pipeline(cfg, i, &p);
-  sv->cfg = *cfg;
-  dlqb_config_pipeline_only(&sv->cfg, i);
-  dlqb_config_use_pipeline(&sv->cfg, &p);
-  dlqb_config_use_pipeline_user(&sv->cfg, 0);
+  if ((sv->cfg = dlqb_config_copy(cfg)) == NULL) return false;
+  dlqb_config_pipeline_only(sv->cfg, i);
+  dlqb_config_use_pipeline(sv->cfg, &p);
+  dlqb_config_use_pipeline_user(sv->cfg, 0);
   snprintf(sv->name, sizeof sv->name, "%s", p.name);
-  size_t room = sizeof sv->cfg.instance - strlen(p.name) - 2;
-  snprintf(sv->cfg.instance, sizeof sv->cfg.instance, "%.*s/%s", (int)room, cfg->instance, p.name);
+  size_t room = sizeof sv->cfg->instance - strlen(p.name) - 2;
+  snprintf(sv->cfg->instance, sizeof sv->cfg->instance, "%.*s/%s", (int)room, cfg->instance, p.name);
+  return true;
 }
 
 /* Stops and frees what serve_open started (the router thread joined). */
@@ -182,7 +184,8 @@ static void serve_close(served *sv) {
   sv->hctx.audit = NULL;
   dlqb_metrics_free(sv->hctx.metrics);
   sv->hctx.metrics = NULL;
-  explicit_bzero(&sv->cfg, sizeof sv->cfg); /* the URL may hold the password */
+  dlqb_config_free(sv->cfg); /* wiped: the URL may hold the password */
+  sv->cfg = NULL;
 }
 
 /* Its audit writer and anchors, registry, refresher and escalator. */
@@ -190,17 +193,17 @@ static dlqb_status serve_open(served *sv, bool metrics, dlqb_error *err) {
   run_ctx *h = &sv->hctx;
   atomic_init(&h->consumed, false);
   atomic_init(&h->blocked, false);
-  dlqb_status st = dlqb_audit_open(&sv->cfg, sv->cfg.instance, &h->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(&sv->cfg, h->audit, &h->anchors, err);
+  dlqb_status st = dlqb_audit_open(sv->cfg, sv->cfg->instance, &h->audit, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, h->audit, &h->anchors, err);
   if (st == DLQB_OK && metrics) {
     h->metrics = dlqb_metrics_new(DLQB_VERSION);
     if (h->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     dlqb_metrics_set_pipeline(h->metrics, sv->name);
-    st = dlqb_metrics_refresher_start(h->metrics, &sv->cfg, DLQB_METRICS_REFRESH_MS, &sv->refresher,
+    st = dlqb_metrics_refresher_start(h->metrics, sv->cfg, DLQB_METRICS_REFRESH_MS, &sv->refresher,
                                       err);
   }
   if (st == DLQB_OK) hook_on_tick(h);
-  if (st == DLQB_OK) st = dlqb_escalator_start(&sv->cfg, hook_after_ack, h, &h->escalator, err);
+  if (st == DLQB_OK) st = dlqb_escalator_start(sv->cfg, hook_after_ack, h, &h->escalator, err);
   sv->hooks = (dlqb_router_hooks){.audit = h->audit,
                                   .after_ack = hook_after_ack,
                                   .on_tick = hook_on_tick,
@@ -233,13 +236,16 @@ static int run_many(const dlqb_config *cfg, bool no_declare, dlqb_stop_flag *sto
   char url[DLQB_CONFIG_STR_MAX];
   bool metrics = cfg->metrics_addr[0] != '\0';
   for (size_t i = 0; i < n && st == DLQB_OK; i++) {
-    serve_config(cfg, i, &sv[i]);
+    if (!serve_config(cfg, i, &sv[i])) {
+      st = dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
+      break;
+    }
     sv[i].no_declare = no_declare;
     sv[i].stop = &routers_stop;
     dlqb_log_set_pipeline(sv[i].name);
     dlqb_log_info("starting", "broker %s, max_attempts %d, poison_threshold %d, from %s",
-                  dlqb_url_redact(sv[i].cfg.url, url, sizeof url), sv[i].cfg.max_attempts,
-                  sv[i].cfg.poison_threshold, sv[i].cfg.pipelines[0].p.failed);
+                  dlqb_url_redact(sv[i].cfg->url, url, sizeof url), sv[i].cfg->max_attempts,
+                  sv[i].cfg->poison_threshold, sv[i].cfg->pipelines[0].p.failed);
     st = serve_open(&sv[i], metrics, &err);
   }
   dlqb_log_set_pipeline(NULL);
@@ -303,7 +309,7 @@ static int run_many(const dlqb_config *cfg, bool no_declare, dlqb_stop_flag *sto
 }
 
 int cmd_run(int argc, char **argv) {
-  dlqb_config cfg;
+  static dlqb_config cfg; /* not on the stack: a config is large */
   bool no_declare = false, help;
   int rc = cli_load(&cmd_run_spec, argc, argv, &cfg, on_flag, &no_declare, &help);
   if (rc != EXIT_OK) return rc;

@@ -143,7 +143,7 @@ static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, uint64_t *examined
                           .on_item = stats_item,
                           .ctx = c};
   dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(&c->o.cfg, &so, &r, err);
+  dlqb_status st = dlqb_scan_run(c->o.cfg, &so, &r, err);
   if (st == DLQB_OK && r.short_read) *partial = true;
   *examined = r.examined;
   *total = r.depth_at_start;
@@ -326,7 +326,7 @@ int cmd_stats(int argc, char **argv) {
   }
   /* Both on the heap: a topology is ~150 KB, and this thread decodes
    * broker frames (dlqb/thread.h). */
-  dlqb_topology *topo = dlqb_topology_new(&c.o.cfg);
+  dlqb_topology *topo = dlqb_topology_new(c.o.cfg);
   dlqb_queue_stat *rows = topo != NULL ? calloc(topo->nqueues + 1, sizeof *rows) : NULL;
   if (rows == NULL) {
     free(topo);
@@ -336,7 +336,7 @@ int cmd_stats(int argc, char **argv) {
   size_t nrows = 0;
   dlqb_error err;
   dlqb_link *link = NULL;
-  dlqb_status lst = dlqb_link_open(&c.o.cfg, "dlq-bridge stats", &link, &err);
+  dlqb_status lst = dlqb_link_open(c.o.cfg, "dlq-bridge stats", &link, &err);
   bool dlq_has_items = false;
   for (size_t i = 0; lst == DLQB_OK && i < topo->nqueues; i++) {
     if (topo->queues[i].type == DLQB_QTYPE_STREAM) continue; /* the ledger is not a backlog */

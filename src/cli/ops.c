@@ -85,7 +85,10 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   o->rate = 0;
   o->window = DLQB_SCAN_WINDOW_DEFAULT;
   default_actor(o->actor, sizeof o->actor);
-  int rc = cli_load(spec, argc, argv, &o->cfg, on_flag, ctx, help);
+  /* Static: a config is large (and read until the command ends). */
+  static dlqb_config loaded;
+  o->cfg = &loaded;
+  int rc = cli_load(spec, argc, argv, o->cfg, on_flag, ctx, help);
   /* The identity filters name the served pipeline's fields. */
   dlqb_error err;
   if (rc == EXIT_OK && !*help &&
@@ -94,14 +97,14 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
     rc = EXIT_USAGE;
   }
   /* Ops commands talk to a person: only warnings and errors in the log. */
-  if (rc == EXIT_OK && !*help && o->cfg.log_level > DLQB_LOG_WARN)
-    dlqb_log_setup(o->cfg.log_format, DLQB_LOG_WARN, o->cfg.instance);
+  if (rc == EXIT_OK && !*help && o->cfg->log_level > DLQB_LOG_WARN)
+    dlqb_log_setup(o->cfg->log_format, DLQB_LOG_WARN, o->cfg->instance);
   return rc;
 }
 
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   *out = NULL;
-  if (o->cfg.audit_log[0] == '\0') {
+  if (o->cfg->audit_log[0] == '\0') {
     /* An operator's shell that lacks the daemon's settings must not move
      * items unrecorded without knowing it: the trail is where "no erasure
      * was lost" is proved. */
@@ -115,14 +118,14 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
     dlqb_log_warn("no_audit", "%s by actor '%s' with --no-audit: no audit trail configured, "
                   "nothing it does is recorded", command, o->actor);
     /* Said on stderr even when the log shows errors only. */
-    if (o->cfg.log_level < DLQB_LOG_WARN)
+    if (o->cfg->log_level < DLQB_LOG_WARN)
       fprintf(stderr, "dlq-bridge: %s with --no-audit: nothing it does is recorded\n", command);
     return EXIT_OK;
   }
   char writer[400];
-  snprintf(writer, sizeof writer, "%s@%s", command, o->cfg.instance);
+  snprintf(writer, sizeof writer, "%s@%s", command, o->cfg->instance);
   dlqb_error err;
-  if (ops_trail_open(&o->cfg, writer, out, &err) != DLQB_OK) {
+  if (ops_trail_open(o->cfg, writer, out, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_FAILURE_;
   }
@@ -439,7 +442,7 @@ static json_object *ledger_json(const ops_move_spec *m) {
 }
 
 ops_ctx ops_context(const ops_opts *o) {
-  return (ops_ctx){.cfg = &o->cfg,
+  return (ops_ctx){.cfg = o->cfg,
                    .pipeline = cli_pipeline(),
                    .actor = o->actor,
                    .sel = &o->sel,

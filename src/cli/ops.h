@@ -63,7 +63,7 @@
    "without it such a command refuses; a configured trail is always written"}
 
 typedef struct {
-  dlqb_config cfg;
+  dlqb_config *cfg;    /* the loaded settings: ops_load's (one command per process) */
   dlqb_select sel;
   bool json;
   char actor[128];

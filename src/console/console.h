@@ -67,9 +67,11 @@ bool console_session_find(const char *id, console_who *who);
 void console_session_end(const char *id);
 
 /* base with the broker credentials of who (its url's user and password
- * replaced, password_file cleared): every broker connection a request
- * opens goes through this, so the broker's permissions decide. */
-void console_user_config(const dlqb_config *base, const console_who *who, dlqb_config *out);
+ * replaced, password_file cleared), on the heap (NULL: out of memory; free
+ * with dlqb_config_free, which wipes the password): every broker
+ * connection a request opens goes through this, so the broker's
+ * permissions decide. */
+dlqb_config *console_user_config(const dlqb_config *base, const console_who *who);
 
 /* Fills hex (CONSOLE_TOKEN_HEX + 1 bytes) from the system's CSPRNG. */
 bool console_random_token(char *hex);

@@ -91,22 +91,30 @@ static bool note_of(console_req *r, act_kind kind, char *note, size_t cap) {
  * settings (on the heap: a config is large), their selection, their name
  * as the audit trail's actor. */
 typedef struct {
-  dlqb_config cfg;
+  dlqb_config *cfg; /* console_user_config's */
   dlqb_select sel;
   char actor[CONSOLE_USER_MAX];
 } pass_as;
 
-static void opts_for(const console_who *who, const dlqb_select *sel, pass_as *o) {
+/* false: out of memory. Free what it set with pass_end. */
+static bool opts_for(const console_who *who, const dlqb_select *sel, pass_as *o) {
   memset(o, 0, sizeof *o);
-  console_user_config(console_g.cfg, who, &o->cfg);
+  if ((o->cfg = console_user_config(console_g.cfg, who)) == NULL) return false;
   o->sel = *sel;
   /* The audit trail's actor is the authenticated broker user. */
   snprintf(o->actor, sizeof o->actor, "%s", who->user);
+  return true;
+}
+
+static void pass_end(pass_as *o) {
+  if (o == NULL) return;
+  dlqb_config_free(o->cfg);
+  explicit_bzero(o, sizeof *o);
 }
 
 /* The library's context of that pass. */
 static ops_ctx pass_context(const pass_as *o) {
-  return (ops_ctx){.cfg = &o->cfg,
+  return (ops_ctx){.cfg = o->cfg,
                    .pipeline = console_g.pipeline,
                    .actor = o->actor,
                    .sel = &o->sel,
@@ -194,10 +202,12 @@ void console_post_preview(console_req *r) {
     return;
   bool oom;
   dlqb_hashset *picks = picks_of(r, &oom);
-  pass_as *o = malloc(sizeof *o);
+  pass_as *o = calloc(1, sizeof *o);
   dlqb_ledger *ledger = kind == ACT_REPLAY ? dlqb_ledger_new() : NULL;
   ops_move_outcome *out = malloc(sizeof *out);
-  if (oom || o == NULL || out == NULL || (kind == ACT_REPLAY && ledger == NULL)) {
+  if (oom || o == NULL || out == NULL || (kind == ACT_REPLAY && ledger == NULL) ||
+      !opts_for(&r->who, &sel, o)) {
+    pass_end(o);
     free(o);
     free(out);
     dlqb_ledger_free(ledger);
@@ -205,7 +215,6 @@ void console_post_preview(console_req *r) {
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
-  opts_for(&r->who, &sel, o);
   dlqb_html rows = {0};
   preview_ctx pc = {.h = &rows, .kind = kind};
   ops_move_watch w = {.listed = preview_row, .ctx = &pc};
@@ -218,7 +227,7 @@ void console_post_preview(console_req *r) {
   char summary[256];
   if (kind == ACT_REPLAY) {
     ops_replay_spec(&m, &stamp, true, 0);
-    if (ops_replay_ledger(&o->cfg, console_g.pipeline, true, ledger, &ls, &err) != DLQB_OK)
+    if (ops_replay_ledger(o->cfg, console_g.pipeline, true, ledger, &ls, &err) != DLQB_OK)
       ok = false;
     m.ledger = ledger;
   } else if (kind == ACT_ESCALATE) {
@@ -236,7 +245,8 @@ void console_post_preview(console_req *r) {
     ok = !out->not_started;
     if (!ok) err = out->err;
   }
-  explicit_bzero(&o->cfg, sizeof o->cfg);
+  dlqb_config_free(o->cfg); /* wiped: it holds the person's password */
+  o->cfg = NULL;
   if (!ok) {
     console_error_page(r, 502, "The broker refused the preview", err.msg);
   } else {
@@ -291,7 +301,7 @@ void console_post_preview(console_req *r) {
   dlqb_html_free(&rows);
   dlqb_ledger_free(ledger);
   dlqb_hashset_free(picks);
-  explicit_bzero(o, sizeof *o);
+  pass_end(o);
   free(o);
   free(out);
 }
@@ -323,18 +333,21 @@ static void *job_main(void *arg) {
     job_fail(j, "out of memory");
     goto end;
   }
-  opts_for(&j->who, &j->sel, o);
+  if (!opts_for(&j->who, &j->sel, o)) {
+    job_fail(j, "out of memory");
+    goto end;
+  }
   char writer[400];
-  snprintf(writer, sizeof writer, "console@%s", o->cfg.instance);
+  snprintf(writer, sizeof writer, "console@%s", o->cfg->instance);
   /* The trail first: one that cannot be written stops the job before
    * anything moves. */
-  if (o->cfg.audit_log[0] == '\0') {
+  if (o->cfg->audit_log[0] == '\0') {
     /* As the CLI's movers refuse without --no-audit: the console has no
      * way to act unrecorded. */
     job_fail(j, "no audit trail configured (audit_log): the console moves nothing without one");
     goto end;
   }
-  if (ops_trail_open(&o->cfg, writer, &audit, &err) != DLQB_OK) {
+  if (ops_trail_open(o->cfg, writer, &audit, &err) != DLQB_OK) {
     job_fail(j, err.msg);
     goto end;
   }
@@ -348,7 +361,7 @@ static void *job_main(void *arg) {
     }
     /* The whole ledger, or no replay: a partial one could re-run a
      * completed erasure. */
-    if (ops_replay_ledger(&o->cfg, console_g.pipeline, false, ledger, &ls, &err) != DLQB_OK) {
+    if (ops_replay_ledger(o->cfg, console_g.pipeline, false, ledger, &ls, &err) != DLQB_OK) {
       job_fail(j, err.msg);
       goto end;
     }
@@ -393,7 +406,7 @@ static void *job_main(void *arg) {
 end:
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);
-  if (o != NULL) explicit_bzero(o, sizeof *o);
+  pass_end(o);
   free(o);
   free(out);
   pthread_mutex_lock(&lock);

@@ -121,8 +121,11 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
 
 /* One pass, nothing moved. false with the page written on failure. */
 static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
-  dlqb_config cfg;
-  console_user_config(console_g.cfg, &r->who, &cfg);
+  dlqb_config *cfg = console_user_config(console_g.cfg, &r->who);
+  if (cfg == NULL) {
+    console_error_page(r, 500, "Out of memory", "out of memory");
+    return false;
+  }
   c->now_ms = dlqb_now_ms();
   /* A broker that pauses mid-pass (a million unacked deliveries) is waited
    * for by the pipe itself while messages are still ready. */
@@ -132,8 +135,8 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
                           .on_item = look_item,
                           .ctx = c};
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(&cfg, &so, res, &err);
-  explicit_bzero(&cfg, sizeof cfg);
+  dlqb_status st = dlqb_scan_run(cfg, &so, res, &err);
+  dlqb_config_free(cfg);
   if (st != DLQB_OK) {
     console_error_page(r, 502, "The broker refused", err.msg);
     return false;

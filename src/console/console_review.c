@@ -67,8 +67,12 @@ void console_page_review(console_req *r) {
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
-  dlqb_config cfg;
-  console_user_config(console_g.cfg, &r->who, &cfg);
+  dlqb_config *cfg = console_user_config(console_g.cfg, &r->who);
+  if (cfg == NULL) {
+    ops_urgent_free(&c.urgent);
+    console_error_page(r, 500, "Out of memory", "out of memory");
+    return;
+  }
   dlqb_scan_options so = {.queue = console_g.pipeline->review,
                           .purpose = "dlq-bridge console review",
                           .actor = r->who.user,
@@ -76,8 +80,8 @@ void console_page_review(console_req *r) {
                           .ctx = &c};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(&cfg, &so, &res, &err);
-  explicit_bzero(&cfg, sizeof cfg);
+  dlqb_status st = dlqb_scan_run(cfg, &so, &res, &err);
+  dlqb_config_free(cfg);
   if (st != DLQB_OK) {
     ops_urgent_free(&c.urgent);
     console_error_page(r, 502, "The broker refused", err.msg);
@@ -131,7 +135,7 @@ void console_page_review(console_req *r) {
 /* A review act's pass and what it runs with: the person's broker
  * credentials over the loaded settings (on the heap: a config is large). */
 typedef struct {
-  dlqb_config cfg;
+  dlqb_config *cfg; /* console_user_config's */
   char actor[CONSOLE_USER_MAX];
   ops_review_act a;
 } review_post;
@@ -154,9 +158,13 @@ void console_post_review_act(console_req *r) {
                        "Give an item and one of claim, replay, resolve (with a note) or return.");
     return;
   }
-  console_user_config(console_g.cfg, &r->who, &p->cfg);
+  if ((p->cfg = console_user_config(console_g.cfg, &r->who)) == NULL) {
+    free(p);
+    console_error_page(r, 500, "Out of memory", "out of memory");
+    return;
+  }
   snprintf(p->actor, sizeof p->actor, "%s", r->who.user);
-  c->x = (ops_ctx){.cfg = &p->cfg, .pipeline = console_g.pipeline, .actor = p->actor,
+  c->x = (ops_ctx){.cfg = p->cfg, .pipeline = console_g.pipeline, .actor = p->actor,
                    .window = DLQB_SCAN_WINDOW_DEFAULT};
   c->kind = (ops_act_kind)k;
   c->message_id = mid;
@@ -169,22 +177,22 @@ void console_post_review_act(console_req *r) {
   dlqb_ledger_stats ls;
   dlqb_scan_result res;
   char writer[400];
-  snprintf(writer, sizeof writer, "console@%s", p->cfg.instance);
+  snprintf(writer, sizeof writer, "console@%s", p->cfg->instance);
   /* As the CLI's movers refuse without --no-audit: nothing unrecorded. */
-  dlqb_status st = p->cfg.audit_log[0] == '\0'
+  dlqb_status st = p->cfg->audit_log[0] == '\0'
                        ? dlqb_fail(&err, DLQB_EINVAL, "no audit trail configured (audit_log): the "
                                    "console moves nothing without one")
-                       : ops_trail_open(&p->cfg, writer, &audit, &err);
+                       : ops_trail_open(p->cfg, writer, &audit, &err);
   if (st == DLQB_OK && k == OPS_ACT_REPLAY) {
     ledger = dlqb_ledger_new();
     st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                        : ops_replay_ledger(&p->cfg, console_g.pipeline, false, ledger, &ls, &err);
+                        : ops_replay_ledger(p->cfg, console_g.pipeline, false, ledger, &ls, &err);
     c->ledger = ledger;
   }
   if (st == DLQB_OK) st = ops_review_act_pass(c, command, audit, NULL, &res, &err);
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);
-  explicit_bzero(&p->cfg, sizeof p->cfg);
+  explicit_bzero(p->cfg, sizeof p->cfg);
   char msg[DLQB_ERROR_MAX + 256];
   unsigned status = 200;
   if (st != DLQB_OK) {

@@ -71,8 +71,9 @@ static bool url_encode(char *out, size_t cap, size_t *at, const char *s) {
   return true;
 }
 
-void console_user_config(const dlqb_config *base, const console_who *who, dlqb_config *out) {
-  *out = *base;
+dlqb_config *console_user_config(const dlqb_config *base, const console_who *who) {
+  dlqb_config *out = dlqb_config_copy(base);
+  if (out == NULL) return NULL;
   out->password_file[0] = '\0';
   const char *u = base->url;
   const char *scheme_end = strstr(u, "://");
@@ -102,6 +103,7 @@ void console_user_config(const dlqb_config *base, const console_who *who, dlqb_c
     snprintf(out->url, sizeof out->url, "amqp://-:-@0.0.0.0:1/-");
   }
   explicit_bzero(url, sizeof url);
+  return out;
 }
 
 /* The failure slot of addr (creating one, evicting the oldest); lock held. */
@@ -141,12 +143,12 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
   }
   snprintf(who->user, sizeof who->user, "%s", user);
   snprintf(who->password, sizeof who->password, "%s", password);
-  dlqb_config cfg;
-  console_user_config(base, who, &cfg);
+  dlqb_config *cfg = console_user_config(base, who);
   dlqb_link *link = NULL;
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_link_open(&cfg, "dlq-bridge console sign-in", &link, &err);
-  explicit_bzero(&cfg, sizeof cfg);
+  dlqb_status st = cfg == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
+                               : dlqb_link_open(cfg, "dlq-bridge console sign-in", &link, &err);
+  dlqb_config_free(cfg);
   if (st != DLQB_OK) {
     pthread_mutex_lock(&lock);
     f = fail_slot_of(addr, mono_ms());

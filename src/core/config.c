@@ -915,14 +915,17 @@ dlqb_status dlqb_config_apply_json_keys(dlqb_config *c, const char *text, size_t
                    json_type_phrase(json_object_get_type(root)));
   } else {
     /* Apply to a copy so a bad member leaves c as it was. */
-    dlqb_config work = *c;
+    dlqb_config *work = dlqb_config_copy(c);
     uint64_t keys = 0;
-    st = apply_object(&work, root, &keys, err);
+    st = work == NULL ? dlqb_fail(err, DLQB_ENOMEM, "out of memory")
+                      : apply_object(work, root, &keys, err);
     if (st == DLQB_OK) {
-      *c = work;
+      dlqb_config_take(c, work);
       if (set_keys != NULL) {
         *set_keys = keys;
       }
+    } else {
+      dlqb_config_free(work);
     }
   }
   json_object_put(root);
@@ -930,6 +933,23 @@ dlqb_status dlqb_config_apply_json_keys(dlqb_config *c, const char *text, size_t
 }
 
 const char *dlqb_config_getenv(const char *name) { return getenv(name); }
+
+dlqb_config *dlqb_config_copy(const dlqb_config *c) {
+  dlqb_config *out = malloc(sizeof *out);
+  if (out != NULL) memcpy(out, c, sizeof *out);
+  return out;
+}
+
+void dlqb_config_free(dlqb_config *c) {
+  if (c == NULL) return;
+  explicit_bzero(c, sizeof *c);
+  free(c);
+}
+
+void dlqb_config_take(dlqb_config *c, dlqb_config *trial) {
+  memcpy(c, trial, sizeof *c);
+  dlqb_config_free(trial);
+}
 
 bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len) {
   const char *p = c->completion_writers;
@@ -949,17 +969,21 @@ dlqb_status dlqb_config_apply_env(dlqb_config *c, const char *(*lookup)(const ch
     return dlqb_fail(err, DLQB_EINVAL, "no config or environment lookup given");
   }
   /* Apply to a copy so a bad variable leaves c as it was. */
-  dlqb_config work = *c;
+  dlqb_config *work = dlqb_config_copy(c);
+  if (work == NULL) {
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  }
   for (size_t i = 0; i < SETTING_COUNT; i++) {
     const char *value = lookup(settings[i].env);
     if (value != NULL) {
-      dlqb_status st = dlqb_config_set(&work, settings[i].key, value, settings[i].env, err);
+      dlqb_status st = dlqb_config_set(work, settings[i].key, value, settings[i].env, err);
       if (st != DLQB_OK) {
+        dlqb_config_free(work);
         return st;
       }
     }
   }
-  *c = work;
+  dlqb_config_take(c, work);
   return DLQB_OK;
 }
 

@@ -10,6 +10,7 @@
  *               (the top-level rules; unset ones follow the top level)
  * and the lookups over them. docs/configuration.md is the reference. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config_private.h"
@@ -330,8 +331,9 @@ static dlqb_status parse_queues(dlqb_pipeline *p, json_object *v, const char *pa
 
 /* ---- one pipeline, all pipelines -------------------------------------- */
 
-static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, json_object *v,
-                                  const dlqb_config *top, dlqb_error *err) {
+/* parse_pipeline's work on scratch, a copy of the top-level config. */
+static dlqb_status parse_pipeline_on(dlqb_pipeline_conf *out, const char *name, json_object *v,
+                                     dlqb_config *scratch, dlqb_error *err) {
   char path[PATH_MAX_LEN], sub[PATH_MAX_LEN];
   join_path(path, sizeof path, "pipelines", name);
   if (!json_object_is_type(v, json_type_object))
@@ -344,8 +346,6 @@ static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, jso
   join_path(sub, sizeof sub, path, "profile");
   dlqb_status st = parse_profile(&out->p.profile, name, profile, sub, err);
   if (st != DLQB_OK) return st;
-  /* Policy values go through the top-level rules on a scratch copy. */
-  dlqb_config scratch = *top;
   json_object_object_foreach(v, key, val) {
     join_path(sub, sizeof sub, path, key);
     if (strcmp(key, "profile") == 0) continue;
@@ -358,8 +358,8 @@ static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, jso
       char src[PATH_MAX_LEN + 8];
       snprintf(src, sizeof src, "key '%s'", sub);
       bool url = key[0] == 'u';
-      if ((st = dlqb__config_apply_member(&scratch, key, val, src, err)) != DLQB_OK) return st;
-      const char *given = url ? scratch.url : scratch.password_file;
+      if ((st = dlqb__config_apply_member(scratch, key, val, src, err)) != DLQB_OK) return st;
+      const char *given = url ? scratch->url : scratch->password_file;
       if (given[0] == '\0')
         return dlqb_fail(err, DLQB_EINVAL, "key '%s': empty (leave it out to use the top-level %s)",
                          sub, key);
@@ -375,12 +375,22 @@ static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, jso
                          err);
     char src[PATH_MAX_LEN + 8];
     snprintf(src, sizeof src, "key '%s'", sub);
-    if ((st = dlqb__config_apply_member(&scratch, key, val, src, err)) != DLQB_OK) return st;
+    if ((st = dlqb__config_apply_member(scratch, key, val, src, err)) != DLQB_OK) return st;
     out->policy_set |= policy_keys[i].bit;
   }
-  policy_of(&scratch, &out->p.policy);
-  explicit_bzero(&scratch, sizeof scratch); /* a url may hold a password */
+  policy_of(scratch, &out->p.policy);
   return DLQB_OK;
+}
+
+static dlqb_status parse_pipeline(dlqb_pipeline_conf *out, const char *name, json_object *v,
+                                  const dlqb_config *top, dlqb_error *err) {
+  /* Policy values go through the top-level rules on a scratch copy (on
+   * the heap: a config is large; freed wiped, a url may hold a password). */
+  dlqb_config *scratch = dlqb_config_copy(top);
+  if (scratch == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  dlqb_status st = parse_pipeline_on(out, name, v, scratch, err);
+  dlqb_config_free(scratch);
+  return st;
 }
 
 dlqb_status dlqb__config_apply_pipelines(dlqb_config *c, json_object *v, dlqb_error *err) {
@@ -394,26 +404,38 @@ dlqb_status dlqb__config_apply_pipelines(dlqb_config *c, json_object *v, dlqb_er
   if (n == 0 || n > DLQB_MAX_PIPELINES)
     return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': expected 1 to %d pipelines, got %zu",
                      DLQB_MAX_PIPELINES, n);
-  dlqb_pipeline_conf parsed[DLQB_MAX_PIPELINES];
+  /* On the heap: eight pipelines are most of a config. */
+  dlqb_pipeline_conf *parsed = calloc(DLQB_MAX_PIPELINES, sizeof *parsed);
+  dlqb_pipeline *set = calloc(DLQB_MAX_PIPELINES, sizeof *set);
+  dlqb_status st = parsed == NULL || set == NULL ? dlqb_fail(err, DLQB_ENOMEM, "out of memory")
+                                                 : DLQB_OK;
   size_t count = 0;
   json_object_object_foreach(v, name, val) {
-    if (!dlqb_pipeline_name_valid(name))
-      return dlqb_fail(err, DLQB_EINVAL,
-                       "key 'pipelines': pipeline name '%s' must be 1 to %d bytes of a-z, 0-9, "
-                       "'_' and '-', starting with a letter",
-                       dlqb_text_quote(q, name, strlen(name)), DLQB_PIPELINE_NAME_MAX - 1);
-    dlqb_status st = parse_pipeline(&parsed[count], name, val, c, err);
-    if (st != DLQB_OK) return st;
-    count++;
+    if (st != DLQB_OK) break;
+    if (!dlqb_pipeline_name_valid(name)) {
+      st = dlqb_fail(err, DLQB_EINVAL,
+                     "key 'pipelines': pipeline name '%s' must be 1 to %d bytes of a-z, 0-9, "
+                     "'_' and '-', starting with a letter",
+                     dlqb_text_quote(q, name, strlen(name)), DLQB_PIPELINE_NAME_MAX - 1);
+      break;
+    }
+    st = parse_pipeline(&parsed[count], name, val, c, err);
+    if (st == DLQB_OK) count++;
   }
-  dlqb_pipeline set[DLQB_MAX_PIPELINES];
-  for (size_t i = 0; i < count; i++) set[i] = parsed[i].p;
   char what[256];
-  if (dlqb_pipelines_clash(set, count, what, sizeof what))
-    return dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': %s", what);
-  memcpy(c->pipelines, parsed, count * sizeof parsed[0]);
-  c->pipeline_count = count;
-  return DLQB_OK;
+  if (st == DLQB_OK) {
+    for (size_t i = 0; i < count; i++) set[i] = parsed[i].p;
+    if (dlqb_pipelines_clash(set, count, what, sizeof what))
+      st = dlqb_fail(err, DLQB_EINVAL, "key 'pipelines': %s", what);
+  }
+  if (st == DLQB_OK) {
+    memcpy(c->pipelines, parsed, count * sizeof parsed[0]);
+    c->pipeline_count = count;
+  }
+  if (parsed != NULL) explicit_bzero(parsed, DLQB_MAX_PIPELINES * sizeof *parsed);
+  free(parsed);
+  free(set);
+  return st;
 }
 
 size_t dlqb_config_pipeline_count(const dlqb_config *c) {

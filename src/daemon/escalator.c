@@ -21,7 +21,7 @@
 #define INTERVAL_MAX_MS 30000
 
 struct dlqb_escalator {
-  dlqb_config cfg;
+  const dlqb_config *cfg; /* the caller's: it outlives the escalator */
   dlqb_pipeline p; /* the config's first: the one `run` serves */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   void *ctx;
@@ -67,7 +67,7 @@ long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms) {
 static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
                                  const dlqb_item *it, dlqb_error *err) {
   dlqb_escalator *e = ctx;
-  dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg.dlq_sla_ms};
+  dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg->dlq_sla_ms};
   dlqb_verdict v = dlqb_verdict_of(&rule, it, e->now_ms, 0);
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
@@ -96,11 +96,11 @@ static void pass(dlqb_escalator *e) {
   dlqb_iso_time(e->now_ms, e->now_iso, sizeof e->now_iso);
   char sla[32];
   snprintf(e->reason, sizeof e->reason, "dlq_sla: in %s longer than %s", e->p.dlq,
-           dlqb_duration_format(e->cfg.dlq_sla_ms, sla, sizeof sla));
+           dlqb_duration_format(e->cfg->dlq_sla_ms, sla, sizeof sla));
   snprintf(e->no_time_reason, sizeof e->no_time_reason,
            "dlq_sla: no usable time in %s (dlq_at missing or in the future)", e->p.dlq);
   char purpose[320];
-  snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg.instance);
+  snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg->instance);
   dlqb_scan_options so = {.queue = e->p.dlq, .purpose = purpose, .actor = "system",
                           .audit = e->audit, .idle_stop_ms = 2000, .stop = &e->stop,
                           /* Escalations published when the log fails stay
@@ -111,7 +111,7 @@ static void pass(dlqb_escalator *e) {
                           .on_item = escalate_item, .after_ack = escalated, .ctx = e};
   dlqb_scan_result r;
   dlqb_error err;
-  dlqb_status st = dlqb_scan_run(&e->cfg, &so, &r, &err);
+  dlqb_status st = dlqb_scan_run(e->cfg, &so, &r, &err);
   if (st != DLQB_ECONN || r.depth_at_start > 0 || r.examined > 0) e->connected_once = true;
   if (r.access_refused || st == DLQB_OK) note_refusal(e, r.access_refused, err.msg);
   if (r.access_refused) {
@@ -133,8 +133,8 @@ static void *run(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
-  if (e->cfg.pipeline_count > 0) dlqb_log_set_pipeline(e->p.name);
-  long interval = dlqb_escalator_interval_ms(e->cfg.dlq_sla_ms);
+  if (e->cfg->pipeline_count > 0) dlqb_log_set_pipeline(e->p.name);
+  long interval = dlqb_escalator_interval_ms(e->cfg->dlq_sla_ms);
   while (!e->stop) {
     pass(e);
     dlqb_sleep_us(&e->stop, (int64_t)interval * 1000);
@@ -149,7 +149,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   *out = NULL;
   dlqb_escalator *e = calloc(1, sizeof *e);
   if (e == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  e->cfg = *cfg;
+  e->cfg = cfg;
   pthread_mutex_init(&e->lock, NULL);
   dlqb_config_pipeline(cfg, 0, &e->p);
   e->after_ack = after_ack;

@@ -17,7 +17,7 @@
 
 struct dlqb_metrics_refresher {
   dlqb_metrics *m;
-  dlqb_config cfg; /* a copy: the thread must not depend on the caller's */
+  const dlqb_config *cfg; /* the caller's: it outlives the refresher */
   long interval_ms;
   pthread_t thread;
   pthread_mutex_t lock;
@@ -66,7 +66,7 @@ static dlqb_status tally_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, c
 static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *stats, size_t n) {
   const dlqb_queue_stat *q = NULL;
   dlqb_pipeline pl;
-  dlqb_config_pipeline(&r->cfg, 0, &pl); /* the one `run` serves */
+  dlqb_config_pipeline(r->cfg, 0, &pl); /* the one `run` serves */
   for (size_t i = 0; i < n; i++)
     if (strcmp(stats[i].queue, pl.review) == 0) q = &stats[i];
   review_pass p;
@@ -81,12 +81,12 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
   }
   p.now_ms = dlqb_now_ms();
   char name[340];
-  snprintf(name, sizeof name, "dlq-bridge metrics review %s", r->cfg.instance);
+  snprintf(name, sizeof name, "dlq-bridge metrics review %s", r->cfg->instance);
   dlqb_scan_options so = {.queue = pl.review, .purpose = name, .actor = DLQB_ACTOR_BRIDGE,
                           .on_item = tally_item, .ctx = &p};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(&r->cfg, &so, &res, &err);
+  dlqb_status st = dlqb_scan_run(r->cfg, &so, &res, &err);
   bool whole = st == DLQB_OK && !res.short_read && !res.interrupted;
   if (st != DLQB_OK) dlqb_log_warn("queue_stats", "cannot read %s: %s", pl.review, err.msg);
   dlqb_metrics_set_review(r->m, &p.t, whole);
@@ -94,13 +94,13 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
 
 static void *run(void *arg) {
   dlqb_metrics_refresher *r = arg;
-  if (r->cfg.pipeline_count > 0) dlqb_log_set_pipeline(r->cfg.pipelines[0].p.name);
-  dlqb_topology *topo = dlqb_topology_new(&r->cfg);
+  if (r->cfg->pipeline_count > 0) dlqb_log_set_pipeline(r->cfg->pipelines[0].p.name);
+  dlqb_topology *topo = dlqb_topology_new(r->cfg);
   dlqb_queue_stats *qs = topo != NULL ? dlqb_queue_stats_new(topo) : NULL;
   free(topo); /* the stats keep what they need */
   dlqb_link *link = NULL;
   char name[320];
-  snprintf(name, sizeof name, "dlq-bridge metrics %s", r->cfg.instance);
+  snprintf(name, sizeof name, "dlq-bridge metrics %s", r->cfg->instance);
   bool failing = false; /* log a failure once, not every interval */
   if (qs == NULL) dlqb_log_error("queue_stats", "out of memory; queue gauges are off");
 
@@ -108,7 +108,7 @@ static void *run(void *arg) {
     if (qs == NULL) continue;
     dlqb_error err = {{0}};
     dlqb_status st = DLQB_OK;
-    if (link == NULL) st = dlqb_link_open(&r->cfg, name, &link, &err);
+    if (link == NULL) st = dlqb_link_open(r->cfg, name, &link, &err);
     if (st == DLQB_OK) st = dlqb_queue_stats_refresh(qs, link, dlqb_now_ms(), &err);
     if (st == DLQB_OK) {
       dlqb_metrics_set_queues(r->m, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs),
@@ -139,7 +139,7 @@ dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg
   dlqb_metrics_refresher *r = calloc(1, sizeof *r);
   if (r == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   r->m = m;
-  r->cfg = *cfg;
+  r->cfg = cfg;
   r->interval_ms = interval_ms > 0 ? interval_ms : DLQB_METRICS_REFRESH_MS;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -157,7 +157,6 @@ dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg
   if (rc != 0) {
     pthread_cond_destroy(&r->wake);
     pthread_mutex_destroy(&r->lock);
-    explicit_bzero(&r->cfg, sizeof r->cfg);
     free(r);
     char why[DLQB_ERRNO_TEXT_MAX];
     return dlqb_fail(err, DLQB_ENOMEM, "cannot start the queue stats thread: %s",
@@ -176,6 +175,5 @@ void dlqb_metrics_refresher_stop(dlqb_metrics_refresher *r) {
   pthread_join(r->thread, NULL);
   pthread_cond_destroy(&r->wake);
   pthread_mutex_destroy(&r->lock);
-  explicit_bzero(&r->cfg, sizeof r->cfg); /* the URL may hold the password */
   free(r);
 }

@@ -72,34 +72,40 @@ static dlqb_status load(dlqb_config *c, const char *path, bool required, uint64_
   }
   close(fd);
   if (st != DLQB_OK) return st;
-  dlqb_config work = *c;
+  dlqb_config *work = dlqb_config_copy(c);
+  if (work == NULL) {
+    free(text);
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  }
   uint64_t keys = 0;
-  st = dlqb_config_apply_json_keys(&work, text, len, &keys, err);
+  st = dlqb_config_apply_json_keys(work, text, len, &keys, err);
   free(text);
-  if (st != DLQB_OK) return st;
+  if (st != DLQB_OK) {
+    dlqb_config_free(work);
+    return st;
+  }
   long url = dlqb_config_key_index("url");
-  if (url >= 0 && (keys & (UINT64_C(1) << url)) != 0 && dlqb_config_url_has_password(work.url) &&
+  if (url >= 0 && (keys & (UINT64_C(1) << url)) != 0 && dlqb_config_url_has_password(work->url) &&
       (sb.st_mode & 044) != 0) {
     /* Every operator reads this file: a password in it is everyone's. */
-    explicit_bzero(&work, sizeof work);
+    dlqb_config_free(work);
     return dlqb_fail(err, DLQB_EINVAL,
                      "key 'url' holds a password, and the file is readable by group or others "
                      "(mode %04o): put the password in a password_file, or chmod 600 the file",
                      (unsigned)(sb.st_mode & 07777));
   }
-  for (size_t i = 0; i < work.pipeline_count && (sb.st_mode & 044) != 0; i++) {
-    if (!dlqb_config_url_has_password(work.pipelines[i].url)) continue;
+  for (size_t i = 0; i < work->pipeline_count && (sb.st_mode & 044) != 0; i++) {
+    if (!dlqb_config_url_has_password(work->pipelines[i].url)) continue;
     char name[DLQB_PIPELINE_NAME_MAX];
-    snprintf(name, sizeof name, "%s", work.pipelines[i].p.name);
-    explicit_bzero(&work, sizeof work);
+    snprintf(name, sizeof name, "%s", work->pipelines[i].p.name);
+    dlqb_config_free(work);
     return dlqb_fail(err, DLQB_EINVAL,
                      "key 'pipelines.%s.url' holds a password, and the file is readable by group "
                      "or others (mode %04o): put the password in its password_file, or chmod 600 "
                      "the file",
                      name, (unsigned)(sb.st_mode & 07777));
   }
-  *c = work;
-  explicit_bzero(&work, sizeof work);
+  dlqb_config_take(c, work);
   if (set_keys != NULL) *set_keys = keys;
   if (loaded != NULL) *loaded = true;
   return DLQB_OK;
