@@ -73,7 +73,7 @@ header_folder() {
     case $1 in
         audit) echo audit ;;   # records, writer, verify, query: src/audit/*.c
         names | stop) echo core ;; # constants and a type only
-        ops) echo ops ;;       # src/ops/*.c (src/cli/ops.c is the CLI's own)
+        ops) echo ops ;;       # src/ops/*.c
         *)
             local c
             c=$(ls src/*/"$1".c 2>/dev/null)

@@ -11,7 +11,7 @@
 #include "dlqb/anchor.h"
 #include "dlqb/names.h"
 #include "dlqb/scan.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 /* How long verify --anchors waits for the next anchor of the stream. */
 #define ANCHOR_IDLE_MS 10000

@@ -23,7 +23,7 @@
 #include "dlqb/report.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 /* How long the ledger may stay silent before its end marker (as replay). */
 #define LEDGER_IDLE_MS 10000

@@ -37,7 +37,7 @@
 #include "dlqb/rewrite.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 #define LEASE_QUEUE     "dsr.drain.lease"
 #define LEDGER_IDLE_MS  10000

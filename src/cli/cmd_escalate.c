@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "dlqb/log.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 
 static const cli_flag flags[] = {

@@ -7,7 +7,7 @@
 #include "dlqb/log.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 #define PAYLOAD_SHOWN_MAX (64 * 1024)
 /* --sort deadline keeps the most urgent items in memory (a dlqb_item is a

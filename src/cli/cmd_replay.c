@@ -9,7 +9,7 @@
 #include "dlqb/ledger.h"
 #include "dlqb/log.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,

@@ -9,7 +9,7 @@
 #include "dlqb/clock.h"
 #include "dlqb/review.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 #include "review_cli.h"
 
 /* ---- how an item is shown ---- */

@@ -9,7 +9,7 @@
 #include "dlqb/ledger.h"
 #include "dlqb/review.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 #include "review_cli.h"
 
 static const cli_flag claim_flags[] = {

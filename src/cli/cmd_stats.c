@@ -11,7 +11,7 @@
 #include "dlqb/queue_stats.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 #define MAX_REASONS 32
 

@@ -12,7 +12,7 @@
 #include "dlqb/ledger.h"
 #include "dlqb/review.h"
 #include "dlqb/scan.h"
-#include "ops.h"
+#include "ops_cli.h"
 
 /* The item as a JSON object (new reference): ops_item_json's members with
  * age_seconds counted in review, and escalated_by, escalated_at,

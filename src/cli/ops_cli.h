@@ -3,8 +3,8 @@
  * the audit trail as a command, and how an item is shown to a person or a
  * script. The passes themselves are the ops library's (dlqb/ops.h).
  * Private to the binary, like cli.h. */
-#ifndef DLQB_OPS_H
-#define DLQB_OPS_H
+#ifndef DLQB_OPS_CLI_H
+#define DLQB_OPS_CLI_H
 
 #include <json-c/json.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* Shared flags, operator identity and output of the ops commands. */
-#include "ops.h"
+#include "ops_cli.h"
 
 #include <pwd.h>
 #include <stdlib.h>
