@@ -35,34 +35,39 @@ dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_pipeline *p, bo
                                     LEDGER_IDLE_MS, ls, err);
 }
 
-void ops_replay_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate) {
-  *m = (ops_move_spec){.kind = OPS_MOVE_REPLAY,
-                       .command = "replay",
-                       .event = DLQB_EV_REPLAYED,
-                       .verb = "replayed",
+/* What each kind records: its command (connection name, audit writer),
+ * the hop's event and cause, and the verb of its summary. */
+static const struct {
+  const char *command, *verb, *cause;
+  dlqb_event event;
+} kinds[] = {
+    [OPS_MOVE_REPLAY] = {"replay", "replayed", NULL, DLQB_EV_REPLAYED},
+    [OPS_MOVE_ESCALATE] = {"escalate", "escalated", DLQB_ESCALATION_OPERATOR, DLQB_EV_ESCALATED},
+    [OPS_MOVE_RESOLVE] = {"resolve", "resolved", NULL, DLQB_EV_RESOLVED},
+};
+
+static void spec_of(ops_move_spec *m, ops_move_kind kind, const ops_stamp *st, bool dry_run,
+                    double rate) {
+  *m = (ops_move_spec){.kind = kind,
+                       .command = kinds[kind].command,
+                       .event = kinds[kind].event,
+                       .verb = kinds[kind].verb,
+                       .cause = kinds[kind].cause,
                        .stamp = st,
                        .dry_run = dry_run,
                        .rate = rate};
+}
+
+void ops_replay_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate) {
+  spec_of(m, OPS_MOVE_REPLAY, st, dry_run, rate);
 }
 
 void ops_escalate_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate) {
-  *m = (ops_move_spec){.kind = OPS_MOVE_ESCALATE,
-                       .command = "escalate",
-                       .event = DLQB_EV_ESCALATED,
-                       .verb = "escalated",
-                       .cause = DLQB_ESCALATION_OPERATOR,
-                       .stamp = st,
-                       .dry_run = dry_run,
-                       .rate = rate};
+  spec_of(m, OPS_MOVE_ESCALATE, st, dry_run, rate);
 }
 
 void ops_resolve_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run) {
-  *m = (ops_move_spec){.kind = OPS_MOVE_RESOLVE,
-                       .command = "resolve",
-                       .event = DLQB_EV_RESOLVED,
-                       .verb = "resolved",
-                       .stamp = st,
-                       .dry_run = dry_run};
+  spec_of(m, OPS_MOVE_RESOLVE, st, dry_run, 0);
 }
 
 const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p) {
