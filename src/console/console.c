@@ -1,8 +1,6 @@
-/* The console's start and stop (dlqb/console.h), and what every page
- * reads of the site. */
+/* The console's start and stop (dlqb/console.h): the site, sessions, jobs
+ * and the server, in that order, and back. */
 #include "console.h"
-
-console_site console_g;
 
 bool console_start(const console_site *site, console_server **out, int *port, char *why,
                    size_t why_len) {

@@ -98,7 +98,7 @@ struct console_req {
   char cookie[256];   /* a Set-Cookie value */
 };
 
-/* The site console_start was given (console.c), shared by the pages. */
+/* The site console_start was given (console_request.c), shared by the pages. */
 extern console_site console_g;
 
 /* A query or form field (false when absent); both are URL-encoded. */

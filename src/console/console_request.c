@@ -1,10 +1,13 @@
-/* What a page reads of its request and the frame it writes: the query
- * and form fields, the page's head and end, an error page, the CSRF
+/* What a page reads of its request and site and the frame it writes: the
+ * query and form fields, the page's head and end, an error page, the CSRF
  * field. The router (console_http.c) and the pages share these; neither
  * imports the other's. */
 #include <string.h>
 
 #include "console.h"
+
+/* The site console_start was given. */
+console_site console_g;
 
 bool console_arg(const console_req *r, const char *name, char *out, size_t cap) {
   return dlqb_form_get(r->query, strlen(r->query), name, out, cap);
