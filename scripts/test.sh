@@ -11,7 +11,10 @@
 # The sanitizer builds stay on 3.10: they look for faults in the bridge's own
 # memory and threads, which no broker version changes, and running them on
 # both would double the longest part of CI; every broker difference is covered
-# by build-rmq4. Then the libFuzzer targets get a bounded run each in
+# by build-rmq4. The broker suites of build/ and build-rmq4/ run side by
+# side once both are built, then those of the two sanitizer builds (each
+# against its own node; DLQB_TEST_SERIAL=1 runs one suite at a time, with
+# its output streamed). Then the libFuzzer targets get a bounded run each in
 # build-fuzz/ (clang), and build-trixie/ builds the bridge against trixie's
 # rabbitmq-c 0.15 (bookworm's is 0.11) and runs its unit tests, inside a
 # cached trixie build root. Every build but build-trixie (a packager's view)
@@ -85,10 +88,10 @@ stop_nodes() {
 }
 trap stop_nodes EXIT
 
-# Builds one configuration and runs its unit tests, then its broker tests.
+# Builds one configuration and runs its unit tests.
 #   $1 build dir   $2 AMQP port of its test node   $3 RabbitMQ version
 #   $4.. extra cmake arguments
-build_and_test() {
+build_and_unit() {
     local dir=$1 port=$2 version=$3
     shift 3
     step "configure $dir (RabbitMQ $version)"
@@ -99,14 +102,51 @@ build_and_test() {
     cmake --build "$dir" -j2 || fail "build of $dir"
     step "unit tests ($dir)"
     ctest --test-dir "$dir" --output-on-failure -j2 -L unit || fail "unit tests in $dir"
-    step "broker tests ($dir, RabbitMQ $version)"
-    ctest --test-dir "$dir" --output-on-failure -L broker ||
-        fail "broker tests in $dir (bridge logs: $dir/tests/broker/logs/)"
-    if [ "$long" = 1 ]; then
-        step "long tests ($dir)"
-        DLQB_TEST_LONG=1 ctest --test-dir "$dir" --output-on-failure -R '^broker\.(faults|cluster)$' ||
-            fail "long tests in $dir (bridge logs: $dir/tests/broker/logs/)"
+}
+
+# The long fault tests of one build (--long only).
+long_tests() {
+    local dir=$1
+    [ "$long" = 1 ] || return 0
+    step "long tests ($dir)"
+    DLQB_TEST_LONG=1 ctest --test-dir "$dir" --output-on-failure -R '^broker\.(faults|cluster)$' ||
+        fail "long tests in $dir (bridge logs: $dir/tests/broker/logs/)"
+}
+
+# Runs the broker suites of one or two builds, each against its own node
+# (their ports are 1000 apart). Two builds run at the same time: most of a
+# broker suite's time is spent waiting on its broker (confirms, TTLs, a
+# node's start), not on the cores, so two suites side by side take little
+# more than the longer one. Each writes DIR/broker-tests.log; a failing one
+# is printed whole. DLQB_TEST_SERIAL=1 runs them one after the other, streamed.
+#   $1 build dir   $2 its RabbitMQ version   [$3 $4: a second pair]
+broker_tests() {
+    local dirs=() versions=() pids=() failed=() i rc
+    while [ $# -ge 2 ]; do dirs+=("$1"); versions+=("$2"); shift 2; done
+    if [ "${DLQB_TEST_SERIAL:-0}" = 1 ] || [ ${#dirs[@]} -eq 1 ]; then
+        for i in "${!dirs[@]}"; do
+            step "broker tests (${dirs[$i]}, RabbitMQ ${versions[$i]})"
+            ctest --test-dir "${dirs[$i]}" --output-on-failure -L broker ||
+                fail "broker tests in ${dirs[$i]} (bridge logs: ${dirs[$i]}/tests/broker/logs/)"
+        done
+        return 0
     fi
+    for i in "${!dirs[@]}"; do
+        step "broker tests (${dirs[$i]}, RabbitMQ ${versions[$i]}) in the background: ${dirs[$i]}/broker-tests.log"
+        ctest --test-dir "${dirs[$i]}" --output-on-failure -L broker >"${dirs[$i]}/broker-tests.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!dirs[@]}"; do
+        rc=0
+        wait "${pids[$i]}" || rc=$?
+        step "broker tests (${dirs[$i]}) ended: $(grep -E 'tests passed|tests failed' "${dirs[$i]}/broker-tests.log" || echo "exit $rc")"
+        if [ "$rc" != 0 ]; then
+            cat "${dirs[$i]}/broker-tests.log"
+            failed+=("${dirs[$i]}")
+        fi
+    done
+    [ ${#failed[@]} -eq 0 ] ||
+        fail "broker tests in ${failed[*]} (bridge logs: <build>/tests/broker/logs/, output: <build>/broker-tests.log)"
 }
 
 step "dependencies"
@@ -136,8 +176,12 @@ trixie_build() {
         sh "$troot" "$root" || fail "build or unit tests against rabbitmq-c 0.15 in build-trixie"
 }
 
-if wants 3.10; then build_and_test build "$(port 31672)" 3.10; fi
-if wants 4.0; then build_and_test build-rmq4 "$(port 28672)" 4.0; fi
+suites=()
+if wants 3.10; then build_and_unit build "$(port 31672)" 3.10; suites+=(build 3.10); fi
+if wants 4.0; then build_and_unit build-rmq4 "$(port 28672)" 4.0; suites+=(build-rmq4 4.0); fi
+broker_tests "${suites[@]}"
+if wants 3.10; then long_tests build; fi
+if wants 4.0; then long_tests build-rmq4; fi
 
 if [ "$quick" = 0 ] && [ "$broker" = all ]; then
     step "compose test (docker/docker-compose.yml, its own docker engine)"
@@ -156,12 +200,15 @@ else
     if wants 3.10; then
         export ASAN_OPTIONS=detect_leaks=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-        build_and_test build-asan "$(port 30672)" 3.10 -DDLQB_SANITIZE=ON
+        build_and_unit build-asan "$(port 30672)" 3.10 -DDLQB_SANITIZE=ON
         # ThreadSanitizer over the unit tests and the broker tests: the daemon's
         # threads (audit writer, escalator, metrics server and refresher) only
         # meet the main thread's shutdown and reconnects in a real run.
         export TSAN_OPTIONS=halt_on_error=1
-        CC=clang build_and_test build-tsan "$(port 29672)" 3.10 -DDLQB_TSAN=ON -DDLQB_BROKER_TESTS=ON
+        CC=clang build_and_unit build-tsan "$(port 29672)" 3.10 -DDLQB_TSAN=ON -DDLQB_BROKER_TESTS=ON
+        broker_tests build-asan 3.10 build-tsan 3.10
+        long_tests build-asan
+        long_tests build-tsan
     fi
     trixie_build
 
