@@ -27,7 +27,7 @@ dlqb_status ops_replay_ledger(const dlqb_config *cfg, bool dry_run, dlqb_ledger 
                               dlqb_ledger_stats *ls, dlqb_error *err) {
   /* A dry run writes nothing, not even the ledger's end marker. */
   /* The served pipeline's ledger, keyed by its profile's identity, with
-   * its own cache file (cli.c check_pipelines). */
+   * its own cache file (cli.c serve_pipeline). */
   return dry_run ? dlqb_ledger_peek(cfg, cli_pipeline()->completed, cfg->ledger_cache, ledger,
                                     LEDGER_QUIET_MS, ls, err)
                  : dlqb_ledger_load(cfg, cli_pipeline()->completed, cfg->ledger_cache, ledger,
