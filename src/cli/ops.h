@@ -120,8 +120,13 @@ int ops_fail(const dlqb_error *err);
 char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len);
 
 /* The item as a JSON object (new reference), with its failure group id
- * ("group"). */
+ * ("group"): the served profile's identity fields under their names, and
+ * legal_basis and action only where the profile has them (dsr's). */
 json_object *ops_item_json(const dlqb_item *it, int64_t now_ms);
+
+/* Whether the served profile has the header `name` (legal_basis, action:
+ * the dsr profile's; outputs show such a field only where it is one). */
+bool ops_profile_has(const char *name);
 
 /* The item as one human line (no newline): age, ids, basis, action,
  * attempt, dlq_reason and last_error. */
@@ -161,7 +166,8 @@ void ops_table_deadlines(const dlqb_deadlines *d, bool required);
 char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len);
 
 /* Adds "deadline" to an item's JSON: null when no rule applies, else
- * {"received_at", "due_at", "left_seconds"} (null when unknown). */
+ * {"received_at", "due_at", "left_seconds"} (null when unknown); nothing
+ * for a profile without legal_basis, which the deadlines follow. */
 void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
                             int64_t now_ms);
 
