@@ -36,6 +36,7 @@ typedef struct {
   bool has_attempt;
   int64_t attempt;
   int64_t replay_count;                 /* 0 when absent or malformed */
+  char replayed_at[40];                 /* the replay stamp's text, as written ("" = none) */
   char last_error[DLQB_LAST_ERROR_MAX + 1];
   char dlq_reason[32];
   bool has_dlq_at;

@@ -54,6 +54,7 @@ void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile 
     out->attempt = n;
   }
   if (dlqb_field_int(dlqb_header_find(h, DLQB_H_REPLAY_COUNT), &n) && n >= 0) out->replay_count = n;
+  read_text(h, DLQB_H_REPLAYED_AT, out->replayed_at, sizeof out->replayed_at);
   read_text(h, DLQB_H_LAST_ERROR, out->last_error, sizeof out->last_error);
   read_text(h, DLQB_H_DLQ_REASON, out->dlq_reason, sizeof out->dlq_reason);
   out->has_dlq_at = dlqb_header_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
