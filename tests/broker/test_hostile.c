@@ -583,6 +583,35 @@ static void test_future_dlq_at_at_the_head_hides_nothing(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
 }
 
+/* A dlq_at a few minutes ahead (within the clock skew the bridge allows,
+ * so it is usable) made the item count as young until then: published
+ * straight into the DLQ, it held off its own escalation by as much. The
+ * SLA clock never starts later than the escalator first saw the item. */
+static void test_recent_dlq_at_does_not_delay_escalation(void **state) {
+  fx_case *t = *state;
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  run_ok(t, declare, NULL, &r);
+  char soon[48];
+  th_iso_time(th_now_ms() + 4 * 60 * 1000, soon, sizeof soon);
+  pub_dlq_at(t, "forged-soon", soon);
+  static const char *const sla[] = {"DLQ_BRIDGE_DLQ_SLA=2s", NULL};
+  int64_t t0 = th_now_ms();
+  assert_int_equal(fx_start_bridge(t, sla), 0);
+  /* 2 s after the first pass saw it, and one pass interval (1 s) more;
+   * it waited 4 minutes before. */
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 1, 20000));
+  printf("an item with dlq_at 4 min ahead escalated %lld ms after the daemon started\n",
+         (long long)(th_now_ms() - t0));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_get(t->conn, "compliance_review", &m), 1);
+  FX_HDR_STR_EQ(&m, "request_id", "forged-soon");
+  FX_HDR_STR_EQ(&m, "escalation_reason", "dlq_sla");
+  th_msg_release(&m);
+}
+
 static void test_future_first_seen_at_keeps_the_sla_budget(void **state) {
   fx_case *t = *state;
   /* Budget 1s, retry delay 2s: a task seen now cannot retry in budget. */
@@ -839,6 +868,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_hostile_messages_all_reach_the_dlq),
       FX_TEST(test_future_dlq_at_at_the_head_hides_nothing),
+      FX_TEST(test_recent_dlq_at_does_not_delay_escalation),
       FX_TEST(test_future_first_seen_at_keeps_the_sla_budget),
       FX_TEST(test_deep_header_in_dlq_threads),
       FX_TEST(test_deep_header_in_failed_main_thread),
