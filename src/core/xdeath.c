@@ -98,11 +98,11 @@ size_t dlqb_deaths_text(const amqp_table_t *headers, char *buf, size_t cap) {
   const amqp_field_value_t *xd = dlqb_header_find(headers, DLQB_H_X_DEATH);
   if (xd == NULL) return 0;
   size_t used = 0;
-  int n = xd->kind == AMQP_FIELD_KIND_ARRAY && xd->value.array.entries != NULL
-              ? xd->value.array.num_entries
-              : 1; /* not an array: one entry of '?' */
+  bool array = xd->kind == AMQP_FIELD_KIND_ARRAY;
+  /* Not an array: one entry of '?'; an empty one (entries may be NULL): none. */
+  int n = !array ? 1 : xd->value.array.entries != NULL ? xd->value.array.num_entries : 0;
   for (int i = 0; i < n; i++) {
-    const amqp_field_value_t *e = xd->kind == AMQP_FIELD_KIND_ARRAY ? &xd->value.array.entries[i] : xd;
+    const amqp_field_value_t *e = array ? &xd->value.array.entries[i] : xd;
     char entry[3 * 130 + 8];
     if (e->kind == AMQP_FIELD_KIND_TABLE) {
       char q[128], r[32], c[24];

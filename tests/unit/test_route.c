@@ -277,6 +277,16 @@ static void test_hop_records_deaths_and_delivery_count(void **state) {
   assert_string_equal(p.hop.deaths, "dsr.work rejected 3; q?[2J\"? expired 2; ?");
   assert_true(p.hop.has_delivery_count);
   assert_int_equal(p.hop.delivery_count, 4);
+  /* Forged shapes: an empty array (no entries at all) says nothing, a
+   * string is one entry of '?'. */
+  t.h.t.num_entries -= 2; /* drop x-death and x-delivery-count */
+  tb_add(&t.h, "x-death", tb_array(NULL, 0));
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-3", NOW, 0, &p);
+  assert_string_equal(p.hop.deaths, "");
+  t.h.t.num_entries--;
+  tb_add(&t.h, "x-death", tb_str("rejected"));
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-4", NOW, 0, &p);
+  assert_string_equal(p.hop.deaths, "?");
   /* Without either: nothing claimed. */
   make_task(&t, 0);
   t.h.t.num_entries--; /* drop x-death */
