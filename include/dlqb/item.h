@@ -56,6 +56,7 @@ typedef struct {
   int64_t timestamp_ms;
   bool has_xdeath_at;                   /* x-death[0].time: the broker's clock */
   int64_t xdeath_at_ms;
+  char deaths[256];                     /* every x-death entry (dlqb_deaths_text), "" = none */
   /* Its profile does not split failure groups by fields[1]
    * (dlqb_profile.group_by_second false). */
   bool group_ignores_second;

@@ -497,6 +497,13 @@ static void story(dlqb_html *h, const dlqb_item *it) {
     local_time(h, it->xdeath_at_ms);
     dlqb_html_raw(h, " (x-death, the broker's clock).</li>");
   }
+  if (it->deaths[0] != '\0') {
+    /* The whole history, newest first: each entry's queue, reason and
+     * count (a client can write x-death too: it is text like any other). */
+    dlqb_html_raw(h, "<li>Dead-lettered by the broker (x-death, newest first): <code>");
+    dlqb_html_text(h, it->deaths);
+    dlqb_html_raw(h, "</code>.</li>");
+  }
   dlqb_html_raw(h, "<li>Put in ");
   dlqb_html_text(h, cli_pipeline()->dlq);
   if (it->has_dlq_at) {
