@@ -6,10 +6,12 @@
  * DLQ forever. Each move is confirmed before the DLQ copy is acked and is
  * audited (event escalated, cause "sla", actor "system").
  *
- * The interval is a quarter of the SLA, between 1 s and 30 s. A pass stops
- * at the first item younger than the SLA: the DLQ fills in dlq_at order, so
- * everything behind it is younger too. Items without any time stamp are
- * left alone (inspect shows their age as unknown). */
+ * The interval is a quarter of the SLA, between 1 s and 30 s. A pass reads
+ * the whole DLQ (it is not in dlq_at order: anyone may publish into it).
+ * An item's age counts from its own time (dlq_at, ..., dlqb_item_since),
+ * but never from later than the escalator first saw it: a dlq_at a few
+ * minutes ahead is accepted as clock skew and must not hold off its own
+ * escalation. Items without any usable time are escalated at once. */
 #ifndef DLQB_ESCALATOR_H
 #define DLQB_ESCALATOR_H
 

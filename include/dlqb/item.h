@@ -36,6 +36,7 @@ typedef struct {
   bool has_attempt;
   int64_t attempt;
   int64_t replay_count;                 /* 0 when absent or malformed */
+  char replayed_at[40];                 /* the replay stamp's text, as written ("" = none) */
   char last_error[DLQB_LAST_ERROR_MAX + 1];
   char dlq_reason[32];
   bool has_dlq_at;
@@ -55,6 +56,7 @@ typedef struct {
   int64_t timestamp_ms;
   bool has_xdeath_at;                   /* x-death[0].time: the broker's clock */
   int64_t xdeath_at_ms;
+  char deaths[256];                     /* every x-death entry (dlqb_deaths_text), "" = none */
   /* Its profile does not split failure groups by fields[1]
    * (dlqb_profile.group_by_second false). */
   bool group_ignores_second;

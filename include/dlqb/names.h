@@ -76,6 +76,7 @@
 
 /* The dead-letter history, newest first, and the members read from it. */
 #define DLQB_H_X_DEATH "x-death"
+#define DLQB_H_X_DELIVERY_COUNT "x-delivery-count" /* a quorum queue's redeliveries */
 #define DLQB_XDEATH_REASON "reason"
 #define DLQB_XDEATH_QUEUE "queue"
 #define DLQB_XDEATH_TIME "time"

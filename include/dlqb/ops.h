@@ -50,6 +50,10 @@ char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len);
  * overdue, "?" when unknown, "-" when no deadline applies. Returns buf. */
 char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len);
 
+/* Whether the profile has the header (legal_basis, action: the dsr
+ * profile's; outputs show such a field only where it is one). */
+bool ops_profile_has(const dlqb_profile *pr, const char *header);
+
 /* True when the profile's identity is dsr's (request_id, source_system). */
 bool ops_profile_is_dsr(const dlqb_profile *pr);
 

@@ -41,6 +41,18 @@ void dlqb_failure_read_prefix(const amqp_table_t *headers, const char *retry_pre
  * absent or not an array whose first entry is a table. */
 const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t);
 
+/* Every x-death entry as "QUEUE REASON COUNT", joined by "; ", into buf
+ * (cap bytes, always NUL-terminated; "" without x-death): the broker's
+ * delivery history for the audit trail. A client can forge x-death, so
+ * each part is sanitised text ('?' for a missing part or an entry that is
+ * not a table) and the whole is cut with "..." when it does not fit.
+ * Returns the length written. */
+size_t dlqb_deaths_text(const amqp_table_t *headers, char *buf, size_t cap);
+
+/* x-delivery-count (a quorum queue's count of earlier deliveries) into
+ * *out; false when absent or not a non-negative integer. */
+bool dlqb_header_delivery_count(const amqp_table_t *headers, int64_t *out);
+
 /* True when an x-death header is present but is not a non-empty array of
  * tables, the only shape the broker writes: a client forged it. (RabbitMQ
  * 3.10.8's quorum-queue dead-lettering crashes on an array of strings.) */

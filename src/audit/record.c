@@ -201,6 +201,8 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
   dlqb__audit_put_str(a, "actor", h->actor);
   dlqb__audit_put_str(a, "broker_user", h->broker_user);
   if (h->pipeline[0] != '\0') dlqb__audit_put_str(a, "pipeline", h->pipeline);
+  if (h->deaths[0] != '\0') dlqb__audit_put_str(a, "x_death", h->deaths);
+  if (h->has_delivery_count) put_int(a, "x_delivery_count", (long long)h->delivery_count);
 }
 
 /* Appends one chain record to the batch; seq and hash are the tentative

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -267,7 +268,7 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
 }
 
 /* The pipeline the command serves (cli_pipeline): the default one until
- * check_pipelines chose another. */
+ * choose_pipeline chose another. */
 static dlqb_pipeline served;
 static bool served_set;
 
@@ -281,29 +282,43 @@ const dlqb_pipeline *cli_pipeline(void) {
 }
 
 /* The pipelines of the config file, and --pipeline (NULL when not given).
- * `declare` covers every one, or the one named. The others serve one:
- * the one named, or the only one configured: `run` routes it, the ops
- * commands work on its queues, by its profile's identity, with its own
- * files (ledger cache, drain state and textfile). What stays in cfg is the
- * pipeline served, its policy in the top-level settings (for `run` its
- * broker user too). `run` without --pipeline keeps every pipeline: it
- * serves them all. */
-static dlqb_status check_pipelines(const cli_spec *spec, dlqb_config *cfg, const char *chosen,
-                                   dlqb_error *err) {
-  bool declare = strcmp(spec->name, "declare") == 0;
+ * `declare` covers every one, or the one named; `audit verify` checks the
+ * shared trail, every pipeline's chains, whichever is named. The others
+ * serve one: the one named, or the only one configured: `run` routes it,
+ * the ops commands work on its queues, by its profile's identity, with its
+ * own files (ledger cache, drain state and textfile). `run` without
+ * --pipeline keeps every pipeline: it serves them all.
+ *
+ * choose_pipeline runs before the flags are read, so that a flag's handler
+ * (inspect --queue) and anything a command sets up meanwhile sees the
+ * chosen pipeline's names and profile: they come from the config file
+ * alone. serve_pipeline runs once every setting is in: what stays in cfg
+ * is the pipeline served, its policy in the top-level settings (for `run`
+ * its broker user too). *index is SIZE_MAX when none is chosen. */
+static dlqb_status choose_pipeline(const cli_spec *spec, const dlqb_config *cfg,
+                                   const char *chosen, size_t *index, dlqb_error *err) {
+  bool all = strcmp(spec->name, "declare") == 0 || strcmp(spec->name, "audit verify") == 0;
   bool run = strcmp(spec->name, "run") == 0;
-  if (declare && chosen == NULL) return DLQB_OK;
+  *index = SIZE_MAX;
+  if (all && chosen == NULL) return DLQB_OK;
   /* run without --pipeline serves every one (cmd_run.c keeps each alone
    * on a copy of cfg, with its policy and broker user). */
   if (run && chosen == NULL && cfg->pipeline_count > 1) return DLQB_OK;
-  size_t i = 0;
-  if (dlqb_config_pipeline_choose(cfg, chosen, &i, err) != DLQB_OK) return DLQB_EINVAL;
+  if (dlqb_config_pipeline_choose(cfg, chosen, index, err) != DLQB_OK) return DLQB_EINVAL;
+  dlqb_config_pipeline(cfg, *index, &served);
+  served_set = true;
+  return DLQB_OK;
+}
+
+static dlqb_status serve_pipeline(const cli_spec *spec, dlqb_config *cfg, size_t i,
+                                  dlqb_error *err) {
+  if (i == SIZE_MAX) return DLQB_OK;
   dlqb_pipeline p;
   dlqb_config_pipeline(cfg, i, &p);
   if (dlqb_config_pipeline_paths(cfg, &p, err) != DLQB_OK) return DLQB_EINVAL;
   dlqb_config_pipeline_only(cfg, i);
   dlqb_config_use_pipeline(cfg, &p);
-  if (run) dlqb_config_use_pipeline_user(cfg, 0);
+  if (strcmp(spec->name, "run") == 0) dlqb_config_use_pipeline_user(cfg, 0);
   served = p;
   served_set = true;
   return DLQB_OK;
@@ -406,8 +421,11 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
   nflag_keys = 0;
   dlqb_config_defaults(cfg);
 
-  /* Pass 1: --help and --config, which decide what else happens. */
-  const char *config_flag = NULL;
+  /* The default pipeline until choose_pipeline picked one for this load. */
+  served_set = false;
+
+  /* Pass 1: --help, --config and --pipeline, which decide what else happens. */
+  const char *config_flag = NULL, *pipeline_flag = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       *help = true;
@@ -423,6 +441,12 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
         return EXIT_USAGE;
       }
       config_flag = v;
+    }
+    if (strncmp(argv[i], "--pipeline", 10) == 0 && (argv[i][10] == '\0' || argv[i][10] == '=')) {
+      char name[64];
+      int j = i;
+      const char *v = flag_value(argc, argv, &j, name, sizeof name);
+      if (v != NULL) pipeline_flag = v; /* without one, pass 2 says so */
     }
   }
   config_path = NULL;
@@ -444,10 +468,15 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++)
       if (env_for_command(s->env) != NULL) dlqb_config_pipelines_override(cfg, s->key);
   }
+  /* The flag, else the variable (a unit file's Environment=); empty = none. */
+  if (pipeline_flag == NULL) pipeline_flag = getenv("DLQ_BRIDGE_PIPELINE");
+  if (pipeline_flag != NULL && pipeline_flag[0] == '\0') pipeline_flag = NULL;
+  size_t pipeline_index = SIZE_MAX;
+  if (spec->settings && choose_pipeline(spec, cfg, pipeline_flag, &pipeline_index, &err) != DLQB_OK)
+    goto bad;
 
   /* Pass 2: every flag in order, settings and command flags alike. */
   bool positional_only = false;
-  const char *pipeline_flag = NULL;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (!positional_only && strcmp(arg, "--") == 0) {
@@ -473,8 +502,8 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
       continue;
     }
     if (strcmp(name, "pipeline") == 0 && spec->settings) {
-      pipeline_flag = flag_value(argc, argv, &i, name, sizeof name);
-      if (pipeline_flag == NULL) {
+      /* Read in pass 1 (choose_pipeline). */
+      if (flag_value(argc, argv, &i, name, sizeof name) == NULL) {
         cli_error("--pipeline needs a name");
         return EXIT_USAGE;
       }
@@ -512,10 +541,7 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
   }
   if (spec->settings && check_sources(spec, cfg, &err) != DLQB_OK) goto bad;
   if (spec->settings && dlqb_config_validate(cfg, &err) != DLQB_OK) goto bad;
-  /* The flag, else the variable (a unit file's Environment=); empty = none. */
-  if (pipeline_flag == NULL) pipeline_flag = getenv("DLQ_BRIDGE_PIPELINE");
-  if (pipeline_flag != NULL && pipeline_flag[0] == '\0') pipeline_flag = NULL;
-  if (spec->settings && check_pipelines(spec, cfg, pipeline_flag, &err) != DLQB_OK) goto bad;
+  if (spec->settings && serve_pipeline(spec, cfg, pipeline_index, &err) != DLQB_OK) goto bad;
   if (spec->settings && check_files(spec, cfg, &err) != DLQB_OK) goto bad;
   if (cfg->instance[0] == '\0') {
     char host[200] = "localhost";

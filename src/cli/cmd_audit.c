@@ -40,7 +40,8 @@ static const cli_spec verify_spec = {
         "enough) and checks the files against every anchor signed with a given key:\n"
         "a cut tail, a deleted chain or a deleted file is named even when log and seal\n"
         "were cut back together. Messages there that are not such anchors are counted\n"
-        "and ignored.\n" FILES_DETAILS
+        "and ignored. The trail is shared by every configured pipeline: all their\n"
+        "chains are checked, and no --pipeline is needed.\n" FILES_DETAILS
         "Exit status: 0 intact; 1 not intact (the first bad line is named) or unreadable;\n"
         "2 usage or configuration error. --json prints {\"intact\": true, \"records\": N,\n"
         "\"chains\": N, \"chains_ended\": N, \"files\": N, \"rotations\": N, \"sealed\": true|false,\n"

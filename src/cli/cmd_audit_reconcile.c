@@ -100,8 +100,28 @@ static int read_dlq(void *ctx, const dlqb_config *cfg) {
   return rc;
 }
 
+static bool ctx_init(reconcile_ctx *c, const audit_opts *o, const char *queue) {
+  c->o = o;
+  c->queue = queue;
+  c->r = dlqb_reconcile_new_for(queue);
+  c->missing = json_object_new_array();
+  c->unrecorded = json_object_new_array();
+  c->during = json_object_new_array();
+  c->extra = json_object_new_array();
+  c->not_seen = json_object_new_array();
+  return c->r != NULL && c->missing != NULL && c->unrecorded != NULL && c->during != NULL &&
+         c->extra != NULL && c->not_seen != NULL;
+}
+
+/* Runs once the options are parsed: only then is the pipeline known whose
+ * queues are read and whose records are matched to them. */
 static int read_both(void *ctx, const dlqb_config *cfg) {
   reconcile_pair *p = ctx;
+  if (!ctx_init(&p->dlq, p->dlq.o, cli_pipeline()->dlq) ||
+      !ctx_init(&p->review, p->dlq.o, cli_pipeline()->review)) {
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
+  }
   int rc = read_dlq(&p->dlq, cfg);
   return rc == EXIT_OK ? read_dlq(&p->review, cfg) : rc;
 }
@@ -238,19 +258,6 @@ static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_
     printf("nothing missing; %zu not seen (held by another consumer at the time)\n", nn);
 }
 
-static bool ctx_init(reconcile_ctx *c, const audit_opts *o, const char *queue) {
-  c->o = o;
-  c->queue = queue;
-  c->r = dlqb_reconcile_new_for(queue);
-  c->missing = json_object_new_array();
-  c->unrecorded = json_object_new_array();
-  c->during = json_object_new_array();
-  c->extra = json_object_new_array();
-  c->not_seen = json_object_new_array();
-  return c->r != NULL && c->missing != NULL && c->unrecorded != NULL && c->during != NULL &&
-         c->extra != NULL && c->not_seen != NULL;
-}
-
 static void ctx_free(reconcile_ctx *c) {
   json_object_put(c->missing);
   json_object_put(c->unrecorded);
@@ -265,24 +272,19 @@ int audit_reconcile(int argc, char **argv) {
   reconcile_pair p;
   memset(&p, 0, sizeof p);
   o.prepare_ctx = &p;
-  bool ok = ctx_init(&p.dlq, &o, cli_pipeline()->dlq);
-  ok = ctx_init(&p.review, &o, cli_pipeline()->review) && ok;
+  p.dlq.o = &o; /* the rest once the pipeline is known (read_both) */
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
-  int rc = EXIT_FAILURE_;
-  if (!ok) {
-    cli_error("out of memory");
-  } else {
-    rc = audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, &p, &sum, &sealed, &help);
-    if (help) {
-      cli_print_help(&reconcile_spec, stdout);
-    } else if (rc == EXIT_OK) {
-      dlqb_reconcile_each(p.dlq.r, classify, &p.dlq);
-      dlqb_reconcile_each(p.review.r, classify, &p.review);
-      print_reconcile(&p.dlq, &p.review, &sum, sealed);
-      if (json_object_array_length(p.dlq.missing) + json_object_array_length(p.review.missing) > 0)
-        rc = EXIT_FAILURE_;
-    }
+  int rc = audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, &p, &sum, &sealed,
+                                 &help);
+  if (help) {
+    cli_print_help(&reconcile_spec, stdout);
+  } else if (rc == EXIT_OK) {
+    dlqb_reconcile_each(p.dlq.r, classify, &p.dlq);
+    dlqb_reconcile_each(p.review.r, classify, &p.review);
+    print_reconcile(&p.dlq, &p.review, &sum, sealed);
+    if (json_object_array_length(p.dlq.missing) + json_object_array_length(p.review.missing) > 0)
+      rc = EXIT_FAILURE_;
   }
   ctx_free(&p.dlq);
   ctx_free(&p.review);

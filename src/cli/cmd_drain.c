@@ -12,9 +12,10 @@
  *
  * How an outcome is seen, without disturbing anything: a moved item is
  * complete when its (request_id, source_system) is in the ledger (only
- * completion_writers' entries count); it failed again when it is back in
- * the DLQ with its replay_count raised, or in compliance_review (max_replays
- * escalated it). Both are classic queues, where looking changes no
+ * completion_writers' entries count); it failed again when the copy this
+ * run moved is back in the DLQ, or in compliance_review (max_replays
+ * escalated it): the same message_id, the replay_count and replay stamp
+ * this run wrote (observe). Both are classic queues, where looking changes no
  * delivery count. Retry queues are never read: a quorum queue counts a
  * delivery that was only held against its delivery limit on 4.x
  * (tests/broker/test_poison.c); an item still retrying is simply not yet
@@ -73,7 +74,8 @@ static const cli_spec run_spec = {
         "drain_sources, drain_errors) as `replay` does (ledger respected, confirm\n"
         "before ack, audited with actor 'drain'). First a canary of drain_canary items at\n"
         "drain_start_rate a second; it waits until each is complete in the ledger, or\n"
-        "stops the run when one fails again (back in the DLQ, or escalated) or when\n"
+        "stops the run when one fails again (the copy it moved, by its message_id\n"
+        "and the drain's replay stamp, back in the DLQ or escalated) or when\n"
         "drain_canary_timeout passes. Then steps of drain_step, each drain_step_factor\n"
         "times faster up to drain_max_rate, until nothing eligible is left, drain_max_items\n"
         "moved, or drain_failure_threshold moved items failed again within\n"
@@ -115,6 +117,7 @@ typedef struct {
   int64_t replay_after; /* its replay_count once replayed */
   int state;
   bool canary;
+  char message_id[sizeof ((dlqb_hop *)0)->message_id]; /* of the copy this run moved */
 } tracked;
 
 typedef struct {
@@ -141,12 +144,18 @@ static size_t task_key(char *buf, size_t cap, const char *request_id, const char
   return a + 1 + b;
 }
 
-/* An item of this run's seen again in a classic queue: failed again when
- * its replay_count shows this run's replay (a copy that was there before
- * the replay has a lower one), or wherever it is in compliance_review. */
-static void observe(drain_run *d, tracked *t, const dlqb_item *it, bool review) {
+/* An item of this run's identity seen again in the DLQ or the review
+ * queue: failed again only when it is the copy this run moved, by what the
+ * run itself wrote on it: the message_id of the hop it recorded, the
+ * replay_count it set and its replay stamp (replayed_at, this run's start
+ * to the millisecond). An identity is no proof: any producer can publish
+ * an item with a canary's request_id and any replay_count, and a copy that
+ * was there before the replay has neither the count nor the stamp. */
+static void observe(drain_run *d, tracked *t, const dlqb_item *it) {
   if (t->state != T_MOVED) return;
-  if (!review && it->replay_count < t->replay_after) return;
+  if (strcmp(it->message_id, t->message_id) != 0 || it->replay_count != t->replay_after ||
+      strcmp(it->replayed_at, d->stamp.now) != 0)
+    return;
   t->state = T_FAILED;
   if (!t->canary) dlqb_drain_refailed(&d->ramp, dlqb_mono_ms());
 }
@@ -159,7 +168,7 @@ static bool drain_eligible(void *ctx, const dlqb_item *it) {
   tracked *t = dlqb_hashset_get(d->seen, key, n);
   if (t != NULL && t->state != T_CANDIDATE) {
     /* Never twice in one run: what came back is an outcome, not work. */
-    observe(d, t, it, false);
+    observe(d, t, it);
     return false;
   }
   if (d->ramp.phase == DLQB_DRAIN_PH_END || !dlqb_drain_eligible(d->o.cfg, it)) return false;
@@ -192,6 +201,7 @@ static void drain_moved(void *ctx, const dlqb_hop *hop) {
   if (t == NULL) return;
   if (t->state == T_CANDIDATE && t->canary) d->canary_moved++;
   t->state = T_MOVED;
+  snprintf(t->message_id, sizeof t->message_id, "%s", hop->message_id);
   if (d->broker_user[0] == '\0')
     snprintf(d->broker_user, sizeof d->broker_user, "%s", hop->broker_user);
 }
@@ -208,33 +218,27 @@ static void drain_spec(drain_run *d, ops_move_spec *m, bool dry_run, double rate
 
 /* ---- looking at outcomes ---------------------------------------------- */
 
-typedef struct {
-  drain_run *d;
-  bool review;
-} look_ctx;
-
 static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *dv, const dlqb_item *it,
                              dlqb_error *err) {
   (void)err;
-  look_ctx *c = ctx;
+  drain_run *d = ctx;
   char key[2 * DLQB_ID_MAX + 2];
   size_t n = task_key(key, sizeof key, it->request_id, it->source_system);
-  tracked *t = n > 0 ? dlqb_hashset_get(c->d->seen, key, n) : NULL;
-  if (t != NULL) observe(c->d, t, it, c->review);
+  tracked *t = n > 0 ? dlqb_hashset_get(d->seen, key, n) : NULL;
+  if (t != NULL) observe(d, t, it);
   dlqb_scan_hold(s, dv);
   return DLQB_OK;
 }
 
 /* One pass over a classic queue that only looks (everything held). */
 static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) {
-  look_ctx c = {d, strcmp(queue, cli_pipeline()->review) == 0};
   dlqb_scan_options so = {.queue = queue,
                           .purpose = "dlq-bridge drain (looking)",
                           .actor = ACTOR,
                           .window = d->o.window,
                           .stop = cli_stop_flag(),
                           .on_item = look_item,
-                          .ctx = &c};
+                          .ctx = d};
   dlqb_scan_result r;
   return dlqb_scan_run(d->o.cfg, &so, &r, err);
 }

@@ -145,10 +145,11 @@ static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
 int cmd_inspect(int argc, char **argv) {
   inspect_ctx c;
   memset(&c, 0, sizeof c);
-  c.queue = cli_pipeline()->dlq;
   bool help;
   int rc = ops_load(&cmd_inspect_spec, argc, argv, &c.o, on_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
+  /* The chosen pipeline's DLQ: known once the options are parsed. */
+  if (c.queue == NULL) c.queue = cli_pipeline()->dlq;
   if (help) {
     cli_print_help(&cmd_inspect_spec, stdout);
     return EXIT_OK;

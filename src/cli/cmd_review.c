@@ -100,9 +100,7 @@ static dlqb_status list_flag(void *ctx, const char *flag, const char *value, dlq
 static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
 
 /* LEGAL_BASIS only where the served profile has it (the dsr one). */
-static bool has_basis(void) {
-  return dlqb_profile_field(&cli_pipeline()->profile, DLQB_H_LEGAL_BASIS) >= 0;
-}
+static bool has_basis(void) { return cli_profile_has(DLQB_H_LEGAL_BASIS); }
 
 static void list_header(void) {
   char a[DLQB_HEADER_NAME_MAX], b[DLQB_HEADER_NAME_MAX];

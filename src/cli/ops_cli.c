@@ -141,6 +141,8 @@ static void put_str(json_object *obj, const char *key, const char *value) {
   json_object_object_add(obj, key, json_object_new_string(value));
 }
 
+bool cli_profile_has(const char *name) { return ops_profile_has(&cli_pipeline()->profile, name); }
+
 json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
   json_object *o = json_object_new_object();
   char iso[DLQB_ISO_TIME_MAX];
@@ -152,8 +154,8 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
   const dlqb_profile *pr = &cli_pipeline()->profile;
   put_str(o, pr->fields[0].name, it->request_id);
   put_str(o, pr->fields[1].name, it->source_system);
-  put_str(o, "legal_basis", it->legal_basis);
-  put_str(o, "action", it->action);
+  if (cli_profile_has(DLQB_H_LEGAL_BASIS)) put_str(o, "legal_basis", it->legal_basis);
+  if (cli_profile_has(DLQB_H_ACTION)) put_str(o, "action", it->action);
   json_object_object_add(o, "attempt", it->has_attempt ? json_object_new_int64(it->attempt) : NULL);
   json_object_object_add(o, "replay_count", json_object_new_int64(it->replay_count));
   put_str(o, "last_error", it->last_error);
@@ -223,9 +225,8 @@ void ops_table_fit(size_t columns) {
   size_t n = 0;
   /* LEGAL_BASIS and ACTION are the dsr profile's fields, and deadlines
    * follow legal_basis: a profile without them has no such columns. */
-  const dlqb_profile *pr = &cli_pipeline()->profile;
-  bool has_basis = dlqb_profile_field(pr, DLQB_H_LEGAL_BASIS) >= 0;
-  bool has_action = dlqb_profile_field(pr, DLQB_H_ACTION) >= 0;
+  bool has_basis = cli_profile_has(DLQB_H_LEGAL_BASIS);
+  bool has_action = cli_profile_has(DLQB_H_ACTION);
   for (int i = 0; i < NCOLS; i++) {
     if (i == COL_LEFT && (table_deadlines == NULL || !has_basis)) continue;
     if ((i == COL_BASIS && !has_basis) || (i == COL_ACTION && !has_action)) continue;
@@ -245,6 +246,7 @@ void ops_table_fit(size_t columns) {
 
 void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
                             int64_t now_ms) {
+  if (!cli_profile_has(DLQB_H_LEGAL_BASIS)) return;
   dlqb_deadline x = dlqb_item_deadline(d, it, now_ms);
   if (x.kind == DLQB_DEADLINE_NONE) {
     json_object_object_add(o, "deadline", NULL);

@@ -105,8 +105,12 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out);
 int ops_fail(const dlqb_error *err);
 
 /* The item as a JSON object (new reference), with its failure group id
- * ("group"). */
+ * ("group"): the served profile's identity fields under their names, and
+ * legal_basis and action only where the profile has them (dsr's). */
 json_object *ops_item_json(const dlqb_item *it, int64_t now_ms);
+
+/* ops_profile_has of the served profile. */
+bool cli_profile_has(const char *name);
 
 /* The item as one human line (no newline): age, ids, basis, action,
  * attempt, dlq_reason and last_error. */
@@ -142,7 +146,8 @@ size_t ops_output_width(bool wide);
 void ops_table_deadlines(const dlqb_deadlines *d, bool required);
 
 /* Adds "deadline" to an item's JSON: null when no rule applies, else
- * {"received_at", "due_at", "left_seconds"} (null when unknown). */
+ * {"received_at", "due_at", "left_seconds"} (null when unknown); nothing
+ * for a profile without legal_basis, which the deadlines follow. */
 void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
                             int64_t now_ms);
 

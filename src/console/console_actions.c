@@ -183,9 +183,13 @@ static void preview_row(void *ctx, const dlqb_item *it, bool complete, int64_t n
   dlqb_html_text(h, it->request_id[0] ? it->request_id : "-");
   dlqb_html_raw(h, "</td><td>");
   dlqb_html_text(h, it->source_system[0] ? it->source_system : "-");
-  dlqb_html_raw(h, "</td><td>");
-  dlqb_html_text(h, it->legal_basis[0] ? it->legal_basis : "-");
-  dlqb_html_raw(h, "</td><td class=\"num\">");
+  dlqb_html_raw(h, "</td>");
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) { /* the dsr profile's field: no column elsewhere */
+    dlqb_html_raw(h, "<td>");
+    dlqb_html_text(h, it->legal_basis[0] ? it->legal_basis : "-");
+    dlqb_html_raw(h, "</td>");
+  }
+  dlqb_html_raw(h, "<td class=\"num\">");
   dlqb_html_text(h, ops_age_text(known, age, agebuf, sizeof agebuf));
   dlqb_html_raw(h, "</td><td class=\"error-text\">");
   dlqb_html_text(h, it->last_error[0] ? it->last_error : "-");
@@ -268,8 +272,8 @@ void console_post_preview(console_req *r) {
                     "(completion_writers is not set): every selected task would be replayed.</p>");
     dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th>");
     console_identity_th(h);
-    dlqb_html_raw(h, "<th>legal_basis</th><th>age</th><th>last error</th>"
-                     "</tr></thead><tbody>\n");
+    if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) dlqb_html_raw(h, "<th>legal_basis</th>");
+    dlqb_html_raw(h, "<th>age</th><th>last error</th></tr></thead><tbody>\n");
     if (rows.data != NULL) dlqb_html_raw(h, rows.data);
     dlqb_html_raw(h, "</tbody></table>");
     if (pc.shown > CONSOLE_LIST_MAX)

@@ -349,7 +349,7 @@ static void item_row(dlqb_html *h, const ops_kept *k, int64_t now_ms) {
   dlqb_html_text(h, it->request_id[0] ? it->request_id : "-");
   dlqb_html_raw(h, "</a></td>");
   cell(h, it->source_system);
-  cell(h, it->legal_basis);
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) cell(h, it->legal_basis);
   age_cell(h, known, age);
   dlqb_html_raw(h, "<td class=\"num\">");
   if (it->has_attempt) dlqb_html_textf(h, "%lld", (long long)it->attempt);
@@ -386,7 +386,7 @@ void console_page_group(console_req *r) {
   filter_input(r, "group", "group");
   filter_input(r, "request-id", console_g.pipeline->profile.fields[0].name);
   filter_input(r, "source-system", console_g.pipeline->profile.fields[1].name);
-  filter_input(r, "legal-basis", "legal_basis");
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) filter_input(r, "legal-basis", "legal_basis");
   filter_input(r, "reason", "error contains");
   filter_input(r, "older-than", "older than");
   filter_input(r, "newer-than", "newer than");
@@ -400,7 +400,8 @@ void console_page_group(console_req *r) {
   if (c.matched > 0) action_form_begin(r);
   dlqb_html_raw(h, "<table id=\"items\"><thead><tr><th></th><th>time left</th>");
   console_identity_th(h);
-  dlqb_html_raw(h, "<th>legal_basis</th><th>age</th><th>attempts</th>"
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) dlqb_html_raw(h, "<th>legal_basis</th>");
+  dlqb_html_raw(h, "<th>age</th><th>attempts</th>"
                    "<th>last error</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < c.urgent.n; i++) item_row(h, &c.urgent.kept[i], c.now_ms);
   dlqb_html_raw(h, "</tbody></table><p class=\"note\">Sorted by the statutory time left "
@@ -453,6 +454,13 @@ static void story(dlqb_html *h, const dlqb_item *it) {
     local_time(h, it->xdeath_at_ms);
     dlqb_html_raw(h, " (x-death, the broker's clock).</li>");
   }
+  if (it->deaths[0] != '\0') {
+    /* The whole history, newest first: each entry's queue, reason and
+     * count (a client can write x-death too: it is text like any other). */
+    dlqb_html_raw(h, "<li>Dead-lettered by the broker (x-death, newest first): <code>");
+    dlqb_html_text(h, it->deaths);
+    dlqb_html_raw(h, "</code>.</li>");
+  }
   dlqb_html_raw(h, "<li>Put in ");
   dlqb_html_text(h, console_g.pipeline->dlq);
   if (it->has_dlq_at) {
@@ -501,8 +509,9 @@ void console_page_item(console_req *r) {
   field(h, "message_id", it->message_id);
   field(h, console_g.pipeline->profile.fields[0].name, it->request_id);
   field(h, console_g.pipeline->profile.fields[1].name, it->source_system);
-  field(h, "legal_basis", it->legal_basis);
-  field(h, "action", it->action);
+  /* The dsr profile's fields, shown only where the profile has them. */
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) field(h, "legal_basis", it->legal_basis);
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_ACTION)) field(h, "action", it->action);
   field(h, "dlq_reason", it->dlq_reason);
   field(h, "last_error", it->last_error);
   field(h, "failure group", group);

@@ -95,7 +95,8 @@ void console_page_review(console_req *r) {
                   console_g.pipeline->review, (unsigned long long)c.unclaimed);
   dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th>");
   console_identity_th(h);
-  dlqb_html_raw(h, "<th>legal_basis</th><th>in review</th>"
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) dlqb_html_raw(h, "<th>legal_basis</th>");
+  dlqb_html_raw(h, "<th>in review</th>"
                    "<th>escalated by</th><th>why</th><th>note</th><th>owner</th>"
                    "<th>actions</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < c.urgent.n; i++) {
@@ -109,7 +110,7 @@ void console_page_review(console_req *r) {
     dlqb_html_raw(h, "</td>");
     cell(h, it->request_id);
     cell(h, it->source_system);
-    cell(h, it->legal_basis);
+    if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) cell(h, it->legal_basis);
     cell(h, ops_age_text(known, a, age, sizeof age));
     cell(h, it->escalated_by);
     cell(h, it->escalation_reason);

@@ -54,6 +54,7 @@ void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile 
     out->attempt = n;
   }
   if (dlqb_field_int(dlqb_header_find(h, DLQB_H_REPLAY_COUNT), &n) && n >= 0) out->replay_count = n;
+  read_text(h, DLQB_H_REPLAYED_AT, out->replayed_at, sizeof out->replayed_at);
   read_text(h, DLQB_H_LAST_ERROR, out->last_error, sizeof out->last_error);
   read_text(h, DLQB_H_DLQ_REASON, out->dlq_reason, sizeof out->dlq_reason);
   out->has_dlq_at = dlqb_header_time(h, DLQB_H_DLQ_AT, &out->dlq_at_ms);
@@ -64,6 +65,7 @@ void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile 
   read_text(h, DLQB_H_ESCALATION_NOTE, out->escalation_note, sizeof out->escalation_note);
   read_text(h, DLQB_H_OWNER, out->owner, sizeof out->owner);
   out->has_claimed_at = dlqb_header_time(h, DLQB_H_CLAIMED_AT, &out->claimed_at_ms);
+  dlqb_deaths_text(h, out->deaths, sizeof out->deaths);
   const amqp_table_t *death = dlqb_header_first_death(h);
   const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
   if (t != NULL && t->kind == AMQP_FIELD_KIND_TIMESTAMP && t->value.u64 <= (uint64_t)INT64_MAX / 1000) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dlqb/group.h" /* dlqb_sha256 */
+#include "dlqb/xdeath.h"
 
 static dlqb_event event_of(const dlqb_decision *d) {
   if (d->escalate) return DLQB_EV_ESCALATED;
@@ -126,6 +127,8 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
     (void)dlqb_header_id(headers, DLQB_H_LEGAL_BASIS, hop->legal_basis, sizeof hop->legal_basis);
   }
   hop->attempt = dec->attempt;
+  dlqb_deaths_text(headers, hop->deaths, sizeof hop->deaths);
+  hop->has_delivery_count = dlqb_header_delivery_count(headers, &hop->delivery_count);
   snprintf(hop->reason, sizeof hop->reason, "%s", dec->last_error);
   snprintf(hop->cause, sizeof hop->cause, "%s",
            dec->escalate ? DLQB_ESCALATION_MAX_REPLAYS : dlqb_reason_name(dec->reason));

@@ -1,6 +1,7 @@
 /* Reading how a message reached the failure inbox: x-death and worker_error. */
 #include "dlqb/xdeath.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "dlqb/headers.h"
@@ -78,6 +79,58 @@ void dlqb_failure_read_prefix(const amqp_table_t *headers, const char *retry_pre
       out->has_worker_error = true;
     }
   }
+}
+
+/* One part of an entry: its text sanitised, or '?'. */
+static void death_part(const amqp_table_t *death, const char *key, char *out, size_t cap) {
+  const amqp_field_value_t *v = death != NULL ? dlqb_header_find(death, key) : NULL;
+  const char *p = NULL;
+  size_t len = 0;
+  int64_t n;
+  if (v != NULL && dlqb__field_text(v, &p, &len) && len > 0) dlqb_text_sanitize(out, cap, p, len);
+  else if (v != NULL && dlqb_field_int(v, &n)) snprintf(out, cap, "%lld", (long long)n);
+  else snprintf(out, cap, "?");
+}
+
+size_t dlqb_deaths_text(const amqp_table_t *headers, char *buf, size_t cap) {
+  if (cap == 0) return 0;
+  buf[0] = '\0';
+  const amqp_field_value_t *xd = dlqb_header_find(headers, DLQB_H_X_DEATH);
+  if (xd == NULL) return 0;
+  size_t used = 0;
+  bool array = xd->kind == AMQP_FIELD_KIND_ARRAY;
+  /* Not an array: one entry of '?'; an empty one (entries may be NULL): none. */
+  int n = !array ? 1 : xd->value.array.entries != NULL ? xd->value.array.num_entries : 0;
+  for (int i = 0; i < n; i++) {
+    const amqp_field_value_t *e = array ? &xd->value.array.entries[i] : xd;
+    char entry[3 * 130 + 8];
+    if (e->kind == AMQP_FIELD_KIND_TABLE) {
+      char q[128], r[32], c[24];
+      death_part(&e->value.table, DLQB_XDEATH_QUEUE, q, sizeof q);
+      death_part(&e->value.table, DLQB_XDEATH_REASON, r, sizeof r);
+      death_part(&e->value.table, "count", c, sizeof c);
+      snprintf(entry, sizeof entry, "%s%s %s %s", i > 0 ? "; " : "", q, r, c);
+    } else {
+      snprintf(entry, sizeof entry, "%s?", i > 0 ? "; " : "");
+    }
+    size_t len = strlen(entry);
+    /* Room for "..." is always kept, so a cut falls between entries. */
+    if (used + len + 4 > cap) {
+      if (used + 4 <= cap) used += (size_t)snprintf(buf + used, cap - used, "...");
+      return used;
+    }
+    memcpy(buf + used, entry, len + 1);
+    used += len;
+  }
+  return used;
+}
+
+bool dlqb_header_delivery_count(const amqp_table_t *headers, int64_t *out) {
+  int64_t n;
+  if (!dlqb_field_int(dlqb_header_find(headers, DLQB_H_X_DELIVERY_COUNT), &n) || n < 0)
+    return false;
+  *out = n;
+  return true;
 }
 
 bool dlqb_header_xdeath_forged(const amqp_table_t *t) {

@@ -11,6 +11,8 @@
 #include "dlqb/audit.h"
 #include "dlqb/clock.h"
 #include "dlqb/duration.h"
+#include "dlqb/hashset.h"
+#include "dlqb/item.h"
 #include "dlqb/log.h"
 #include "dlqb/scan.h"
 #include "dlqb/thread.h"
@@ -19,6 +21,8 @@
 
 #define INTERVAL_MIN_MS 1000
 #define INTERVAL_MAX_MS 30000
+/* Items remembered by their first sight (see sighted below), at most. */
+#define SIGHTED_MAX 100000
 
 struct dlqb_escalator {
   const dlqb_config *cfg; /* the caller's: it outlives the escalator */
@@ -33,6 +37,14 @@ struct dlqb_escalator {
   char reason[DLQB_LAST_ERROR_MAX + 1];
   char no_time_reason[DLQB_LAST_ERROR_MAX + 1];
   int64_t now_ms;
+  /* message_id -> when a pass first saw an item whose time was later than
+   * that (a dlq_at ahead of the clock, usable within DLQB_CLOCK_SKEW_MS):
+   * its SLA clock starts there, not at the later time it claims. Only such
+   * items are kept (an honest stamp is never later than the first sight),
+   * all forgotten once the newest is past its SLA. */
+  dlqb_hashset *sighted;
+  int64_t sighted_newest_ms;
+  dlqb_item view; /* sla_view's copy (large for the thread's stack) */
   bool connected_once; /* a pass reached the broker: failures since are warnings */
   /* Why the last pass was refused (ACCESS_REFUSED), "" when it was not:
    * written by the thread, read by /healthz (dlqb_escalator_health). */
@@ -64,11 +76,36 @@ long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms) {
   return (long)i;
 }
 
+/* The item as the SLA clock reads it: its own time (dlq_at, ...), but
+ * never one later than this escalator's first sight of it. A producer may
+ * publish straight into the DLQ with a dlq_at minutes ahead (accepted as
+ * clock skew); counting from it would hold off its escalation by as much. */
+static const dlqb_item *sla_view(dlqb_escalator *e, const dlqb_item *it, dlqb_item *copy) {
+  int64_t since;
+  if (e->sighted == NULL || it->message_id[0] == '\0' || !dlqb_item_since(it, e->now_ms, &since))
+    return it;
+  size_t len = strlen(it->message_id);
+  int64_t *first = dlqb_hashset_get(e->sighted, it->message_id, len);
+  if (first == NULL) {
+    if (since <= e->now_ms || dlqb_hashset_size(e->sighted) >= SIGHTED_MAX) return it;
+    bool added;
+    if ((first = dlqb_hashset_add(e->sighted, it->message_id, len, &added)) == NULL) return it;
+    *first = e->now_ms;
+    e->sighted_newest_ms = e->now_ms;
+  }
+  if (since <= *first) return it;
+  *copy = *it;
+  copy->has_dlq_at = true;
+  copy->dlq_at_ms = *first;
+  copy->has_escalated_at = false;
+  return copy;
+}
+
 static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
                                  const dlqb_item *it, dlqb_error *err) {
   dlqb_escalator *e = ctx;
   dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg->dlq_sla_ms};
-  dlqb_verdict v = dlqb_verdict_of(&rule, it, e->now_ms, 0);
+  dlqb_verdict v = dlqb_verdict_of(&rule, sla_view(e, it, &e->view), e->now_ms, 0);
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
     if (v.stop_after) dlqb_scan_stop(s);
@@ -94,6 +131,10 @@ static void pass(dlqb_escalator *e) {
   if (!dlqb_audit_healthy(e->audit)) return;
   e->now_ms = dlqb_now_ms();
   dlqb_iso_time(e->now_ms, e->now_iso, sizeof e->now_iso);
+  /* Every remembered item is past its SLA by now: escalated, or gone. */
+  if (e->sighted != NULL && dlqb_hashset_size(e->sighted) > 0 &&
+      e->now_ms - e->sighted_newest_ms > (int64_t)e->cfg->dlq_sla_ms + 2 * INTERVAL_MAX_MS)
+    dlqb_hashset_clear(e->sighted);
   char sla[32];
   snprintf(e->reason, sizeof e->reason, "dlq_sla: in %s longer than %s", e->p.dlq,
            dlqb_duration_format(e->cfg->dlq_sla_ms, sla, sizeof sla));
@@ -154,6 +195,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   dlqb_config_pipeline(cfg, 0, &e->p);
   e->after_ack = after_ack;
   e->ctx = ctx;
+  e->sighted = dlqb_hashset_new(sizeof(int64_t)); /* NULL: the items' own times alone */
   char writer[320];
   snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
   dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
@@ -161,12 +203,14 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   if (st != DLQB_OK) {
     dlqb_audit_close(e->audit);
     pthread_mutex_destroy(&e->lock);
+    dlqb_hashset_free(e->sighted);
     free(e);
     return st;
   }
   if (dlqb_thread_start(&e->thread, run, e) != 0) { /* it reads DLQ items: a sized stack */
     dlqb_anchor_stop(e->anchors, err);
     dlqb_audit_close(e->audit);
+    dlqb_hashset_free(e->sighted);
     free(e);
     return dlqb_fail(err, DLQB_ENOMEM, "cannot start the dlq sla escalator thread");
   }
@@ -211,5 +255,6 @@ void dlqb_escalator_stop(dlqb_escalator *e) {
                   err.msg);
   dlqb_audit_close(e->audit);
   pthread_mutex_destroy(&e->lock);
+  dlqb_hashset_free(e->sighted);
   free(e);
 }

@@ -327,11 +327,12 @@ static void put_queue_family(text *t, const dlqb_queue_stat *qs, size_t n, queue
   }
 }
 
-/* The review gauges; absent until a pass read compliance_review whole, and
+/* The review gauges; absent until a pass read the review queue whole, and
  * an age nobody knows is absent too. */
 static void put_review(text *t, bool ok, const dlqb_review_tally *r) {
   put_family(t, "dlq_bridge_review_items", "gauge",
-             "Items in compliance_review by custody: unclaimed, or claimed and not yet decided.");
+             "Items in the pipeline's review queue by custody: unclaimed, or claimed and not yet "
+             "decided.");
   if (ok) {
     put(t, "dlq_bridge_review_items{state=\"unclaimed\"} %llu\n", (unsigned long long)r->unclaimed);
     put(t, "dlq_bridge_review_items{state=\"claimed\"} %llu\n", (unsigned long long)r->claimed);
@@ -351,6 +352,9 @@ static void put_review(text *t, bool ok, const dlqb_review_tally *r) {
   }
 }
 
+/* HELP names no queue: one family's HELP serves every pipeline of a merged
+ * exposition (each pipeline's queues are its own), and the samples carry
+ * the pipeline label that says which queues are meant. */
 dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dlqb_error *err) {
   text t = {.cap = 8192};
   t.buf = malloc(t.cap);
@@ -364,7 +368,8 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   put_label_value(&t, m->version);
   put(&t, "\"} 1\n");
   put_family(&t, "dlq_bridge_connected", "gauge",
-             "1 while the router is connected to the broker and consuming dsr.failed.");
+             "1 while the router is connected to the broker and consuming the pipeline's failure "
+             "inbox.");
   put(&t, "dlq_bridge_connected %d\n", atomic_load(&m->connected) ? 1 : 0);
   put_family(&t, "dlq_bridge_audit_writable", "gauge",
              "1 while the audit log takes writes (or audit is off), 0 after a failed write.");
@@ -382,11 +387,11 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   put(&t, "dlq_bridge_audit_anchored %d\n", atomic_load(&m->audit_anchored) ? 1 : 0);
 
   put_counter(&t, m, "dlq_bridge_failures_seen_total",
-              "Failed tasks the bridge took from dsr.failed and settled.", C_FAILURES_SEEN);
+              "Failed tasks the bridge took from the pipeline's failure inbox and settled.", C_FAILURES_SEEN);
   put_counter(&t, m, "dlq_bridge_retries_scheduled_total",
               "Failed tasks sent to a retry delay queue.", C_RETRIES_SCHEDULED);
   put_family(&t, "dlq_bridge_dead_lettered_total", "counter",
-             "Tasks the bridge sent to dsr.dlq.manual, by dlq_reason.");
+             "Tasks the bridge sent to the pipeline's DLQ, by dlq_reason.");
   static const struct {
     const char *reason;
     counter_id c;
@@ -399,12 +404,13 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
     put(&t, "dlq_bridge_dead_lettered_total{reason=\"%s\"} %llu\n", dl[i].reason,
         (unsigned long long)counter(m, dl[i].c));
   put_counter(&t, m, "dlq_bridge_poison_total",
-              "Tasks dead-lettered as poison (the broker's delivery limit on dsr.work).",
+              "Tasks dead-lettered as poison (the broker's delivery limit on the pipeline's work "
+              "queue).",
               C_POISON);
   put_counter(&t, m, "dlq_bridge_invalid_total",
               "Tasks dead-lettered because their retry envelope was invalid.", C_INVALID);
   put_family(&t, "dlq_bridge_escalated_total", "counter",
-             "Tasks this bridge escalated to compliance_review on its own, by trigger.");
+             "Tasks this bridge escalated to the pipeline's review queue on its own, by trigger.");
   put(&t, "dlq_bridge_escalated_total{by=\"sla\"} %llu\n",
       (unsigned long long)counter(m, C_ESC_SLA));
   put(&t, "dlq_bridge_escalated_total{by=\"max_replays\"} %llu\n",

@@ -96,6 +96,11 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
   PUT(" (%s)", clean(shown(h, "writer"), b4, sizeof b4));
   const char *pipeline = dlqb_audit_record_str(h, "pipeline");
   if (pipeline[0] != '\0') PUT("  pipeline %s", clean(pipeline, b1, sizeof b1));
+  const char *deaths = dlqb_audit_record_str(h, "x_death");
+  if (deaths[0] != '\0') PUT("  x-death [%s]", clean(deaths, b1, sizeof b1));
+  json_object *dc;
+  if (json_object_object_get_ex(h, "x_delivery_count", &dc) && json_object_is_type(dc, json_type_int))
+    PUT("  x-delivery-count %lld", (long long)json_object_get_int64(dc));
 #undef PUT
   return out;
 }

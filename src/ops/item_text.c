@@ -35,6 +35,10 @@ char *ops_left_text(const dlqb_deadline *d, char *buf, size_t len) {
   return buf;
 }
 
+bool ops_profile_has(const dlqb_profile *pr, const char *header) {
+  return dlqb_profile_field(pr, header) >= 0;
+}
+
 bool ops_profile_is_dsr(const dlqb_profile *pr) {
   return strcmp(pr->fields[0].name, DLQB_H_REQUEST_ID) == 0 &&
          strcmp(pr->fields[1].name, DLQB_H_SOURCE_SYSTEM) == 0;

@@ -250,6 +250,48 @@ static void audit_show(const audit_dir *d, const char *id, bool json, th_result 
  * answered from the log only once it verifies: two failures retried, the
  * third dead-lettered, then replayed by an operator; another task's hops
  * are not shown; after an edit, nothing is shown at all. */
+/* The trail keeps the broker's delivery history: a task rejected twice
+ * (max_attempts 2, one retry) has its x-death entries with their counts in
+ * the record of its hop into the DLQ (the rejections on dsr.work, the
+ * expiry of the delay queue), which audit show prints; the log verifies. */
+static void test_trail_records_xdeath_counts(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=2",
+                             "DLQ_BRIDGE_RETRY_DELAYS=100ms", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  assert_int_equal(fx_publish_task(t, "deaths-1"), 0);
+  th_worker *w = fx_worker(t);
+  assert_non_null(w);
+  th_msg *m = fx_msg(t);
+  for (int i = 0; i < 2; i++) {
+    FX_CHECK(t, th_worker_next(w, m, WAIT_MS) == 1);
+    assert_int_equal(th_worker_reject(w), 0);
+  }
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, WAIT_MS));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  th_result r;
+  audit_show(&d, "deaths-1", false, &r);
+  printf("%s", r.out);
+  assert_int_equal(r.exit_code, 0);
+  /* The record of the hop into the DLQ: both entries with their counts. */
+  assert_int_equal(fx_count_in_file(d.log, "\"x_death\":\""), 2); /* the retry hop too */
+  assert_non_null(strstr(r.out, "dead_lettered"));
+  const char *dl = strstr(r.out, "dead_lettered");
+  /* The count is the broker's: 3.10.8 counts both rejections ("dsr.work
+   * rejected 2"); 4.0.5 starts x-death again on the router's republish
+   * (the broker owns it since 3.13) and says "dsr.work rejected 1" with
+   * x-delivery-count 1 (measured). The trail records what the message
+   * carried either way. */
+  assert_true(strstr(dl, "dsr.work rejected 2") != NULL || strstr(dl, "dsr.work rejected 1") != NULL);
+  assert_non_null(strstr(dl, "dsr.retry.100ms expired 1"));
+  th_result vr;
+  assert_int_equal(fx_audit_verify(&d.a, &vr), 0);
+  assert_int_equal(vr.exit_code, 0);
+  audit_dir_remove(&d);
+}
+
 static void test_audit_show_one_task(void **state) {
   fx_case *t = *state;
   audit_dir d;
@@ -917,6 +959,7 @@ int main(void) {
       FX_TEST(test_unwritable_log_holds_acks_then_resumes),
       FX_TEST(test_crash_while_unwritable_loses_nothing),
       FX_TEST(test_audit_show_one_task),
+      FX_TEST(test_trail_records_xdeath_counts),
       FX_TEST(test_audit_reconcile_finds_what_was_removed),
       FX_TEST(test_audit_reconcile_held_is_not_missing),
       FX_TEST(test_escalator_full_disk_no_duplicates),

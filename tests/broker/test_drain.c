@@ -704,6 +704,78 @@ static void test_drain_stops_when_the_lease_is_lost(void **state) {
   unlink(spath);
 }
 
+/* A hostile producer who knows a canary's request_id publishes an item
+ * with that identity and a higher replay_count into the DLQ while the
+ * canary waits: it is not the copy the drain moved (another message_id,
+ * not the drain's replay stamp), so the canary completes, the run drains
+ * the rest, and the hostile item is left in the DLQ untouched. */
+static void test_drain_canary_not_judged_by_a_copied_identity(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  for (int i = 0; i < 10; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "k%d", i);
+    pub_dlq(t, id, "max_attempts", "upstream 503");
+  }
+  char senv[256], spath[200];
+  state_env(senv, sizeof senv, spath, sizeof spath, t);
+  const char *const env[] = {ENV_FAST, senv, NULL};
+  bg_drain b = {t, env, {0}};
+  pthread_t tb;
+  assert_int_equal(pthread_create(&tb, NULL, bg_run, &b), 0);
+  /* No worker yet: the canary (k0..k2) waits in dsr.work. */
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 3, 20000));
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "k0"), 0);
+  snprintf(m.message_id, sizeof m.message_id, "hostile-k0");
+  assert_int_equal(th_msg_set_str(&m, "source_system", "crm"), 0);
+  assert_int_equal(th_msg_set_int(&m, "replay_count", 7), 0);
+  assert_int_equal(th_msg_set_int(&m, "attempt", 5), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_msg_set_str(&m, "replayed_by", "drain"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  /* One to the review queue as well (where every copy used to count). */
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "k1"), 0);
+  snprintf(m.message_id, sizeof m.message_id, "hostile-k1");
+  assert_int_equal(th_msg_set_str(&m, "source_system", "crm"), 0);
+  assert_int_equal(th_msg_set_int(&m, "replay_count", 9), 0);
+  assert_int_equal(th_publish(t->conn, "", "compliance_review", &m), 0);
+  th_msg_release(&m);
+  worker *w = worker_start(t, false);
+  pthread_join(tb, NULL);
+  assert_true(th_wait_until(work_empty, t, 20000));
+  worker_stop(w);
+  if (b.r.exit_code != 0) fprintf(stderr, "drain: %s%s", b.r.out, b.r.err);
+  assert_int_equal(b.r.exit_code, 0);
+  static const char *const st[] = {"drain", "status", "--json", NULL};
+  th_result r;
+  run(t, st, env, &r);
+  json_object *j = json_tokener_parse(r.out), *runs, *last, *c, *v;
+  assert_non_null(j);
+  assert_true(json_object_object_get_ex(j, "runs", &runs));
+  last = json_object_array_get_idx(runs, json_object_array_length(runs) - 1);
+  printf("hostile copies of a canary's identity: the run %s\n", th_json_str(last, "stopped"));
+  assert_string_equal(th_json_str(last, "stopped"), "drained");
+  assert_true(json_object_object_get_ex(last, "moved", &v));
+  assert_int_equal(json_object_get_int(v), 10);
+  assert_true(json_object_object_get_ex(last, "canary", &c));
+  assert_true(json_object_object_get_ex(c, "failed", &v));
+  assert_int_equal(json_object_get_int(v), 0);
+  json_object_put(j);
+  assert_int_equal(atomic_load(&w->done), 10);
+  free(w);
+  /* The hostile item is left where it was, not moved. */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  th_msg_init(&m);
+  assert_int_equal(th_get(t->conn, "dsr.dlq.manual", &m), 1);
+  assert_string_equal(m.message_id, "hostile-k0");
+  th_msg_release(&m);
+  unlink(spath);
+}
+
 /* Eligibility by failure group: the group `inspect --json` shows for one
  * cause makes only that cause's items eligible (a dry run lists them). */
 static void test_drain_by_group(void **state) {
@@ -810,6 +882,7 @@ int main(void) {
       FX_TEST(test_drain_needs_writers),
       FX_TEST(test_drain_canary_ramp_empties_eligible),
       FX_TEST(test_drain_stops_when_canary_fails),
+      FX_TEST(test_drain_canary_not_judged_by_a_copied_identity),
       FX_TEST(test_drain_stops_on_refailures_in_the_ramp),
       FX_TEST(test_drain_canary_escalated_by_max_replays),
       FX_TEST(test_drain_lease),

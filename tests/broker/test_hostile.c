@@ -583,6 +583,35 @@ static void test_future_dlq_at_at_the_head_hides_nothing(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
 }
 
+/* A dlq_at a few minutes ahead (within the clock skew the bridge allows,
+ * so it is usable) made the item count as young until then: published
+ * straight into the DLQ, it held off its own escalation by as much. The
+ * SLA clock never starts later than the escalator first saw the item. */
+static void test_recent_dlq_at_does_not_delay_escalation(void **state) {
+  fx_case *t = *state;
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  run_ok(t, declare, NULL, &r);
+  char soon[48];
+  th_iso_time(th_now_ms() + 4 * 60 * 1000, soon, sizeof soon);
+  pub_dlq_at(t, "forged-soon", soon);
+  static const char *const sla[] = {"DLQ_BRIDGE_DLQ_SLA=2s", NULL};
+  int64_t t0 = th_now_ms();
+  assert_int_equal(fx_start_bridge(t, sla), 0);
+  /* 2 s after the first pass saw it, and one pass interval (1 s) more;
+   * it waited 4 minutes before. */
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 1, 20000));
+  printf("an item with dlq_at 4 min ahead escalated %lld ms after the daemon started\n",
+         (long long)(th_now_ms() - t0));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_get(t->conn, "compliance_review", &m), 1);
+  FX_HDR_STR_EQ(&m, "request_id", "forged-soon");
+  FX_HDR_STR_EQ(&m, "escalation_reason", "dlq_sla");
+  th_msg_release(&m);
+}
+
 static void test_future_first_seen_at_keeps_the_sla_budget(void **state) {
   fx_case *t = *state;
   /* Budget 1s, retry delay 2s: a task seen now cannot retry in budget. */
@@ -757,6 +786,79 @@ static void test_deep_header_in_console_threads(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
 }
 
+/* One x-death entry {queue, reason, count}, in m's pool. */
+static amqp_field_value_t v_death(th_msg *m, const char *queue, const char *reason, int64_t n) {
+  amqp_table_entry_t *e = amqp_pool_alloc(&m->pool, 3 * sizeof *e);
+  assert_non_null(e);
+  e[0].key = pool_bytes(m, "queue", 5);
+  e[0].value = v_text(m, AMQP_FIELD_KIND_UTF8, queue, strlen(queue));
+  e[1].key = pool_bytes(m, "reason", 6);
+  e[1].value = v_text(m, AMQP_FIELD_KIND_UTF8, reason, strlen(reason));
+  e[2].key = pool_bytes(m, "count", 5);
+  e[2].value = v_kind(AMQP_FIELD_KIND_I64);
+  e[2].value.value.i64 = n;
+  amqp_field_value_t v = v_kind(AMQP_FIELD_KIND_TABLE);
+  v.value.table.num_entries = 3;
+  v.value.table.entries = e;
+  return v;
+}
+
+/* The console's item page shows the whole x-death history, not only the
+ * latest dead-lettering, every entry escaped (a client can write x-death). */
+static void test_console_item_shows_the_whole_xdeath_history(void **state) {
+  fx_case *t = *state;
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  th_msg *m = malloc(sizeof *m);
+  assert_non_null(m);
+  th_msg_init(m);
+  assert_int_equal(th_msg_task(m, "history-1"), 0);
+  assert_int_equal(th_msg_set_str(m, "dlq_reason", "max_attempts"), 0);
+  amqp_field_value_t deaths[3] = {v_death(m, "dsr.work", "rejected", 3),
+                                  v_death(m, "dsr.retry.5s", "expired", 2),
+                                  v_death(m, "<script>x</script>", "rejected", 1)};
+  add_raw(m, "x-death", v_array(m, deaths, 3));
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  th_msg_release(m);
+  free(m);
+
+  int port = th_free_port();
+  char addr[64], jar[64], page[64], cmd[768];
+  snprintf(addr, sizeof addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", port);
+  const char *const console_env[] = {addr, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_bridge console;
+  assert_int_equal(th_command_start(&console, &t->vhost, args, console_env, "console-history"), 0);
+  bool up = th_wait_until(accepts, &port, TIMEOUT_MS);
+  snprintf(jar, sizeof jar, "/tmp/dlqb-console-jar-%d", (int)getpid());
+  snprintf(page, sizeof page, "/tmp/dlqb-console-page-%d", (int)getpid());
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "curl -s -o /dev/null -c '%s' -d 'user=guest&password=guest' "
+                     "http://127.0.0.1:%d/login && curl -s --max-time 60 -b '%s' -o '%s' "
+                     "'http://127.0.0.1:%d/item?message-id=msg-history-1'",
+                     jar, port, jar, page, port));
+  int got = up ? system(cmd) : -1;
+  int work = got == 0 ? fx_count_in_file(page, "dsr.work rejected 3") : -1;
+  int retry = got == 0 ? fx_count_in_file(page, "dsr.retry.5s expired 2") : -1;
+  int escaped = got == 0 ? fx_count_in_file(page, "&lt;script&gt;x&lt;/script&gt; rejected 1") : -1;
+  int raw = got == 0 ? fx_count_in_file(page, "<script>x") : -1;
+  int stop = th_bridge_stop(&console, 15000);
+  if (!up || stop != 0) th_bridge_dump_log(&console);
+  printf("item page x-death history: dsr.work %d, retry %d, escaped %d, raw %d\n", work, retry,
+         escaped, raw);
+  unlink(jar);
+  unlink(page);
+  assert_true(up);
+  assert_int_equal(got, 0);
+  assert_int_equal(work, 1);
+  assert_int_equal(retry, 1);
+  assert_int_equal(escaped, 1);
+  assert_int_equal(raw, 0);
+  assert_int_equal(stop, 0);
+}
+
 /* The same header on a failure report with no request_id, with a 1 MiB
  * RLIMIT_STACK (the router's loop runs on the main thread, which used to
  * crash there): the router sends it to the DLQ as an invalid envelope, and
@@ -839,10 +941,12 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_hostile_messages_all_reach_the_dlq),
       FX_TEST(test_future_dlq_at_at_the_head_hides_nothing),
+      FX_TEST(test_recent_dlq_at_does_not_delay_escalation),
       FX_TEST(test_future_first_seen_at_keeps_the_sla_budget),
       FX_TEST(test_deep_header_in_dlq_threads),
       FX_TEST(test_deep_header_in_failed_main_thread),
       FX_TEST(test_deep_header_in_console_threads),
+      FX_TEST(test_console_item_shows_the_whole_xdeath_history),
       FX_TEST(test_forged_xdeath_task_is_retried),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -683,6 +684,151 @@ static void test_one_pipeline_runs_as_its_user(void **state) {
   unlink(path);
 }
 
+/* An invoice of the profile defined only in the config file. */
+static th_msg *invoice(fx_case *t, const char *id) {
+  (void)t;
+  th_msg *m = outgoing;
+  th_msg_reset(m);
+  snprintf(m->message_id, sizeof m->message_id, "msg-%s", id);
+  assert_int_equal(th_msg_add_str(m, "invoice_id", id), 0);
+  assert_int_equal(th_msg_add_str(m, "account", "acc-7"), 0);
+  assert_int_equal(th_msg_set_body(m, context, sizeof context - 1), 0);
+  return m;
+}
+
+/* `audit reconcile --pipeline NAME --json` on the world of (4): its exit
+ * status, and its DLQ's missing and unrecorded entries (owned by *out). */
+static int reconcile_of(fx_case *t, const char *env_config, const fx_audit *a, const char *name,
+                        json_object **out) {
+  const char *const env[] = {env_config, a->env_log, a->env_pub, NULL};
+  const char *const args[] = {"audit", "reconcile", "--pipeline", name, "--json", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(args, t->vhost.url, env, WAIT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "reconcile --pipeline %s: %s%s", name, r.out, r.err);
+  *out = json_tokener_parse(r.out);
+  assert_non_null(*out);
+  return r.exit_code;
+}
+
+static size_t entries(json_object *j, const char *key) {
+  json_object *v;
+  assert_true(json_object_object_get_ex(j, key, &v));
+  return json_object_array_length(v);
+}
+
+/* (4) Four pipelines, one of them (invoices) with a profile defined only
+ * in the config file: a failure of each routed by the daemon into its own
+ * DLQ, then `audit reconcile --pipeline NAME` finds each DLQ as its
+ * pipeline's records say (exit 0, nothing missing, nothing unrecorded);
+ * once an invoice is taken from invoices.dlq.manual behind the bridge's
+ * back, reconcile --pipeline invoices names exactly it and the others
+ * still find nothing. `audit verify` checks the shared trail with several
+ * pipelines configured and none named; `inspect --queue` takes the chosen
+ * pipeline's review queue. */
+static void test_reconcile_each_pipeline(void **state) {
+  fx_case *t = *state;
+  received = fx_msg(t);
+  outgoing = fx_msg(t);
+  char path[] = "/tmp/dlqb-multi-XXXXXX";
+  static const char json[] =
+      "{\"max_attempts\": 1, \"pipelines\": {\"dsr\": {}, \"redaction\": {},\n"
+      " \"recon\": {\"profile\": \"reconciliation\"},\n"
+      " \"invoices\": {\"profile\": {\"identity\": [\"invoice_id\", \"account\"]}}}}\n";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+  assert_int_equal(close(fd), 0);
+  fx_audit audit;
+  assert_int_equal(fx_audit_init(&audit), 0);
+  char env_config[200];
+  assert_true(th_fmt(env_config, sizeof env_config, "DLQ_BRIDGE_CONFIG=%s", path));
+  const char *const env[] = {env_config, "DLQ_BRIDGE_METRICS_ADDR=off", audit.env_log,
+                             audit.env_key, NULL};
+  th_bridge *b = &t->bridges[t->nbridges];
+  assert_int_equal(th_bridge_start(b, &t->vhost, env, "four"), 0);
+  t->nbridges++;
+  static const char *const names[] = {"dsr", "redaction", "recon", "invoices"};
+  static const char *const four[] = {"dsr.failed", "redaction.failed", "recon.failed",
+                                     "invoices.failed"};
+  for (size_t i = 0; i < 4; i++) FX_CHECK(t, th_wait_consumers(t->conn, four[i], 1, WAIT_MS));
+
+  fail_task(t, "dsr.work", dsr_task(t, "four-d1"), 1);
+  /* Each with a message_id: reconcile compares by it. */
+  th_msg *m = review_item(t, "four-r1");
+  snprintf(m->message_id, sizeof m->message_id, "msg-four-r1");
+  fail_task(t, "redaction.work", m, 1);
+  m = discrepancy(t, "four-c1");
+  snprintf(m->message_id, sizeof m->message_id, "msg-four-c1");
+  fail_task(t, "recon.work", m, 1);
+  fail_task(t, "invoices.work", invoice(t, "inv-1"), 1);
+  fail_task(t, "invoices.work", invoice(t, "inv-2"), 1);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, WAIT_MS));
+  FX_CHECK(t, th_wait_depth(t->conn, "redaction.dlq.manual", 1, WAIT_MS));
+  FX_CHECK(t, th_wait_depth(t->conn, "recon.dlq.manual", 1, WAIT_MS));
+  FX_CHECK(t, th_wait_depth(t->conn, "invoices.dlq.manual", 2, WAIT_MS));
+  /* Stopped, so that its escalator holds no DLQ item during the reads. */
+  assert_int_equal(fx_stop_bridges(t), 0);
+
+  /* Each pipeline's DLQ against its own records. */
+  for (size_t i = 0; i < 4; i++) {
+    json_object *j = NULL;
+    assert_int_equal(reconcile_of(t, env_config, &audit, names[i], &j), 0);
+    assert_int_equal(entries(j, "missing"), 0);
+    assert_int_equal(entries(j, "unrecorded"), 0);
+    json_object *dlq, *v;
+    assert_true(json_object_object_get_ex(j, "dlq", &dlq));
+    assert_true(json_object_object_get_ex(dlq, "without_message_id", &v));
+    assert_int_equal(json_object_get_int64(v), 0);
+    assert_true(json_object_object_get_ex(j, "recorded_in_dlq", &v));
+    assert_int_equal(json_object_get_int64(v), i == 3 ? 2 : 1);
+    json_object_put(j);
+  }
+
+  /* One invoice taken behind the bridge's back: named, and only it. */
+  assert_int_equal(th_get(t->conn, "invoices.dlq.manual", received), 1);
+  const char *taken = th_msg_str(received, "invoice_id");
+  assert_non_null(taken);
+  json_object *j = NULL, *missing, *e, *v;
+  assert_int_equal(reconcile_of(t, env_config, &audit, "invoices", &j), 1);
+  assert_true(json_object_object_get_ex(j, "missing", &missing));
+  assert_int_equal(json_object_array_length(missing), 1);
+  e = json_object_array_get_idx(missing, 0);
+  assert_true(json_object_object_get_ex(e, "invoice_id", &v));
+  assert_string_equal(json_object_get_string(v), taken);
+  assert_true(json_object_object_get_ex(e, "message_id", &v));
+  assert_string_equal(json_object_get_string(v), received->message_id);
+  assert_int_equal(entries(j, "unrecorded"), 0);
+  json_object_put(j);
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(reconcile_of(t, env_config, &audit, names[i], &j), 0);
+    json_object_put(j);
+  }
+
+  /* inspect reads the chosen pipeline's review queue by its name. */
+  th_result r;
+  const char *const ienv[] = {env_config, NULL};
+  static const char *const ins[] = {"inspect", "--pipeline", "redaction", "--queue",
+                                    "redaction.review", NULL};
+  assert_int_equal(th_run_bridge(ins, t->vhost.url, ienv, WAIT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "inspect --queue: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const other[] = {"inspect", "--pipeline", "redaction", "--queue",
+                                      "compliance_review", NULL};
+  assert_int_equal(th_run_bridge(other, t->vhost.url, ienv, WAIT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 2); /* dsr's review queue is not this pipeline's */
+  assert_non_null(strstr(r.err, "only redaction.dlq.manual and redaction.review"));
+  /* Several pipelines, none named: verify checks every chain of the trail. */
+  const char *const venv[] = {env_config, audit.env_log, audit.env_pub, NULL};
+  static const char *const verify[] = {"audit", "verify", "--json", NULL};
+  assert_int_equal(th_run_bridge(verify, NULL, venv, WAIT_MS, &r), 0);
+  if (r.exit_code != 0) fprintf(stderr, "audit verify: %s%s", r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "\"intact\":true"));
+
+  fx_audit_remove(&audit);
+  unlink(path);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -690,6 +836,7 @@ int main(void) {
       FX_TEST(test_blocked_pipeline),
       FX_TEST(test_start_with_one_blocked),        FX_TEST(test_none_can_start),
       FX_TEST(test_one_pipeline_runs_as_its_user), FX_TEST(test_flood_does_not_hold_up_another),
+      FX_TEST(test_reconcile_each_pipeline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -209,6 +209,16 @@ static void test_inspect_and_stats(void **state) {
   assert_non_null(strstr(r.out, "\"discrepancy_id\":\"d-1\""));
   assert_non_null(strstr(r.out, "\"category\":\"amount_mismatch\""));
   assert_null(strstr(r.out, "\"request_id\""));
+  /* Only the profile's fields: dsr's legal_basis and action (and the
+   * deadline they drive) are not members of another profile's item. */
+  assert_null(strstr(r.out, "\"legal_basis\""));
+  assert_null(strstr(r.out, "\"action\""));
+  assert_null(strstr(r.out, "\"deadline\""));
+  static const char *const insd[] = {"inspect", "--pipeline", "dsr", "--json", NULL};
+  run(t, &w, insd, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "\"legal_basis\":\"\""));
+  assert_non_null(strstr(r.out, "\"action\":\"\""));
 
   /* A filter by the identity, under each form. */
   static const char *const byid[] = {"inspect", "--pipeline", "redaction", "--id",
@@ -388,6 +398,12 @@ static void test_escalate_resolve_reconcile(void **state) {
   assert_non_null(strstr(r.out, "d-3"));
   assert_null(strstr(r.out, "d-2"));
   assert_null(strstr(r.out, "LEGAL_BASIS")); /* the dsr profile's field, not recon's */
+  static const char *const listj[] = {"review", "list", "--pipeline", "recon", "--json", NULL};
+  run(t, &w, listj, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "\"discrepancy_id\":\"d-1\""));
+  assert_null(strstr(r.out, "\"legal_basis\""));
+  assert_null(strstr(r.out, "\"action\""));
 
   /* Custody on recon's review queue: claimed, then replayed by its owner
    * into recon.work (the pipeline's own work queue, nothing to dsr.work). */
@@ -661,6 +677,12 @@ static void test_console_on_a_pipeline(void **state) {
   int escaped = all == 0 ? fx_count_in_file(page, "doc-&lt;script&gt;x&lt;/script&gt;") : -1;
   int raw = all == 0 ? fx_count_in_file(page, "<script>x") : -1;
   int dsr_shown = all == 0 ? fx_count_in_file(page, "dsr-only-1") : -1;
+  int basis = all == 0 ? fx_count_in_file(page, "legal_basis") : -1; /* dsr's field */
+  int item = up ? console_get(port, jar, "/item?message-id=msg-item-2", page) : -1;
+  int item_doc = item == 0 ? fx_count_in_file(page, "<th>doc_id</th>") : -1;
+  int item_dsr = item == 0 ? fx_count_in_file(page, "legal_basis") +
+                                 fx_count_in_file(page, "<th>action</th>")
+                           : -1;
   int by_doc = up ? console_get(port, jar, "/group?source-system=doc-2", page) : -1;
   int by_doc_n =
       by_doc == 0 ? fx_count_in_file(page, "1 of 2 items in redaction.dlq.manual match") : -1;
@@ -668,12 +690,13 @@ static void test_console_on_a_pipeline(void **state) {
   int review = up ? console_get(port, jar, "/review", page) : -1;
   int review_q = review == 0 ? fx_count_in_file(page, "items wait in redaction.review") : -1;
   int review_item = review == 0 ? fx_count_in_file(page, "item-3") : -1;
+  int review_basis = review == 0 ? fx_count_in_file(page, "legal_basis") : -1;
   int stop = th_bridge_stop(&console, 15000);
   if (!up || stop != 0) th_bridge_dump_log(&console);
   printf("console: login %d groups %d in_dlq %d doc_th %d item_th %d escaped %d raw %d dsr %d "
-         "by_doc %d/%d review %d/%d\n",
+         "by_doc %d/%d review %d/%d legal_basis %d/%d item %d/%d\n",
          login, groups, in_dlq, doc_th, item_th, escaped, raw, dsr_shown, by_doc_n, by_doc_other,
-         review_q, review_item);
+         review_q, review_item, basis, review_basis, item_doc, item_dsr);
   assert_true(up);
   assert_int_equal(login, 0);
   assert_int_equal(in_dlq, 1);
@@ -686,6 +709,11 @@ static void test_console_on_a_pipeline(void **state) {
   assert_int_equal(by_doc_other, 0);
   assert_int_equal(review_q, 1);
   assert_true(review_item >= 1);
+  /* Only the profile's fields: no legal_basis or action on its pages. */
+  assert_int_equal(basis, 0);
+  assert_int_equal(review_basis, 0);
+  assert_int_equal(item_doc, 1);
+  assert_int_equal(item_dsr, 0);
   assert_int_equal(stop, 0);
   unlink(jar);
   unlink(page);

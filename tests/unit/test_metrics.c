@@ -567,6 +567,34 @@ static int count_of(const char *hay, const char *needle) {
   return n;
 }
 
+/* One family's HELP serves every pipeline of the merged exposition: it
+ * names no queue of one pipeline (the dsr pipeline's queue names here; the
+ * shared anchors stream is every pipeline's). */
+static void test_help_is_true_for_every_pipeline(void **state) {
+  (void)state;
+  dlqb_metrics *a = dlqb_metrics_new("1"), *b = dlqb_metrics_new("1");
+  dlqb_metrics_set_pipeline(a, "dsr");
+  dlqb_metrics_set_pipeline(b, "redaction");
+  dlqb_metrics *both[] = {a, b};
+  char *text = NULL;
+  size_t len = 0;
+  dlqb_error err;
+  assert_int_equal(dlqb_metrics_render_set(both, 2, &text, &len, &err), DLQB_OK);
+  static const char *const own[] = {"dsr.failed", "dsr.work", "dsr.dlx", "dsr.dlq.manual",
+                                    "dsr.retry", "dsr.completed", "compliance_review"};
+  int helps = 0;
+  for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    if (strncmp(line, "# HELP ", 7) != 0) continue;
+    helps++;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+      if (strstr(line, own[i]) != NULL) fail_msg("HELP names %s: %s", own[i], line);
+  }
+  assert_true(helps > 10);
+  free(text);
+  dlqb_metrics_free(a);
+  dlqb_metrics_free(b);
+}
+
 /* Every family's HELP and TYPE once, every sample after its own family's
  * TYPE and before the next family, and each pipeline's samples kept. */
 static void test_merge_expositions(void **state) {
@@ -749,6 +777,7 @@ int main(void) {
       cmocka_unit_test(test_fresh_registry_exports_zeros),
       cmocka_unit_test(test_review_gauges),
       cmocka_unit_test(test_every_family_has_help_and_type),
+      cmocka_unit_test(test_help_is_true_for_every_pipeline),
       cmocka_unit_test(test_hops_are_counted_by_event_and_cause),
       cmocka_unit_test(test_latency_histogram_is_cumulative),
       cmocka_unit_test(test_queue_gauges),

@@ -243,8 +243,61 @@ static void test_jitter_shortens_the_delay_within_its_bound(void **state) {
   }
 }
 
+/* The hop carries the broker's delivery history for the trail: every
+ * x-death entry's queue, reason and count (a client may forge them: they
+ * are sanitised text, and a hostile queue name stays one field), and
+ * x-delivery-count. */
+static void test_hop_records_deaths_and_delivery_count(void **state) {
+  (void)state;
+  dlqb_config cfg;
+  make_cfg(&cfg);
+  task t;
+  make_task(&t, 0);
+  amqp_table_entry_t a[3], b[3];
+  amqp_field_value_t deaths[3];
+  a[0] = tb_entry("reason", tb_str("rejected"));
+  a[1] = tb_entry("queue", tb_str("dsr.work"));
+  a[2] = tb_entry("count", tb_i64(3));
+  b[0] = tb_entry("reason", tb_str("expired"));
+  b[1] = tb_entry("queue", tb_str("q\x1b[2J\"\n"));
+  b[2] = tb_entry("count", tb_i64(2));
+  deaths[0] = tb_table_value(a, 3);
+  deaths[1] = tb_table_value(b, 3);
+  deaths[2] = tb_str("not a table");
+  tb_clear(&t.h);
+  tb_add(&t.h, DLQB_H_REQUEST_ID, tb_str("req-1"));
+  tb_add(&t.h, DLQB_H_SOURCE_SYSTEM, tb_str("crm"));
+  tb_add(&t.h, DLQB_H_LEGAL_BASIS, tb_str("gdpr_art_17"));
+  tb_add(&t.h, DLQB_H_ACTION, tb_str("deletion"));
+  tb_add(&t.h, DLQB_H_ATTEMPT, tb_i64(0));
+  tb_add(&t.h, "x-death", tb_array(deaths, 3));
+  tb_add(&t.h, "x-delivery-count", tb_i64(4));
+  dlqb_route_plan p;
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-1", NOW, 0, &p);
+  assert_string_equal(p.hop.deaths, "dsr.work rejected 3; q?[2J\"? expired 2; ?");
+  assert_true(p.hop.has_delivery_count);
+  assert_int_equal(p.hop.delivery_count, 4);
+  /* Forged shapes: an empty array (no entries at all) says nothing, a
+   * string is one entry of '?'. */
+  t.h.t.num_entries -= 2; /* drop x-death and x-delivery-count */
+  tb_add(&t.h, "x-death", tb_array(NULL, 0));
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-3", NOW, 0, &p);
+  assert_string_equal(p.hop.deaths, "");
+  t.h.t.num_entries--;
+  tb_add(&t.h, "x-death", tb_str("rejected"));
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-4", NOW, 0, &p);
+  assert_string_equal(p.hop.deaths, "?");
+  /* Without either: nothing claimed. */
+  make_task(&t, 0);
+  t.h.t.num_entries--; /* drop x-death */
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-2", NOW, 0, &p);
+  assert_string_equal(p.hop.deaths, "");
+  assert_false(p.hop.has_delivery_count);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_hop_records_deaths_and_delivery_count),
       cmocka_unit_test(test_first_failure_is_retried_on_the_first_tier),
       cmocka_unit_test(test_second_failure_uses_the_next_tier_and_keeps_first_seen),
       cmocka_unit_test(test_future_first_seen_is_restamped),
