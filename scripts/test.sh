@@ -20,8 +20,9 @@
 # First, after installing what is missing here, scripts/stock-check.sh runs
 # scripts/install-deps.sh and a browser smoke in a throwaway stock bookworm
 # root (debootstrap minbase, nothing preinstalled): a dependency only this
-# machine provides fails the run there (about 5 minutes with the downloads
-# cached, 10 without; not with --quick or --broker, nor inside such a root).
+# machine provides fails the run there (7 to 8 minutes with its downloads
+# cached, measured on 2 cores at load 16 to 20; the first run also downloads
+# about 490 MB; not with --quick or --broker, nor inside such a root).
 #
 # After the 3.10 and 4.0 builds the compose quick start runs for real
 # (scripts/compose-test.sh: its own docker engine, docker/docker-compose.yml
