@@ -44,6 +44,7 @@ fi
 cache=${DLQB_CACHE:-/var/cache/dlq-bridge}
 mkdir -p "$cache/stock-runs"
 clone=$(mktemp -d "$cache/stock-runs/clone.XXXXXX")
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     if [ "$keep" = 1 ]; then
         echo "stock-test: the clone and its logs stay in $clone" >&2
