@@ -23,9 +23,8 @@
 #                      installs the same packages without downloading them
 #   --bind DIR:PATH    bind-mounts the host's DIR at PATH inside (read-only)
 #   --bind-rw DIR:PATH the same, writable (e.g. a clone the command builds in)
-# COMMAND runs with /bin/sh -c semantics left to the caller: it is exec'd as
-# given, chrooted, with HOME=/root and Debian's default PATH. Exits with its
-# status. Needs root.
+# COMMAND is exec'd as given (no shell around it), chrooted, with HOME=/root
+# and Debian's default PATH. Exits with its status. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
