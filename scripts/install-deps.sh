@@ -28,9 +28,13 @@ done
 
 # The console's browser test (tests/console/) drives Debian's chromium with
 # playwright-core from the npm registry, kept in a cache directory outside
-# the tree (never a browser download of its own: PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD).
-node_dir=/var/cache/dlq-bridge/node
-playwright_version=1.65.1
+# the tree (never a browser download of its own: PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD),
+# one folder per version so checkouts pinning different ones share a machine.
+# The version (tests/console/playwright-core.version) is the newest whose
+# engines accept bookworm's nodejs 18.20.4 (1.62 and later want node >= 20
+# and refuse to start on 18): scripts/stock-check.sh proves it runs there.
+playwright_version=$(cat "$(dirname "$0")/../tests/console/playwright-core.version")
+node_dir=/var/cache/dlq-bridge/node/playwright-core-$playwright_version
 install_playwright() {
     if [ -f "$node_dir/node_modules/playwright-core/package.json" ] &&
         grep -q "\"version\": \"$playwright_version\"" "$node_dir/node_modules/playwright-core/package.json"; then

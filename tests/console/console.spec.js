@@ -5,6 +5,7 @@
 const { chromium } = require('playwright-core');
 const assert = require('assert');
 const path = require('path');
+const { waitForText } = require('./wait');
 
 const base = process.env.CONSOLE_URL;
 const op = { user: process.env.OP_USER, pass: process.env.OP_PASS };
@@ -51,13 +52,11 @@ async function groupOf(page, sampleTest) {
   return row;
 }
 
-// Waits for the job page's live state (polled by the page's own script).
+// Waits for the job page's live state (polled by the page's own script),
+// through a locator: nothing here may depend on a string evaluated in the
+// page, which the console's CSP refuses (wait.js).
 async function jobState(page) {
-  await page.waitForFunction(() => {
-    const s = document.getElementById('state');
-    return s && s.textContent !== 'running';
-  }, null, { timeout: 60000 });
-  return page.textContent('#state');
+  return waitForText(page, '#state', 'running', 60000);
 }
 
 async function main() {

@@ -27,7 +27,7 @@
 #include "flow.h"
 #include "harness.h"
 
-#define NODE_MODULES "/var/cache/dlq-bridge/node/node_modules"
+/* NODE_MODULES comes from tests/broker/CMakeLists.txt (the pinned version's folder). */
 #define CHROMIUM     "/usr/bin/chromium"
 #define TIMEOUT_MS   30000
 #define TIMEOUTS     4 /* "timeout calling crm-api after N ms" */
