@@ -112,9 +112,7 @@ trixie)
         DEB_BUILD_OPTIONS="$build_options" /bin/sh -euc '
             cd /build/dlq-bridge
             apt-get update -qq
-            apt-get satisfy -y -qq --no-install-recommends \
-                "$(sed -n "/^Build-Depends:/,/^[A-Z][a-z-]*:/{/^Build-Depends:/s/^Build-Depends://;/^[A-Z][a-z-]*:/d;p}" debian/control | tr -d "\n")" \
-                >/build/deps.log
+            apt-get build-dep -y -qq --no-install-recommends ./ >/build/deps.log
             dpkg-buildpackage -b -us -uc' >"$work/build.log" 2>&1 ||
         { tail -n 40 "$work/build.log" >&2; echo "build-deb: the trixie build failed (above)" >&2; exit 1; }
     ;;

@@ -14,7 +14,9 @@
 # by build-rmq4. Then the libFuzzer targets get a bounded run each in
 # build-fuzz/ (clang), and build-trixie/ builds the bridge against trixie's
 # rabbitmq-c 0.15 (bookworm's is 0.11) and runs its unit tests, inside a
-# cached trixie build root. Every build but build-trixie (a packager's view)
+# cached trixie build root. Then tests/deb/test-deb.sh takes the Debian
+# package through install, upgrade and purge in a fresh bookworm root and
+# piuparts (about 8 minutes). Every build but build-trixie (a packager's view)
 # treats compiler warnings as errors (-DDLQB_WERROR=ON).
 #
 # After the 3.10 and 4.0 builds the compose quick start runs for real
@@ -25,6 +27,7 @@
 #
 # usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0]
 #   --quick   skips the sanitizer, thread-sanitizer, fuzz and rabbitmq-c 0.15 builds
+#             and the package test
 #   --long    also runs the long fault tests (label "long": a three-node
 #             cluster losing a node, and every fault test longer, with
 #             DLQB_TEST_LONG=1); adds about 10 minutes per build
@@ -164,6 +167,12 @@ else
         CC=clang build_and_test build-tsan "$(port 29672)" 3.10 -DDLQB_TSAN=ON -DDLQB_BROKER_TESTS=ON
     fi
     trixie_build
+
+    # The Debian package: built (lintian), installed, run against a broker,
+    # upgraded, refused a downgrade, removed and purged in a fresh bookworm
+    # root, then piuparts (docs/deploy-systemd.md, "Checked by the tests").
+    step "Debian package (tests/deb/test-deb.sh)"
+    tests/deb/test-deb.sh || fail "Debian package test (logs: build-deb/test/)"
 
     # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
     # (seeds and every past finding) first. They need clang.

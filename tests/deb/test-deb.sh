@@ -359,5 +359,12 @@ grep -q 'apt-cache knows about the following packages: dlq-bridge' "$work/piupar
     grep -q "Get:1 file:$repo ./ dlq-bridge $old_version" "$work/piuparts.log" ||
     fail "piuparts did not test the upgrade from $old_version (log: $work/piuparts.log)"
 
+step "no maintainer script said a word of error"
+# (dash's "script: line: ..." lines: e.g. a #DEBHELPER# token in a comment
+# turns the rest of that line into a command.)
+if grep -h '/var/lib/dpkg/info/dlq-bridge\.[a-z]*: [0-9]*: ' "$work"/{install-old,upgrade,downgrade,remove,purge}.log; then
+    fail "a maintainer script of dlq-bridge printed an error (above)"
+fi
+
 step "done: $failures failure(s)"
 [ "$failures" = 0 ]
