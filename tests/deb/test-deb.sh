@@ -279,6 +279,15 @@ for u in $units; do
     in_root test -e "/etc/systemd/system/timers.target.wants/$u" && fail "$u is enabled by the package"
 done
 
+# Each unit's Documentation= file:// link opens (not a .gz beside it).
+for u in $units; do
+    for doc in $(in_root sed -n 's/^Documentation=//p' "/lib/systemd/system/$u"); do
+        case "$doc" in
+        file://*) in_root test -f "${doc#file://}" || fail "$u: Documentation= $doc is not in the package" ;;
+        esac
+    done
+done
+
 step "systemd-analyze verify and security on the installed units"
 # shellcheck disable=SC2086,SC2016
 in_root /bin/sh -c 'cd /lib/systemd/system && systemd-analyze verify '"$units"' 2>&1' >"$work/verify.log" || true
