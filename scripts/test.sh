@@ -16,8 +16,9 @@
 # rabbitmq-c 0.15 (bookworm's is 0.11) and runs its unit tests, inside a
 # cached trixie build root. Then tests/deb/test-deb.sh takes the Debian
 # package through install, upgrade and purge in a fresh bookworm root and
-# piuparts (about 8 minutes). Every build but build-trixie (a packager's view)
-# treats compiler warnings as errors (-DDLQB_WERROR=ON).
+# piuparts (about 8 minutes on a loaded machine). Every build but
+# build-trixie (a packager's view) treats compiler warnings as errors
+# (-DDLQB_WERROR=ON).
 #
 # After the 3.10 and 4.0 builds the compose quick start runs for real
 # (scripts/compose-test.sh: its own docker engine, docker/docker-compose.yml
