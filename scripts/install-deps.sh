@@ -13,6 +13,7 @@ packages=(
     rabbitmq-server curl socat prometheus openssl python3 python3-yaml jq tmux
     clang libclang-rt-14-dev systemd debootstrap docker.io
     chromium
+    debhelper dpkg-dev lintian piuparts go-md2man
 )
 
 missing=()

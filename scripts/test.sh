@@ -17,8 +17,11 @@
 # its output streamed). Then the libFuzzer targets get a bounded run each in
 # build-fuzz/ (clang), and build-trixie/ builds the bridge against trixie's
 # rabbitmq-c 0.15 (bookworm's is 0.11) and runs its unit tests, inside a
-# cached trixie build root. Every build but build-trixie (a packager's view)
-# treats compiler warnings as errors (-DDLQB_WERROR=ON).
+# cached trixie build root. Then tests/deb/test-deb.sh takes the Debian
+# package through install, upgrade and purge in a fresh bookworm root and
+# piuparts (about 8 minutes on a loaded machine). Every build but
+# build-trixie (a packager's view) treats compiler warnings as errors
+# (-DDLQB_WERROR=ON).
 #
 # First, after installing what is missing here, scripts/stock-check.sh runs
 # scripts/install-deps.sh and a browser smoke in a throwaway stock bookworm
@@ -34,8 +37,8 @@
 # --quick or --broker).
 #
 # usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0]
-#   --quick   skips the stock bookworm check and the sanitizer,
-#             thread-sanitizer, fuzz and rabbitmq-c 0.15 builds
+#   --quick   skips the stock bookworm check, the sanitizer, thread-sanitizer,
+#             fuzz and rabbitmq-c 0.15 builds and the package test
 #   --long    also runs the long fault tests (label "long": a three-node
 #             cluster losing a node, and every fault test longer, with
 #             DLQB_TEST_LONG=1); adds about 10 minutes per build
@@ -230,6 +233,12 @@ else
         long_tests build-tsan
     fi
     trixie_build
+
+    # The Debian package: built (lintian), installed, run against a broker,
+    # upgraded, refused a downgrade, removed and purged in a fresh bookworm
+    # root, then piuparts (docs/deploy-systemd.md, "Checked by the tests").
+    step "Debian package (tests/deb/test-deb.sh)"
+    tests/deb/test-deb.sh || fail "Debian package test (logs: build-deb/test/)"
 
     # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
     # (seeds and every past finding) first. They need clang.

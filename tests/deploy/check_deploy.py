@@ -17,7 +17,9 @@ docs: docs/configuration.md holds exactly `dlq-bridge help settings`; the
   man page docs/dlq-bridge.1.md names every command of `dlq-bridge --help`
   and every option of `dlq-bridge help COMMAND`, and every setting.
 systemd: the units in packaging/systemd (the daemon, the daily audit
-  reconcile and its timer), filled in with this build's binary, pass
+  reconcile, the drain, their timers, the console), filled in with this
+  build's binary, both as `cmake --install` and as the package lays them
+  out, pass
   `systemd-analyze verify` without a word about them and the services
   `systemd-analyze security --offline` at exposure 2.0 or less; they set only
   known DLQ_BRIDGE_* variables, hold no password, and the example config
@@ -222,6 +224,14 @@ SYSTEMD_UNITS = {
     "dlq-bridge.service.in": ["run", "--config"],
     "dlq-bridge-reconcile.service.in": ["audit", "reconcile", "--config"],
     "dlq-bridge-drain.service.in": ["drain", "run", "--config"],
+    "dlq-bridge-console.service.in": ["console", "--config"],
+}
+# The two ways CMake fills the units in (DLQB_PACKAGE_LAYOUT): a dynamic
+# user and the audit key lines commented out (`cmake --install`), or the
+# package's static user with the key loaded.
+UNIT_LAYOUTS = {
+    "install": {"@DLQB_UNIT_DYNAMIC_USER@": "yes", "@DLQB_UNIT_AUDIT@": "#"},
+    "package": {"@DLQB_UNIT_DYNAMIC_USER@": "no", "@DLQB_UNIT_AUDIT@": ""},
 }
 SYSTEMD_TIMERS = ["dlq-bridge-reconcile.timer", "dlq-bridge-drain.timer"]
 EXAMPLE_CONFIG = os.path.join(SYSTEMD_DIR, "config.json")
@@ -273,29 +283,36 @@ def check_systemd(src, binary):
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         problem("systemd-analyze is missing (scripts/install-deps.sh installs systemd)")
-    with tempfile.TemporaryDirectory() as tmp:
-        for template, args in SYSTEMD_UNITS.items():
-            where = os.path.join(SYSTEMD_DIR, template)
-            with open(os.path.join(src, where), encoding="utf-8") as f:
-                text = (f.read()
-                        .replace("@DLQB_BIN_DIR@", os.path.dirname(os.path.abspath(binary)))
-                        .replace("@DLQB_DOC_DIR@", os.path.join(src, "docs")))
-            if re.search(r"@[A-Z_]+@", text):
-                problem(f"{where}: a placeholder CMake does not fill in")
-            start = check_unit_text(text, known, where)
-            if start is not None and start[1][:len(args)] != args:
-                problem(f"{where}: ExecStart is not 'dlq-bridge {' '.join(args)} ...'")
-            unit = os.path.join(tmp, template[:-len(".in")])
-            with open(unit, "w", encoding="utf-8") as f:
-                f.write(text)
-            if analyze is not None:
-                analyze_unit(analyze, unit, where, security=True)
-        # Each timer names its service, which sits beside it.
-        for name in SYSTEMD_TIMERS:
-            timer = os.path.join(tmp, name)
-            shutil.copy(os.path.join(src, SYSTEMD_DIR, name), timer)
-            if analyze is not None:
-                analyze_unit(analyze, timer, os.path.join(SYSTEMD_DIR, name), security=False)
+    for layout, fill in UNIT_LAYOUTS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            check_units(src, binary, known, analyze, tmp, layout, fill)
+
+
+def check_units(src, binary, known, analyze, tmp, layout, fill):
+    for template, args in SYSTEMD_UNITS.items():
+        where = f"{os.path.join(SYSTEMD_DIR, template)} ({layout})"
+        with open(os.path.join(src, SYSTEMD_DIR, template), encoding="utf-8") as f:
+            text = (f.read()
+                    .replace("@DLQB_BIN_DIR@", os.path.dirname(os.path.abspath(binary)))
+                    .replace("@DLQB_DOC_DIR@", os.path.join(src, "docs")))
+        for placeholder, value in fill.items():
+            text = text.replace(placeholder, value)
+        if re.search(r"@[A-Z_]+@", text):
+            problem(f"{where}: a placeholder CMake does not fill in")
+        start = check_unit_text(text, known, where)
+        if start is not None and start[1][:len(args)] != args:
+            problem(f"{where}: ExecStart is not 'dlq-bridge {' '.join(args)} ...'")
+        unit = os.path.join(tmp, template[:-len(".in")])
+        with open(unit, "w", encoding="utf-8") as f:
+            f.write(text)
+        if analyze is not None:
+            analyze_unit(analyze, unit, where, security=True)
+    # Each timer names its service, which sits beside it.
+    for name in SYSTEMD_TIMERS:
+        timer = os.path.join(tmp, name)
+        shutil.copy(os.path.join(src, SYSTEMD_DIR, name), timer)
+        if analyze is not None:
+            analyze_unit(analyze, timer, os.path.join(SYSTEMD_DIR, name), security=False)
 
 
 def check_install(src, binary, build_dir, cmake):
