@@ -70,8 +70,9 @@ typedef struct dlqb_merkle_pass dlqb_merkle_pass;
 dlqb_merkle_pass *dlqb_merkle_pass_new(void); /* NULL when out of memory */
 void dlqb_merkle_pass_free(dlqb_merkle_pass *p);
 
-/* Registers the perfect subtrees the range's root is folded from. Before
- * the first leaf only. False when out of memory. */
+/* Registers the perfect subtrees the range's root is folded from: before
+ * the first leaf, or for a range that starts past the leaves added so
+ * far. False when out of memory or the range starts too early. */
 bool dlqb_merkle_pass_want(dlqb_merkle_pass *p, dlqb_merkle_range r);
 
 /* Adds the next leaf by its leaf hash. False when OpenSSL fails. */
@@ -92,5 +93,22 @@ bool dlqb_merkle_pass_root(const dlqb_merkle_pass *p, unsigned char out[DLQB_MER
  * pass has not reached its end. */
 bool dlqb_merkle_pass_range(const dlqb_merkle_pass *p, dlqb_merkle_range r,
                             unsigned char out[DLQB_MERKLE_HASH]);
+
+/* The inclusion proof of one leaf, made during a pass (below). */
+typedef struct {
+  uint64_t index, size;
+  size_t n;
+  dlqb_merkle_range r[DLQB_MERKLE_PROOF_MAX];
+  unsigned char hash[DLQB_MERKLE_PROOF_MAX][DLQB_MERKLE_HASH];
+} dlqb_merkle_proof;
+
+/* Starts the inclusion proof of the next leaf (index = the leaves added so
+ * far) in the tree of size leaves: the hashes left of it are in the
+ * compact range now, the ones right of it are asked for. Call before
+ * adding that leaf. False when out of memory or index >= size. */
+bool dlqb_merkle_pass_prove_next(dlqb_merkle_pass *p, uint64_t size, dlqb_merkle_proof *out);
+
+/* Completes it once the pass has added size leaves. */
+bool dlqb_merkle_pass_proof_finish(const dlqb_merkle_pass *p, dlqb_merkle_proof *pr);
 
 #endif

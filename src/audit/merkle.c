@@ -241,7 +241,7 @@ static bool add_want(void *ctx, unsigned level, uint64_t index) {
 }
 
 bool dlqb_merkle_pass_want(dlqb_merkle_pass *p, dlqb_merkle_range r) {
-  if (p->size > 0) return false;
+  if (r.lo < p->size) return false;
   p->sorted = false;
   return each_subtree(r, add_want, p);
 }
@@ -330,4 +330,40 @@ bool dlqb_merkle_pass_range(const dlqb_merkle_pass *p, dlqb_merkle_range r, unsi
   if (!p->sorted) return false;
   gather g = {.p = p};
   return each_subtree(r, gather_one, &g) && fold(p->ctx, g.hashes, g.n, out);
+}
+
+bool dlqb_merkle_pass_prove_next(dlqb_merkle_pass *p, uint64_t size, dlqb_merkle_proof *out) {
+  uint64_t m = p->size;
+  if (m >= size) return false;
+  out->index = m;
+  out->size = size;
+  out->n = dlqb_merkle_inclusion_ranges(m, size, out->r);
+  for (size_t i = 0; i < out->n; i++) {
+    dlqb_merkle_range r = out->r[i];
+    if (r.lo > m) {
+      if (!dlqb_merkle_pass_want(p, r)) return false;
+      continue;
+    }
+    /* Left of the leaf: a perfect subtree, which the compact range of
+     * [0, m) holds as one of its nodes. */
+    uint64_t width = r.hi - r.lo;
+    unsigned level = 0;
+    while (((uint64_t)1 << level) < width) level++;
+    bool found = false;
+    for (size_t j = 0; j < p->depth && !found; j++)
+      if (p->frontier[j].level == level && p->frontier[j].index == r.lo >> level) {
+        memcpy(out->hash[i], p->frontier[j].hash, H);
+        found = true;
+      }
+    if (!found) return false;
+  }
+  return true;
+}
+
+bool dlqb_merkle_pass_proof_finish(const dlqb_merkle_pass *p, dlqb_merkle_proof *pr) {
+  if (p->size < pr->size) return false;
+  for (size_t i = 0; i < pr->n; i++)
+    if (pr->r[i].lo > pr->index && !dlqb_merkle_pass_range(p, pr->r[i], pr->hash[i]))
+      return false;
+  return true;
 }

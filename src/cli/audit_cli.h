@@ -96,9 +96,17 @@ void audit_hops_free(audit_hops *c);
 /* One hop as `audit show` prints it (one line, sanitised, no newline). */
 char *audit_hop_text(struct json_object *h, char *out, size_t len);
 
+/* Writes data to path, a new file (never over another: O_EXCL), synced;
+ * false after printing one line (the partial file removed). */
+bool audit_write_new_file(const char *path, const char *data, size_t n);
+
 int audit_show(int argc, char **argv);
 int audit_reconcile(int argc, char **argv);
 int audit_report(int argc, char **argv);
 int audit_verify_report(int argc, char **argv);
+int audit_checkpoint(int argc, char **argv);
+int audit_prove(int argc, char **argv);
+int audit_verify_proof(int argc, char **argv);
+int audit_witness(int argc, char **argv);
 
 #endif
