@@ -225,6 +225,19 @@ int audit_witness(int argc, char **argv) {
   size_t cosigned = 0;
   bool refused = false;
   rc = EXIT_OK;
+  if (msgs.n < s.seen) {
+    /* The stream only grows (writers cannot delete or purge it): fewer
+     * messages than were read is someone with configure on it. */
+    refused = true;
+    char b64[64];
+    dlqb_base64_encode(s.root, DLQB_MERKLE_HASH, b64);
+    dlqb_log_error("witness_refused", "witness %s: %s holds %zu messages, fewer than the %" PRIu64
+                   " it read: the stream was deleted or cut (the tree of size %" PRIu64
+                   ", root %s, that it cosigned may be rewritten)", o.name, DLQB_Q_ANCHORS,
+                   msgs.n, s.seen, s.size, b64);
+    cli_error("refused: %s holds %zu messages, fewer than the %" PRIu64 " this witness read "
+              "(deleted or cut)", DLQB_Q_ANCHORS, msgs.n, s.seen);
+  }
   for (size_t i = (size_t)s.seen; i < msgs.n && rc == EXIT_OK && !refused; i++) {
     dlqb_evidence_msg m;
     dlqb_checkpoint cp;
