@@ -19,10 +19,13 @@ typedef struct {
   uint64_t size; /* 0: nothing cosigned yet */
   unsigned char root[DLQB_MERKLE_HASH];
   uint64_t seen; /* stream messages judged */
+  /* SHA-256 of the last of them (seen > 0): a stream deleted and made
+   * again, or cut, no longer holds it there. */
+  unsigned char last[DLQB_MERKLE_HASH];
 } dlqb_witness_state;
 
 /* The state file: one JSON object
- * {"origin":"...","size":N,"root":"<b64>","seen":K}. parse: false when
+ * {"origin":"...","size":N,"root":"<b64>","seen":K,"last":"<b64>"}. parse: false when
  * malformed. format: into out (512), with a newline. */
 bool dlqb_witness_state_parse(const char *text, size_t len, dlqb_witness_state *out);
 void dlqb_witness_state_format(const dlqb_witness_state *s, char *out, size_t cap);
@@ -36,6 +39,15 @@ typedef enum {
 /* Judges the checkpoint cp (its log signature already checked) that came
  * with message m (its consistency proof from m->prev_size), against s.
  * why (one line) says what was refused and names both trees. */
+/* Whether the stream still holds, as message seen - 1, the message the
+ * state says it read last (msgs: the whole stream, oldest first); false
+ * with why naming what changed. */
+bool dlqb_witness_stream_same(const dlqb_witness_state *s, const dlqb_audit_lines *msgs,
+                              char *why, size_t len);
+
+/* Records message i of msgs as the last one read. */
+void dlqb_witness_mark(dlqb_witness_state *s, const dlqb_audit_lines *msgs, size_t i);
+
 dlqb_witness_verdict dlqb_witness_judge(const dlqb_witness_state *s, const dlqb_checkpoint *cp,
                                         const dlqb_evidence_msg *m, char *why, size_t len);
 

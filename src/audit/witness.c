@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "dlqb/witness.h"
 
 #define H DLQB_MERKLE_HASH
@@ -13,7 +15,7 @@ bool dlqb_witness_state_parse(const char *text, size_t len, dlqb_witness_state *
   memset(out, 0, sizeof *out);
   while (len > 0 && text[len - 1] == '\n') len--;
   json_object *o = dlqb_audit_record_parse(text, len);
-  json_object *origin, *size, *root, *seen;
+  json_object *origin, *size, *root, *seen, *last;
   bool ok = o != NULL && json_object_object_get_ex(o, "origin", &origin) &&
             json_object_is_type(origin, json_type_string) &&
             json_object_object_get_ex(o, "size", &size) && json_object_is_type(size, json_type_int) &&
@@ -27,6 +29,12 @@ bool dlqb_witness_state_parse(const char *text, size_t len, dlqb_witness_state *
     snprintf(out->origin, sizeof out->origin, "%s", json_object_get_string(origin));
     out->size = (uint64_t)json_object_get_int64(size);
     out->seen = (uint64_t)json_object_get_int64(seen);
+    /* The stream's last message read: required once any was. */
+    ok = out->seen == 0 ||
+         (json_object_object_get_ex(o, "last", &last) &&
+          json_object_is_type(last, json_type_string) &&
+          dlqb_base64_decode(json_object_get_string(last),
+                             (size_t)json_object_get_string_len(last), out->last, H) == H);
   }
   json_object_put(o);
   return ok;
@@ -42,6 +50,11 @@ void dlqb_witness_state_format(const dlqb_witness_state *s, char *out, size_t ca
   json_object_object_add(o, "size", json_object_new_int64((int64_t)s->size));
   json_object_object_add(o, "root", json_object_new_string(b64));
   json_object_object_add(o, "seen", json_object_new_int64((int64_t)s->seen));
+  if (s->seen > 0) {
+    char l64[64];
+    dlqb_base64_encode(s->last, H, l64);
+    json_object_object_add(o, "last", json_object_new_string(l64));
+  }
   snprintf(out, cap, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
   json_object_put(o);
 }
@@ -80,4 +93,34 @@ dlqb_witness_verdict dlqb_witness_judge(const dlqb_witness_state *s, const dlqb_
     return DLQB_WITNESS_REFUSE;
   }
   return DLQB_WITNESS_COSIGN;
+}
+
+static void msg_hash(const dlqb_audit_lines *msgs, size_t i, unsigned char out[H]) {
+  unsigned int n = 0;
+  if (EVP_Digest(msgs->line[i], msgs->len[i], out, &n, EVP_sha256(), NULL) != 1)
+    memset(out, 0, H);
+}
+
+void dlqb_witness_mark(dlqb_witness_state *s, const dlqb_audit_lines *msgs, size_t i) {
+  s->seen = i + 1;
+  msg_hash(msgs, i, s->last);
+}
+
+bool dlqb_witness_stream_same(const dlqb_witness_state *s, const dlqb_audit_lines *msgs,
+                              char *why, size_t len) {
+  if (s->seen == 0) return true;
+  unsigned char h[H];
+  if (msgs->n >= s->seen) msg_hash(msgs, (size_t)s->seen - 1, h);
+  if (msgs->n >= s->seen && memcmp(h, s->last, H) == 0) return true;
+  char b64[64];
+  dlqb_base64_encode(s->root, H, b64);
+  if (msgs->n < s->seen)
+    snprintf(why, len, "the anchor stream holds %zu messages, fewer than the %" PRIu64 " this "
+             "witness read: it was deleted or cut (the tree of size %" PRIu64 ", root %s, that "
+             "it cosigned may have been rewritten since)", msgs->n, s->seen, s->size, b64);
+  else
+    snprintf(why, len, "the anchor stream's message %" PRIu64 " is not the one this witness read "
+             "there: the stream was deleted and made again (the tree of size %" PRIu64 ", root "
+             "%s, that it cosigned may have been rewritten since)", s->seen, s->size, b64);
+  return false;
 }

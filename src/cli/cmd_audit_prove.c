@@ -29,6 +29,7 @@
 typedef struct {
   audit_opts *o;
   const char *origin, *output;
+  bool print; /* checkpoint --print: the message on stdout, not published */
   dlqb_audit_keyring *ring;
   EVP_PKEY *key; /* checkpoint: the log's signing key */
   char key_id[DLQB_AUDIT_KEY_ID_HEX + 1];
@@ -48,6 +49,7 @@ static dlqb_status evidence_flag(void *ctx, const char *flag, const char *value,
   (void)err;
   if (strcmp(flag, "origin") == 0) c->origin = value;
   else if (strcmp(flag, "output") == 0) c->output = value;
+  else if (strcmp(flag, "print") == 0) c->print = true;
   return DLQB_OK;
 }
 
@@ -132,6 +134,8 @@ static void ctx_release(evidence_ctx *c) {
 
 static const cli_flag checkpoint_flags[] = {
     ORIGIN_FLAG,
+    {"print", false, NULL,
+     "print the checkpoint message (one JSON line) instead of appending it to the stream"},
     LOG_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -139,8 +143,8 @@ static const cli_flag checkpoint_flags[] = {
 static const cli_spec checkpoint_spec = {
     .name = "audit checkpoint",
     .summary = "sign the Merkle tree of the verified log and publish it to dsr.audit.anchors",
-    .usage = "dlq-bridge audit checkpoint [FILE...] [--origin NAME] [--seal FILE | --no-seal]\n"
-             "       [--partial] [settings]",
+    .usage = "dlq-bridge audit checkpoint [FILE...] [--origin NAME] [--print]\n"
+             "       [--seal FILE | --no-seal] [--partial] [settings]",
     .details =
         "Verifies the log as `audit verify` does, computes the Merkle tree (RFC 9162\n"
         "hashing) over its lines in file order and the index of every request's lines,\n"
@@ -262,22 +266,25 @@ int audit_checkpoint(int argc, char **argv) {
   char *msg = dlqb_evidence_checkpoint_msg(note, nl, c.have_last ? c.last.size : 0,
                                            (const unsigned char(*)[DLQB_MERKLE_HASH])res.cons,
                                            res.ncons);
-  dlqb_status st = msg != NULL ? dlqb_anchor_append(&c.cfg, "dlq-bridge audit checkpoint", msg,
-                                                    strlen(msg), &err)
-                               : dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
+  dlqb_status st = DLQB_OK;
+  if (msg == NULL) st = dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
+  else if (c.print) printf("%s\n", msg);
+  else st = dlqb_anchor_append(&c.cfg, "dlq-bridge audit checkpoint", msg, strlen(msg), &err);
   free(msg);
   if (st != DLQB_OK) {
     cli_error("checkpoint not published: %s", err.msg);
     goto done;
   }
-  printf("checkpoint: %" PRIu64 " lines, root %s, %" PRIu64 " requests indexed, signed with key "
-         "%s, published to %s",
-         res.tree.size, b64, res.tree.index_entries, c.key_id, DLQB_Q_ANCHORS);
+  /* With --print stdout is the message alone. */
+  FILE *say = c.print ? stderr : stdout;
+  fprintf(say, "checkpoint: %" PRIu64 " lines, root %s, %" PRIu64 " requests indexed, signed with "
+          "key %s, %s %s", res.tree.size, b64, res.tree.index_entries, c.key_id,
+          c.print ? "printed, not published to" : "published to", DLQB_Q_ANCHORS);
   if (c.have_last)
-    printf(" (extends the last checkpoint of size %" PRIu64 ": %zu-hash consistency proof)\n",
-           c.last.size, res.ncons);
+    fprintf(say, " (extends the last checkpoint of size %" PRIu64 ": %zu-hash consistency proof)\n",
+            c.last.size, res.ncons);
   else
-    printf(" (the first of origin %s)\n", c.origin);
+    fprintf(say, " (the first of origin %s)\n", c.origin);
   dlqb_log_info("audit_checkpoint", "checkpoint of %" PRIu64 " lines (root %s) signed with key %s",
                 res.tree.size, b64, c.key_id);
   rc = EXIT_OK;

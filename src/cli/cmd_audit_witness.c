@@ -91,8 +91,8 @@ static void write_textfile(const witness_opts *o, const dlqb_witness_state *s, b
   if (o->textfile == NULL) return;
   char buf[1024];
   int n = snprintf(buf, sizeof buf,
-                   "# HELP dlq_bridge_witness_refused 1 when the last run refused a checkpoint "
-                   "(smaller, forked, or not shown consistent).\n"
+                   "# HELP dlq_bridge_witness_refused Whether the last run refused a checkpoint "
+                   "(smaller, forked, or not shown consistent): 1, else 0.\n"
                    "# TYPE dlq_bridge_witness_refused gauge\n"
                    "dlq_bridge_witness_refused %d\n"
                    "# HELP dlq_bridge_witness_tree_size The size of the last tree cosigned.\n"
@@ -225,23 +225,17 @@ int audit_witness(int argc, char **argv) {
   size_t cosigned = 0;
   bool refused = false;
   rc = EXIT_OK;
-  if (msgs.n < s.seen) {
-    /* The stream only grows (writers cannot delete or purge it): fewer
-     * messages than were read is someone with configure on it. */
+  char why[DLQB_ERROR_MAX];
+  if (!dlqb_witness_stream_same(&s, &msgs, why, sizeof why)) {
+    /* Writers can append to the stream but not delete or purge it: this
+     * is someone with configure on it. */
     refused = true;
-    char b64[64];
-    dlqb_base64_encode(s.root, DLQB_MERKLE_HASH, b64);
-    dlqb_log_error("witness_refused", "witness %s: %s holds %zu messages, fewer than the %" PRIu64
-                   " it read: the stream was deleted or cut (the tree of size %" PRIu64
-                   ", root %s, that it cosigned may be rewritten)", o.name, DLQB_Q_ANCHORS,
-                   msgs.n, s.seen, s.size, b64);
-    cli_error("refused: %s holds %zu messages, fewer than the %" PRIu64 " this witness read "
-              "(deleted or cut)", DLQB_Q_ANCHORS, msgs.n, s.seen);
+    dlqb_log_error("witness_refused", "witness %s refuses to go on: %s", o.name, why);
+    cli_error("refused: %s", why);
   }
   for (size_t i = (size_t)s.seen; i < msgs.n && rc == EXIT_OK && !refused; i++) {
     dlqb_evidence_msg m;
     dlqb_checkpoint cp;
-    char why[DLQB_ERROR_MAX];
     /* Anyone who may publish can append to the stream: only a checkpoint
      * the log's key signed is judged; the rest is passed over. */
     if (dlqb_evidence_msg_parse(msgs.line[i], msgs.len[i], &m) && m.kind == 1 &&
@@ -261,7 +255,6 @@ int audit_witness(int argc, char **argv) {
          * cosign two trees that fork. */
         s.size = cp.size;
         memcpy(s.root, cp.root, DLQB_MERKLE_HASH);
-        s.seen = i;
         if ((rc = save_state(&o, &s)) == EXIT_OK &&
             (rc = publish_cosig(&cfg, &o, key, &m, &cp)) == EXIT_OK)
           cosigned++;
@@ -269,7 +262,7 @@ int audit_witness(int argc, char **argv) {
       }
     }
     dlqb_evidence_msg_release(&m);
-    if (rc == EXIT_OK && !refused) s.seen = i + 1;
+    if (rc == EXIT_OK && !refused) dlqb_witness_mark(&s, &msgs, i);
   }
   if (rc == EXIT_OK && !refused) rc = save_state(&o, &s);
   write_textfile(&o, &s, refused);

@@ -7,12 +7,14 @@ usage: cross_check.py DLQ_BRIDGE MAKE_BUNDLES [DIR]
 
 Without DIR, MAKE_BUNDLES writes a fresh set into a temporary directory
 (good-*.json must verify, bad-*.json must not); with DIR, the bundles
-already there are checked (the broker test writes its own). Each
+already there are checked (the broker test writes its good ones, and the
+tampered ones are made here from the first two when DIR has none). Each
 verifier is given the log's public keys (DIR/keys) and a one-witness
 policy (DIR/witnesses.txt). Exit 0 when both agree with the expectation
 on every bundle, else 1 naming the first that does not.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -26,15 +28,54 @@ def run(cmd):
     return p.returncode, (p.stdout + p.stderr).strip()
 
 
+def derive(d, good):
+    """Tampered copies of the first good bundle: bytes changed along it,
+    each record dropped, the second bundle's record swapped in, the
+    cosignature lines removed from its checkpoint."""
+    with open(os.path.join(d, good[0]), "rb") as fh:
+        a = fh.read()
+    with open(os.path.join(d, good[1]), "rb") as fh:
+        other = json.loads(fh.read())
+    made = []
+
+    def put(name, data):
+        with open(os.path.join(d, name), "wb") as fh:
+            fh.write(data)
+        made.append(name)
+
+    for k in range(32):
+        at = k * (len(a) - 1) // 31
+        put(f"bad-byte-{at:05d}.json", a[:at] + bytes([a[at] ^ 0x01]) + a[at + 1:])
+    doc = json.loads(a)
+    for k in range(len(doc["records"])):
+        t = json.loads(a)
+        del t["records"][k]
+        put(f"bad-dropped-{k}.json", json.dumps(t, separators=(",", ":")).encode() + b"\n")
+    t = json.loads(a)
+    t["records"][0] = other["records"][0]
+    put("bad-swapped.json", json.dumps(t, separators=(",", ":")).encode() + b"\n")
+    t = json.loads(a)
+    text, _, sigs = t["checkpoint"].partition("\n\n")
+    log_line = sigs.split("\n")[0]
+    t["checkpoint"] = text + "\n\n" + log_line + "\n"
+    put("bad-uncosigned.json", json.dumps(t, separators=(",", ":")).encode() + b"\n")
+    return made
+
+
 def check_dir(bridge, d):
     names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
     good = [n for n in names if n.startswith("good-")]
     bad = [n for n in names if n.startswith("bad-")]
+    if len(good) >= 2 and not bad:
+        bad = derive(d, good)
+        names = sorted(good + bad)
     if not good or not bad:
         print(f"cross_check: no good-*.json or bad-*.json in {d}", file=sys.stderr)
         return 1
     keys, wk = os.path.join(d, "keys"), os.path.join(d, "witnesses.txt")
-    env = dict(os.environ, DLQ_BRIDGE_AUDIT_PUBLIC_KEYS=keys)
+    # No config file, no broker: the auditor's machine.
+    env = dict(os.environ, DLQ_BRIDGE_AUDIT_PUBLIC_KEYS=keys, DLQ_BRIDGE_CONFIG="")
+    env.pop("DLQ_BRIDGE_URL", None)
     failures = 0
     for n in names:
         f = os.path.join(d, n)
