@@ -27,6 +27,11 @@ typedef struct {
   uint64_t lo, hi; /* the leaves [lo, hi) */
 } dlqb_merkle_range;
 
+/* OpenSSL's SHA-256, fetched once for the process (NULL when it cannot
+ * be): for every hash of the tree, the index and the notes. */
+struct evp_md_st;
+const struct evp_md_st *dlqb_merkle_sha256(void);
+
 /* leaf = SHA-256(0x00 || data[0..len)); false when OpenSSL fails. */
 bool dlqb_merkle_leaf(const void *data, size_t len, unsigned char out[DLQB_MERKLE_HASH]);
 

@@ -3,6 +3,7 @@
  * one bounded pass over the leaves (include/dlqb/merkle.h). Pure: no I/O. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +13,23 @@
 
 /* ---- hashing ---- */
 
+/* SHA-256 fetched once for the process: an implicit fetch (EVP_sha256()
+ * in every init) takes a lock and a lookup per hash, and a pass hashes
+ * two million times at a million lines. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static void fetch_sha256(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
+
+const struct evp_md_st *dlqb_merkle_sha256(void) {
+  pthread_once(&sha256_once, fetch_sha256);
+  return sha256_md;
+}
+
 static bool digest2(EVP_MD_CTX *ctx, unsigned char prefix, const void *a, size_t alen,
                     const void *b, size_t blen, unsigned char out[H]) {
   unsigned int n = 0;
-  return EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+  const EVP_MD *md = dlqb_merkle_sha256();
+  return md != NULL && EVP_DigestInit_ex(ctx, md, NULL) == 1 &&
          EVP_DigestUpdate(ctx, &prefix, 1) == 1 && EVP_DigestUpdate(ctx, a, alen) == 1 &&
          (blen == 0 || EVP_DigestUpdate(ctx, b, blen) == 1) &&
          EVP_DigestFinal_ex(ctx, out, &n) == 1 && n == H;
