@@ -42,6 +42,13 @@ bool dlqb_anchor_health(dlqb_anchor_pub *p, char *why, size_t len);
  * only not anchored). NULL-safe. */
 dlqb_status dlqb_anchor_stop(dlqb_anchor_pub *p, dlqb_error *err);
 
+/* Appends one message (a checkpoint or a cosignature, docs/audit.md) to
+ * dsr.audit.anchors over a connection of its own named purpose, as an
+ * anchor is published (persistent, mandatory, the user as user_id, one
+ * confirm within DLQB_ANCHOR_CONFIRM_MS). */
+dlqb_status dlqb_anchor_append(const dlqb_config *cfg, const char *purpose, const char *line,
+                               size_t len, dlqb_error *err);
+
 /* Reads every message of the stream from its first offset up to the end
  * as of the start of the read (its message count then; a message appended
  * meanwhile may be read too) into out, oldest first, over a connection of

@@ -71,6 +71,26 @@ static dlqb_status wait_confirm(dlqb_link *link, dlqb_error *err) {
   }
 }
 
+/* Publishes one message to the stream, persistent and mandatory, with
+ * the connection's user as user_id, and waits for its confirm. */
+static dlqb_status publish_line(dlqb_link *link, const char *line, size_t len, dlqb_error *err) {
+  amqp_basic_properties_t props;
+  memset(&props, 0, sizeof props);
+  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG |
+                 AMQP_BASIC_APP_ID_FLAG | AMQP_BASIC_USER_ID_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  props.content_type = amqp_cstring_bytes("application/json");
+  props.app_id = amqp_cstring_bytes("dlq-bridge audit");
+  /* The broker refuses a user_id that is not the connection's: the
+   * anchor's appender is authenticated, for whoever reads the stream. */
+  props.user_id = amqp_cstring_bytes(dlqb_link_user(link));
+  amqp_bytes_t body = {len, (void *)line};
+  int rc = amqp_basic_publish(dlqb_link_conn(link), DLQB_CHANNEL, amqp_empty_bytes,
+                              dlqb_bytes(DLQB_Q_ANCHORS), 1, 0, &props, body);
+  return rc == AMQP_STATUS_OK ? wait_confirm(link, err)
+                              : dlqb_link_status(rc, "publish the audit anchor", err);
+}
+
 /* Publishes the head when it changed since the last confirmed anchor. On
  * a failure the link is dropped: the next attempt starts afresh. */
 static dlqb_status publish_head(dlqb_anchor_pub *p, dlqb_error *err) {
@@ -84,27 +104,26 @@ static dlqb_status publish_head(dlqb_anchor_pub *p, dlqb_error *err) {
     if (st == DLQB_OK) st = dlqb_link_confirm_select(p->link, DLQB_CHANNEL, err);
     if (st != DLQB_OK) goto fail;
   }
-  amqp_basic_properties_t props;
-  memset(&props, 0, sizeof props);
-  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG |
-                 AMQP_BASIC_APP_ID_FLAG | AMQP_BASIC_USER_ID_FLAG;
-  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-  props.content_type = amqp_cstring_bytes("application/json");
-  props.app_id = amqp_cstring_bytes("dlq-bridge audit");
-  /* The broker refuses a user_id that is not the connection's: the
-   * anchor's appender is authenticated, for whoever reads the stream. */
-  props.user_id = amqp_cstring_bytes(dlqb_link_user(p->link));
-  amqp_bytes_t body = {len, line};
-  int rc = amqp_basic_publish(dlqb_link_conn(p->link), DLQB_CHANNEL, amqp_empty_bytes,
-                              dlqb_bytes(DLQB_Q_ANCHORS), 1, 0, &props, body);
-  st = rc == AMQP_STATUS_OK ? wait_confirm(p->link, err)
-                            : dlqb_link_status(rc, "publish the audit anchor", err);
+  st = publish_line(p->link, line, len, err);
   if (st != DLQB_OK) goto fail;
   p->published = commits;
   return DLQB_OK;
 fail:
   dlqb_link_abort(p->link);
   p->link = NULL;
+  return st;
+}
+
+dlqb_status dlqb_anchor_append(const dlqb_config *cfg, const char *purpose, const char *line,
+                               size_t len, dlqb_error *err) {
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(cfg, purpose, &link, err);
+  if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
+  if (st == DLQB_OK) st = publish_line(link, line, len, err);
+  if (link != NULL) {
+    if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+    else dlqb_link_abort(link);
+  }
   return st;
 }
 

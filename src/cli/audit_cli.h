@@ -66,9 +66,18 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
 void audit_print_summary(const dlqb_audit_summary *s, bool sealed);
 
 /* audit show collects one task's hops with ops_hops_collect (dlqb/ops.h). */
+
+/* Writes data to path, a new file (never over another: O_EXCL), synced;
+ * false after printing one line (the partial file removed). */
+bool audit_write_new_file(const char *path, const char *data, size_t n);
+
 int audit_show(int argc, char **argv);
 int audit_reconcile(int argc, char **argv);
 int audit_report(int argc, char **argv);
 int audit_verify_report(int argc, char **argv);
+int audit_checkpoint(int argc, char **argv);
+int audit_prove(int argc, char **argv);
+int audit_verify_proof(int argc, char **argv);
+int audit_witness(int argc, char **argv);
 
 #endif

@@ -238,6 +238,10 @@ static const cli_subcommand subcommands[] = {
     {"reconcile", audit_reconcile},
     {"report", audit_report},
     {"verify-report", audit_verify_report},
+    {"checkpoint", audit_checkpoint},
+    {"prove", audit_prove},
+    {"verify-proof", audit_verify_proof},
+    {"witness", audit_witness},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 
@@ -255,6 +259,14 @@ const cli_spec cmd_audit_spec = {
                "                     every request seen in a period and its last known state, signed\n"
                "  verify-report FILE\n"
                "                     check a report's signature with the public keys alone\n"
+               "  checkpoint [FILE...]\n"
+               "                     sign the log's Merkle tree and publish it to dsr.audit.anchors\n"
+               "  prove --request-id ID [FILE...]\n"
+               "                     one request's records with inclusion proofs, as a bundle\n"
+               "  verify-proof BUNDLE\n"
+               "                     check a bundle offline, with public keys and a witness policy\n"
+               "  witness --witness-key FILE --name NAME --state FILE\n"
+               "                     cosign checkpoints that extend the last one cosigned\n"
                "\n"
                "`dlq-bridge audit SUBCOMMAND --help` shows a subcommand's options.",
     .flags = NULL,

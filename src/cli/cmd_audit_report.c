@@ -490,7 +490,7 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
 /* Writes the report to a new file (never over an existing one: two
  * reports of one name would leave the auditor guessing), synced. Prints
  * the error and returns false on failure. */
-static bool write_new_file(const char *path, const char *data, size_t n) {
+bool audit_write_new_file(const char *path, const char *data, size_t n) {
   char q[DLQB_QUOTE_BUF], why[128];
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -551,14 +551,14 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
       DLQB_OK) {
     cli_error("%s", err.msg);
     rc = EXIT_FAILURE_;
-  } else if (c->output != NULL ? write_new_file(c->output, out, out_len)
+  } else if (c->output != NULL ? audit_write_new_file(c->output, out, out_len)
                                : fwrite(out, 1, out_len, stdout) == out_len) {
     if (c->o->json && c->output == NULL) cli_json_printed();
     dlqb_log_info("audit_report", "report of %lu requests (%s to %s) signed with key %s by %s",
                   k.total, c->from_text, c->to_text != NULL ? c->to_text : "now", c->key_id,
                   c->broker_user);
   } else {
-    rc = EXIT_FAILURE_; /* said by write_new_file; stdout's error by cli_finish */
+    rc = EXIT_FAILURE_; /* said by audit_write_new_file; stdout's error by cli_finish */
   }
   free(out);
   free(b.buf);
