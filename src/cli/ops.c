@@ -509,6 +509,10 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
   if (v.kind != DLQB_VERDICT_HOLD && c->m->only != NULL && !c->m->only(c->m->only_ctx, it))
     v.kind = DLQB_VERDICT_HOLD;
+  dlqb_delivery copy = *d;
+  if (v.kind != DLQB_VERDICT_HOLD && c->m->accept != NULL &&
+      !c->m->accept(c->m->ctx, d, it, &copy.body))
+    v.kind = DLQB_VERDICT_HOLD;
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
     return DLQB_OK;
@@ -538,7 +542,7 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   }
   dlqb_hset sets[OPS_MAX_SETS];
   size_t n = c->m->sets(c->m->ctx, it, sets);
-  return dlqb_scan_forward(s, d, it, c->m->target, sets, n, c->m->event,
+  return dlqb_scan_forward(s, &copy, it, c->m->target, sets, n, c->m->event,
                            c->m->cause ? c->m->cause : "", c->m->reason(c->m->ctx, it), err);
 }
 
@@ -558,6 +562,7 @@ static void move_tick(void *ctx, const dlqb_scan *s) {
 void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
                    const ops_move_watch *w, dlqb_stop_flag *stop, ops_move_outcome *out) {
   static const ops_move_watch none = {0};
+  const char *source = m->source != NULL ? m->source : cli_pipeline()->dlq;
   memset(out, 0, sizeof *out);
   pass_ctx c = {.m = m, .w = w != NULL ? w : &none, .now_ms = dlqb_now_ms(),
                 .rule = {.sel = &o->sel, .ledger = m->ledger, .stop_at_limit = m->stop_at_limit}};
@@ -574,7 +579,8 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
   out->window = window;
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
-  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
+  dlqb_scan_options so = {.queue = source,
+                          .edit = m->edit,
                           .purpose = purpose,
                           .actor = o->actor,
                           .audit = audit,
@@ -600,7 +606,7 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
              "stopped: %s; copies published but not recorded: %llu "
              "(their originals stay in %s, so %s may hold them twice)",
              out->err.msg[0] ? out->err.msg : "the audit log cannot be written",
-             (unsigned long long)r->unsettled_copies, cli_pipeline()->dlq, m->target);
+             (unsigned long long)r->unsettled_copies, source, m->target);
   } else if (out->status != DLQB_OK) {
     /* The broker went midway (issue 19): as the Ctrl-C path does, say what
      * moved, that nothing is lost and what to do, and that the copies whose
@@ -613,7 +619,7 @@ void ops_move_pass(const ops_opts *o, const ops_move_spec *m, dlqb_audit *audit,
     snprintf(out->early, sizeof out->early,
              "stopped: %s; nothing is lost: what was not moved is "
              "still in %s, run it again; %s may now be in both %s and %s",
-             out->err.msg, cli_pipeline()->dlq, twice, cli_pipeline()->dlq, m->target);
+             out->err.msg, source, twice, source, m->target);
   } else if (early != NULL) {
     snprintf(out->early, sizeof out->early, "%s", early);
   }

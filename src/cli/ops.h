@@ -188,7 +188,8 @@ const char *ops_early_stop(const dlqb_scan_result *r, int window);
 /* ---- moving selected DLQ items (replay, escalate) --------------------- */
 
 
-#define OPS_MAX_SETS 12
+/* An edit's copy: its changes, its stamp, a replay's stamp and leaving review. */
+#define OPS_MAX_SETS 30
 
 typedef struct {
   const char *command;  /* "replay": connection name, audit writer, output */
@@ -218,6 +219,15 @@ typedef struct {
   /* End the pass once the selection's --limit is taken (resolve's one item)
    * instead of passing over the rest. */
   bool stop_at_limit;
+  /* The queue passed over; NULL: the pipeline's DLQ (edit --queue review). */
+  const char *source;
+  /* Sees the whole message of an item the selection took, before anything
+   * is done with it (edit: builds and validates the edited copy); false:
+   * it is left in place. May replace the body the copy carries (*body must
+   * live until the pass ends). Called with ctx. NULL: taken as it is. */
+  bool (*accept)(void *ctx, const dlqb_delivery *d, const dlqb_item *it, amqp_bytes_t *body);
+  /* Attached to every hop of the pass (edit's one item); NULL: none. */
+  const dlqb_hop_edit *edit;
 } ops_move_spec;
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */
