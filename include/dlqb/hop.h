@@ -27,6 +27,8 @@ typedef enum {
                             * the work queue, or back where it was (--keep) */
   DLQB_EV_EDIT_STARTED,    /* an edit's intent, recorded before its copy is sent: moves
                             * nothing (no from, no to) */
+  DLQB_EV_EDIT_ABANDONED,  /* an edit_started whose copy the broker certainly did not take
+                            * (refused: permission, unroutable, too big): moves nothing */
   DLQB_EV_EDIT_PROPOSED,   /* an edit waiting for approval, put on the item in its queue */
   DLQB_EV_EDIT_REJECTED,   /* a proposal taken off the item in its queue, the task unchanged */
   DLQB_EV__COUNT

@@ -112,8 +112,10 @@ char *audit_hop_text(json_object *h, char *out, size_t len) {
    * message: no arrow pointing nowhere. */
   if (from[0] != '\0' && to[0] != '\0')
     PUT("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
-  else if (from[0] == '\0' && to[0] == '\0')
-    PUT("begins, nothing sent yet"); /* an edit's intent */
+  else if (from[0] == '\0' && to[0] == '\0') /* an edit's intent, or its end without a copy */
+    PUT("%s", strcmp(dlqb_audit_record_str(h, "event"), "edit_abandoned") == 0
+                  ? "ended, no copy sent"
+                  : "begins, nothing sent yet");
   else if (from[0] != '\0') PUT("removed from %s", clean(from, b1, sizeof b1));
   else PUT("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
   /* null (the item had no attempt header) is not attempt 0 */

@@ -209,12 +209,17 @@ typedef struct {
   const char *audit_log;
 } trail_ctx;
 
-/* EDIT_TRAIL_EDITED or _STARTED when line is such a record of message_id
+/* An edit_started that ended with no copy taken (edit_abandoned). */
+#define TRAIL_ABANDONED (-1)
+
+/* EDIT_TRAIL_EDITED, _STARTED or TRAIL_ABANDONED when line is such a record of message_id
  * made from parent, its edit id into found; else EDIT_TRAIL_NONE. */
 static int line_edit_of(const char *line, size_t len, const char *message_id, const char *parent,
                         char *found, size_t cap) {
   bool edited = strstr(line, "\"event\":\"edited\"") != NULL;
-  if (!edited && strstr(line, "\"event\":\"edit_started\"") == NULL) return EDIT_TRAIL_NONE;
+  bool abandoned = !edited && strstr(line, "\"event\":\"edit_abandoned\"") != NULL;
+  if (!edited && !abandoned && strstr(line, "\"event\":\"edit_started\"") == NULL)
+    return EDIT_TRAIL_NONE;
   json_object *rec = dlqb_audit_record_parse(line, len);
   if (rec == NULL) return EDIT_TRAIL_NONE;
   json_object *edit, *p, *id;
@@ -224,7 +229,7 @@ static int line_edit_of(const char *line, size_t len, const char *message_id, co
       json_object_object_get_ex(edit, "parent", &p) &&
       strcmp(json_object_get_string(p), parent) == 0 &&
       json_object_object_get_ex(edit, "edit_id", &id)) {
-    what = edited ? EDIT_TRAIL_EDITED : EDIT_TRAIL_STARTED;
+    what = edited ? EDIT_TRAIL_EDITED : abandoned ? TRAIL_ABANDONED : EDIT_TRAIL_STARTED;
     snprintf(found, cap, "%s", json_object_get_string(id));
   }
   json_object_put(rec);
@@ -252,7 +257,10 @@ static int trail_state(void *ctx, const char *message_id, const char *parent, ch
       /* An edit of this copy that ended wins over one that only began:
        * the copy is stale either way, and the ended one names the copy
        * that counts. */
-      if (w != EDIT_TRAIL_NONE) {
+      if (w == TRAIL_ABANDONED) {
+        /* The edit that began ended with no copy: not interrupted. */
+        if (state == EDIT_TRAIL_STARTED && strcmp(found, id) == 0) state = EDIT_TRAIL_NONE;
+      } else if (w != EDIT_TRAIL_NONE) {
         state = w;
         snprintf(found, cap, "%s", id);
       }
@@ -347,9 +355,9 @@ static void print_text(const edit_opts *e, const edit_result *r) {
   char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];
   char mid[DLQB_QUOTE_BUF * 2];
   dlqb_text_sanitize(mid, sizeof mid, r->item.message_id, strlen(r->item.message_id));
-  bool settled = r->outcome == EDIT_DONE || r->outcome == EDIT_PROPOSED ||
-                 r->outcome == EDIT_REJECTED;
-  if (e->rq.dry_run || !settled || r->outcome == EDIT_PROPOSED) {
+  /* The change itself, where one was worked out: a preview, a proposal,
+   * a result still invalid. */
+  if (e->rq.dry_run || r->outcome == EDIT_INVALID || r->outcome == EDIT_PROPOSED) {
     printf("edit %s of %s (%s), version %s: %s -> %s\n", h->edit_id, mid,
            ops_identity_text(&r->item, who, sizeof who),
            r->item_edit_id[0] ? r->item_edit_id : "original", r->from, r->to);

@@ -23,6 +23,7 @@ typedef struct {
   const char *actor;
   int64_t default_max_attempts;
   bool name_pipeline; /* the trail names the pipeline (a config with `pipelines`) */
+  bool intent;        /* edit_started is recorded */
   int64_t started_ms;  /* when this edit began: a copy stamped later is someone else's */
   bool decided;        /* the first copy with the message_id decides the edit */
   /* The changes in effect: the command's, or (approve, reject) the
@@ -75,11 +76,11 @@ static bool refuse(edit_ctx *c, edit_outcome why, const char *fmt, ...) {
  * leaves without the trail knowing of it, so a crash between the confirm
  * and the edited record still leaves a trail that names the copy (by its
  * edit_id) and a retry that refuses to send a second one. */
-static bool record_intent(edit_ctx *c, const dlqb_item *it) {
+static bool record_marker(edit_ctx *c, const dlqb_item *it, dlqb_event event) {
   if (c->audit == NULL) return true; /* --no-audit */
   dlqb_hop hop;
   memset(&hop, 0, sizeof hop);
-  hop.event = DLQB_EV_EDIT_STARTED;
+  hop.event = event;
   snprintf(hop.message_id, sizeof hop.message_id, "%s", it->message_id);
   snprintf(hop.request_id, sizeof hop.request_id, "%s", it->request_id);
   snprintf(hop.source_system, sizeof hop.source_system, "%s", it->source_system);
@@ -92,10 +93,18 @@ static bool record_intent(edit_ctx *c, const dlqb_item *it) {
   if (c->name_pipeline) snprintf(hop.pipeline, sizeof hop.pipeline, "%s", c->p->name);
   hop.edit = &c->out->rec;
   const dlqb_hop *hops[] = {&hop};
-  if (dlqb_audit_record(c->audit, hops, 1, &c->out->err) != DLQB_OK) {
+  dlqb_error err;
+  if (dlqb_audit_record(c->audit, hops, 1, &err) != DLQB_OK) {
     c->out->outcome = EDIT_FAILED;
+    c->out->err = err;
     return false;
   }
+  return true;
+}
+
+static bool record_intent(edit_ctx *c, const dlqb_item *it) {
+  if (!record_marker(c, it, DLQB_EV_EDIT_STARTED)) return false;
+  c->intent = true;
   return true;
 }
 
@@ -323,6 +332,12 @@ void edit_run(const ops_opts *o, const dlqb_pipeline *p, const edit_request *rq,
   free(mo);
   bool settled = out->outcome == EDIT_DONE || out->outcome == EDIT_PROPOSED ||
                  out->outcome == EDIT_REJECTED;
+  /* Begun, and the broker certainly took no copy (it refused the publish
+   * for want of permission, returned it, or it could not be sent): say so,
+   * so that the next edit of this copy is not held up as interrupted. */
+  const dlqb_scan_result *sr = &out->move.r;
+  if (c.intent && !settled && (sr->refused > 0 || sr->access_refused))
+    record_marker(&c, &out->item, DLQB_EV_EDIT_ABANDONED);
   if (out->move.status != DLQB_OK && !settled) {
     out->outcome = EDIT_FAILED;
     out->err = out->move.err;

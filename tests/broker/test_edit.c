@@ -461,6 +461,46 @@ static void test_two_edits_at_once_one_wins(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* A compliance_review item: only its owner edits it, and the edited copy
+ * leaves review as a decision does (custody headers removed). */
+static void test_review_item_edited_by_its_owner(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  pub_invalid(t, "V-1");
+  th_result r;
+  static const char *const esc[] = {"escalate", "--request-id", "V-1", "--note", "odd basis",
+                                    NULL};
+  run(t, &tr, esc, &r);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const claim[] = {"review", "claim", "--message-id", "msg-V-1", "--actor",
+                                      "alice", NULL};
+  run(t, &tr, claim, &r);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const bob[] = {"edit", "--queue", "review", "--message-id", "msg-V-1",
+                                    "--set", "legal_basis=gdpr_art_17", "--note", "fix",
+                                    "--actor", "bob", NULL};
+  run(t, &tr, bob, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "only its owner edits it"));
+  static const char *const alice[] = {"edit", "--queue", "review", "--message-id", "msg-V-1",
+                                      "--set", "legal_basis=gdpr_art_17", "--note", "fix",
+                                      "--actor", "alice", NULL};
+  run(t, &tr, alice, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "compliance_review -> dsr.work"));
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 0);
+  th_msg *m = fx_msg(t);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 1, WAIT_MS));
+  assert_int_equal(th_get(t->conn, "dsr.work", m), 1);
+  FX_HDR_STR_EQ(m, "legal_basis", "gdpr_art_17");
+  assert_null(th_msg_find(m, "owner"));
+  assert_null(th_msg_find(m, "escalated_by"));
+  assert_int_equal(edited_records(&tr.a, "msg-V-1"), 1);
+  fx_audit_remove(&tr.a);
+}
+
 /* ---- four eyes -------------------------------------------------------- */
 
 #define BOB_PASSWORD "bob-edit-test"
@@ -470,16 +510,20 @@ typedef struct {
   char url[TH_URL_MAX];
 } broker_user;
 
-/* A second broker user with every right on the case's vhost. */
-static void make_bob(const fx_case *t, broker_user *u) {
+/* A second broker user on the case's vhost: every right, or (reader) read
+ * only. */
+static void make_user(const fx_case *t, broker_user *u, const char *who, bool reader) {
   const th_env *e = th_env_get();
   char path[TH_PATH_MAX];
-  assert_true(th_fmt(u->name, sizeof u->name, "%s-bob", t->vhost.name));
+  assert_true(th_fmt(u->name, sizeof u->name, "%s-%s", t->vhost.name, who));
   assert_true(th_fmt(path, sizeof path, "/api/users/%s", u->name));
   int status = th_mgmt("PUT", path, "{\"password\":\"" BOB_PASSWORD "\",\"tags\":\"\"}", NULL);
   assert_true(status == 201 || status == 204);
   assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, u->name));
-  status = th_mgmt("PUT", path, "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}", NULL);
+  status = th_mgmt("PUT", path,
+                   reader ? "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}"
+                          : "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}",
+                   NULL);
   assert_true(status == 201 || status == 204);
   /* In the environment (DLQ_BRIDGE_URL), never on a command line. */
   assert_true(th_fmt(u->url, sizeof u->url, "amqp://%s:" BOB_PASSWORD "@127.0.0.1:%d/%s", u->name,
@@ -516,8 +560,9 @@ static void test_four_eyes(void **state) {
   trail tr;
   trail_init_as(&tr, true); /* edit_approval's default: on */
   declare(t, &tr);
-  broker_user bob;
-  make_bob(t, &bob);
+  broker_user bob, reader;
+  make_user(t, &bob, "bob", false);
+  make_user(t, &reader, "reader", true);
   for (const char *const *id = (const char *[]){"F-1", "F-2", "F-3", NULL}; *id; id++)
     pub_invalid(t, *id);
   th_result r;
@@ -534,6 +579,23 @@ static void test_four_eyes(void **state) {
   assert_int_equal(th_error_lines(r.err), 1);
   assert_non_null(strstr(r.err, "the proposer cannot approve their own edit"));
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  /* A read-only user: the broker refuses it before anything begins. */
+  run_as(reader.url, &tr, mine, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"edit_started\"", p1), 0);
+  /* An approval the broker returns (dsr.work is gone): it began, and the
+   * trail says no copy was taken (edit_abandoned), so the next approval
+   * is not held up as an interrupted edit. */
+  char qpath[TH_PATH_MAX];
+  assert_true(th_fmt(qpath, sizeof qpath, "/api/queues/%s/dsr.work", t->vhost.name));
+  assert_int_equal(th_mgmt("DELETE", qpath, NULL, NULL), 204);
+  const char *first[] = {"edit", "approve", p1, NULL};
+  run_as(bob.url, &tr, first, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"edit_started\"", p1), 1);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"edit_abandoned\"", p1), 1);
+  declare(t, &tr);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 3, WAIT_MS));
   /* A second broker user does: the edit runs as proposed. */
   const char *theirs[] = {"edit", "approve", p1, "--note", "checked with the DPO", NULL};
   run_as(bob.url, &tr, theirs, &r);
@@ -604,6 +666,7 @@ static void test_four_eyes(void **state) {
   assert_int_equal(fx_audit_verify(&tr.a, &r), 0);
   assert_int_equal(r.exit_code, 0);
   drop_user(&bob);
+  drop_user(&reader);
   fx_audit_remove(&tr.a);
 }
 
@@ -616,6 +679,7 @@ int main(void) {
       FX_TEST(test_edit_sigkill_leaves_one_copy_that_counts),
       FX_TEST(test_two_edits_at_once_one_wins),
       FX_TEST(test_four_eyes),
+      FX_TEST(test_review_item_edited_by_its_owner),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
