@@ -46,6 +46,7 @@ enum {
   DLQB_POLICY_PREFETCH = 1u << 5,
   DLQB_POLICY_DLQ_SLA = 1u << 6,
   DLQB_POLICY_MAX_REPLAYS = 1u << 7,
+  DLQB_POLICY_EDIT_APPROVAL = 1u << 8,
 };
 
 typedef struct {
@@ -64,6 +65,7 @@ typedef struct {
   uint64_t startup_wait_ms;  /* run retries its first contact this long; 0 = exit */
   uint64_t dlq_sla_ms;       /* DLQ items older than this are escalated */
   int max_replays;           /* failures after this many replays escalate */
+  int edit_approval;         /* 1: an edit is a proposal another broker user approves */
   dlqb_deadlines deadlines;  /* statutory deadline per legal basis; n 0 = none */
   char ledger_cache[DLQB_CONFIG_STR_MAX];   /* "" = replay reads the ledger whole */
   /* Broker users whose ledger entries count as completions, as "a,b"

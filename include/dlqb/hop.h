@@ -4,6 +4,7 @@
 #ifndef DLQB_HOP_H
 #define DLQB_HOP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dlqb/envelope.h"
@@ -22,8 +23,50 @@ typedef enum {
   DLQB_EV_DECIDED_REPLAY,  /* compliance_review -> work queue by its reviewer */
   DLQB_EV_DECIDED_RESOLVE, /* removed from compliance_review with the reviewer's note */
   DLQB_EV_DECIDED_RETURN,  /* compliance_review -> DLQ by its reviewer */
+  DLQB_EV_EDITED,          /* DLQ or review item edited (dlqb/edit.h): the edited copy went to
+                            * the work queue, or back where it was (--keep) */
+  DLQB_EV_EDIT_STARTED,    /* an edit's intent, recorded before its copy is sent: moves
+                            * nothing (no from, no to) */
+  DLQB_EV_EDIT_ABANDONED,  /* an edit_started whose copy the broker certainly did not take
+                            * (refused: permission, unroutable, too big): moves nothing */
+  DLQB_EV_EDIT_PROPOSED,   /* an edit waiting for approval, put on the item in its queue */
+  DLQB_EV_EDIT_REJECTED,   /* a proposal taken off the item in its queue, the task unchanged */
   DLQB_EV__COUNT
 } dlqb_event;
+
+/* Bytes of an edit id ("e-" and 32 hex digits), with the NUL. */
+#define DLQB_EDIT_ID_MAX 40
+/* Header changes one edit may make, and the bytes of a value it sets. */
+#define DLQB_EDIT_MAX_CHANGES 8
+#define DLQB_EDIT_VALUE_MAX DLQB_ID_MAX
+
+/* One changed header of an edit, as the audit trail records it: its old
+ * and new value as text (sanitised: a hostile value is recorded as text,
+ * never as control bytes), or, where the pipeline's profile records
+ * references only (dlq_body_forbidden) and the header is not one of the
+ * profile's fields, the SHA-256 of each value instead (hashed). */
+typedef struct {
+  char field[DLQB_HEADER_NAME_MAX];
+  bool had_old, has_new;
+  bool hashed;
+  char old_value[DLQB_EDIT_VALUE_MAX + 1];
+  char new_value[DLQB_EDIT_VALUE_MAX + 1];
+} dlqb_edit_field;
+
+/* What an edit hop records besides the hop: who proposed and approved it,
+ * why, each changed field, and the body's size and SHA-256 before and
+ * after (never the body). */
+typedef struct {
+  char edit_id[DLQB_EDIT_ID_MAX];
+  char parent[DLQB_EDIT_ID_MAX]; /* the edit id of the copy edited; "" for the original */
+  char note[DLQB_LAST_ERROR_MAX + 1];
+  char editor[128];              /* the broker user who made (or proposed) the edit */
+  char approver[128];            /* the approving broker user; "" without four eyes */
+  size_t nfields;
+  dlqb_edit_field fields[DLQB_EDIT_MAX_CHANGES];
+  uint64_t body_size_before, body_size_after;
+  char body_sha256_before[65], body_sha256_after[65];
+} dlqb_hop_edit;
 
 typedef struct {
   dlqb_event event;
@@ -56,6 +99,10 @@ typedef struct {
   bool has_delivery_count;
   int64_t delivery_count;
   long long published_mono_ms; /* for confirm latency */
+  /* An edit's details (DLQB_EV_EDITED only, else NULL): borrowed, so that
+   * a hop stays small in the pipe's window; the editor keeps it alive
+   * until its audit trail is closed. */
+  const dlqb_hop_edit *edit;
 } dlqb_hop;
 
 /* Stable lower-case name of an event ("retry_scheduled", ...). */

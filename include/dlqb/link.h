@@ -46,6 +46,12 @@ int dlqb_link_broker_major(const dlqb_link *link);
  * user_id property names anyone else (406, and the channel closes). */
 const char *dlqb_link_user(const dlqb_link *link);
 
+/* The broker user a link opened with url logs in as (what dlqb_link_user
+ * will say), into dst (cap bytes), without connecting: for a stamp made
+ * before the link opens (edit's edited_by). DLQB_EINVAL for a url that
+ * does not parse. The password in url is not kept. */
+dlqb_status dlqb_link_url_user(const char *url, char *dst, size_t cap, dlqb_error *err);
+
 /* The negotiated frame_max: a message's content header must fit one frame. */
 size_t dlqb_link_frame_max(dlqb_link *link);
 

@@ -57,6 +57,19 @@
 #define DLQB_H_ESCALATION_REASON "escalation_reason"
 #define DLQB_H_ESCALATION_NOTE "escalation_note" /* the operator's why (escalate --note) */
 
+/* ---- stamped by an edit (dlqb/edit.h) ------------------------------- */
+
+#define DLQB_H_EDIT_ID "edit_id"         /* this copy's edit ("e-" + 32 hex digits) */
+#define DLQB_H_EDIT_PARENT "edit_parent" /* the edit id of the copy it was made from */
+#define DLQB_H_EDITED_BY "edited_by"     /* the broker user who edited it */
+#define DLQB_H_EDITED_AT "edited_at"     /* ISO-8601 UTC */
+/* A pending edit, waiting for a second broker user (edit_approval): it
+ * rides on the item itself, so it moves (and is void) with it. */
+#define DLQB_H_EDIT_PROPOSAL_ID "edit_proposal_id" /* the edit id it will have */
+#define DLQB_H_EDIT_PROPOSAL "edit_proposal"       /* the changes, as JSON (dlqb/edit.h) */
+#define DLQB_H_EDIT_PROPOSED_BY "edit_proposed_by" /* the proposing broker user */
+#define DLQB_H_EDIT_PROPOSED_AT "edit_proposed_at" /* ISO-8601 UTC */
+
 /* ---- custody in compliance_review (dlqb/review.h) ------------------- */
 
 #define DLQB_H_OWNER "owner"           /* who claimed it (review claim --actor) */

@@ -70,11 +70,16 @@ void ops_audit_close(dlqb_audit *audit);
 
 /* ---- moving selected DLQ items (replay, escalate, resolve) ----------- */
 
-#define OPS_MAX_SETS 12
+/* Header changes one move's copy may carry: an edit's copy has the most
+ * (its changes, its stamp, a replay's stamp and leaving review's). */
+#define OPS_MAX_SETS 30
 
-/* The three moves. Each is data: where it goes, what it stamps, what the
- * hop records (ops_move_pass reads them; ops_move_target names the queue). */
-typedef enum { OPS_MOVE_REPLAY, OPS_MOVE_ESCALATE, OPS_MOVE_RESOLVE } ops_move_kind;
+/* The moves. Each is data: where it goes, what it stamps, what the hop
+ * records (ops_move_pass reads them; ops_move_target names the queue).
+ * An edit (dlqb/ops_edit.h) stamps what its accept hook built for the one
+ * item it takes, and goes where that hook says (by default the work
+ * queue, as a replay). */
+typedef enum { OPS_MOVE_REPLAY, OPS_MOVE_ESCALATE, OPS_MOVE_RESOLVE, OPS_MOVE_EDIT } ops_move_kind;
 
 /* Who acts and when, stamped on every item a move takes. */
 typedef struct {
@@ -83,6 +88,8 @@ typedef struct {
   bool has_note;
   char note[DLQB_LAST_ERROR_MAX + 1]; /* escalate's --note, resolve's reason */
 } ops_stamp;
+
+struct ops_move_copy;
 
 /* actor and now (the current time); note may be NULL. */
 void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
@@ -110,7 +117,32 @@ typedef struct {
   /* End the pass once the selection's --limit is taken (resolve's one item)
    * instead of passing over the rest. */
   bool stop_at_limit;
+  /* The queue passed over; NULL: the pipeline's DLQ (an edit of a review
+   * item passes over the review queue). */
+  const char *source;
+  /* Sees the whole message (headers, body) of an item the selection took,
+   * before anything is done with it; false: it is left in place. The one
+   * hook of a spec, for what no kind's data can say: an edit builds and
+   * validates its copy from the message itself and fills *copy. NULL:
+   * every selected item is taken as the kind says. */
+  bool (*accept)(void *accept_ctx, const dlqb_delivery *d, const dlqb_item *it,
+                 struct ops_move_copy *copy);
+  void *accept_ctx;
+  /* Attached to every hop of the pass (an edit's one item); NULL: none. */
+  const dlqb_hop_edit *edit;
 } ops_move_spec;
+
+/* What the accept hook may change of one item's copy. It comes filled
+ * with the kind's: the original's body, the kind's target, no sets (the
+ * kind's stamp) and no reason (the kind's). Whatever it points at must
+ * live until the pass ends. */
+typedef struct ops_move_copy {
+  amqp_bytes_t body;
+  const char *target;    /* the queue the copy goes to */
+  const dlqb_hset *sets; /* non-NULL: these header changes instead of the kind's stamp */
+  size_t nsets;          /* at most OPS_MAX_SETS */
+  const char *reason;    /* non-NULL: the hop's reason instead of the kind's */
+} ops_move_copy;
 
 /* The move spec of replay (to the work queue, attempts reset, replay_count
  * + 1), of escalate (to the review queue, escalation stamps and st's note)
@@ -120,9 +152,13 @@ typedef struct {
 void ops_replay_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate);
 void ops_escalate_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run, double rate);
 void ops_resolve_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run);
+/* An edit's (ops_edit_run builds it): event edited, its accept hook added
+ * by the caller; st's note is the reason when the hook gives none. */
+void ops_edit_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run);
 
-/* The queue a move of this kind sends its items to in p: the work queue,
- * the review queue, or NULL (resolve removes them). */
+/* The queue a move of this kind sends its items to in p: the work queue
+ * (replay, and an edit unless its hook says otherwise), the review queue,
+ * or NULL (resolve removes them). */
 const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p);
 
 /* Reads the whole completion ledger of p for replay: a real run as

@@ -80,6 +80,7 @@ typedef struct {
   int prefetch;
   uint64_t dlq_sla_ms;
   int max_replays;
+  int edit_approval; /* 1: `edit` proposes, a different broker user approves */
 } dlqb_pipeline_policy;
 
 typedef struct {

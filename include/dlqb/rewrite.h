@@ -42,12 +42,12 @@ dlqb_status dlqb_headers_apply(const amqp_table_t *in, const dlqb_hset *sets, si
 size_t dlqb_escalation_stamp(dlqb_hset *sets, const char *by, const char *at_iso,
                              const char *reason, const char *note);
 
-#define DLQB_REPLAY_SETS 8
+#define DLQB_REPLAY_SETS 12
 
 /* The header changes of a replay to dsr.work (replay, review decide
  * --replay): attempt 0, replay_count = replay_count + 1 (saturating),
  * last_error, dlq_reason, dlq_at and worker_error removed, replayed_by =
- * by, replayed_at = at_iso. Writes DLQB_REPLAY_SETS entries and returns
+ * by, replayed_at = at_iso, and a pending edit proposal removed. Writes DLQB_REPLAY_SETS entries and returns
  * that count. */
 size_t dlqb_replay_stamp(dlqb_hset *sets, int64_t replay_count, const char *by,
                          const char *at_iso);

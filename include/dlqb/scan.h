@@ -68,6 +68,8 @@ typedef struct {
   /* Called after a hop's original was acked. May be NULL. */
   void (*after_ack)(void *ctx, const dlqb_hop *hop);
   void *ctx;
+  /* Attached to every hop the pass records (an edit's pass); NULL: none. */
+  const dlqb_hop_edit *edit;
 } dlqb_scan_options;
 
 typedef struct {

@@ -41,6 +41,17 @@ int dlqb_link_reply_code(const dlqb_link *link) { return link->last_reply_code; 
 
 const char *dlqb_link_user(const dlqb_link *link) { return link->user; }
 
+dlqb_status dlqb_link_url_user(const char *url, char *dst, size_t cap, dlqb_error *err) {
+  char copy[DLQB_CONFIG_STR_MAX];
+  snprintf(copy, sizeof copy, "%s", url);
+  struct amqp_connection_info ci;
+  amqp_default_connection_info(&ci);
+  bool ok = amqp_parse_url(copy, &ci) == AMQP_STATUS_OK;
+  if (ok) snprintf(dst, cap, "%s", ci.user);
+  explicit_bzero(copy, sizeof copy);
+  return ok ? DLQB_OK : dlqb_fail(err, DLQB_EINVAL, "invalid broker url");
+}
+
 size_t dlqb_link_frame_max(dlqb_link *link) { return (size_t)amqp_get_frame_max(link->conn); }
 
 /* rabbitmq-c reports a failed TCP connect only as "a socket error

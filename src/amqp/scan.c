@@ -48,6 +48,7 @@ static void fill_hop(dlqb_scan *s, const dlqb_item *it, dlqb_event ev, const cha
   snprintf(hop->to, sizeof hop->to, "%s", to);
   snprintf(hop->actor, sizeof hop->actor, "%s", s->o->actor ? s->o->actor : "unknown");
   if (s->name_pipeline) snprintf(hop->pipeline, sizeof hop->pipeline, "%s", s->pipeline.name);
+  hop->edit = s->o->edit;
 }
 
 dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,

@@ -188,6 +188,39 @@ bool dlqb__audit_end_record(dlqb_audit *a, size_t start, bool sign, char *hash_o
   return true;
 }
 
+/* An edit's details as one member "edit" (docs/audit.md, "The edit hop"):
+ * every text escaped as every other member is; at most
+ * DLQB_EDIT_MAX_CHANGES fields of at most DLQB_EDIT_VALUE_MAX bytes, so a
+ * record still fits DLQB__AUDIT_RECORD_MAX. */
+static void put_edit(dlqb_audit *a, const dlqb_hop_edit *e) {
+  dlqb__audit_put(a, ",\"edit\":{\"edit_id\":\"");
+  a->len += dlqb__audit_escape(a->buf + a->len, e->edit_id);
+  a->buf[a->len++] = '"';
+  dlqb__audit_put_str(a, "parent", e->parent);
+  dlqb__audit_put_str(a, "note", e->note);
+  dlqb__audit_put_str(a, "editor", e->editor);
+  dlqb__audit_put_str(a, "approver", e->approver);
+  dlqb__audit_put(a, ",\"fields\":[");
+  for (size_t i = 0; i < e->nfields && i < DLQB_EDIT_MAX_CHANGES; i++) {
+    const dlqb_edit_field *f = &e->fields[i];
+    dlqb__audit_put(a, i > 0 ? ",{\"field\":\"" : "{\"field\":\"");
+    a->len += dlqb__audit_escape(a->buf + a->len, f->field);
+    a->buf[a->len++] = '"';
+    const char *ok = f->hashed ? "old_sha256" : "old", *nk = f->hashed ? "new_sha256" : "new";
+    if (f->had_old) dlqb__audit_put_str(a, ok, f->old_value);
+    else a->len += (size_t)snprintf(a->buf + a->len, a->cap - a->len, ",\"%s\":null", ok);
+    if (f->has_new) dlqb__audit_put_str(a, nk, f->new_value);
+    else a->len += (size_t)snprintf(a->buf + a->len, a->cap - a->len, ",\"%s\":null", nk);
+    a->buf[a->len++] = '}';
+  }
+  a->buf[a->len++] = ']';
+  put_int(a, "body_size_before", (long long)e->body_size_before);
+  dlqb__audit_put_str(a, "body_sha256_before", e->body_sha256_before);
+  put_int(a, "body_size_after", (long long)e->body_size_after);
+  dlqb__audit_put_str(a, "body_sha256_after", e->body_sha256_after);
+  a->buf[a->len++] = '}';
+}
+
 static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
   dlqb__audit_put_str(a, "message_id", h->message_id);
   dlqb__audit_put_str(a, "request_id", h->request_id);
@@ -203,6 +236,7 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
   if (h->pipeline[0] != '\0') dlqb__audit_put_str(a, "pipeline", h->pipeline);
   if (h->deaths[0] != '\0') dlqb__audit_put_str(a, "x_death", h->deaths);
   if (h->has_delivery_count) put_int(a, "x_delivery_count", (long long)h->delivery_count);
+  if (h->edit != NULL) put_edit(a, h->edit);
 }
 
 /* Appends one chain record to the batch; seq and hash are the tentative

@@ -37,7 +37,8 @@ static const cli_spec show_spec = {
 };
 
 static void print_hop_text(json_object *h) {
-  char line[4 * DLQB_LAST_ERROR_MAX + 1024];
+  /* An edit hop adds up to eight fields of two values each. */
+  char line[16 * DLQB_LAST_ERROR_MAX + 1024];
   printf("%s\n", ops_hop_text(h, line, sizeof line));
 }
 

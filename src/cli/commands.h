@@ -26,6 +26,8 @@ extern const cli_spec cmd_stats_spec;
 int cmd_stats(int argc, char **argv);
 extern const cli_spec cmd_resolve_spec;
 int cmd_resolve(int argc, char **argv);
+extern const cli_spec cmd_edit_spec;
+int cmd_edit(int argc, char **argv);
 extern const cli_spec cmd_review_spec;
 int cmd_review(int argc, char **argv);
 extern const cli_spec cmd_drain_spec;

@@ -7,6 +7,7 @@
  *   console_pages.c    failure groups, a group's items, an item
  *   console_actions.c  preview (dry run) and jobs (a real pass in a thread)
  *   console_review.c   the review inbox: list, claim, decide
+ *   console_edit.c     the edit form on an item page, the pending edits in the inbox
  *   console_audit.c    an item's audit history
  *   console_assets.c   the CSS and the one small script, compiled in
  *
@@ -145,6 +146,12 @@ void console_post_stop(console_req *r);
 void console_page_jobs(console_req *r);
 void console_page_review(console_req *r); /* console_review.c */
 void console_post_review_act(console_req *r);
+/* console_edit.c: the edit form on an item page, its POST (preview, edit
+ * or propose), the pending edits in the review inbox and their POST. */
+void console_edit_form(console_req *r, const dlqb_item *it);
+void console_post_edit(console_req *r);
+void console_post_edit_decide(console_req *r);
+void console_edit_inbox(console_req *r);
 
 /* Jobs (console_actions.c). */
 void console_jobs_init(void);

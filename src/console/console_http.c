@@ -149,6 +149,8 @@ static void route(struct MHD_Connection *c, console_req *r) {
     else if (strcmp(p, "/preview") == 0) console_post_preview(r);
     else if (strcmp(p, "/run") == 0) console_post_run(r);
     else if (strcmp(p, "/review/act") == 0) console_post_review_act(r);
+    else if (strcmp(p, "/edit") == 0) console_post_edit(r);
+    else if (strcmp(p, "/edit/decide") == 0) console_post_edit_decide(r);
     else if (strcmp(p, "/stop") == 0) console_post_stop(r);
     else console_error_page(r, MHD_HTTP_NOT_FOUND, "Not found", "No such action.");
     return;

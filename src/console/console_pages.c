@@ -530,6 +530,7 @@ void console_page_item(console_req *r) {
   dlqb_html_raw(h, "\">Its failure group</a></p>");
   action_form_begin(r);
   action_form_end(r, false);
+  console_edit_form(r, it);
   console_page_end(r);
   ops_urgent_free(&c.urgent);
 }

@@ -129,6 +129,7 @@ void console_page_review(console_req *r) {
   }
   dlqb_html_raw(h, "</tbody></table><p class=\"note\">Claim an item to decide it; a decision "
                    "on an item someone else owns needs a take-over first.</p>");
+  console_edit_inbox(r);
   console_page_end(r);
   ops_urgent_free(&c.urgent);
 }

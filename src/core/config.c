@@ -71,6 +71,8 @@ typedef enum {
     "statutory deadline from receipt per legal_basis, PATTERN=PERIOD,...; empty = none")    \
   X(max_replays, max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1,    \
     1000, "replays of a task before its next failure escalates (1 to 1000)")                \
+  X(edit_approval, edit_approval, "DLQ_BRIDGE_EDIT_APPROVAL", "edit-approval", "1",         \
+    KIND_INT, 0, 1, "1 = an edit is a proposal a different broker user approves; 0 = direct") \
   X(ledger_cache, ledger_cache, "DLQ_BRIDGE_LEDGER_CACHE", "ledger-cache", "", KIND_PATH,   \
     0, 0, "replay's cache of the completion ledger; empty = read it whole every replay")    \
   X(completion_writers, completion_writers, "DLQ_BRIDGE_COMPLETION_WRITERS",                \

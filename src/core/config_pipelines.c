@@ -4,7 +4,7 @@
  *   "queues":   names replacing the defaults (work, failed, dlx, dlq,
  *               review, completed, retry_prefix)
  *   policy:     max_attempts, poison_threshold, retry_delays, retry_jitter,
- *               sla_budget, prefetch, dlq_sla, max_replays (the top-level
+ *               sla_budget, prefetch, dlq_sla, max_replays, edit_approval (the top-level
  *               settings' rules; unset ones follow the top level)
  *   user:       url, password_file: the broker user its bridge runs as
  *               (the top-level rules; unset ones follow the top level)
@@ -29,6 +29,7 @@ static const struct {
     {"retry_delays", DLQB_POLICY_RETRY_DELAYS}, {"retry_jitter", DLQB_POLICY_RETRY_JITTER},
     {"sla_budget", DLQB_POLICY_SLA_BUDGET},     {"prefetch", DLQB_POLICY_PREFETCH},
     {"dlq_sla", DLQB_POLICY_DLQ_SLA},           {"max_replays", DLQB_POLICY_MAX_REPLAYS},
+    {"edit_approval", DLQB_POLICY_EDIT_APPROVAL},
 };
 
 /* Copies the policy members whose bit is in mask from src to dst. The
@@ -50,6 +51,7 @@ static const struct {
     if (m_ & DLQB_POLICY_PREFETCH) (dst)->prefetch = (src)->prefetch;                       \
     if (m_ & DLQB_POLICY_DLQ_SLA) (dst)->dlq_sla_ms = (src)->dlq_sla_ms;                     \
     if (m_ & DLQB_POLICY_MAX_REPLAYS) (dst)->max_replays = (src)->max_replays;              \
+    if (m_ & DLQB_POLICY_EDIT_APPROVAL) (dst)->edit_approval = (src)->edit_approval;        \
   } while (0)
 
 static void policy_of(const dlqb_config *c, dlqb_pipeline_policy *p) {
@@ -371,7 +373,8 @@ static dlqb_status parse_pipeline_on(dlqb_pipeline_conf *out, const char *name, 
     if (i == COUNT_OF(policy_keys))
       return unknown_key(path, key,
                          "profile, queues, url, password_file, max_attempts, poison_threshold, "
-                         "retry_delays, retry_jitter, sla_budget, prefetch, dlq_sla, max_replays",
+                         "retry_delays, retry_jitter, sla_budget, prefetch, dlq_sla, max_replays, "
+                         "edit_approval",
                          err);
     char src[PATH_MAX_LEN + 8];
     snprintf(src, sizeof src, "key '%s'", sub);

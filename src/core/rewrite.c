@@ -51,6 +51,12 @@ size_t dlqb_replay_stamp(dlqb_hset *sets, int64_t replay_count, const char *by,
   sets[5] = (dlqb_hset){DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0};
   sets[6] = (dlqb_hset){DLQB_H_REPLAYED_BY, DLQB_HSET_STRING, by, 0};
   sets[7] = (dlqb_hset){DLQB_H_REPLAYED_AT, DLQB_HSET_STRING, at_iso, 0};
+  /* A pending edit does not follow the task out of the DLQ: approving it
+   * later finds no item and says it is void. */
+  sets[8] = (dlqb_hset){DLQB_H_EDIT_PROPOSAL_ID, DLQB_HSET_REMOVE, NULL, 0};
+  sets[9] = (dlqb_hset){DLQB_H_EDIT_PROPOSAL, DLQB_HSET_REMOVE, NULL, 0};
+  sets[10] = (dlqb_hset){DLQB_H_EDIT_PROPOSED_BY, DLQB_HSET_REMOVE, NULL, 0};
+  sets[11] = (dlqb_hset){DLQB_H_EDIT_PROPOSED_AT, DLQB_HSET_REMOVE, NULL, 0};
   return DLQB_REPLAY_SETS;
 }
 
@@ -123,7 +129,9 @@ bool dlqb_header_is_known(amqp_bytes_t key) {
       DLQB_H_ATTEMPT,      DLQB_H_MAX_ATTEMPTS,      DLQB_H_LAST_ERROR,     DLQB_H_FIRST_SEEN_AT,
       DLQB_H_REPLAY_COUNT, DLQB_H_WORKER_ERROR,      DLQB_H_DLQ_REASON,     DLQB_H_DLQ_AT,
       DLQB_H_REPLAYED_BY,  DLQB_H_REPLAYED_AT,       DLQB_H_ESCALATED_BY,   DLQB_H_ESCALATED_AT,
-      DLQB_H_ESCALATION_REASON, DLQB_H_ORIGINAL_USER_ID,
+      DLQB_H_ESCALATION_REASON, DLQB_H_ORIGINAL_USER_ID, DLQB_H_EDIT_ID,  DLQB_H_EDIT_PARENT,
+      DLQB_H_EDITED_BY,    DLQB_H_EDITED_AT,         DLQB_H_EDIT_PROPOSAL_ID, DLQB_H_EDIT_PROPOSAL,
+      DLQB_H_EDIT_PROPOSED_BY, DLQB_H_EDIT_PROPOSED_AT,
   };
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (key.len == strlen(known[i]) && memcmp(key.bytes, known[i], key.len) == 0) return true;

@@ -130,6 +130,11 @@ void dlqb_metrics_count_hop(dlqb_metrics *m, const dlqb_hop *hop, double confirm
   case DLQB_EV_DECIDED_REPLAY:
   case DLQB_EV_DECIDED_RESOLVE:
   case DLQB_EV_DECIDED_RETURN:
+  case DLQB_EV_EDITED:
+  case DLQB_EV_EDIT_STARTED:
+  case DLQB_EV_EDIT_PROPOSED:
+  case DLQB_EV_EDIT_ABANDONED:
+  case DLQB_EV_EDIT_REJECTED:
   case DLQB_EV__COUNT:
     break;
   }

@@ -69,7 +69,7 @@ static const char *clean(const char *v, char *buf, size_t cap) {
 
 char *ops_hop_text(json_object *h, char *out, size_t len) {
   json_object *attempt;
-  char b1[DLQB_LAST_ERROR_MAX + 1], b2[256], b3[256], b4[256];
+  char b1[DLQB_LAST_ERROR_MAX + 1], b2[DLQB_LAST_ERROR_MAX + 1], b3[256], b4[256];
   const char *cause = dlqb_audit_record_str(h, "cause");
   const char *reason = dlqb_audit_record_str(h, "reason");
   const char *from = dlqb_audit_record_str(h, "from"), *to = dlqb_audit_record_str(h, "to");
@@ -85,6 +85,10 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
    * message: no arrow pointing nowhere. */
   if (from[0] != '\0' && to[0] != '\0')
     PUT("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
+  else if (from[0] == '\0' && to[0] == '\0') /* an edit's intent, or its end without a copy */
+    PUT("%s", strcmp(dlqb_audit_record_str(h, "event"), "edit_abandoned") == 0
+                  ? "ended, no copy sent"
+                  : "begins, nothing sent yet");
   else if (from[0] != '\0') PUT("removed from %s", clean(from, b1, sizeof b1));
   else PUT("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
   /* null (the item had no attempt header) is not attempt 0 */
@@ -101,6 +105,45 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
   json_object *dc;
   if (json_object_object_get_ex(h, "x_delivery_count", &dc) && json_object_is_type(dc, json_type_int))
     PUT("  x-delivery-count %lld", (long long)json_object_get_int64(dc));
+  json_object *edit;
+  if (json_object_object_get_ex(h, "edit", &edit) && json_object_is_type(edit, json_type_object)) {
+    /* The edit hop (docs/audit.md): who, each field before and after, the
+     * body's hashes. Every value came from a message or an operator. */
+    const char *parent = dlqb_audit_record_str(edit, "parent");
+    const char *approver = dlqb_audit_record_str(edit, "approver");
+    PUT("  edit %s of %s", clean(shown(edit, "edit_id"), b1, sizeof b1),
+        parent[0] ? clean(parent, b2, sizeof b2) : "the original");
+    const char *editor = dlqb_audit_record_str(edit, "editor");
+    PUT("  editor %s", clean(editor[0] ? editor : shown(h, "broker_user"), b3, sizeof b3));
+    if (approver[0] != '\0') PUT("  approver %s", clean(approver, b3, sizeof b3));
+    json_object *fields, *size;
+    if (json_object_object_get_ex(edit, "fields", &fields) &&
+        json_object_is_type(fields, json_type_array)) {
+      for (size_t i = 0; i < json_object_array_length(fields); i++) {
+        json_object *f = json_object_array_get_idx(fields, i), *v;
+        bool hashed = json_object_object_get_ex(f, "old_sha256", &v) ||
+                      json_object_object_get_ex(f, "new_sha256", &v);
+        const char *ok = hashed ? "old_sha256" : "old", *nk = hashed ? "new_sha256" : "new";
+        PUT("  %s ", clean(shown(f, "field"), b1, sizeof b1));
+        if (json_object_object_get_ex(f, ok, &v) && json_object_is_type(v, json_type_string))
+          PUT(hashed ? "sha256 %s" : "\"%s\"", clean(json_object_get_string(v), b2, sizeof b2));
+        else PUT("(absent)");
+        PUT(" -> ");
+        if (json_object_object_get_ex(f, nk, &v) && json_object_is_type(v, json_type_string))
+          PUT(hashed ? "sha256 %s" : "\"%s\"", clean(json_object_get_string(v), b2, sizeof b2));
+        else PUT("(absent)");
+      }
+    }
+    const char *before = dlqb_audit_record_str(edit, "body_sha256_before");
+    const char *after = dlqb_audit_record_str(edit, "body_sha256_after");
+    long long sb = json_object_object_get_ex(edit, "body_size_before", &size)
+                       ? (long long)json_object_get_int64(size) : -1;
+    long long sa = json_object_object_get_ex(edit, "body_size_after", &size)
+                       ? (long long)json_object_get_int64(size) : -1;
+    PUT("  body %lld bytes sha256 %s", sb, clean(before, b1, sizeof b1));
+    if (strcmp(before, after) == 0) PUT(" (unchanged)");
+    else PUT(" -> %lld bytes sha256 %s", sa, clean(after, b2, sizeof b2));
+  }
 #undef PUT
   return out;
 }

@@ -1,4 +1,4 @@
-/* The move kinds as data (replay, escalate, resolve), the stamp they
+/* The move kinds as data (replay, escalate, resolve, edit), the stamp they
  * carry, the completion ledger as replay reads it, and the most urgent
  * items of a pass. */
 #include <stdio.h>
@@ -44,6 +44,7 @@ static const struct {
     [OPS_MOVE_REPLAY] = {"replay", "replayed", NULL, DLQB_EV_REPLAYED},
     [OPS_MOVE_ESCALATE] = {"escalate", "escalated", DLQB_ESCALATION_OPERATOR, DLQB_EV_ESCALATED},
     [OPS_MOVE_RESOLVE] = {"resolve", "resolved", NULL, DLQB_EV_RESOLVED},
+    [OPS_MOVE_EDIT] = {"edit", "edited", NULL, DLQB_EV_EDITED},
 };
 
 static void spec_of(ops_move_spec *m, ops_move_kind kind, const ops_stamp *st, bool dry_run,
@@ -70,9 +71,14 @@ void ops_resolve_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run) {
   spec_of(m, OPS_MOVE_RESOLVE, st, dry_run, 0);
 }
 
+void ops_edit_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run) {
+  spec_of(m, OPS_MOVE_EDIT, st, dry_run, 0);
+}
+
 const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p) {
   switch (kind) {
   case OPS_MOVE_REPLAY:
+  case OPS_MOVE_EDIT:
     return p->work;
   case OPS_MOVE_ESCALATE:
     return p->review;

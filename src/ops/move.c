@@ -1,5 +1,5 @@
-/* The move pass: one pass over a pipeline's DLQ taking the selected
- * items to where the move's kind sends them. */
+/* The move pass: one pass over a pipeline's DLQ (or the queue the spec
+ * names) taking the selected items to where the move's kind sends them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +21,10 @@ const char *ops_early_stop(const dlqb_scan_result *r, int window) {
  * is the watcher's (the CLI's table and JSON, the console's job). */
 typedef struct {
   const ops_move_spec *m;
-  const char *target; /* ops_move_target of the pass's pipeline; NULL: resolve */
+  const char *source; /* the queue passed over: m->source or the pipeline's DLQ */
+  /* ops_move_target of the pass's pipeline (NULL: resolve), or where the
+   * accept hook last sent a copy (the sentences of an early end name it) */
+  const char *target;
   const ops_move_watch *w;
   dlqb_verdict_rule rule; /* what is held, skipped or moved */
   uint64_t selected;   /* items chosen so far (for --limit) */
@@ -57,6 +60,7 @@ static size_t move_sets(const ops_move_spec *m, const dlqb_item *it, dlqb_hset *
     return dlqb_escalation_stamp(out, st->actor, st->now, DLQB_ESCALATION_OPERATOR,
                                  st->has_note ? st->note : NULL);
   case OPS_MOVE_RESOLVE:
+  case OPS_MOVE_EDIT: /* its accept hook's sets */
     break;
   }
   return 0;
@@ -71,6 +75,8 @@ static const char *move_reason(const ops_move_spec *m, const dlqb_item *it) {
     return it->last_error[0] != '\0' ? it->last_error : "replay";
   case OPS_MOVE_ESCALATE:
     return st->has_note ? st->note : DLQB_ESCALATION_OPERATOR;
+  case OPS_MOVE_EDIT:
+    return st->has_note ? st->note : "edited";
   case OPS_MOVE_RESOLVE:
     break;
   }
@@ -82,6 +88,10 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   pass_ctx *c = ctx;
   dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
   if (v.kind != DLQB_VERDICT_HOLD && c->m->only != NULL && !c->m->only(c->m->only_ctx, it))
+    v.kind = DLQB_VERDICT_HOLD;
+  ops_move_copy copy = {.body = d->body, .target = c->target};
+  if (v.kind != DLQB_VERDICT_HOLD && c->m->accept != NULL &&
+      !c->m->accept(c->m->accept_ctx, d, it, &copy))
     v.kind = DLQB_VERDICT_HOLD;
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
@@ -104,15 +114,24 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
     return DLQB_OK;
   }
   if (c->w->taken != NULL) c->w->taken(c->w->ctx, it);
-  if (c->target == NULL) {
+  const char *reason = copy.reason != NULL ? copy.reason : move_reason(c->m, it);
+  c->target = copy.target;
+  if (copy.target == NULL) {
     /* resolve: the item leaves the DLQ with nothing published */
-    dlqb_scan_ack(s, d, it, c->m->event, c->m->cause ? c->m->cause : "", move_reason(c->m, it));
+    dlqb_scan_ack(s, d, it, c->m->event, c->m->cause ? c->m->cause : "", reason);
     return DLQB_OK;
   }
-  dlqb_hset sets[OPS_MAX_SETS];
-  size_t n = move_sets(c->m, it, sets);
-  return dlqb_scan_forward(s, d, it, c->target, sets, n, c->m->event,
-                           c->m->cause ? c->m->cause : "", move_reason(c->m, it), err);
+  dlqb_hset own[OPS_MAX_SETS];
+  const dlqb_hset *sets = copy.sets;
+  size_t n = copy.nsets;
+  if (sets == NULL) {
+    n = move_sets(c->m, it, own);
+    sets = own;
+  }
+  dlqb_delivery sent = *d;
+  sent.body = copy.body; /* an edit's new body, else the original's */
+  return dlqb_scan_forward(s, &sent, it, copy.target, sets, n, c->m->event,
+                           c->m->cause ? c->m->cause : "", reason, err);
 }
 
 static void move_acked(void *ctx, const dlqb_hop *hop) {
@@ -134,6 +153,7 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
   memset(out, 0, sizeof *out);
   const dlqb_pipeline *p = x->pipeline;
   pass_ctx c = {.m = m, .w = w != NULL ? w : &none, .now_ms = dlqb_now_ms(),
+                .source = m->source != NULL ? m->source : p->dlq,
                 .target = ops_move_target(m->kind, p),
                 .rule = {.sel = x->sel, .ledger = m->ledger, .stop_at_limit = m->stop_at_limit}};
   /* With --rate the handler waits between moves while deliveries queue up
@@ -149,7 +169,8 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
   out->window = window;
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
-  dlqb_scan_options so = {.queue = p->dlq,
+  dlqb_scan_options so = {.queue = c.source,
+                          .edit = m->edit,
                           .purpose = purpose,
                           .actor = x->actor,
                           .audit = audit,
@@ -175,7 +196,7 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
              "stopped: %s; copies published but not recorded: %llu "
              "(their originals stay in %s, so %s may hold them twice)",
              out->err.msg[0] ? out->err.msg : "the audit log cannot be written",
-             (unsigned long long)r->unsettled_copies, p->dlq, c.target);
+             (unsigned long long)r->unsettled_copies, c.source, c.target);
   } else if (out->status != DLQB_OK) {
     /* The broker went midway (issue 19): as the Ctrl-C path does, say what
      * moved, that nothing is lost and what to do, and that the copies whose
@@ -188,7 +209,7 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
     snprintf(out->early, sizeof out->early,
              "stopped: %s; nothing is lost: what was not moved is "
              "still in %s, run it again; %s may now be in both %s and %s",
-             out->err.msg, p->dlq, twice, p->dlq, c.target);
+             out->err.msg, c.source, twice, c.source, c.target);
   } else if (early != NULL) {
     snprintf(out->early, sizeof out->early, "%s", early);
   }

@@ -10,6 +10,7 @@ const { waitForText } = require('./wait');
 const base = process.env.CONSOLE_URL;
 const op = { user: process.env.OP_USER, pass: process.env.OP_PASS };
 const ro = { user: process.env.RO_USER, pass: process.env.RO_PASS };
+const op2 = { user: process.env.OP2_USER, pass: process.env.OP2_PASS };
 const shots = process.env.SHOTS || '';
 const timeouts = Number(process.env.TIMEOUTS);
 const scripts = Number(process.env.SCRIPTS);
@@ -186,6 +187,54 @@ async function main() {
   assert.match(await page.textContent('#review-count'), /^0 items wait/);
   g = await groups(page);
   assert.match(g.depth, new RegExp(`^${scripts} items in dsr.dlq.manual`), g.depth);
+
+  // ---- an edit with its preview, proposed, approved by a second user ----
+  await page.goto(base + '/group?group=' + sgroup.id);
+  await Promise.all([page.waitForNavigation(), page.click('#items tbody tr a')]);
+  const editItem = new URL(page.url()).searchParams.get('message-id');
+  await page.fill('#edit-set', 'legal_basis=gdpr_art_15\nticket=<b>T-1</b>');
+  await page.fill('#edit-note', 'the subject asked for access, not erasure');
+  await Promise.all([page.waitForNavigation(), page.click('#edit-preview')]);
+  assert.match(await page.textContent('#edit-result'), /^Preview of edit e-[0-9a-f]{32} of .*Nothing moved\.$/);
+  const rows = await page.$$eval('#edit-preview-table tbody tr', (trs) =>
+    trs.map((tr) => Array.from(tr.children).map((td) => td.textContent)));
+  assert.deepStrictEqual(rows, [['legal_basis', 'gdpr_art_17', 'gdpr_art_15'],
+    ['ticket', 'absent', '<b>T-1</b>']], 'before and after, as text');
+  assert.match(await page.textContent('#edit-body'), /^body: \d+ bytes sha256 [0-9a-f]{64} \(unchanged\)$/);
+  assert.strictEqual(await page.textContent('#edit-valid'), 'valid under profile dsr');
+  assert.strictEqual(await page.$$eval('main b', (b) => b.length), 0, 'no markup from an edit');
+  await shot(page, 'edit-preview');
+  await page.goto(base + '/item?message-id=' + encodeURIComponent(editItem));
+  await page.fill('#edit-set', 'legal_basis=gdpr_art_15\nticket=<b>T-1</b>');
+  await page.fill('#edit-note', 'the subject asked for access, not erasure');
+  await Promise.all([page.waitForNavigation(), page.click('#edit-run')]);
+  const proposed = await page.textContent('#edit-result');
+  assert.match(proposed, /^Proposed edit (e-[0-9a-f]{32}): it waits in dsr\.dlq\.manual/);
+  const editId = proposed.match(/e-[0-9a-f]{32}/)[0];
+  await page.goto(base + '/review');
+  assert.match(await page.textContent('#edits-count'), /^1 edits wait in dsr\.dlq\.manual/);
+  assert.strictEqual(await page.textContent('#edits td.proposer'), op.user);
+  assert.strictEqual(await page.$$eval('#edits button.approve', (b) => b.length), 0,
+    'no Approve on one\'s own proposal');
+  // Posted anyway: the proposer's own approval is refused, nothing moves.
+  const csrf = await page.getAttribute('#edits input[name=csrf]', 'value');
+  const own = await page.request.post(base + '/edit/decide', {
+    form: { csrf, proposal: editId, kind: 'approve' }, maxRedirects: 0,
+  });
+  assert.strictEqual(own.status(), 409);
+  assert.match(await own.text(), /the proposer cannot approve their own edit/);
+  await shot(page, 'edit-inbox');
+  await signOut(page);
+  await signIn(page, op2);
+  await page.goto(base + '/review');
+  assert.strictEqual(await page.textContent('#edits td.edit-id'), editId);
+  await Promise.all([page.waitForNavigation(), page.click('#edits button.approve')]);
+  assert.strictEqual(await page.textContent('#edit-result'),
+    `Done: edit ${editId} approved by ${op2.user} (proposed by ${op.user}): dsr.dlq.manual -> dsr.work.`);
+  await page.goto(base + '/review');
+  assert.match(await page.textContent('#edits-count'), /^0 edits wait/);
+  g = await groups(page);
+  assert.match(g.depth, new RegExp(`^${scripts - 1} items in dsr.dlq.manual`), g.depth);
 
   assert.deepStrictEqual(cspViolations, [], 'no CSP violation');
 

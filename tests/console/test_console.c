@@ -113,10 +113,12 @@ static void test_console_in_a_browser(void **state) {
   assert_int_equal(fx_audit_init(&a), 0);
   fill_dlq(t, &a);
 
-  char op[TH_NAME_MAX + 8], ro[TH_NAME_MAX + 8];
+  char op[TH_NAME_MAX + 8], ro[TH_NAME_MAX + 8], op2[TH_NAME_MAX + 8];
   assert_true(th_fmt(op, sizeof op, "%s-op", t->vhost.name));
   assert_true(th_fmt(ro, sizeof ro, "%s-ro", t->vhost.name));
+  assert_true(th_fmt(op2, sizeof op2, "%s-op2", t->vhost.name)); /* approves op's edit */
   make_user(t, op, OP_PASSWORD, "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}");
+  make_user(t, op2, "op2-pw", "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}");
   make_user(t, ro, "ro-pw", "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}");
 
   /* The console's own URL names only host and vhost: it signs in nobody. */
@@ -140,10 +142,10 @@ static void test_console_in_a_browser(void **state) {
   const char *shots = getenv("DLQB_CONSOLE_SHOTS"); /* docs/console.md's screenshots */
   assert_true(th_fmt(cmd, sizeof cmd,
                      "NODE_PATH=%s CONSOLE_URL=http://127.0.0.1:%d OP_USER=%s OP_PASS='%s' "
-                     "RO_USER=%s RO_PASS=ro-pw CHROMIUM=%s SHOTS='%s' TIMEOUTS=%d SCRIPTS=%d "
-                     "node %s/tests/console/console.spec.js",
-                     NODE_MODULES, l.port, op, OP_PASSWORD, ro, CHROMIUM, shots ? shots : "",
-                     TIMEOUTS, SCRIPTS, e->source_dir));
+                     "RO_USER=%s RO_PASS=ro-pw OP2_USER=%s OP2_PASS=op2-pw CHROMIUM=%s SHOTS='%s' "
+                     "TIMEOUTS=%d SCRIPTS=%d node %s/tests/console/console.spec.js",
+                     NODE_MODULES, l.port, op, OP_PASSWORD, ro, op2, CHROMIUM,
+                     shots ? shots : "", TIMEOUTS, SCRIPTS, e->source_dir));
   fflush(NULL);
   int rc = system(cmd);
   int exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -155,12 +157,17 @@ static void test_console_in_a_browser(void **state) {
   /* The broker agrees with what the browser saw: the timeout group went to
    * dsr.work, the script group stayed, and the read-only user's refused
    * replay moved nothing. */
-  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), TIMEOUTS);
-  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), SCRIPTS);
+  /* ... and one script item, edited by op and approved by op2, went too. */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), TIMEOUTS + 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), SCRIPTS - 1);
   char needle[TH_NAME_MAX + 32];
   assert_true(th_fmt(needle, sizeof needle, "\"broker_user\":\"%s\"", op));
-  /* the replays, and one item escalated, claimed and returned */
-  assert_int_equal(fx_count_in_file(a.log, needle), TIMEOUTS + 3);
+  /* the replays, one item escalated, claimed and returned, one edit proposed */
+  assert_int_equal(fx_count_in_file(a.log, needle), TIMEOUTS + 4);
+  assert_true(th_fmt(needle, sizeof needle, "\"broker_user\":\"%s\"", op2));
+  assert_int_equal(fx_count_in_file(a.log, needle), 2); /* edit_started, edited */
+  assert_true(th_fmt(needle, sizeof needle, "\"approver\":\"%s\"", op2));
+  assert_int_equal(fx_count_in_file(a.log, needle), 2);
   assert_true(th_fmt(needle, sizeof needle, "\"broker_user\":\"%s\"", ro));
   assert_int_equal(fx_count_in_file(a.log, needle), 0);
   /* No password anywhere in the console's log. */
@@ -171,6 +178,7 @@ static void test_console_in_a_browser(void **state) {
   assert_int_equal(r.exit_code, 0);
   drop_user(op);
   drop_user(ro);
+  drop_user(op2);
   fx_audit_remove(&a);
 }
 

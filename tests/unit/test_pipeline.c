@@ -108,7 +108,8 @@ static const char three[] =
     "  \"dsr\": {},"
     "  \"redaction\": {\"max_attempts\": 3, \"dlq_sla\": \"4h\","
     "                  \"queues\": {\"review\": \"senior_review\"}},"
-    "  \"recon\": {\"profile\": \"reconciliation\", \"retry_delays\": [\"1s\", \"10s\"]}"
+    "  \"recon\": {\"profile\": \"reconciliation\", \"retry_delays\": [\"1s\", \"10s\"],"
+    "            \"edit_approval\": 0}"
     "}, \"max_replays\": 9}";
 
 static void test_three_pipelines(void **state) {
@@ -124,6 +125,7 @@ static void test_three_pipelines(void **state) {
   assert_string_equal(p.review, "compliance_review");
   assert_string_equal(p.profile.name, "dsr");
   assert_int_equal(p.policy.max_attempts, 4); /* the top level */
+  assert_int_equal(p.policy.edit_approval, 1);  /* the default: four eyes */
 
   dlqb_config_pipeline(&c, 1, &p);
   assert_string_equal(p.name, "redaction");
@@ -143,6 +145,7 @@ static void test_three_pipelines(void **state) {
   dlqb_config_pipeline(&c, 2, &p);
   assert_string_equal(p.name, "recon");
   assert_string_equal(p.profile.name, "reconciliation");
+  assert_int_equal(p.policy.edit_approval, 0); /* its own */
   assert_string_equal(p.work, "recon.work");
   assert_int_equal(p.policy.retry_delay_count, 2);
   assert_int_equal(p.policy.retry_delays_ms[1], 10000);
@@ -226,7 +229,7 @@ static void test_pipeline_errors(void **state) {
   json_bad("{\"pipelines\": {\"dsr\": {\"user\": \"bridge\"}}}",
            "key 'pipelines.dsr': unknown key 'user' (the keys: profile, queues, url, "
            "password_file, max_attempts, poison_threshold, retry_delays, retry_jitter, "
-           "sla_budget, prefetch, dlq_sla, max_replays)");
+           "sla_budget, prefetch, dlq_sla, max_replays, edit_approval)");
   /* A pipeline's own broker user: the top-level url rules. */
   json_bad("{\"pipelines\": {\"dsr\": {\"url\": \"http://h/\"}}}",
            "key 'pipelines.dsr.url': 'http://h/' does not start with amqp:// or amqps://");

@@ -1,0 +1,111 @@
+/* The edit service of the ops layer (src/ops/ops_edit.c), under `dlq-bridge
+ * edit` and the console's edit form: one DLQ or compliance_review item
+ * edited and moved in one confirmed, audited hop of the shared move pass
+ * (ops_move_pass, kind OPS_MOVE_EDIT). It prints nothing and reads no
+ * globals: the config, the pipeline and the actor come in the ops_ctx,
+ * what happened goes out in ops_edit_result.
+ *
+ * Exactly one copy counts at every moment: the edited copy (same
+ * message_id, a new edit_id, edit_parent naming the copy it was made
+ * from) is published and confirmed, its hop recorded, and only then the
+ * original acked. A crash in between can leave both (the original back in
+ * its queue); the trail then says which counts, and an edit of a copy
+ * that was already edited (a retry) is refused as stale. Two edits at once
+ * cannot both take the item: the broker delivers it to one pass, the other
+ * finds it gone or finds the winner's copy, stamped after it began, and is
+ * refused. */
+#ifndef DLQB_OPS_EDIT_H
+#define DLQB_OPS_EDIT_H
+
+#include <stdbool.h>
+
+#include "dlqb/edit.h"
+#include "dlqb/ledger.h"
+#include "dlqb/ops.h"
+#include "dlqb/pipeline.h"
+
+/* What one run does. With a pipeline's edit_approval on, a front end turns an
+ * edit into a proposal: it rides on the item itself, in its queue, as the
+ * edit_proposal* headers (so it moves with the item, and a proposal whose
+ * item has moved or been edited since is found nowhere: void), until a
+ * different broker user approves it (the edit then runs as the proposer
+ * wrote it, recorded with both) or someone rejects it. */
+typedef enum {
+  OPS_EDIT_MODE_DIRECT,  /* edit and send on */
+  OPS_EDIT_MODE_PROPOSE, /* validate, then put the proposal on the item */
+  OPS_EDIT_MODE_APPROVE, /* carry out the proposal proposal_id (not the proposer's own) */
+  OPS_EDIT_MODE_REJECT,  /* take the proposal proposal_id off the item */
+} ops_edit_mode;
+
+typedef struct {
+  ops_edit_mode mode;
+  const char *proposal_id; /* APPROVE, REJECT: the item is found by it, not by message_id */
+  const char *message_id;
+  const char *note;        /* DIRECT, PROPOSE: why; APPROVE, REJECT: the decision's (may be NULL) */
+  dlqb_edit_request req;
+  bool has_body;
+  amqp_bytes_t body; /* the new body when has_body (the caller's, outlives the run) */
+  bool dry_run;
+  bool keep;        /* back into the queue it came from, edited, instead of the work queue */
+  bool from_review; /* the item is in the pipeline's review queue, not its DLQ */
+  /* The edit id the item must carry ("" for an original), as a preview
+   * showed it: a copy edited since is refused. NULL: not checked. */
+  const char *expect_edit_id;
+  /* The broker user editing (edited_by, the hop's editor). */
+  const char *editor;
+  /* What the trail records of edits of message_id made from the copy
+   * whose edit id is edit_id ("" for an original): OPS_EDIT_TRAIL_EDITED (the
+   * copy is stale), OPS_EDIT_TRAIL_STARTED (an edit of it began and did not
+   * end: its copy may have been sent), or OPS_EDIT_TRAIL_NONE; the edit's id
+   * into found. NULL: not checked. */
+  int (*trail)(void *ctx, const char *message_id, const char *edit_id, char *found, size_t cap);
+  void *trail_ctx;
+  /* The interrupted edit (OPS_EDIT_TRAIL_STARTED) the operator checked: its
+   * copy is not live, so this copy may be edited again. NULL: none. */
+  const char *after_interrupted;
+} ops_edit_request;
+
+enum { OPS_EDIT_TRAIL_NONE, OPS_EDIT_TRAIL_EDITED, OPS_EDIT_TRAIL_STARTED };
+
+typedef enum {
+  OPS_EDIT_NOT_FOUND,     /* no item with that message_id in the queue */
+  OPS_EDIT_PREVIEWED,     /* dry run: shown, nothing moved */
+  OPS_EDIT_DONE,          /* the edited copy confirmed, recorded, the original acked */
+  OPS_EDIT_INVALID,       /* the edited task would still be invalid: nothing moved */
+  OPS_EDIT_STALE,         /* this copy was edited already (a retried edit): nothing moved */
+  OPS_EDIT_INTERRUPTED,   /* an edit of this copy began and did not end: nothing moved */
+  OPS_EDIT_MEANWHILE,     /* edited by someone else after this edit began: nothing moved */
+  OPS_EDIT_COMPLETE,      /* the task is in the completion ledger: not replayed, nothing moved */
+  OPS_EDIT_NOT_OWNER,     /* a review item the editor has not claimed */
+  OPS_EDIT_NOT_CONFIRMED, /* taken, but the move did not settle: the original stays */
+  OPS_EDIT_PROPOSED,      /* the proposal is on the item, confirmed and recorded */
+  OPS_EDIT_REJECTED,      /* the proposal is off the item, confirmed and recorded */
+  OPS_EDIT_VOID,          /* no item carries the proposal: it moved or changed since */
+  OPS_EDIT_OWN_PROPOSAL,  /* the proposer may not approve their own edit */
+  OPS_EDIT_BAD_PROPOSAL,  /* the item's proposal does not parse or is not allowed */
+  OPS_EDIT_FAILED,        /* the pass failed (broker, audit trail): err says why */
+} ops_edit_outcome;
+
+typedef struct {
+  ops_edit_outcome outcome;
+  dlqb_error err;      /* why, for every outcome but DONE and PREVIEWED */
+  bool valid;          /* the edited task is valid under the profile */
+  dlqb_error invalid;  /* when not valid: the profile's reason */
+  dlqb_item item;      /* the item as found */
+  char item_edit_id[DLQB_EDIT_ID_MAX]; /* its edit_id ("" for an original) */
+  char from[DLQB_QNAME_MAX], to[DLQB_QNAME_MAX];
+  char proposer[128];  /* APPROVE, REJECT: who proposed it */
+  dlqb_hop_edit rec;   /* what the trail records (or would) */
+  ops_move_outcome move;
+} ops_edit_result;
+
+/* Runs the edit of rq on x->pipeline (its queues and profile) as
+ * x->actor with x->cfg's broker user and x->window (x->sel is not read:
+ * the edit selects its one item itself), recording into audit (NULL:
+ * none, a dry run or --no-audit). ledger: the completion ledger for a
+ * replay (NULL for --keep or a dry run without one); a task in it is not
+ * edited. */
+void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audit,
+                  const dlqb_ledger *ledger, dlqb_stop_flag *stop, ops_edit_result *out);
+
+#endif
