@@ -35,7 +35,6 @@ typedef struct {
   char now[DLQB_ISO_TIME_MAX];
   dlqb_hset sets[OPS_MAX_SETS];
   size_t nsets;
-  char reason[DLQB_LAST_ERROR_MAX + 1]; /* the hop's (edit_reason) */
 } edit_ctx;
 
 /* A string header of the delivery into dst ("" when absent). */
@@ -261,8 +260,7 @@ static bool accept(void *ctx, const dlqb_delivery *d, const dlqb_item *it, ops_m
   copy->target = c->out->to;
   copy->sets = c->sets;
   copy->nsets = c->nsets;
-  snprintf(c->reason, sizeof c->reason, "%s", edit_reason(c));
-  copy->reason = c->reason;
+  copy->reason = edit_reason(c); /* rq's note or c's: both outlive the pass */
   return true;
 }
 
