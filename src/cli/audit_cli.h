@@ -50,7 +50,7 @@ typedef struct {
 } audit_opts;
 
 /* ops_queue_read_run (dlqb/ops.h) stopped by Ctrl-C. Returns EXIT_OK, or
- * prints one line and returns EXIT_FAILURE_ (a broker error, or a read
+ * prints one line and returns EXIT_RUNTIME (a broker error, or a read
  * interrupted). */
 int audit_read_queue(const dlqb_config *cfg, ops_queue_read *q);
 

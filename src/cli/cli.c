@@ -72,7 +72,7 @@ int cli_finish(int code) {
   if (fflush(stdout) != 0 || ferror(stdout)) {
     char why[DLQB_ERRNO_TEXT_MAX];
     if (errno != EPIPE) cli_error("cannot write output: %s", dlqb_errno_text(errno, why, sizeof why));
-    return code == EXIT_OK ? EXIT_FAILURE_ : code;
+    return code == EXIT_OK ? EXIT_RUNTIME : code;
   }
   return code;
 }

@@ -12,7 +12,7 @@
 #include "dlqb/stop.h"
 
 /* Exit codes, documented in docs/dlq-bridge.1.md and --help. */
-enum { EXIT_OK = 0, EXIT_FAILURE_ = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 /* A command-specific flag. */
 typedef struct {

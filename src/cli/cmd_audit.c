@@ -106,7 +106,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   o->files = calloc((size_t)argc + 1, sizeof *o->files);
   if (o->files == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   int rc = cli_load(spec, argc, argv, &cfg, audit_flag, o, help);
   if (rc != EXIT_OK || *help) goto done;
@@ -141,16 +141,16 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   }
   if ((ring = dlqb_audit_keyring_new()) == NULL) {
     cli_error("out of memory");
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
     goto done;
   }
   dlqb_status st = dlqb_audit_keyring_add(ring, cfg.audit_public_keys, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    rc = st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    rc = st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
     goto done;
   }
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   if (o->nfiles == 0) {
     if (dlqb_audit_list_files(cfg.audit_log, &listed, &nlisted, &err) != DLQB_OK) {
       cli_error("%s", err.msg);
@@ -170,7 +170,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
     }
   }
   if (o->prepare != NULL && (rc = o->prepare(o->prepare_ctx, &cfg)) != EXIT_OK) goto done;
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   /* The anchors first: what they vouch for at the start of the read is
    * what the files must hold. */
   if (o->anchors && (st = dlqb_anchor_read(&cfg, DLQB_Q_ANCHORS, &anchors, ANCHOR_IDLE_MS,

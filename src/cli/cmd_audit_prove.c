@@ -62,12 +62,12 @@ static int load_ring(const char *path, dlqb_audit_keyring **out) {
   }
   if ((*out = dlqb_audit_keyring_new()) == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_status st = dlqb_audit_keyring_add(*out, path, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
@@ -78,7 +78,7 @@ static int read_last(evidence_ctx *c, const dlqb_config *cfg) {
   dlqb_error err;
   if (dlqb_anchor_read(cfg, DLQB_Q_ANCHORS, &msgs, STREAM_IDLE_MS, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   c->have_last = dlqb_evidence_latest(&msgs, c->ring, c->origin, &c->note, &c->note_len, &c->last);
   dlqb_audit_lines_free(&msgs);
@@ -95,7 +95,7 @@ static int count_lines(const evidence_ctx *c, const dlqb_config *cfg, uint64_t *
   if (nfiles == 0) {
     if (dlqb_audit_list_files(cfg->audit_log, &listed, &nlisted, &err) != DLQB_OK) {
       cli_error("%s", err.msg);
-      return EXIT_FAILURE_;
+      return EXIT_RUNTIME;
     }
     files = (const char *const *)listed;
     nfiles = nlisted;
@@ -111,7 +111,7 @@ static int count_lines(const evidence_ctx *c, const dlqb_config *cfg, uint64_t *
     if (r < 0) {
       cli_error("cannot read '%s': %s", dlqb_text_quote(q, files[i], strlen(files[i])),
                 dlqb_errno_text(errno, why, sizeof why));
-      rc = EXIT_FAILURE_;
+      rc = EXIT_RUNTIME;
     }
     if (fd >= 0) close(fd);
   }
@@ -177,7 +177,7 @@ static int checkpoint_prepare(void *ctx, const dlqb_config *cfg) {
   dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, &c->key, c->key_id, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   /* A checkpoint the verifiers would refuse is none: sign a probe and
    * check it as they will (the key among the public keys, not revoked). */
@@ -200,7 +200,7 @@ static int checkpoint_prepare(void *ctx, const dlqb_config *cfg) {
   c->ev = dlqb_evidence_new(c->lines, c->have_last ? c->last.size : 0, NULL);
   if (c->ev == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
@@ -221,7 +221,7 @@ int audit_checkpoint(int argc, char **argv) {
                                  &sealed, &help);
   if (help) cli_print_help(&checkpoint_spec, stdout);
   if (rc != EXIT_OK || help) goto done;
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   dlqb_evidence_result res;
   dlqb_error err;
   char b64[64], mine[64];
@@ -340,11 +340,11 @@ static int prove_prepare(void *ctx, const dlqb_config *cfg) {
   if (!c->have_last) {
     cli_error("no checkpoint of origin %s signed with a given key in %s (run 'dlq-bridge audit "
               "checkpoint' first)", c->origin, DLQB_Q_ANCHORS);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   if ((c->ev = dlqb_evidence_new(c->last.size, 0, c->o->request_id)) == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
@@ -360,7 +360,7 @@ int audit_prove(int argc, char **argv) {
                                  &help);
   if (help) cli_print_help(&prove_spec, stdout);
   if (rc != EXIT_OK || help) goto done;
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   dlqb_evidence_result res;
   dlqb_error err;
   char *bundle = NULL;
@@ -532,7 +532,7 @@ int audit_verify_proof(int argc, char **argv) {
   }
   size_t cap = 0, len = 0;
   char q[DLQB_QUOTE_BUF], why[128];
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   if (access(o.file, R_OK) != 0 || !dlqb_read_file(o.file, &buf, &cap, &len)) {
     cli_error("cannot read bundle '%s': %s", dlqb_text_quote(q, o.file, strlen(o.file)),
               dlqb_errno_text(errno, why, sizeof why));

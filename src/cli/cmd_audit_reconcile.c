@@ -79,14 +79,14 @@ static bool tally_line(void *ctx, const char *line, size_t len) {
   return dlqb_reconcile_line(p->dlq.r, line, len) && dlqb_reconcile_line(p->review.r, line, len);
 }
 
-/* ops_queue_read_run for the command line: one line and EXIT_FAILURE_ on
+/* ops_queue_read_run for the command line: one line and EXIT_RUNTIME on
  * an error. */
 int audit_read_queue(const dlqb_config *cfg, ops_queue_read *q) {
   dlqb_error err;
   q->stop = cli_stop_flag();
   if (ops_queue_read_run(cfg, q, &err) == DLQB_OK) return EXIT_OK;
   cli_error("%s", err.msg);
-  return EXIT_FAILURE_;
+  return EXIT_RUNTIME;
 }
 
 static int read_dlq(void *ctx, const dlqb_config *cfg) {
@@ -120,7 +120,7 @@ static int read_both(void *ctx, const dlqb_config *cfg) {
   if (!ctx_init(&p->dlq, p->dlq.o, cli_pipeline()->dlq) ||
       !ctx_init(&p->review, p->dlq.o, cli_pipeline()->review)) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   int rc = read_dlq(&p->dlq, cfg);
   return rc == EXIT_OK ? read_dlq(&p->review, cfg) : rc;
@@ -284,7 +284,7 @@ int audit_reconcile(int argc, char **argv) {
     dlqb_reconcile_each(p.review.r, classify, &p.review);
     print_reconcile(&p.dlq, &p.review, &sum, sealed);
     if (json_object_array_length(p.dlq.missing) + json_object_array_length(p.review.missing) > 0)
-      rc = EXIT_FAILURE_;
+      rc = EXIT_RUNTIME;
   }
   ctx_free(&p.dlq);
   ctx_free(&p.review);

@@ -153,12 +153,12 @@ static int load_key(report_ctx *c, const dlqb_config *cfg) {
   dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, &c->key, c->key_id, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   dlqb_audit_keyring *ring = dlqb_audit_keyring_new();
   if (ring == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   int rc = EXIT_OK;
   if (dlqb_audit_keyring_add(ring, cfg->audit_public_keys, &err) != DLQB_OK) {
@@ -173,7 +173,7 @@ static int load_key(report_ctx *c, const dlqb_config *cfg) {
     if (dlqb_report_sign(c->key, c->key_id, probe_body, sizeof probe_body - 1, false, &signed_probe,
                          &n, &err) != DLQB_OK) {
       cli_error("%s", err.msg);
-      rc = EXIT_FAILURE_;
+      rc = EXIT_RUNTIME;
     } else if (dlqb_report_verify(ring, signed_probe, n, &chk, &err) != DLQB_OK) {
       cli_error("the signing key %s (DLQ_BRIDGE_AUDIT_KEY_FILE) would not verify: %s", c->key_id,
                 err.msg);
@@ -191,7 +191,7 @@ static int count_unread(report_ctx *c, const dlqb_config *cfg) {
   dlqb_link *link = NULL;
   if (dlqb_link_open(cfg, "dlq-bridge audit report", &link, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   const char *user = dlqb_link_user(link);
   dlqb_text_sanitize(c->broker_user, sizeof c->broker_user, user, strlen(user));
@@ -216,7 +216,7 @@ static int count_unread(report_ctx *c, const dlqb_config *cfg) {
   }
   dlqb_link_abort(link);
   cli_error("%s", err.msg);
-  return EXIT_FAILURE_;
+  return EXIT_RUNTIME;
 }
 
 /* After the options, before the log: times, key, queues, ledger. */
@@ -255,7 +255,7 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   if ((c->r = dlqb_report_new(c->from_ms, c->to_ms)) == NULL ||
       (c->done = dlqb_ledger_new()) == NULL || (c->unverified = dlqb_ledger_new()) == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_report_pipeline(c->r, cli_pipeline());
   const char *queues[2] = {cli_pipeline()->dlq, cli_pipeline()->review};
@@ -277,7 +277,7 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   if (dlqb_ledger_load_split(cfg, cli_pipeline()->completed, c->done, c->unverified, LEDGER_IDLE_MS,
                              &c->ledger, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_report_ledger(c->r, c->done, c->unverified);
   return EXIT_OK;
@@ -518,7 +518,7 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
   dlqb_error err;
   if (dlqb_report_finish(c->r, &k, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   size_t n = 0;
   const dlqb_report_entry *es = dlqb_report_entries(c->r, &n);
@@ -542,7 +542,7 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
   if (b.oom) {
     free(b.buf);
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   char *out = NULL;
   size_t out_len = 0;
@@ -550,7 +550,7 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
   if (dlqb_report_sign(c->key, c->key_id, b.buf, b.len, c->o->json, &out, &out_len, &err) !=
       DLQB_OK) {
     cli_error("%s", err.msg);
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
   } else if (c->output != NULL ? audit_write_new_file(c->output, out, out_len)
                                : fwrite(out, 1, out_len, stdout) == out_len) {
     if (c->o->json && c->output == NULL) cli_json_printed();
@@ -558,7 +558,7 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
                   k.total, c->from_text, c->to_text != NULL ? c->to_text : "now", c->key_id,
                   c->broker_user);
   } else {
-    rc = EXIT_FAILURE_; /* said by audit_write_new_file; stdout's error by cli_finish */
+    rc = EXIT_RUNTIME; /* said by audit_write_new_file; stdout's error by cli_finish */
   }
   free(out);
   free(b.buf);
@@ -653,17 +653,17 @@ int audit_verify_report(int argc, char **argv) {
   dlqb_audit_keyring *ring = dlqb_audit_keyring_new();
   if (ring == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_status st = dlqb_audit_keyring_add(ring, cfg.audit_public_keys, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     dlqb_audit_keyring_free(ring);
-    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   char *buf = NULL;
   size_t cap = 0, len = 0;
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   char q[DLQB_QUOTE_BUF], why[128];
   /* dlqb_read_file reads a missing file as empty: say what it is. */
   if (access(o.file, R_OK) != 0 || !dlqb_read_file(o.file, &buf, &cap, &len)) {

@@ -115,7 +115,7 @@ static int save_state(const witness_opts *o, const dlqb_witness_state *s) {
   dlqb_witness_state_format(s, buf, sizeof buf);
   if (dlqb_file_replace(o->state_file, buf, strlen(buf), "the witness state", &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
@@ -131,13 +131,13 @@ static int load_state(const witness_opts *o, dlqb_witness_state *s) {
     cli_error("cannot read the witness state '%s': %s",
               dlqb_text_quote(q, o->state_file, strlen(o->state_file)),
               dlqb_errno_text(errno, why, sizeof why));
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
   } else if (len > STATE_MAX || !dlqb_witness_state_parse(buf, len, s)) {
     /* Never start over silently: that would accept any tree again. */
     cli_error("the witness state '%s' is not one (restore it from a backup; removing it makes "
               "this witness trust the next checkpoint as new)",
               dlqb_text_quote(q, o->state_file, strlen(o->state_file)));
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
   } else if (strcmp(s->origin, o->origin) != 0) {
     cli_error("the witness state '%s' is of origin %s, not %s",
               dlqb_text_quote(q, o->state_file, strlen(o->state_file)), s->origin, o->origin);
@@ -155,7 +155,7 @@ static int publish_cosig(const dlqb_config *cfg, const witness_opts *o, EVP_PKEY
   if (dlqb_checkpoint_cosign(key, o->name, (uint64_t)time(NULL), m->note, cp->text_len, line,
                              sizeof line, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   char *msg = dlqb_evidence_cosig_msg(cp, line);
   dlqb_status st = msg != NULL ? dlqb_anchor_append(cfg, "dlq-bridge audit witness", msg,
@@ -164,7 +164,7 @@ static int publish_cosig(const dlqb_config *cfg, const witness_opts *o, EVP_PKEY
   free(msg);
   if (st != DLQB_OK) {
     cli_error("cosignature not published: %s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
@@ -192,7 +192,7 @@ int audit_witness(int argc, char **argv) {
   dlqb_status st = dlqb_audit_key_load(o.key_file, &key, key_id, &err);
   if (st != DLQB_OK) {
     cli_error("--witness-key: %s", err.msg);
-    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   rc = EXIT_USAGE;
   if (dlqb_witness_vkey_of(key, o.name, vkey, sizeof vkey, &err) != DLQB_OK) {
@@ -212,12 +212,12 @@ int audit_witness(int argc, char **argv) {
   if ((ring = dlqb_audit_keyring_new()) == NULL ||
       (st = dlqb_audit_keyring_add(ring, cfg.audit_public_keys, &err)) != DLQB_OK) {
     cli_error("%s", ring == NULL ? "out of memory" : err.msg);
-    rc = ring == NULL || st != DLQB_EINVAL ? EXIT_FAILURE_ : EXIT_USAGE;
+    rc = ring == NULL || st != DLQB_EINVAL ? EXIT_RUNTIME : EXIT_USAGE;
     goto done;
   }
   dlqb_witness_state s;
   if ((rc = load_state(&o, &s)) != EXIT_OK) goto done;
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   if (dlqb_anchor_read(&cfg, DLQB_Q_ANCHORS, &msgs, STREAM_IDLE_MS, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     goto done;
@@ -266,7 +266,7 @@ int audit_witness(int argc, char **argv) {
   }
   if (rc == EXIT_OK && !refused) rc = save_state(&o, &s);
   write_textfile(&o, &s, refused);
-  if (refused) rc = EXIT_FAILURE_;
+  if (refused) rc = EXIT_RUNTIME;
   if (rc == EXIT_OK) {
     char b64[64];
     dlqb_base64_encode(s.root, DLQB_MERKLE_HASH, b64);

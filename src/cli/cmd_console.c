@@ -98,7 +98,7 @@ int cmd_console(int argc, char **argv) {
   char why[DLQB_ERROR_MAX];
   if (!console_start(&site, &server, &port, why, sizeof why)) {
     cli_error("%s", why);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_log_info("console", "listening on %s (port %d, %s)", cfg->console_addr, port,
                 site.tls ? "https" : "http");

@@ -53,7 +53,7 @@ int cmd_declare(int argc, char **argv) {
   dlqb_topology *topo = dlqb_topology_new(&cfg);
   if (topo == NULL) {
     cli_error("declare: out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_error err;
   if (o.print) {
@@ -62,7 +62,7 @@ int cmd_declare(int argc, char **argv) {
     free(topo);
     if (st != DLQB_OK) {
       cli_error("%s", err.msg);
-      return EXIT_FAILURE_;
+      return EXIT_RUNTIME;
     }
     printf("%s\n", json);
     free(json);
@@ -77,11 +77,11 @@ int cmd_declare(int argc, char **argv) {
     /* Queue arguments are fixed once a queue exists: say what to do. */
     cli_error("%s (a queue's arguments cannot change in place: see \"Changing the topology\" "
               "in docs/rabbitmq-versions.md)", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   for (size_t i = 0; i < topo->nqueues; i++)
     printf("%-22s %s\n", topo->queues[i].name, topo->queues[i].purpose);

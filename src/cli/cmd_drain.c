@@ -512,7 +512,7 @@ static int drain_run_cmd(int argc, char **argv) {
     dlqb_hashset_free(d.seen);
     dlqb_ledger_free(d.ledger);
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_stop_flag *stop = cli_stop_flag();
   if (d.o.dry_run) {
@@ -614,7 +614,7 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   dlqb_hashset_free(d.seen);
   dlqb_ledger_free(d.ledger);
-  return r->stop == DLQB_DRAIN_ERROR || r->stop == DLQB_DRAIN_INTERRUPTED ? EXIT_FAILURE_ : EXIT_OK;
+  return r->stop == DLQB_DRAIN_ERROR || r->stop == DLQB_DRAIN_INTERRUPTED ? EXIT_RUNTIME : EXIT_OK;
 }
 
 /* ---- drain status ----------------------------------------------------- */

@@ -401,7 +401,7 @@ int cmd_edit(int argc, char **argv) {
   edit_opts *e = calloc(1, sizeof *e);
   if (e == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   const cli_spec *spec = &cmd_edit_spec;
   if (argc > 1 && (strcmp(argv[1], "approve") == 0 || strcmp(argv[1], "reject") == 0)) {
@@ -494,7 +494,7 @@ int cmd_edit(int argc, char **argv) {
     ops_audit_close(audit);
     dlqb_ledger_free(ledger);
     cli_error("out of memory");
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
     goto done;
   }
   ops_ctx x = ops_context(&e->o);
@@ -512,12 +512,12 @@ int cmd_edit(int argc, char **argv) {
     break;
   case OPS_EDIT_VOID:
     cli_error("%s", r->err.msg);
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
     break;
   case OPS_EDIT_NOT_FOUND:
     cli_error("no item with message_id '%s' in %s (%llu examined)", e->rq.message_id, r->from,
               (unsigned long long)r->move.r.examined);
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
     break;
   case OPS_EDIT_FAILED:
     rc = ops_fail(&r->err);
@@ -526,7 +526,7 @@ int cmd_edit(int argc, char **argv) {
     cli_error("edit refused: %s%s", r->err.msg,
               r->outcome == OPS_EDIT_INVALID || r->outcome == OPS_EDIT_NOT_CONFIRMED ? ""
                                                                               : "; nothing moved");
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
   }
   free(r);
 done:

@@ -171,13 +171,13 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (!ops_urgent_init(&c.urgent, c.o.sel.limit > 0 ? (size_t)c.o.sel.limit : SORT_DEFAULT)) {
       cli_error("out of memory");
-      return EXIT_FAILURE_;
+      return EXIT_RUNTIME;
     }
   }
   dlqb_stop_flag *stop = cli_stop_flag();
   if (c.show_payload && (c.payload = malloc(PAYLOAD_SHOWN_MAX + 1)) == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   c.now_ms = dlqb_now_ms();
   size_t columns = ops_output_width(c.o.wide);
@@ -224,7 +224,7 @@ int cmd_inspect(int argc, char **argv) {
   }
   if (early != NULL) {
     cli_error("inspect %s", early);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }

@@ -84,7 +84,7 @@ int cmd_replay(int argc, char **argv) {
   dlqb_ledger *ledger = dlqb_ledger_new();
   if (ledger == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   /* The audit trail first: one that cannot be written stops the replay
    * before anything is read or said. */

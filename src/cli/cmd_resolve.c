@@ -95,7 +95,7 @@ int cmd_resolve(int argc, char **argv) {
   if (out == NULL) {
     ops_audit_close(audit);
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   ops_ctx x = ops_context(&c.o);
   ops_move_pass(&x, &m, audit, &w, cli_stop_flag(), out);
@@ -121,7 +121,7 @@ int cmd_resolve(int argc, char **argv) {
     printf("resolved %s (%s): %s\n", c.message_id, ops_identity_text(&c.item, who, sizeof who),
            c.note);
   }
-  rc = EXIT_FAILURE_;
+  rc = EXIT_RUNTIME;
   if (removed) rc = EXIT_OK;
   else if (c.found)
     cli_error("the removal of '%s' was not confirmed; it is still in %s", c.message_id,

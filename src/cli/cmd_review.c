@@ -195,7 +195,7 @@ static int review_list(int argc, char **argv) {
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (early != NULL) {
     cli_error("review list %s", early);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }

@@ -187,19 +187,19 @@ static int act_run(act_ctx *c, const char *command) {
   if (c->a.found && (c->a.settled || c->a.gate == DLQB_GATE_ALREADY_MINE)) return EXIT_OK;
   if (c->a.found && (c->a.gate == DLQB_GATE_OWNED || c->a.gate == DLQB_GATE_UNCLAIMED)) {
     refused(c);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   if (c->a.found) {
     cli_error("the %s of '%s' was not confirmed; it is still in %s", command, c->a.message_id,
               cli_pipeline()->review);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   const char *early = r.interrupted ? ops_early_stop(&r, c->o.window) : NULL;
   if (early != NULL) cli_error("%s %s", command, early);
   else
     cli_error("no item with message_id '%s' in %s (%llu examined)", c->a.message_id,
               cli_pipeline()->review, (unsigned long long)r.examined);
-  return EXIT_FAILURE_;
+  return EXIT_RUNTIME;
 }
 
 int review_claim(int argc, char **argv) {
@@ -246,7 +246,7 @@ int review_decide(int argc, char **argv) {
   dlqb_ledger *ledger = dlqb_ledger_new();
   if (ledger == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_ledger_stats ls;
   dlqb_error err;

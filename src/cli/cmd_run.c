@@ -123,7 +123,7 @@ static int run_failed(const char *who, dlqb_status st, const char *msg) {
   else if (st == DLQB_EACCESS)
     cli_error("%s%s (a bridge user without configure permission runs with --no-declare)", who, msg);
   else cli_error("%s%s", who, msg);
-  return EXIT_FAILURE_;
+  return EXIT_RUNTIME;
 }
 
 /* ---- several pipelines in one daemon ---------------------------------- */
@@ -227,7 +227,7 @@ static int run_many(const dlqb_config *cfg, bool no_declare, dlqb_stop_flag *sto
   served *sv = calloc(n, sizeof *sv);
   if (sv == NULL) {
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   dlqb_stop_flag routers_stop;
   atomic_init(&routers_stop, 0);
@@ -294,7 +294,7 @@ static int run_many(const dlqb_config *cfg, bool no_declare, dlqb_stop_flag *sto
   int rc = EXIT_OK;
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    rc = st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    rc = st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   } else if (none_served) {
     for (size_t i = 0; i < n; i++) {
       char who[DLQB_PIPELINE_NAME_MAX + 16];
@@ -337,7 +337,7 @@ int cmd_run(int argc, char **argv) {
   dlqb_status st = dlqb_audit_open(&cfg, cfg.instance, &hctx.audit, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_FAILURE_;
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   hooks.audit = hctx.audit;
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
@@ -347,7 +347,7 @@ int cmd_run(int argc, char **argv) {
   else {
     dlqb_audit_close(hctx.audit);
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   st = metrics_start(&cfg, &hctx, &metrics_server, &refresher, &err);
   if (st == DLQB_OK) hook_on_tick(&hctx);

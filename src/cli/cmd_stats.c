@@ -241,7 +241,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
   bool partial = false;
   if (c->by_group && (c->groups = dlqb_groups_new(c->max_groups)) == NULL) {
     cli_error("stats: out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   c->now_ms = dlqb_now_ms();
   uint64_t examined = 0, total = 0;
@@ -309,7 +309,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
     cli_error("stats: the DLQ breakdown is partial: %llu of %llu items arrived (another consumer "
               "holds or took the rest, or the broker delivered nothing for 2 minutes); run it again",
               (unsigned long long)examined, (unsigned long long)total);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
@@ -331,7 +331,7 @@ int cmd_stats(int argc, char **argv) {
   if (rows == NULL) {
     free(topo);
     cli_error("stats: out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   size_t nrows = 0;
   dlqb_error err;

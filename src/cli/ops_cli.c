@@ -127,14 +127,14 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   dlqb_error err;
   if (ops_trail_open(o->cfg, writer, out, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
 
 int ops_fail(const dlqb_error *err) {
   cli_error("%s", err->msg);
-  return EXIT_FAILURE_;
+  return EXIT_RUNTIME;
 }
 
 static void put_str(json_object *obj, const char *key, const char *value) {
@@ -472,7 +472,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     if (own_audit) ops_audit_close(audit);
     json_object_put(c.items);
     cli_error("out of memory");
-    return EXIT_FAILURE_;
+    return EXIT_RUNTIME;
   }
   ops_ctx x = ops_context(o);
   ops_move_pass(&x, m, audit, &w, stop, out);
@@ -516,11 +516,11 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s", m->command,
               (unsigned long long)r->refused, r->refused == 1 ? "" : "s", cli_pipeline()->dlq,
               r->refused == 1 ? "it" : "them", r->refused == 1 ? "it is" : "they are");
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
   }
   if (early != NULL) {
     cli_error("%s %s", m->command, early);
-    rc = EXIT_FAILURE_;
+    rc = EXIT_RUNTIME;
   }
   free(out);
   return rc;

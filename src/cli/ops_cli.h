@@ -97,11 +97,11 @@ void ops_default_actor(char *buf, size_t len);
  * moves or removes items (dry runs and read-only commands do not call it).
  * With no audit_log configured it refuses, EXIT_USAGE with one line naming
  * where to set it, unless --no-audit: then *out is NULL, a warning naming
- * the command and the actor is logged, and EXIT_OK. EXIT_FAILURE_ when the
+ * the command and the actor is logged, and EXIT_OK. EXIT_RUNTIME when the
  * trail cannot be opened. (Not a bool: a refusal and a failure differ.) */
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out);
 
-/* Prints one line for a failed operation and returns EXIT_FAILURE_. */
+/* Prints one line for a failed operation and returns EXIT_RUNTIME. */
 int ops_fail(const dlqb_error *err);
 
 /* The item as a JSON object (new reference), with its failure group id
