@@ -48,7 +48,7 @@ typedef struct {
   uint64_t seq;    /* publish sequence number; 0 when nothing was published */
   uint64_t ticket; /* the audit ticket covering its hop, once submitted */
   dlqb_ack_state state;
-  bool rearmed;    /* published again (dlqb_ackring_rearm): seq is outside seq_slot */
+  bool rearmed; /* published again (dlqb_ackring_rearm): seq is outside seq_slot */
 } dlqb_ack_entry;
 
 typedef struct {
@@ -56,10 +56,10 @@ typedef struct {
   unsigned char *payload; /* payload_size bytes per slot, moved with its entry */
   size_t payload_size;
   size_t cap, head, count;
-  uint64_t held;    /* deliveries held on this channel (never acked) */
+  uint64_t held;     /* deliveries held on this channel (never acked) */
   uint64_t last_tag; /* the highest tag pushed, held or not */
-  size_t ready;     /* length of the prefix from head with no PUBLISHED entry */
-  size_t submitted; /* length of the prefix handed to the audit trail (<= ready) */
+  size_t ready;      /* length of the prefix from head with no PUBLISHED entry */
+  size_t submitted;  /* length of the prefix handed to the audit trail (<= ready) */
   /* Lowest delivery tag held (0: none). Held deliveries stay unacked at the
    * broker, so a multiple ack must never reach past it. */
   uint64_t first_held_tag;

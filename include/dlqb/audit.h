@@ -104,11 +104,11 @@ void dlqb_audit_end(dlqb_audit *a);
 
 /* ---- format and keys (docs/audit.md is the reference) ------------------ */
 
-#define DLQB_AUDIT_VERSION 2
-#define DLQB_AUDIT_HASH_HEX 64      /* SHA-256 of a record, lower-case hex */
-#define DLQB_AUDIT_SIG_HEX 128      /* an Ed25519 signature, lower-case hex */
-#define DLQB_AUDIT_CHAIN_HEX 32     /* 128 random bits per writer start */
-#define DLQB_AUDIT_KEY_ID_HEX 16    /* SHA-256 of the raw public key, cut */
+#define DLQB_AUDIT_VERSION     2
+#define DLQB_AUDIT_HASH_HEX    64  /* SHA-256 of a record, lower-case hex */
+#define DLQB_AUDIT_SIG_HEX     128 /* an Ed25519 signature, lower-case hex */
+#define DLQB_AUDIT_CHAIN_HEX   32  /* 128 random bits per writer start */
+#define DLQB_AUDIT_KEY_ID_HEX  16  /* SHA-256 of the raw public key, cut */
 #define DLQB_AUDIT_SEAL_SUFFIX ".seal"
 /* Rotated files are named <log>.<YYYYmmddTHHMMSS.mmmZ>[-N]: sorting the
  * names sorts them oldest first. */
@@ -180,16 +180,16 @@ typedef struct dlqb_audit_verifier dlqb_audit_verifier;
 
 typedef struct {
   unsigned long files;
-  unsigned long records;     /* chain records, file_start links excluded */
+  unsigned long records; /* chain records, file_start links excluded */
   unsigned long chains;
-  unsigned long chains_ended;/* with a chain_end: the writer closed cleanly */
-  unsigned long sealed;      /* chains the seal vouched for */
-  unsigned long rotations;   /* file_start links checked */
-  int partial;               /* started at a rotation (--partial) */
-  int anchors_given;         /* anchors were fed (even none) */
-  unsigned long anchors;     /* anchor messages checked */
-  unsigned long anchored;    /* chains the anchors vouch for */
-  unsigned long archived;    /* --partial: anchored chains in files before the first given */
+  unsigned long chains_ended; /* with a chain_end: the writer closed cleanly */
+  unsigned long sealed;       /* chains the seal vouched for */
+  unsigned long rotations;    /* file_start links checked */
+  int partial;                /* started at a rotation (--partial) */
+  int anchors_given;          /* anchors were fed (even none) */
+  unsigned long anchors;      /* anchor messages checked */
+  unsigned long anchored;     /* chains the anchors vouch for */
+  unsigned long archived;     /* --partial: anchored chains in files before the first given */
   unsigned long long beyond_anchors; /* records newer than their chain's last anchor */
   unsigned long anchors_ignored; /* stream messages that are not anchors signed by a given key */
   int seal_checked;
@@ -253,9 +253,8 @@ typedef bool (*dlqb_audit_visit_fn)(void *ctx, const char *line, size_t len);
  * seal check), showing each accepted line to visit (may be NULL).
  * DLQB_EINVAL: tampering, err names file and line; DLQB_EIO: a file cannot
  * be read. */
-dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring,
-                                    const char *const *files, size_t nfiles,
-                                    const char *seal_path, int partial,
+dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring, const char *const *files,
+                                    size_t nfiles, const char *seal_path, int partial,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err);
 
@@ -274,12 +273,10 @@ void dlqb_audit_lines_free(dlqb_audit_lines *l); /* frees the lines; *l is empty
 
 /* dlqb_audit_verify_files, with the anchors read from the stream (oldest
  * first; NULL: no anchor check) fed before the seal. */
-dlqb_status dlqb_audit_verify_anchored(const dlqb_audit_keyring *ring,
-                                       const char *const *files, size_t nfiles,
-                                       const char *seal_path, int partial,
-                                       const dlqb_audit_lines *anchors,
-                                       dlqb_audit_visit_fn visit, void *visit_ctx,
-                                       dlqb_audit_summary *sum, dlqb_error *err);
+dlqb_status dlqb_audit_verify_anchored(const dlqb_audit_keyring *ring, const char *const *files,
+                                       size_t nfiles, const char *seal_path, int partial,
+                                       const dlqb_audit_lines *anchors, dlqb_audit_visit_fn visit,
+                                       void *visit_ctx, dlqb_audit_summary *sum, dlqb_error *err);
 
 /* One log line as a JSON object (a new json-c reference: json_object_put
  * it), NULL when the line is not one. For lines the verifier accepted. */

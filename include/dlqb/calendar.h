@@ -11,7 +11,7 @@
 #include "dlqb/error.h"
 
 #define DLQB_ISO_TIME_MAX 40
-#define DLQB_MS_PER_DAY INT64_C(86400000)
+#define DLQB_MS_PER_DAY   INT64_C(86400000)
 
 /* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (m 1..12,
  * d 1..31; negative before 1970). */

@@ -26,8 +26,8 @@
 #include "dlqb/error.h"
 #include "dlqb/merkle.h"
 
-#define DLQB_CHECKPOINT_NAME_MAX 128 /* an origin or a witness name */
-#define DLQB_CHECKPOINT_MAX 8192     /* a note with its signatures */
+#define DLQB_CHECKPOINT_NAME_MAX       128  /* an origin or a witness name */
+#define DLQB_CHECKPOINT_MAX            8192 /* a note with its signatures */
 #define DLQB_CHECKPOINT_DEFAULT_ORIGIN "dlq-bridge/audit"
 
 struct evp_pkey_st;
@@ -81,8 +81,8 @@ void dlqb_witness_key_release(dlqb_witness_key *k);
 dlqb_status dlqb_witness_vkey_parse(const char *vkey, dlqb_witness_key *out, dlqb_error *err);
 
 /* The verifier key of a witness's private key under name into out (256). */
-dlqb_status dlqb_witness_vkey_of(struct evp_pkey_st *key, const char *name, char *out,
-                                 size_t cap, dlqb_error *err);
+dlqb_status dlqb_witness_vkey_of(struct evp_pkey_st *key, const char *name, char *out, size_t cap,
+                                 dlqb_error *err);
 
 /* The cosignature line (with its newline) of the witness name/key over the
  * note's text at time t (seconds since the epoch), into line (512). */

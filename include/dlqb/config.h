@@ -58,48 +58,48 @@ typedef struct {
   int max_attempts;     /* default max_attempts for envelopes without one */
   int poison_threshold; /* consumer crashes before the broker dead-letters */
   uint64_t retry_delays_ms[DLQB_MAX_RETRY_DELAYS];
-  size_t retry_delay_count;  /* >= 1; the last delay repeats */
-  int retry_jitter_percent;  /* 0..90: a delay d becomes uniform in [d*(1-j), d] */
-  uint64_t sla_budget_ms;    /* a retry may not land past first_seen_at + this */
-  int prefetch;              /* in-flight window of the router */
-  uint64_t startup_wait_ms;  /* run retries its first contact this long; 0 = exit */
-  uint64_t dlq_sla_ms;       /* DLQ items older than this are escalated */
-  int max_replays;           /* failures after this many replays escalate */
-  int edit_approval;         /* 1: an edit is a proposal another broker user approves */
-  dlqb_deadlines deadlines;  /* statutory deadline per legal basis; n 0 = none */
-  char ledger_cache[DLQB_CONFIG_STR_MAX];   /* "" = replay reads the ledger whole */
+  size_t retry_delay_count; /* >= 1; the last delay repeats */
+  int retry_jitter_percent; /* 0..90: a delay d becomes uniform in [d*(1-j), d] */
+  uint64_t sla_budget_ms;   /* a retry may not land past first_seen_at + this */
+  int prefetch;             /* in-flight window of the router */
+  uint64_t startup_wait_ms; /* run retries its first contact this long; 0 = exit */
+  uint64_t dlq_sla_ms;      /* DLQ items older than this are escalated */
+  int max_replays;          /* failures after this many replays escalate */
+  int edit_approval;        /* 1: an edit is a proposal another broker user approves */
+  dlqb_deadlines deadlines; /* statutory deadline per legal basis; n 0 = none */
+  char ledger_cache[DLQB_CONFIG_STR_MAX]; /* "" = replay reads the ledger whole */
   /* Broker users whose ledger entries count as completions, as "a,b"
    * (trimmed, none empty); "" = none, so replay re-runs every task. */
   char completion_writers[DLQB_CONFIG_STR_MAX];
   /* drain run (dlqb/drain.h): the policy and the ramp */
-  char drain_reasons[256];                  /* dlq_reasons eligible, "a,b" */
-  char drain_sources[DLQB_CONFIG_STR_MAX];  /* source systems eligible, "" = any */
-  char drain_errors[DLQB_CONFIG_STR_MAX];   /* last_error patterns, '|'-separated, "" = any */
-  char drain_groups[DLQB_CONFIG_STR_MAX];   /* failure group ids (dlqb/group.h), "" = any */
-  int drain_canary;                         /* items in the canary */
+  char drain_reasons[256];                 /* dlq_reasons eligible, "a,b" */
+  char drain_sources[DLQB_CONFIG_STR_MAX]; /* source systems eligible, "" = any */
+  char drain_errors[DLQB_CONFIG_STR_MAX];  /* last_error patterns, '|'-separated, "" = any */
+  char drain_groups[DLQB_CONFIG_STR_MAX];  /* failure group ids (dlqb/group.h), "" = any */
+  int drain_canary;                        /* items in the canary */
   uint64_t drain_canary_timeout_ms;
-  int drain_start_rate;                     /* items a second, canary and first step */
-  int drain_step_factor;                    /* each step this many times faster */
-  int drain_max_rate;                       /* the ceiling */
-  uint64_t drain_step_ms;                   /* one ramp step */
-  int drain_failure_threshold;              /* re-failures in the window that stop a run */
+  int drain_start_rate;        /* items a second, canary and first step */
+  int drain_step_factor;       /* each step this many times faster */
+  int drain_max_rate;          /* the ceiling */
+  uint64_t drain_step_ms;      /* one ramp step */
+  int drain_failure_threshold; /* re-failures in the window that stop a run */
   uint64_t drain_failure_window_ms;
-  int drain_max_items;                      /* per run; 0 = no limit */
-  char drain_state[DLQB_CONFIG_STR_MAX];    /* the runs' record for drain status */
-  char drain_textfile[DLQB_CONFIG_STR_MAX]; /* node_exporter textfile; "" = none */
-  char audit_log[DLQB_CONFIG_STR_MAX];      /* "" = audit off */
+  int drain_max_items;                         /* per run; 0 = no limit */
+  char drain_state[DLQB_CONFIG_STR_MAX];       /* the runs' record for drain status */
+  char drain_textfile[DLQB_CONFIG_STR_MAX];    /* node_exporter textfile; "" = none */
+  char audit_log[DLQB_CONFIG_STR_MAX];         /* "" = audit off */
   char audit_key_file[DLQB_CONFIG_STR_MAX];    /* this writer's Ed25519 private key */
   char audit_public_keys[DLQB_CONFIG_STR_MAX]; /* the writers' public keys: file or dir */
-  int audit_rotate_bytes;   /* rotate the audit log past this size; 0 = never */
-  uint64_t audit_anchor_interval_ms; /* anchors to dsr.audit.anchors this often; 0 = off */
-  char metrics_addr[DLQB_CONFIG_STR_MAX];   /* host:port, "" = off */
-  char console_addr[DLQB_CONFIG_STR_MAX];   /* the web console's host:port */
+  int audit_rotate_bytes;                      /* rotate the audit log past this size; 0 = never */
+  uint64_t audit_anchor_interval_ms;      /* anchors to dsr.audit.anchors this often; 0 = off */
+  char metrics_addr[DLQB_CONFIG_STR_MAX]; /* host:port, "" = off */
+  char console_addr[DLQB_CONFIG_STR_MAX]; /* the web console's host:port */
   char console_tls_cert_file[DLQB_CONFIG_STR_MAX]; /* "" = plain HTTP (loopback or proxy) */
   char console_tls_key_file[DLQB_CONFIG_STR_MAX];
   int console_behind_proxy; /* 1: plain HTTP off loopback is the operator's choice */
   dlqb_log_format log_format;
-  int log_level;            /* 0 error, 1 warn, 2 info, 3 debug */
-  char instance[256];       /* bridge instance name in logs and audit */
+  int log_level;      /* 0 error, 1 warn, 2 info, 3 debug */
+  char instance[256]; /* bridge instance name in logs and audit */
   /* The config file's `pipelines`, in the file's order; 0 = one pipeline,
    * "dsr", with today's names and the top-level policy. */
   dlqb_pipeline_conf pipelines[DLQB_MAX_PIPELINES];
@@ -108,11 +108,11 @@ typedef struct {
 
 /* One row of the settings table; exposed for --help and the docs test. */
 typedef struct {
-  const char *key;     /* JSON config key, e.g. "max_attempts" */
-  const char *env;     /* environment variable, e.g. "DLQ_BRIDGE_MAX_ATTEMPTS" */
-  const char *flag;    /* long flag without dashes, e.g. "max-attempts" */
-  const char *dflt;    /* default as text, as documented */
-  const char *help;    /* one line */
+  const char *key;  /* JSON config key, e.g. "max_attempts" */
+  const char *env;  /* environment variable, e.g. "DLQ_BRIDGE_MAX_ATTEMPTS" */
+  const char *flag; /* long flag without dashes, e.g. "max-attempts" */
+  const char *dflt; /* default as text, as documented */
+  const char *help; /* one line */
 } dlqb_config_setting;
 
 /* The settings table, terminated by a row with key == NULL. */
@@ -149,8 +149,7 @@ dlqb_status dlqb_config_set(dlqb_config *c, const char *key, const char *value,
  * ..."). Numbers may be JSON numbers or strings; durations are strings;
  * retry_delays may also be an array of strings; metrics_addr may be false
  * (off). On failure c is unchanged. */
-dlqb_status dlqb_config_apply_json(dlqb_config *c, const char *text, size_t len,
-                                   dlqb_error *err);
+dlqb_status dlqb_config_apply_json(dlqb_config *c, const char *text, size_t len, dlqb_error *err);
 
 /* As dlqb_config_apply_json, and on success sets in *set_keys (when not
  * NULL) bit i for each setting i of the table (dlqb_config_key_index) the

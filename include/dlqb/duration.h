@@ -20,8 +20,8 @@ dlqb_status dlqb_duration_parse(const char *text, uint64_t *out_ms, dlqb_error *
  * out[0..*count). At most max entries; more is an error, and so are an
  * empty list and an empty item ("1s,,5s", "1s,"). Whitespace around items
  * is allowed. On failure *count is unchanged but out may be overwritten. */
-dlqb_status dlqb_duration_parse_list(const char *text, uint64_t *out, size_t max,
-                                     size_t *count, dlqb_error *err);
+dlqb_status dlqb_duration_parse_list(const char *text, uint64_t *out, size_t max, size_t *count,
+                                     dlqb_error *err);
 
 /* Writes the shortest exact form of ms ("1500ms", "5s", "2m", "1h", "3d";
  * 0 is "0s") into buf (NUL-terminated, truncated to len; nothing is written

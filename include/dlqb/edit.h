@@ -41,8 +41,8 @@ typedef struct {
  * clock, is changed twice, is not a header name, when VALUE is longer
  * than DLQB_EDIT_VALUE_MAX bytes or holds a NUL, or when there are more
  * than DLQB_EDIT_MAX_CHANGES changes. */
-dlqb_status dlqb_edit_add(dlqb_edit_request *r, const dlqb_profile *p, const char *arg,
-                          bool unset, dlqb_error *err);
+dlqb_status dlqb_edit_add(dlqb_edit_request *r, const dlqb_profile *p, const char *arg, bool unset,
+                          dlqb_error *err);
 
 /* The header changes of r for dlqb_headers_apply (r->n entries; strings
  * alias r). Returns r->n. */
@@ -70,8 +70,8 @@ dlqb_status dlqb_edit_validate(const amqp_table_t *headers, const dlqb_hset *set
  * "(a <kind> value)". Under a profile that records references only
  * (dlq_body_forbidden) a header that is not one of its fields is recorded
  * as the SHA-256 (hex) of each value (hashed). */
-void dlqb_edit_diff(const dlqb_edit_request *r, const amqp_table_t *headers,
-                    const dlqb_profile *p, dlqb_hop_edit *e);
+void dlqb_edit_diff(const dlqb_edit_request *r, const amqp_table_t *headers, const dlqb_profile *p,
+                    dlqb_hop_edit *e);
 
 /* The body's size and SHA-256 before and after into e. */
 void dlqb_edit_body(dlqb_hop_edit *e, amqp_bytes_t before, amqp_bytes_t after);
@@ -99,8 +99,8 @@ dlqb_status dlqb_edit_proposal_decode(const char *json, size_t len, const dlqb_p
 /* The proposal stamp: edit_proposal_id, edit_proposal (json),
  * edit_proposed_by, edit_proposed_at; with id NULL, the four removed (an
  * approval or a rejection settles it). Returns DLQB_EDIT_PROPOSAL_SETS. */
-size_t dlqb_edit_proposal_stamp(dlqb_hset *sets, const char *id, const char *json,
-                                const char *by, const char *at_iso);
+size_t dlqb_edit_proposal_stamp(dlqb_hset *sets, const char *id, const char *json, const char *by,
+                                const char *at_iso);
 
 /* The edit id for 16 random bytes: "e-" and 32 lower-case hex digits. */
 void dlqb_edit_id(const uint8_t rnd[16], char out[DLQB_EDIT_ID_MAX]);

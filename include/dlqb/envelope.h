@@ -25,11 +25,11 @@
 #include <stdint.h>
 
 #include "dlqb/error.h"
-#include "dlqb/headers.h" /* the table access the parser uses, for its callers too */
-#include "dlqb/names.h"   /* the header names */
+#include "dlqb/headers.h"  /* the table access the parser uses, for its callers too */
+#include "dlqb/names.h"    /* the header names */
 #include "dlqb/pipeline.h" /* the profiles */
 
-#define DLQB_ID_MAX 256         /* bytes of request_id / source_system */
+#define DLQB_ID_MAX         256 /* bytes of request_id / source_system */
 #define DLQB_LAST_ERROR_MAX 500 /* bytes of last_error */
 /* The largest attempt, max_attempts and replay_count the parser accepts:
  * far above any real count, and above the largest max_replays setting. */
@@ -49,7 +49,7 @@ typedef struct {
   bool has_last_error;
   char last_error[DLQB_LAST_ERROR_MAX + 1];
   bool has_first_seen_at;
-  int64_t first_seen_at_ms;              /* Unix epoch milliseconds */
+  int64_t first_seen_at_ms; /* Unix epoch milliseconds */
   /* The time that starts the SLA clock (the profile's sla_clock header);
    * first_seen_at's under the built-in profiles. */
   bool has_sla_start;

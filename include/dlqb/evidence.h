@@ -32,8 +32,8 @@ void dlqb_evidence_free(dlqb_evidence *e);
 bool dlqb_evidence_visit(void *e, const char *line, size_t len);
 
 typedef struct {
-  uint64_t lines;        /* lines seen: the log's size now */
-  dlqb_checkpoint tree;  /* size, root, index (origin unset) */
+  uint64_t lines;       /* lines seen: the log's size now */
+  dlqb_checkpoint tree; /* size, root, index (origin unset) */
   unsigned char prev_root[DLQB_MERKLE_HASH];
   unsigned char cons[DLQB_MERKLE_PROOF_MAX][DLQB_MERKLE_HASH];
   size_t ncons;
@@ -49,8 +49,8 @@ dlqb_status dlqb_evidence_finish(dlqb_evidence *e, dlqb_evidence_result *out, dl
  * and the checkpoint note (with every cosignature line it carries), which
  * must be of this pass's tree. DLQB_EINVAL when the request has no record
  * in the tree. */
-dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note_len,
-                                 char **out, size_t *len, dlqb_error *err);
+dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note_len, char **out,
+                                 size_t *len, dlqb_error *err);
 
 /* What dlqb_evidence_verify found. */
 typedef struct {
@@ -67,8 +67,8 @@ typedef struct {
  * are every record of the request in the tree. DLQB_EINVAL naming the
  * first thing that fails. */
 dlqb_status dlqb_evidence_verify(const char *bundle, size_t len, const dlqb_audit_keyring *ring,
-                                 const dlqb_witness_key *witnesses, size_t nwitnesses,
-                                 size_t need, dlqb_evidence_check *out, dlqb_error *err);
+                                 const dlqb_witness_key *witnesses, size_t nwitnesses, size_t need,
+                                 dlqb_evidence_check *out, dlqb_error *err);
 
 /* ---- the checkpoint's messages in dsr.audit.anchors ----
  * {"v":2,"type":"checkpoint","note":"...","prev_size":M,"consistency":["<b64>",...]}
@@ -83,7 +83,7 @@ char *dlqb_evidence_cosig_msg(const dlqb_checkpoint *cp, const char *line);
 
 /* One message of the stream, read: kind 0 for neither. */
 typedef struct {
-  int kind; /* 1 checkpoint, 2 cosignature */
+  int kind;   /* 1 checkpoint, 2 cosignature */
   char *note; /* checkpoint: the note (malloc'd) */
   size_t note_len;
   uint64_t prev_size;

@@ -52,8 +52,7 @@ void dlqb_hashset_clear(dlqb_hashset *s);
 /* Calls fn for every key held, in table order (a given sequence of adds
  * and removes always gives the same order). fn must not add or remove. */
 void dlqb_hashset_each(const dlqb_hashset *s,
-                       void (*fn)(void *ctx, const char *key, size_t len, void *value),
-                       void *ctx);
+                       void (*fn)(void *ctx, const char *key, size_t len, void *value), void *ctx);
 
 /* The hash a key's home slot comes from: 64-bit FNV-1a over its bytes
  * (tests use it to build collisions). */

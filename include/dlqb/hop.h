@@ -11,26 +11,26 @@
 #include "dlqb/topology.h"
 
 typedef enum {
-  DLQB_EV_RETRY_SCHEDULED, /* failure seen, sent to a delay queue */
-  DLQB_EV_DEAD_LETTERED,   /* failure seen, attempts or SLA budget exhausted */
-  DLQB_EV_POISON,          /* dead-lettered by the broker's delivery limit */
-  DLQB_EV_INVALID,         /* envelope failed validation */
-  DLQB_EV_REPLAYED,        /* DLQ -> work queue by an operator */
-  DLQB_EV_SKIPPED_COMPLETE,/* DLQ item already in the completion ledger */
-  DLQB_EV_ESCALATED,       /* DLQ -> compliance_review (operator or SLA) */
-  DLQB_EV_RESOLVED,        /* removed from the DLQ with a note */
-  DLQB_EV_CLAIMED,         /* compliance_review item claimed (re-published with owner) */
-  DLQB_EV_DECIDED_REPLAY,  /* compliance_review -> work queue by its reviewer */
-  DLQB_EV_DECIDED_RESOLVE, /* removed from compliance_review with the reviewer's note */
-  DLQB_EV_DECIDED_RETURN,  /* compliance_review -> DLQ by its reviewer */
-  DLQB_EV_EDITED,          /* DLQ or review item edited (dlqb/edit.h): the edited copy went to
+  DLQB_EV_RETRY_SCHEDULED,  /* failure seen, sent to a delay queue */
+  DLQB_EV_DEAD_LETTERED,    /* failure seen, attempts or SLA budget exhausted */
+  DLQB_EV_POISON,           /* dead-lettered by the broker's delivery limit */
+  DLQB_EV_INVALID,          /* envelope failed validation */
+  DLQB_EV_REPLAYED,         /* DLQ -> work queue by an operator */
+  DLQB_EV_SKIPPED_COMPLETE, /* DLQ item already in the completion ledger */
+  DLQB_EV_ESCALATED,        /* DLQ -> compliance_review (operator or SLA) */
+  DLQB_EV_RESOLVED,         /* removed from the DLQ with a note */
+  DLQB_EV_CLAIMED,          /* compliance_review item claimed (re-published with owner) */
+  DLQB_EV_DECIDED_REPLAY,   /* compliance_review -> work queue by its reviewer */
+  DLQB_EV_DECIDED_RESOLVE,  /* removed from compliance_review with the reviewer's note */
+  DLQB_EV_DECIDED_RETURN,   /* compliance_review -> DLQ by its reviewer */
+  DLQB_EV_EDITED,           /* DLQ or review item edited (dlqb/edit.h): the edited copy went to
                             * the work queue, or back where it was (--keep) */
-  DLQB_EV_EDIT_STARTED,    /* an edit's intent, recorded before its copy is sent: moves
+  DLQB_EV_EDIT_STARTED,     /* an edit's intent, recorded before its copy is sent: moves
                             * nothing (no from, no to) */
-  DLQB_EV_EDIT_ABANDONED,  /* an edit_started whose copy the broker certainly did not take
+  DLQB_EV_EDIT_ABANDONED,   /* an edit_started whose copy the broker certainly did not take
                             * (refused: permission, unroutable, too big): moves nothing */
-  DLQB_EV_EDIT_PROPOSED,   /* an edit waiting for approval, put on the item in its queue */
-  DLQB_EV_EDIT_REJECTED,   /* a proposal taken off the item in its queue, the task unchanged */
+  DLQB_EV_EDIT_PROPOSED,    /* an edit waiting for approval, put on the item in its queue */
+  DLQB_EV_EDIT_REJECTED,    /* a proposal taken off the item in its queue, the task unchanged */
   DLQB_EV__COUNT
 } dlqb_event;
 
@@ -38,7 +38,7 @@ typedef enum {
 #define DLQB_EDIT_ID_MAX 40
 /* Header changes one edit may make, and the bytes of a value it sets. */
 #define DLQB_EDIT_MAX_CHANGES 8
-#define DLQB_EDIT_VALUE_MAX DLQB_ID_MAX
+#define DLQB_EDIT_VALUE_MAX   DLQB_ID_MAX
 
 /* One changed header of an edit, as the audit trail records it: its old
  * and new value as text (sanitised: a hostile value is recorded as text,
@@ -60,8 +60,8 @@ typedef struct {
   char edit_id[DLQB_EDIT_ID_MAX];
   char parent[DLQB_EDIT_ID_MAX]; /* the edit id of the copy edited; "" for the original */
   char note[DLQB_LAST_ERROR_MAX + 1];
-  char editor[128];              /* the broker user who made (or proposed) the edit */
-  char approver[128];            /* the approving broker user; "" without four eyes */
+  char editor[128];   /* the broker user who made (or proposed) the edit */
+  char approver[128]; /* the approving broker user; "" without four eyes */
   size_t nfields;
   dlqb_edit_field fields[DLQB_EDIT_MAX_CHANGES];
   uint64_t body_size_before, body_size_after;

@@ -25,7 +25,7 @@
 
 /* What the ops commands show and filter on, read from one DLQ message. */
 typedef struct {
-  char message_id[128];                 /* from the message_id property */
+  char message_id[128]; /* from the message_id property */
   /* The identity: the profile's fields[0] and fields[1] (dsr: request_id
    * and source_system, hence the names; redaction: item_id and doc_id),
    * trimmed and sanitised. */
@@ -35,8 +35,8 @@ typedef struct {
   char action[32];
   bool has_attempt;
   int64_t attempt;
-  int64_t replay_count;                 /* 0 when absent or malformed */
-  char replayed_at[40];                 /* the replay stamp's text, as written ("" = none) */
+  int64_t replay_count; /* 0 when absent or malformed */
+  char replayed_at[40]; /* the replay stamp's text, as written ("" = none) */
   char last_error[DLQB_LAST_ERROR_MAX + 1];
   char dlq_reason[32];
   bool has_dlq_at;
@@ -49,14 +49,14 @@ typedef struct {
   char escalated_by[128];
   char escalation_reason[32];
   char escalation_note[DLQB_LAST_ERROR_MAX + 1];
-  char owner[128];                      /* "" when unclaimed */
+  char owner[128]; /* "" when unclaimed */
   bool has_claimed_at;
   int64_t claimed_at_ms;
-  bool has_timestamp;                   /* the AMQP timestamp property */
+  bool has_timestamp; /* the AMQP timestamp property */
   int64_t timestamp_ms;
-  bool has_xdeath_at;                   /* x-death[0].time: the broker's clock */
+  bool has_xdeath_at; /* x-death[0].time: the broker's clock */
   int64_t xdeath_at_ms;
-  char deaths[256];                     /* every x-death entry (dlqb_deaths_text), "" = none */
+  char deaths[256]; /* every x-death entry (dlqb_deaths_text), "" = none */
   /* Its profile does not split failure groups by fields[1]
    * (dlqb_profile.group_by_second false). */
   bool group_ignores_second;

@@ -36,8 +36,7 @@ void dlqb_ledger_free(dlqb_ledger *l); /* NULL-safe */
 dlqb_status dlqb_ledger_add(dlqb_ledger *l, const char *request_id, const char *source_system,
                             dlqb_error *err);
 
-bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id,
-                          const char *source_system);
+bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id, const char *source_system);
 
 /* Distinct pairs held. */
 size_t dlqb_ledger_size(const dlqb_ledger *l);
@@ -76,8 +75,7 @@ typedef struct {
  * unverified count, a SHA-256 of the pairs), an empty line, then each pair
  * as request_id NUL source_system NUL. */
 dlqb_status dlqb_ledger_cache_encode(const dlqb_ledger *l, const dlqb_ledger_mark *mark,
-                                     const char *writers, char **out, size_t *len,
-                                     dlqb_error *err);
+                                     const char *writers, char **out, size_t *len, dlqb_error *err);
 
 /* Adds the pairs of a cache file's bytes to l and sets *mark. DLQB_EINVAL
  * with the reason when the bytes are not one whole, intact cache (torn,
@@ -110,10 +108,10 @@ typedef enum {
 
 /* What dlqb_ledger_load read. */
 typedef struct {
-  size_t entries;  /* stream messages read (those after the cache's marker when it was used) */
-  size_t ignored;  /* messages without both identity headers (replay's markers) */
+  size_t entries;    /* stream messages read (those after the cache's marker when it was used) */
+  size_t ignored;    /* messages without both identity headers (replay's markers) */
   size_t unverified; /* completions not from a completion writer: not counted (the cache's too) */
-  size_t cached;   /* pairs taken from the cache */
+  size_t cached;     /* pairs taken from the cache */
   dlqb_ledger_cache_state cache;
   bool cache_saved; /* the cache file was (re)written for the next run */
 } dlqb_ledger_stats;
@@ -148,8 +146,8 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
  * which requests have one: it makes nothing complete, but it is worth a
  * look). */
 dlqb_status dlqb_ledger_load_split(const dlqb_config *cfg, const char *stream, dlqb_ledger *l,
-                                   dlqb_ledger *unverified, long idle_ms,
-                                   dlqb_ledger_stats *stats, dlqb_error *err);
+                                   dlqb_ledger *unverified, long idle_ms, dlqb_ledger_stats *stats,
+                                   dlqb_error *err);
 
 /* As dlqb_ledger_load, but writes nothing (no marker, no cache file) and
  * so needs no write permission: for a dry run, which only lists. Without a

@@ -56,8 +56,8 @@ dlqb_status dlqb_link_url_user(const char *url, char *dst, size_t cap, dlqb_erro
 size_t dlqb_link_frame_max(dlqb_link *link);
 
 /* AMQP reply codes a broker closes a channel with (AMQP 0-9-1 section 1.9). */
-#define DLQB_REPLY_ACCESS_REFUSED 403
-#define DLQB_REPLY_NOT_FOUND 404
+#define DLQB_REPLY_ACCESS_REFUSED      403
+#define DLQB_REPLY_NOT_FOUND           404
 #define DLQB_REPLY_PRECONDITION_FAILED 406
 
 /* The reply code of the broker's last channel or connection close seen by

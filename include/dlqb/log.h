@@ -23,8 +23,8 @@ void dlqb_log(int level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define dlqb_log_error(ev, ...) dlqb_log(DLQB_LOG_ERROR, ev, __VA_ARGS__)
-#define dlqb_log_warn(ev, ...) dlqb_log(DLQB_LOG_WARN, ev, __VA_ARGS__)
-#define dlqb_log_info(ev, ...) dlqb_log(DLQB_LOG_INFO, ev, __VA_ARGS__)
+#define dlqb_log_warn(ev, ...)  dlqb_log(DLQB_LOG_WARN, ev, __VA_ARGS__)
+#define dlqb_log_info(ev, ...)  dlqb_log(DLQB_LOG_INFO, ev, __VA_ARGS__)
 #define dlqb_log_debug(ev, ...) dlqb_log(DLQB_LOG_DEBUG, ev, __VA_ARGS__)
 
 #endif

@@ -135,8 +135,8 @@ typedef struct dlqb_metrics_server dlqb_metrics_server;
  * that a byte now and then resets); one address holds at most
  * DLQB_METRICS_PER_IP connections of DLQB_METRICS_CONNECTIONS. */
 #define DLQB_METRICS_REQUEST_DEADLINE_S 3
-#define DLQB_METRICS_PER_IP 4
-#define DLQB_METRICS_CONNECTIONS 64
+#define DLQB_METRICS_PER_IP             4
+#define DLQB_METRICS_CONNECTIONS        64
 
 /* Listens on addr ("host:port", "[v6]:port"; port 0 picks a free port) and
  * serves, from libmicrohttpd's own thread:
@@ -145,8 +145,8 @@ typedef struct dlqb_metrics_server dlqb_metrics_server;
  * Other paths are 404, other methods 405. m must outlive the server. Errors
  * name the address ("cannot listen on 127.0.0.1:9464: address already in
  * use"). Stop with dlqb_metrics_server_stop (NULL-safe). */
-dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
-                                      dlqb_metrics_server **out, dlqb_error *err);
+dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr, dlqb_metrics_server **out,
+                                      dlqb_error *err);
 
 /* The same for the registries ms[0..n) (1 to DLQB_MAX_PIPELINES, each
  * with its pipeline named when n > 1; the array is copied, the registries
@@ -182,9 +182,8 @@ typedef struct dlqb_metrics_refresher dlqb_metrics_refresher;
  * review") for the review gauges. cfg and m must outlive the
  * refresher. Stop with dlqb_metrics_refresher_stop
  * (NULL-safe), which returns once the thread has closed its connection. */
-dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg,
-                                         long interval_ms, dlqb_metrics_refresher **out,
-                                         dlqb_error *err);
+dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg, long interval_ms,
+                                         dlqb_metrics_refresher **out, dlqb_error *err);
 void dlqb_metrics_refresher_stop(dlqb_metrics_refresher *r);
 
 #endif

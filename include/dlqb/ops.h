@@ -96,13 +96,13 @@ void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
 
 typedef struct {
   ops_move_kind kind;
-  const char *command;  /* "replay": connection name, audit writer, output */
-  dlqb_event event;     /* DLQB_EV_REPLAYED, DLQB_EV_ESCALATED, DLQB_EV_RESOLVED */
-  const char *verb;     /* "replayed", "escalated", "resolved" */
-  const char *cause;    /* hop cause: "operator" for escalate, "" otherwise */
-  const ops_stamp *stamp; /* the actor, the time and the note stamped; outlives the pass */
-  bool dry_run;         /* list, move nothing */
-  double rate;          /* moves per second; 0 = unlimited */
+  const char *command;       /* "replay": connection name, audit writer, output */
+  dlqb_event event;          /* DLQB_EV_REPLAYED, DLQB_EV_ESCALATED, DLQB_EV_RESOLVED */
+  const char *verb;          /* "replayed", "escalated", "resolved" */
+  const char *cause;         /* hop cause: "operator" for escalate, "" otherwise */
+  const ops_stamp *stamp;    /* the actor, the time and the note stamped; outlives the pass */
+  bool dry_run;              /* list, move nothing */
+  double rate;               /* moves per second; 0 = unlimited */
   const dlqb_ledger *ledger; /* completed tasks are removed as SKIPPED_COMPLETE; may be NULL */
   const dlqb_ledger_stats *ledger_stats; /* how the ledger was read, for --json; may be NULL */
   /* The audit trail, opened by the caller (replay opens it before it reads
@@ -198,14 +198,14 @@ typedef struct {
 
 /* How a move pass ended. */
 typedef struct {
-  dlqb_status status;   /* dlqb_scan_run's */
+  dlqb_status status; /* dlqb_scan_run's */
   dlqb_error err;
   dlqb_scan_result r;
-  bool not_started;     /* lost before the first item: nothing happened, err says why */
-  uint64_t moved;       /* moved (a dry run: would move) */
-  uint64_t skipped;     /* skipped as complete (a dry run: would skip) */
-  uint64_t left;        /* what stays (a dry run: would stay) of r.depth_at_start */
-  int window;           /* the window the pass used */
+  bool not_started; /* lost before the first item: nothing happened, err says why */
+  uint64_t moved;   /* moved (a dry run: would move) */
+  uint64_t skipped; /* skipped as complete (a dry run: would skip) */
+  uint64_t left;    /* what stays (a dry run: would stay) of r.depth_at_start */
+  int window;       /* the window the pass used */
   /* Why it ended early, as a sentence; "" when it covered the queue. */
   char early[DLQB_ERROR_MAX + 256];
 } ops_move_outcome;
@@ -246,20 +246,20 @@ void ops_urgent_free(ops_urgent *u);
 typedef enum { OPS_ACT_CLAIM, OPS_ACT_REPLAY, OPS_ACT_RESOLVE, OPS_ACT_RETURN } ops_act_kind;
 
 typedef struct {
-  ops_ctx x;              /* cfg (the broker user), pipeline, actor, window */
+  ops_ctx x; /* cfg (the broker user), pipeline, actor, window */
   ops_act_kind kind;
   const char *message_id, *note;
   bool force;
-  dlqb_select sel;        /* the one item: its message_id, limit 1 */
+  dlqb_select sel;           /* the one item: its message_id, limit 1 */
   const dlqb_ledger *ledger; /* OPS_ACT_REPLAY: the completion ledger, read whole */
   char now[DLQB_ISO_TIME_MAX];
   char reason[DLQB_LAST_ERROR_MAX + 1];
   /* What the pass found and did. */
   bool found;
   dlqb_item item;
-  dlqb_review_gate gate;  /* whether custody let the actor act */
-  bool settled;           /* its hop was confirmed, recorded and the original acked */
-  dlqb_event done_event;  /* that hop's event */
+  dlqb_review_gate gate; /* whether custody let the actor act */
+  bool settled;          /* its hop was confirmed, recorded and the original acked */
+  dlqb_event done_event; /* that hop's event */
 } ops_review_act;
 
 /* One pass over the review queue acting on the item c->message_id as
@@ -303,8 +303,8 @@ char *ops_hop_text(struct json_object *h, char *out, size_t len);
  * the queue's order and counts stay as they were. */
 typedef struct {
   const char *queue;
-  const char *purpose; /* connection name and actor, e.g. "audit reconcile" */
-  int window;          /* read ahead at once; 0: the default */
+  const char *purpose;  /* connection name and actor, e.g. "audit reconcile" */
+  int window;           /* read ahead at once; 0: the default */
   dlqb_stop_flag *stop; /* may be NULL */
   dlqb_status (*on_item)(void *ctx, const dlqb_item *it, dlqb_error *err);
   void *ctx;

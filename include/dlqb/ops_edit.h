@@ -41,7 +41,7 @@ typedef struct {
   ops_edit_mode mode;
   const char *proposal_id; /* APPROVE, REJECT: the item is found by it, not by message_id */
   const char *message_id;
-  const char *note;        /* DIRECT, PROPOSE: why; APPROVE, REJECT: the decision's (may be NULL) */
+  const char *note; /* DIRECT, PROPOSE: why; APPROVE, REJECT: the decision's (may be NULL) */
   dlqb_edit_request req;
   bool has_body;
   amqp_bytes_t body; /* the new body when has_body (the caller's, outlives the run) */
@@ -88,14 +88,14 @@ typedef enum {
 
 typedef struct {
   ops_edit_outcome outcome;
-  dlqb_error err;      /* why, for every outcome but DONE and PREVIEWED */
-  bool valid;          /* the edited task is valid under the profile */
-  dlqb_error invalid;  /* when not valid: the profile's reason */
-  dlqb_item item;      /* the item as found */
+  dlqb_error err;                      /* why, for every outcome but DONE and PREVIEWED */
+  bool valid;                          /* the edited task is valid under the profile */
+  dlqb_error invalid;                  /* when not valid: the profile's reason */
+  dlqb_item item;                      /* the item as found */
   char item_edit_id[DLQB_EDIT_ID_MAX]; /* its edit_id ("" for an original) */
   char from[DLQB_QNAME_MAX], to[DLQB_QNAME_MAX];
-  char proposer[128];  /* APPROVE, REJECT: who proposed it */
-  dlqb_hop_edit rec;   /* what the trail records (or would) */
+  char proposer[128]; /* APPROVE, REJECT: who proposed it */
+  dlqb_hop_edit rec;  /* what the trail records (or would) */
   ops_move_outcome move;
 } ops_edit_result;
 

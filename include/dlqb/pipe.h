@@ -28,8 +28,8 @@ typedef struct {
   size_t index;                         /* its entry in the ack ring */
   const amqp_basic_properties_t *props; /* as published */
   amqp_bytes_t body;
-  const dlqb_hop *hop;                  /* the hop that publish was for */
-  const char *why;                      /* one line: the broker's reply and the queue */
+  const dlqb_hop *hop; /* the hop that publish was for */
+  const char *why;     /* one line: the broker's reply and the queue */
 } dlqb_returned;
 
 /* One delivery, valid only during the handler call. */
@@ -44,8 +44,7 @@ typedef struct {
   /* Called once per delivery; must settle it exactly once through
    * dlqb_pipe_forward, dlqb_pipe_ack or dlqb_pipe_hold before returning.
    * A non-OK return stops the run (the delivery stays unacked). */
-  dlqb_status (*on_delivery)(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
-                             dlqb_error *err);
+  dlqb_status (*on_delivery)(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d, dlqb_error *err);
   /* Called after the ack is sent, with each hop's confirm latency in
    * seconds (negative when nothing was published). May be NULL. */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
@@ -54,8 +53,7 @@ typedef struct {
   /* Called for a publish the broker returned; must settle it once through
    * dlqb_pipe_republish or dlqb_pipe_keep_returned. NULL: a return ends the
    * run (DLQB_EBROKER), as any refusal does. */
-  dlqb_status (*on_returned)(void *ctx, dlqb_pipe *pipe, const dlqb_returned *ret,
-                             dlqb_error *err);
+  dlqb_status (*on_returned)(void *ctx, dlqb_pipe *pipe, const dlqb_returned *ret, dlqb_error *err);
   void *ctx;
 } dlqb_pipe_handler;
 
@@ -68,7 +66,7 @@ typedef struct {
    * many it leaves in place (the prefetch then bounds what is in flight,
    * not what is held). */
   bool deep;
-  long idle_stop_ms;     /* stop after this long without deliveries; 0 = never */
+  long idle_stop_ms; /* stop after this long without deliveries; 0 = never */
   /* Every hop is handed to this audit trail once its publish is confirmed,
    * and its original acked only once the record is durable. NULL: off. */
   dlqb_audit *audit;
@@ -98,8 +96,8 @@ enum dlqb_pipe_audit_mode {
 
 /* Creates a pipe on an open link (puts its channel in confirm mode and sets
  * the prefetch). Frees nothing of the link. */
-dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
-                          const dlqb_pipe_handler *h, dlqb_pipe **out, dlqb_error *err);
+dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const dlqb_pipe_handler *h,
+                          dlqb_pipe **out, dlqb_error *err);
 void dlqb_pipe_free(dlqb_pipe *pipe);
 
 /* Consumes until *stop is set (then cancels the consumer, finishes what is
@@ -132,10 +130,10 @@ dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *pipe, const dlqb_delivery *d,
  * same, but keeping only the headers the bridge knows (the envelope and its
  * stamps, each of at most 2 KiB) and the message_id, timestamp and content
  * type; dropped_headers says how many were left off. */
-dlqb_status dlqb_pipe_forward_minimal(dlqb_pipe *pipe, const dlqb_delivery *d,
-                                      const char *exchange, const char *routing_key,
-                                      amqp_basic_properties_t *props, const dlqb_hset *sets,
-                                      size_t nsets, const dlqb_hop *hop, dlqb_error *err);
+dlqb_status dlqb_pipe_forward_minimal(dlqb_pipe *pipe, const dlqb_delivery *d, const char *exchange,
+                                      const char *routing_key, amqp_basic_properties_t *props,
+                                      const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
+                                      dlqb_error *err);
 
 /* Settles a returned publish by publishing its message again (with sets
  * applied to its headers, as dlqb_pipe_forward_minimal does) to

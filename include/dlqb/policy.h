@@ -25,9 +25,9 @@ typedef enum {
 typedef struct {
   dlqb_route route;
   dlqb_reason reason;
-  int64_t attempt;        /* the new attempt count (old + 1); for invalid: 0 */
-  uint64_t delay_ms;      /* retry: jittered delay */
-  size_t delay_tier;      /* retry: index in cfg->retry_delays_ms (the delay queue) */
+  int64_t attempt;   /* the new attempt count (old + 1); for invalid: 0 */
+  uint64_t delay_ms; /* retry: jittered delay */
+  size_t delay_tier; /* retry: index in cfg->retry_delays_ms (the delay queue) */
   char last_error[DLQB_LAST_ERROR_MAX + 1];
   /* DLQ route of a valid task already replayed cfg->max_replays times or
    * more: poison at the replay level, so it goes to compliance_review
@@ -49,9 +49,8 @@ typedef struct {
  * min(attempt, count-1) with delay uniform in [d*(1-jitter), d]. A DLQ
  * route of a valid envelope with replay_count >= cfg->max_replays sets
  * escalate. */
-void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env,
-                        const char *invalid_why, const dlqb_failure *f, int64_t now_ms,
-                        uint32_t random, dlqb_decision *out);
+void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env, const char *invalid_why,
+                        const dlqb_failure *f, int64_t now_ms, uint32_t random, dlqb_decision *out);
 
 /* The dlq_reason header value for a reason ("" for NONE). */
 const char *dlqb_reason_name(dlqb_reason r);

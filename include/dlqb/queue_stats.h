@@ -37,20 +37,20 @@
 #include "dlqb/topology.h"
 
 typedef enum {
-  DLQB_AGE_UNKNOWN,     /* no stamp on the head and never seen empty */
-  DLQB_AGE_EMPTY,       /* the queue is empty: age 0 */
-  DLQB_AGE_HEAD,        /* measured from the head message's stamp */
-  DLQB_AGE_EMPTY_SINCE  /* upper bound: time since last seen empty */
+  DLQB_AGE_UNKNOWN,    /* no stamp on the head and never seen empty */
+  DLQB_AGE_EMPTY,      /* the queue is empty: age 0 */
+  DLQB_AGE_HEAD,       /* measured from the head message's stamp */
+  DLQB_AGE_EMPTY_SINCE /* upper bound: time since last seen empty */
 } dlqb_age_source;
 
 typedef struct {
   char queue[DLQB_NAME_MAX];
   dlqb_qtype type;
-  bool present;                /* false: the queue does not exist; nothing below is valid */
-  uint32_t depth;              /* ready messages */
+  bool present;   /* false: the queue does not exist; nothing below is valid */
+  uint32_t depth; /* ready messages */
   uint32_t consumers;
   dlqb_age_source age_source;
-  double oldest_age_seconds;   /* >= 0; valid unless age_source is DLQB_AGE_UNKNOWN */
+  double oldest_age_seconds; /* >= 0; valid unless age_source is DLQB_AGE_UNKNOWN */
 } dlqb_queue_stat;
 
 /* Reads one queue on link into *out. last_empty_ms carries the "last seen
@@ -67,8 +67,7 @@ dlqb_status dlqb_queue_stat_read(dlqb_link *link, const dlqb_queue_spec *spec, i
  * AMQP timestamp property, else x-death[0].time (the broker's clock).
  * Only times usable at now_ms count (dlqb_time_usable: a forged year 9999
  * is skipped, never read as age 0). False when none does. Pure. */
-bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t now_ms,
-                           int64_t *epoch_ms);
+bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t now_ms, int64_t *epoch_ms);
 
 /* A tracker over every non-stream queue of a topology, remembering when each
  * was last seen empty. */

@@ -10,8 +10,8 @@
  * so a long pause never turns into a burst and the rate over any run of
  * messages stays at `rate`. Times are monotonic microseconds. */
 typedef struct {
-  double rate;       /* per second; <= 0 means unlimited */
-  int64_t next_us;   /* earliest time the next token is available */
+  double rate;     /* per second; <= 0 means unlimited */
+  int64_t next_us; /* earliest time the next token is available */
   bool started;
 } dlqb_rate;
 

@@ -19,11 +19,11 @@
 
 /* Whether actor may act on it, and how the hop records it. */
 typedef enum {
-  DLQB_GATE_ALLOW,         /* claim: unclaimed; decide: actor owns it */
-  DLQB_GATE_FORCED,        /* allowed only because of --force: recorded as forced */
-  DLQB_GATE_ALREADY_MINE,  /* claim: actor owns it already; nothing to do */
-  DLQB_GATE_OWNED,         /* refused: someone else owns it (--force takes it over) */
-  DLQB_GATE_UNCLAIMED      /* decide refused: nobody owns it (claim it, or --force) */
+  DLQB_GATE_ALLOW,        /* claim: unclaimed; decide: actor owns it */
+  DLQB_GATE_FORCED,       /* allowed only because of --force: recorded as forced */
+  DLQB_GATE_ALREADY_MINE, /* claim: actor owns it already; nothing to do */
+  DLQB_GATE_OWNED,        /* refused: someone else owns it (--force takes it over) */
+  DLQB_GATE_UNCLAIMED     /* decide refused: nobody owns it (claim it, or --force) */
 } dlqb_review_gate;
 
 /* For `review claim`: ALLOW when unclaimed, ALREADY_MINE when actor owns it,
@@ -62,10 +62,10 @@ size_t dlqb_review_leave_stamp(dlqb_hset *sets);
 /* What the review gauges report, summed over one pass. */
 typedef struct {
   uint64_t items, unclaimed, claimed;
-  bool has_oldest_unclaimed;      /* some unclaimed item has a known age */
-  uint64_t oldest_unclaimed_ms;   /* since it entered review */
-  bool has_oldest_claimed;        /* some claimed item has a usable claimed_at */
-  uint64_t oldest_claimed_ms;     /* since it was claimed: undecided that long */
+  bool has_oldest_unclaimed;    /* some unclaimed item has a known age */
+  uint64_t oldest_unclaimed_ms; /* since it entered review */
+  bool has_oldest_claimed;      /* some claimed item has a usable claimed_at */
+  uint64_t oldest_claimed_ms;   /* since it was claimed: undecided that long */
 } dlqb_review_tally;
 
 /* Counts it into t (zero t first). */

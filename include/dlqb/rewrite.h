@@ -49,8 +49,7 @@ size_t dlqb_escalation_stamp(dlqb_hset *sets, const char *by, const char *at_iso
  * last_error, dlq_reason, dlq_at and worker_error removed, replayed_by =
  * by, replayed_at = at_iso, and a pending edit proposal removed. Writes DLQB_REPLAY_SETS entries and returns
  * that count. */
-size_t dlqb_replay_stamp(dlqb_hset *sets, int64_t replay_count, const char *by,
-                         const char *at_iso);
+size_t dlqb_replay_stamp(dlqb_hset *sets, int64_t replay_count, const char *by, const char *at_iso);
 
 /* Whether key is a header the bridge reads or writes (the envelope, its
  * stamps): the ones a task keeps when the rest must be left off

@@ -25,10 +25,10 @@
 
 typedef struct {
   dlqb_decision decision;
-  bool valid;          /* the envelope parsed */
-  char target[DLQB_NAME_MAX]; /* queue to publish to (default exchange) */
-  bool has_expiration; /* retry: the message's expiration is set to ... */
-  char expiration[24]; /* ... this many milliseconds, as AMQP wants it: text */
+  bool valid;                          /* the envelope parsed */
+  char target[DLQB_NAME_MAX];          /* queue to publish to (default exchange) */
+  bool has_expiration;                 /* retry: the message's expiration is set to ... */
+  char expiration[24];                 /* ... this many milliseconds, as AMQP wants it: text */
   dlqb_hset sets[DLQB_ROUTE_MAX_SETS]; /* header changes; strings point into this plan */
   size_t nsets;
   dlqb_hop hop; /* what the audit trail and the metrics get once it is acked */

@@ -40,8 +40,7 @@ typedef struct {
  * non-zero); later losses are retried with capped exponential backoff
  * (hooks->persist: every failure is). With `pipelines` in cfg the thread's
  * log lines name the pipeline served. */
-dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
-                            const dlqb_router_hooks *hooks, dlqb_stop_flag *stop,
-                            dlqb_error *err);
+dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare, const dlqb_router_hooks *hooks,
+                            dlqb_stop_flag *stop, dlqb_error *err);
 
 #endif

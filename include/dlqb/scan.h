@@ -41,19 +41,19 @@
 #include "dlqb/stop.h"
 
 #define DLQB_SCAN_WINDOW_DEFAULT 5000
-#define DLQB_SCAN_WINDOW_MAX 65535
+#define DLQB_SCAN_WINDOW_MAX     65535
 
 typedef struct dlqb_scan dlqb_scan;
 
 typedef struct {
-  const char *queue;     /* queue to pass over */
-  const char *purpose;   /* connection name, e.g. "dlq-bridge replay" */
-  const char *actor;     /* who acts, copied into every hop */
-  dlqb_audit *audit;     /* NULL: no audit trail */
-  int window;            /* in flight at once (each consumer's prefetch); 0 = DLQB_SCAN_WINDOW_DEFAULT */
-  uint64_t max_items;    /* examine at most this many; 0 = the depth at start */
-  long idle_stop_ms;     /* give up waiting for deliveries after this; 0 = 5000 */
-  double rate;           /* forwards per second; 0 = unlimited */
+  const char *queue;   /* queue to pass over */
+  const char *purpose; /* connection name, e.g. "dlq-bridge replay" */
+  const char *actor;   /* who acts, copied into every hop */
+  dlqb_audit *audit;   /* NULL: no audit trail */
+  int window; /* in flight at once (each consumer's prefetch); 0 = DLQB_SCAN_WINDOW_DEFAULT */
+  uint64_t max_items;   /* examine at most this many; 0 = the depth at start */
+  long idle_stop_ms;    /* give up waiting for deliveries after this; 0 = 5000 */
+  double rate;          /* forwards per second; 0 = unlimited */
   dlqb_stop_flag *stop; /* set by a signal handler or another thread; may be NULL */
   /* What the pass does while its audit trail cannot be written
    * (dlqb_pipe_audit_mode; *stop is the OUTWAIT give-up). Whatever the
@@ -96,8 +96,8 @@ typedef struct {
 /* Runs one pass. Returns DLQB_OK when the pass ended (see res for why), or
  * the connection's error (e.g. DLQB_ECONN "cannot connect to broker at ...";
  * a missing queue is DLQB_EBROKER). res is filled in either case. */
-dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
-                          dlqb_scan_result *res, dlqb_error *err);
+dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dlqb_scan_result *res,
+                          dlqb_error *err);
 
 /* Settles d by publishing a copy to `queue` (default exchange, mandatory,
  * persistent, no expiration) with the header changes in sets applied, then

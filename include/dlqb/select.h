@@ -10,8 +10,8 @@
 
 #include "dlqb/envelope.h"
 #include "dlqb/error.h"
-#include "dlqb/group.h" /* --group: a failure group id */
-#include "dlqb/item.h" /* what a selection matches */
+#include "dlqb/group.h"    /* --group: a failure group id */
+#include "dlqb/item.h"     /* what a selection matches */
 #include "dlqb/pipeline.h" /* dlqb_profile: the identity fields */
 
 /* Identity filters one selection may name (--id, --match, --request-id,
@@ -65,8 +65,7 @@ bool dlqb_select_is_flag(const char *name);
  * "--limit: 'x' is not a whole number from 1 to 1000000000",
  * "--group: 'x' is not a group id (12 hex digits, as stats --by group
  * prints them)". */
-dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
-                            dlqb_error *err);
+dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value, dlqb_error *err);
 
 /* Resolves the identity filters against profile (NULL: dsr's), the last
  * one given for a field winning: --id is fields[0]; --match FIELD=VALUE

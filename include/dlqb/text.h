@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define DLQB_QUOTE_MAX 64                      /* bytes of input an error may quote */
+#define DLQB_QUOTE_MAX 64                       /* bytes of input an error may quote */
 #define DLQB_QUOTE_BUF (DLQB_QUOTE_MAX + 3 + 1) /* plus "..." and the NUL */
 
 /* Copies at most cap-1 bytes of src (len bytes, maybe not NUL-terminated;

@@ -25,9 +25,9 @@
 #define DLQB_TOPO_MAX_ARGS 8
 /* Per pipeline: work, failed, the delays, DLQ, review, ledger; and the
  * anchors stream, shared. */
-#define DLQB_TOPO_MAX_QUEUES ((6 + DLQB_MAX_RETRY_DELAYS) * DLQB_MAX_PIPELINES + 1)
+#define DLQB_TOPO_MAX_QUEUES    ((6 + DLQB_MAX_RETRY_DELAYS) * DLQB_MAX_PIPELINES + 1)
 #define DLQB_TOPO_MAX_EXCHANGES DLQB_MAX_PIPELINES
-#define DLQB_NAME_MAX 64
+#define DLQB_NAME_MAX           64
 
 typedef enum { DLQB_QTYPE_QUORUM, DLQB_QTYPE_CLASSIC, DLQB_QTYPE_STREAM } dlqb_qtype;
 typedef enum { DLQB_ARG_STR, DLQB_ARG_INT } dlqb_arg_kind;
@@ -80,7 +80,7 @@ char *dlqb_pipeline_retry_queue_name(const dlqb_pipeline *p, uint64_t delay_ms, 
 /* Writes the topology in RabbitMQ's definitions format (JSON) for vhost,
  * the vhost itself included (a node importing definitions at boot creates no
  * default vhost). *json_out is malloc'd; the caller frees it. */
-dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost,
-                                      char **json_out, dlqb_error *err);
+dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost, char **json_out,
+                                      dlqb_error *err);
 
 #endif

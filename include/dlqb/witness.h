@@ -31,9 +31,9 @@ bool dlqb_witness_state_parse(const char *text, size_t len, dlqb_witness_state *
 void dlqb_witness_state_format(const dlqb_witness_state *s, char *out, size_t cap);
 
 typedef enum {
-  DLQB_WITNESS_COSIGN,  /* consistent: cosign, and it becomes the state */
-  DLQB_WITNESS_SAME,    /* the tree already cosigned: nothing to do */
-  DLQB_WITNESS_REFUSE,  /* smaller, forked, or not shown to be consistent */
+  DLQB_WITNESS_COSIGN, /* consistent: cosign, and it becomes the state */
+  DLQB_WITNESS_SAME,   /* the tree already cosigned: nothing to do */
+  DLQB_WITNESS_REFUSE, /* smaller, forked, or not shown to be consistent */
 } dlqb_witness_verdict;
 
 /* Judges the checkpoint cp (its log signature already checked) that came
@@ -42,8 +42,8 @@ typedef enum {
 /* Whether the stream still holds, as message seen - 1, the message the
  * state says it read last (msgs: the whole stream, oldest first); false
  * with why naming what changed. */
-bool dlqb_witness_stream_same(const dlqb_witness_state *s, const dlqb_audit_lines *msgs,
-                              char *why, size_t len);
+bool dlqb_witness_stream_same(const dlqb_witness_state *s, const dlqb_audit_lines *msgs, char *why,
+                              size_t len);
 
 /* Records message i of msgs as the last one read. */
 void dlqb_witness_mark(dlqb_witness_state *s, const dlqb_audit_lines *msgs, size_t i);

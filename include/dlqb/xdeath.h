@@ -19,7 +19,7 @@ typedef enum {
 
 typedef struct {
   dlqb_failure_kind kind;
-  char queue[128];          /* x-death[0].queue, "" when absent */
+  char queue[128]; /* x-death[0].queue, "" when absent */
   bool has_worker_error;
   char worker_error[DLQB_LAST_ERROR_MAX + 1]; /* sanitised to printable UTF-8 */
 } dlqb_failure;

@@ -19,7 +19,7 @@
 #include "dlqb/log.h"
 
 #define LEDGER_PREFETCH 1000
-#define ACK_EVERY 250
+#define ACK_EVERY       250
 /* The wait for the cache's marker: this fraction of the idle timeout. */
 #define RESUME_WAIT_DIVISOR 5
 
@@ -51,9 +51,9 @@ static dlqb_status append_marker(dlqb_link *link, const char *stream, const char
   amqp_connection_state_t conn = dlqb_link_conn(link);
   dlqb_status st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
   if (st != DLQB_OK) return st;
-  amqp_table_entry_t h = {.key = amqp_cstring_bytes(DLQB_H_LEDGER_MARKER),
-                          .value = {.kind = AMQP_FIELD_KIND_UTF8,
-                                    .value.bytes = amqp_cstring_bytes(marker)}};
+  amqp_table_entry_t h = {
+      .key = amqp_cstring_bytes(DLQB_H_LEDGER_MARKER),
+      .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(marker)}};
   amqp_basic_properties_t props;
   memset(&props, 0, sizeof props);
   props._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_APP_ID_FLAG;
@@ -68,23 +68,25 @@ static dlqb_status append_marker(dlqb_link *link, const char *stream, const char
     struct timeval tv = {idle_ms / 1000, (idle_ms % 1000) * 1000};
     rc = amqp_simple_wait_frame_noblock(conn, &f, &tv);
     if (rc == AMQP_STATUS_TIMEOUT)
-      return dlqb_fail(err, DLQB_ETIMEOUT, "completion ledger '%s': no confirm for the marker "
-                       "within %ld ms", stream, idle_ms);
+      return dlqb_fail(err, DLQB_ETIMEOUT,
+                       "completion ledger '%s': no confirm for the marker "
+                       "within %ld ms",
+                       stream, idle_ms);
     if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the ledger marker", err);
     if (f.frame_type != AMQP_FRAME_METHOD) continue;
     switch (f.payload.method.id) {
-    case AMQP_BASIC_ACK_METHOD:
-      return DLQB_OK;
+    case AMQP_BASIC_ACK_METHOD: return DLQB_OK;
     case AMQP_BASIC_NACK_METHOD:
       return dlqb_fail(err, DLQB_EBROKER, "completion ledger '%s' refused the marker", stream);
     case AMQP_BASIC_RETURN_METHOD:
       return dlqb_fail(err, DLQB_EBROKER, "completion ledger '%s' is not a queue here", stream);
     case AMQP_CHANNEL_CLOSE_METHOD:
     case AMQP_CONNECTION_CLOSE_METHOD:
-      return dlqb_fail(err, DLQB_ECONN, "broker closed the channel while writing the ledger "
-                       "marker (no write permission on '%s'?)", stream);
-    default:
-      continue;
+      return dlqb_fail(err, DLQB_ECONN,
+                       "broker closed the channel while writing the ledger "
+                       "marker (no write permission on '%s'?)",
+                       stream);
+    default: continue;
     }
   }
 }
@@ -122,9 +124,8 @@ typedef struct {
 /* Reads the stream into l from span->from (or its first entry) up to
  * span->marker. With span->from, the entry at its offset must be its
  * marker, or the read stops at once with span->stale set (DLQB_OK). */
-static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *span,
-                               dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
-                               dlqb_error *err) {
+static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *span, dlqb_ledger *l,
+                               long idle_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
   amqp_connection_state_t conn = dlqb_link_conn(link);
   /* A stream consumer must set a prefetch and ack manually: acks are its
    * credit for more deliveries. */
@@ -161,19 +162,19 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
     long wait_ms = resumed ? idle_ms : idle_ms / RESUME_WAIT_DIVISOR;
     struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
     amqp_rpc_reply_t r = amqp_consume_message(conn, &env, &tv, 0);
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        r.library_error == AMQP_STATUS_TIMEOUT && !resumed) {
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT &&
+        !resumed) {
       span->stale = true;
       return DLQB_OK;
     }
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        r.library_error == AMQP_STATUS_TIMEOUT && span->until_quiet)
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT &&
+        span->until_quiet)
       return DLQB_OK;
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        r.library_error == AMQP_STATUS_TIMEOUT)
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
       return dlqb_fail(err, DLQB_ETIMEOUT,
                        "completion ledger '%s': read %zu entries, then nothing for %ld ms "
-                       "before reaching the end", stream, stats->entries, idle_ms);
+                       "before reaching the end",
+                       stream, stats->entries, idle_ms);
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
         r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
       /* A late confirm or another method frame: read and skip it. */
@@ -208,9 +209,7 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
       else if (!from_writer(span->cfg, props)) {
         stats->unverified++;
         if (span->unverified != NULL) st = dlqb_ledger_add(span->unverified, rid, src, err);
-      }
-      else
-        st = dlqb_ledger_add(l, rid, src, err);
+      } else st = dlqb_ledger_add(l, rid, src, err);
     }
     uint64_t tag = env.delivery_tag;
     amqp_destroy_envelope(&env);
@@ -235,8 +234,8 @@ static void make_marker(char *out, size_t cap) {
   unsigned char rnd[8] = {0};
   (void)getrandom(rnd, sizeof rnd, GRND_NONBLOCK);
   snprintf(out, cap, "%ld-%lld-%ld-%02x%02x%02x%02x%02x%02x%02x%02x", (long)getpid(),
-           (long long)ts.tv_sec, ts.tv_nsec, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
-           rnd[6], rnd[7]);
+           (long long)ts.tv_sec, ts.tv_nsec, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6],
+           rnd[7]);
 }
 
 /* Closes the link after a read: cleanly when the connection is usable. */
@@ -274,12 +273,15 @@ static dlqb_status read_from_cache(const dlqb_config *cfg, dlqb_link **link, con
                                    long wait_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
   dlqb_ledger_mark from;
   bool cached = cache_path != NULL && cache_path[0] != '\0';
-  if (cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats)) span->from = &from;
+  if (cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats))
+    span->from = &from;
   dlqb_status st = read_stream(*link, stream, span, l, wait_ms, stats, err);
   if (st == DLQB_OK && span->stale) {
-    dlqb_log_warn("ledger_cache", "the ledger cache '%s' does not match the stream '%s' "
+    dlqb_log_warn("ledger_cache",
+                  "the ledger cache '%s' does not match the stream '%s' "
                   "(declared again, cut by retention, or another broker's); reading the whole "
-                  "completion ledger", cache_path, stream);
+                  "completion ledger",
+                  cache_path, stream);
     dlqb_ledger_clear(l);
     stats->cache = DLQB_LEDGER_CACHE_REBUILT;
     stats->cached = stats->entries = stats->ignored = stats->unverified = 0;
@@ -319,8 +321,7 @@ static dlqb_status load(const dlqb_config *cfg, const char *stream, const char *
     dlqb_error why;
     if (dlqb_ledger_cache_write(cache_path, cfg->completion_writers, l, &to, &why) == DLQB_OK)
       stats->cache_saved = true;
-    else
-      dlqb_log_warn("ledger_cache", "%s; the next replay reads the whole ledger", why.msg);
+    else dlqb_log_warn("ledger_cache", "%s; the next replay reads the whole ledger", why.msg);
   }
   return st;
 }
@@ -332,8 +333,8 @@ dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const c
 }
 
 dlqb_status dlqb_ledger_load_split(const dlqb_config *cfg, const char *stream, dlqb_ledger *l,
-                                   dlqb_ledger *unverified, long idle_ms,
-                                   dlqb_ledger_stats *stats, dlqb_error *err) {
+                                   dlqb_ledger *unverified, long idle_ms, dlqb_ledger_stats *stats,
+                                   dlqb_error *err) {
   return load(cfg, stream, NULL, l, unverified, idle_ms, stats, err);
 }
 

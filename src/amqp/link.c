@@ -16,10 +16,10 @@
 #include "dlqb/log.h"
 
 #define CONNECT_TIMEOUT_S 10
-#define PROBE_TIMEOUT_MS 2000 /* the second look at a failed connect */
-#define RPC_TIMEOUT_S 30
-#define HEARTBEAT_S 30
-#define FRAME_MAX 131072
+#define PROBE_TIMEOUT_MS  2000 /* the second look at a failed connect */
+#define RPC_TIMEOUT_S     30
+#define HEARTBEAT_S       30
+#define FRAME_MAX         131072
 
 struct dlqb_link {
   amqp_connection_state_t conn;
@@ -66,16 +66,14 @@ static const char *connect_failure_reason(const char *host, int port, char *buf,
   if (getaddrinfo(host, service, &hints, &res) != 0) return "";
   int why = 0;
   for (struct addrinfo *ai = res; ai != NULL && why == 0; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) continue;
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
       why = errno;
       struct pollfd pf = {.fd = fd, .events = POLLOUT};
       socklen_t len = sizeof why;
-      if (why == EINPROGRESS &&
-          (poll(&pf, 1, PROBE_TIMEOUT_MS) != 1 ||
-           getsockopt(fd, SOL_SOCKET, SO_ERROR, &why, &len) != 0))
+      if (why == EINPROGRESS && (poll(&pf, 1, PROBE_TIMEOUT_MS) != 1 ||
+                                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &why, &len) != 0))
         why = ETIMEDOUT;
     }
     close(fd);
@@ -108,14 +106,11 @@ static dlqb_status reopen_channel(dlqb_link *link) {
 dlqb_status dlqb_link_reply(dlqb_link *link, amqp_rpc_reply_t reply, const char *what,
                             dlqb_error *err) {
   switch (reply.reply_type) {
-  case AMQP_RESPONSE_NORMAL:
-    return DLQB_OK;
+  case AMQP_RESPONSE_NORMAL: return DLQB_OK;
   case AMQP_RESPONSE_NONE:
     return dlqb_fail(err, DLQB_ECONN, "cannot %s: no reply from the broker", what);
-  case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-    return dlqb_link_status(reply.library_error, what, err);
-  case AMQP_RESPONSE_SERVER_EXCEPTION:
-    break;
+  case AMQP_RESPONSE_LIBRARY_EXCEPTION: return dlqb_link_status(reply.library_error, what, err);
+  case AMQP_RESPONSE_SERVER_EXCEPTION: break;
   }
   if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
     const amqp_channel_close_t *c = reply.reply.decoded;
@@ -143,8 +138,7 @@ dlqb_status dlqb_link_reply(dlqb_link *link, amqp_rpc_reply_t reply, const char 
 /* Reads the first line of a password file. The file should be readable by
  * the bridge's user only; we do not refuse wider modes here because
  * container secrets are often mounted 0444. */
-static dlqb_status read_password_file(const char *path, char *buf, size_t len,
-                                      dlqb_error *err) {
+static dlqb_status read_password_file(const char *path, char *buf, size_t len, dlqb_error *err) {
   char why[DLQB_ERRNO_TEXT_MAX];
   FILE *f = fopen(path, "r");
   if (f == NULL)
@@ -153,8 +147,7 @@ static dlqb_status read_password_file(const char *path, char *buf, size_t len,
   if (fgets(buf, (int)len, f) == NULL) buf[0] = '\0';
   fclose(f);
   buf[strcspn(buf, "\r\n")] = '\0';
-  if (buf[0] == '\0')
-    return dlqb_fail(err, DLQB_EINVAL, "password file '%s' is empty", path);
+  if (buf[0] == '\0') return dlqb_fail(err, DLQB_EINVAL, "password file '%s' is empty", path);
   return DLQB_OK;
 }
 
@@ -230,12 +223,12 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
   struct timeval tv = {CONNECT_TIMEOUT_S, 0};
   int rc = amqp_socket_open_noblock(sock, ci.host, ci.port, &tv);
   if (rc != AMQP_STATUS_OK) {
-    const char *hint = (rc == AMQP_STATUS_SSL_ERROR || rc == AMQP_STATUS_SSL_CONNECTION_FAILED ||
-                        rc == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED ||
-                        rc == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
-                           ? " (tls: check DLQ_BRIDGE_TLS_CA_FILE and that the certificate "
-                             "names this host)"
-                           : "";
+    const char *hint =
+        (rc == AMQP_STATUS_SSL_ERROR || rc == AMQP_STATUS_SSL_CONNECTION_FAILED ||
+         rc == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED || rc == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
+            ? " (tls: check DLQ_BRIDGE_TLS_CA_FILE and that the certificate "
+              "names this host)"
+            : "";
     char reason[128];
     const char *why = rc == AMQP_STATUS_SOCKET_ERROR
                           ? connect_failure_reason(ci.host, ci.port, reason, sizeof reason)
@@ -270,8 +263,8 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
   explicit_bzero(password, sizeof password);
   if (r.reply_type != AMQP_RESPONSE_NORMAL) {
     char what[256];
-    snprintf(what, sizeof what, "log in to broker at %s:%d as '%s' (vhost '%s')", ci.host,
-             ci.port, ci.user, ci.vhost);
+    snprintf(what, sizeof what, "log in to broker at %s:%d as '%s' (vhost '%s')", ci.host, ci.port,
+             ci.user, ci.vhost);
     st = dlqb_link_reply(link, r, what, err);
     if (st == DLQB_OK) st = DLQB_ECONN;
     goto fail;
@@ -313,8 +306,7 @@ dlqb_status dlqb_link_open_channel(dlqb_link *link, amqp_channel_t channel, dlqb
 
 dlqb_status dlqb_link_confirm_select(dlqb_link *link, amqp_channel_t channel, dlqb_error *err) {
   amqp_confirm_select(link->conn, channel);
-  return dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), "enable publisher confirms",
-                         err);
+  return dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), "enable publisher confirms", err);
 }
 
 dlqb_status dlqb_link_queue_depth(dlqb_link *link, const char *queue, uint32_t *depth,
@@ -322,8 +314,8 @@ dlqb_status dlqb_link_queue_depth(dlqb_link *link, const char *queue, uint32_t *
   char what[200];
   /* A passive declare: "find" would blame the queue for a lost connection. */
   snprintf(what, sizeof what, "read the depth of queue '%s'", queue);
-  amqp_queue_declare_ok_t *ok = amqp_queue_declare(link->conn, DLQB_CHANNEL, dlqb_bytes(queue),
-                                                   1, 0, 0, 0, amqp_empty_table);
+  amqp_queue_declare_ok_t *ok =
+      amqp_queue_declare(link->conn, DLQB_CHANNEL, dlqb_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
   dlqb_status st = dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), what, err);
   if (st != DLQB_OK) return st;
   if (depth) *depth = ok->message_count;

@@ -16,9 +16,9 @@
 #include "dlqb/wire.h"
 #include "dlqb/log.h"
 
-#define MAX_BODY_BYTES (512u * 1024u * 1024u) /* above RabbitMQ's own max_message_size */
+#define MAX_BODY_BYTES   (512u * 1024u * 1024u) /* above RabbitMQ's own max_message_size */
 #define DRAIN_TIMEOUT_MS 30000
-#define IDLE_WAIT_MS 100
+#define IDLE_WAIT_MS     100
 /* Consumers one deep pass may add (each holds up to a window): with the
  * default window of 5000, a queue of 20 million items. */
 #define MAX_CONSUMERS 4096
@@ -36,27 +36,27 @@ struct dlqb_pipe {
   dlqb_pipe_handler h;
   dlqb_ackring ring; /* deliveries not yet acked, in delivery order; slot_hop payloads */
   size_t window;     /* the prefetch of each consumer */
-  bool corked;             /* TCP_CORK is on: our frames wait for set_cork(false) */
+  bool corked;       /* TCP_CORK is on: our frames wait for set_cork(false) */
   unsigned char *body;
   size_t body_cap;
   amqp_table_entry_t *headers; /* rewritten header table, reused: grows only */
   size_t headers_cap;
-  bool settled_now;     /* the handler settled the current delivery */
-  bool settle_refused;  /* the ring refused a delivery (a protocol error) */
+  bool settled_now;    /* the handler settled the current delivery */
+  bool settle_refused; /* the ring refused a delivery (a protocol error) */
   bool cancel_sent;
-  unsigned consumers;     /* basic.consume sent (consumer tags "dlqb", "dlqb-2", ...) */
-  unsigned consumers_ok;  /* of which the broker confirmed (consume-ok) */
-  unsigned cancelled;     /* of which the broker confirmed the cancel (cancel-ok) */
+  unsigned consumers;    /* basic.consume sent (consumer tags "dlqb", "dlqb-2", ...) */
+  unsigned consumers_ok; /* of which the broker confirmed (consume-ok) */
+  unsigned cancelled;    /* of which the broker confirmed the cancel (cancel-ok) */
   uint64_t settled_total;
   long long last_delivery_ms, last_tick_ms;
   long long ready_checked_ms; /* last idle check that found ready messages (0: none) */
-  const dlqb_hop **ack_hops; /* scratch for the audit submission */
+  const dlqb_hop **ack_hops;  /* scratch for the audit submission */
   size_t ack_hops_cap;
   dlqb_pipe_stats stats;
 };
 
-dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt,
-                          const dlqb_pipe_handler *h, dlqb_pipe **out, dlqb_error *err) {
+dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const dlqb_pipe_handler *h,
+                          dlqb_pipe **out, dlqb_error *err) {
   *out = NULL;
   dlqb_pipe *p = calloc(1, sizeof *p);
   if (p == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -157,12 +157,14 @@ dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *
 static dlqb_status prepare(dlqb_pipe *p, amqp_basic_properties_t *props, const amqp_table_t *in,
                            const dlqb_hset *sets, size_t nsets, char *user_id, dlqb_error *err) {
   dlqb_hset all[MAX_SETS];
-  if (nsets + 2 > MAX_SETS) return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
+  if (nsets + 2 > MAX_SETS)
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
   memcpy(all, sets, nsets * sizeof *sets);
   size_t n = nsets;
   const char *own = dlqb_link_user(p->link);
   if ((props->_flags & AMQP_BASIC_USER_ID_FLAG) &&
-      !(props->user_id.len == strlen(own) && memcmp(props->user_id.bytes, own, props->user_id.len) == 0)) {
+      !(props->user_id.len == strlen(own) &&
+        memcmp(props->user_id.bytes, own, props->user_id.len) == 0)) {
     dlqb_text_sanitize(user_id, 256, props->user_id.bytes, props->user_id.len);
     props->_flags &= ~AMQP_BASIC_USER_ID_FLAG;
     all[n++] = (dlqb_hset){DLQB_H_ORIGINAL_USER_ID, DLQB_HSET_STRING, user_id, 0};
@@ -184,8 +186,10 @@ static dlqb_status prepare(dlqb_pipe *p, amqp_basic_properties_t *props, const a
     size_t size = dlqb_wire_content_header_size(props);
     if (size == SIZE_MAX)
       return dlqb_fail(err, DLQB_EREFUSED, "its headers nest too deep to be sent again");
-    return dlqb_fail(err, DLQB_EREFUSED, "its properties take %zu bytes with the bridge's headers, "
-                     "more than the broker's frame_max of %zu", size, frame_max);
+    return dlqb_fail(err, DLQB_EREFUSED,
+                     "its properties take %zu bytes with the bridge's headers, "
+                     "more than the broker's frame_max of %zu",
+                     size, frame_max);
   }
   return DLQB_OK;
 }
@@ -194,11 +198,11 @@ dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *p, const dlqb_delivery *d, co
                                         const char *routing_key, amqp_basic_properties_t *props,
                                         const dlqb_hset *sets, size_t nsets, const dlqb_hop *hop,
                                         dlqb_error *err) {
-  const amqp_table_t *in =
-      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
+  const amqp_table_t *in = (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
   char user_id[256];
   dlqb_status st = prepare(p, props, in, sets, nsets, user_id, err);
-  return st == DLQB_OK ? dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err) : st;
+  return st == DLQB_OK ? dlqb_pipe_forward(p, d, exchange, routing_key, props, d->body, hop, err)
+                       : st;
 }
 
 /* The minimal copy of a message the broker would not take as it is: only
@@ -209,8 +213,7 @@ dlqb_status dlqb_pipe_forward_rewritten(dlqb_pipe *p, const dlqb_delivery *d, co
 static dlqb_status minimal_copy(const amqp_basic_properties_t *in_props,
                                 amqp_basic_properties_t *props, amqp_table_t *table,
                                 amqp_table_entry_t **kept, int64_t *dropped, dlqb_error *err) {
-  const amqp_table_t *in =
-      (in_props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &in_props->headers : NULL;
+  const amqp_table_t *in = (in_props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &in_props->headers : NULL;
   size_t nin = in != NULL && in->num_entries > 0 ? (size_t)in->num_entries : 0;
   *kept = calloc(nin > 0 ? nin : 1, sizeof **kept);
   if (*kept == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -221,8 +224,7 @@ static dlqb_status minimal_copy(const amqp_basic_properties_t *in_props,
     amqp_table_t one = {1, (amqp_table_entry_t *)e};
     if (dlqb_header_is_known(e->key) && dlqb_wire_table_size(&one) <= MINIMAL_VALUE_MAX)
       (*kept)[table->num_entries++] = *e;
-    else
-      (*dropped)++;
+    else (*dropped)++;
   }
   props->_flags &= AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
                    AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
@@ -236,7 +238,8 @@ static dlqb_status prepare_minimal(dlqb_pipe *p, const amqp_basic_properties_t *
                                    dlqb_error *err) {
   amqp_table_t table;
   int64_t dropped = 0;
-  if (nsets + 1 > MAX_SETS) return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
+  if (nsets + 1 > MAX_SETS)
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
   dlqb_status st = minimal_copy(in_props, props, &table, kept, &dropped, err);
   if (st != DLQB_OK) return st;
   dlqb_hset all[MAX_SETS];
@@ -440,9 +443,11 @@ static dlqb_status closed_by_broker(dlqb_pipe *p, const amqp_frame_t *f, dlqb_er
      * they stayed so longer than the broker's consumer_timeout (30 min by
      * default), e.g. behind an audit outage or a slow --rate pass. They
      * return to the queue; say what to change. */
-    return dlqb_fail(err, DLQB_ECONN, "consuming channel closed by broker: %.*s (deliveries unacked "
+    return dlqb_fail(err, DLQB_ECONN,
+                     "consuming channel closed by broker: %.*s (deliveries unacked "
                      "longer than the broker's consumer_timeout: see docs/reliability.md, "
-                     "\"consumer_timeout\")", (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+                     "\"consumer_timeout\")",
+                     (int)c->reply_text.len, (const char *)c->reply_text.bytes);
   return dlqb_fail(err, DLQB_ECONN, "channel closed by broker: %.*s", (int)c->reply_text.len,
                    (const char *)c->reply_text.bytes);
 }
@@ -468,7 +473,8 @@ static dlqb_status content_frame(dlqb_pipe *p, uint8_t type, amqp_frame_t *f, dl
       continue;
     }
     if (f->channel != DLQB_CHANNEL || f->frame_type != type)
-      return dlqb_fail(err, DLQB_ECONN, "protocol error: unexpected frame type %d while reading a message",
+      return dlqb_fail(err, DLQB_ECONN,
+                       "protocol error: unexpected frame type %d while reading a message",
                        f->frame_type);
     return DLQB_OK;
   }
@@ -487,8 +493,9 @@ static dlqb_status read_content(dlqb_pipe *p, const amqp_basic_properties_t **pr
   if (size > p->body_cap) {
     /* The buffer only grows, so steady traffic allocates nothing. */
     unsigned char *nb = realloc(p->body, size);
-    if (nb == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a %llu byte message",
-                                     (unsigned long long)size);
+    if (nb == NULL)
+      return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a %llu byte message",
+                       (unsigned long long)size);
     p->body = nb;
     p->body_cap = size;
   }
@@ -523,8 +530,10 @@ static dlqb_status on_deliver(dlqb_pipe *p, const amqp_basic_deliver_t *m, dlqb_
   }
   if (!p->settled_now) return dlqb_fail(err, DLQB_EINVAL, "internal error: delivery not settled");
   if (p->settle_refused)
-    return dlqb_fail(err, DLQB_ECONN, "protocol error: delivery tag %llu out of order (or out "
-                     "of memory for the messages in flight)", (unsigned long long)d.delivery_tag);
+    return dlqb_fail(err, DLQB_ECONN,
+                     "protocol error: delivery tag %llu out of order (or out "
+                     "of memory for the messages in flight)",
+                     (unsigned long long)d.delivery_tag);
   return DLQB_OK;
 }
 
@@ -576,15 +585,15 @@ static dlqb_status add_consumer_if_full(dlqb_pipe *p, dlqb_error *err) {
   if (p->ring.held + p->window / 2 < capacity) return DLQB_OK;
   uint64_t unacked = p->ring.held + p->ring.count;
   /* Nothing more to come that the free windows cannot take. */
-  if (p->opt.max_messages > 0 &&
-      (p->settled_total >= p->opt.max_messages ||
-       p->opt.max_messages - p->settled_total <= capacity - (unacked < capacity ? unacked : capacity)))
+  if (p->opt.max_messages > 0 && (p->settled_total >= p->opt.max_messages ||
+                                  p->opt.max_messages - p->settled_total <=
+                                      capacity - (unacked < capacity ? unacked : capacity)))
     return DLQB_OK;
   char tag[32];
   amqp_basic_consume_t c = {.queue = dlqb_bytes(p->opt.queue),
                             .consumer_tag = consumer_tag(p->consumers, tag, sizeof tag),
-                            .arguments = p->opt.consume_args ? *p->opt.consume_args
-                                                             : amqp_empty_table};
+                            .arguments =
+                                p->opt.consume_args ? *p->opt.consume_args : amqp_empty_table};
   int rc = amqp_send_method(p->conn, DLQB_CHANNEL, AMQP_BASIC_CONSUME_METHOD, &c);
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "add a consumer", err);
   p->consumers++;
@@ -622,7 +631,7 @@ static dlqb_status on_return(dlqb_pipe *p, const amqp_basic_return_t *r, dlqb_er
     dlqb_ackring_fail(&p->ring);
     return dlqb_link_reply(p->link, rr, "read a returned message", err);
   }
-  char message_id[sizeof ((dlqb_hop *)0)->message_id] = "";
+  char message_id[sizeof((dlqb_hop *)0)->message_id] = "";
   if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
     dlqb_text_sanitize(message_id, sizeof message_id, msg.properties.message_id.bytes,
                        msg.properties.message_id.len);
@@ -638,8 +647,8 @@ static dlqb_status on_return(dlqb_pipe *p, const amqp_basic_return_t *r, dlqb_er
     dlqb_ackring_return(&p->ring, i);
     const slot_hop *sh = dlqb_ackring_payload_at(&p->ring, i);
     dlqb_hop hop = sh->hop; /* the handler may replace the slot's */
-    dlqb_returned ret = {.index = i, .props = &msg.properties, .body = msg.body,
-                         .hop = &hop, .why = why};
+    dlqb_returned ret = {
+        .index = i, .props = &msg.properties, .body = msg.body, .hop = &hop, .why = why};
     st = p->h.on_returned(p->h.ctx, p, &ret, err);
   }
   amqp_destroy_message(&msg);
@@ -649,8 +658,7 @@ static dlqb_status on_return(dlqb_pipe *p, const amqp_basic_return_t *r, dlqb_er
 static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
   if (f->frame_type != AMQP_FRAME_METHOD) return DLQB_OK;
   switch (f->payload.method.id) {
-  case AMQP_BASIC_DELIVER_METHOD:
-    return on_deliver(p, f->payload.method.decoded, err);
+  case AMQP_BASIC_DELIVER_METHOD: return on_deliver(p, f->payload.method.decoded, err);
   case AMQP_BASIC_ACK_METHOD: {
     const amqp_basic_ack_t *a = f->payload.method.decoded;
     dlqb_ackring_on_confirm(&p->ring, a->delivery_tag, a->multiple);
@@ -659,24 +667,18 @@ static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err
   case AMQP_BASIC_NACK_METHOD:
     dlqb_ackring_fail(&p->ring);
     return dlqb_fail(err, DLQB_EBROKER, "broker refused a publish (basic.nack)");
-  case AMQP_BASIC_RETURN_METHOD:
-    return on_return(p, f->payload.method.decoded, err);
+  case AMQP_BASIC_RETURN_METHOD: return on_return(p, f->payload.method.decoded, err);
   case AMQP_BASIC_CONSUME_OK_METHOD:
     /* Consume-oks come in the order of the consumes. */
     p->consumers_ok++;
     return p->cancel_sent ? cancel_one(p, p->consumers_ok - 1, err) : DLQB_OK;
-  case AMQP_BASIC_CANCEL_OK_METHOD:
-    p->cancelled++;
-    return DLQB_OK;
+  case AMQP_BASIC_CANCEL_OK_METHOD: p->cancelled++; return DLQB_OK;
   case AMQP_BASIC_CANCEL_METHOD:
     return dlqb_fail(err, DLQB_ECONN, "broker cancelled the consumer on '%s' (queue deleted?)",
                      p->opt.queue);
   case AMQP_CHANNEL_CLOSE_METHOD:
-  case AMQP_CONNECTION_CLOSE_METHOD:
-    return closed_by_broker(p, f, err);
-  default:
-    log_connection_method(f);
-    return DLQB_OK;
+  case AMQP_CONNECTION_CLOSE_METHOD: return closed_by_broker(p, f, err);
+  default: log_connection_method(f); return DLQB_OK;
   }
 }
 
@@ -700,8 +702,7 @@ static bool limit_reached(const dlqb_pipe *p) {
  * only for the audit trail (and no shutdown gave up on it). */
 static bool outwait_audit(const dlqb_pipe *p) {
   return p->opt.audit_mode == DLQB_PIPE_AUDIT_OUTWAIT && p->opt.audit != NULL &&
-         !(p->opt.audit_give_up != NULL && *p->opt.audit_give_up) &&
-         p->ring.ready == p->ring.count;
+         !(p->opt.audit_give_up != NULL && *p->opt.audit_give_up) && p->ring.ready == p->ring.count;
 }
 
 /* FAIL_FAST: the run's error once the audit trail cannot be written,
@@ -727,15 +728,18 @@ static dlqb_status check_idle_ready(dlqb_pipe *p, long long now, bool *idle, dlq
   if (p->opt.max_messages == 0 || p->settled_total >= p->opt.max_messages || p->cancel_sent)
     return DLQB_OK;
   uint64_t capacity = (uint64_t)(p->consumers > 0 ? p->consumers : 1) * p->window;
-  bool room = p->ring.held + p->ring.count < capacity || (p->opt.deep && p->consumers < MAX_CONSUMERS);
+  bool room =
+      p->ring.held + p->ring.count < capacity || (p->opt.deep && p->consumers < MAX_CONSUMERS);
   if (!room) return DLQB_OK;
   if (p->ready_checked_ms != 0 && now - p->ready_checked_ms < p->opt.idle_stop_ms) {
     *idle = false; /* checked a moment ago: ready then, wait on */
     return DLQB_OK;
   }
   if (now - p->last_delivery_ms >= IDLE_READY_MAX_MS) {
-    dlqb_log_warn("broker_stalled", "queue '%s': nothing delivered for %lld s while messages were "
-                  "ready; ending the pass", p->opt.queue, (now - p->last_delivery_ms) / 1000);
+    dlqb_log_warn("broker_stalled",
+                  "queue '%s': nothing delivered for %lld s while messages were "
+                  "ready; ending the pass",
+                  p->opt.queue, (now - p->last_delivery_ms) / 1000);
     return DLQB_OK;
   }
   uint32_t ready = 0;
@@ -743,8 +747,10 @@ static dlqb_status check_idle_ready(dlqb_pipe *p, long long now, bool *idle, dlq
   if (st != DLQB_OK) return st;
   if (ready == 0) return DLQB_OK;
   if (p->ready_checked_ms == 0)
-    dlqb_log_info("broker_slow", "queue '%s': %u messages ready but none delivered for %lld ms; "
-                  "waiting for the broker", p->opt.queue, ready, now - p->last_delivery_ms);
+    dlqb_log_info("broker_slow",
+                  "queue '%s': %u messages ready but none delivered for %lld ms; "
+                  "waiting for the broker",
+                  p->opt.queue, ready, now - p->last_delivery_ms);
   p->ready_checked_ms = dlqb_mono_ms();
   *idle = false;
   return DLQB_OK;
@@ -772,8 +778,10 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
       if (drain_deadline == 0) drain_deadline = now + DRAIN_TIMEOUT_MS;
       if (p->ring.count == 0 && !consuming(p)) return DLQB_OK;
       if (now > drain_deadline && !outwait_audit(p)) {
-        dlqb_log_warn("drain_timeout", "%zu messages still unconfirmed after %d ms; leaving them "
-                      "unacked for redelivery", p->ring.count, DRAIN_TIMEOUT_MS);
+        dlqb_log_warn("drain_timeout",
+                      "%zu messages still unconfirmed after %d ms; leaving them "
+                      "unacked for redelivery",
+                      p->ring.count, DRAIN_TIMEOUT_MS);
         return DLQB_OK;
       }
     }

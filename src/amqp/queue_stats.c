@@ -25,7 +25,8 @@ struct dlqb_queue_stats {
 static bool xdeath_time(const amqp_table_t *h, int64_t *ms) {
   const amqp_table_t *death = dlqb_header_first_death(h);
   const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
-  if (t == NULL || t->kind != AMQP_FIELD_KIND_TIMESTAMP || t->value.u64 > (uint64_t)INT64_MAX / 1000)
+  if (t == NULL || t->kind != AMQP_FIELD_KIND_TIMESTAMP ||
+      t->value.u64 > (uint64_t)INT64_MAX / 1000)
     return false;
   *ms = (int64_t)t->value.u64 * 1000;
   return true;

@@ -77,7 +77,8 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
   props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
   dlqb_hop hop;
   fill_hop(s, it, event, queue, cause, reason, &hop);
-  dlqb_status st = dlqb_pipe_forward_rewritten(s->pipe, d, "", queue, &props, sets, nsets, &hop, err);
+  dlqb_status st =
+      dlqb_pipe_forward_rewritten(s->pipe, d, "", queue, &props, sets, nsets, &hop, err);
   if (st != DLQB_EREFUSED) return st;
   /* The broker would not take it as it is: it stays where it is, and the
    * pass goes on with the others. */
@@ -167,8 +168,8 @@ static void on_tick(void *ctx) {
   if (s->o->on_tick != NULL) s->o->on_tick(s->o->ctx, s);
 }
 
-dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
-                          dlqb_scan_result *res, dlqb_error *err) {
+dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dlqb_scan_result *res,
+                          dlqb_error *err) {
   dlqb_scan s;
   memset(&s, 0, sizeof s);
   s.o = o;
@@ -194,14 +195,16 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o,
                               .prefetch = s.prefetch,
                               .max_messages = s.limit,
                               .deep = true,
-                              .idle_stop_ms = o->idle_stop_ms > 0 ? o->idle_stop_ms
-                                                                  : IDLE_STOP_DEFAULT_MS,
+                              .idle_stop_ms =
+                                  o->idle_stop_ms > 0 ? o->idle_stop_ms : IDLE_STOP_DEFAULT_MS,
                               .audit = o->audit,
                               .audit_mode = o->audit_mode,
                               .audit_give_up = o->stop};
     dlqb_pipe_handler h = {.on_delivery = on_delivery,
-                           .after_ack = after_ack, .on_tick = on_tick,
-                           .on_returned = scan_returned, .ctx = &s};
+                           .after_ack = after_ack,
+                           .on_tick = on_tick,
+                           .on_returned = scan_returned,
+                           .ctx = &s};
     st = dlqb_pipe_new(link, &popt, &h, &s.pipe, err);
     if (st == DLQB_OK) st = dlqb_pipe_run(s.pipe, &s.stop_now, err);
     if (st == DLQB_OK && !s.stop_now && s.res.examined < s.limit) s.res.short_read = true;

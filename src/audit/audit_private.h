@@ -29,16 +29,16 @@
  * without its sig member), and the signature is Ed25519 over the same
  * bytes; the next record of the chain names the hash as its prev, so one
  * signature covers its whole batch. */
-#define DLQB__AUDIT_SIG_TAIL ",\"sig\":\""
+#define DLQB__AUDIT_SIG_TAIL     ",\"sig\":\""
 #define DLQB__AUDIT_SIG_TAIL_LEN 8
-#define DLQB__AUDIT_SUFFIX_LEN (DLQB__AUDIT_SIG_TAIL_LEN + DLQB_AUDIT_SIG_HEX + 2)
+#define DLQB__AUDIT_SUFFIX_LEN   (DLQB__AUDIT_SIG_TAIL_LEN + DLQB_AUDIT_SIG_HEX + 2)
 
 /* The prev of a chain's first record. */
 #define DLQB__AUDIT_ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 #define DLQB__AUDIT_EV_CHAIN_START "chain_start"
-#define DLQB__AUDIT_EV_CHAIN_END "chain_end"
-#define DLQB__AUDIT_EV_FILE_START "file_start"
+#define DLQB__AUDIT_EV_CHAIN_END   "chain_end"
+#define DLQB__AUDIT_EV_FILE_START  "file_start"
 
 /* A record is at most this long: every text field of a hop sanitised and
  * escaped (at most doubled) plus the fixed members. The batch buffer keeps
@@ -47,7 +47,7 @@
 #define DLQB__AUDIT_RECORD_MAX 16384
 /* A writer's name is cut to this many bytes (at a character boundary) before
  * escaping, so its escaped form (at most doubled) fits the writer buffer. */
-#define DLQB__AUDIT_WRITER_MAX 255
+#define DLQB__AUDIT_WRITER_MAX  255
 #define DLQB__AUDIT_BUF_INITIAL (64 * 1024)
 
 /* A SHA-256 context fetched once; each hash call reuses it, so hashing a
@@ -122,7 +122,7 @@ typedef struct {
   uint64_t seq;
   char last_hash[DLQB_AUDIT_HASH_HEX + 1];
   char key[DLQB_AUDIT_KEY_ID_HEX + 1]; /* "" when absent or not a key id */
-  bool open; /* "ended":false: the chain had not ended at that batch */
+  bool open;                           /* "ended":false: the chain had not ended at that batch */
 } dlqb__audit_seal;
 
 /* The one reader of seal lines, for the writer (compaction, rotation) and
@@ -158,7 +158,7 @@ struct dlqb_audit {
   char seal_path[DLQB_CONFIG_STR_MAX + 16];
   char rotating[DLQB_CONFIG_STR_MAX + 16];
   char writer[2 * DLQB__AUDIT_WRITER_MAX + 1]; /* JSON-escaped (dlqb__audit_writer_name) */
-  char pipeline[DLQB_PIPELINE_NAME_MAX]; /* its thread's log lines name it; "" = none */
+  char pipeline[DLQB_PIPELINE_NAME_MAX];       /* its thread's log lines name it; "" = none */
   long long rotate_bytes;
   int fd; /* the log, O_APPEND; -1 when closed */
   dlqb__audit_hasher hasher;
@@ -199,26 +199,26 @@ struct dlqb_audit {
   pthread_t thread;
   bool thread_running;
   pthread_mutex_t mu;
-  pthread_cond_t work;   /* hops queued, or closing */
-  pthread_cond_t done;   /* an attempt finished */
-  dlqb_hop *queue;       /* submitted, not yet taken by the writer (mu) */
+  pthread_cond_t work; /* hops queued, or closing */
+  pthread_cond_t done; /* an attempt finished */
+  dlqb_hop *queue;     /* submitted, not yet taken by the writer (mu) */
   size_t qlen, qcap;
-  dlqb_hop *batch;       /* the writer's batch: retried until written */
+  dlqb_hop *batch; /* the writer's batch: retried until written */
   size_t blen, bcap;
-  uint64_t submitted;    /* tickets handed out (mu) */
-  uint64_t attempts;     /* finished write attempts (mu) */
-  uint64_t failed_upto;  /* the last failed attempt covered tickets up to here (mu) */
-  dlqb_error failure;    /* why it failed (mu) */
+  uint64_t submitted;   /* tickets handed out (mu) */
+  uint64_t attempts;    /* finished write attempts (mu) */
+  uint64_t failed_upto; /* the last failed attempt covered tickets up to here (mu) */
+  dlqb_error failure;   /* why it failed (mu) */
   dlqb_status failure_status;
-  bool closing;          /* (mu) */
+  bool closing;             /* (mu) */
   _Atomic uint64_t durable; /* written and synced up to this ticket */
-  atomic_bool ok;        /* the last attempt succeeded */
+  atomic_bool ok;           /* the last attempt succeeded */
   /* When the attempt in progress started (dlqb_mono_ms), 0 between
    * attempts: an attempt stuck in the kernel (a hung NFS fsync) cannot be
    * interrupted, but health can see it. */
   _Atomic long long attempt_since_ms;
   _Atomic size_t pending; /* hops submitted and not yet written (queue + batch) */
-  int wake_fd;           /* eventfd, signalled after every attempt; -1 if none */
+  int wake_fd;            /* eventfd, signalled after every attempt; -1 if none */
 };
 
 /* ---- building lines (record.c) ------------------------------------------ */
@@ -252,9 +252,8 @@ bool dlqb__audit_end_record(dlqb_audit *a, size_t start, bool sign, char *hash_o
  * a->buf, signed when `sign` (the last of its batch); seq and hash are the
  * tentative chain state, advanced here. False when out of memory or
  * OpenSSL fails. */
-bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
-                            const dlqb_hop *hop, bool sign, const dlqb__audit_tail *after,
-                            uint64_t *seq, char *hash);
+bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event, const dlqb_hop *hop,
+                            bool sign, const dlqb__audit_tail *after, uint64_t *seq, char *hash);
 
 /* ---- the log file (logfile.c) ------------------------------------------- */
 
@@ -286,8 +285,7 @@ void dlqb__audit_close_log(dlqb_audit *a);
 
 /* A file (the log or its seal) that does not end in a newline ends in a
  * line some writer never finished: cuts it off (synced), updating *size. */
-dlqb_status dlqb__audit_cut_unfinished_line(int fd, const char *path, off_t *size,
-                                            dlqb_error *err);
+dlqb_status dlqb__audit_cut_unfinished_line(int fd, const char *path, off_t *size, dlqb_error *err);
 
 /* Renames the full, locked log of `size` bytes to <log>.<UTC time>[-N] and
  * puts a new log in its place that starts with a file_start link. On
@@ -308,7 +306,7 @@ long long dlqb__audit_compact_seal(dlqb_audit *a, bool drop_ended);
 
 /* Appends our seal line for (seq, hash) to the seal file, with the log
  * locked; synced only when `ended`. Compacts the seal now and then. */
-dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *hash,
-                                    const char *time, bool ended, dlqb_error *err);
+dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *hash, const char *time,
+                                    bool ended, dlqb_error *err);
 
 #endif

@@ -10,8 +10,8 @@
 #include "audit_private.h"
 #include "dlqb/checkpoint.h"
 
-#define EM_DASH "\xe2\x80\x94" /* U+2014, which starts every signature line */
-#define SIG_ALG_ED25519 0x01
+#define EM_DASH          "\xe2\x80\x94" /* U+2014, which starts every signature line */
+#define SIG_ALG_ED25519  0x01
 #define SIG_ALG_COSIG_V1 0x04
 
 /* ---- base64 ---- */
@@ -66,9 +66,9 @@ static bool note_key_id(EVP_PKEY *key, const char *name, unsigned char alg, unsi
   if (EVP_PKEY_get_raw_public_key(key, raw, &rl) != 1 || rl != sizeof raw) return false;
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
   bool ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-            EVP_DigestUpdate(ctx, name, strlen(name)) == 1 &&
-            EVP_DigestUpdate(ctx, "\n", 1) == 1 && EVP_DigestUpdate(ctx, &alg, 1) == 1 &&
-            EVP_DigestUpdate(ctx, raw, sizeof raw) == 1 && EVP_DigestFinal_ex(ctx, md, &ml) == 1;
+            EVP_DigestUpdate(ctx, name, strlen(name)) == 1 && EVP_DigestUpdate(ctx, "\n", 1) == 1 &&
+            EVP_DigestUpdate(ctx, &alg, 1) == 1 && EVP_DigestUpdate(ctx, raw, sizeof raw) == 1 &&
+            EVP_DigestFinal_ex(ctx, md, &ml) == 1;
   EVP_MD_CTX_free(ctx);
   if (ok) memcpy(id, md, 4);
   return ok;
@@ -93,12 +93,14 @@ static bool ed_verify(EVP_PKEY *pub, const void *msg, size_t len, const unsigned
 
 /* ---- the log's checkpoint ---- */
 
-dlqb_status dlqb_checkpoint_sign(EVP_PKEY *key, const dlqb_checkpoint *cp, char *out,
-                                 size_t *len, dlqb_error *err) {
+dlqb_status dlqb_checkpoint_sign(EVP_PKEY *key, const dlqb_checkpoint *cp, char *out, size_t *len,
+                                 dlqb_error *err) {
   const char *origin = cp->origin;
   if (!name_ok(origin))
-    return dlqb_fail(err, DLQB_EINVAL, "checkpoint origin '%s' must be printable ASCII without "
-                     "spaces or '+'", origin);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "checkpoint origin '%s' must be printable ASCII without "
+                     "spaces or '+'",
+                     origin);
   char b64[64], ib64[64];
   dlqb_base64_encode(cp->root, DLQB_MERKLE_HASH, b64);
   int tl = snprintf(out, DLQB_CHECKPOINT_MAX, "%s\n%" PRIu64 "\n%s\n", origin, cp->size, b64);
@@ -112,7 +114,8 @@ dlqb_status dlqb_checkpoint_sign(EVP_PKEY *key, const dlqb_checkpoint *cp, char 
     return dlqb_fail(err, DLQB_EIO, "cannot sign the checkpoint (OpenSSL failed)");
   char sig[128];
   dlqb_base64_encode(blob, sizeof blob, sig);
-  int n = snprintf(out + tl, DLQB_CHECKPOINT_MAX - (size_t)tl, "\n" EM_DASH " %s %s\n", origin, sig);
+  int n =
+      snprintf(out + tl, DLQB_CHECKPOINT_MAX - (size_t)tl, "\n" EM_DASH " %s %s\n", origin, sig);
   *len = (size_t)tl + (size_t)n;
   return DLQB_OK;
 }
@@ -207,8 +210,8 @@ typedef struct {
   bool revoked_seen;
 } log_check;
 
-static bool check_log_sig(void *ctx, const char *line, size_t llen, const char *name,
-                          size_t nlen, const unsigned char *blob, size_t blen) {
+static bool check_log_sig(void *ctx, const char *line, size_t llen, const char *name, size_t nlen,
+                          const unsigned char *blob, size_t blen) {
   (void)line;
   (void)llen;
   log_check *c = ctx;
@@ -291,8 +294,10 @@ dlqb_status dlqb_witness_vkey_of(EVP_PKEY *key, const char *name, char *out, siz
   size_t rl = 32;
   char b64[64];
   if (!name_ok(name))
-    return dlqb_fail(err, DLQB_EINVAL, "witness name '%s' must be printable ASCII without "
-                     "spaces or '+'", name);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "witness name '%s' must be printable ASCII without "
+                     "spaces or '+'",
+                     name);
   raw[0] = SIG_ALG_COSIG_V1;
   if (EVP_PKEY_get_raw_public_key(key, raw + 1, &rl) != 1 ||
       !note_key_id(key, name, SIG_ALG_COSIG_V1, id))
@@ -314,14 +319,15 @@ static char *cosigned_message(uint64_t t, const char *note, size_t text_len, siz
   return m;
 }
 
-dlqb_status dlqb_checkpoint_cosign(EVP_PKEY *key, const char *name, uint64_t t,
-                                   const char *note, size_t text_len, char *line, size_t cap,
-                                   dlqb_error *err) {
+dlqb_status dlqb_checkpoint_cosign(EVP_PKEY *key, const char *name, uint64_t t, const char *note,
+                                   size_t text_len, char *line, size_t cap, dlqb_error *err) {
   unsigned char blob[4 + 8 + 64];
   size_t ml = 0;
   if (!name_ok(name))
-    return dlqb_fail(err, DLQB_EINVAL, "witness name '%s' must be printable ASCII without "
-                     "spaces or '+'", name);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "witness name '%s' must be printable ASCII without "
+                     "spaces or '+'",
+                     name);
   char *m = cosigned_message(t, note, text_len, &ml);
   if (m == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   for (int i = 0; i < 8; i++) blob[4 + i] = (unsigned char)(t >> (56 - 8 * i));

@@ -13,9 +13,9 @@
 #include "dlqb/hashset.h"
 #include "dlqb/text.h"
 
-#define H DLQB_MERKLE_HASH
+#define H          DLQB_MERKLE_HASH
 #define KEY_PREFIX "dlq-bridge request\n"
-#define NEEDLE "\"request_id\":\""
+#define NEEDLE     "\"request_id\":\""
 
 /* One request's lines in the tree, for the index: most requests have a
  * few, held inline (no allocation per request); more go to idx. */
@@ -270,9 +270,9 @@ static dlqb_status build_index(dlqb_evidence *e, dlqb_error *err) {
     free(b);
   }
   e->entries = c.n;
-  if (st == DLQB_OK && (!dlqb_merkle_pass_root(p, e->index_root) ||
-                        (e->position != UINT64_MAX &&
-                         !dlqb_merkle_pass_proof_finish(p, &e->index_proof))))
+  if (st == DLQB_OK &&
+      (!dlqb_merkle_pass_root(p, e->index_root) ||
+       (e->position != UINT64_MAX && !dlqb_merkle_pass_proof_finish(p, &e->index_proof))))
     st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
 done:
   free(c.s);
@@ -288,8 +288,10 @@ dlqb_status dlqb_evidence_finish(dlqb_evidence *e, dlqb_evidence_result *out, dl
     e->have_root = dlqb_merkle_pass_root(e->pass, e->root);
   }
   if (e->lines < e->size)
-    return dlqb_fail(err, DLQB_EINVAL, "the log holds %" PRIu64 " lines, fewer than the %" PRIu64
-                     " of the checkpoint (the log was cut or replaced)", e->lines, e->size);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the log holds %" PRIu64 " lines, fewer than the %" PRIu64
+                     " of the checkpoint (the log was cut or replaced)",
+                     e->lines, e->size);
   if (e->size == 0) e->have_root = dlqb_merkle_pass_root(e->pass, e->root);
   dlqb_status st = build_index(e, err);
   if (st != DLQB_OK) return st;
@@ -328,8 +330,8 @@ static json_object *proof_json(const dlqb_merkle_proof *p) {
 }
 
 static char *to_line(json_object *o, size_t *len) {
-  const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                        JSON_C_TO_STRING_NOSLASHESCAPE);
+  const char *s =
+      json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
   size_t n = strlen(s);
   char *out = malloc(n + 2);
   if (out != NULL) {
@@ -341,14 +343,16 @@ static char *to_line(json_object *o, size_t *len) {
   return out;
 }
 
-dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note_len,
-                                 char **out, size_t *len, dlqb_error *err) {
+dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note_len, char **out,
+                                 size_t *len, dlqb_error *err) {
   *out = NULL;
   if (!e->finished || e->request_id == NULL)
     return dlqb_fail(err, DLQB_EINVAL, "no request collected");
   if (e->nrecs == 0 || e->position == UINT64_MAX)
-    return dlqb_fail(err, DLQB_EINVAL, "request_id %s has no record in the checkpoint's tree "
-                     "(%" PRIu64 " lines)%s", e->request_id, e->size,
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "request_id %s has no record in the checkpoint's tree "
+                     "(%" PRIu64 " lines)%s",
+                     e->request_id, e->size,
                      e->later ? "; it has records after it: prove again after the next checkpoint"
                               : "");
   json_object *b = json_object_new_object();
@@ -359,8 +363,8 @@ dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note
   for (size_t i = 0; i < e->nrecs; i++) {
     json_object *r = json_object_new_object();
     json_object_object_add(r, "index", json_object_new_int64((int64_t)e->recs[i].proof.index));
-    json_object_object_add(r, "line", json_object_new_string_len(e->recs[i].line,
-                                                                  (int)e->recs[i].len));
+    json_object_object_add(r, "line",
+                           json_object_new_string_len(e->recs[i].line, (int)e->recs[i].len));
     json_object_object_add(r, "proof", proof_json(&e->recs[i].proof));
     json_object_array_add(recs, r);
   }
@@ -389,8 +393,8 @@ static long proof_of(json_object *a, unsigned char (*out)[H]) {
   for (size_t i = 0; i < n; i++) {
     json_object *s = json_object_array_get_idx(a, i);
     if (!json_object_is_type(s, json_type_string) ||
-        dlqb_base64_decode(json_object_get_string(s), (size_t)json_object_get_string_len(s),
-                           out[i], H) != H)
+        dlqb_base64_decode(json_object_get_string(s), (size_t)json_object_get_string_len(s), out[i],
+                           H) != H)
       return -1;
   }
   return (long)n;
@@ -410,38 +414,45 @@ static dlqb_status check_records(json_object *recs, const dlqb_checkpoint *cp, c
   unsigned char proof[DLQB_MERKLE_PROOF_MAX][H], leaf[H];
   for (size_t i = 0; i < n; i++) {
     json_object *r = json_object_array_get_idx(recs, i);
-    json_object *line = json_object_is_type(r, json_type_object)
-                            ? member(r, "line", json_type_string) : NULL;
+    json_object *line =
+        json_object_is_type(r, json_type_object) ? member(r, "line", json_type_string) : NULL;
     long np = r != NULL ? proof_of(member(r, "proof", json_type_array), proof) : -1;
     if (line == NULL || np < 0 || !uint_member(r, "index", &idx[i]))
       return dlqb_fail(err, DLQB_EINVAL, "record %zu of the bundle is malformed", i + 1);
     if (i > 0 && idx[i] <= idx[i - 1])
-      return dlqb_fail(err, DLQB_EINVAL, "record %zu (line %" PRIu64 "): the records are not in "
-                       "file order, or one is given twice", i + 1, idx[i] + 1);
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "record %zu (line %" PRIu64 "): the records are not in "
+                       "file order, or one is given twice",
+                       i + 1, idx[i] + 1);
     if (idx[i] >= cp->size)
-      return dlqb_fail(err, DLQB_EINVAL, "record %zu: line %" PRIu64 " is past the checkpoint's "
-                       "tree of %" PRIu64, i + 1, idx[i] + 1, cp->size);
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "record %zu: line %" PRIu64 " is past the checkpoint's "
+                       "tree of %" PRIu64,
+                       i + 1, idx[i] + 1, cp->size);
     const char *text = json_object_get_string(line);
     size_t tl = (size_t)json_object_get_string_len(line);
     json_object *rec = dlqb_audit_record_parse(text, tl);
     bool same = rec != NULL && strcmp(dlqb_audit_record_str(rec, "request_id"), id) == 0;
     json_object_put(rec);
     if (!same)
-      return dlqb_fail(err, DLQB_EINVAL, "record %zu (line %" PRIu64 ") is not a record of "
-                       "request_id %s (another request's record, or not a record)", i + 1,
-                       idx[i] + 1, id);
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "record %zu (line %" PRIu64 ") is not a record of "
+                       "request_id %s (another request's record, or not a record)",
+                       i + 1, idx[i] + 1, id);
     if (!dlqb_merkle_leaf(text, tl, leaf) ||
         !dlqb_merkle_verify_inclusion(idx[i], cp->size, leaf, proof, (size_t)np, cp->root))
-      return dlqb_fail(err, DLQB_EINVAL, "record %zu (line %" PRIu64 "): its inclusion proof does "
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "record %zu (line %" PRIu64 "): its inclusion proof does "
                        "not lead to the checkpoint's root (the record was changed, or is not in "
-                       "the tree)", i + 1, idx[i] + 1);
+                       "the tree)",
+                       i + 1, idx[i] + 1);
   }
   return DLQB_OK;
 }
 
 dlqb_status dlqb_evidence_verify(const char *bundle, size_t len, const dlqb_audit_keyring *ring,
-                                 const dlqb_witness_key *witnesses, size_t nwitnesses,
-                                 size_t need, dlqb_evidence_check *out, dlqb_error *err) {
+                                 const dlqb_witness_key *witnesses, size_t nwitnesses, size_t need,
+                                 dlqb_evidence_check *out, dlqb_error *err) {
   memset(out, 0, sizeof *out);
   json_tokener *tok = json_tokener_new();
   if (tok == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -458,8 +469,8 @@ dlqb_status dlqb_evidence_verify(const char *bundle, size_t len, const dlqb_audi
   json_object *note = whole ? member(b, "checkpoint", json_type_string) : NULL;
   json_object *recs = whole ? member(b, "records", json_type_array) : NULL;
   json_object *ix = whole ? member(b, "index", json_type_object) : NULL;
-  if (fmt == NULL || strcmp(json_object_get_string(fmt), DLQB_EVIDENCE_FORMAT) != 0 ||
-      id == NULL || note == NULL || recs == NULL || ix == NULL) {
+  if (fmt == NULL || strcmp(json_object_get_string(fmt), DLQB_EVIDENCE_FORMAT) != 0 || id == NULL ||
+      note == NULL || recs == NULL || ix == NULL) {
     st = dlqb_fail(err, DLQB_EINVAL, "not an evidence bundle (%s)", DLQB_EVIDENCE_FORMAT);
     goto done;
   }
@@ -473,7 +484,8 @@ dlqb_status dlqb_evidence_verify(const char *bundle, size_t len, const dlqb_audi
   }
   out->cosigners = dlqb_checkpoint_cosigners(nt, nl, &out->cp, witnesses, nwitnesses, NULL);
   if (out->cosigners < need) {
-    st = dlqb_fail(err, DLQB_EINVAL, "the checkpoint of size %" PRIu64 " is cosigned by %zu of the "
+    st = dlqb_fail(err, DLQB_EINVAL,
+                   "the checkpoint of size %" PRIu64 " is cosigned by %zu of the "
                    "%zu witness keys given, %zu needed (a tree no witness has checked, or a fork)",
                    out->cp.size, out->cosigners, nwitnesses, need);
     goto done;
@@ -503,9 +515,11 @@ dlqb_status dlqb_evidence_verify(const char *bundle, size_t len, const dlqb_audi
                                          out->cp.index_root);
   free(bytes);
   if (!ok) {
-    st = dlqb_fail(err, DLQB_EINVAL, "the request index of the checkpoint lists other lines for "
+    st = dlqb_fail(err, DLQB_EINVAL,
+                   "the request index of the checkpoint lists other lines for "
                    "request_id %s than the %zu records of the bundle (a record was left out or "
-                   "added)", rid, n);
+                   "added)",
+                   rid, n);
     goto done;
   }
   out->records = n;

@@ -19,8 +19,10 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
   if (f == NULL) {
     int e = errno;
     if (seal && e == ENOENT)
-      return dlqb_fail(err, DLQB_EINVAL, "no seal file '%s': truncation of the tail cannot be "
-                       "ruled out (--no-seal verifies without it)", path);
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "no seal file '%s': truncation of the tail cannot be "
+                       "ruled out (--no-seal verifies without it)",
+                       path);
     char why[DLQB_ERRNO_TEXT_MAX];
     return dlqb_fail(err, DLQB_EIO, "cannot open '%s': %s", path,
                      dlqb_errno_text(e, why, sizeof why));
@@ -37,10 +39,8 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
     /* A seal line cut short is one a crash interrupted (seal lines are
      * not synced one by one): it vouches for nothing, and dropping it only
      * makes the seal lag, which is never an accusation. */
-    if (seal)
-      st = complete ? dlqb_audit_verifier_seal_line(v, line, len, err) : DLQB_OK;
-    else
-      st = dlqb_audit_verifier_line(v, line, len, complete, err);
+    if (seal) st = complete ? dlqb_audit_verifier_seal_line(v, line, len, err) : DLQB_OK;
+    else st = dlqb_audit_verifier_line(v, line, len, complete, err);
     if (st == DLQB_OK && !seal && visit != NULL && !visit(visit_ctx, line, len))
       st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
@@ -50,21 +50,18 @@ static dlqb_status feed_file(dlqb_audit_verifier *v, const char *path, bool seal
   return st;
 }
 
-dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring,
-                                    const char *const *files, size_t nfiles,
-                                    const char *seal_path, int partial,
+dlqb_status dlqb_audit_verify_files(const dlqb_audit_keyring *ring, const char *const *files,
+                                    size_t nfiles, const char *seal_path, int partial,
                                     dlqb_audit_visit_fn visit, void *visit_ctx,
                                     dlqb_audit_summary *sum, dlqb_error *err) {
-  return dlqb_audit_verify_anchored(ring, files, nfiles, seal_path, partial, NULL, visit,
-                                    visit_ctx, sum, err);
+  return dlqb_audit_verify_anchored(ring, files, nfiles, seal_path, partial, NULL, visit, visit_ctx,
+                                    sum, err);
 }
 
-dlqb_status dlqb_audit_verify_anchored(const dlqb_audit_keyring *ring,
-                                       const char *const *files, size_t nfiles,
-                                       const char *seal_path, int partial,
-                                       const dlqb_audit_lines *anchors,
-                                       dlqb_audit_visit_fn visit, void *visit_ctx,
-                                       dlqb_audit_summary *sum, dlqb_error *err) {
+dlqb_status dlqb_audit_verify_anchored(const dlqb_audit_keyring *ring, const char *const *files,
+                                       size_t nfiles, const char *seal_path, int partial,
+                                       const dlqb_audit_lines *anchors, dlqb_audit_visit_fn visit,
+                                       void *visit_ctx, dlqb_audit_summary *sum, dlqb_error *err) {
   dlqb_audit_verifier *v = dlqb_audit_verifier_new(ring, partial);
   if (v == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   dlqb_status st = DLQB_OK;
@@ -116,7 +113,12 @@ void dlqb_audit_lines_free(dlqb_audit_lines *l) {
 /* Length of the rotation suffix at s: "YYYYmmddTHHMMSS.mmmZ" then an
  * optional "-N"; 0 when s is not exactly that. */
 static size_t rotated_suffix(const char *s) {
-  static const char shape[] = "dddddddd" "T" "dddddd" "." "ddd" "Z";
+  static const char shape[] = "dddddddd"
+                              "T"
+                              "dddddd"
+                              "."
+                              "ddd"
+                              "Z";
   size_t i = 0;
   for (; shape[i]; i++) {
     char want = shape[i];
@@ -159,7 +161,8 @@ dlqb_status dlqb_audit_list_files(const char *path, char ***out, size_t *n, dlqb
   DIR *d = opendir(dir);
   char why[DLQB_ERRNO_TEXT_MAX];
   if (d == NULL)
-    return dlqb_fail(err, DLQB_EIO, "cannot list '%s': %s", dir, dlqb_errno_text(errno, why, sizeof why));
+    return dlqb_fail(err, DLQB_EIO, "cannot list '%s': %s", dir,
+                     dlqb_errno_text(errno, why, sizeof why));
   char **files = NULL;
   size_t count = 0, cap = 0;
   dlqb_status st = DLQB_OK;
@@ -200,8 +203,7 @@ dlqb_status dlqb_audit_list_files(const char *path, char ***out, size_t *n, dlqb
         count++;
       }
     }
-    if (st == DLQB_OK && count == 0)
-      st = dlqb_fail(err, DLQB_EIO, "no audit log at '%s'", path);
+    if (st == DLQB_OK && count == 0) st = dlqb_fail(err, DLQB_EIO, "no audit log at '%s'", path);
   }
   if (st != DLQB_OK) {
     dlqb_audit_files_free(files, count);

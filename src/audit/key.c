@@ -16,7 +16,7 @@
 
 #include "audit_private.h"
 
-#define KEY_FILE_MAX (64 * 1024) /* a PEM key is a few hundred bytes */
+#define KEY_FILE_MAX   (64 * 1024) /* a PEM key is a few hundred bytes */
 #define REVOKED_SUFFIX ".pem.revoked"
 
 /* Once the key is in memory, a core dump would carry it to wherever cores
@@ -33,8 +33,7 @@ static void no_core_dumps(void) {
 }
 
 /* Reads the whole file at fd (at most KEY_FILE_MAX bytes) into buf. */
-static dlqb_status read_key_file(int fd, const char *path, char *buf, size_t *n,
-                                 dlqb_error *err) {
+static dlqb_status read_key_file(int fd, const char *path, char *buf, size_t *n, dlqb_error *err) {
   char why[128];
   *n = 0;
   for (;;) {
@@ -61,8 +60,7 @@ bool dlqb__audit_key_id_of(EVP_PKEY *key, char *out) {
   return true;
 }
 
-dlqb_status dlqb_audit_key_load(const char *path, EVP_PKEY **out, char *key_id,
-                                dlqb_error *err) {
+dlqb_status dlqb_audit_key_load(const char *path, EVP_PKEY **out, char *key_id, dlqb_error *err) {
   char why[128];
   *out = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -96,7 +94,8 @@ dlqb_status dlqb_audit_key_load(const char *path, EVP_PKEY **out, char *key_id,
       EVP_PKEY_free(k);
       st = dlqb_fail(err, DLQB_EINVAL,
                      "audit key file '%s' is not an Ed25519 private key in PEM (make one with "
-                     "openssl genpkey -algorithm ed25519)", path);
+                     "openssl genpkey -algorithm ed25519)",
+                     path);
     } else {
       *out = k;
     }
@@ -175,7 +174,8 @@ static dlqb_status add_file(dlqb_audit_keyring *r, const char *path, bool revoke
     fclose(f);
     return dlqb_fail(err, DLQB_EINVAL,
                      "'%s' holds a private key; give verify the public key (openssl pkey -in "
-                     "KEY -pubout)", path);
+                     "KEY -pubout)",
+                     path);
   }
   EVP_PKEY *pub = PEM_read_PUBKEY(f, NULL, NULL, NULL);
   fclose(f);

@@ -72,9 +72,10 @@ static dlqb_status lock_bounded(dlqb_audit *a, dlqb_error *err) {
     if (flock(a->fd, LOCK_EX | LOCK_NB) == 0) return DLQB_OK;
     if (errno != EWOULDBLOCK && errno != EINTR) return dlqb__audit_io_fail(err, "lock", a->path);
     if (dlqb_mono_ms() >= give_up)
-      return dlqb_fail(err, DLQB_EIO, "cannot lock audit log '%s': another process has held its "
-                       "lock for %d s (a stopped ops command? a hung file server?)", a->path,
-                       LOCK_WAIT_MS / 1000);
+      return dlqb_fail(err, DLQB_EIO,
+                       "cannot lock audit log '%s': another process has held its "
+                       "lock for %d s (a stopped ops command? a hung file server?)",
+                       a->path, LOCK_WAIT_MS / 1000);
     usleep(LOCK_POLL_US);
   }
 }
@@ -143,8 +144,10 @@ dlqb_status dlqb__audit_cut_unfinished_line(int fd, const char *path, off_t *siz
   }
   if (ftruncate(fd, keep) != 0 || fdatasync(fd) != 0)
     return dlqb__audit_io_fail(err, "repair", path);
-  dlqb_log_warn("audit_repaired", "audit file '%s' ended in an unfinished line; removed its %lld "
-                "bytes", path, (long long)(*size - keep));
+  dlqb_log_warn("audit_repaired",
+                "audit file '%s' ended in an unfinished line; removed its %lld "
+                "bytes",
+                path, (long long)(*size - keep));
   *size = keep;
   return DLQB_OK;
 }
@@ -164,7 +167,8 @@ static void chain_of_line(const char *line, size_t len, dlqb__audit_tail *t) {
   if (end - p < 8 || memcmp(p, "\",\"seq\":", 8) != 0) return;
   p += 8;
   uint64_t seq = 0;
-  while (p < end && *p >= '0' && *p <= '9' && seq < UINT64_MAX / 10) seq = seq * 10 + (uint64_t)(*p++ - '0');
+  while (p < end && *p >= '0' && *p <= '9' && seq < UINT64_MAX / 10)
+    seq = seq * 10 + (uint64_t)(*p++ - '0');
   memcpy(t->chain, line + hl, DLQB_AUDIT_CHAIN_HEX);
   t->chain[DLQB_AUDIT_CHAIN_HEX] = '\0';
   t->seq = seq;

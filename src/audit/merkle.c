@@ -136,8 +136,8 @@ bool dlqb_merkle_verify_inclusion(uint64_t m, uint64_t size, const unsigned char
 }
 
 bool dlqb_merkle_verify_consistency(uint64_t size1, uint64_t size2, const unsigned char root1[H],
-                                    const unsigned char root2[H],
-                                    const unsigned char (*proof)[H], size_t n) {
+                                    const unsigned char root2[H], const unsigned char (*proof)[H],
+                                    size_t n) {
   if (size1 > size2) return false;
   if (size1 == size2) return n == 0 && CRYPTO_memcmp(root1, root2, H) == 0;
   if (size1 == 0) return n == 0;
@@ -377,7 +377,6 @@ bool dlqb_merkle_pass_prove_next(dlqb_merkle_pass *p, uint64_t size, dlqb_merkle
 bool dlqb_merkle_pass_proof_finish(const dlqb_merkle_pass *p, dlqb_merkle_proof *pr) {
   if (p->size < pr->size) return false;
   for (size_t i = 0; i < pr->n; i++)
-    if (pr->r[i].lo > pr->index && !dlqb_merkle_pass_range(p, pr->r[i], pr->hash[i]))
-      return false;
+    if (pr->r[i].lo > pr->index && !dlqb_merkle_pass_range(p, pr->r[i], pr->hash[i])) return false;
   return true;
 }

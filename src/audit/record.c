@@ -161,12 +161,12 @@ static void put_int(dlqb_audit *a, const char *key, long long v) {
 /* Starts a chain record: the members every record has, in a fixed order. */
 static void begin_record(dlqb_audit *a, uint64_t seq, const char *prev, const char *time,
                          const char *event) {
-  a->len += (size_t)snprintf(a->buf + a->len, a->cap - a->len,
-                             "{\"v\":%d,\"chain\":\"%s\",\"seq\":%" PRIu64
-                             ",\"prev\":\"%s\",\"time\":\"%s\",\"event\":\"%s\","
-                             "\"writer\":\"%s\",\"key\":\"%s\"",
-                             DLQB_AUDIT_VERSION, a->chain, seq, prev, time, event, a->writer,
-                             a->key_id);
+  a->len +=
+      (size_t)snprintf(a->buf + a->len, a->cap - a->len,
+                       "{\"v\":%d,\"chain\":\"%s\",\"seq\":%" PRIu64
+                       ",\"prev\":\"%s\",\"time\":\"%s\",\"event\":\"%s\","
+                       "\"writer\":\"%s\",\"key\":\"%s\"",
+                       DLQB_AUDIT_VERSION, a->chain, seq, prev, time, event, a->writer, a->key_id);
 }
 
 /* Closes the record that starts at offset `start`: hashes it, signs it
@@ -241,9 +241,8 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
 
 /* Appends one chain record to the batch; seq and hash are the tentative
  * chain state, advanced here. */
-bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
-                            const dlqb_hop *hop, bool sign, const dlqb__audit_tail *after,
-                            uint64_t *seq, char *hash) {
+bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event, const dlqb_hop *hop,
+                            bool sign, const dlqb__audit_tail *after, uint64_t *seq, char *hash) {
   if (!dlqb__audit_reserve(&a->buf, &a->cap, a->len, DLQB__AUDIT_RECORD_MAX)) return false;
   size_t start = a->len;
   /* chain_start is seq 0 (written once, before anything else); the rest
@@ -251,10 +250,10 @@ bool dlqb__audit_add_record(dlqb_audit *a, const char *time, const char *event,
   uint64_t next = strcmp(event, DLQB__AUDIT_EV_CHAIN_START) == 0 ? 0 : *seq + 1;
   begin_record(a, next, hash, time, event);
   if (after != NULL)
-    a->len += (size_t)snprintf(a->buf + a->len, a->cap - a->len,
-                               ",\"after_chain\":\"%s\",\"after_seq\":%" PRIu64
-                               ",\"after_hash\":\"%s\"",
-                               after->chain, after->seq, after->hash);
+    a->len +=
+        (size_t)snprintf(a->buf + a->len, a->cap - a->len,
+                         ",\"after_chain\":\"%s\",\"after_seq\":%" PRIu64 ",\"after_hash\":\"%s\"",
+                         after->chain, after->seq, after->hash);
   if (hop != NULL) put_hop(a, hop);
   if (!dlqb__audit_end_record(a, start, sign, hash)) return false;
   *seq = next;

@@ -222,8 +222,8 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len) {
   }
   /* A record that moves nothing (an edit's intent: neither from nor to)
    * does not say where the request is. */
-  bool moves = dlqb_audit_record_str(rec, "from")[0] != '\0' ||
-               dlqb_audit_record_str(rec, "to")[0] != '\0';
+  bool moves =
+      dlqb_audit_record_str(rec, "from")[0] != '\0' || dlqb_audit_record_str(rec, "to")[0] != '\0';
   if (ok && q != NULL) {
     q->hops++;
     if (ms >= q->last_ms && moves) ok = take_hop(q, rec, ms);

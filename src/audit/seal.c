@@ -54,23 +54,25 @@ static const char *read_string(const char *p, const char *end, json_text *t) {
     if (c == '\\') {
       if (++p == end) return NULL;
       switch (*p) {
-        case '"': case '\\': case '/': c = (unsigned char)*p; break;
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case 'n': c = '\n'; break;
-        case 'r': c = '\r'; break;
-        case 't': c = '\t'; break;
-        case 'u':
-          if (end - p < 5) return NULL;
-          c = 0;
-          for (int i = 1; i <= 4; i++) {
-            int h = hex_digit(p[i]);
-            if (h < 0) return NULL;
-            c = c * 16 + (unsigned)h;
-          }
-          p += 4;
-          break;
-        default: return NULL;
+      case '"':
+      case '\\':
+      case '/': c = (unsigned char)*p; break;
+      case 'b': c = '\b'; break;
+      case 'f': c = '\f'; break;
+      case 'n': c = '\n'; break;
+      case 'r': c = '\r'; break;
+      case 't': c = '\t'; break;
+      case 'u':
+        if (end - p < 5) return NULL;
+        c = 0;
+        for (int i = 1; i <= 4; i++) {
+          int h = hex_digit(p[i]);
+          if (h < 0) return NULL;
+          c = c * 16 + (unsigned)h;
+        }
+        p += 4;
+        break;
+      default: return NULL;
       }
     }
     if (cut) continue;
@@ -282,16 +284,17 @@ static bool each_latest_seal(dlqb_audit *a, const char *s, size_t len, seal_fn f
 /* Adds one {"chain","seq","hash"} member for a seal line to a->buf. Only
  * lines whose signature this writer checked: its own signature on the
  * file_start must not vouch for a state someone without a key made up. */
-static bool put_chain_state(dlqb_audit *a, const char *line, size_t n,
-                            const dlqb__audit_seal *seal, bool checked, void *ctx) {
+static bool put_chain_state(dlqb_audit *a, const char *line, size_t n, const dlqb__audit_seal *seal,
+                            bool checked, void *ctx) {
   (void)line;
   (void)n;
   bool *first = ctx;
   if (!checked) return true;
   if (!dlqb__audit_reserve(&a->buf, &a->cap, a->len, 256)) return false;
-  a->len += (size_t)snprintf(a->buf + a->len, 256, "%s{\"chain\":\"%s\",\"seq\":%" PRIu64 ","
-                             "\"hash\":\"%s\"}", *first ? "" : ",", seal->chain, seal->seq,
-                             seal->last_hash);
+  a->len += (size_t)snprintf(a->buf + a->len, 256,
+                             "%s{\"chain\":\"%s\",\"seq\":%" PRIu64 ","
+                             "\"hash\":\"%s\"}",
+                             *first ? "" : ",", seal->chain, seal->seq, seal->last_hash);
   *first = false;
   return true;
 }
@@ -318,8 +321,8 @@ typedef struct {
 
 /* Adds a chain's latest seal line to the compacted seal being built in
  * *ctx, unless it ended and ended chains are being dropped. */
-static bool keep_seal_line(dlqb_audit *a, const char *line, size_t n,
-                           const dlqb__audit_seal *seal, bool checked, void *ctx) {
+static bool keep_seal_line(dlqb_audit *a, const char *line, size_t n, const dlqb__audit_seal *seal,
+                           bool checked, void *ctx) {
   (void)a;
   (void)checked; /* one we cannot check stays for verify to judge */
   compacted_seal *out = ctx;
@@ -364,10 +367,11 @@ long long dlqb__audit_compact_seal(dlqb_audit *a, bool drop_ended) {
  * batch is what lets the audit trail keep up with routing (docs/audit.md,
  * "What a crash can do"). Called with the log locked, so writers take
  * turns. */
-dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *hash,
-                                    const char *time, bool ended, dlqb_error *err) {
+dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *hash, const char *time,
+                                    bool ended, dlqb_error *err) {
   a->slen = 0;
-  if (!put_seal_line(a, seq, hash, time, ended)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (!put_seal_line(a, seq, hash, time, ended))
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   int fd = dlqb__audit_open_or_create(a->seal_path, O_RDWR | O_APPEND);
   if (fd < 0) return dlqb__audit_io_fail(err, "write the seal of", a->path);
   struct stat fs;
@@ -384,7 +388,8 @@ dlqb_status dlqb__audit_append_seal(dlqb_audit *a, uint64_t seq, const char *has
    * once the seal has grown by SEAL_COMPACT_BYTES since we last compacted
    * it, keep only each chain's latest line. One extra sync per so many
    * batches. */
-  if (st == DLQB_OK && (long long)size + (long long)a->slen > a->seal_compacted + SEAL_COMPACT_BYTES) {
+  if (st == DLQB_OK &&
+      (long long)size + (long long)a->slen > a->seal_compacted + SEAL_COMPACT_BYTES) {
     long long now = dlqb__audit_compact_seal(a, false);
     if (now >= 0) a->seal_compacted = now;
   }

@@ -14,7 +14,7 @@
 #include "dlqb/hashset.h"
 #include "dlqb/text.h"
 
-#define NAME_MAX_ 256
+#define NAME_MAX_  256
 #define WRITER_MAX 96
 
 /* What the verifier knows of one chain, kept in a hash set keyed by its id. */
@@ -193,8 +193,7 @@ static bool uint_of(json_object *o, const char *key, uint64_t *out) {
  * given key: not for anchors, which anyone can append by the thousand and
  * which are ignored when bad. v->scratch holds BODY + "}". */
 static dlqb_status bad_signature(dlqb_audit_verifier *v, json_object *o, const char *key,
-                                 const char *sig, size_t body, bool name_signer,
-                                 dlqb_error *err) {
+                                 const char *sig, size_t body, bool name_signer, dlqb_error *err) {
   char id[DLQB_AUDIT_CHAIN_HEX + 1], where[80] = "";
   uint64_t seq;
   if (hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, id) && uint_of(o, "seq", &seq))
@@ -202,11 +201,15 @@ static dlqb_status bad_signature(dlqb_audit_verifier *v, json_object *o, const c
   for (size_t i = 0; name_signer && i < v->ring->n; i++) {
     const dlqb__audit_pubkey *k = &v->ring->keys[i];
     if (strcmp(k->id, key) != 0 && dlqb__audit_sig_ok(k->pub, v->scratch, body + 1, sig))
-      return bad(v, err, "signature does not verify with key %s%s: it was made with key %s (%s) "
-                 "(forged under another writer's key)", key, where, k->id, k->name);
+      return bad(v, err,
+                 "signature does not verify with key %s%s: it was made with key %s (%s) "
+                 "(forged under another writer's key)",
+                 key, where, k->id, k->name);
   }
-  return bad(v, err, "signature does not verify with key %s%s (record edited, or forged under "
-             "another writer's key id)", key, where);
+  return bad(v, err,
+             "signature does not verify with key %s%s (record edited, or forged under "
+             "another writer's key id)",
+             key, where);
 }
 
 /* Checks a line's signature (when it has one; `must_sign` requires one)
@@ -214,10 +217,9 @@ static dlqb_status bad_signature(dlqb_audit_verifier *v, json_object *o, const c
  * hash its hash, key the key id it names and *is_signed whether it is
  * signed. `what` names the kind of line in messages; name_signer: see
  * bad_signature. */
-static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t len,
-                             const char *what, bool must_sign, bool name_signer,
-                             json_object **obj, char *hash, char *key, bool *is_signed,
-                             dlqb_error *err) {
+static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t len, const char *what,
+                             bool must_sign, bool name_signer, json_object **obj, char *hash,
+                             char *key, bool *is_signed, dlqb_error *err) {
   size_t body;
   const char *sig;
   *obj = NULL;
@@ -231,9 +233,11 @@ static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t le
   if (version != DLQB_AUDIT_VERSION) {
     json_object_put(o);
     if (version == 1)
-      return bad(v, err, "a version 1 record (HMAC, before public-key signatures): this "
+      return bad(v, err,
+                 "a version 1 record (HMAC, before public-key signatures): this "
                  "verifier reads version %d only; check that file with the release that wrote "
-                 "it and its HMAC key", DLQB_AUDIT_VERSION);
+                 "it and its HMAC key",
+                 DLQB_AUDIT_VERSION);
     return bad(v, err, "unsupported record version (this verifier reads version %d)",
                DLQB_AUDIT_VERSION);
   }
@@ -254,9 +258,10 @@ static dlqb_status open_line(dlqb_audit_verifier *v, const char *line, size_t le
     const dlqb__audit_pubkey *k = dlqb__audit_keyring_find(v->ring, key);
     /* v->scratch holds BODY + "}" (parse_body): what the signature covers. */
     if (k == NULL)
-      st = bad(v, err, "signed with key %s, which is not among the %zu public keys given (a "
-               "writer whose public key is missing, or a forgery)", key,
-               dlqb_audit_keyring_size(v->ring));
+      st = bad(v, err,
+               "signed with key %s, which is not among the %zu public keys given (a "
+               "writer whose public key is missing, or a forgery)",
+               key, dlqb_audit_keyring_size(v->ring));
     else if (k->revoked)
       st = bad(v, err, "signed with key %s, which is revoked (%s)", key, k->name);
     else if (!dlqb__audit_sig_ok(k->pub, v->scratch, body + 1, sig))
@@ -282,8 +287,8 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
   snprintf(saved, sizeof saved, "%s", v->file);
   snprintf(v->file, sizeof v->file, "seal");
   v->line = ++v->seal_lines;
-  dlqb_status st = open_line(v, line, len, "a seal record", true, true, &o, hash, key,
-                             &is_signed, err);
+  dlqb_status st =
+      open_line(v, line, len, "a seal record", true, true, &o, hash, key, &is_signed, err);
   if (st == DLQB_OK) {
     /* The line is valid JSON (open_line parsed it); what it vouches for is
      * read by the seal reader the writer uses too, so both agree on it. The
@@ -304,8 +309,10 @@ dlqb_status dlqb_audit_verifier_seal_line(dlqb_audit_verifier *v, const char *li
       st = bad(v, err, "chain %s is sealed at seq %llu with two different records", seal.chain,
                (unsigned long long)seal.seq);
     } else if (c->sealed && strcmp(c->seal_key, key) != 0) {
-      st = bad(v, err, "chain %s is sealed with key %s and with key %s (forged under another "
-               "writer's key)", seal.chain, c->seal_key, key);
+      st = bad(v, err,
+               "chain %s is sealed with key %s and with key %s (forged under another "
+               "writer's key)",
+               seal.chain, c->seal_key, key);
     } else {
       /* The latest line of a chain is the one that counts. */
       if (!c->sealed) v->sum.sealed++;
@@ -347,10 +354,13 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
   if (v->line != 1) return bad(v, err, "file_start record inside a file (inserted record)");
   bool first = v->sum.files == 1;
   if (first && !v->partial)
-    return bad(v, err, "this file continues '%s', which was not given (give every file, oldest "
-               "first; or --partial to start here)", prev_file);
+    return bad(v, err,
+               "this file continues '%s', which was not given (give every file, oldest "
+               "first; or --partial to start here)",
+               prev_file);
   if (!first && !dlqb__audit_hash_equal(prev_hash, v->last_hash))
-    return bad(v, err, "does not follow '%s' (it continues '%s'): a file between them is "
+    return bad(v, err,
+               "does not follow '%s' (it continues '%s'): a file between them is "
                "missing, a file was cut short, or the files are out of order",
                v->prev_file, prev_file);
   size_t n = json_object_array_length(chains);
@@ -358,8 +368,9 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
     json_object *e = json_object_array_get_idx(chains, i);
     char id[DLQB_AUDIT_CHAIN_HEX + 1], hash[DLQB_AUDIT_HASH_HEX + 1];
     uint64_t seq;
-    if (!json_object_is_type(e, json_type_object) || !hex_of(e, "chain", DLQB_AUDIT_CHAIN_HEX, id) ||
-        !uint_of(e, "seq", &seq) || !hex_of(e, "hash", DLQB_AUDIT_HASH_HEX, hash))
+    if (!json_object_is_type(e, json_type_object) ||
+        !hex_of(e, "chain", DLQB_AUDIT_CHAIN_HEX, id) || !uint_of(e, "seq", &seq) ||
+        !hex_of(e, "hash", DLQB_AUDIT_HASH_HEX, hash))
       return bad(v, err, "malformed chain entry %zu in file_start", i + 1);
     chain_state *c = first ? upsert(v, id) : lookup(v, id);
     if (first) {
@@ -372,16 +383,21 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
       continue;
     }
     if (c == NULL || !c->known)
-      return bad(v, err, "chain %s had records before this rotation, and none are present "
-                 "(records deleted)", id);
+      return bad(v, err,
+                 "chain %s had records before this rotation, and none are present "
+                 "(records deleted)",
+                 id);
     if (seq > c->seq)
-      return bad(v, err, "chain %s reached seq %llu before this rotation, but the files hold "
+      return bad(v, err,
+                 "chain %s reached seq %llu before this rotation, but the files hold "
                  "only up to seq %llu (records deleted)",
                  id, (unsigned long long)seq, (unsigned long long)c->seq);
     /* A smaller seq is a seal that lagged (a crash between log and seal). */
     if (seq == c->seq && !dlqb__audit_hash_equal(hash, c->hash))
-      return bad(v, err, "chain %s seq %llu differs from the rotation's record of it (record "
-                 "replaced)", id, (unsigned long long)seq);
+      return bad(v, err,
+                 "chain %s seq %llu differs from the rotation's record of it (record "
+                 "replaced)",
+                 id, (unsigned long long)seq);
     c->linked = true;
   }
   if (first) {
@@ -397,8 +413,8 @@ static dlqb_status on_file_start(dlqb_audit_verifier *v, json_object *o, dlqb_er
  * it must be the line before it. Records without it (written by a release
  * before the links) are not checked; a writer cannot have left it out of
  * a signed batch without its key. */
-static dlqb_status check_link(dlqb_audit_verifier *v, json_object *o, const char *id,
-                              uint64_t seq, dlqb_error *err) {
+static dlqb_status check_link(dlqb_audit_verifier *v, json_object *o, const char *id, uint64_t seq,
+                              dlqb_error *err) {
   json_object *m;
   if (!json_object_object_get_ex(o, "after_hash", &m)) return DLQB_OK;
   char hash[DLQB_AUDIT_HASH_HEX + 1], after_chain[DLQB_AUDIT_CHAIN_HEX + 1];
@@ -412,25 +428,29 @@ static dlqb_status check_link(dlqb_audit_verifier *v, json_object *o, const char
   const char *expected = v->line == 1 ? DLQB__AUDIT_ZERO_HASH : v->last_hash;
   if (dlqb__audit_hash_equal(hash, expected)) return DLQB_OK;
   if (after_chain[0] == '\0')
-    return bad(v, err, "missing: chain %s seq %llu was appended %s, but the line before it is "
-               "another (lines before it were deleted or inserted)", id,
-               (unsigned long long)seq,
+    return bad(v, err,
+               "missing: chain %s seq %llu was appended %s, but the line before it is "
+               "another (lines before it were deleted or inserted)",
+               id, (unsigned long long)seq,
                strcmp(hash, DLQB__AUDIT_ZERO_HASH) == 0 ? "to an empty file"
                                                         : "after the file's file_start");
   const chain_state *p = lookup(v, after_chain);
   if (p == NULL || !p->known)
-    return bad(v, err, "missing: chain %s (up to seq %llu at least) is not in the files, but "
+    return bad(v, err,
+               "missing: chain %s (up to seq %llu at least) is not in the files, but "
                "chain %s seq %llu was appended after it (the chain was deleted whole)",
                after_chain, (unsigned long long)after_seq, id, (unsigned long long)seq);
   if (p->seq < after_seq)
-    return bad(v, err, "missing: chain %s (writer %s) reached seq %llu before chain %s seq %llu "
+    return bad(v, err,
+               "missing: chain %s (writer %s) reached seq %llu before chain %s seq %llu "
                "was appended, but the files hold it only up to seq %llu (%llu records "
-               "deleted)", after_chain, p->writer, (unsigned long long)after_seq, id,
-               (unsigned long long)seq, (unsigned long long)p->seq,
-               (unsigned long long)(after_seq - p->seq));
-  return bad(v, err, "chain %s seq %llu was appended after seq %llu of chain %s, but the line "
-             "before it is another (lines deleted, inserted or moved)", id,
-             (unsigned long long)seq, (unsigned long long)after_seq, after_chain);
+               "deleted)",
+               after_chain, p->writer, (unsigned long long)after_seq, id, (unsigned long long)seq,
+               (unsigned long long)p->seq, (unsigned long long)(after_seq - p->seq));
+  return bad(v, err,
+             "chain %s seq %llu was appended after seq %llu of chain %s, but the line "
+             "before it is another (lines deleted, inserted or moved)",
+             id, (unsigned long long)seq, (unsigned long long)after_seq, after_chain);
 }
 
 /* A chain record: chain_start, a hop, or chain_end. */
@@ -443,8 +463,10 @@ static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const
       !hex_of(o, "prev", DLQB_AUDIT_HASH_HEX, prev))
     return bad(v, err, "malformed record (chain, seq or prev missing)");
   if (v->line == 1 && v->sum.files > 1)
-    return bad(v, err, "expected a file_start record linking this file to '%s' (a file is "
-               "missing, or the files are out of order)", v->prev_file);
+    return bad(v, err,
+               "expected a file_start record linking this file to '%s' (a file is "
+               "missing, or the files are out of order)",
+               v->prev_file);
   chain_state *c = lookup(v, id);
   if (strcmp(event, DLQB__AUDIT_EV_CHAIN_START) == 0) {
     if (seq != 0 || strcmp(prev, DLQB__AUDIT_ZERO_HASH) != 0)
@@ -455,35 +477,49 @@ static dlqb_status on_chain_record(dlqb_audit_verifier *v, json_object *o, const
       return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     const char *writer = str_of(o, "writer");
     if (c->sealed && strcmp(c->seal_key, key) != 0)
-      return bad(v, err, "chain %s starts with key %s but is sealed with key %s (forged under "
-                 "another writer's key)", id, key, c->seal_key);
+      return bad(v, err,
+                 "chain %s starts with key %s but is sealed with key %s (forged under "
+                 "another writer's key)",
+                 id, key, c->seal_key);
     if (c->anchored && strcmp(c->anchor_key, key) != 0)
-      return bad(v, err, "chain %s starts with key %s but is anchored with key %s (forged under "
-                 "another writer's key)", id, key, c->anchor_key);
+      return bad(v, err,
+                 "chain %s starts with key %s but is anchored with key %s (forged under "
+                 "another writer's key)",
+                 id, key, c->anchor_key);
     c->known = true;
     memcpy(c->key, key, sizeof c->key);
     copy_text(c->writer, sizeof c->writer, writer);
     v->sum.chains++;
   } else {
     if (c == NULL || !c->known)
-      return bad(v, err, "record of unknown chain %s (its chain_start is missing: deleted, or "
-                 "an earlier file was not given)", id);
+      return bad(v, err,
+                 "record of unknown chain %s (its chain_start is missing: deleted, or "
+                 "an earlier file was not given)",
+                 id);
     if (c->ended)
       return bad(v, err, "record of chain %s after its chain_end (inserted record)", id);
     if (seq <= c->seq)
-      return bad(v, err, "chain %s goes back from seq %llu to seq %llu (record duplicated, "
-                 "inserted or reordered)", id, (unsigned long long)c->seq, (unsigned long long)seq);
+      return bad(v, err,
+                 "chain %s goes back from seq %llu to seq %llu (record duplicated, "
+                 "inserted or reordered)",
+                 id, (unsigned long long)c->seq, (unsigned long long)seq);
     if (seq > c->seq + 1)
-      return bad(v, err, "chain %s jumps from seq %llu to seq %llu (records deleted or "
-                 "reordered)", id, (unsigned long long)c->seq, (unsigned long long)seq);
+      return bad(v, err,
+                 "chain %s jumps from seq %llu to seq %llu (records deleted or "
+                 "reordered)",
+                 id, (unsigned long long)c->seq, (unsigned long long)seq);
     if (!dlqb__audit_hash_equal(prev, c->hash))
-      return bad(v, err, "prev does not match seq %llu of chain %s (records deleted, inserted "
-                 "or reordered)", (unsigned long long)c->seq, id);
+      return bad(v, err,
+                 "prev does not match seq %llu of chain %s (records deleted, inserted "
+                 "or reordered)",
+                 (unsigned long long)c->seq, id);
     /* A chain continued from a rotation (--partial) learns its key here. */
     if (c->key[0] == '\0') memcpy(c->key, key, sizeof c->key);
     if (strcmp(key, c->key) != 0)
-      return bad(v, err, "record of chain %s names key %s, but the chain is signed with key %s "
-                 "(forged under another writer's key)", id, key, c->key);
+      return bad(v, err,
+                 "record of chain %s names key %s, but the chain is signed with key %s "
+                 "(forged under another writer's key)",
+                 id, key, c->key);
     if (strcmp(event, DLQB__AUDIT_EV_CHAIN_END) == 0) {
       c->ended = true;
       v->sum.chains_ended++;
@@ -541,8 +577,8 @@ dlqb_status dlqb_audit_verifier_anchor_line(dlqb_audit_verifier *v, const char *
   snprintf(saved, sizeof saved, "%s", v->file);
   snprintf(v->file, sizeof v->file, "anchors");
   v->line = ++v->anchor_msgs;
-  dlqb_status st = open_line(v, line, len, "an anchor", true, false, &o, hash, key,
-                             &is_signed, err);
+  dlqb_status st =
+      open_line(v, line, len, "an anchor", true, false, &o, hash, key, &is_signed, err);
   if (st == DLQB_EINVAL) {
     /* Anyone who may publish to the default exchange can append to the
      * stream: a message that is not an anchor signed by a given key
@@ -558,18 +594,20 @@ dlqb_status dlqb_audit_verifier_anchor_line(dlqb_audit_verifier *v, const char *
     const char *written = str_of(o, "written");
     json_object *ended;
     chain_state *c = NULL;
-    if (type == NULL || strcmp(type, "anchor") != 0 || !hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, id) ||
-        !uint_of(o, "seq", &seq) || !hex_of(o, "last_hash", DLQB_AUDIT_HASH_HEX, last) ||
+    if (type == NULL || strcmp(type, "anchor") != 0 ||
+        !hex_of(o, "chain", DLQB_AUDIT_CHAIN_HEX, id) || !uint_of(o, "seq", &seq) ||
+        !hex_of(o, "last_hash", DLQB_AUDIT_HASH_HEX, last) ||
         !hex_of(o, "file_id", DLQB_AUDIT_HASH_HEX, file_id) || file == NULL || when == NULL ||
-        written == NULL ||
-        !json_object_object_get_ex(o, "ended", &ended) ||
+        written == NULL || !json_object_object_get_ex(o, "ended", &ended) ||
         !json_object_is_type(ended, json_type_boolean)) {
       st = bad(v, err, "malformed anchor");
     } else if ((c = upsert(v, id)) == NULL) {
       st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     } else if (c->anchored && strcmp(c->anchor_key, key) != 0) {
-      st = bad(v, err, "chain %s is anchored with key %s and with key %s (forged under another "
-               "writer's key)", id, c->anchor_key, key);
+      st = bad(v, err,
+               "chain %s is anchored with key %s and with key %s (forged under another "
+               "writer's key)",
+               id, c->anchor_key, key);
     } else if (c->anchored && seq == c->anchor_seq &&
                !dlqb__audit_hash_equal(last, c->anchor_hash)) {
       st = bad(v, err, "chain %s is anchored at seq %llu with two different records", id,
@@ -605,27 +643,27 @@ dlqb_status dlqb_audit_verifier_line(dlqb_audit_verifier *v, const char *line, s
   if (v->sum.files == 0) dlqb_audit_verifier_begin_file(v, "audit log");
   v->line++;
   if (!complete)
-    return bad(v, err, "incomplete record at the end of the file (a torn write, or the file "
+    return bad(v, err,
+               "incomplete record at the end of the file (a torn write, or the file "
                "was cut)");
   json_object *o = NULL;
   char hash[DLQB_AUDIT_HASH_HEX + 1], key[DLQB_AUDIT_KEY_ID_HEX + 1];
   bool is_signed;
-  dlqb_status st = open_line(v, line, len, "an audit record", false, true, &o, hash, key,
-                             &is_signed, err);
+  dlqb_status st =
+      open_line(v, line, len, "an audit record", false, true, &o, hash, key, &is_signed, err);
   if (st != DLQB_OK) return st;
   if (v->line == 1 && !add_file_id(v, hash)) {
     json_object_put(o);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
   const char *event = str_of(o, "event");
-  if (event == NULL)
-    st = bad(v, err, "malformed record (no event)");
+  if (event == NULL) st = bad(v, err, "malformed record (no event)");
   else if (strcmp(event, DLQB__AUDIT_EV_FILE_START) == 0)
     st = is_signed ? on_file_start(v, o, err)
-                   : bad(v, err, "file_start without a signature (forged by someone without a "
+                   : bad(v, err,
+                         "file_start without a signature (forged by someone without a "
                          "key)");
-  else
-    st = on_chain_record(v, o, event, hash, key, is_signed, err);
+  else st = on_chain_record(v, o, event, hash, key, is_signed, err);
   json_object_put(o);
   if (st == DLQB_OK) memcpy(v->last_hash, hash, sizeof hash);
   return st;
@@ -660,18 +698,15 @@ static void scan_chain(void *ctx, const char *key, size_t len, void *value) {
      * they compare as text) was archived away on purpose. One written
      * later was in a file after it: deleted. */
     if (short_of && !c->known && f->v->partial && !has_file_id(f->v, c->anchor_file_id) &&
-        f->v->first_file_time[0] != '\0' &&
-        strcmp(c->anchor_written, f->v->first_file_time) < 0)
+        f->v->first_file_time[0] != '\0' && strcmp(c->anchor_written, f->v->first_file_time) < 0)
       f->archived++;
-    else if (short_of && f->unanchored == NULL)
-      f->unanchored = c;
-    if (c->known) f->beyond += c->anchored ? (c->seq > c->anchor_seq ? c->seq - c->anchor_seq : 0)
-                                           : c->seq + 1;
+    else if (short_of && f->unanchored == NULL) f->unanchored = c;
+    if (c->known)
+      f->beyond += c->anchored ? (c->seq > c->anchor_seq ? c->seq - c->anchor_seq : 0) : c->seq + 1;
   }
   /* Every batch appends a seal line and a chain's first one is synced: a
    * chain past its chain_start with none lost it to someone's hand. */
-  if (f->unsealed == NULL && f->v->seal_given && c->known && !c->sealed && !c->linked &&
-      c->seq > 0)
+  if (f->unsealed == NULL && f->v->seal_given && c->known && !c->sealed && !c->linked && c->seq > 0)
     f->unsealed = c;
 }
 
@@ -691,44 +726,54 @@ dlqb_status dlqb_audit_verifier_finish(dlqb_audit_verifier *v, dlqb_audit_summar
     v->line = 0;
     if (!has_file_id(v, c->anchor_file_id)) {
       char held[64] = "none of it";
-      if (c->known) snprintf(held, sizeof held, "it only up to seq %llu", (unsigned long long)c->seq);
-      return bad(v, err, "missing: the file that began as '%s' (first line %.16s...) is not among "
+      if (c->known)
+        snprintf(held, sizeof held, "it only up to seq %llu", (unsigned long long)c->seq);
+      return bad(v, err,
+                 "missing: the file that began as '%s' (first line %.16s...) is not among "
                  "the files; it held chain %s (writer %s) up to seq %llu, anchored at %s, and "
                  "the files hold %s (a rotated file was deleted, or the log replaced)",
                  c->anchor_file, c->anchor_file_id, c->id, c->writer,
                  (unsigned long long)c->anchor_seq, c->anchor_time, held);
     }
     if (!c->known)
-      return bad(v, err, "missing: chain %s (writer %s) is anchored up to seq %llu at %s, but the "
-                 "files hold none of it (the chain was deleted)", c->id, c->writer,
-                 (unsigned long long)c->anchor_seq, c->anchor_time);
-    return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu but its anchor of %s "
-               "vouches for seq %llu (the tail was cut: %llu records missing)", c->id, c->writer,
-               (unsigned long long)c->seq, c->anchor_time, (unsigned long long)c->anchor_seq,
-               (unsigned long long)(c->anchor_seq - c->seq));
+      return bad(v, err,
+                 "missing: chain %s (writer %s) is anchored up to seq %llu at %s, but the "
+                 "files hold none of it (the chain was deleted)",
+                 c->id, c->writer, (unsigned long long)c->anchor_seq, c->anchor_time);
+    return bad(v, err,
+               "missing: chain %s (writer %s) ends at seq %llu but its anchor of %s "
+               "vouches for seq %llu (the tail was cut: %llu records missing)",
+               c->id, c->writer, (unsigned long long)c->seq, c->anchor_time,
+               (unsigned long long)c->anchor_seq, (unsigned long long)(c->anchor_seq - c->seq));
   }
   c = f.short_chain;
   if (c != NULL) {
     v->line++;
     if (!c->known)
-      return bad(v, err, "missing: the seal vouches for chain %s (writer %s) up to seq %llu, "
+      return bad(v, err,
+                 "missing: the seal vouches for chain %s (writer %s) up to seq %llu, "
                  "but the log has no record of it (the chain was deleted, the tail was cut, or "
-                 "the last file is missing)", c->id, c->writer, (unsigned long long)c->seal_seq);
-    return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu but the seal vouches "
+                 "the last file is missing)",
+                 c->id, c->writer, (unsigned long long)c->seal_seq);
+    return bad(v, err,
+               "missing: chain %s (writer %s) ends at seq %llu but the seal vouches "
                "for seq %llu (the tail was cut: %llu records missing)",
                c->id, c->writer, (unsigned long long)c->seq, (unsigned long long)c->seal_seq,
                (unsigned long long)(c->seal_seq - c->seq));
   }
   if ((c = f.unsigned_end) != NULL) {
     v->line++;
-    return bad(v, err, "missing: chain %s (writer %s) ends at seq %llu in %llu record%s no "
+    return bad(v, err,
+               "missing: chain %s (writer %s) ends at seq %llu in %llu record%s no "
                "signature covers (a batch was cut short, or records were added without the "
-               "writer's key)", c->id, c->writer, (unsigned long long)c->seq,
-               (unsigned long long)c->unsigned_tail, c->unsigned_tail == 1 ? "" : "s");
+               "writer's key)",
+               c->id, c->writer, (unsigned long long)c->seq, (unsigned long long)c->unsigned_tail,
+               c->unsigned_tail == 1 ? "" : "s");
   }
   if ((c = f.unsealed) != NULL) {
     v->line++;
-    return bad(v, err, "missing: chain %s (writer %s, up to seq %llu) has no seal line (the "
+    return bad(v, err,
+               "missing: chain %s (writer %s, up to seq %llu) has no seal line (the "
                "seal was emptied, replaced or cut: its tail cannot be checked)",
                c->id, c->writer, (unsigned long long)c->seq);
   }

@@ -33,7 +33,7 @@
 #include "dlqb/log.h"
 
 #define ANCHOR_FILE_MAX 128 /* bytes of the log's name an anchor carries */
-#define RETRY_MS 500 /* after a failed write, the writer tries again this often */
+#define RETRY_MS        500 /* after a failed write, the writer tries again this often */
 
 /* The hash of the locked log's first line (the file's identity, which a
  * rotation keeps: anchors name it, so verify can tell which file held a
@@ -104,8 +104,10 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
      * can append to the file stop every writer. The link then names the
      * zero hash, which verify reports too. */
     if (got == 0)
-      dlqb_log_warn("audit_tail", "audit log '%s' ends in a line that is not a record; "
-                    "appending after it (verify will name it)", a->path);
+      dlqb_log_warn("audit_tail",
+                    "audit log '%s' ends in a line that is not a record; "
+                    "appending after it (verify will name it)",
+                    a->path);
   }
   uint64_t seq = a->seq;
   char hash[DLQB_AUDIT_HASH_HEX + 1];
@@ -118,8 +120,8 @@ static dlqb_status commit(dlqb_audit *a, const dlqb_hop *hops, size_t n, bool en
    * large it is, and a batch cut short ends unsigned, which verify names. */
   size_t left = (a->started ? 0 : 1) + n + (end ? 1 : 0);
   if (!a->started)
-    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, --left == 0, link,
-                                &seq, hash);
+    ok = dlqb__audit_add_record(a, time, DLQB__AUDIT_EV_CHAIN_START, NULL, --left == 0, link, &seq,
+                                hash);
   if (!a->started) link = NULL;
   for (size_t i = 0; ok && i < n; i++, link = NULL)
     ok = dlqb__audit_add_record(a, time, dlqb_event_name(hops[i].event), &hops[i], --left == 0,
@@ -430,8 +432,10 @@ bool dlqb_audit_health(const dlqb_audit *a, char *why, size_t len) {
   long long stuck = since > 0 ? dlqb_mono_ms() - since : 0;
   if (stuck >= DLQB_AUDIT_STALL_MS) {
     if (why != NULL)
-      snprintf(why, len, "audit log '%s': a write has been waiting for %lld s (a hung file "
-               "server?)", m->path, stuck / 1000);
+      snprintf(why, len,
+               "audit log '%s': a write has been waiting for %lld s (a hung file "
+               "server?)",
+               m->path, stuck / 1000);
     return false;
   }
   if (atomic_load(&m->ok)) return true;

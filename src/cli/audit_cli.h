@@ -16,16 +16,17 @@
 #include "dlqb/scan.h"
 
 /* The flags every subcommand takes: which seal, and where checking starts. */
-#define LOG_FLAGS                                                                           \
-  {"seal", true, "FILE", "seal to check the tail against (default: the last FILE + .seal)"}, \
-      {"no-seal", false, NULL, "do not check a seal (a cut tail then goes unnoticed)"},      \
-      {"partial", false, NULL,                                                              \
-       "accept a first file that continues an archived one (checks from there on)"}
+#define LOG_FLAGS                                                                                  \
+  {"seal", true, "FILE", "seal to check the tail against (default: the last FILE + .seal)"},       \
+      {"no-seal", false, NULL, "do not check a seal (a cut tail then goes unnoticed)"}, {          \
+    "partial", false, NULL,                                                                        \
+        "accept a first file that continues an archived one (checks from there on)"                \
+  }
 
-#define FILES_DETAILS                                                                    \
-  "FILEs are the log's files oldest first; without them, the configured\n"             \
-  "DLQ_BRIDGE_AUDIT_LOG and its rotated files. The writers' public keys are\n"     \
-  "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS (--audit-public-keys: a PEM file, or a directory\n" \
+#define FILES_DETAILS                                                                              \
+  "FILEs are the log's files oldest first; without them, the configured\n"                         \
+  "DLQ_BRIDGE_AUDIT_LOG and its rotated files. The writers' public keys are\n"                     \
+  "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS (--audit-public-keys: a PEM file, or a directory\n"                \
   "of *.pem; *.pem.revoked there are revoked keys); no secret key is read.\n"
 
 typedef struct {
@@ -33,10 +34,10 @@ typedef struct {
   size_t nfiles;
   const char *seal;
   bool no_seal, partial;
-  bool anchors; /* audit verify --anchors */
-  const char *request_id, *message_id;  /* audit show (--id or --request-id, --message-id) */
-  const char *id_flag;                  /* "id" or "request-id": which gave request_id */
-  bool require_id;                      /* audit show: one of them is required */
+  bool anchors;                        /* audit verify --anchors */
+  const char *request_id, *message_id; /* audit show (--id or --request-id, --message-id) */
+  const char *id_flag;                 /* "id" or "request-id": which gave request_id */
+  bool require_id;                     /* audit show: one of them is required */
   bool json;
   int window; /* audit reconcile: the DLQ read in one pass */
   /* Runs after the options are checked and before the log is read

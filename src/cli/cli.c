@@ -71,7 +71,8 @@ int cli_finish(int code) {
   }
   if (fflush(stdout) != 0 || ferror(stdout)) {
     char why[DLQB_ERRNO_TEXT_MAX];
-    if (errno != EPIPE) cli_error("cannot write output: %s", dlqb_errno_text(errno, why, sizeof why));
+    if (errno != EPIPE)
+      cli_error("cannot write output: %s", dlqb_errno_text(errno, why, sizeof why));
     return code == EXIT_OK ? EXIT_RUNTIME : code;
   }
   return code;
@@ -80,7 +81,7 @@ int cli_finish(int code) {
 /* Help lines fit an 80-column terminal: the text after a 28-column left
  * part is wrapped at spaces, continuation lines indented under it. */
 #define HELP_WIDTH 80
-#define HELP_LEFT 28
+#define HELP_LEFT  28
 
 static void help_row(FILE *out, const char *left, const char *text) {
   fprintf(out, "  %-26s", left);
@@ -155,13 +156,16 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
   if (spec->settings) {
     fprintf(out, "\nsettings (flag, environment variable, default; flags beat the environment,\n"
                  "which beats the --config file; 'dlq-bridge help settings' lists them all):\n");
-    help_row(out, "--print-config", "print each setting this command reads, its value and "
+    help_row(out, "--print-config",
+             "print each setting this command reads, its value and "
              "where it came from (flag, environment, config file or default), then exit");
-    help_row(out, "--config FILE", "JSON config file shared with the daemon (also "
+    help_row(out, "--config FILE",
+             "JSON config file shared with the daemon (also "
              "DLQ_BRIDGE_CONFIG; default " DLQB_CONFIG_DEFAULT_PATH " when it exists; "
              "empty = none)");
     if (strcmp(spec->name, "run") == 0)
-      help_row(out, "--pipeline NAME", "serve only this pipeline of the config file's "
+      help_row(out, "--pipeline NAME",
+               "serve only this pipeline of the config file's "
                "`pipelines` (also DLQ_BRIDGE_PIPELINE); default: every one configured (dsr "
                "without `pipelines`)");
     else
@@ -259,10 +263,14 @@ static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, d
     cli_setting_source("audit_key_file", a, sizeof a);
     cli_setting_source("audit_log", b, sizeof b);
     if (strcmp(a, "the default") == 0)
-      return dlqb_fail(err, DLQB_EINVAL, "%s turns the audit trail on, which needs a key file: "
-                       "give --audit-key-file or DLQ_BRIDGE_AUDIT_KEY_FILE", b);
-    return dlqb_fail(err, DLQB_EINVAL, "%s is empty, but %s turns the audit trail on, which "
-                     "needs a key file", a, b);
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "%s turns the audit trail on, which needs a key file: "
+                       "give --audit-key-file or DLQ_BRIDGE_AUDIT_KEY_FILE",
+                       b);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "%s is empty, but %s turns the audit trail on, which "
+                     "needs a key file",
+                     a, b);
   }
   return DLQB_OK;
 }
@@ -295,8 +303,8 @@ const dlqb_pipeline *cli_pipeline(void) {
  * alone. serve_pipeline runs once every setting is in: what stays in cfg
  * is the pipeline served, its policy in the top-level settings (for `run`
  * its broker user too). *index is SIZE_MAX when none is chosen. */
-static dlqb_status choose_pipeline(const cli_spec *spec, const dlqb_config *cfg,
-                                   const char *chosen, size_t *index, dlqb_error *err) {
+static dlqb_status choose_pipeline(const cli_spec *spec, const dlqb_config *cfg, const char *chosen,
+                                   size_t *index, dlqb_error *err) {
   bool all = strcmp(spec->name, "declare") == 0 || strcmp(spec->name, "audit verify") == 0;
   bool run = strcmp(spec->name, "run") == 0;
   *index = SIZE_MAX;

@@ -16,7 +16,7 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 /* A command-specific flag. */
 typedef struct {
-  const char *name;   /* without dashes */
+  const char *name; /* without dashes */
   bool takes_value;
   const char *metavar;
   const char *help;
@@ -27,12 +27,12 @@ typedef struct {
 typedef dlqb_status (*cli_flag_fn)(void *ctx, const char *flag, const char *value, dlqb_error *err);
 
 typedef struct {
-  const char *name;     /* "run" */
-  const char *summary;  /* one line */
-  const char *usage;    /* "dlq-bridge run [options]" */
-  const char *details;  /* paragraphs for --help, may be NULL */
-  const cli_flag *flags;/* command flags, terminated by {NULL}; may be NULL */
-  bool settings;        /* accepts the connection/routing settings flags */
+  const char *name;      /* "run" */
+  const char *summary;   /* one line */
+  const char *usage;     /* "dlq-bridge run [options]" */
+  const char *details;   /* paragraphs for --help, may be NULL */
+  const cli_flag *flags; /* command flags, terminated by {NULL}; may be NULL */
+  bool settings;         /* accepts the connection/routing settings flags */
   /* The settings keys it reads (NULL-terminated, e.g. CLI_USES_BROKER); NULL:
    * every one but the drain's (drain_*, read by `drain run` alone). Only
    * these are taken from the environment and flags, checked and shown in
@@ -43,14 +43,13 @@ typedef struct {
 
 /* Groups of settings keys for cli_spec.uses. */
 #define CLI_USES_BROKER "url", "password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"
-#define CLI_USES_LOG "log_format", "log_level", "instance"
+#define CLI_USES_LOG    "log_format", "log_level", "instance"
 /* Writers sign with their key (and check other writers' seal lines with the
  * public keys); readers (audit verify, show, reconcile) need no secret. */
-#define CLI_USES_AUDIT                                                                    \
-  "audit_log", "audit_key_file", "audit_rotate_bytes", "audit_public_keys",               \
-      "audit_anchor_interval"
+#define CLI_USES_AUDIT                                                                             \
+  "audit_log", "audit_key_file", "audit_rotate_bytes", "audit_public_keys", "audit_anchor_interval"
 #define CLI_USES_AUDIT_READ "audit_log", "audit_public_keys"
-#define CLI_USES_TOPOLOGY "poison_threshold", "retry_delays"
+#define CLI_USES_TOPOLOGY   "poison_threshold", "retry_delays"
 
 /* Whether spec reads the setting with this JSON key. */
 bool cli_uses(const cli_spec *spec, const char *key);

@@ -44,7 +44,8 @@ static const cli_spec verify_spec = {
         "chains are checked, and no --pipeline is needed.\n" FILES_DETAILS
         "Exit status: 0 intact; 1 not intact (the first bad line is named) or unreadable;\n"
         "2 usage or configuration error. --json prints {\"intact\": true, \"records\": N,\n"
-        "\"chains\": N, \"chains_ended\": N, \"files\": N, \"rotations\": N, \"sealed\": true|false,\n"
+        "\"chains\": N, \"chains_ended\": N, \"files\": N, \"rotations\": N, \"sealed\": "
+        "true|false,\n"
         "\"sealed_chains\": N, \"partial\": true|false} (with --anchors also \"anchors\": N,\n"
         "\"anchored_chains\": N, \"anchors_ignored\": N, \"beyond_anchors\": N), or on\n"
         "failure the error document\n"
@@ -82,15 +83,13 @@ void audit_print_summary(const dlqb_audit_summary *s, bool sealed) {
   if (sealed)
     printf("seal: the tail is complete for %lu sealed chain%s\n", s->sealed,
            s->sealed == 1 ? "" : "s");
-  else
-    printf("seal: not checked (--no-seal): a cut tail would go unnoticed\n");
+  else printf("seal: not checked (--no-seal): a cut tail would go unnoticed\n");
   if (s->anchors_given)
     printf("anchors: %lu anchor%s of %lu chain%s checked (%lu ignored: not signed by a given "
            "key); %llu record%s newer than their chain's last anchor\n",
            s->anchors, s->anchors == 1 ? "" : "s", s->anchored, s->anchored == 1 ? "" : "s",
            s->anchors_ignored, s->beyond_anchors, s->beyond_anchors == 1 ? "" : "s");
-  if (s->partial)
-    printf("partial: started at a rotation; records before it were not checked\n");
+  if (s->partial) printf("partial: started at a rotation; records before it were not checked\n");
 }
 
 int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opts *o,
@@ -173,8 +172,8 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   rc = EXIT_RUNTIME;
   /* The anchors first: what they vouch for at the start of the read is
    * what the files must hold. */
-  if (o->anchors && (st = dlqb_anchor_read(&cfg, DLQB_Q_ANCHORS, &anchors, ANCHOR_IDLE_MS,
-                                           &err)) != DLQB_OK) {
+  if (o->anchors &&
+      (st = dlqb_anchor_read(&cfg, DLQB_Q_ANCHORS, &anchors, ANCHOR_IDLE_MS, &err)) != DLQB_OK) {
     cli_error("%s", err.msg);
     goto done;
   }
@@ -249,26 +248,27 @@ const cli_spec cmd_audit_spec = {
     .name = "audit",
     .summary = "verify the audit trail, show a task's path, reconcile the DLQ, report a period",
     .usage = "dlq-bridge audit SUBCOMMAND [options]",
-    .details = "subcommands:\n"
-               "  verify [FILE...]   check that the audit log is complete and unaltered\n"
-               "  show --request-id ID [FILE...]\n"
-               "                     every hop recorded for a task, from a verified log\n"
-               "  reconcile [FILE...]\n"
-               "                     check that the DLQ holds what the audit trail put there\n"
-               "  report --from T [--to T] [FILE...]\n"
-               "                     every request seen in a period and its last known state, signed\n"
-               "  verify-report FILE\n"
-               "                     check a report's signature with the public keys alone\n"
-               "  checkpoint [FILE...]\n"
-               "                     sign the log's Merkle tree and publish it to dsr.audit.anchors\n"
-               "  prove --request-id ID [FILE...]\n"
-               "                     one request's records with inclusion proofs, as a bundle\n"
-               "  verify-proof BUNDLE\n"
-               "                     check a bundle offline, with public keys and a witness policy\n"
-               "  witness --witness-key FILE --name NAME --state FILE\n"
-               "                     cosign checkpoints that extend the last one cosigned\n"
-               "\n"
-               "`dlq-bridge audit SUBCOMMAND --help` shows a subcommand's options.",
+    .details =
+        "subcommands:\n"
+        "  verify [FILE...]   check that the audit log is complete and unaltered\n"
+        "  show --request-id ID [FILE...]\n"
+        "                     every hop recorded for a task, from a verified log\n"
+        "  reconcile [FILE...]\n"
+        "                     check that the DLQ holds what the audit trail put there\n"
+        "  report --from T [--to T] [FILE...]\n"
+        "                     every request seen in a period and its last known state, signed\n"
+        "  verify-report FILE\n"
+        "                     check a report's signature with the public keys alone\n"
+        "  checkpoint [FILE...]\n"
+        "                     sign the log's Merkle tree and publish it to dsr.audit.anchors\n"
+        "  prove --request-id ID [FILE...]\n"
+        "                     one request's records with inclusion proofs, as a bundle\n"
+        "  verify-proof BUNDLE\n"
+        "                     check a bundle offline, with public keys and a witness policy\n"
+        "  witness --witness-key FILE --name NAME --state FILE\n"
+        "                     cosign checkpoints that extend the last one cosigned\n"
+        "\n"
+        "`dlq-bridge audit SUBCOMMAND --help` shows a subcommand's options.",
     .flags = NULL,
     .settings = false,
 };

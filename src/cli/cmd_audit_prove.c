@@ -22,7 +22,7 @@
 #include "ops_cli.h"
 
 #define STREAM_IDLE_MS 10000
-#define BUNDLE_MAX ((size_t)64 << 20) /* a bundle of one request is kilobytes */
+#define BUNDLE_MAX     ((size_t)64 << 20) /* a bundle of one request is kilobytes */
 
 /* ---- shared: the keys, the stream, counting lines ---- */
 
@@ -43,8 +43,7 @@ typedef struct {
   const dlqb_config *cfg; /* cli_load's: it outlives the command */
 } evidence_ctx;
 
-static dlqb_status evidence_flag(void *ctx, const char *flag, const char *value,
-                                 dlqb_error *err) {
+static dlqb_status evidence_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   evidence_ctx *c = ctx;
   (void)err;
   if (strcmp(flag, "origin") == 0) c->origin = value;
@@ -126,9 +125,11 @@ static void ctx_release(evidence_ctx *c) {
   dlqb_evidence_free(c->ev);
 }
 
-#define ORIGIN_FLAG                                                                   \
-  {"origin", true, "NAME",                                                            \
-   "the checkpoints' origin line (default " DLQB_CHECKPOINT_DEFAULT_ORIGIN ")"}
+#define ORIGIN_FLAG                                                                                \
+  {                                                                                                \
+    "origin", true, "NAME",                                                                        \
+        "the checkpoints' origin line (default " DLQB_CHECKPOINT_DEFAULT_ORIGIN ")"                \
+  }
 
 /* ---- audit checkpoint ---- */
 
@@ -145,18 +146,17 @@ static const cli_spec checkpoint_spec = {
     .summary = "sign the Merkle tree of the verified log and publish it to dsr.audit.anchors",
     .usage = "dlq-bridge audit checkpoint [FILE...] [--origin NAME] [--print]\n"
              "       [--seal FILE | --no-seal] [--partial] [settings]",
-    .details =
-        "Verifies the log as `audit verify` does, computes the Merkle tree (RFC 9162\n"
-        "hashing) over its lines in file order and the index of every request's lines,\n"
-        "signs both as a C2SP checkpoint with DLQ_BRIDGE_AUDIT_KEY_FILE (its public key\n"
-        "must be among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and appends it to dsr.audit.anchors\n"
-        "with a consistency proof from the stream's last checkpoint of the origin.\n"
-        "A log whose first lines no longer hash to that checkpoint is refused (a\n"
-        "rewritten log): nothing is signed. Run it on the log's host on a timer;\n"
-        "witnesses (`audit witness`) cosign what it publishes.\n" FILES_DETAILS
-        "Exit status: 0 published (or nothing new since the last checkpoint); 1 the log\n"
-        "not intact, not extending the last checkpoint, or the broker unreachable; 2\n"
-        "usage or configuration error.",
+    .details = "Verifies the log as `audit verify` does, computes the Merkle tree (RFC 9162\n"
+               "hashing) over its lines in file order and the index of every request's lines,\n"
+               "signs both as a C2SP checkpoint with DLQ_BRIDGE_AUDIT_KEY_FILE (its public key\n"
+               "must be among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and appends it to dsr.audit.anchors\n"
+               "with a consistency proof from the stream's last checkpoint of the origin.\n"
+               "A log whose first lines no longer hash to that checkpoint is refused (a\n"
+               "rewritten log): nothing is signed. Run it on the log's host on a timer;\n"
+               "witnesses (`audit witness`) cosign what it publishes.\n" FILES_DETAILS
+               "Exit status: 0 published (or nothing new since the last checkpoint); 1 the log\n"
+               "not intact, not extending the last checkpoint, or the broker unreachable; 2\n"
+               "usage or configuration error.",
     .flags = checkpoint_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, "audit_log", "audit_public_keys",
@@ -263,9 +263,9 @@ int audit_checkpoint(int argc, char **argv) {
     rc = EXIT_USAGE;
     goto done;
   }
-  char *msg = dlqb_evidence_checkpoint_msg(note, nl, c.have_last ? c.last.size : 0,
-                                           (const unsigned char(*)[DLQB_MERKLE_HASH])res.cons,
-                                           res.ncons);
+  char *msg =
+      dlqb_evidence_checkpoint_msg(note, nl, c.have_last ? c.last.size : 0,
+                                   (const unsigned char(*)[DLQB_MERKLE_HASH])res.cons, res.ncons);
   dlqb_status st = DLQB_OK;
   if (msg == NULL) st = dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
   else if (c.print) printf("%s\n", msg);
@@ -277,14 +277,15 @@ int audit_checkpoint(int argc, char **argv) {
   }
   /* With --print stdout is the message alone. */
   FILE *say = c.print ? stderr : stdout;
-  fprintf(say, "checkpoint: %" PRIu64 " lines, root %s, %" PRIu64 " requests indexed, signed with "
-          "key %s, %s %s", res.tree.size, b64, res.tree.index_entries, c.key_id,
+  fprintf(say,
+          "checkpoint: %" PRIu64 " lines, root %s, %" PRIu64 " requests indexed, signed with "
+          "key %s, %s %s",
+          res.tree.size, b64, res.tree.index_entries, c.key_id,
           c.print ? "printed, not published to" : "published to", DLQB_Q_ANCHORS);
   if (c.have_last)
     fprintf(say, " (extends the last checkpoint of size %" PRIu64 ": %zu-hash consistency proof)\n",
             c.last.size, res.ncons);
-  else
-    fprintf(say, " (the first of origin %s)\n", c.origin);
+  else fprintf(say, " (the first of origin %s)\n", c.origin);
   dlqb_log_info("audit_checkpoint", "checkpoint of %" PRIu64 " lines (root %s) signed with key %s",
                 res.tree.size, b64, c.key_id);
   rc = EXIT_OK;
@@ -309,18 +310,17 @@ static const cli_spec prove_spec = {
     .summary = "one request's records with inclusion proofs against the latest checkpoint",
     .usage = "dlq-bridge audit prove --request-id ID | --id VALUE [FILE...] [--output FILE]\n"
              "       [--origin NAME] [--seal FILE | --no-seal] [--partial] [settings]",
-    .details =
-        "Reads the latest checkpoint of the origin in dsr.audit.anchors (signed with a\n"
-        "key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and every cosignature published for it,\n"
-        "verifies the log as `audit verify` does, checks that the log's first lines hash\n"
-        "to the checkpoint's root and request index, and writes one JSON bundle: every\n"
-        "record whose request_id member is ID (with --id: the profile's first identity\n"
-        "field, recorded in the same member) up to the checkpoint, each with its\n"
-        "inclusion proof, the request's index entry with its proof, and the checkpoint\n"
-        "with its cosignatures. Of other requests the bundle holds only hashes. Check it\n"
-        "with `dlq-bridge audit verify-proof BUNDLE`, offline.\n" FILES_DETAILS
-        "Exit status: 0 bundle written; 1 no checkpoint, the log not intact or not the\n"
-        "checkpoint's, or no record of ID in it; 2 usage or configuration error.",
+    .details = "Reads the latest checkpoint of the origin in dsr.audit.anchors (signed with a\n"
+               "key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and every cosignature published for it,\n"
+               "verifies the log as `audit verify` does, checks that the log's first lines hash\n"
+               "to the checkpoint's root and request index, and writes one JSON bundle: every\n"
+               "record whose request_id member is ID (with --id: the profile's first identity\n"
+               "field, recorded in the same member) up to the checkpoint, each with its\n"
+               "inclusion proof, the request's index entry with its proof, and the checkpoint\n"
+               "with its cosignatures. Of other requests the bundle holds only hashes. Check it\n"
+               "with `dlq-bridge audit verify-proof BUNDLE`, offline.\n" FILES_DETAILS
+               "Exit status: 0 bundle written; 1 no checkpoint, the log not intact or not the\n"
+               "checkpoint's, or no record of ID in it; 2 usage or configuration error.",
     .flags = prove_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
@@ -339,7 +339,8 @@ static int prove_prepare(void *ctx, const dlqb_config *cfg) {
   if ((rc = read_last(c, cfg)) != EXIT_OK) return rc;
   if (!c->have_last) {
     cli_error("no checkpoint of origin %s signed with a given key in %s (run 'dlq-bridge audit "
-              "checkpoint' first)", c->origin, DLQB_Q_ANCHORS);
+              "checkpoint' first)",
+              c->origin, DLQB_Q_ANCHORS);
     return EXIT_RUNTIME;
   }
   if ((c->ev = dlqb_evidence_new(c->last.size, 0, c->o->request_id)) == NULL) {
@@ -356,8 +357,8 @@ int audit_prove(int argc, char **argv) {
   o.extra_ctx = &c;
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
-  int rc = audit_load_and_verify(&prove_spec, argc, argv, &o, visit_evidence, &c, &sum, &sealed,
-                                 &help);
+  int rc =
+      audit_load_and_verify(&prove_spec, argc, argv, &o, visit_evidence, &c, &sum, &sealed, &help);
   if (help) cli_print_help(&prove_spec, stdout);
   if (rc != EXIT_OK || help) goto done;
   rc = EXIT_RUNTIME;
@@ -378,7 +379,8 @@ int audit_prove(int argc, char **argv) {
       res.tree.index_entries != c.last.index_entries ||
       memcmp(res.tree.index_root, c.last.index_root, DLQB_MERKLE_HASH) != 0) {
     cli_error("the log's first %" PRIu64 " lines are not the tree the latest checkpoint signed "
-              "(the log was changed since, or these are another log's files)", c.last.size);
+              "(the log was changed since, or these are another log's files)",
+              c.last.size);
     goto done;
   }
   if (dlqb_evidence_bundle(c.ev, c.note, c.note_len, &bundle, &bl, &err) != DLQB_OK) {
@@ -393,8 +395,10 @@ int audit_prove(int argc, char **argv) {
             dlqb_text_quote(q, o.request_id, strlen(o.request_id)), c.last.size,
             res.later ? "" : "\n");
     if (res.later)
-      fprintf(stderr, "; %zu later record%s not covered yet (prove again after the next "
-              "checkpoint)\n", res.later, res.later == 1 ? " is" : "s are");
+      fprintf(stderr,
+              "; %zu later record%s not covered yet (prove again after the next "
+              "checkpoint)\n",
+              res.later, res.later == 1 ? " is" : "s are");
     rc = EXIT_OK;
   }
   free(bundle);
@@ -408,7 +412,8 @@ done:
 static const cli_flag verify_proof_flags[] = {
     {"witness-keys", true, "FILE",
      "the witnesses' verifier keys, one NAME+ID+KEY per line (audit witness --print-vkey)"},
-    {"witnesses-needed", true, "N", "how many of them must cosign (default: 1 with --witness-keys)"},
+    {"witnesses-needed", true, "N",
+     "how many of them must cosign (default: 1 with --witness-keys)"},
     {"json", false, NULL, "print the result as JSON for scripts"},
     {NULL, false, NULL, NULL},
 };
@@ -418,16 +423,15 @@ static const cli_spec verify_proof_spec = {
     .summary = "check an evidence bundle offline, with public keys only",
     .usage = "dlq-bridge audit verify-proof BUNDLE [--witness-keys FILE] [--witnesses-needed N]\n"
              "       [--json] [--audit-public-keys PATH]",
-    .details =
-        "Checks an `audit prove` bundle with no broker and no log: the checkpoint's\n"
-        "signature with a key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS, at least N\n"
-        "cosignatures of the witness keys given, each record's inclusion proof\n"
-        "against the checkpoint's root, that each is a record of the bundle's request,\n"
-        "and the request index entry: the records are every record of that request up\n"
-        "to the checkpoint. Without --witness-keys it says that only the log's key\n"
-        "vouches for the checkpoint.\n"
-        "Exit status: 0 intact; 1 not intact (what failed is named); 2 usage or\n"
-        "configuration error.",
+    .details = "Checks an `audit prove` bundle with no broker and no log: the checkpoint's\n"
+               "signature with a key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS, at least N\n"
+               "cosignatures of the witness keys given, each record's inclusion proof\n"
+               "against the checkpoint's root, that each is a record of the bundle's request,\n"
+               "and the request index entry: the records are every record of that request up\n"
+               "to the checkpoint. Without --witness-keys it says that only the log's key\n"
+               "vouches for the checkpoint.\n"
+               "Exit status: 0 intact; 1 not intact (what failed is named); 2 usage or\n"
+               "configuration error.",
     .flags = verify_proof_flags,
     .settings = true,
     .uses = (const char *const[]){"audit_public_keys", CLI_USES_LOG, NULL},

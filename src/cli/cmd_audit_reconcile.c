@@ -13,7 +13,8 @@
 
 static const cli_flag reconcile_flags[] = {
     {"json", false, NULL, "print JSON for scripts instead of text"},
-    {"window", true, "N", "DLQ items read ahead at once, 1 to 65535 (default 5000); any depth is read"},
+    {"window", true, "N",
+     "DLQ items read ahead at once, 1 to 65535 (default 5000); any depth is read"},
     LOG_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -23,23 +24,21 @@ static const cli_spec reconcile_spec = {
     .summary = "check that the DLQ and compliance_review hold what the audit trail put there",
     .usage = "dlq-bridge audit reconcile [FILE...] [--json] [--window N]\n"
              "       [--seal FILE | --no-seal] [--partial] [settings]",
-    .details =
-        "Reads every item of dsr.dlq.manual without consuming it (as inspect does), then\n"
-        "verifies the log as `audit verify` does and counts, per message_id, the hops\n"
-        "recorded into the DLQ and out of it. MISSING: recorded into the DLQ and never\n"
-        "out, but not in it (removed behind dlq-bridge's back: a purge, a move in the\n"
-        "management UI, a policy). UNRECORDED: in the DLQ with no record of entering it\n"
-        "(the audit trail was off then). Hops recorded after the queue was read are\n"
-        "not counted as missing. compliance_review is read and compared the same way\n"
-        "(into it: escalated; out of it: a review decision; a claim's re-publish is\n"
-        "neither), so an item acked away there in the management UI is MISSING too.\n"
-        "NOT SEEN: as MISSING, but another consumer was on that queue at the start or\n"
-        "the end of the read (the daemon's SLA escalator, an inspect): it may hold the\n"
-        "item unacked, which the broker does not deliver to us; not a failure, run\n"
-        "again later. Needs the broker settings and the audit key and log.\n"
-        FILES_DETAILS
-        "Exit status: 0 nothing missing; 1 something missing, the log not intact, or\n"
-        "a queue not read whole; 2 usage or configuration error.",
+    .details = "Reads every item of dsr.dlq.manual without consuming it (as inspect does), then\n"
+               "verifies the log as `audit verify` does and counts, per message_id, the hops\n"
+               "recorded into the DLQ and out of it. MISSING: recorded into the DLQ and never\n"
+               "out, but not in it (removed behind dlq-bridge's back: a purge, a move in the\n"
+               "management UI, a policy). UNRECORDED: in the DLQ with no record of entering it\n"
+               "(the audit trail was off then). Hops recorded after the queue was read are\n"
+               "not counted as missing. compliance_review is read and compared the same way\n"
+               "(into it: escalated; out of it: a review decision; a claim's re-publish is\n"
+               "neither), so an item acked away there in the management UI is MISSING too.\n"
+               "NOT SEEN: as MISSING, but another consumer was on that queue at the start or\n"
+               "the end of the read (the daemon's SLA escalator, an inspect): it may hold the\n"
+               "item unacked, which the broker does not deliver to us; not a failure, run\n"
+               "again later. Needs the broker settings and the audit key and log.\n" FILES_DETAILS
+               "Exit status: 0 nothing missing; 1 something missing, the log not intact, or\n"
+               "a queue not read whole; 2 usage or configuration error.",
     .flags = reconcile_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_AUDIT_READ, CLI_USES_LOG, NULL},
@@ -91,8 +90,11 @@ int audit_read_queue(const dlqb_config *cfg, ops_queue_read *q) {
 
 static int read_dlq(void *ctx, const dlqb_config *cfg) {
   reconcile_ctx *c = ctx;
-  ops_queue_read q = {.queue = c->queue, .purpose = "audit reconcile", .window = c->o->window,
-                        .on_item = snapshot_item, .ctx = c};
+  ops_queue_read q = {.queue = c->queue,
+                      .purpose = "audit reconcile",
+                      .window = c->o->window,
+                      .on_item = snapshot_item,
+                      .ctx = c};
   int rc = audit_read_queue(cfg, &q);
   memcpy(c->at, q.at, sizeof c->at);
   c->others = q.others;
@@ -153,10 +155,11 @@ static void classify(void *ctx, const dlqb_reconcile_entry *e) {
   long recorded = e->net > 0 ? e->net : 0;
   if (e->net > 0 && !came_after) c->expected++;
   if (e->present == 0 && e->net > 0)
-    json_object_array_add(came_after ? c->during : c->others > 0 ? c->not_seen : c->missing,
+    json_object_array_add(came_after      ? c->during
+                          : c->others > 0 ? c->not_seen
+                                          : c->missing,
                           entry_json(e));
-  else if (e->present > 0 && e->entered == 0)
-    json_object_array_add(c->unrecorded, entry_json(e));
+  else if (e->present > 0 && e->entered == 0) json_object_array_add(c->unrecorded, entry_json(e));
   else if (e->present > recorded && !left_after)
     /* A redelivery's duplicate, or the DLQ copy of a move interrupted
      * between its record and its ack: never a loss. */
@@ -201,9 +204,8 @@ static json_object *review_json(const reconcile_ctx *c) {
 static void print_queue(const reconcile_ctx *c) {
   size_t nm = json_object_array_length(c->missing), nu = json_object_array_length(c->unrecorded),
          nd = json_object_array_length(c->during), ne = json_object_array_length(c->extra);
-  printf("%s read at %s: %llu item%s (%llu without a message_id, not compared)\n", c->queue,
-         c->at, (unsigned long long)c->items, c->items == 1 ? "" : "s",
-         (unsigned long long)c->without_id);
+  printf("%s read at %s: %llu item%s (%llu without a message_id, not compared)\n", c->queue, c->at,
+         (unsigned long long)c->items, c->items == 1 ? "" : "s", (unsigned long long)c->without_id);
   bool dlq = strcmp(c->queue, cli_pipeline()->dlq) == 0;
   printf("the audit trail puts %llu message%s %s%s; missing %zu, unrecorded %zu, recorded after "
          "the read %zu, copies beyond the records %zu\n",
@@ -214,8 +216,10 @@ static void print_queue(const reconcile_ctx *c) {
   print_entries("UNRECORDED", c->unrecorded, c->queue, "no record of it entering");
   if (json_object_array_length(c->not_seen) > 0) {
     char why[160];
-    snprintf(why, sizeof why, "not seen: held by another consumer (%lu during the read); run "
-             "again later", (unsigned long)c->others);
+    snprintf(why, sizeof why,
+             "not seen: held by another consumer (%lu during the read); run "
+             "again later",
+             (unsigned long)c->others);
     print_entries("NOT SEEN", c->not_seen, c->queue, why);
   }
   print_entries("EXTRA", c->extra, c->queue,
@@ -234,7 +238,8 @@ static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_
     json_object_object_add(out, "seal_checked", json_object_new_boolean(sealed));
     json_object_object_add(dlq, "read_at", json_object_new_string(c->at));
     json_object_object_add(dlq, "items", json_object_new_int64((int64_t)c->items));
-    json_object_object_add(dlq, "without_message_id", json_object_new_int64((int64_t)c->without_id));
+    json_object_object_add(dlq, "without_message_id",
+                           json_object_new_int64((int64_t)c->without_id));
     json_object_object_add(out, "dlq", dlq);
     json_object_object_add(out, "recorded_in_dlq", json_object_new_int64((int64_t)c->expected));
     json_object_object_add(out, "missing", json_object_get(c->missing));
@@ -275,8 +280,8 @@ int audit_reconcile(int argc, char **argv) {
   p.dlq.o = &o; /* the rest once the pipeline is known (read_both) */
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
-  int rc = audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, &p, &sum, &sealed,
-                                 &help);
+  int rc =
+      audit_load_and_verify(&reconcile_spec, argc, argv, &o, tally_line, &p, &sum, &sealed, &help);
   if (help) {
     cli_print_help(&reconcile_spec, stdout);
   } else if (rc == EXIT_OK) {

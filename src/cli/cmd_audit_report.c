@@ -263,10 +263,10 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   for (size_t i = 0; i < 2; i++) {
     ops_queue_read *q = &c->reads[i];
     *q = (ops_queue_read){.queue = queues[i],
-                            .purpose = "audit report",
-                            .window = c->o->window,
-                            .on_item = fns[i],
-                            .ctx = c};
+                          .purpose = "audit report",
+                          .window = c->o->window,
+                          .on_item = fns[i],
+                          .ctx = c};
     if ((rc = audit_read_queue(cfg, q)) != EXIT_OK) return rc;
     int64_t at = 0;
     (void)dlqb_iso_time_parse(q->at, strlen(q->at), &at);

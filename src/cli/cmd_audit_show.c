@@ -96,7 +96,8 @@ int audit_show(int argc, char **argv) {
   show_ctx c = {.o = &o};
   dlqb_audit_summary sum;
   bool sealed = false, help = false;
-  int rc = audit_load_and_verify(&show_spec, argc, argv, &o, collect_show, &c, &sum, &sealed, &help);
+  int rc =
+      audit_load_and_verify(&show_spec, argc, argv, &o, collect_show, &c, &sum, &sealed, &help);
   if (help) {
     cli_print_help(&show_spec, stdout);
   } else if (rc == EXIT_OK) {
@@ -106,4 +107,3 @@ int audit_show(int argc, char **argv) {
   ops_hops_free(&c.hops);
   return rc;
 }
-

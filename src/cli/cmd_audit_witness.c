@@ -24,7 +24,7 @@
 #include "dlqb/witness.h"
 
 #define STREAM_IDLE_MS 10000
-#define STATE_MAX 4096
+#define STATE_MAX      4096
 
 static const cli_flag witness_flags[] = {
     {"witness-key", true, "FILE", "this witness's Ed25519 private key (PEM, mode 0600)"},
@@ -44,21 +44,20 @@ static const cli_spec witness_spec = {
     .summary = "cosign the checkpoints that extend the last one this witness cosigned",
     .usage = "dlq-bridge audit witness --witness-key FILE --name NAME --state FILE\n"
              "       [--origin NAME] [--textfile FILE] [--print-vkey] [settings]",
-    .details =
-        "Reads dsr.audit.anchors from where it stopped last time, and for each new\n"
-        "checkpoint of the origin signed with a key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS\n"
-        "checks its consistency proof from the tree in --state (the last one it\n"
-        "cosigned); when it holds, writes the new tree to --state (synced, renamed\n"
-        "over) and appends a C2SP cosignature/v1 of it to the stream. A smaller tree,\n"
-        "one of the same size with another root, or one not shown to extend the state\n"
-        "is refused: an error line (witness_refused) naming both trees, the gauge\n"
-        "dlq_bridge_witness_refused 1 in --textfile, exit 1, and every later run\n"
-        "refuses again until someone looks. With no --state file yet, the first\n"
-        "checkpoint is trusted as it is. Run it on another host, under a broker user\n"
-        "with read on the stream and write on amq.default only, on a timer.\n"
-        "Exit status: 0 everything new judged consistent (and cosigned); 1 a checkpoint\n"
-        "refused, the state unreadable, or the broker unreachable; 2 usage or\n"
-        "configuration error.",
+    .details = "Reads dsr.audit.anchors from where it stopped last time, and for each new\n"
+               "checkpoint of the origin signed with a key among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS\n"
+               "checks its consistency proof from the tree in --state (the last one it\n"
+               "cosigned); when it holds, writes the new tree to --state (synced, renamed\n"
+               "over) and appends a C2SP cosignature/v1 of it to the stream. A smaller tree,\n"
+               "one of the same size with another root, or one not shown to extend the state\n"
+               "is refused: an error line (witness_refused) naming both trees, the gauge\n"
+               "dlq_bridge_witness_refused 1 in --textfile, exit 1, and every later run\n"
+               "refuses again until someone looks. With no --state file yet, the first\n"
+               "checkpoint is trusted as it is. Run it on another host, under a broker user\n"
+               "with read on the stream and write on amq.default only, on a timer.\n"
+               "Exit status: 0 everything new judged consistent (and cosigned); 1 a checkpoint\n"
+               "refused, the state unreadable, or the broker unreachable; 2 usage or\n"
+               "configuration error.",
     .flags = witness_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, "audit_public_keys", CLI_USES_LOG, NULL},
@@ -69,8 +68,7 @@ typedef struct {
   bool print_vkey;
 } witness_opts;
 
-static dlqb_status witness_flag(void *ctx, const char *flag, const char *value,
-                                dlqb_error *err) {
+static dlqb_status witness_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   witness_opts *o = ctx;
   if (flag == NULL) return dlqb_fail(err, DLQB_EINVAL, "audit witness takes no FILE");
   if (value != NULL && value[0] == '\0')
@@ -158,9 +156,9 @@ static int publish_cosig(const dlqb_config *cfg, const witness_opts *o, EVP_PKEY
     return EXIT_RUNTIME;
   }
   char *msg = dlqb_evidence_cosig_msg(cp, line);
-  dlqb_status st = msg != NULL ? dlqb_anchor_append(cfg, "dlq-bridge audit witness", msg,
-                                                    strlen(msg), &err)
-                               : dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
+  dlqb_status st = msg != NULL
+                       ? dlqb_anchor_append(cfg, "dlq-bridge audit witness", msg, strlen(msg), &err)
+                       : dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
   free(msg);
   if (st != DLQB_OK) {
     cli_error("cosignature not published: %s", err.msg);

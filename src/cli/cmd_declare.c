@@ -21,7 +21,8 @@ const cli_spec cmd_declare_spec = {
     .details = "Covers every pipeline of the config file's `pipelines` (without it, the dsr\n"
                "pipeline's, today's names). Idempotent: a second run changes nothing. If a\n"
                "queue or exchange exists with other arguments, exits 1 naming it and the\n"
-               "argument; nothing is ever deleted or purged. `dlq-bridge run` declares the same topology at start.",
+               "argument; nothing is ever deleted or purged. `dlq-bridge run` declares the same "
+               "topology at start.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
@@ -76,7 +77,8 @@ int cmd_declare(int argc, char **argv) {
   if (st == DLQB_ECONFLICT) {
     /* Queue arguments are fixed once a queue exists: say what to do. */
     cli_error("%s (a queue's arguments cannot change in place: see \"Changing the topology\" "
-              "in docs/rabbitmq-versions.md)", err.msg);
+              "in docs/rabbitmq-versions.md)",
+              err.msg);
     return EXIT_RUNTIME;
   }
   if (st != DLQB_OK) {

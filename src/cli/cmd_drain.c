@@ -117,7 +117,7 @@ typedef struct {
   int64_t replay_after; /* its replay_count once replayed */
   int state;
   bool canary;
-  char message_id[sizeof ((dlqb_hop *)0)->message_id]; /* of the copy this run moved */
+  char message_id[sizeof((dlqb_hop *)0)->message_id]; /* of the copy this run moved */
 } tracked;
 
 typedef struct {

@@ -28,11 +28,14 @@ static const cli_flag flags[] = {
     {"dry-run", false, NULL,
      "show the fields and the body's size and SHA-256 before and after; move nothing"},
     {"keep", false, NULL, "put the edited copy back where it was instead of replaying it"},
-    {"expect-edit-id", true, "ID", "only if the item is still this version (the edit id a dry "
+    {"expect-edit-id", true, "ID",
+     "only if the item is still this version (the edit id a dry "
      "run showed, or 'original')"},
-    {"after-interrupted", true, "EDIT_ID", "edit a copy whose edit EDIT_ID began and did not "
+    {"after-interrupted", true, "EDIT_ID",
+     "edit a copy whose edit EDIT_ID began and did not "
      "end, once you checked that its copy is not live (recorded in the trail)"},
-    {"queue", true, "dlq|review", "where the item is (default dlq; review: compliance_review, "
+    {"queue", true, "dlq|review",
+     "where the item is (default dlq; review: compliance_review, "
      "the item claimed by --actor)"},
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
@@ -43,33 +46,32 @@ const cli_spec cmd_edit_spec = {
     .summary = "fix one broken DLQ item's headers or body and replay it, audited",
     .usage = "dlq-bridge edit --message-id ID (--set F=V | --unset F | --body-file FILE)...\n"
              "       --note TEXT [--dry-run] [--keep] [--queue dlq|review] [--json]",
-    .details =
-        "Edits the first item of dsr.dlq.manual (or, with --queue review,\n"
-        "compliance_review) whose message_id is ID: sets or removes envelope headers\n"
-        "and may replace the body. The bridge's own counters and stamps (attempt,\n"
-        "replay_count, dlq_at, last_error, x-death, ...) and the profile's SLA clock\n"
-        "(first_seen_at) are not editable (exit 2 naming the field). The edited task is\n"
-        "checked under its pipeline's profile first: one that would still be invalid\n"
-        "is refused with the reason and nothing moves (exit 1).\n"
-        "By default the edited copy goes to dsr.work as replay sends it (attempt 0,\n"
-        "replay_count + 1), unless its task is in the completion ledger (then nothing\n"
-        "moves: resolve it); with --keep it goes back to the queue it came from. It\n"
-        "keeps its message_id and carries edit_id (new), edit_parent (the edit id of the\n"
-        "copy edited), edited_by (the broker user) and edited_at. The copy is\n"
-        "confirmed and its hop recorded (editor, note, each field before and after,\n"
-        "the body's size and SHA-256 before and after; never the body) before the\n"
-        "original is acked. An interrupted edit may leave both: the trail says which\n"
-        "counts, and editing a copy that the trail says was edited already is refused\n"
-        "as stale, as is a copy someone else edited after this edit began. Every edit\n"
-        "records its intent (edit_started) before its copy is sent, so a copy is never\n"
-        "sent that the trail does not know of: a copy whose edit began and did not\n"
-        "end is refused until --after-interrupted names that edit.\n"
-        "With edit_approval 1 (the default) a real run only proposes the edit: the\n"
-        "proposal rides on the item until a different broker user runs 'dlq-bridge\n"
-        "edit approve EDIT_ID' (or 'edit reject'); see 'dlq-bridge edit approve --help'.\n"
-        "--dry-run shows the change and the item's version (its edit id, or\n"
-        "'original') and moves nothing; --expect-edit-id VERSION then edits only that\n"
-        "version, so an edit made by someone else in between is refused.",
+    .details = "Edits the first item of dsr.dlq.manual (or, with --queue review,\n"
+               "compliance_review) whose message_id is ID: sets or removes envelope headers\n"
+               "and may replace the body. The bridge's own counters and stamps (attempt,\n"
+               "replay_count, dlq_at, last_error, x-death, ...) and the profile's SLA clock\n"
+               "(first_seen_at) are not editable (exit 2 naming the field). The edited task is\n"
+               "checked under its pipeline's profile first: one that would still be invalid\n"
+               "is refused with the reason and nothing moves (exit 1).\n"
+               "By default the edited copy goes to dsr.work as replay sends it (attempt 0,\n"
+               "replay_count + 1), unless its task is in the completion ledger (then nothing\n"
+               "moves: resolve it); with --keep it goes back to the queue it came from. It\n"
+               "keeps its message_id and carries edit_id (new), edit_parent (the edit id of the\n"
+               "copy edited), edited_by (the broker user) and edited_at. The copy is\n"
+               "confirmed and its hop recorded (editor, note, each field before and after,\n"
+               "the body's size and SHA-256 before and after; never the body) before the\n"
+               "original is acked. An interrupted edit may leave both: the trail says which\n"
+               "counts, and editing a copy that the trail says was edited already is refused\n"
+               "as stale, as is a copy someone else edited after this edit began. Every edit\n"
+               "records its intent (edit_started) before its copy is sent, so a copy is never\n"
+               "sent that the trail does not know of: a copy whose edit began and did not\n"
+               "end is refused until --after-interrupted names that edit.\n"
+               "With edit_approval 1 (the default) a real run only proposes the edit: the\n"
+               "proposal rides on the item until a different broker user runs 'dlq-bridge\n"
+               "edit approve EDIT_ID' (or 'edit reject'); see 'dlq-bridge edit approve --help'.\n"
+               "--dry-run shows the change and the item's version (its edit id, or\n"
+               "'original') and moves nothing; --expect-edit-id VERSION then edits only that\n"
+               "version, so an edit made by someone else in between is refused.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
@@ -87,13 +89,12 @@ static const cli_spec approve_spec = {
     .name = "edit approve",
     .summary = "carry out an edit another broker user proposed",
     .usage = "dlq-bridge edit approve EDIT_ID [--note TEXT] [--queue dlq|review] [--json]",
-    .details =
-        "With edit_approval on (the default), 'dlq-bridge edit' only proposes: the\n"
-        "proposal rides on the item in its queue. This finds the item carrying proposal\n"
-        "EDIT_ID and runs the edit as proposed (checked again under the profile, the\n"
-        "completion ledger deciding a replay), recorded with the proposer as editor and\n"
-        "your broker user as approver. The proposer's own broker user is refused. A\n"
-        "proposal whose item has moved or been edited since is void (exit 1).",
+    .details = "With edit_approval on (the default), 'dlq-bridge edit' only proposes: the\n"
+               "proposal rides on the item in its queue. This finds the item carrying proposal\n"
+               "EDIT_ID and runs the edit as proposed (checked again under the profile, the\n"
+               "completion ledger deciding a replay), recorded with the proposer as editor and\n"
+               "your broker user as approver. The proposer's own broker user is refused. A\n"
+               "proposal whose item has moved or been edited since is void (exit 1).",
     .flags = decide_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
@@ -277,14 +278,21 @@ static int trail_state(void *ctx, const char *message_id, const char *parent, ch
 /* ---- output ------------------------------------------------------------- */
 
 static const char *const outcome_names[] = {
-    [OPS_EDIT_NOT_FOUND] = "not_found",     [OPS_EDIT_PREVIEWED] = "previewed",
-    [OPS_EDIT_DONE] = "edited",             [OPS_EDIT_INVALID] = "invalid",
-    [OPS_EDIT_STALE] = "stale",             [OPS_EDIT_MEANWHILE] = "edited_meanwhile",
+    [OPS_EDIT_NOT_FOUND] = "not_found",
+    [OPS_EDIT_PREVIEWED] = "previewed",
+    [OPS_EDIT_DONE] = "edited",
+    [OPS_EDIT_INVALID] = "invalid",
+    [OPS_EDIT_STALE] = "stale",
+    [OPS_EDIT_MEANWHILE] = "edited_meanwhile",
     [OPS_EDIT_INTERRUPTED] = "interrupted",
-    [OPS_EDIT_COMPLETE] = "complete",       [OPS_EDIT_NOT_OWNER] = "not_owner",
-    [OPS_EDIT_NOT_CONFIRMED] = "not_done",  [OPS_EDIT_FAILED] = "failed",
-    [OPS_EDIT_PROPOSED] = "proposed",       [OPS_EDIT_REJECTED] = "rejected",
-    [OPS_EDIT_VOID] = "void",               [OPS_EDIT_OWN_PROPOSAL] = "own_proposal",
+    [OPS_EDIT_COMPLETE] = "complete",
+    [OPS_EDIT_NOT_OWNER] = "not_owner",
+    [OPS_EDIT_NOT_CONFIRMED] = "not_done",
+    [OPS_EDIT_FAILED] = "failed",
+    [OPS_EDIT_PROPOSED] = "proposed",
+    [OPS_EDIT_REJECTED] = "rejected",
+    [OPS_EDIT_VOID] = "void",
+    [OPS_EDIT_OWN_PROPOSAL] = "own_proposal",
     [OPS_EDIT_BAD_PROPOSAL] = "bad_proposal",
 };
 
@@ -300,8 +308,9 @@ static void print_json(const edit_opts *e, const ops_edit_result *r) {
   json_object_object_add(j, "dry_run", json_object_new_boolean(e->rq.dry_run));
   json_object_object_add(j, "outcome", json_object_new_string(outcome_names[r->outcome]));
   json_object_object_add(j, "message_id",
-                         json_object_new_string(seen ? r->item.message_id
-                                                     : e->rq.message_id ? e->rq.message_id : ""));
+                         json_object_new_string(seen               ? r->item.message_id
+                                                : e->rq.message_id ? e->rq.message_id
+                                                                   : ""));
   if (e->rq.proposal_id != NULL)
     json_object_object_add(j, "proposal_id", json_object_new_string(e->rq.proposal_id));
   if (r->proposer[0] != '\0')
@@ -311,8 +320,8 @@ static void print_json(const edit_opts *e, const ops_edit_result *r) {
   if (seen) {
     json_object_object_add(j, "edit_id", json_object_new_string(h->edit_id));
     json_object_object_add(j, "parent", json_object_new_string(h->parent));
-    json_object_object_add(j, "version",
-                           json_object_new_string(r->item_edit_id[0] ? r->item_edit_id : "original"));
+    json_object_object_add(
+        j, "version", json_object_new_string(r->item_edit_id[0] ? r->item_edit_id : "original"));
     json_object_object_add(j, "valid", json_object_new_boolean(r->valid));
     json_object_object_add(j, "invalid_reason", str_or_null(!r->valid, r->invalid.msg));
     json_object *fields = json_object_new_array();
@@ -338,8 +347,8 @@ static void print_json(const edit_opts *e, const ops_edit_result *r) {
   json_object_object_add(j, "note", e->rq.note ? json_object_new_string(e->rq.note) : NULL);
   json_object_object_add(j, "actor", json_object_new_string(e->o.actor));
   json_object_object_add(j, "editor", json_object_new_string(e->rq.editor));
-  if (r->outcome != OPS_EDIT_DONE && r->outcome != OPS_EDIT_PREVIEWED && r->outcome != OPS_EDIT_PROPOSED &&
-      r->outcome != OPS_EDIT_REJECTED)
+  if (r->outcome != OPS_EDIT_DONE && r->outcome != OPS_EDIT_PREVIEWED &&
+      r->outcome != OPS_EDIT_PROPOSED && r->outcome != OPS_EDIT_REJECTED)
     json_object_object_add(j, "error", json_object_new_string(r->err.msg));
   ops_print_json(j);
 }
@@ -352,7 +361,9 @@ static void print_value(bool present, const char *v, bool hashed) {
 }
 
 static void print_text(const edit_opts *e, const ops_edit_result *r) {
-  if (r->outcome == OPS_EDIT_NOT_FOUND || r->outcome == OPS_EDIT_FAILED || r->outcome == OPS_EDIT_VOID) return;
+  if (r->outcome == OPS_EDIT_NOT_FOUND || r->outcome == OPS_EDIT_FAILED ||
+      r->outcome == OPS_EDIT_VOID)
+    return;
   const dlqb_hop_edit *h = &r->rec;
   char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];
   char mid[DLQB_QUOTE_BUF * 2];
@@ -375,8 +386,9 @@ static void print_text(const edit_opts *e, const ops_edit_result *r) {
     printf("  %-20s %llu bytes sha256 %s", "body", (unsigned long long)h->body_size_before,
            h->body_sha256_before);
     if (same) printf(" (unchanged)\n");
-    else printf(" -> %llu bytes sha256 %s\n", (unsigned long long)h->body_size_after,
-                h->body_sha256_after);
+    else
+      printf(" -> %llu bytes sha256 %s\n", (unsigned long long)h->body_size_after,
+             h->body_sha256_after);
     if (r->valid) printf("  valid under profile %s\n", cli_pipeline()->profile.name);
     else printf("  still invalid: %s\n", r->invalid.msg);
   }
@@ -390,8 +402,8 @@ static void print_text(const edit_opts *e, const ops_edit_result *r) {
            h->edit_id, r->from, r->to);
   else if (r->outcome == OPS_EDIT_PROPOSED)
     printf("proposed edit %s of %s: it waits in %s for a different broker user "
-           "('dlq-bridge edit approve %s' or 'edit reject')\n", h->edit_id, mid, r->from,
-           h->edit_id);
+           "('dlq-bridge edit approve %s' or 'edit reject')\n",
+           h->edit_id, mid, r->from, h->edit_id);
   else if (r->outcome == OPS_EDIT_REJECTED)
     printf("rejected edit %s of %s (proposed by %s): the task stays in %s as it was\n",
            e->rq.proposal_id, mid, r->proposer, r->from);
@@ -443,7 +455,8 @@ int cmd_edit(int argc, char **argv) {
     }
   if (e->body_file != NULL && e->rq.keep && p->profile.dlq_body_forbidden) {
     cli_error("edit: profile '%s' keeps no body in its queues: --body-file with --keep would "
-              "put one there", p->profile.name);
+              "put one there",
+              p->profile.name);
     goto done;
   }
   /* Four eyes: the pipeline's policy makes an edit a proposal (a dry run
@@ -507,9 +520,7 @@ int cmd_edit(int argc, char **argv) {
   case OPS_EDIT_DONE:
   case OPS_EDIT_PREVIEWED:
   case OPS_EDIT_PROPOSED:
-  case OPS_EDIT_REJECTED:
-    rc = EXIT_OK;
-    break;
+  case OPS_EDIT_REJECTED: rc = EXIT_OK; break;
   case OPS_EDIT_VOID:
     cli_error("%s", r->err.msg);
     rc = EXIT_RUNTIME;
@@ -519,13 +530,12 @@ int cmd_edit(int argc, char **argv) {
               (unsigned long long)r->move.r.examined);
     rc = EXIT_RUNTIME;
     break;
-  case OPS_EDIT_FAILED:
-    rc = ops_fail(&r->err);
-    break;
+  case OPS_EDIT_FAILED: rc = ops_fail(&r->err); break;
   default:
     cli_error("edit refused: %s%s", r->err.msg,
-              r->outcome == OPS_EDIT_INVALID || r->outcome == OPS_EDIT_NOT_CONFIRMED ? ""
-                                                                              : "; nothing moved");
+              r->outcome == OPS_EDIT_INVALID || r->outcome == OPS_EDIT_NOT_CONFIRMED
+                  ? ""
+                  : "; nothing moved");
     rc = EXIT_RUNTIME;
   }
   free(r);

@@ -8,12 +8,12 @@
 #include "dlqb/topology.h"
 #include "ops_cli.h"
 
-
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
     {"rate", true, "N", "escalate at most N messages a second, 1 to 100000"},
     {"dry-run", false, NULL, "list what would be escalated; move nothing"},
-    {"note", true, "TEXT", "why, for the reviewer: kept on the item (escalation_note) and in the audit trail"},
+    {"note", true, "TEXT",
+     "why, for the reviewer: kept on the item (escalation_note) and in the audit trail"},
     OPS_WIDE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
@@ -22,16 +22,16 @@ static const cli_flag flags[] = {
 const cli_spec cmd_escalate_spec = {
     .name = "escalate",
     .summary = "move DLQ items to compliance_review for a person to decide",
-    .usage = "dlq-bridge escalate (--all | FILTER...) [--note TEXT] [--limit N] [--dry-run] [--json]",
-    .details =
-        "Moves the selected items of dsr.dlq.manual to compliance_review, stamping the\n"
-        "headers escalated_by (--actor), escalated_at (now, ISO-8601 UTC) and\n"
-        "escalation_reason=operator, and escalation_note (--note) when given; the note\n"
-        "is also the hop's reason in the audit trail. The item arrives unclaimed (see\n"
-        "'dlq-bridge review'). Everything else, body included, is kept.\n"
-        "Items not selected stay in the DLQ, in their order. The daemon escalates by\n"
-        "itself items older than DLQ_BRIDGE_DLQ_SLA (escalation_reason=dlq_sla) and\n"
-        "tasks that fail again after DLQ_BRIDGE_MAX_REPLAYS replays (max_replays).",
+    .usage =
+        "dlq-bridge escalate (--all | FILTER...) [--note TEXT] [--limit N] [--dry-run] [--json]",
+    .details = "Moves the selected items of dsr.dlq.manual to compliance_review, stamping the\n"
+               "headers escalated_by (--actor), escalated_at (now, ISO-8601 UTC) and\n"
+               "escalation_reason=operator, and escalation_note (--note) when given; the note\n"
+               "is also the hop's reason in the audit trail. The item arrives unclaimed (see\n"
+               "'dlq-bridge review'). Everything else, body included, is kept.\n"
+               "Items not selected stay in the DLQ, in their order. The daemon escalates by\n"
+               "itself items older than DLQ_BRIDGE_DLQ_SLA (escalation_reason=dlq_sla) and\n"
+               "tasks that fail again after DLQ_BRIDGE_MAX_REPLAYS replays (max_replays).",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, NULL},
@@ -66,7 +66,8 @@ int cmd_escalate(int argc, char **argv) {
   }
   dlqb_error err;
   if (!dlqb_select_given(&e.o.sel)) {
-    cli_error("escalate needs a selection: --all or at least one filter (see 'dlq-bridge escalate --help')");
+    cli_error("escalate needs a selection: --all or at least one filter (see 'dlq-bridge escalate "
+              "--help')");
     return EXIT_USAGE;
   }
   if (dlqb_select_validate(&e.o.sel, &err) != DLQB_OK) {

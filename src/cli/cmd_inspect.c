@@ -13,7 +13,7 @@
 /* --sort deadline keeps the most urgent items in memory (a dlqb_item is a
  * few KiB): this many by default, at most SORT_MAX (--limit). */
 #define SORT_DEFAULT 1000
-#define SORT_MAX 10000
+#define SORT_MAX     10000
 
 static const cli_flag flags[] = {
     {"all", false, NULL, "list every item (what inspect does without a filter)"},
@@ -21,7 +21,8 @@ static const cli_flag flags[] = {
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
     {"show-payload", false, NULL, "also print each message body (hidden by default)"},
     {"queue", true, "NAME", "list another classic queue, e.g. compliance_review"},
-    {"sort", true, "KEY", "queue (the default: queue order) or deadline (least statutory time left first)"},
+    {"sort", true, "KEY",
+     "queue (the default: queue order) or deadline (least statutory time left first)"},
     OPS_WIDE_FLAG,
     OPS_OUTPUT_FLAGS,
     {NULL, false, NULL, NULL},
@@ -30,28 +31,28 @@ static const cli_flag flags[] = {
 const cli_spec cmd_inspect_spec = {
     .name = "inspect",
     .summary = "list DLQ items and why they failed, without consuming them",
-    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--sort deadline] [--show-payload] [--wide] [--json]",
-    .details =
-        "Lists the items of dsr.dlq.manual (age, the statutory time left, message_id,\n"
-        "request_id, source_system, then legal_basis, action, attempt and dlq_reason\n"
-        "as the width allows, and last_error) with the same filters as replay; no\n"
-        "filter lists everything. LEFT is the time until the deadline that the item's\n"
-        "legal_basis implies (the deadlines setting; from the earliest time on the\n"
-        "item, normally first_seen_at): '-2h10m' is overdue, '?' unknown (no usable\n"
-        "time), '-' none. --sort deadline reads the whole queue and lists the --limit\n"
-        "(default 1000, at most 10000) most urgent selected items, unknown first.\n"
-        "On a terminal the columns are cut to its width (or to COLUMNS) with an\n"
-        "ellipsis; --wide, a pipe or --json shows everything in full. AGE counts\n"
-        "from the same time as stats (the later of dlq_at and escalated_at).\n"
-        "Nothing is consumed: every message is received without an ack and returns\n"
-        "to its place when inspect disconnects, so the queue's order and content\n"
-        "are unchanged (the DLQ is a classic queue, which keeps no delivery count).\n"
-        "While inspect runs, the items it reads are briefly invisible to other\n"
-        "consumers. Payloads are hidden unless --show-payload.\n"
-        "--json prints {\"queue\": Q, \"examined\": N, \"total\": N, \"listed\": N,\n"
-        "\"complete\": true|false, \"items\": [...]}; total is the depth at the start;\n"
-        "each item has its failure group (\"group\") and \"deadline\": null, or\n"
-        "{\"received_at\", \"due_at\", \"left_seconds\"} (null when unknown).",
+    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--sort deadline] [--show-payload] "
+             "[--wide] [--json]",
+    .details = "Lists the items of dsr.dlq.manual (age, the statutory time left, message_id,\n"
+               "request_id, source_system, then legal_basis, action, attempt and dlq_reason\n"
+               "as the width allows, and last_error) with the same filters as replay; no\n"
+               "filter lists everything. LEFT is the time until the deadline that the item's\n"
+               "legal_basis implies (the deadlines setting; from the earliest time on the\n"
+               "item, normally first_seen_at): '-2h10m' is overdue, '?' unknown (no usable\n"
+               "time), '-' none. --sort deadline reads the whole queue and lists the --limit\n"
+               "(default 1000, at most 10000) most urgent selected items, unknown first.\n"
+               "On a terminal the columns are cut to its width (or to COLUMNS) with an\n"
+               "ellipsis; --wide, a pipe or --json shows everything in full. AGE counts\n"
+               "from the same time as stats (the later of dlq_at and escalated_at).\n"
+               "Nothing is consumed: every message is received without an ack and returns\n"
+               "to its place when inspect disconnects, so the queue's order and content\n"
+               "are unchanged (the DLQ is a classic queue, which keeps no delivery count).\n"
+               "While inspect runs, the items it reads are briefly invisible to other\n"
+               "consumers. Payloads are hidden unless --show-payload.\n"
+               "--json prints {\"queue\": Q, \"examined\": N, \"total\": N, \"listed\": N,\n"
+               "\"complete\": true|false, \"items\": [...]}; total is the depth at the start;\n"
+               "each item has its failure group (\"group\") and \"deadline\": null, or\n"
+               "{\"received_at\", \"due_at\", \"left_seconds\"} (null when unknown).",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "deadlines", NULL},
@@ -184,8 +185,13 @@ int cmd_inspect(int argc, char **argv) {
   ops_table_deadlines(&c.o.cfg->deadlines, c.sort_deadline);
   ops_table_fit(columns);
   if (c.o.json) c.items = json_object_new_array();
-  dlqb_scan_options so = {.queue = c.queue, .purpose = "dlq-bridge inspect", .actor = c.o.actor,
-                          .window = c.o.window, .stop = stop, .on_item = inspect_item, .ctx = &c};
+  dlqb_scan_options so = {.queue = c.queue,
+                          .purpose = "dlq-bridge inspect",
+                          .actor = c.o.actor,
+                          .window = c.o.window,
+                          .stop = stop,
+                          .on_item = inspect_item,
+                          .ctx = &c};
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(c.o.cfg, &so, &r, &err);
   free(c.payload);
@@ -207,7 +213,8 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(j, "total", json_object_new_int64((int64_t)r.depth_at_start));
     json_object_object_add(j, "listed", json_object_new_int64((int64_t)c.listed));
     json_object_object_add(j, "selected", json_object_new_int64((int64_t)c.selected));
-    json_object_object_add(j, "sort", json_object_new_string(c.sort_deadline ? "deadline" : "queue"));
+    json_object_object_add(j, "sort",
+                           json_object_new_string(c.sort_deadline ? "deadline" : "queue"));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     json_object_object_add(j, "items", c.items);

@@ -13,7 +13,8 @@
 
 static const cli_flag flags[] = {
     OPS_SELECT_FLAGS,
-    {"rate", true, "N", "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
+    {"rate", true, "N",
+     "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
     {"dry-run", false, NULL, "list what would be replayed or skipped; move and write nothing"},
     OPS_WIDE_FLAG,
     OPS_COMMON_FLAGS,
@@ -24,24 +25,23 @@ const cli_spec cmd_replay_spec = {
     .name = "replay",
     .summary = "send DLQ items back to dsr.work after a fix (attempts reset)",
     .usage = "dlq-bridge replay (--all | FILTER...) [--limit N] [--rate N] [--dry-run] [--json]",
-    .details =
-        "Moves the selected items of dsr.dlq.manual to dsr.work with attempt reset to 0,\n"
-        "last_error, dlq_reason and dlq_at removed, replay_count raised by one (at most\n"
-        "1000000, which counts as replayed too often) and\n"
-        "first_seen_at kept. Filters combine (all must match). Items that are not\n"
-        "selected stay in the DLQ, in their order. Only the items present at the start\n"
-        "are examined. A task whose (request_id, source_system) is in the completion\n"
-        "ledger dsr.completed is not replayed: it leaves the DLQ audited as\n"
-        "skipped_complete. A ledger entry counts only when its AMQP user_id (which\n"
-        "RabbitMQ checks) is one of DLQ_BRIDGE_COMPLETION_WRITERS; the others are\n"
-        "counted as unverified and their tasks replayed. With no writers set, every\n"
-        "selected task is replayed. Each move is confirmed before the DLQ copy is\n"
-        "acked, so an interrupted replay loses nothing (at worst a task is in both\n"
-        "queues).\n"
-        "The ledger is read whole each time, unless DLQ_BRIDGE_LEDGER_CACHE names a\n"
-        "file to keep it in between runs: then only its new entries are read.\n"
-        "A task replayed DLQ_BRIDGE_MAX_REPLAYS times that fails again goes to\n"
-        "compliance_review instead of the DLQ.",
+    .details = "Moves the selected items of dsr.dlq.manual to dsr.work with attempt reset to 0,\n"
+               "last_error, dlq_reason and dlq_at removed, replay_count raised by one (at most\n"
+               "1000000, which counts as replayed too often) and\n"
+               "first_seen_at kept. Filters combine (all must match). Items that are not\n"
+               "selected stay in the DLQ, in their order. Only the items present at the start\n"
+               "are examined. A task whose (request_id, source_system) is in the completion\n"
+               "ledger dsr.completed is not replayed: it leaves the DLQ audited as\n"
+               "skipped_complete. A ledger entry counts only when its AMQP user_id (which\n"
+               "RabbitMQ checks) is one of DLQ_BRIDGE_COMPLETION_WRITERS; the others are\n"
+               "counted as unverified and their tasks replayed. With no writers set, every\n"
+               "selected task is replayed. Each move is confirmed before the DLQ copy is\n"
+               "acked, so an interrupted replay loses nothing (at worst a task is in both\n"
+               "queues).\n"
+               "The ledger is read whole each time, unless DLQ_BRIDGE_LEDGER_CACHE names a\n"
+               "file to keep it in between runs: then only its new entries are read.\n"
+               "A task replayed DLQ_BRIDGE_MAX_REPLAYS times that fails again goes to\n"
+               "compliance_review instead of the DLQ.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
@@ -69,7 +69,8 @@ int cmd_replay(int argc, char **argv) {
   }
   dlqb_error err;
   if (!dlqb_select_given(&r.o.sel)) {
-    cli_error("replay needs a selection: --all or at least one filter (see 'dlq-bridge replay --help')");
+    cli_error(
+        "replay needs a selection: --all or at least one filter (see 'dlq-bridge replay --help')");
     return EXIT_USAGE;
   }
   if (dlqb_select_validate(&r.o.sel, &err) != DLQB_OK) {
@@ -107,15 +108,15 @@ int cmd_replay(int argc, char **argv) {
    * (Said after the ledger is read, so a broker that cannot be reached
    * stays a one-line error.) */
   if (r.o.cfg->completion_writers[0] == '\0')
-    dlqb_log_warn("replay", "the completion ledger is not trusted: set completion_writers "
+    dlqb_log_warn("replay",
+                  "the completion ledger is not trusted: set completion_writers "
                   "(DLQ_BRIDGE_COMPLETION_WRITERS) to the broker users of your workers; until "
                   "then every selected task is replayed");
   if (!r.o.json && isatty(2)) {
     fprintf(stderr, "completion ledger: %zu entries read, %zu distinct tasks", ls.entries,
             dlqb_ledger_size(ledger));
     if (ls.cache == DLQB_LEDGER_CACHE_USED) fprintf(stderr, " (%zu from the cache)", ls.cached);
-    if (ls.unverified > 0)
-      fprintf(stderr, ", %zu unverified entries ignored", ls.unverified);
+    if (ls.unverified > 0) fprintf(stderr, ", %zu unverified entries ignored", ls.unverified);
     fputc('\n', stderr);
   }
   ops_move_spec m;

@@ -19,11 +19,10 @@ const cli_spec cmd_resolve_spec = {
     .name = "resolve",
     .summary = "remove one DLQ item handled outside the system, with a note",
     .usage = "dlq-bridge resolve --message-id ID --note TEXT [--actor NAME] [--json]",
-    .details =
-        "Removes the first item of dsr.dlq.manual whose message_id is ID and records\n"
-        "it in the audit trail as resolved, with the note and the actor. The items\n"
-        "before it stay in the DLQ, in their order. Exits 1 when no item has that\n"
-        "message_id.",
+    .details = "Removes the first item of dsr.dlq.manual whose message_id is ID and records\n"
+               "it in the audit trail as resolved, with the note and the actor. The items\n"
+               "before it stay in the DLQ, in their order. Exits 1 when no item has that\n"
+               "message_id.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, NULL},

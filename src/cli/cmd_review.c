@@ -20,8 +20,8 @@ static void put_str_or_null(json_object *o, const char *key, const char *v) {
 
 static void put_time_or_null(json_object *o, const char *key, bool has, int64_t ms) {
   char iso[DLQB_ISO_TIME_MAX];
-  json_object_object_add(o, key, has ? json_object_new_string(dlqb_iso_time(ms, iso, sizeof iso))
-                                     : NULL);
+  json_object_object_add(o, key,
+                         has ? json_object_new_string(dlqb_iso_time(ms, iso, sizeof iso)) : NULL);
 }
 
 json_object *review_item_json(const dlqb_item *it, int64_t now_ms) {
@@ -29,7 +29,8 @@ json_object *review_item_json(const dlqb_item *it, int64_t now_ms) {
   uint64_t age = 0, claimed = 0;
   bool known = dlqb_review_age(it, now_ms, &age);
   bool claim_known = dlqb_review_claim_age(it, now_ms, &claimed);
-  json_object_object_add(j, "age_seconds", known ? json_object_new_int64((int64_t)(age / 1000)) : NULL);
+  json_object_object_add(j, "age_seconds",
+                         known ? json_object_new_int64((int64_t)(age / 1000)) : NULL);
   put_str_or_null(j, "escalated_by", it->escalated_by);
   put_time_or_null(j, "escalated_at", it->has_escalated_at, it->escalated_at_ms);
   put_str_or_null(j, "escalation_reason", it->escalation_reason);
@@ -122,8 +123,7 @@ static void list_print(const dlqb_item *it, int64_t now_ms) {
          or_dash(it->source_system));
   if (has_basis()) printf("%-13s ", or_dash(it->legal_basis));
   printf("%-24s %-14s %-12s %-12s %-8s %s\n", or_dash(it->message_id), or_dash(it->escalated_by),
-         or_dash(it->escalation_reason), or_dash(it->owner), claimed,
-         or_dash(it->escalation_note));
+         or_dash(it->escalation_reason), or_dash(it->owner), claimed, or_dash(it->escalation_note));
 }
 
 static dlqb_status list_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
@@ -213,14 +213,15 @@ const cli_spec cmd_review_spec = {
     .name = "review",
     .summary = "list, claim and decide compliance_review items, each step audited",
     .usage = "dlq-bridge review SUBCOMMAND [options]",
-    .details = "subcommands:\n"
-               "  list [FILTER...]   what waits in compliance_review, why, and who owns it\n"
-               "  claim --message-id ID\n"
-               "                     take ownership of an item (--force over another owner)\n"
-               "  decide --message-id ID (--replay | --resolve --note TEXT | --return)\n"
-               "                     the owner's decision: to dsr.work, removed, or back to the DLQ\n"
-               "\n"
-               "`dlq-bridge review SUBCOMMAND --help` shows a subcommand's options.",
+    .details =
+        "subcommands:\n"
+        "  list [FILTER...]   what waits in compliance_review, why, and who owns it\n"
+        "  claim --message-id ID\n"
+        "                     take ownership of an item (--force over another owner)\n"
+        "  decide --message-id ID (--replay | --resolve --note TEXT | --return)\n"
+        "                     the owner's decision: to dsr.work, removed, or back to the DLQ\n"
+        "\n"
+        "`dlq-bridge review SUBCOMMAND --help` shows a subcommand's options.",
     .flags = NULL,
     .settings = false,
 };

@@ -23,21 +23,21 @@ static const cli_spec claim_spec = {
     .name = "review claim",
     .summary = "take ownership of one compliance_review item",
     .usage = "dlq-bridge review claim --message-id ID [--force] [--actor NAME] [--json]",
-    .details =
-        "Makes --actor the owner of the first compliance_review item whose message_id is\n"
-        "ID: a copy with the headers owner and claimed_at (now) is published to\n"
-        "compliance_review (at its tail), confirmed and recorded as claimed, then the\n"
-        "original is acked. An item someone else owns is refused unless --force, and a\n"
-        "forced claim is recorded with cause force and the previous owner. Claiming an\n"
-        "item you own changes nothing. Exits 1 when no item has that message_id, when\n"
-        "another owner holds it, or when the claim was not confirmed.",
+    .details = "Makes --actor the owner of the first compliance_review item whose message_id is\n"
+               "ID: a copy with the headers owner and claimed_at (now) is published to\n"
+               "compliance_review (at its tail), confirmed and recorded as claimed, then the\n"
+               "original is acked. An item someone else owns is refused unless --force, and a\n"
+               "forced claim is recorded with cause force and the previous owner. Claiming an\n"
+               "item you own changes nothing. Exits 1 when no item has that message_id, when\n"
+               "another owner holds it, or when the claim was not confirmed.",
     .flags = claim_flags,
     .settings = true,
 };
 
 static const cli_flag decide_flags[] = {
     {"message-id", true, "ID", "the message_id of the item decided (required)"},
-    {"replay", false, NULL, "send the task to dsr.work with attempts reset (completed tasks are removed)"},
+    {"replay", false, NULL,
+     "send the task to dsr.work with attempts reset (completed tasks are removed)"},
     {"resolve", false, NULL, "remove it: handled outside the system (needs --note)"},
     {"return", false, NULL, "send it back to dsr.dlq.manual"},
     {"note", true, "TEXT", "the decision's reason, for the audit trail (required with --resolve)"},
@@ -49,24 +49,24 @@ static const cli_flag decide_flags[] = {
 static const cli_spec decide_spec = {
     .name = "review decide",
     .summary = "the owner's decision on one compliance_review item",
-    .usage = "dlq-bridge review decide --message-id ID (--replay | --resolve --note TEXT | --return)\n"
-             "       [--note TEXT] [--force] [--actor NAME] [--json]",
-    .details =
-        "Only the item's owner (see 'review claim') decides, unless --force (recorded\n"
-        "with cause force). Each decision is one hop, confirmed and recorded before the\n"
-        "review copy is acked, so an interrupted decision loses nothing (at worst the\n"
-        "item is in both places, and the audit trail says whether the hop was made):\n"
-        "  --replay   to dsr.work as replay does it (attempt 0, replay_count + 1,\n"
-        "             replayed_by/at), unless its task is in the completion ledger\n"
-        "             dsr.completed: then it is removed, recorded as skipped_complete;\n"
-        "  --resolve  removed, recorded as decided_resolve with the note;\n"
-        "  --return   back to dsr.dlq.manual with dlq_at = now (the DLQ SLA starts\n"
-        "             again).\n"
-        "Leaving review removes the escalation and custody headers (escalated_by,\n"
-        "escalated_at, escalation_reason, escalation_note, owner, claimed_at); the\n"
-        "audit trail keeps them ('dlq-bridge audit show --request-id'). Exits 1 when no\n"
-        "item has that message_id, when the actor may not decide, or when the hop was\n"
-        "not confirmed.",
+    .usage =
+        "dlq-bridge review decide --message-id ID (--replay | --resolve --note TEXT | --return)\n"
+        "       [--note TEXT] [--force] [--actor NAME] [--json]",
+    .details = "Only the item's owner (see 'review claim') decides, unless --force (recorded\n"
+               "with cause force). Each decision is one hop, confirmed and recorded before the\n"
+               "review copy is acked, so an interrupted decision loses nothing (at worst the\n"
+               "item is in both places, and the audit trail says whether the hop was made):\n"
+               "  --replay   to dsr.work as replay does it (attempt 0, replay_count + 1,\n"
+               "             replayed_by/at), unless its task is in the completion ledger\n"
+               "             dsr.completed: then it is removed, recorded as skipped_complete;\n"
+               "  --resolve  removed, recorded as decided_resolve with the note;\n"
+               "  --return   back to dsr.dlq.manual with dlq_at = now (the DLQ SLA starts\n"
+               "             again).\n"
+               "Leaving review removes the escalation and custody headers (escalated_by,\n"
+               "escalated_at, escalation_reason, escalation_note, owner, claimed_at); the\n"
+               "audit trail keeps them ('dlq-bridge audit show --request-id'). Exits 1 when no\n"
+               "item has that message_id, when the actor may not decide, or when the hop was\n"
+               "not confirmed.",
     .flags = decide_flags,
     .settings = true,
 };
@@ -94,9 +94,9 @@ static dlqb_status act_flag(void *ctx, const char *flag, const char *value, dlqb
     return DLQB_OK;
   }
   ops_act_kind k = strcmp(flag, "replay") == 0    ? OPS_ACT_REPLAY
-               : strcmp(flag, "resolve") == 0 ? OPS_ACT_RESOLVE
-               : strcmp(flag, "return") == 0  ? OPS_ACT_RETURN
-                                              : OPS_ACT_CLAIM;
+                   : strcmp(flag, "resolve") == 0 ? OPS_ACT_RESOLVE
+                   : strcmp(flag, "return") == 0  ? OPS_ACT_RETURN
+                                                  : OPS_ACT_CLAIM;
   if (k != OPS_ACT_CLAIM) {
     c->a.kind = k;
     c->ndecisions++;
@@ -153,7 +153,7 @@ static void print_result(const act_ctx *c) {
            c->a.kind == OPS_ACT_REPLAY || c->a.kind == OPS_ACT_RETURN ? " to " : "",
            c->a.kind == OPS_ACT_REPLAY   ? cli_pipeline()->work
            : c->a.kind == OPS_ACT_RETURN ? cli_pipeline()->dlq
-                                   : "",
+                                         : "",
            forced);
 }
 
@@ -163,10 +163,12 @@ static void refused(const act_ctx *c) {
   if (c->a.item.has_claimed_at) dlqb_iso_time(c->a.item.claimed_at_ms, iso, sizeof iso);
   if (c->a.gate == DLQB_GATE_OWNED)
     cli_error("%s is claimed by %s since %s; --force %s (recorded as forced)", c->a.message_id,
-              c->a.item.owner, iso, c->a.kind == OPS_ACT_CLAIM ? "takes it over" : "decides anyway");
+              c->a.item.owner, iso,
+              c->a.kind == OPS_ACT_CLAIM ? "takes it over" : "decides anyway");
   else
     cli_error("%s is not claimed; claim it first ('dlq-bridge review claim --message-id %s'), "
-              "or --force (recorded as forced)", c->a.message_id, c->a.message_id);
+              "or --force (recorded as forced)",
+              c->a.message_id, c->a.message_id);
 }
 
 static int act_run(act_ctx *c, const char *command) {

@@ -42,8 +42,8 @@ const cli_spec cmd_run_spec = {
 
 /* What the router's hooks reach (dlqb_router_hooks.ctx). */
 typedef struct {
-  dlqb_metrics *metrics; /* NULL when metrics are off */
-  dlqb_audit *audit;     /* NULL when audit is off */
+  dlqb_metrics *metrics;     /* NULL when metrics are off */
+  dlqb_audit *audit;         /* NULL when audit is off */
   dlqb_escalator *escalator; /* its own audit writer counts for health too */
   dlqb_anchor_pub *anchors;  /* the router's chain heads to dsr.audit.anchors */
   /* Several pipelines: the daemon's start rule (run_many) reads these. */
@@ -163,7 +163,8 @@ static bool serve_config(const dlqb_config *cfg, size_t i, served *sv) {
   dlqb_config_use_pipeline_user(sv->cfg, 0);
   snprintf(sv->name, sizeof sv->name, "%s", p.name);
   size_t room = sizeof sv->cfg->instance - strlen(p.name) - 2;
-  snprintf(sv->cfg->instance, sizeof sv->cfg->instance, "%.*s/%s", (int)room, cfg->instance, p.name);
+  snprintf(sv->cfg->instance, sizeof sv->cfg->instance, "%.*s/%s", (int)room, cfg->instance,
+           p.name);
   return true;
 }
 

@@ -17,9 +17,12 @@
 
 static const cli_flag flags[] = {
     {"json", false, NULL, "print JSON for scripts instead of text"},
-    {"window", true, "N", "DLQ messages read ahead at once for the breakdown, 1 to 65535 (default 5000)"},
-    {"by", true, "WHAT", "break the DLQ down by reason (dlq_reason, the default) or group (failure group)"},
-    {"max-groups", true, "N", "with --by group: groups kept, 1 to 100000 (default 1000); the rest count as other"},
+    {"window", true, "N",
+     "DLQ messages read ahead at once for the breakdown, 1 to 65535 (default 5000)"},
+    {"by", true, "WHAT",
+     "break the DLQ down by reason (dlq_reason, the default) or group (failure group)"},
+    {"max-groups", true, "N",
+     "with --by group: groups kept, 1 to 100000 (default 1000); the rest count as other"},
     OPS_WIDE_FLAG,
     {NULL, false, NULL, NULL},
 };
@@ -82,8 +85,8 @@ static const char *age_source_name(const dlqb_queue_stat *r) {
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   stats_ctx *c = ctx;
-  if (flag != NULL && (strcmp(flag, "json") == 0 || strcmp(flag, "window") == 0 ||
-                       strcmp(flag, "wide") == 0))
+  if (flag != NULL &&
+      (strcmp(flag, "json") == 0 || strcmp(flag, "window") == 0 || strcmp(flag, "wide") == 0))
     return ops_flag(&c->o, flag, value, err);
   if (flag != NULL && strcmp(flag, "by") == 0) {
     if (strcmp(value, "reason") != 0 && strcmp(value, "group") != 0) {
@@ -122,8 +125,8 @@ static void count_reason(stats_ctx *c, const char *reason) {
   c->reasons[i].count++;
 }
 
-static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                              const dlqb_item *it, dlqb_error *err) {
+static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                              dlqb_error *err) {
   stats_ctx *c = ctx;
   (void)err;
   dlqb_scan_hold(s, d);
@@ -287,7 +290,8 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
         snprintf(age, sizeof age, "-");
       } else {
         ops_age_text(true, (uint64_t)(r->oldest_age_seconds * 1000), age, sizeof age);
-        if (r->age_source == DLQB_AGE_EMPTY_SINCE) strncat(age, " (at most)", sizeof age - strlen(age) - 1);
+        if (r->age_source == DLQB_AGE_EMPTY_SINCE)
+          strncat(age, " (at most)", sizeof age - strlen(age) - 1);
       }
       printf("%-22s %10s  %s\n", r->queue, r->present ? depth : "-", age);
     }
@@ -301,14 +305,17 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
   }
   /* A note, not a failure: every item is counted (JSON has "other"). */
   if (!c->o.json && c->groups != NULL && dlqb_groups_other(c->groups)->count > 0)
-    fprintf(stderr, "dlq-bridge: stats: %llu DLQ item%s of further causes counted as 'other' (more than %zu groups)\n",
-              (unsigned long long)dlqb_groups_other(c->groups)->count,
-              dlqb_groups_other(c->groups)->count == 1 ? "" : "s", dlqb_groups_max(c->groups));
+    fprintf(stderr,
+            "dlq-bridge: stats: %llu DLQ item%s of further causes counted as 'other' (more than "
+            "%zu groups)\n",
+            (unsigned long long)dlqb_groups_other(c->groups)->count,
+            dlqb_groups_other(c->groups)->count == 1 ? "" : "s", dlqb_groups_max(c->groups));
   dlqb_groups_free(c->groups);
   if (partial) {
-    cli_error("stats: the DLQ breakdown is partial: %llu of %llu items arrived (another consumer "
-              "holds or took the rest, or the broker delivered nothing for 2 minutes); run it again",
-              (unsigned long long)examined, (unsigned long long)total);
+    cli_error(
+        "stats: the DLQ breakdown is partial: %llu of %llu items arrived (another consumer "
+        "holds or took the rest, or the broker delivered nothing for 2 minutes); run it again",
+        (unsigned long long)examined, (unsigned long long)total);
     return EXIT_RUNTIME;
   }
   return EXIT_OK;

@@ -12,36 +12,28 @@
 #endif
 
 static const command commands[] = {
-    {&cmd_run_spec, cmd_run},
-    {&cmd_declare_spec, cmd_declare},
-    {&cmd_audit_spec, cmd_audit},
-    {&cmd_replay_spec, cmd_replay},
-    {&cmd_escalate_spec, cmd_escalate},
-    {&cmd_inspect_spec, cmd_inspect},
-    {&cmd_stats_spec, cmd_stats},
-    {&cmd_resolve_spec, cmd_resolve},
-    {&cmd_edit_spec, cmd_edit},
-    {&cmd_review_spec, cmd_review},
-    {&cmd_drain_spec, cmd_drain},
-    {&cmd_console_spec, cmd_console},
+    {&cmd_run_spec, cmd_run},           {&cmd_declare_spec, cmd_declare},
+    {&cmd_audit_spec, cmd_audit},       {&cmd_replay_spec, cmd_replay},
+    {&cmd_escalate_spec, cmd_escalate}, {&cmd_inspect_spec, cmd_inspect},
+    {&cmd_stats_spec, cmd_stats},       {&cmd_resolve_spec, cmd_resolve},
+    {&cmd_edit_spec, cmd_edit},         {&cmd_review_spec, cmd_review},
+    {&cmd_drain_spec, cmd_drain},       {&cmd_console_spec, cmd_console},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: dlq-bridge COMMAND [options]\n\n"
-          "A dead-letter bridge for RabbitMQ: bounded retries with backoff, poison\n"
-          "isolation, a dead-letter queue and escalation, confirm-before-ack on every hop.\n\n"
-          "commands:\n");
+  fprintf(out, "usage: dlq-bridge COMMAND [options]\n\n"
+               "A dead-letter bridge for RabbitMQ: bounded retries with backoff, poison\n"
+               "isolation, a dead-letter queue and escalation, confirm-before-ack on every hop.\n\n"
+               "commands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
     fprintf(out, "  %-10s %s\n", commands[i].spec->name, commands[i].spec->summary);
   fprintf(out, "  %-10s %s\n", "help", "show the help of a command: dlq-bridge help COMMAND");
   fprintf(out, "  %-10s %s\n", "version", "print the version");
   fprintf(out, "\n'dlq-bridge help settings' prints every setting as a markdown table.\n");
-  fprintf(out,
-          "\nEvery command takes --help. Settings come from flags, DLQ_BRIDGE_* environment\n"
-          "variables and a JSON --config file, in that order of precedence.\n"
-          "exit status: 0 success, 1 failure, 2 usage or configuration error\n");
+  fprintf(out, "\nEvery command takes --help. Settings come from flags, DLQ_BRIDGE_* environment\n"
+               "variables and a JSON --config file, in that order of precedence.\n"
+               "exit status: 0 success, 1 failure, 2 usage or configuration error\n");
 }
 
 /* Names the nearest command when one is within two edits. */
@@ -55,8 +47,7 @@ static void unknown_command(const char *name) {
       best = commands[i].spec->name;
     }
   }
-  if (best != NULL)
-    cli_error("unknown command '%s'; did you mean '%s'?", name, best);
+  if (best != NULL) cli_error("unknown command '%s'; did you mean '%s'?", name, best);
   else cli_error("unknown command '%s' (see dlq-bridge --help)", name);
 }
 

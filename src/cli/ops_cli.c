@@ -115,8 +115,10 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
                 file != NULL ? file : DLQB_CONFIG_DEFAULT_PATH);
       return EXIT_USAGE;
     }
-    dlqb_log_warn("no_audit", "%s by actor '%s' with --no-audit: no audit trail configured, "
-                  "nothing it does is recorded", command, o->actor);
+    dlqb_log_warn("no_audit",
+                  "%s by actor '%s' with --no-audit: no audit trail configured, "
+                  "nothing it does is recorded",
+                  command, o->actor);
     /* Said on stderr even when the log shows errors only. */
     if (o->cfg->log_level < DLQB_LOG_WARN)
       fprintf(stderr, "dlq-bridge: %s with --no-audit: nothing it does is recorded\n", command);
@@ -163,9 +165,10 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
   char group[DLQB_GROUP_ID_BUF];
   dlqb_group_of(it, group, NULL, 0);
   put_str(o, "group", group);
-  json_object_object_add(
-      o, "dlq_at", it->has_dlq_at ? json_object_new_string(dlqb_iso_time(it->dlq_at_ms, iso, sizeof iso))
-                                  : NULL);
+  json_object_object_add(o, "dlq_at",
+                         it->has_dlq_at
+                             ? json_object_new_string(dlqb_iso_time(it->dlq_at_ms, iso, sizeof iso))
+                             : NULL);
   json_object_object_add(o, "age_seconds",
                          known ? json_object_new_int64((int64_t)(age / 1000)) : NULL);
   return o;
@@ -174,21 +177,32 @@ json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
 /* The item table's columns, the ones a person acts on first (resolve needs
  * the message_id; LAST_ERROR is what one came for and takes the rest of
  * the line); on a narrow terminal the others go, DLQ_REASON last. */
-enum { COL_AGE, COL_LEFT, COL_MSGID, COL_REQID, COL_SOURCE, COL_BASIS, COL_ACTION, COL_ATT,
-       COL_REASON, COL_ERROR, NCOLS };
+enum {
+  COL_AGE,
+  COL_LEFT,
+  COL_MSGID,
+  COL_REQID,
+  COL_SOURCE,
+  COL_BASIS,
+  COL_ACTION,
+  COL_ATT,
+  COL_REASON,
+  COL_ERROR,
+  NCOLS
+};
 /* LEFT (the statutory time left) only when the command gives deadlines
  * (ops_table_deadlines): a compliance officer's first question, so it goes
  * after DLQ_REASON on a narrow terminal but before the others. */
 static const dlqb_column fit_cols[NCOLS] = {
-    {"AGE", 6, 0},         {"LEFT", 7, 2},        {"MESSAGE_ID", 12, 0}, {"REQUEST_ID", 12, 0},
+    {"AGE", 6, 0},         {"LEFT", 7, 2},         {"MESSAGE_ID", 12, 0}, {"REQUEST_ID", 12, 0},
     {"SOURCE", 10, 0},     {"LEGAL_BASIS", 13, 4}, {"ACTION", 13, 5},     {"ATT", 3, 3},
     {"DLQ_REASON", 16, 1}, {"LAST_ERROR", 0, 0},
 };
 /* Without a limit: padded to these, never cut. */
 static const dlqb_column wide_cols[NCOLS] = {
-    {"AGE", 6, 0},          {"LEFT", 7, 0},         {"MESSAGE_ID", 36, 0}, {"REQUEST_ID", 24, 0},
-    {"SOURCE", 14, 0},      {"LEGAL_BASIS", 13, 0}, {"ACTION", 13, 0},     {"ATT", 3, 0},
-    {"DLQ_REASON", 16, 0},  {"LAST_ERROR", 0, 0},
+    {"AGE", 6, 0},         {"LEFT", 7, 0},         {"MESSAGE_ID", 36, 0}, {"REQUEST_ID", 24, 0},
+    {"SOURCE", 14, 0},     {"LEGAL_BASIS", 13, 0}, {"ACTION", 13, 0},     {"ATT", 3, 0},
+    {"DLQ_REASON", 16, 0}, {"LAST_ERROR", 0, 0},
 };
 /* One command prints one table per process. */
 static dlqb_layout table = {{true, false, true, true, true, true, true, true, true, true},
@@ -387,9 +401,9 @@ void ops_progress_end(const ops_opts *o) {
 typedef struct {
   const ops_opts *o;
   const ops_move_spec *m;
-  json_object *items;  /* --json: what was (or would be) done */
+  json_object *items; /* --json: what was (or would be) done */
   bool header_done;
-  size_t columns;      /* the dry run's table: ops_output_width */
+  size_t columns; /* the dry run's table: ops_output_width */
   char summary[256];
 } move_ctx;
 

@@ -20,37 +20,45 @@
 #include "dlqb/verdict.h"
 
 /* Filters, shared by replay, escalate and inspect. */
-#define OPS_FILTER_FLAGS                                                                       \
-  {"id", true, "VALUE", "only the item(s) whose first identity field (dsr: request_id) is " \
-   "VALUE"},                                                                                   \
-  {"match", true, "FIELD=VALUE", "only items whose identity field FIELD (e.g. item_id) is "   \
-   "VALUE"},                                                                                   \
-  {"request-id", true, "ID", "only the item(s) with this request_id (dsr)"},                   \
-  {"source-system", true, "NAME", "only items from this source_system (dsr)"},                 \
-  {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \
-  {"reason", true, "TEXT", "only items whose last_error contains TEXT"},                       \
-  {"group", true, "ID", "only items of this failure group (a GROUP id that stats lists)"},    \
-  {"older-than", true, "DURATION", "only items in the DLQ longer than this (e.g. 2h, 7d)"},     \
-  {"newer-than", true, "DURATION", "only items in the DLQ for less than this"}
+#define OPS_FILTER_FLAGS                                                                           \
+  {"id", true, "VALUE",                                                                            \
+   "only the item(s) whose first identity field (dsr: request_id) is "                             \
+   "VALUE"},                                                                                       \
+      {"match", true, "FIELD=VALUE",                                                               \
+       "only items whose identity field FIELD (e.g. item_id) is "                                  \
+       "VALUE"},                                                                                   \
+      {"request-id", true, "ID", "only the item(s) with this request_id (dsr)"},                   \
+      {"source-system", true, "NAME", "only items from this source_system (dsr)"},                 \
+      {"legal-basis", true, "BASIS", "only items with this legal_basis (e.g. gdpr_art_17)"},       \
+      {"reason", true, "TEXT", "only items whose last_error contains TEXT"},                       \
+      {"group", true, "ID", "only items of this failure group (a GROUP id that stats lists)"},     \
+      {"older-than", true, "DURATION", "only items in the DLQ longer than this (e.g. 2h, 7d)"}, {  \
+    "newer-than", true, "DURATION", "only items in the DLQ for less than this"                     \
+  }
 
 /* Selection flags of the commands that move items (replay, escalate). */
-#define OPS_SELECT_FLAGS                                                                       \
-  {"all", false, NULL, "select every item (required when no filter is given)"},               \
-  OPS_FILTER_FLAGS,                                                                            \
-  {"limit", true, "N", "act on at most N items (the first N selected, in queue order; items "  \
-   "skipped as complete do not count)"}
+#define OPS_SELECT_FLAGS                                                                           \
+  {"all", false, NULL, "select every item (required when no filter is given)"}, OPS_FILTER_FLAGS,  \
+  {                                                                                                \
+    "limit", true, "N",                                                                            \
+        "act on at most N items (the first N selected, in queue order; items "                     \
+        "skipped as complete do not count)"                                                        \
+  }
 
 /* --wide: the commands that print item tables. */
-#define OPS_WIDE_FLAG {"wide", false, NULL, "print whole columns instead of cutting them to the terminal's width"}
+#define OPS_WIDE_FLAG                                                                              \
+  { "wide", false, NULL, "print whole columns instead of cutting them to the terminal's width" }
 
 /* --json and --window: every ops command. */
-#define OPS_OUTPUT_FLAGS                                                                       \
-  {"json", false, NULL, "print JSON for scripts instead of text"},                             \
-  {"window", true, "N", "messages in flight at once, 1 to 65535 (default 5000); items left in place do not count"}
+#define OPS_OUTPUT_FLAGS                                                                           \
+  {"json", false, NULL, "print JSON for scripts instead of text"}, {                               \
+    "window", true, "N",                                                                           \
+        "messages in flight at once, 1 to 65535 (default 5000); items left in place do not count"  \
+  }
 
 /* --actor: who is acting, for the audit trail and the connection name. */
-#define OPS_ACTOR_FLAG                                                                         \
-  {"actor", true, "NAME", "who is acting, for the audit trail (default: your login name)"}
+#define OPS_ACTOR_FLAG                                                                             \
+  { "actor", true, "NAME", "who is acting, for the audit trail (default: your login name)" }
 
 /* Flags of the ops commands that write the audit trail (that move or remove
  * items): these call ops_audit_start, so --no-audit comes with them. */
@@ -58,12 +66,15 @@
 
 /* --no-audit: every command that calls ops_audit_start (drain run takes it
  * without --actor: its actor is always "drain"). */
-#define OPS_NO_AUDIT_FLAG                                                                      \
-  {"no-audit", false, NULL, "act even though no audit trail is configured (logged as a warning); " \
-   "without it such a command refuses; a configured trail is always written"}
+#define OPS_NO_AUDIT_FLAG                                                                          \
+  {                                                                                                \
+    "no-audit", false, NULL,                                                                       \
+        "act even though no audit trail is configured (logged as a warning); "                     \
+        "without it such a command refuses; a configured trail is always written"                  \
+  }
 
 typedef struct {
-  dlqb_config *cfg;    /* the loaded settings: ops_load's (one command per process) */
+  dlqb_config *cfg; /* the loaded settings: ops_load's (one command per process) */
   dlqb_select sel;
   bool json;
   char actor[128];

@@ -184,7 +184,8 @@ static void preview_row(void *ctx, const dlqb_item *it, bool complete, int64_t n
   dlqb_html_raw(h, "</td><td>");
   dlqb_html_text(h, it->source_system[0] ? it->source_system : "-");
   dlqb_html_raw(h, "</td>");
-  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) { /* the dsr profile's field: no column elsewhere */
+  if (ops_profile_has(&console_g.pipeline->profile,
+                      DLQB_H_LEGAL_BASIS)) { /* the dsr profile's field: no column elsewhere */
     dlqb_html_raw(h, "<td>");
     dlqb_html_text(h, it->legal_basis[0] ? it->legal_basis : "-");
     dlqb_html_raw(h, "</td>");
@@ -272,7 +273,8 @@ void console_post_preview(console_req *r) {
                     "(completion_writers is not set): every selected task would be replayed.</p>");
     dlqb_html_raw(h, "<table id=\"preview\"><thead><tr><th>would</th>");
     console_identity_th(h);
-    if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) dlqb_html_raw(h, "<th>legal_basis</th>");
+    if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS))
+      dlqb_html_raw(h, "<th>legal_basis</th>");
     dlqb_html_raw(h, "<th>age</th><th>last error</th></tr></thead><tbody>\n");
     if (rows.data != NULL) dlqb_html_raw(h, rows.data);
     dlqb_html_raw(h, "</tbody></table>");

@@ -33,7 +33,8 @@ void console_audit_history(console_req *r, const dlqb_item *it) {
     dlqb_html_raw(h, "<p id=\"audit\">No hop recorded for this message yet.</p>");
   } else {
     dlqb_html_raw(h, "<pre class=\"audit\" id=\"audit\">");
-    char line[16 * DLQB_LAST_ERROR_MAX + 1024]; /* an edit hop: up to eight fields, two values each */
+    char line[16 * DLQB_LAST_ERROR_MAX +
+              1024]; /* an edit hop: up to eight fields, two values each */
     for (size_t i = 0; i < c.n; i++) {
       dlqb_html_text(h, ops_hop_text(c.hops[i], line, sizeof line));
       dlqb_html_raw(h, "\n");

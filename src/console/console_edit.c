@@ -114,16 +114,16 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
   snprintf(writer, sizeof writer, "console@%s", cfg->instance);
   dlqb_status st = DLQB_OK;
   if (!rq->dry_run)
-    st = cfg->audit_log[0] == '\0'
-             ? dlqb_fail(&err, DLQB_EINVAL, "no audit trail configured (audit_log): the console "
-                         "moves nothing without one")
-             : ops_trail_open(cfg, writer, &audit, &err);
+    st = cfg->audit_log[0] == '\0' ? dlqb_fail(&err, DLQB_EINVAL,
+                                               "no audit trail configured (audit_log): the console "
+                                               "moves nothing without one")
+                                   : ops_trail_open(cfg, writer, &audit, &err);
   if (st == DLQB_OK && rq->mode != OPS_EDIT_MODE_REJECT && rq->mode != OPS_EDIT_MODE_PROPOSE &&
       !rq->keep) {
     ledger = dlqb_ledger_new();
-    st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                        : ops_replay_ledger(cfg, console_g.pipeline, rq->dry_run, ledger, &ls,
-                                            &err);
+    st = ledger == NULL
+             ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
+             : ops_replay_ledger(cfg, console_g.pipeline, rq->dry_run, ledger, &ls, &err);
   }
   if (st == DLQB_OK) ops_edit_run(&x, rq, audit, ledger, NULL, res);
   else {
@@ -154,12 +154,13 @@ static void result_page(console_req *r, const ops_edit_request *rq, const ops_ed
     if (e->approver[0])
       dlqb_html_textf(h, "Done: edit %s approved by %s (proposed by %s): %s -> %s.", e->edit_id,
                       e->approver, e->editor, res->from, res->to);
-    else
-      dlqb_html_textf(h, "Done: edited as %s: %s -> %s.", e->edit_id, res->from, res->to);
+    else dlqb_html_textf(h, "Done: edited as %s: %s -> %s.", e->edit_id, res->from, res->to);
     break;
   case OPS_EDIT_PROPOSED:
-    dlqb_html_textf(h, "Proposed edit %s: it waits in %s for a different broker user to "
-                       "approve it (the review inbox).", e->edit_id, res->from);
+    dlqb_html_textf(h,
+                    "Proposed edit %s: it waits in %s for a different broker user to "
+                    "approve it (the review inbox).",
+                    e->edit_id, res->from);
     break;
   case OPS_EDIT_REJECTED:
     dlqb_html_textf(h, "Rejected edit %s: the task stays in %s as it was.", rq->proposal_id,
@@ -168,8 +169,7 @@ static void result_page(console_req *r, const ops_edit_request *rq, const ops_ed
   case OPS_EDIT_NOT_FOUND:
     dlqb_html_textf(h, "No item with this message_id is in %s now.", res->from);
     break;
-  default:
-    dlqb_html_text(h, res->err.msg);
+  default: dlqb_html_text(h, res->err.msg);
   }
   dlqb_html_raw(h, "</p>");
   bool shown = res->outcome != OPS_EDIT_NOT_FOUND && res->outcome != OPS_EDIT_FAILED &&

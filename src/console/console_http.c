@@ -335,13 +335,12 @@ bool console_server_start(const char *addr, const char *cert_file, const char *k
         (size_t)DLQB_FRAME_STACK_BYTES, MHD_OPTION_HTTPS_MEM_CERT, s->cert,
         MHD_OPTION_HTTPS_MEM_KEY, s->key, MHD_OPTION_END);
   else
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_LISTEN_SOCKET,
-                                 (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_ADDRESS,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-                                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)DLQB_FRAME_STACK_BYTES,
-                                 MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)DLQB_FRAME_STACK_BYTES, MHD_OPTION_END);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (s->daemon == NULL) {
     close(fd);

@@ -16,7 +16,6 @@
 #include "dlqb/topology.h"
 #include "dlqb/ops.h"
 
-
 /* A time as the person's local time ("2026-12-01 12:04:05 CET"). */
 static void local_time(dlqb_html *h, int64_t epoch_ms) {
   time_t t = (time_t)(epoch_ms / 1000);
@@ -218,7 +217,8 @@ static const char *const filter_names[] = {"group",       "request-id", "source-
 static dlqb_status filter_set(dlqb_select *sel, const char *name, const char *v, dlqb_error *err) {
   const dlqb_profile *pr = &console_g.pipeline->profile;
   bool id0 = strcmp(name, "request-id") == 0, id1 = strcmp(name, "source-system") == 0;
-  if (ops_profile_is_dsr(&console_g.pipeline->profile) || (!id0 && !id1)) return dlqb_select_set(sel, name, v, err);
+  if (ops_profile_is_dsr(&console_g.pipeline->profile) || (!id0 && !id1))
+    return dlqb_select_set(sel, name, v, err);
   if (id0) return dlqb_select_set(sel, "id", v, err);
   char m[DLQB_HEADER_NAME_MAX + DLQB_LAST_ERROR_MAX + 2];
   snprintf(m, sizeof m, "%s=%s", pr->fields[1].name, v);
@@ -386,7 +386,8 @@ void console_page_group(console_req *r) {
   filter_input(r, "group", "group");
   filter_input(r, "request-id", console_g.pipeline->profile.fields[0].name);
   filter_input(r, "source-system", console_g.pipeline->profile.fields[1].name);
-  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) filter_input(r, "legal-basis", "legal_basis");
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS))
+    filter_input(r, "legal-basis", "legal_basis");
   filter_input(r, "reason", "error contains");
   filter_input(r, "older-than", "older than");
   filter_input(r, "newer-than", "newer than");
@@ -400,7 +401,8 @@ void console_page_group(console_req *r) {
   if (c.matched > 0) action_form_begin(r);
   dlqb_html_raw(h, "<table id=\"items\"><thead><tr><th></th><th>time left</th>");
   console_identity_th(h);
-  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) dlqb_html_raw(h, "<th>legal_basis</th>");
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS))
+    dlqb_html_raw(h, "<th>legal_basis</th>");
   dlqb_html_raw(h, "<th>age</th><th>attempts</th>"
                    "<th>last error</th></tr></thead><tbody>\n");
   for (size_t i = 0; i < c.urgent.n; i++) item_row(h, &c.urgent.kept[i], c.now_ms);
@@ -510,7 +512,8 @@ void console_page_item(console_req *r) {
   field(h, console_g.pipeline->profile.fields[0].name, it->request_id);
   field(h, console_g.pipeline->profile.fields[1].name, it->source_system);
   /* The dsr profile's fields, shown only where the profile has them. */
-  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) field(h, "legal_basis", it->legal_basis);
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS))
+    field(h, "legal_basis", it->legal_basis);
   if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_ACTION)) field(h, "action", it->action);
   field(h, "dlq_reason", it->dlq_reason);
   field(h, "last_error", it->last_error);

@@ -61,4 +61,3 @@ void console_csrf_field(console_req *r) {
   dlqb_html_text(&r->out, r->who.csrf);
   dlqb_html_raw(&r->out, "\">");
 }
-

@@ -95,7 +95,8 @@ void console_page_review(console_req *r) {
                   console_g.pipeline->review, (unsigned long long)c.unclaimed);
   dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th>");
   console_identity_th(h);
-  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) dlqb_html_raw(h, "<th>legal_basis</th>");
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS))
+    dlqb_html_raw(h, "<th>legal_basis</th>");
   dlqb_html_raw(h, "<th>in review</th>"
                    "<th>escalated by</th><th>why</th><th>note</th><th>owner</th>"
                    "<th>actions</th></tr></thead><tbody>\n");
@@ -166,7 +167,9 @@ void console_post_review_act(console_req *r) {
     return;
   }
   snprintf(p->actor, sizeof p->actor, "%s", r->who.user);
-  c->x = (ops_ctx){.cfg = p->cfg, .pipeline = console_g.pipeline, .actor = p->actor,
+  c->x = (ops_ctx){.cfg = p->cfg,
+                   .pipeline = console_g.pipeline,
+                   .actor = p->actor,
                    .window = DLQB_SCAN_WINDOW_DEFAULT};
   c->kind = (ops_act_kind)k;
   c->message_id = mid;
@@ -182,7 +185,8 @@ void console_post_review_act(console_req *r) {
   snprintf(writer, sizeof writer, "console@%s", p->cfg->instance);
   /* As the CLI's movers refuse without --no-audit: nothing unrecorded. */
   dlqb_status st = p->cfg->audit_log[0] == '\0'
-                       ? dlqb_fail(&err, DLQB_EINVAL, "no audit trail configured (audit_log): the "
+                       ? dlqb_fail(&err, DLQB_EINVAL,
+                                   "no audit trail configured (audit_log): the "
                                    "console moves nothing without one")
                        : ops_trail_open(p->cfg, writer, &audit, &err);
   if (st == DLQB_OK && k == OPS_ACT_REPLAY) {
@@ -202,7 +206,8 @@ void console_post_review_act(console_req *r) {
     snprintf(msg, sizeof msg, "%s", err.msg);
   } else if (!c->found) {
     status = 404;
-    snprintf(msg, sizeof msg, "No item with this message_id is in %s now.", console_g.pipeline->review);
+    snprintf(msg, sizeof msg, "No item with this message_id is in %s now.",
+             console_g.pipeline->review);
   } else if (c->gate == DLQB_GATE_ALREADY_MINE) {
     snprintf(msg, sizeof msg, "You have claimed it already.");
   } else if (c->gate == DLQB_GATE_OWNED) {

@@ -28,7 +28,9 @@ void dlqb_ackring_release(dlqb_ackring *r) {
 
 static size_t slot_of(const dlqb_ackring *r, size_t i) { return (r->head + i) % r->cap; }
 
-dlqb_ack_entry *dlqb_ackring_at(const dlqb_ackring *r, size_t i) { return &r->slots[slot_of(r, i)]; }
+dlqb_ack_entry *dlqb_ackring_at(const dlqb_ackring *r, size_t i) {
+  return &r->slots[slot_of(r, i)];
+}
 
 void *dlqb_ackring_payload_at(const dlqb_ackring *r, size_t i) {
   return r->payload != NULL ? r->payload + slot_of(r, i) * r->payload_size : NULL;

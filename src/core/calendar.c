@@ -44,9 +44,8 @@ char *dlqb_iso_time(int64_t epoch_ms, char *buf, size_t len) {
     days--;
   }
   dlqb_civil_from_days(days, &y, &m, &d);
-  snprintf(buf, len, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ", y, m, d,
-           (int)(rem / 3600000), (int)(rem / 60000 % 60), (int)(rem / 1000 % 60),
-           (int)(rem % 1000));
+  snprintf(buf, len, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ", y, m, d, (int)(rem / 3600000),
+           (int)(rem / 60000 % 60), (int)(rem / 1000 % 60), (int)(rem % 1000));
   return buf;
 }
 

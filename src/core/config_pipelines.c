@@ -25,10 +25,14 @@ static const struct {
   const char *key;
   uint32_t bit;
 } policy_keys[] = {
-    {"max_attempts", DLQB_POLICY_MAX_ATTEMPTS}, {"poison_threshold", DLQB_POLICY_POISON_THRESHOLD},
-    {"retry_delays", DLQB_POLICY_RETRY_DELAYS}, {"retry_jitter", DLQB_POLICY_RETRY_JITTER},
-    {"sla_budget", DLQB_POLICY_SLA_BUDGET},     {"prefetch", DLQB_POLICY_PREFETCH},
-    {"dlq_sla", DLQB_POLICY_DLQ_SLA},           {"max_replays", DLQB_POLICY_MAX_REPLAYS},
+    {"max_attempts", DLQB_POLICY_MAX_ATTEMPTS},
+    {"poison_threshold", DLQB_POLICY_POISON_THRESHOLD},
+    {"retry_delays", DLQB_POLICY_RETRY_DELAYS},
+    {"retry_jitter", DLQB_POLICY_RETRY_JITTER},
+    {"sla_budget", DLQB_POLICY_SLA_BUDGET},
+    {"prefetch", DLQB_POLICY_PREFETCH},
+    {"dlq_sla", DLQB_POLICY_DLQ_SLA},
+    {"max_replays", DLQB_POLICY_MAX_REPLAYS},
     {"edit_approval", DLQB_POLICY_EDIT_APPROVAL},
 };
 
@@ -37,21 +41,21 @@ static const struct {
  * three directions: the top level into a pipeline (policy_of), a
  * pipeline's own values over it (policy_merge), and the pipeline served
  * back into the config (dlqb_config_use_pipeline). */
-#define POLICY_COPY(dst, src, mask)                                                           \
-  do {                                                                                      \
-    uint32_t m_ = (mask);                                                                   \
-    if (m_ & DLQB_POLICY_MAX_ATTEMPTS) (dst)->max_attempts = (src)->max_attempts;           \
-    if (m_ & DLQB_POLICY_POISON_THRESHOLD) (dst)->poison_threshold = (src)->poison_threshold; \
-    if (m_ & DLQB_POLICY_RETRY_DELAYS) {                                                    \
-      memcpy((dst)->retry_delays_ms, (src)->retry_delays_ms, sizeof (dst)->retry_delays_ms); \
-      (dst)->retry_delay_count = (src)->retry_delay_count;                                  \
-    }                                                                                       \
-    if (m_ & DLQB_POLICY_RETRY_JITTER) (dst)->retry_jitter_percent = (src)->retry_jitter_percent; \
-    if (m_ & DLQB_POLICY_SLA_BUDGET) (dst)->sla_budget_ms = (src)->sla_budget_ms;           \
-    if (m_ & DLQB_POLICY_PREFETCH) (dst)->prefetch = (src)->prefetch;                       \
-    if (m_ & DLQB_POLICY_DLQ_SLA) (dst)->dlq_sla_ms = (src)->dlq_sla_ms;                     \
-    if (m_ & DLQB_POLICY_MAX_REPLAYS) (dst)->max_replays = (src)->max_replays;              \
-    if (m_ & DLQB_POLICY_EDIT_APPROVAL) (dst)->edit_approval = (src)->edit_approval;        \
+#define POLICY_COPY(dst, src, mask)                                                                \
+  do {                                                                                             \
+    uint32_t m_ = (mask);                                                                          \
+    if (m_ & DLQB_POLICY_MAX_ATTEMPTS) (dst)->max_attempts = (src)->max_attempts;                  \
+    if (m_ & DLQB_POLICY_POISON_THRESHOLD) (dst)->poison_threshold = (src)->poison_threshold;      \
+    if (m_ & DLQB_POLICY_RETRY_DELAYS) {                                                           \
+      memcpy((dst)->retry_delays_ms, (src)->retry_delays_ms, sizeof(dst)->retry_delays_ms);        \
+      (dst)->retry_delay_count = (src)->retry_delay_count;                                         \
+    }                                                                                              \
+    if (m_ & DLQB_POLICY_RETRY_JITTER) (dst)->retry_jitter_percent = (src)->retry_jitter_percent;  \
+    if (m_ & DLQB_POLICY_SLA_BUDGET) (dst)->sla_budget_ms = (src)->sla_budget_ms;                  \
+    if (m_ & DLQB_POLICY_PREFETCH) (dst)->prefetch = (src)->prefetch;                              \
+    if (m_ & DLQB_POLICY_DLQ_SLA) (dst)->dlq_sla_ms = (src)->dlq_sla_ms;                           \
+    if (m_ & DLQB_POLICY_MAX_REPLAYS) (dst)->max_replays = (src)->max_replays;                     \
+    if (m_ & DLQB_POLICY_EDIT_APPROVAL) (dst)->edit_approval = (src)->edit_approval;               \
   } while (0)
 
 static void policy_of(const dlqb_config *c, dlqb_pipeline_policy *p) {
@@ -410,8 +414,8 @@ dlqb_status dlqb__config_apply_pipelines(dlqb_config *c, json_object *v, dlqb_er
   /* On the heap: eight pipelines are most of a config. */
   dlqb_pipeline_conf *parsed = calloc(DLQB_MAX_PIPELINES, sizeof *parsed);
   dlqb_pipeline *set = calloc(DLQB_MAX_PIPELINES, sizeof *set);
-  dlqb_status st = parsed == NULL || set == NULL ? dlqb_fail(err, DLQB_ENOMEM, "out of memory")
-                                                 : DLQB_OK;
+  dlqb_status st =
+      parsed == NULL || set == NULL ? dlqb_fail(err, DLQB_ENOMEM, "out of memory") : DLQB_OK;
   size_t count = 0;
   json_object_object_foreach(v, name, val) {
     if (st != DLQB_OK) break;

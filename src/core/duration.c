@@ -21,7 +21,7 @@ typedef struct {
 
 /* Largest first, so that formatting finds the shortest exact form. */
 static const duration_unit units[] = {
-    {"d", MS_PER_DAY}, {"h", UINT64_C(3600000)}, {"m", UINT64_C(60000)},
+    {"d", MS_PER_DAY},     {"h", UINT64_C(3600000)}, {"m", UINT64_C(60000)},
     {"s", UINT64_C(1000)}, {"ms", UINT64_C(1)},
 };
 
@@ -122,8 +122,8 @@ static bool span_is_blank(const char *s, size_t n) {
   return true;
 }
 
-dlqb_status dlqb_duration_parse_list(const char *text, uint64_t *out, size_t max,
-                                     size_t *count, dlqb_error *err) {
+dlqb_status dlqb_duration_parse_list(const char *text, uint64_t *out, size_t max, size_t *count,
+                                     dlqb_error *err) {
   char q[DLQB_QUOTE_BUF];
   if (text == NULL || (out == NULL && max > 0) || count == NULL) {
     return dlqb_fail(err, DLQB_EINVAL, "no duration list given");

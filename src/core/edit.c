@@ -12,15 +12,15 @@
 #include "dlqb/names.h"
 #include "dlqb/text.h"
 
-dlqb_status dlqb_edit_add(dlqb_edit_request *r, const dlqb_profile *p, const char *arg,
-                          bool unset, dlqb_error *err) {
+dlqb_status dlqb_edit_add(dlqb_edit_request *r, const dlqb_profile *p, const char *arg, bool unset,
+                          dlqb_error *err) {
   const char *eq = unset ? NULL : strchr(arg, '=');
   if (!unset && eq == NULL)
     return dlqb_fail(err, DLQB_EINVAL, "--set needs FIELD=VALUE (got no '=')");
   size_t nlen = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
   char name[DLQB_HEADER_NAME_MAX];
-  if (nlen == 0) return dlqb_fail(err, DLQB_EINVAL, "--%s: the field name is empty",
-                                  unset ? "unset" : "set");
+  if (nlen == 0)
+    return dlqb_fail(err, DLQB_EINVAL, "--%s: the field name is empty", unset ? "unset" : "set");
   if (nlen >= sizeof name)
     return dlqb_fail(err, DLQB_EINVAL, "--%s: a field name is at most %d bytes",
                      unset ? "unset" : "set", DLQB_HEADER_NAME_MAX - 1);
@@ -40,7 +40,8 @@ dlqb_status dlqb_edit_add(dlqb_edit_request *r, const dlqb_profile *p, const cha
   if (strcmp(name, p->sla_clock) == 0)
     return dlqb_fail(err, DLQB_EINVAL,
                      "%s starts the SLA clock of profile '%s': not editable (an edit must not "
-                     "restart a deadline)", name, p->name);
+                     "restart a deadline)",
+                     name, p->name);
   for (size_t i = 0; i < r->n; i++)
     if (strcmp(r->changes[i].field, name) == 0)
       return dlqb_fail(err, DLQB_EINVAL, "%s is changed twice", name);
@@ -112,8 +113,8 @@ static void hash_text(const char *s, char *out, size_t cap) {
     at += (size_t)snprintf(out + at, cap - at, "%02x", h[i]);
 }
 
-void dlqb_edit_diff(const dlqb_edit_request *r, const amqp_table_t *headers,
-                    const dlqb_profile *p, dlqb_hop_edit *e) {
+void dlqb_edit_diff(const dlqb_edit_request *r, const amqp_table_t *headers, const dlqb_profile *p,
+                    dlqb_hop_edit *e) {
   e->nfields = r->n;
   for (size_t i = 0; i < r->n; i++) {
     const dlqb_edit_change *c = &r->changes[i];
@@ -124,7 +125,8 @@ void dlqb_edit_diff(const dlqb_edit_request *r, const amqp_table_t *headers,
     f->had_old = old != NULL;
     if (old != NULL) dlqb_edit_value_text(old, f->old_value, sizeof f->old_value);
     f->has_new = !c->unset;
-    if (f->has_new) dlqb_text_sanitize(f->new_value, sizeof f->new_value, c->value, strlen(c->value));
+    if (f->has_new)
+      dlqb_text_sanitize(f->new_value, sizeof f->new_value, c->value, strlen(c->value));
     /* References only: a header outside the profile may hold what the
      * trail must not (the redaction profile keeps no content at all). */
     f->hashed = p->dlq_body_forbidden && dlqb_profile_field(p, c->field) < 0;
@@ -182,16 +184,16 @@ dlqb_status dlqb_edit_proposal_decode(const char *json, size_t len, const dlqb_p
                                       dlqb_error *err) {
   memset(r, 0, sizeof *r);
   json_tokener *tok = json_tokener_new();
-  json_object *j = tok != NULL && len < INT32_MAX ? json_tokener_parse_ex(tok, json, (int)len)
-                                                  : NULL;
+  json_object *j =
+      tok != NULL && len < INT32_MAX ? json_tokener_parse_ex(tok, json, (int)len) : NULL;
   json_tokener_free(tok);
   json_object *set, *unset, *n, *k;
   if (j == NULL || !json_object_is_type(j, json_type_object) ||
       !json_object_object_get_ex(j, "set", &set) || !json_object_is_type(set, json_type_object) ||
       !json_object_object_get_ex(j, "unset", &unset) ||
-      !json_object_is_type(unset, json_type_array) ||
-      !json_object_object_get_ex(j, "note", &n) || !json_object_is_type(n, json_type_string) ||
-      !json_object_object_get_ex(j, "keep", &k) || !json_object_is_type(k, json_type_boolean)) {
+      !json_object_is_type(unset, json_type_array) || !json_object_object_get_ex(j, "note", &n) ||
+      !json_object_is_type(n, json_type_string) || !json_object_object_get_ex(j, "keep", &k) ||
+      !json_object_is_type(k, json_type_boolean)) {
     json_object_put(j);
     return dlqb_fail(err, DLQB_EINVAL, "the edit_proposal header is not a proposal");
   }
@@ -222,8 +224,8 @@ dlqb_status dlqb_edit_proposal_decode(const char *json, size_t len, const dlqb_p
   return st;
 }
 
-size_t dlqb_edit_proposal_stamp(dlqb_hset *sets, const char *id, const char *json,
-                                const char *by, const char *at_iso) {
+size_t dlqb_edit_proposal_stamp(dlqb_hset *sets, const char *id, const char *json, const char *by,
+                                const char *at_iso) {
   static const char *const keys[] = {DLQB_H_EDIT_PROPOSAL_ID, DLQB_H_EDIT_PROPOSAL,
                                      DLQB_H_EDIT_PROPOSED_BY, DLQB_H_EDIT_PROPOSED_AT};
   const char *vals[] = {id, json, by, at_iso};

@@ -10,14 +10,14 @@
 #include "headers_private.h"
 
 #define INT_FIELD_MAX DLQB_ENVELOPE_COUNT_MAX
-#define FIRST_YEAR 2000                /* first_seen_at sanity range, inclusive */
-#define LAST_YEAR 2200
+#define FIRST_YEAR    2000 /* first_seen_at sanity range, inclusive */
+#define LAST_YEAR     2200
 
 /* The keys dlqb_envelope_parse reads; each may appear at most once, since a
  * repeated key would leave the retry state ambiguous. */
 /* The profile's fields (dlqb/pipeline.h) are the rest. */
 static const char *const envelope_keys[] = {
-    DLQB_H_ATTEMPT,     DLQB_H_MAX_ATTEMPTS,  DLQB_H_LAST_ERROR,
+    DLQB_H_ATTEMPT,       DLQB_H_MAX_ATTEMPTS, DLQB_H_LAST_ERROR,
     DLQB_H_FIRST_SEEN_AT, DLQB_H_REPLAY_COUNT,
 };
 
@@ -84,15 +84,13 @@ static dlqb_status required_text(const amqp_table_t *t, const char *name, const 
   const amqp_field_value_t *v = dlqb_header_find(t, name);
   if (v == NULL) return dlqb_fail(why, DLQB_EINVAL, "%s is missing", name);
   if (!dlqb__field_text(v, p, len))
-    return dlqb_fail(why, DLQB_EINVAL, "%s must be a string, not %s", name,
-                     kind_name(v->kind));
+    return dlqb_fail(why, DLQB_EINVAL, "%s must be a string, not %s", name, kind_name(v->kind));
   dlqb__trim(p, len);
   if (*len == 0) return dlqb_fail(why, DLQB_EINVAL, "%s is blank", name);
   return DLQB_OK;
 }
 
-static dlqb_status parse_id(const amqp_table_t *t, const char *name, char *dst,
-                            dlqb_error *why) {
+static dlqb_status parse_id(const amqp_table_t *t, const char *name, char *dst, dlqb_error *why) {
   const char *p = NULL;
   size_t len = 0;
   bool control = false;
@@ -145,8 +143,9 @@ static dlqb_status parse_choice(const amqp_table_t *t, const char *name, const c
 
 static dlqb_status int_range_error(const char *name, int64_t lo, int64_t hi, const char *shown,
                                    dlqb_error *why) {
-  return dlqb_fail(why, DLQB_EINVAL, "%s must be an integer between %" PRId64 " and %" PRId64
-                   ", not %s", name, lo, hi, shown);
+  return dlqb_fail(why, DLQB_EINVAL,
+                   "%s must be an integer between %" PRId64 " and %" PRId64 ", not %s", name, lo,
+                   hi, shown);
 }
 
 /* A decimal string: digits only, after trimming; no sign, no fraction. */
@@ -199,8 +198,7 @@ static dlqb_status parse_int(const amqp_table_t *t, const char *name, int64_t lo
     n = (int64_t)v->value.u64;
     break;
   default:
-    return dlqb_fail(why, DLQB_EINVAL, "%s must be an integer, not %s", name,
-                     kind_name(v->kind));
+    return dlqb_fail(why, DLQB_EINVAL, "%s must be an integer, not %s", name, kind_name(v->kind));
   }
   if (n < lo || n > hi) {
     snprintf(shown, sizeof shown, "%" PRId64, n);
@@ -217,11 +215,9 @@ static dlqb_status parse_last_error(const amqp_table_t *t, dlqb_envelope *e, dlq
   bool control = false;
   if (v == NULL) return DLQB_OK;
   if (!dlqb__field_text(v, &p, &len))
-    return dlqb_fail(why, DLQB_EINVAL, "last_error must be a string, not %s",
-                     kind_name(v->kind));
+    return dlqb_fail(why, DLQB_EINVAL, "last_error must be a string, not %s", kind_name(v->kind));
   if (len > DLQB_LAST_ERROR_MAX)
-    return dlqb_fail(why, DLQB_EINVAL, "last_error is longer than %d bytes",
-                     DLQB_LAST_ERROR_MAX);
+    return dlqb_fail(why, DLQB_EINVAL, "last_error is longer than %d bytes", DLQB_LAST_ERROR_MAX);
   if (!dlqb_text_utf8_valid(p, len, &control))
     return dlqb_fail(why, DLQB_EINVAL, "last_error is not valid UTF-8");
   /* Control characters are tolerated (someone may paste a stack trace in the
@@ -253,8 +249,7 @@ static dlqb_status parse_time(const amqp_table_t *t, const char *name, bool *has
     /* AMQP timestamps are seconds; range-check before scaling to avoid overflow. */
     uint64_t sec = v->value.u64;
     if (sec < (uint64_t)(lo / 1000) || sec >= (uint64_t)(hi / 1000))
-      return dlqb_fail(why, DLQB_EINVAL,
-                       "%s timestamp %" PRIu64 " is outside the years %d to %d",
+      return dlqb_fail(why, DLQB_EINVAL, "%s timestamp %" PRIu64 " is outside the years %d to %d",
                        name, sec, FIRST_YEAR, LAST_YEAR);
     ms = (int64_t)sec * 1000;
   } else {
@@ -275,9 +270,10 @@ static dlqb_status parse_field(const amqp_table_t *t, const dlqb_field_rule *f, 
   char scratch[DLQB_ID_MAX + 1];
   if (!f->required && dlqb_header_find(t, f->name) == NULL) return DLQB_OK;
   if (f->values[0] == '\0')
-    return parse_id(t, f->name, index == 0 ? e->request_id
-                                : index == 1 ? e->source_system
-                                             : scratch,
+    return parse_id(t, f->name,
+                    index == 0   ? e->request_id
+                    : index == 1 ? e->source_system
+                                 : scratch,
                     why);
   if (strcmp(f->name, DLQB_H_LEGAL_BASIS) == 0)
     return parse_choice(t, f->name, f->values, e->legal_basis, sizeof e->legal_basis, why);

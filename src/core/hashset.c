@@ -14,7 +14,7 @@ typedef struct {
   size_t len;
 } entry;
 
-#define ALIGN alignof(max_align_t)
+#define ALIGN        alignof(max_align_t)
 #define VALUE_OFFSET ((sizeof(entry) + ALIGN - 1) / ALIGN * ALIGN)
 
 struct dlqb_hashset {
@@ -149,8 +149,7 @@ size_t dlqb_hashset_size(const dlqb_hashset *s) { return s->size; }
 size_t dlqb_hashset_capacity(const dlqb_hashset *s) { return s->cap; }
 
 void dlqb_hashset_each(const dlqb_hashset *s,
-                       void (*fn)(void *ctx, const char *key, size_t len, void *value),
-                       void *ctx) {
+                       void (*fn)(void *ctx, const char *key, size_t len, void *value), void *ctx) {
   for (size_t i = 0; i < s->cap; i++) {
     const entry *e = s->slots[i];
     if (e != NULL) fn(ctx, key_of(s, e), e->len, value_of(e));

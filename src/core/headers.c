@@ -85,8 +85,7 @@ bool dlqb_field_int(const amqp_field_value_t *v, int64_t *out) {
     *out = n;
     return true;
   }
-  default:
-    return false;
+  default: return false;
   }
 }
 
@@ -105,5 +104,6 @@ bool dlqb_header_time(const amqp_table_t *t, const char *key, int64_t *epoch_ms)
   const char *p = NULL;
   size_t len = 0;
   const amqp_field_value_t *v = dlqb_header_find(t, key);
-  return v != NULL && dlqb__field_text(v, &p, &len) && dlqb_iso_time_parse(p, len, epoch_ms) == DLQB_OK;
+  return v != NULL && dlqb__field_text(v, &p, &len) &&
+         dlqb_iso_time_parse(p, len, epoch_ms) == DLQB_OK;
 }

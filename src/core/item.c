@@ -68,7 +68,8 @@ void dlqb_item_read_as(const amqp_basic_properties_t *props, const dlqb_profile 
   dlqb_deaths_text(h, out->deaths, sizeof out->deaths);
   const amqp_table_t *death = dlqb_header_first_death(h);
   const amqp_field_value_t *t = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
-  if (t != NULL && t->kind == AMQP_FIELD_KIND_TIMESTAMP && t->value.u64 <= (uint64_t)INT64_MAX / 1000) {
+  if (t != NULL && t->kind == AMQP_FIELD_KIND_TIMESTAMP &&
+      t->value.u64 <= (uint64_t)INT64_MAX / 1000) {
     out->has_xdeath_at = true;
     out->xdeath_at_ms = (int64_t)t->value.u64 * 1000; /* AMQP timestamps are seconds */
   }
@@ -85,8 +86,8 @@ bool dlqb_item_since(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms) {
   bool dlq = it->has_dlq_at && dlqb_time_usable(it->dlq_at_ms, now_ms);
   bool esc = it->has_escalated_at && dlqb_time_usable(it->escalated_at_ms, now_ms);
   if (dlq || esc) {
-    *epoch_ms = !esc || (dlq && it->dlq_at_ms > it->escalated_at_ms) ? it->dlq_at_ms
-                                                                      : it->escalated_at_ms;
+    *epoch_ms =
+        !esc || (dlq && it->dlq_at_ms > it->escalated_at_ms) ? it->dlq_at_ms : it->escalated_at_ms;
     return true;
   }
   /* Then the most precise first; each later one is older than the DLQ entry. */

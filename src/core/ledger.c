@@ -61,8 +61,7 @@ dlqb_status dlqb_ledger_add(dlqb_ledger *l, const char *request_id, const char *
   return DLQB_OK;
 }
 
-bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id,
-                          const char *source_system) {
+bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id, const char *source_system) {
   char buf[KEY_BUF];
   size_t len = 0;
   char *k = pair_key(request_id, source_system, buf, &len);

@@ -7,7 +7,7 @@
 #include "dlqb/text.h"
 
 #define POISON_TEXT "poison: repeated consumer crash"
-#define SLA_TEXT "; sla budget exhausted: next try would pass the deadline "
+#define SLA_TEXT    "; sla budget exhausted: next try would pass the deadline "
 
 const char *dlqb_reason_name(dlqb_reason r) {
   switch (r) {
@@ -22,9 +22,7 @@ const char *dlqb_reason_name(dlqb_reason r) {
 }
 
 /* Length of a fixed-size char field that may lack its NUL. */
-static int field_len(const char *s, size_t cap) {
-  return (int)strnlen(s, cap);
-}
+static int field_len(const char *s, size_t cap) { return (int)strnlen(s, cap); }
 
 char *dlqb_failure_text(const dlqb_failure *f, char *buf, size_t len) {
   /* Room for the longest prefix plus a full worker_error; the final
@@ -38,8 +36,8 @@ char *dlqb_failure_text(const dlqb_failure *f, char *buf, size_t len) {
     int wl = field_len(f->worker_error, sizeof f->worker_error);
     switch (f->kind) {
     case DLQB_FAIL_REJECTED:
-      if (f->has_worker_error) snprintf(tmp, sizeof tmp, "rejected by worker: %.*s", wl,
-                                        f->worker_error);
+      if (f->has_worker_error)
+        snprintf(tmp, sizeof tmp, "rejected by worker: %.*s", wl, f->worker_error);
       else snprintf(tmp, sizeof tmp, "rejected by worker");
       break;
     case DLQB_FAIL_DELIVERY_LIMIT: snprintf(tmp, sizeof tmp, POISON_TEXT); break;
@@ -53,8 +51,7 @@ char *dlqb_failure_text(const dlqb_failure *f, char *buf, size_t len) {
       break;
     case DLQB_FAIL_REPORTED:
     default:
-      if (f->has_worker_error) snprintf(tmp, sizeof tmp, "worker error: %.*s", wl,
-                                        f->worker_error);
+      if (f->has_worker_error) snprintf(tmp, sizeof tmp, "worker error: %.*s", wl, f->worker_error);
       else snprintf(tmp, sizeof tmp, "failed without a reason");
       break;
     }
@@ -124,14 +121,14 @@ static void set_sla_text(const char *failure, int64_t deadline, dlqb_decision *o
   char iso[DLQB_ISO_TIME_MAX], suffix[sizeof SLA_TEXT + DLQB_ISO_TIME_MAX];
   size_t slen = (size_t)snprintf(suffix, sizeof suffix, "%s%s", SLA_TEXT,
                                  dlqb_iso_time(deadline, iso, sizeof iso));
-  size_t flen = dlqb_text_sanitize(out->last_error, DLQB_LAST_ERROR_MAX + 1 - slen, failure,
-                                   strlen(failure));
+  size_t flen =
+      dlqb_text_sanitize(out->last_error, DLQB_LAST_ERROR_MAX + 1 - slen, failure, strlen(failure));
   memcpy(out->last_error + flen, suffix, slen + 1);
 }
 
-static void decide_route(const dlqb_config *cfg, const dlqb_envelope *env,
-                         const char *invalid_why, const dlqb_failure *f, int64_t now_ms,
-                         uint32_t random, dlqb_decision *out) {
+static void decide_route(const dlqb_config *cfg, const dlqb_envelope *env, const char *invalid_why,
+                         const dlqb_failure *f, int64_t now_ms, uint32_t random,
+                         dlqb_decision *out) {
   char text[DLQB_LAST_ERROR_MAX + 1];
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
@@ -181,9 +178,9 @@ static void decide_route(const dlqb_config *cfg, const dlqb_envelope *env,
   memcpy(out->last_error, text, sizeof text);
 }
 
-void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env,
-                        const char *invalid_why, const dlqb_failure *f, int64_t now_ms,
-                        uint32_t random, dlqb_decision *out) {
+void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env, const char *invalid_why,
+                        const dlqb_failure *f, int64_t now_ms, uint32_t random,
+                        dlqb_decision *out) {
   if (out == NULL) return;
   decide_route(cfg, env, invalid_why, f, now_ms, random, out);
   /* Replayed that often and failed for good again: a person decides. */

@@ -55,8 +55,8 @@ size_t dlqb_review_claim_stamp(dlqb_hset *sets, const char *owner, const char *a
 
 size_t dlqb_review_leave_stamp(dlqb_hset *sets) {
   static const char *const keys[DLQB_LEAVE_SETS] = {
-      DLQB_H_ESCALATED_BY, DLQB_H_ESCALATED_AT, DLQB_H_ESCALATION_REASON,
-      DLQB_H_ESCALATION_NOTE, DLQB_H_OWNER, DLQB_H_CLAIMED_AT};
+      DLQB_H_ESCALATED_BY,    DLQB_H_ESCALATED_AT, DLQB_H_ESCALATION_REASON,
+      DLQB_H_ESCALATION_NOTE, DLQB_H_OWNER,        DLQB_H_CLAIMED_AT};
   for (size_t i = 0; i < DLQB_LEAVE_SETS; i++)
     sets[i] = (dlqb_hset){keys[i], DLQB_HSET_REMOVE, NULL, 0};
   return DLQB_LEAVE_SETS;

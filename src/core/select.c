@@ -137,8 +137,7 @@ bad:
                    LIMIT_MAX);
 }
 
-dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value,
-                            dlqb_error *err) {
+dlqb_status dlqb_select_set(dlqb_select *s, const char *name, const char *value, dlqb_error *err) {
   if (strcmp(name, "all") == 0) {
     s->all = true;
     return DLQB_OK;

@@ -118,8 +118,8 @@ dlqb_topology *dlqb_topology_new(const dlqb_config *cfg) {
   return t;
 }
 
-dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost,
-                                      char **json_out, dlqb_error *err) {
+dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vhost, char **json_out,
+                                      dlqb_error *err) {
   json_object *root = json_object_new_object();
   json_object *queues = json_object_new_array();
   json_object *exchanges = json_object_new_array();
@@ -176,9 +176,8 @@ dlqb_status dlqb_topology_definitions(const dlqb_topology *topo, const char *vho
   json_object_object_add(root, "queues", queues);
   json_object_object_add(root, "exchanges", exchanges);
   json_object_object_add(root, "bindings", bindings);
-  const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                              JSON_C_TO_STRING_SPACED |
-                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
+  const char *text = json_object_to_json_string_ext(
+      root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
   *json_out = text ? strdup(text) : NULL;
   json_object_put(root);
   if (*json_out == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");

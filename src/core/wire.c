@@ -43,9 +43,7 @@ static size_t value_size(const amqp_field_value_t *v, unsigned depth, bool *ok) 
     return n;
   }
   case AMQP_FIELD_KIND_TABLE: return n + table_size(&v->value.table, depth + 1, ok);
-  default:
-    *ok = false;
-    return 0;
+  default: *ok = false; return 0;
   }
 }
 

@@ -14,8 +14,7 @@
 const amqp_table_t *dlqb_header_first_death(const amqp_table_t *t) {
   const amqp_field_value_t *xd = dlqb_header_find(t, DLQB_H_X_DEATH);
   if (xd == NULL || xd->kind != AMQP_FIELD_KIND_ARRAY || xd->value.array.num_entries <= 0 ||
-      xd->value.array.entries == NULL ||
-      xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
+      xd->value.array.entries == NULL || xd->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
     return NULL;
   return &xd->value.array.entries[0].value.table;
 }

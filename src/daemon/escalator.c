@@ -26,7 +26,7 @@
 
 struct dlqb_escalator {
   const dlqb_config *cfg; /* the caller's: it outlives the escalator */
-  dlqb_pipeline p; /* the config's first: the one `run` serves */
+  dlqb_pipeline p;        /* the config's first: the one `run` serves */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   void *ctx;
   dlqb_audit *audit;
@@ -44,7 +44,7 @@ struct dlqb_escalator {
    * all forgotten once the newest is past its SLA. */
   dlqb_hashset *sighted;
   int64_t sighted_newest_ms;
-  dlqb_item view; /* sla_view's copy (large for the thread's stack) */
+  dlqb_item view;      /* sla_view's copy (large for the thread's stack) */
   bool connected_once; /* a pass reached the broker: failures since are warnings */
   /* Why the last pass was refused (ACCESS_REFUSED), "" when it was not:
    * written by the thread, read by /healthz (dlqb_escalator_health). */
@@ -57,16 +57,15 @@ struct dlqb_escalator {
 static void note_refusal(dlqb_escalator *e, bool refused, const char *why) {
   pthread_mutex_lock(&e->lock);
   bool was = e->refused[0] != '\0';
-  if (refused)
-    snprintf(e->refused, sizeof e->refused, "dlq sla escalation refused: %s", why);
-  else
-    e->refused[0] = '\0';
+  if (refused) snprintf(e->refused, sizeof e->refused, "dlq sla escalation refused: %s", why);
+  else e->refused[0] = '\0';
   pthread_mutex_unlock(&e->lock);
   if (refused && !was)
-    dlqb_log_error("escalator_refused", "cannot read %s: %s; nothing past the dlq sla is escalated "
-                   "until the bridge's user may read it (docs/least-privilege.md)", e->p.dlq, why);
-  else if (!refused && was)
-    dlqb_log_info("escalator_refused", "reading %s again", e->p.dlq);
+    dlqb_log_error("escalator_refused",
+                   "cannot read %s: %s; nothing past the dlq sla is escalated "
+                   "until the bridge's user may read it (docs/least-privilege.md)",
+                   e->p.dlq, why);
+  else if (!refused && was) dlqb_log_info("escalator_refused", "reading %s again", e->p.dlq);
 }
 
 long dlqb_escalator_interval_ms(uint64_t dlq_sla_ms) {
@@ -112,8 +111,8 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
     return DLQB_OK;
   }
   dlqb_hset sets[DLQB_ESCALATION_SETS];
-  size_t n = dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA,
-                                   NULL);
+  size_t n =
+      dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA, NULL);
   return dlqb_scan_forward(s, d, it, e->p.review, sets, n, DLQB_EV_ESCALATED, "sla",
                            v.no_time ? e->no_time_reason : e->reason, err);
 }
@@ -142,14 +141,20 @@ static void pass(dlqb_escalator *e) {
            "dlq_sla: no usable time in %s (dlq_at missing or in the future)", e->p.dlq);
   char purpose[320];
   snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg->instance);
-  dlqb_scan_options so = {.queue = e->p.dlq, .purpose = purpose, .actor = "system",
-                          .audit = e->audit, .idle_stop_ms = 2000, .stop = &e->stop,
+  dlqb_scan_options so = {.queue = e->p.dlq,
+                          .purpose = purpose,
+                          .actor = "system",
+                          .audit = e->audit,
+                          .idle_stop_ms = 2000,
+                          .stop = &e->stop,
                           /* Escalations published when the log fails stay
                            * unacked until it is written: ending the pass
                            * would return their originals and the next pass
                            * would publish them again. */
                           .audit_mode = DLQB_PIPE_AUDIT_OUTWAIT,
-                          .on_item = escalate_item, .after_ack = escalated, .ctx = e};
+                          .on_item = escalate_item,
+                          .after_ack = escalated,
+                          .ctx = e};
   dlqb_scan_result r;
   dlqb_error err;
   dlqb_status st = dlqb_scan_run(e->cfg, &so, &r, &err);
@@ -251,8 +256,7 @@ void dlqb_escalator_stop(dlqb_escalator *e) {
   dlqb_audit_end(e->audit);
   dlqb_error err = {{0}};
   if (dlqb_anchor_stop(e->anchors, &err) != DLQB_OK)
-    dlqb_log_warn("anchor_failing", "the escalator's last audit head is not anchored: %s",
-                  err.msg);
+    dlqb_log_warn("anchor_failing", "the escalator's last audit head is not anchored: %s", err.msg);
   dlqb_audit_close(e->audit);
   pthread_mutex_destroy(&e->lock);
   dlqb_hashset_free(e->sighted);

@@ -44,16 +44,16 @@ struct dlqb_metrics {
   atomic_bool audit_writable;
   atomic_bool audit_anchored; /* the writers' last anchor attempts succeeded */
 
-  pthread_mutex_t lock; /* guards everything below */
+  pthread_mutex_t lock;       /* guards everything below */
   uint64_t buckets[NBUCKETS]; /* not cumulative; the renderer sums */
   uint64_t latency_count;
   double latency_sum;
   bool queues_ok;
   dlqb_queue_stat queues[DLQB_TOPO_MAX_QUEUES];
   size_t nqueues;
-  char audit_why[DLQB_ERROR_MAX]; /* why the audit log is not writable */
+  char audit_why[DLQB_ERROR_MAX];     /* why the audit log is not writable */
   char escalator_why[DLQB_ERROR_MAX]; /* why the SLA escalator is refused; "" = it is not */
-  char link_why[DLQB_ERROR_MAX];  /* why the router is not consuming (its last failure) */
+  char link_why[DLQB_ERROR_MAX];      /* why the router is not consuming (its last failure) */
   uint64_t audit_pending;
   bool review_ok;
   dlqb_review_tally review;
@@ -135,8 +135,7 @@ void dlqb_metrics_count_hop(dlqb_metrics *m, const dlqb_hop *hop, double confirm
   case DLQB_EV_EDIT_PROPOSED:
   case DLQB_EV_EDIT_ABANDONED:
   case DLQB_EV_EDIT_REJECTED:
-  case DLQB_EV__COUNT:
-    break;
+  case DLQB_EV__COUNT: break;
   }
   if (confirm_seconds < 0) return;
   size_t b = 0;
@@ -217,10 +216,8 @@ bool dlqb_metrics_healthy(dlqb_metrics *m, char *reason, size_t len) {
       snprintf(reason, len, "%s%s: %s", who, why, m->audit_why);
     else if (why != NULL && why != audit_down && who[0] != '\0' && m->link_why[0] != '\0')
       snprintf(reason, len, "%s%s", who, m->link_why); /* a pipeline's: say what failed */
-    else if (escalator_refused)
-      snprintf(reason, len, "%s%s", who, m->escalator_why);
-    else
-      snprintf(reason, len, "%s%s", who, why ? why : "ok");
+    else if (escalator_refused) snprintf(reason, len, "%s%s", who, m->escalator_why);
+    else snprintf(reason, len, "%s%s", who, why ? why : "ok");
   }
   pthread_mutex_unlock(&m->lock);
   return why == NULL && !escalator_refused;
@@ -392,7 +389,8 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   put(&t, "dlq_bridge_audit_anchored %d\n", atomic_load(&m->audit_anchored) ? 1 : 0);
 
   put_counter(&t, m, "dlq_bridge_failures_seen_total",
-              "Failed tasks the bridge took from the pipeline's failure inbox and settled.", C_FAILURES_SEEN);
+              "Failed tasks the bridge took from the pipeline's failure inbox and settled.",
+              C_FAILURES_SEEN);
   put_counter(&t, m, "dlq_bridge_retries_scheduled_total",
               "Failed tasks sent to a retry delay queue.", C_RETRIES_SCHEDULED);
   put_family(&t, "dlq_bridge_dead_lettered_total", "counter",

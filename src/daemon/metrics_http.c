@@ -20,7 +20,7 @@
  * addresses (see dlqb/metrics.h): the per-address limit keeps one client
  * from taking every slot, the deadline frees each slot soon. */
 #define IDLE_TIMEOUT_S 2
-#define WATCH_STEP_US 100000
+#define WATCH_STEP_US  100000
 
 /* A connection libmicrohttpd accepted: our own duplicate of its socket
  * (shutting down a duplicate ends the same connection, and ours cannot be
@@ -50,7 +50,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
   dlqb_metrics_server *s = cls;
   pthread_mutex_lock(&s->lock);
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     for (size_t i = 0; ci != NULL && i < DLQB_METRICS_CONNECTIONS; i++) {
       if (s->conns[i].fd >= 0) continue;
       int fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0);
@@ -230,8 +231,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr,
-                                      dlqb_metrics_server **out, dlqb_error *err) {
+dlqb_status dlqb_metrics_server_start(dlqb_metrics *m, const char *addr, dlqb_metrics_server **out,
+                                      dlqb_error *err) {
   return dlqb_metrics_server_start_set(&m, 1, addr, out, err);
 }
 
@@ -265,8 +266,7 @@ dlqb_status dlqb_metrics_server_start_set(dlqb_metrics *const *ms, size_t n, con
                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)DLQB_METRICS_CONNECTIONS,
                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)DLQB_METRICS_PER_IP,
                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                               MHD_OPTION_END);
+                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
   if (s->daemon != NULL) s->watching = pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (s->daemon == NULL || !s->watching) {

@@ -82,8 +82,11 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
   p.now_ms = dlqb_now_ms();
   char name[340];
   snprintf(name, sizeof name, "dlq-bridge metrics review %s", r->cfg->instance);
-  dlqb_scan_options so = {.queue = pl.review, .purpose = name, .actor = DLQB_ACTOR_BRIDGE,
-                          .on_item = tally_item, .ctx = &p};
+  dlqb_scan_options so = {.queue = pl.review,
+                          .purpose = name,
+                          .actor = DLQB_ACTOR_BRIDGE,
+                          .on_item = tally_item,
+                          .ctx = &p};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
   dlqb_status st = dlqb_scan_run(r->cfg, &so, &res, &err);
@@ -111,8 +114,7 @@ static void *run(void *arg) {
     if (link == NULL) st = dlqb_link_open(r->cfg, name, &link, &err);
     if (st == DLQB_OK) st = dlqb_queue_stats_refresh(qs, link, dlqb_now_ms(), &err);
     if (st == DLQB_OK) {
-      dlqb_metrics_set_queues(r->m, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs),
-                              true);
+      dlqb_metrics_set_queues(r->m, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs), true);
       refresh_review(r, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs));
       if (failing) dlqb_log_info("queue_stats", "reading queue stats again");
       failing = false;
@@ -132,9 +134,8 @@ static void *run(void *arg) {
   return NULL;
 }
 
-dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg,
-                                         long interval_ms, dlqb_metrics_refresher **out,
-                                         dlqb_error *err) {
+dlqb_status dlqb_metrics_refresher_start(dlqb_metrics *m, const dlqb_config *cfg, long interval_ms,
+                                         dlqb_metrics_refresher **out, dlqb_error *err) {
   *out = NULL;
   dlqb_metrics_refresher *r = calloc(1, sizeof *r);
   if (r == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");

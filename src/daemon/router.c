@@ -59,14 +59,16 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
      * unrouted (the window bounds how many), and take them up again on a
      * new session once the log is written (on_tick). */
     if (r->held_for_audit++ == 0)
-      dlqb_log_warn("audit_holding", "the audit log cannot be written; leaving new failures in "
-                    "%s until it can", r->p.failed);
+      dlqb_log_warn("audit_holding",
+                    "the audit log cannot be written; leaving new failures in "
+                    "%s until it can",
+                    r->p.failed);
     dlqb_pipe_hold(pipe, d);
     return DLQB_OK;
   }
   const amqp_table_t *headers =
       (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
-  char message_id[sizeof ((dlqb_hop *)0)->message_id] = "";
+  char message_id[sizeof((dlqb_hop *)0)->message_id] = "";
   if (d->props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
     dlqb_text_sanitize(message_id, sizeof message_id, d->props->message_id.bytes,
                        d->props->message_id.len);
@@ -107,8 +109,8 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
   if (drop_body) {
     /* Minimal headers, still no body: say so in the ones kept. */
-    plan.sets[plan.nsets++] = (dlqb_hset){DLQB_H_BODY_DROPPED, DLQB_HSET_INT, NULL,
-                                          (int64_t)d->body.len};
+    plan.sets[plan.nsets++] =
+        (dlqb_hset){DLQB_H_BODY_DROPPED, DLQB_HSET_INT, NULL, (int64_t)d->body.len};
   }
   return dlqb_pipe_forward_minimal(pipe, &sent, "", plan.target, &props, plan.sets, plan.nsets,
                                    &plan.hop, err);
@@ -142,8 +144,8 @@ static void log_hop(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
   router *r = ctx;
   int level = hop->event == DLQB_EV_RETRY_SCHEDULED ? DLQB_LOG_DEBUG : DLQB_LOG_INFO;
   dlqb_log(level, dlqb_event_name(hop->event),
-           "message_id=%s request_id=%s attempt=%lld to=%s reason=\"%s\"",
-           hop->message_id, hop->request_id, (long long)hop->attempt, hop->to, hop->reason);
+           "message_id=%s request_id=%s attempt=%lld to=%s reason=\"%s\"", hop->message_id,
+           hop->request_id, (long long)hop->attempt, hop->to, hop->reason);
   if (r->hooks && r->hooks->after_ack) r->hooks->after_ack(r->hooks->ctx, hop, confirm_seconds);
 }
 
@@ -157,7 +159,6 @@ static void on_tick(void *ctx) {
   if (r->held_for_audit > 0 && dlqb_audit_healthy(r->hooks ? r->hooks->audit : NULL))
     atomic_store(&r->session_end, 1);
 }
-
 
 static void set_connected(router *r, int up) {
   if (r->hooks && r->hooks->on_connected) r->hooks->on_connected(r->hooks->ctx, up);
@@ -179,10 +180,14 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
                       : dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     free(topo);
   }
-  dlqb_pipe_options opt = {.queue = r->p.failed, .prefetch = r->cfg->prefetch,
+  dlqb_pipe_options opt = {.queue = r->p.failed,
+                           .prefetch = r->cfg->prefetch,
                            .audit = r->hooks ? r->hooks->audit : NULL};
-  dlqb_pipe_handler h = {.on_delivery = route_one, .after_ack = log_hop, .on_tick = on_tick,
-                         .on_returned = route_returned, .ctx = r};
+  dlqb_pipe_handler h = {.on_delivery = route_one,
+                         .after_ack = log_hop,
+                         .on_tick = on_tick,
+                         .on_returned = route_returned,
+                         .ctx = r};
   if (st == DLQB_OK) st = dlqb_pipe_new(link, &opt, &h, &pipe, err);
   if (st == DLQB_OK) {
     r->consumed = true;
@@ -199,9 +204,8 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   return st;
 }
 
-dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare,
-                            const dlqb_router_hooks *hooks, dlqb_stop_flag *stop,
-                            dlqb_error *err) {
+dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare, const dlqb_router_hooks *hooks,
+                            dlqb_stop_flag *stop, dlqb_error *err) {
   router r = {.cfg = cfg, .hooks = hooks, .stop = stop};
   dlqb_config_pipeline(cfg, 0, &r.p);
   if (cfg->pipeline_count > 0) dlqb_log_set_pipeline(r.p.name);

@@ -74,13 +74,14 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
   const char *reason = dlqb_audit_record_str(h, "reason");
   const char *from = dlqb_audit_record_str(h, "from"), *to = dlqb_audit_record_str(h, "to");
   size_t at = 0;
-#define PUT(...)                                                              \
-  do {                                                                        \
-    int n_ = snprintf(out + at, at < len ? len - at : 0, __VA_ARGS__);         \
-    if (n_ > 0) at = at + (size_t)n_ < len ? at + (size_t)n_ : (len ? len - 1 : 0); \
+#define PUT(...)                                                                                   \
+  do {                                                                                             \
+    int n_ = snprintf(out + at, at < len ? len - at : 0, __VA_ARGS__);                             \
+    if (n_ > 0) at = at + (size_t)n_ < len ? at + (size_t)n_ : (len ? len - 1 : 0);                \
   } while (0)
   out[0] = '\0';
-  PUT("%s  %-16s ", clean(shown(h, "time"), b2, sizeof b2), clean(shown(h, "event"), b3, sizeof b3));
+  PUT("%s  %-16s ", clean(shown(h, "time"), b2, sizeof b2),
+      clean(shown(h, "event"), b3, sizeof b3));
   /* A hop without a destination (resolve, skip as complete) removed the
    * message: no arrow pointing nowhere. */
   if (from[0] != '\0' && to[0] != '\0')
@@ -92,7 +93,8 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
   else if (from[0] != '\0') PUT("removed from %s", clean(from, b1, sizeof b1));
   else PUT("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
   /* null (the item had no attempt header) is not attempt 0 */
-  if (json_object_object_get_ex(h, "attempt", &attempt) && json_object_is_type(attempt, json_type_int))
+  if (json_object_object_get_ex(h, "attempt", &attempt) &&
+      json_object_is_type(attempt, json_type_int))
     PUT("  attempt %lld", (long long)json_object_get_int64(attempt));
   if (cause[0] != '\0') PUT("  cause %s", clean(cause, b2, sizeof b2));
   if (reason[0] != '\0') PUT("  reason \"%s\"", clean(reason, b1, sizeof b1));
@@ -103,7 +105,8 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
   const char *deaths = dlqb_audit_record_str(h, "x_death");
   if (deaths[0] != '\0') PUT("  x-death [%s]", clean(deaths, b1, sizeof b1));
   json_object *dc;
-  if (json_object_object_get_ex(h, "x_delivery_count", &dc) && json_object_is_type(dc, json_type_int))
+  if (json_object_object_get_ex(h, "x_delivery_count", &dc) &&
+      json_object_is_type(dc, json_type_int))
     PUT("  x-delivery-count %lld", (long long)json_object_get_int64(dc));
   json_object *edit;
   if (json_object_object_get_ex(h, "edit", &edit) && json_object_is_type(edit, json_type_object)) {
@@ -137,9 +140,11 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
     const char *before = dlqb_audit_record_str(edit, "body_sha256_before");
     const char *after = dlqb_audit_record_str(edit, "body_sha256_after");
     long long sb = json_object_object_get_ex(edit, "body_size_before", &size)
-                       ? (long long)json_object_get_int64(size) : -1;
+                       ? (long long)json_object_get_int64(size)
+                       : -1;
     long long sa = json_object_object_get_ex(edit, "body_size_after", &size)
-                       ? (long long)json_object_get_int64(size) : -1;
+                       ? (long long)json_object_get_int64(size)
+                       : -1;
     PUT("  body %lld bytes sha256 %s", sb, clean(before, b1, sizeof b1));
     if (strcmp(before, after) == 0) PUT(" (unchanged)");
     else PUT(" -> %lld bytes sha256 %s", sa, clean(after, b2, sizeof b2));

@@ -13,12 +13,14 @@ char *ops_age_text(bool known, uint64_t age_ms, char *buf, size_t len) {
   }
   uint64_t s = age_ms / 1000;
   if (s < 60) snprintf(buf, len, "%llus", (unsigned long long)s);
-  else if (s < 3600) snprintf(buf, len, "%llum%llus", (unsigned long long)(s / 60),
-                              (unsigned long long)(s % 60));
-  else if (s < 86400) snprintf(buf, len, "%lluh%llum", (unsigned long long)(s / 3600),
-                               (unsigned long long)(s % 3600 / 60));
-  else snprintf(buf, len, "%llud%lluh", (unsigned long long)(s / 86400),
-                (unsigned long long)(s % 86400 / 3600));
+  else if (s < 3600)
+    snprintf(buf, len, "%llum%llus", (unsigned long long)(s / 60), (unsigned long long)(s % 60));
+  else if (s < 86400)
+    snprintf(buf, len, "%lluh%llum", (unsigned long long)(s / 3600),
+             (unsigned long long)(s % 3600 / 60));
+  else
+    snprintf(buf, len, "%llud%lluh", (unsigned long long)(s / 86400),
+             (unsigned long long)(s % 86400 / 3600));
   return buf;
 }
 

@@ -29,10 +29,10 @@ dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_pipeline *p, bo
   /* A dry run writes nothing, not even the ledger's end marker. */
   /* The served pipeline's ledger, keyed by its profile's identity, with
    * its own cache file (the CLI's check_pipelines). */
-  return dry_run ? dlqb_ledger_peek(cfg, p->completed, cfg->ledger_cache, ledger,
-                                    LEDGER_QUIET_MS, ls, err)
-                 : dlqb_ledger_load(cfg, p->completed, cfg->ledger_cache, ledger,
-                                    LEDGER_IDLE_MS, ls, err);
+  return dry_run ? dlqb_ledger_peek(cfg, p->completed, cfg->ledger_cache, ledger, LEDGER_QUIET_MS,
+                                    ls, err)
+                 : dlqb_ledger_load(cfg, p->completed, cfg->ledger_cache, ledger, LEDGER_IDLE_MS,
+                                    ls, err);
 }
 
 /* What each kind records: its command (connection name, audit writer),
@@ -78,12 +78,9 @@ void ops_edit_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run) {
 const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p) {
   switch (kind) {
   case OPS_MOVE_REPLAY:
-  case OPS_MOVE_EDIT:
-    return p->work;
-  case OPS_MOVE_ESCALATE:
-    return p->review;
-  case OPS_MOVE_RESOLVE:
-    break;
+  case OPS_MOVE_EDIT: return p->work;
+  case OPS_MOVE_ESCALATE: return p->review;
+  case OPS_MOVE_RESOLVE: break;
   }
   return NULL;
 }

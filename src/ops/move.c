@@ -10,8 +10,9 @@
 const char *ops_early_stop(const dlqb_scan_result *r, int window) {
   (void)window;
   if (r->interrupted) return "interrupted: the rest was left in the queue, untouched";
-  if (r->short_read) return "fewer items arrived than the queue held at the start "
-                            "(another consumer took some); run again to cover them";
+  if (r->short_read)
+    return "fewer items arrived than the queue held at the start "
+           "(another consumer took some); run again to cover them";
   return NULL;
 }
 
@@ -26,8 +27,8 @@ typedef struct {
    * accept hook last sent a copy (the sentences of an early end name it) */
   const char *target;
   const ops_move_watch *w;
-  dlqb_verdict_rule rule; /* what is held, skipped or moved */
-  uint64_t selected;   /* items chosen so far (for --limit) */
+  dlqb_verdict_rule rule;          /* what is held, skipped or moved */
+  uint64_t selected;               /* items chosen so far (for --limit) */
   uint64_t would_move, would_skip; /* dry run */
   int64_t now_ms;
 } pass_ctx;
@@ -54,14 +55,12 @@ char *ops_move_summary(bool dry_run, const char *verb, uint64_t moved, bool ledg
 static size_t move_sets(const ops_move_spec *m, const dlqb_item *it, dlqb_hset *out) {
   const ops_stamp *st = m->stamp;
   switch (m->kind) {
-  case OPS_MOVE_REPLAY:
-    return dlqb_replay_stamp(out, it->replay_count, st->actor, st->now);
+  case OPS_MOVE_REPLAY: return dlqb_replay_stamp(out, it->replay_count, st->actor, st->now);
   case OPS_MOVE_ESCALATE:
     return dlqb_escalation_stamp(out, st->actor, st->now, DLQB_ESCALATION_OPERATOR,
                                  st->has_note ? st->note : NULL);
   case OPS_MOVE_RESOLVE:
-  case OPS_MOVE_EDIT: /* its accept hook's sets */
-    break;
+  case OPS_MOVE_EDIT: /* its accept hook's sets */ break;
   }
   return 0;
 }
@@ -73,12 +72,9 @@ static const char *move_reason(const ops_move_spec *m, const dlqb_item *it) {
   case OPS_MOVE_REPLAY:
     /* The audit record keeps why it had failed; the message no longer does. */
     return it->last_error[0] != '\0' ? it->last_error : "replay";
-  case OPS_MOVE_ESCALATE:
-    return st->has_note ? st->note : DLQB_ESCALATION_OPERATOR;
-  case OPS_MOVE_EDIT:
-    return st->has_note ? st->note : "edited";
-  case OPS_MOVE_RESOLVE:
-    break;
+  case OPS_MOVE_ESCALATE: return st->has_note ? st->note : DLQB_ESCALATION_OPERATOR;
+  case OPS_MOVE_EDIT: return st->has_note ? st->note : "edited";
+  case OPS_MOVE_RESOLVE: break;
   }
   return st->has_note ? st->note : "resolved";
 }
@@ -152,7 +148,9 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
   static const ops_move_watch none = {0};
   memset(out, 0, sizeof *out);
   const dlqb_pipeline *p = x->pipeline;
-  pass_ctx c = {.m = m, .w = w != NULL ? w : &none, .now_ms = dlqb_now_ms(),
+  pass_ctx c = {.m = m,
+                .w = w != NULL ? w : &none,
+                .now_ms = dlqb_now_ms(),
                 .source = m->source != NULL ? m->source : p->dlq,
                 .target = ops_move_target(m->kind, p),
                 .rule = {.sel = x->sel, .ledger = m->ledger, .stop_at_limit = m->stop_at_limit}};
@@ -219,4 +217,3 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
   uint64_t taken = out->moved + out->skipped;
   out->left = r->depth_at_start > taken ? r->depth_at_start - taken : 0;
 }
-

@@ -24,8 +24,8 @@ typedef struct {
   int64_t default_max_attempts;
   bool name_pipeline; /* the trail names the pipeline (a config with `pipelines`) */
   bool intent;        /* edit_started is recorded */
-  int64_t started_ms;  /* when this edit began: a copy stamped later is someone else's */
-  bool decided;        /* the first copy with the message_id decides the edit */
+  int64_t started_ms; /* when this edit began: a copy stamped later is someone else's */
+  bool decided;       /* the first copy with the message_id decides the edit */
   /* The changes in effect: the command's, or (approve, reject) the
    * proposal's, read from the item. */
   dlqb_edit_request req;
@@ -152,13 +152,14 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
     snprintf(out->rec.editor, sizeof out->rec.editor, "%s", out->proposer);
     /* The queue the copy goes to (accept hands it to the pass): the
      * proposal's --keep decides it. */
-    snprintf(out->to, sizeof out->to, "%s", c->keep || rq->mode == OPS_EDIT_MODE_REJECT
-                                                 ? out->from : c->p->work);
+    snprintf(out->to, sizeof out->to, "%s",
+             c->keep || rq->mode == OPS_EDIT_MODE_REJECT ? out->from : c->p->work);
     if (rq->mode == OPS_EDIT_MODE_APPROVE) {
       if (strcmp(out->proposer, rq->editor) == 0)
         return refuse(c, OPS_EDIT_OWN_PROPOSAL,
                       "%s proposed edit %s: the proposer cannot approve their own edit; a "
-                      "different broker user must", out->proposer, rq->proposal_id);
+                      "different broker user must",
+                      out->proposer, rq->proposal_id);
       snprintf(out->rec.approver, sizeof out->rec.approver, "%s", rq->editor);
     }
   }
@@ -201,21 +202,24 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
       dlqb_header_time(h, DLQB_H_EDITED_AT, &edited_at) && edited_at >= c->started_ms)
     return refuse(c, OPS_EDIT_MEANWHILE,
                   "%s was edited (edit %s) after this edit began: look at it again and edit "
-                  "that version", it->message_id, out->item_edit_id);
+                  "that version",
+                  it->message_id, out->item_edit_id);
   char found[DLQB_EDIT_ID_MAX] = "";
-  int trail = rq->trail != NULL ? rq->trail(rq->trail_ctx, it->message_id, out->item_edit_id,
-                                            found, sizeof found)
-                                : OPS_EDIT_TRAIL_NONE;
+  int trail = rq->trail != NULL
+                  ? rq->trail(rq->trail_ctx, it->message_id, out->item_edit_id, found, sizeof found)
+                  : OPS_EDIT_TRAIL_NONE;
   if (trail == OPS_EDIT_TRAIL_EDITED)
     return refuse(c, OPS_EDIT_STALE,
                   "this copy of %s was edited already (the trail records edit %s of it): it is "
-                  "stale, the edited copy counts", it->message_id, found);
+                  "stale, the edited copy counts",
+                  it->message_id, found);
   if (trail == OPS_EDIT_TRAIL_STARTED &&
       (rq->after_interrupted == NULL || strcmp(rq->after_interrupted, found) != 0))
     return refuse(c, OPS_EDIT_INTERRUPTED,
                   "edit %s of %s began and did not end: its copy, which carries that edit_id, "
                   "may be live; check the work queue and the completion ledger, then give "
-                  "--after-interrupted with that id", found, it->message_id);
+                  "--after-interrupted with that id",
+                  found, it->message_id);
   if (!c->keep && c->ledger != NULL) {
     /* The ledger still decides whether a replay runs: under the identity
      * the task had and the one it will have. */
@@ -224,8 +228,7 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
     if (t == NULL) return refuse(c, OPS_EDIT_FAILED, "out of memory");
     amqp_basic_properties_t props = *d->props;
     bool done = dlqb_ledger_contains(c->ledger, it->request_id, it->source_system);
-    if (!done &&
-        dlqb_headers_apply(h, c->sets, c->nsets, t, cap, &props.headers) == DLQB_OK) {
+    if (!done && dlqb_headers_apply(h, c->sets, c->nsets, t, cap, &props.headers) == DLQB_OK) {
       props._flags |= AMQP_BASIC_HEADERS_FLAG;
       dlqb_item_read_as(&props, &c->p->profile, &after);
       done = dlqb_ledger_contains(c->ledger, after.request_id, after.source_system);
@@ -244,8 +247,8 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
       out->outcome = OPS_EDIT_FAILED;
       return false;
     }
-    c->nsets = dlqb_edit_proposal_stamp(c->sets, out->rec.edit_id, c->proposal,
-                                        out->rec.editor, c->now);
+    c->nsets =
+        dlqb_edit_proposal_stamp(c->sets, out->rec.edit_id, c->proposal, out->rec.editor, c->now);
     return true;
   }
   if (!rq->dry_run && !record_intent(c, it)) return false;
@@ -290,8 +293,7 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
   bool by_proposal = rq->mode == OPS_EDIT_MODE_APPROVE || rq->mode == OPS_EDIT_MODE_REJECT;
   /* A proposal is found by its id (accept), wherever it is in the queue. */
   if ((by_proposal ? dlqb_select_set(sel, "all", NULL, &out->err)
-                   : dlqb_select_set(sel, "message-id", rq->message_id, &out->err)) !=
-          DLQB_OK ||
+                   : dlqb_select_set(sel, "message-id", rq->message_id, &out->err)) != DLQB_OK ||
       dlqb_select_set(sel, "limit", "1", &out->err) != DLQB_OK) {
     out->outcome = OPS_EDIT_FAILED;
     free(sel);
@@ -299,9 +301,15 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
   }
   ops_ctx mx = *x;
   mx.sel = sel;
-  edit_ctx c = {.rq = rq, .p = p, .ledger = ledger, .out = out, .actor = x->actor,
-                .audit = audit, .name_pipeline = x->cfg->pipeline_count > 0,
-                .default_max_attempts = p->policy.max_attempts, .started_ms = dlqb_now_ms()};
+  edit_ctx c = {.rq = rq,
+                .p = p,
+                .ledger = ledger,
+                .out = out,
+                .actor = x->actor,
+                .audit = audit,
+                .name_pipeline = x->cfg->pipeline_count > 0,
+                .default_max_attempts = p->policy.max_attempts,
+                .started_ms = dlqb_now_ms()};
   dlqb_iso_time(c.started_ms, c.now, sizeof c.now);
   c.req = rq->req;
   c.keep = rq->keep;
@@ -354,7 +362,8 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
     out->outcome = OPS_EDIT_VOID;
     dlqb_fail(&out->err, DLQB_EINVAL,
               "proposal %s is void: no item in %s carries it (the item has moved, was edited "
-              "or proposed again, or the proposal was rejected)", rq->proposal_id, from);
+              "or proposed again, or the proposal was rejected)",
+              rq->proposal_id, from);
     return;
   }
   if (c.decided && out->outcome == OPS_EDIT_PREVIEWED && !rq->dry_run) {

@@ -22,8 +22,8 @@ static bool other_consumers(const dlqb_config *cfg, const char *queue, const cha
 }
 
 /* Holds every item: nothing moves, each returns to its place. */
-static dlqb_status hold_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                             const dlqb_item *it, dlqb_error *err) {
+static dlqb_status hold_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                             dlqb_error *err) {
   ops_queue_read *q = ctx;
   dlqb_scan_hold(s, d);
   return q->on_item(q->ctx, it, err);
@@ -35,8 +35,12 @@ dlqb_status ops_queue_read_run(const dlqb_config *cfg, ops_queue_read *q, dlqb_e
   dlqb_iso_time(dlqb_now_ms(), q->at, sizeof q->at);
   char name[160];
   snprintf(name, sizeof name, "dlq-bridge %s", q->purpose);
-  dlqb_scan_options so = {.queue = q->queue, .purpose = name, .actor = q->purpose,
-                          .window = q->window, .stop = q->stop, .on_item = hold_item,
+  dlqb_scan_options so = {.queue = q->queue,
+                          .purpose = name,
+                          .actor = q->purpose,
+                          .window = q->window,
+                          .stop = q->stop,
+                          .on_item = hold_item,
                           .ctx = q};
   dlqb_status st = dlqb_scan_run(cfg, &so, &q->scan, err);
   if (st != DLQB_OK) return st;
@@ -44,10 +48,8 @@ dlqb_status ops_queue_read_run(const dlqb_config *cfg, ops_queue_read *q, dlqb_e
   if (!other_consumers(cfg, q->queue, q->purpose, &after, err)) return DLQB_EBROKER;
   q->others = before > after ? before : after;
   if (q->scan.interrupted)
-    return dlqb_fail(err, DLQB_EIO,
-                     "read only %llu of the %llu items in %s (interrupted); nothing was compared",
-                     (unsigned long long)q->scan.examined,
-                     (unsigned long long)q->scan.depth_at_start, q->queue);
+    return dlqb_fail(
+        err, DLQB_EIO, "read only %llu of the %llu items in %s (interrupted); nothing was compared",
+        (unsigned long long)q->scan.examined, (unsigned long long)q->scan.depth_at_start, q->queue);
   return DLQB_OK;
 }
-

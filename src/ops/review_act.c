@@ -16,10 +16,10 @@ typedef ops_review_act act_ctx;
 /* The hop's reason: the note (or what happened), and for a forced hop
  * whose custody it overrode. Sanitised again when the hop is filled. */
 static const char *hop_reason(act_ctx *c, const dlqb_item *it) {
-  const char *what = c->note != NULL ? c->note
+  const char *what = c->note != NULL             ? c->note
                      : c->kind == OPS_ACT_CLAIM  ? "claimed"
                      : c->kind == OPS_ACT_REPLAY ? "replayed by the reviewer"
-                                             : "returned to the DLQ by the reviewer";
+                                                 : "returned to the DLQ by the reviewer";
   if (c->gate != DLQB_GATE_FORCED) snprintf(c->reason, sizeof c->reason, "%s", what);
   else if (it->owner[0] != '\0')
     snprintf(c->reason, sizeof c->reason, "forced over %s's claim: %s", it->owner, what);
@@ -30,7 +30,8 @@ static const char *hop_reason(act_ctx *c, const dlqb_item *it) {
 static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                             dlqb_error *err) {
   act_ctx *c = ctx;
-  dlqb_verdict_rule rule = {.sel = &c->sel, .stop_at_limit = true,
+  dlqb_verdict_rule rule = {.sel = &c->sel,
+                            .stop_at_limit = true,
                             .ledger = c->kind == OPS_ACT_REPLAY ? c->ledger : NULL};
   dlqb_verdict v = dlqb_verdict_of(&rule, it, 0, c->found ? 1 : 0);
   if (v.kind == DLQB_VERDICT_HOLD) {
@@ -41,7 +42,7 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
   c->item = *it;
   dlqb_scan_stop(s); /* one item: the rest stays in place */
   c->gate = c->kind == OPS_ACT_CLAIM ? dlqb_review_claim_gate(it, c->x.actor, c->force)
-                                 : dlqb_review_decide_gate(it, c->x.actor, c->force);
+                                     : dlqb_review_decide_gate(it, c->x.actor, c->force);
   if (c->gate != DLQB_GATE_ALLOW && c->gate != DLQB_GATE_FORCED) {
     dlqb_scan_hold(s, d);
     return DLQB_OK;
@@ -104,4 +105,3 @@ dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, dlqb_aud
                           .ctx = c};
   return dlqb_scan_run(c->x.cfg, &so, r, err);
 }
-

@@ -60,4 +60,3 @@ void ops_audit_close(dlqb_audit *audit) {
   free(t);
   dlqb_audit_close(audit);
 }
-

@@ -57,8 +57,8 @@ static bool writers_ok(const char *w) {
 /* ---- encode ---------------------------------------------------------------- */
 
 typedef struct {
-  char *p;     /* next byte to write; NULL while only measuring */
-  size_t len;  /* bytes of pairs so far */
+  char *p;    /* next byte to write; NULL while only measuring */
+  size_t len; /* bytes of pairs so far */
 } pair_writer;
 
 static void put_pair(void *ctx, const char *request_id, const char *source_system) {
@@ -172,8 +172,7 @@ dlqb_status dlqb_ledger_cache_decode(const char *buf, size_t len, const char *wr
   mark->offset = (int64_t)offset;
   if (!take_line(&p, end, "pairs ", &v, &vlen) || !parse_uint(v, vlen, SIZE_MAX / 4, &pairs))
     return dlqb_fail(err, DLQB_EINVAL, "no valid pairs line");
-  if (!take_line(&p, end, "unverified ", &v, &vlen) ||
-      !parse_uint(v, vlen, INT64_MAX, &unverified))
+  if (!take_line(&p, end, "unverified ", &v, &vlen) || !parse_uint(v, vlen, INT64_MAX, &unverified))
     return dlqb_fail(err, DLQB_EINVAL, "no valid unverified line");
   mark->unverified = unverified;
   const char *want;

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/time.h>
 
-#define BULK_CHANNEL 2
-#define IN_FLIGHT 1000
+#define BULK_CHANNEL   2
+#define IN_FLIGHT      1000
 #define CONFIRM_WAIT_S 30
 
 amqp_bytes_t th_bytes(const char *s) {
@@ -85,11 +85,16 @@ int th_bulk_publish_dlq(th_conn *c, const char *queue, size_t n,
     char dlq_at[48];
     th_iso_time(it.dlq_at_ms, dlq_at, sizeof dlq_at);
     amqp_table_entry_t h[] = {
-        th_str_entry("request_id", it.id),          th_str_entry("source_system", it.source_system),
-        th_str_entry("legal_basis", "gdpr_art_17"), th_str_entry("action", "deletion"),
-        int_entry("attempt", 5),                 int_entry("max_attempts", 5),
-        th_str_entry("first_seen_at", dlq_at),      th_str_entry("last_error", "rejected by worker"),
-        th_str_entry("dlq_reason", "max_attempts"), th_str_entry("dlq_at", dlq_at),
+        th_str_entry("request_id", it.id),
+        th_str_entry("source_system", it.source_system),
+        th_str_entry("legal_basis", "gdpr_art_17"),
+        th_str_entry("action", "deletion"),
+        int_entry("attempt", 5),
+        int_entry("max_attempts", 5),
+        th_str_entry("first_seen_at", dlq_at),
+        th_str_entry("last_error", "rejected by worker"),
+        th_str_entry("dlq_reason", "max_attempts"),
+        th_str_entry("dlq_at", dlq_at),
     };
     amqp_basic_properties_t p;
     memset(&p, 0, sizeof p);
@@ -136,7 +141,8 @@ long th_bulk_drain(th_conn *c, const char *queue, int idle_ms,
     }
     char id[128] = "";
     const amqp_table_t *t = &env.message.properties.headers;
-    for (int i = 0; (env.message.properties._flags & AMQP_BASIC_HEADERS_FLAG) && i < t->num_entries; i++) {
+    for (int i = 0; (env.message.properties._flags & AMQP_BASIC_HEADERS_FLAG) && i < t->num_entries;
+         i++) {
       const amqp_table_entry_t *e = &t->entries[i];
       if (e->key.len == 10 && memcmp(e->key.bytes, "request_id", 10) == 0 &&
           e->value.kind == AMQP_FIELD_KIND_UTF8) {

@@ -173,8 +173,7 @@ int fx_audit_init(fx_audit *a) {
 
 void fx_audit_remove(const fx_audit *a) {
   char cmd[128];
-  if (a->dir[0] != '\0' && th_fmt(cmd, sizeof cmd, "rm -rf '%s'", a->dir))
-    (void)!system(cmd);
+  if (a->dir[0] != '\0' && th_fmt(cmd, sizeof cmd, "rm -rf '%s'", a->dir)) (void)!system(cmd);
 }
 
 int fx_count_in_file(const char *path, const char *needle) {
@@ -200,17 +199,17 @@ int fx_audit_verify(const fx_audit *a, th_result *r) {
 
 /* ---- the conservation flow -------------------------------------------- */
 
-#define FLOW_ID_PREFIX "cons-"
+#define FLOW_ID_PREFIX  "cons-"
 #define FLOW_MAX_DELAYS 8
 #define FLOW_MAX_QUEUES (3 + FLOW_MAX_DELAYS)
 
 flow_fate flow_fate_of(int i) {
   switch (i % 8) {
-    case 4: return FLOW_REJECT_ONCE;
-    case 5: return FLOW_REJECT_ALWAYS;
-    case 6: return FLOW_REPORT_ONCE;
-    case 7: return i % 16 == 7 ? FLOW_CRASH_ALWAYS : FLOW_CRASH_ONCE;
-    default: return FLOW_ACK;
+  case 4: return FLOW_REJECT_ONCE;
+  case 5: return FLOW_REJECT_ALWAYS;
+  case 6: return FLOW_REPORT_ONCE;
+  case 7: return i % 16 == 7 ? FLOW_CRASH_ALWAYS : FLOW_CRASH_ONCE;
+  default: return FLOW_ACK;
   }
 }
 
@@ -389,12 +388,9 @@ static int flow__drain(flow_run_state *s) {
       }
       r->in_dlq++;
       const char *reason = th_msg_str(s->msg, "dlq_reason");
-      if (reason != NULL && strcmp(reason, "max_attempts") == 0)
-        r->dlq_max_attempts++;
-      else if (reason != NULL && strcmp(reason, "poison") == 0)
-        r->dlq_poison++;
-      else
-        r->dlq_other++;
+      if (reason != NULL && strcmp(reason, "max_attempts") == 0) r->dlq_max_attempts++;
+      else if (reason != NULL && strcmp(reason, "poison") == 0) r->dlq_poison++;
+      else r->dlq_other++;
     }
     if (got < 0) return -1;
   }
@@ -460,13 +456,12 @@ out:
 }
 
 void flow_print(const char *label, const flow_opts *o, const flow_result *r) {
-  printf(
-      "flow %s: tasks=%d bridges=%d restart=%d settled=%d | completed=%d dlq=%d "
-      "(max_attempts=%d poison=%d other=%d) elsewhere=%d | lost=%d duplicates=%d foreign=%d | "
-      "deliveries=%d acks=%d rejects=%d reports=%d crashes=%d bridge_exit_failures=%d\n",
-      label, o->tasks, o->bridges, o->restart, r->settled, r->completed, r->in_dlq,
-      r->dlq_max_attempts, r->dlq_poison, r->dlq_other, r->in_other, r->lost, r->duplicates,
-      r->foreign, r->deliveries, r->acks, r->rejects, r->reports, r->crashes,
-      r->bridge_exit_failures);
+  printf("flow %s: tasks=%d bridges=%d restart=%d settled=%d | completed=%d dlq=%d "
+         "(max_attempts=%d poison=%d other=%d) elsewhere=%d | lost=%d duplicates=%d foreign=%d | "
+         "deliveries=%d acks=%d rejects=%d reports=%d crashes=%d bridge_exit_failures=%d\n",
+         label, o->tasks, o->bridges, o->restart, r->settled, r->completed, r->in_dlq,
+         r->dlq_max_attempts, r->dlq_poison, r->dlq_other, r->in_other, r->lost, r->duplicates,
+         r->foreign, r->deliveries, r->acks, r->rejects, r->reports, r->crashes,
+         r->bridge_exit_failures);
   fflush(stdout);
 }

@@ -6,11 +6,11 @@
 
 #include "harness.h"
 
-#define FX_MAX_BRIDGES 4
-#define FX_MAX_MSGS 8
-#define FX_MAX_WORKERS 8
+#define FX_MAX_BRIDGES      4
+#define FX_MAX_MSGS         8
+#define FX_MAX_WORKERS      8
 #define FX_READY_TIMEOUT_MS 30000
-#define FX_STOP_TIMEOUT_MS 15000
+#define FX_STOP_TIMEOUT_MS  15000
 
 /* One test's world. Created by fx_setup, destroyed by fx_teardown. */
 typedef struct {
@@ -62,29 +62,29 @@ int fx_publish_task(fx_case *t, const char *id);
 int fx_take(fx_case *t, const char *queue, th_msg *out, int timeout_ms);
 
 /* Assertions on received messages; for files that include cmocka.h. */
-#define FX_HDR_STR_EQ(m, key, want)                                                      \
-  do {                                                                                   \
-    const char *fx_v_ = th_msg_str((m), (key));                                          \
-    if (fx_v_ == NULL) fprintf(stderr, "header %s is missing or not a string\n", (key)); \
-    assert_non_null(fx_v_);                                                              \
-    assert_string_equal(fx_v_, (want));                                                  \
+#define FX_HDR_STR_EQ(m, key, want)                                                                \
+  do {                                                                                             \
+    const char *fx_v_ = th_msg_str((m), (key));                                                    \
+    if (fx_v_ == NULL) fprintf(stderr, "header %s is missing or not a string\n", (key));           \
+    assert_non_null(fx_v_);                                                                        \
+    assert_string_equal(fx_v_, (want));                                                            \
   } while (0)
 
-#define FX_HDR_INT_EQ(m, key, want)                                                  \
-  do {                                                                               \
-    int64_t fx_n_ = 0;                                                               \
-    bool fx_ok_ = th_msg_int((m), (key), &fx_n_);                                    \
-    if (!fx_ok_) fprintf(stderr, "header %s is missing or not an integer\n", (key)); \
-    assert_true(fx_ok_);                                                             \
-    assert_int_equal(fx_n_, (want));                                                 \
+#define FX_HDR_INT_EQ(m, key, want)                                                                \
+  do {                                                                                             \
+    int64_t fx_n_ = 0;                                                                             \
+    bool fx_ok_ = th_msg_int((m), (key), &fx_n_);                                                  \
+    if (!fx_ok_) fprintf(stderr, "header %s is missing or not an integer\n", (key));               \
+    assert_true(fx_ok_);                                                                           \
+    assert_int_equal(fx_n_, (want));                                                               \
   } while (0)
 
 /* Asserts cond; on failure first prints the bridges' logs. */
-#define FX_CHECK(t, cond)        \
-  do {                           \
-    bool fx_c_ = (cond);         \
-    if (!fx_c_) fx_dump_logs(t); \
-    assert_true(fx_c_ &&#cond);  \
+#define FX_CHECK(t, cond)                                                                          \
+  do {                                                                                             \
+    bool fx_c_ = (cond);                                                                           \
+    if (!fx_c_) fx_dump_logs(t);                                                                   \
+    assert_true(fx_c_ &&#cond);                                                                    \
   } while (0)
 
 /* The attempt header, 0 when absent, -1 when present but not an integer. */

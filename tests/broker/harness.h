@@ -18,16 +18,16 @@
 #include <sys/types.h>
 
 #define TH_NAME_MAX 200
-#define TH_URL_MAX 512
+#define TH_URL_MAX  512
 #define TH_PATH_MAX 1024
 /* Headers a th_msg holds. A message dead-lettered from a quorum queue
  * carries 8 broker headers on RabbitMQ 4.0.5 (x-death, x-delivery-count and
  * three x-first-death-* and x-last-death-*), 5 on 3.10.8; 48 leaves room for
  * those, the bridge's own and the hostile test's 22 junk headers. */
 #define TH_MAX_HEADERS 48
-#define TH_KEY_MAX 128
-#define TH_STR_MAX 1024
-#define TH_PROP_MAX 256
+#define TH_KEY_MAX     128
+#define TH_STR_MAX     1024
+#define TH_PROP_MAX    256
 
 /* ---- environment ------------------------------------------------------ */
 

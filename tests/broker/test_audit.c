@@ -242,8 +242,7 @@ static void audit_show(const audit_dir *d, const char *id, bool json, th_result 
   const char *const args[] = {"audit", "show", "--request-id", id, json ? "--json" : NULL, NULL};
   const char *const env[] = {d->a.env_log, d->a.env_pub, NULL};
   assert_int_equal(th_run_bridge(args, NULL, env, 30000, r), 0);
-  printf("audit show %s%s: exit %d\n%s%s", id, json ? " --json" : "", r->exit_code, r->out,
-         r->err);
+  printf("audit show %s%s: exit %d\n%s%s", id, json ? " --json" : "", r->exit_code, r->out, r->err);
 }
 
 /* A compliance officer's question, "what happened to this request?",
@@ -284,7 +283,8 @@ static void test_trail_records_xdeath_counts(void **state) {
    * (the broker owns it since 3.13) and says "dsr.work rejected 1" with
    * x-delivery-count 1 (measured). The trail records what the message
    * carried either way. */
-  assert_true(strstr(dl, "dsr.work rejected 2") != NULL || strstr(dl, "dsr.work rejected 1") != NULL);
+  assert_true(strstr(dl, "dsr.work rejected 2") != NULL ||
+              strstr(dl, "dsr.work rejected 1") != NULL);
   assert_non_null(strstr(dl, "dsr.retry.100ms expired 1"));
   th_result vr;
   assert_int_equal(fx_audit_verify(&d.a, &vr), 0);
@@ -316,8 +316,8 @@ static void test_audit_show_one_task(void **state) {
   assert_int_equal(th_run_bridge(replay, t->vhost.url, env, 30000, &r), 0);
   printf("replay: exit %d\n%s%s", r.exit_code, r.out, r.err);
   assert_int_equal(r.exit_code, 0);
-  const char *const resolve[] = {"resolve", "--message-id", "msg-show-2", "--note", "done by hand",
-                                 NULL};
+  const char *const resolve[] = {"resolve", "--message-id", "msg-show-2",
+                                 "--note",  "done by hand", NULL};
   assert_int_equal(th_run_bridge(resolve, t->vhost.url, env, 30000, &r), 0);
   assert_int_equal(r.exit_code, 0);
   assert_int_equal(fx_stop_bridges(t), 0);
@@ -326,7 +326,8 @@ static void test_audit_show_one_task(void **state) {
   audit_show(&d, "show-2", false, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "resolved         removed from dsr.dlq.manual"));
-  assert_null(strstr(r.out, "-> "  " "));
+  assert_null(strstr(r.out, "-> "
+                            " "));
   assert_null(strstr(r.out, "->  "));
 
   audit_show(&d, "show-1", false, &r);
@@ -503,7 +504,6 @@ static void test_audit_reconcile_held_is_not_missing(void **state) {
 }
 
 /* ---- /healthz and /metrics of a bridge (curl) ---- */
-
 
 /* GETs http://127.0.0.1:port<path>: the HTTP status (-1 when nothing
  * answers), the body into body[0..len). */
@@ -821,13 +821,13 @@ static void test_ops_find_the_trail_through_the_config_file(void **state) {
 
   /* The operator's shell: the config file only. */
   th_result r;
-  static const char *const escalate[] = {"escalate", "--request-id", "cfg-1", "--actor", "olga",
-                                         NULL};
+  static const char *const escalate[] = {"escalate", "--request-id", "cfg-1",
+                                         "--actor",  "olga",         NULL};
   assert_int_equal(th_run_bridge(escalate, t->vhost.url, env, 30000, &r), 0);
   printf("escalate: exit %d\n%s%s", r.exit_code, r.out, r.err);
   assert_int_equal(r.exit_code, 0);
-  static const char *const resolve[] = {"resolve", "--message-id", "msg-cfg-2", "--note",
-                                        "erased by hand, OPS-43", NULL};
+  static const char *const resolve[] = {"resolve", "--message-id",           "msg-cfg-2",
+                                        "--note",  "erased by hand, OPS-43", NULL};
   assert_int_equal(th_run_bridge(resolve, t->vhost.url, env, 30000, &r), 0);
   assert_int_equal(r.exit_code, 0);
   assert_int_equal(fx_count_in_file(d.log, "\"event\":\"escalated\""), 1);
@@ -847,8 +847,8 @@ static void test_ops_find_the_trail_through_the_config_file(void **state) {
   static const char *const escalate4[] = {"escalate", "--request-id", "cfg-4", NULL};
   static const char *const replay4[] = {"replay", "--request-id", "cfg-4", NULL};
   static const char *const claim1[] = {"review", "claim", "--message-id", "msg-cfg-1", NULL};
-  static const char *const decide1[] = {"review", "decide", "--message-id", "msg-cfg-1",
-                                        "--return", "--force", NULL};
+  static const char *const decide1[] = {
+      "review", "decide", "--message-id", "msg-cfg-1", "--return", "--force", NULL};
   const char *const *refused[] = {resolve3, escalate4, replay4, claim1, decide1};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     assert_int_equal(th_run_bridge(refused[i], t->vhost.url, none, 30000, &r), 0);
@@ -879,8 +879,8 @@ static void test_ops_find_the_trail_through_the_config_file(void **state) {
 
   /* --no-audit: it acts, and says so with the command and the actor. */
   int records = fx_count_in_file(d.log, "\"event\"");
-  static const char *const forced[] = {"resolve", "--message-id", "msg-cfg-3", "--note", "x",
-                                       "--no-audit", "--actor", "carol", NULL};
+  static const char *const forced[] = {"resolve",    "--message-id", "msg-cfg-3", "--note", "x",
+                                       "--no-audit", "--actor",      "carol",     NULL};
   assert_int_equal(th_run_bridge(forced, t->vhost.url, none, 30000, &r), 0);
   printf("resolve --no-audit: exit %d, %s", r.exit_code, r.err);
   assert_int_equal(r.exit_code, 0);
@@ -889,8 +889,7 @@ static void test_ops_find_the_trail_through_the_config_file(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
   assert_int_equal(fx_count_in_file(d.log, "\"event\""), records);
   /* --no-audit never turns a configured trail off. */
-  static const char *const replay_cfg[] = {"replay", "--request-id", "cfg-4", "--no-audit",
-                                           NULL};
+  static const char *const replay_cfg[] = {"replay", "--request-id", "cfg-4", "--no-audit", NULL};
   assert_int_equal(th_run_bridge(replay_cfg, t->vhost.url, env, 30000, &r), 0);
   assert_int_equal(r.exit_code, 0);
   assert_null(strstr(r.err, "no_audit"));
@@ -915,8 +914,12 @@ static void test_anchor_outage_keeps_acking(void **state) {
   int port = th_free_port();
   char addr[64];
   snprintf(addr, sizeof addr, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port);
-  const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1", addr,
-                             "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL=200ms", NULL};
+  const char *const env[] = {d.a.env_log,
+                             d.a.env_key,
+                             "DLQ_BRIDGE_MAX_ATTEMPTS=1",
+                             addr,
+                             "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL=200ms",
+                             NULL};
   assert_int_equal(fx_start_bridge(t, env), 0);
   int want[2] = {port, 1};
   FX_CHECK(t, th_wait_until(anchored_is, want, WAIT_MS));

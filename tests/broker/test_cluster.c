@@ -41,8 +41,7 @@ static int sh(const char *fmt, ...) {
 }
 
 static int start_node(int i) {
-  return sh("'%s' start '%s' %d '%s' >/dev/null", g_script, g_dir[i], g_port[i],
-            g_name[i]);
+  return sh("'%s' start '%s' %d '%s' >/dev/null", g_script, g_dir[i], g_port[i], g_name[i]);
 }
 
 static int env_int(const char *name, int dflt) {
@@ -93,8 +92,12 @@ static int cluster_fault(fx_case *t, void *arg, const flow_result *r) {
     char url[TH_URL_MAX + 32];
     snprintf(url, sizeof url, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", g_port[1],
              t->vhost.name);
-    const char *env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS,
-                         "DLQ_BRIDGE_RETRY_JITTER=0", "DLQ_BRIDGE_MAX_ATTEMPTS=3", url, NULL};
+    const char *env[] = {"DLQ_BRIDGE_METRICS_ADDR=off",
+                         "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS,
+                         "DLQ_BRIDGE_RETRY_JITTER=0",
+                         "DLQ_BRIDGE_MAX_ATTEMPTS=3",
+                         url,
+                         NULL};
     if (th_bridge_start(&t->bridges[1], &t->vhost, env, "bridge2-node2") != 0) return -1;
     t->nbridges = 2;
     c->second_started = true;
@@ -138,9 +141,11 @@ static void monitor_start(const char *vhost) {
         "    print(t, 'no answer', e); sys.exit(0)\n"
         "out = []\n"
         "for q in sorted(qs, key=lambda q: q['name']):\n"
-        "    m, r, u = (q.get(k, '?') for k in ('messages', 'messages_ready', 'messages_unacknowledged'))\n"
+        "    m, r, u = (q.get(k, '?') for k in ('messages', 'messages_ready', "
+        "'messages_unacknowledged'))\n"
         "    ld = str(q.get('leader', '?')).split('@')[0].replace('dlqb-', '')\n"
-        "    out.append('%s m=%s r=%s u=%s L=%s on=%d' % (q['name'], m, r, u, ld, len(q.get('online', []))))\n"
+        "    out.append('%s m=%s r=%s u=%s L=%s on=%d' % (q['name'], m, r, u, ld, "
+        "len(q.get('online', []))))\n"
         "print(t, ' | '.join(out), flush=True)\n",
         f);
   fclose(f);
@@ -175,9 +180,13 @@ static void test_cluster_node_killed_mid_flow(void **state) {
    * DLQB_TEST_CLUSTER_DRAIN_MS (default 120 s) to drain, and ends as soon as
    * everything is accounted for. */
   int drain_ms = env_int("DLQB_TEST_CLUSTER_DRAIN_MS", 120000);
-  flow_opts o = {.tasks = 480, .bridges = 1, .retry_delays = DELAYS,
-                 .timeout_ms = 20000 + c.restart_after + drain_ms, .bridge_env = extra,
-                 .fault = cluster_fault, .fault_arg = &c};
+  flow_opts o = {.tasks = 480,
+                 .bridges = 1,
+                 .retry_delays = DELAYS,
+                 .timeout_ms = 20000 + c.restart_after + drain_ms,
+                 .bridge_env = extra,
+                 .fault = cluster_fault,
+                 .fault_arg = &c};
   flow_result r;
   monitor_start(t->vhost.name);
   int rc = flow_run(t, &o, &r);
@@ -197,8 +206,8 @@ static void test_cluster_node_killed_mid_flow(void **state) {
            (end - c.restarted_at) / 1000.0, (end - c.started_at) / 1000.0);
   else
     printf("cluster: node %d killed at flow +%.1f s; flow %s %.1f s later, while it was down\n",
-           c.victim + 1, (c.killed_at - c.started_at) / 1000.0,
-           r.settled ? "settled" : "gave up", (end - c.killed_at) / 1000.0);
+           c.victim + 1, (c.killed_at - c.started_at) / 1000.0, r.settled ? "settled" : "gave up",
+           (end - c.killed_at) / 1000.0);
   if (!r.settled || r.lost > 0) {
     /* Where the missing tasks are: at-least-once dead-lettering holds them
      * inside the source queue (messages_dlx) until the target confirms. */
@@ -223,7 +232,8 @@ int main(void) {
   const char *src = getenv("DLQB_SOURCE_DIR"), *dir = getenv("DLQB_TEST_CLUSTER_DIR"),
              *port = getenv("DLQB_TEST_CLUSTER_PORT");
   if (src == NULL || dir == NULL || port == NULL) {
-    fprintf(stderr, "cluster: DLQB_SOURCE_DIR, DLQB_TEST_CLUSTER_DIR and DLQB_TEST_CLUSTER_PORT are required\n");
+    fprintf(stderr, "cluster: DLQB_SOURCE_DIR, DLQB_TEST_CLUSTER_DIR and DLQB_TEST_CLUSTER_PORT "
+                    "are required\n");
     return 1;
   }
   static char script[TH_PATH_MAX];

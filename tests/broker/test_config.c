@@ -16,8 +16,7 @@
 #include "flow.h"
 
 #define CMD_TIMEOUT_MS 30000
-#define SECRET "s3cr3t-pw-do-not-print"
-
+#define SECRET         "s3cr3t-pw-do-not-print"
 
 static void expect_config_error(const th_result *r, const char *names) {
   printf("stderr: %s", r->err);
@@ -114,7 +113,7 @@ static void test_run_waits_for_a_late_broker(void **state) {
   fx_case *t = *state;
   th_proxy px = {0};
   assert_int_equal(th_proxy_start(&px), 0); /* takes a port for the URL... */
-  th_proxy_cut(&px);                         /* ...where nothing answers yet */
+  th_proxy_cut(&px);                        /* ...where nothing answers yet */
   char url[TH_URL_MAX + 32];
   assert_true(th_proxy_url_env(&px, &t->vhost, url, sizeof url));
   const char *const env[] = {"DLQ_BRIDGE_METRICS_ADDR=off", "DLQ_BRIDGE_STARTUP_WAIT=2m", url,
@@ -162,7 +161,8 @@ static void expect_json_error(const th_result *r, int code, const char *names) {
 static void test_ops_exit_codes_and_json_errors(void **state) {
   fx_case *t = *state;
   char unreachable[TH_URL_MAX];
-  snprintf(unreachable, sizeof unreachable, "--url=amqp://guest:guest@127.0.0.1:%d/", th_free_port());
+  snprintf(unreachable, sizeof unreachable, "--url=amqp://guest:guest@127.0.0.1:%d/",
+           th_free_port());
   static const char *const nokey[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
                                       "DLQ_BRIDGE_AUDIT_KEY_FILE=", NULL};
   static const char *const nofile[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
@@ -176,10 +176,13 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
       {{"inspect", "--url", "amqp://guest:guest@localhost:abc/", "--json"}, NULL, 2, "the port"},
       {{"stats", "--password-file", "/nonexistent", "--json"}, NULL, 2, "--password-file"},
       {{"inspect", "--url", "amqps://localhost/", "--tls-ca-file", "/nonexistent/ca.pem", "--json"},
-       NULL, 2,
+       NULL,
+       2,
        "--tls-ca-file: cannot read tls ca file '/nonexistent/ca.pem'"},
       {{"replay", "--all", "--json"}, nokey, 2, "DLQ_BRIDGE_AUDIT_KEY_FILE is empty"},
-      {{"resolve", "--message-id", "m", "--note", "n", "--json"}, nofile, 2,
+      {{"resolve", "--message-id", "m", "--note", "n", "--json"},
+       nofile,
+       2,
        "DLQ_BRIDGE_AUDIT_KEY_FILE: cannot read audit key file '/nonexistent/audit.key'"},
       {{"insepct", "--json"}, NULL, 2, "did you mean 'inspect'?"},
       {{"inspect", "--prefetch", "5", "--json"}, NULL, 2, "unknown option '--prefetch'"},
@@ -262,8 +265,9 @@ static void test_config_file_errors_exit_2(void **state) {
       {e_wrong, NULL,
        "wrong.json': key 'retry_delays': expected a string or an array of strings, got an "
        "integer"},
-      {e_secret, NULL, "secret.json': key 'url' holds a password, and the file is readable by "
-                       "group or others (mode 0640)"},
+      {e_secret, NULL,
+       "secret.json': key 'url' holds a password, and the file is readable by "
+       "group or others (mode 0640)"},
       /* The flag names the file, not the variable. */
       {e_good, f_typo, "typo.json': unknown key 'audit_logs'"},
       {e_good, NULL, "good.json': key 'retry_delays'"},
@@ -301,8 +305,8 @@ static void test_config_file_errors_exit_2(void **state) {
   printf("%s", r.out);
   assert_int_equal(r.exit_code, 0);
   char want[256];
-  assert_true(th_fmt(want, sizeof want, "7s%*skey 'retry_delays' in config file '%s'\n", 39, "",
-                     seven));
+  assert_true(
+      th_fmt(want, sizeof want, "7s%*skey 'retry_delays' in config file '%s'\n", 39, "", seven));
   assert_non_null(strstr(r.out, want));
   assert_non_null(strstr(r.out, "\npoison_threshold     3 "));
   assert_non_null(strstr(r.out, " --poison-threshold\n"));
@@ -321,8 +325,10 @@ static void test_config_file_errors_exit_2(void **state) {
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
-      FX_TEST(test_zero_max_attempts_exits_2),       FX_TEST(test_bad_retry_delays_flag_exits_2),
-      FX_TEST(test_bad_setting_for_declare_exits_2), FX_TEST(test_unreachable_broker_declare),
+      FX_TEST(test_zero_max_attempts_exits_2),
+      FX_TEST(test_bad_retry_delays_flag_exits_2),
+      FX_TEST(test_bad_setting_for_declare_exits_2),
+      FX_TEST(test_unreachable_broker_declare),
       FX_TEST(test_unreachable_broker_run),
       FX_TEST(test_unreachable_broker_run_after_startup_wait),
       FX_TEST(test_run_waits_for_a_late_broker),

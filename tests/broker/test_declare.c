@@ -212,12 +212,11 @@ static void test_declare_three_pipelines(void **state) {
   char path[] = "/tmp/dlqb-pipelines-XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
-  static const char json[] =
-      "{\"pipelines\": {\"dsr\": {},\n"
-      " \"redaction\": {\"max_attempts\": 3, \"poison_threshold\": 4,\n"
-      "                 \"retry_delays\": \"5s,1m\",\n"
-      "                 \"queues\": {\"review\": \"senior_review\"}},\n"
-      " \"recon\": {\"profile\": \"reconciliation\"}}}\n";
+  static const char json[] = "{\"pipelines\": {\"dsr\": {},\n"
+                             " \"redaction\": {\"max_attempts\": 3, \"poison_threshold\": 4,\n"
+                             "                 \"retry_delays\": \"5s,1m\",\n"
+                             "                 \"queues\": {\"review\": \"senior_review\"}},\n"
+                             " \"recon\": {\"profile\": \"reconciliation\"}}}\n";
   assert_int_equal(write(fd, json, sizeof json - 1), (ssize_t)(sizeof json - 1));
   assert_int_equal(close(fd), 0);
   char env_config[200];

@@ -232,8 +232,8 @@ static void test_a_stalled_broker_does_not_cut_a_pass_short(void **state) {
   /* In the node's directory: a 4.0 node runs in a chroot that sees it at
    * the same path. */
   char ready[TH_PATH_MAX];
-  assert_true(th_fmt(ready, sizeof ready, "%s/stall-%s.ready", th_env_get()->node_dir,
-                     t->vhost.name));
+  assert_true(
+      th_fmt(ready, sizeof ready, "%s/stall-%s.ready", th_env_get()->node_dir, t->vhost.name));
   unlink(ready);
   pid_t child = fork();
   assert_true(child >= 0);

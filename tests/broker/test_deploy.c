@@ -27,24 +27,24 @@ extern char **environ;
 #define PASSWORD "pw-Deploy-7f3a-never-printed"
 
 /* The permission patterns of docs/least-privilege.md, JSON-escaped. */
-#define PERM_DEPLOYER                                                                        \
-  "{\"configure\":\"^(dsr\\\\..+|compliance_review)$\","                                    \
-  "\"write\":\"^(amq\\\\.default|dsr\\\\..+|compliance_review)$\","                         \
+#define PERM_DEPLOYER                                                                              \
+  "{\"configure\":\"^(dsr\\\\..+|compliance_review)$\","                                           \
+  "\"write\":\"^(amq\\\\.default|dsr\\\\..+|compliance_review)$\","                                \
   "\"read\":\"^(dsr\\\\..+|compliance_review)$\"}"
-#define PERM_BRIDGE                                                                          \
-  "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                              \
+#define PERM_BRIDGE                                                                                \
+  "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                         \
   "\"read\":\"^(dsr\\\\.failed|dsr\\\\.dlq\\\\.manual|compliance_review)$\"}"
 /* What the docs gave the bridge before: its escalator cannot read the DLQ. */
-#define PERM_BRIDGE_NO_DLQ                                                                   \
+#define PERM_BRIDGE_NO_DLQ                                                                         \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\",\"read\":\"^dsr\\\\.failed$\"}"
-#define PERM_OPERATOR                                                                        \
-  "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                   \
+#define PERM_OPERATOR                                                                              \
+  "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                         \
   "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
 /* docs/least-privilege.md: the auditor reads the anchors, nothing else. */
-#define PERM_AUDITOR                                                                         \
+#define PERM_AUDITOR                                                                               \
   "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\"^dsr\\\\.audit\\\\.anchors$\"}"
-#define PERM_WORKER                                                                          \
-  "{\"configure\":\"^$\",\"write\":\"^(amq\\\\.default|dsr\\\\.dlx)$\","                          \
+#define PERM_WORKER                                                                                \
+  "{\"configure\":\"^$\",\"write\":\"^(amq\\\\.default|dsr\\\\.dlx)$\","                           \
   "\"read\":\"^dsr\\\\.work$\"}"
 
 /* ---- definitions ------------------------------------------------------ */
@@ -98,7 +98,7 @@ static void test_definitions_load_then_declare_changes_nothing(void **state) {
 
 typedef struct {
   char name[TH_NAME_MAX + 16];
-  char url[TH_URL_MAX];          /* without a password */
+  char url[TH_URL_MAX]; /* without a password */
   char password_file[TH_PATH_MAX];
   char env_file[TH_PATH_MAX + 32]; /* "DLQ_BRIDGE_PASSWORD_FILE=..." */
 } restricted_user;
@@ -116,8 +116,7 @@ static void make_user(const fx_case *t, const char *role, const char *perms, res
   status = th_mgmt("PUT", path, perms, NULL);
   assert_true(status == 201 || status == 204);
 
-  fmt(u->url, sizeof u->url, "amqp://%s@127.0.0.1:%d/%s", u->name, e->amqp_port,
-           t->vhost.name);
+  fmt(u->url, sizeof u->url, "amqp://%s@127.0.0.1:%d/%s", u->name, e->amqp_port, t->vhost.name);
   fmt(u->password_file, sizeof u->password_file, "%s/%s.password", e->log_dir, u->name);
   FILE *f = fopen(u->password_file, "w");
   assert_non_null(f);
@@ -471,8 +470,8 @@ static void test_least_privilege_anchors(void **state) {
   assert_int_equal(fx_audit_init(&a), 0);
   const char *const wenv[] = {operator.env_file, "DLQ_BRIDGE_METRICS_ADDR=off", a.env_log,
                               a.env_key, NULL};
-  static const char *const resolve[] = {"resolve", "--message-id", "msg-lp-anchor", "--note",
-                                        "erased by hand", NULL};
+  static const char *const resolve[] = {"resolve", "--message-id",   "msg-lp-anchor",
+                                        "--note",  "erased by hand", NULL};
   assert_int_equal(th_run_bridge(resolve, operator.url, wenv, CMD_TIMEOUT_MS, &r), 0);
   printf("resolve as %s: exit %d\n%s%s", operator.name, r.exit_code, r.out, r.err);
   assert_int_equal(r.exit_code, 0);

@@ -19,8 +19,8 @@
 #include "flow.h"
 
 #define CMD_TIMEOUT_MS 60000
-#define WAIT_MS 20000
-#define HOUR_MS 3600000LL
+#define WAIT_MS        20000
+#define HOUR_MS        3600000LL
 
 typedef struct {
   fx_audit a;
@@ -106,9 +106,9 @@ static void test_invalid_item_edited_replayed_completes(void **state) {
 
   /* The preview: fields before and after, the body's size and hash, never
    * the body; nothing moves. */
-  static const char *const dry[] = {"edit", "--message-id", "msg-E-1", "--set",
-                                    "legal_basis=gdpr_art_17", "--note", "producer typo, INC-7",
-                                    "--dry-run", NULL};
+  static const char *const dry[] = {
+      "edit",   "--message-id",         "msg-E-1",   "--set", "legal_basis=gdpr_art_17",
+      "--note", "producer typo, INC-7", "--dry-run", NULL};
   th_result r;
   run(t, &tr, dry, &r);
   assert_int_equal(r.exit_code, 0);
@@ -122,9 +122,9 @@ static void test_invalid_item_edited_replayed_completes(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
   assert_int_equal(edited_records(&tr.a, "msg-E-1"), 0);
 
-  static const char *const edit[] = {"edit", "--message-id", "msg-E-1", "--set",
-                                     "legal_basis=gdpr_art_17", "--note", "producer typo, INC-7",
-                                     "--actor", "alice", NULL};
+  static const char *const edit[] = {
+      "edit",   "--message-id",         "msg-E-1", "--set", "legal_basis=gdpr_art_17",
+      "--note", "producer typo, INC-7", "--actor", "alice", NULL};
   run(t, &tr, edit, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "edited msg-E-1 (request_id E-1, source_system test-suite) as e-"));
@@ -189,28 +189,28 @@ static void test_refused_edits_move_nothing(void **state) {
   pub_invalid(t, "N-1");
   th_result r;
   /* Still invalid: the profile's reason, and nothing moves. */
-  static const char *const still[] = {"edit", "--message-id", "msg-N-1", "--set",
-                                      "legal_basis=gdpr_18", "--note", "try", NULL};
+  static const char *const still[] = {
+      "edit", "--message-id", "msg-N-1", "--set", "legal_basis=gdpr_18", "--note", "try", NULL};
   run(t, &tr, still, &r);
   assert_int_equal(r.exit_code, 1);
   assert_int_equal(th_error_lines(r.err), 1);
   assert_non_null(strstr(r.err, "would still be invalid: legal_basis 'gdpr_18' is not one of"));
   assert_non_null(strstr(r.out, "still invalid:"));
   /* Removing a required field: the same. */
-  static const char *const unset[] = {"edit", "--message-id", "msg-N-1", "--set",
-                                      "legal_basis=gdpr_art_17", "--unset", "action", "--note",
-                                      "try", NULL};
+  static const char *const unset[] = {
+      "edit",    "--message-id", "msg-N-1", "--set", "legal_basis=gdpr_art_17",
+      "--unset", "action",       "--note",  "try",   NULL};
   run(t, &tr, unset, &r);
   assert_int_equal(r.exit_code, 1);
   assert_non_null(strstr(r.err, "action is missing"));
   /* The bridge's own headers: exit 2, named. */
-  static const char *const own[] = {"edit", "--message-id", "msg-N-1", "--set", "attempt=0",
-                                    "--note", "try", NULL};
+  static const char *const own[] = {"edit",      "--message-id", "msg-N-1", "--set",
+                                    "attempt=0", "--note",       "try",     NULL};
   run(t, &tr, own, &r);
   assert_int_equal(r.exit_code, 2);
   assert_non_null(strstr(r.err, "attempt is the bridge's own: not editable"));
-  static const char *const nonote[] = {"edit", "--message-id", "msg-N-1", "--set",
-                                       "legal_basis=gdpr_art_17", NULL};
+  static const char *const nonote[] = {
+      "edit", "--message-id", "msg-N-1", "--set", "legal_basis=gdpr_art_17", NULL};
   run(t, &tr, nonote, &r);
   assert_int_equal(r.exit_code, 2);
   FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, WAIT_MS));
@@ -237,9 +237,16 @@ static void test_hostile_values_are_text(void **state) {
   assert_int_equal(th_msg_set_str(&m, "ticket", "\x1b]0;owned\x07<script>x</script>"), 0);
   assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
   th_msg_release(&m);
-  static const char *const dry[] = {"edit", "--message-id", "msg-H-1", "--set",
-                                    "legal_basis=gdpr_art_17", "--set",
-                                    "ticket=\x1b[2J\"quoted\"\\", "--note", "fix\x1b[1m", "--dry-run",
+  static const char *const dry[] = {"edit",
+                                    "--message-id",
+                                    "msg-H-1",
+                                    "--set",
+                                    "legal_basis=gdpr_art_17",
+                                    "--set",
+                                    "ticket=\x1b[2J\"quoted\"\\",
+                                    "--note",
+                                    "fix\x1b[1m",
+                                    "--dry-run",
                                     NULL};
   th_result r;
   run(t, &tr, dry, &r);
@@ -247,9 +254,16 @@ static void test_hostile_values_are_text(void **state) {
   assert_null(strchr(r.out, '\x1b'));
   assert_null(strchr(r.out, '\x07'));
   assert_non_null(strstr(r.out, "\"?]0;owned?<script>x</script>\" -> \"?[2J\"quoted\"\\\""));
-  static const char *const json[] = {"edit", "--message-id", "msg-H-1", "--set",
-                                     "legal_basis=gdpr_art_17", "--set",
-                                     "ticket=\x1b[2J\"quoted\"\\", "--note", "fix\x1b[1m", "--json",
+  static const char *const json[] = {"edit",
+                                     "--message-id",
+                                     "msg-H-1",
+                                     "--set",
+                                     "legal_basis=gdpr_art_17",
+                                     "--set",
+                                     "ticket=\x1b[2J\"quoted\"\\",
+                                     "--note",
+                                     "fix\x1b[1m",
+                                     "--json",
                                      NULL};
   run(t, &tr, json, &r);
   assert_int_equal(r.exit_code, 0);
@@ -263,8 +277,8 @@ static void test_hostile_values_are_text(void **state) {
   assert_string_equal(th_json_str(ticket, "new"), "?[2J\"quoted\"\\");
   json_object_put(doc);
   /* The trail holds the same text, JSON-escaped. */
-  assert_int_equal(count_records(&tr.a, "\"event\":\"edited\"",
-                                 "\"new\":\"?[2J\\\"quoted\\\"\\\\\""), 1);
+  assert_int_equal(
+      count_records(&tr.a, "\"event\":\"edited\"", "\"new\":\"?[2J\\\"quoted\\\"\\\\\""), 1);
   assert_int_equal(fx_count_in_file(tr.a.log, "\x1b"), 0);
   static const char *const show[] = {"audit", "show", "--message-id", "msg-H-1", NULL};
   run(t, &tr, show, &r);
@@ -317,8 +331,8 @@ static void drain_count(fx_case *t, const char *queue, th_msg *m, int *per_step,
 static int retry_edit(fx_case *t, const trail *tr, int step, th_result *r) {
   char mid[48];
   snprintf(mid, sizeof mid, "msg-k%d", step);
-  const char *retry[] = {"edit", "--message-id", mid, "--set", "legal_basis=gdpr_art_17",
-                         "--note", "retry", NULL};
+  const char *retry[] = {"edit",   "--message-id", mid, "--set", "legal_basis=gdpr_art_17",
+                         "--note", "retry",        NULL};
   assert_int_equal(th_run_bridge(retry, t->vhost.url, tr->env, CMD_TIMEOUT_MS, r), 0);
   printf("retry of msg-k%d: exit %d: %s", step, r->exit_code, r->err);
   fflush(stdout);
@@ -330,16 +344,15 @@ static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
   trail tr;
   trail_init(&tr);
   declare(t, &tr);
-  int exit_code[STEPS], recorded[STEPS], started[STEPS], in_work[STEPS] = {0},
-      in_dlq[STEPS] = {0};
+  int exit_code[STEPS], recorded[STEPS], started[STEPS], in_work[STEPS] = {0}, in_dlq[STEPS] = {0};
   bool dlq_edited[STEPS] = {false};
   for (int step = 0; step < STEPS; step++) {
     char id[32], msg_id[40];
     snprintf(id, sizeof id, "k%d", step);
     snprintf(msg_id, sizeof msg_id, "msg-k%d", step);
     pub_invalid(t, id);
-    const char *args[] = {"edit", "--message-id", msg_id, "--set", "legal_basis=gdpr_art_17",
-                          "--note", "ladder", NULL};
+    const char *args[] = {"edit",   "--message-id", msg_id, "--set", "legal_basis=gdpr_art_17",
+                          "--note", "ladder",       NULL};
     th_result r;
     assert_int_equal(th_run_bridge(args, t->vhost.url, tr.env, deadline(step), &r), 0);
     exit_code[step] = r.exit_code;
@@ -364,7 +377,9 @@ static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
     th_result r;
     if (recorded[step] == 0 && started[step] == 1) {
       assert_int_equal(retry_edit(t, &tr, step, &r), 1);
-      if (strstr(r.err, "began and did not end: its copy, which carries that edit_id, may be live") == NULL)
+      if (strstr(r.err,
+                 "began and did not end: its copy, which carries that edit_id, may be live") ==
+          NULL)
         fail_msg("step %d: %s", step, r.err);
       interrupted_tried++;
     } else if (recorded[step] == 1 && exit_code[step] == -1) {
@@ -387,7 +402,7 @@ static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
     assert_true(in_work[step] + in_dlq[step] >= 1); /* never lost */
     assert_true(in_work[step] <= 1 && in_dlq[step] <= 1);
     assert_true(recorded[step] <= 1 && started[step] <= 1);
-    assert_true(started[step] >= recorded[step]);     /* the intent comes first */
+    assert_true(started[step] >= recorded[step]);               /* the intent comes first */
     if (started[step] == 0) assert_int_equal(in_work[step], 0); /* nothing sent unrecorded */
     if (recorded[step] > 0) assert_int_equal(in_work[step], 1); /* the edited copy counts */
     else assert_int_equal(in_dlq[step], 1);                     /* the original stays */
@@ -397,8 +412,8 @@ static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
     if (started[step] && !recorded[step]) begun++;
   }
   printf("sigkill ladder: %d killed, %d finished, %d in both places, %d begun and not ended; "
-         "retries refused: %d stale, %d interrupted\n", killed, finished, both, begun, stale_tried,
-         interrupted_tried);
+         "retries refused: %d stale, %d interrupted\n",
+         killed, finished, both, begun, stale_tried, interrupted_tried);
   assert_true(killed > 0 && finished > 0); /* the ladder spans the edit */
   fx_audit_remove(&tr.a);
 }
@@ -442,10 +457,28 @@ static void test_two_edits_at_once_one_wins(void **state) {
     snprintf(id, sizeof id, "c%d", round);
     snprintf(mid, sizeof mid, "msg-c%d", round);
     pub_invalid(t, id);
-    const char *a1[] = {"edit", "--message-id", mid, "--set", "legal_basis=gdpr_art_17", "--note",
-                        "first", "--expect-edit-id", "original", keep ? "--keep" : NULL, NULL};
-    const char *a2[] = {"edit", "--message-id", mid, "--set", "legal_basis=gdpr_art_15", "--note",
-                        "second", "--expect-edit-id", "original", keep ? "--keep" : NULL, NULL};
+    const char *a1[] = {"edit",
+                        "--message-id",
+                        mid,
+                        "--set",
+                        "legal_basis=gdpr_art_17",
+                        "--note",
+                        "first",
+                        "--expect-edit-id",
+                        "original",
+                        keep ? "--keep" : NULL,
+                        NULL};
+    const char *a2[] = {"edit",
+                        "--message-id",
+                        mid,
+                        "--set",
+                        "legal_basis=gdpr_art_15",
+                        "--note",
+                        "second",
+                        "--expect-edit-id",
+                        "original",
+                        keep ? "--keep" : NULL,
+                        NULL};
     pid_t p1 = spawn_edit(t, &tr, a1), p2 = spawn_edit(t, &tr, a2);
     int rc1 = reap(p1), rc2 = reap(p2);
     printf("round %d (%s): exits %d and %d\n", round, keep ? "keep" : "replay", rc1, rc2);
@@ -470,23 +503,22 @@ static void test_review_item_edited_by_its_owner(void **state) {
   declare(t, &tr);
   pub_invalid(t, "V-1");
   th_result r;
-  static const char *const esc[] = {"escalate", "--request-id", "V-1", "--note", "odd basis",
-                                    NULL};
+  static const char *const esc[] = {"escalate", "--request-id", "V-1", "--note", "odd basis", NULL};
   run(t, &tr, esc, &r);
   assert_int_equal(r.exit_code, 0);
   static const char *const claim[] = {"review", "claim", "--message-id", "msg-V-1", "--actor",
-                                      "alice", NULL};
+                                      "alice",  NULL};
   run(t, &tr, claim, &r);
   assert_int_equal(r.exit_code, 0);
-  static const char *const bob[] = {"edit", "--queue", "review", "--message-id", "msg-V-1",
-                                    "--set", "legal_basis=gdpr_art_17", "--note", "fix",
-                                    "--actor", "bob", NULL};
+  static const char *const bob[] = {
+      "edit",   "--queue", "review",  "--message-id", "msg-V-1", "--set", "legal_basis=gdpr_art_17",
+      "--note", "fix",     "--actor", "bob",          NULL};
   run(t, &tr, bob, &r);
   assert_int_equal(r.exit_code, 1);
   assert_non_null(strstr(r.err, "only its owner edits it"));
-  static const char *const alice[] = {"edit", "--queue", "review", "--message-id", "msg-V-1",
-                                      "--set", "legal_basis=gdpr_art_17", "--note", "fix",
-                                      "--actor", "alice", NULL};
+  static const char *const alice[] = {
+      "edit",   "--queue", "review",  "--message-id", "msg-V-1", "--set", "legal_basis=gdpr_art_17",
+      "--note", "fix",     "--actor", "alice",        NULL};
   run(t, &tr, alice, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "compliance_review -> dsr.work"));
@@ -542,8 +574,9 @@ static void run_as(const char *url, const trail *tr, const char *const *args, th
 
 /* guest proposes an edit of msg_id; returns the proposal's id in id. */
 static void propose(fx_case *t, const trail *tr, const char *msg_id, char *id, size_t cap) {
-  const char *args[] = {"edit", "--message-id", msg_id, "--set", "legal_basis=gdpr_art_17",
-                        "--note", "producer typo, INC-9", "--json", NULL};
+  const char *args[] = {
+      "edit",   "--message-id",         msg_id,   "--set", "legal_basis=gdpr_art_17",
+      "--note", "producer typo, INC-9", "--json", NULL};
   th_result r;
   run_as(t->vhost.url, tr, args, &r);
   assert_int_equal(r.exit_code, 0);
@@ -659,8 +692,10 @@ static void test_four_eyes(void **state) {
   assert_non_null(proposed);
   assert_non_null(edited);
   assert_true(proposed < edited);
-  snprintf(want, sizeof want, "editor guest  approver %s  legal_basis \"gdpr_17\" -> "
-           "\"gdpr_art_17\"", bob.name);
+  snprintf(want, sizeof want,
+           "editor guest  approver %s  legal_basis \"gdpr_17\" -> "
+           "\"gdpr_art_17\"",
+           bob.name);
   assert_non_null(strstr(edited, want));
   assert_non_null(strstr(edited, "reason \"checked with the DPO\""));
   assert_int_equal(fx_audit_verify(&tr.a, &r), 0);

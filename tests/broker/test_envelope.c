@@ -21,45 +21,19 @@ typedef struct {
   bool repeats_key; /* the fault is a repeated header key */
 } bad_case;
 
-static void no_request_id(th_msg *m) {
-  th_msg_remove(m, "request_id");
-}
-static void blank_request_id(th_msg *m) {
-  th_msg_set_str(m, "request_id", "   ");
-}
-static void int_request_id(th_msg *m) {
-  th_msg_set_int(m, "request_id", 12345);
-}
-static void no_source_system(th_msg *m) {
-  th_msg_remove(m, "source_system");
-}
-static void empty_source_system(th_msg *m) {
-  th_msg_set_str(m, "source_system", "");
-}
-static void unknown_legal_basis(th_msg *m) {
-  th_msg_set_str(m, "legal_basis", "gdpr_art_99");
-}
-static void unknown_action(th_msg *m) {
-  th_msg_set_str(m, "action", "erase");
-}
-static void negative_attempt(th_msg *m) {
-  th_msg_set_int(m, "attempt", -1);
-}
-static void text_attempt(th_msg *m) {
-  th_msg_set_str(m, "attempt", "two");
-}
-static void fractional_attempt(th_msg *m) {
-  th_msg_set_str(m, "attempt", "1.5");
-}
-static void zero_max_attempts(th_msg *m) {
-  th_msg_set_int(m, "max_attempts", 0);
-}
-static void bad_first_seen_at(th_msg *m) {
-  th_msg_set_str(m, "first_seen_at", "yesterday");
-}
-static void duplicate_request_id(th_msg *m) {
-  th_msg_add_str(m, "request_id", "other-id");
-}
+static void no_request_id(th_msg *m) { th_msg_remove(m, "request_id"); }
+static void blank_request_id(th_msg *m) { th_msg_set_str(m, "request_id", "   "); }
+static void int_request_id(th_msg *m) { th_msg_set_int(m, "request_id", 12345); }
+static void no_source_system(th_msg *m) { th_msg_remove(m, "source_system"); }
+static void empty_source_system(th_msg *m) { th_msg_set_str(m, "source_system", ""); }
+static void unknown_legal_basis(th_msg *m) { th_msg_set_str(m, "legal_basis", "gdpr_art_99"); }
+static void unknown_action(th_msg *m) { th_msg_set_str(m, "action", "erase"); }
+static void negative_attempt(th_msg *m) { th_msg_set_int(m, "attempt", -1); }
+static void text_attempt(th_msg *m) { th_msg_set_str(m, "attempt", "two"); }
+static void fractional_attempt(th_msg *m) { th_msg_set_str(m, "attempt", "1.5"); }
+static void zero_max_attempts(th_msg *m) { th_msg_set_int(m, "max_attempts", 0); }
+static void bad_first_seen_at(th_msg *m) { th_msg_set_str(m, "first_seen_at", "yesterday"); }
+static void duplicate_request_id(th_msg *m) { th_msg_add_str(m, "request_id", "other-id"); }
 static void duplicate_attempt(th_msg *m) {
   th_msg_add_int(m, "attempt", 0);
   th_msg_add_int(m, "attempt", 1);

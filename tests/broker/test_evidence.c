@@ -25,7 +25,7 @@
 
 #define ANCHORS "dsr.audit.anchors"
 #define WAIT_MS 20000
-#define HOPS "1500" /* per writer run; request ids DSR-0 .. DSR-1499 */
+#define HOPS    "1500" /* per writer run; request ids DSR-0 .. DSR-1499 */
 
 typedef struct {
   fx_audit a;   /* the log's host: the writer's key, the log, the public keys */
@@ -103,9 +103,9 @@ static void checkpoint(fx_case *t, world *w, const char *want) {
 
 /* Runs the witness; returns its exit status, r holds its output. */
 static int witness(fx_case *t, world *w, th_result *r) {
-  const char *const args[] = {"audit", "witness", "--witness-key", w->wit.key, "--name",
-                              "witness.test/1", "--state", w->state, "--textfile", w->textfile,
-                              NULL};
+  const char *const args[] = {
+      "audit",   "witness", "--witness-key", w->wit.key,  "--name", "witness.test/1",
+      "--state", w->state,  "--textfile",    w->textfile, NULL};
   long before = th_queue_depth(t->conn, ANCHORS);
   run(t, NULL, args, w->wenv, r);
   /* What it cosigned is in the stream before the next command reads it. */
@@ -115,8 +115,8 @@ static int witness(fx_case *t, world *w, th_result *r) {
 }
 
 static void write_vkeys(fx_case *t, world *w) {
-  const char *const args[] = {"audit", "witness", "--witness-key", w->wit.key, "--name",
-                              "witness.test/1", "--print-vkey", NULL};
+  const char *const args[] = {"audit",  "witness",        "--witness-key", w->wit.key,
+                              "--name", "witness.test/1", "--print-vkey",  NULL};
   th_result r;
   run(t, NULL, args, w->wenv, &r);
   assert_int_equal(r.exit_code, 0);
@@ -152,10 +152,10 @@ static int verify_both(fx_case *t, world *w, const char *name, bool policy, th_r
   printf("verify-proof %s: exit %d\n%s%s", name, r->exit_code, r->out, r->err);
   const char *src = getenv("DLQB_SOURCE_DIR");
   assert_non_null(src);
-  assert_true(th_fmt(py, sizeof py,
-                     "/usr/bin/python3 '%s/tests/evidence/verify_bundle.py' '%s' --keys '%s' %s%s%s",
-                     src, file, w->a.keys, policy ? "--witness-keys '" : "",
-                     policy ? w->vkeys : "", policy ? "'" : ""));
+  assert_true(th_fmt(
+      py, sizeof py,
+      "/usr/bin/python3 '%s/tests/evidence/verify_bundle.py' '%s' --keys '%s' %s%s%s", src, file,
+      w->a.keys, policy ? "--witness-keys '" : "", policy ? w->vkeys : "", policy ? "'" : ""));
   int status = system(py);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), r->exit_code);
@@ -200,8 +200,9 @@ static void test_bundle_verifies_offline_in_c_and_python(void **state) {
   assert_int_equal(witness(t, &w, &r), 0);
   assert_non_null(strstr(r.out, "1 checkpoint cosigned; the last tree cosigned has 4506 lines"));
   /* DSR-5: one record per writer run, 3 of 4,500 hops. */
-  prove(t, &w, "DSR-5", "good-dsr-5.json", "bundle of 3 records of DSR-5 against the checkpoint "
-                                           "of 4506 lines");
+  prove(t, &w, "DSR-5", "good-dsr-5.json",
+        "bundle of 3 records of DSR-5 against the checkpoint "
+        "of 4506 lines");
   prove(t, &w, "DSR-6", "good-dsr-6.json", "bundle of 3 records");
   assert_int_equal(verify_both(t, &w, "good-dsr-5.json", true, &r), 0);
   assert_non_null(strstr(r.out, "evidence intact: 3 records of request DSR-5"));
@@ -216,8 +217,8 @@ static void test_bundle_verifies_offline_in_c_and_python(void **state) {
   const char *src = getenv("DLQB_SOURCE_DIR"), *bin = getenv("DLQB_BRIDGE_BIN");
   char cmd[800];
   assert_true(th_fmt(cmd, sizeof cmd,
-                     "/usr/bin/python3 '%s/tests/evidence/cross_check.py' '%s' none '%s'", src,
-                     bin, w.bundles));
+                     "/usr/bin/python3 '%s/tests/evidence/cross_check.py' '%s' none '%s'", src, bin,
+                     w.bundles));
   assert_int_equal(rename(w.a.key, w.away), 0);
   int status = system(cmd);
   assert_int_equal(rename(w.away, w.a.key), 0);

@@ -23,7 +23,7 @@
 
 #include "flow.h"
 
-#define DELAYS "100ms,200ms"
+#define DELAYS     "100ms,200ms"
 #define DELAYS_ENV "DLQ_BRIDGE_RETRY_DELAYS=" DELAYS
 
 static bool long_run(void) {
@@ -36,8 +36,8 @@ static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
 /* Restarts bridge i with the environment flow_run gave it plus extra (up
  * to three entries, NULL-terminated; NULL for none). */
 static int restart_bridge(fx_case *t, int i, const char *const *extra) {
-  const char *env[8] = {"DLQ_BRIDGE_METRICS_ADDR=off", DELAYS_ENV,
-                        "DLQ_BRIDGE_RETRY_JITTER=0", "DLQ_BRIDGE_MAX_ATTEMPTS=3"};
+  const char *env[8] = {"DLQ_BRIDGE_METRICS_ADDR=off", DELAYS_ENV, "DLQ_BRIDGE_RETRY_JITTER=0",
+                        "DLQ_BRIDGE_MAX_ATTEMPTS=3"};
   for (int n = 4, j = 0; extra != NULL && extra[j] != NULL && n < 7; j++) env[n++] = extra[j];
   char tag[32];
   snprintf(tag, sizeof tag, "bridge%d-again", i + 1);
@@ -58,7 +58,7 @@ static void check_conservation(fx_case *t, const char *label, const flow_opts *o
 /* ---- SIGKILL ------------------------------------------------------------ */
 
 /* A lower bound on the acks a flow of n tasks produces (see flow.c's mix). */
-#define EXPECTED_ACKS(n) ((n) * 3 / 4)
+#define EXPECTED_ACKS(n) ((n)*3 / 4)
 
 typedef struct {
   int kills, max_kills, every; /* kill after every `every` acks */
@@ -96,7 +96,9 @@ static int reconcile_dlq(fx_case *t, void *arg) {
 static void test_bridge_sigkill_repeatedly(void **state) {
   fx_case *t = *state;
   bool lng = long_run();
-  flow_opts o = {.tasks = lng ? 2000 : 320, .bridges = 1, .retry_delays = DELAYS,
+  flow_opts o = {.tasks = lng ? 2000 : 320,
+                 .bridges = 1,
+                 .retry_delays = DELAYS,
                  .timeout_ms = lng ? 900000 : 150000};
   /* With the audit trail on, a kill lands mid-batch in the writer too: a
    * record half written, a batch written but not synced or sealed. */
@@ -164,9 +166,13 @@ static void test_connection_cut_by_proxy(void **state) {
   char url[TH_URL_MAX + 32];
   assert_true(th_proxy_url_env(&ps.px, &t->vhost, url, sizeof url));
   const char *extra[] = {url, NULL};
-  flow_opts o = {.tasks = lng ? 2000 : 320, .bridges = 1, .retry_delays = DELAYS,
-                 .timeout_ms = lng ? 900000 : 150000, .bridge_env = extra,
-                 .fault = proxy_fault, .fault_arg = &ps};
+  flow_opts o = {.tasks = lng ? 2000 : 320,
+                 .bridges = 1,
+                 .retry_delays = DELAYS,
+                 .timeout_ms = lng ? 900000 : 150000,
+                 .bridge_env = extra,
+                 .fault = proxy_fault,
+                 .fault_arg = &ps};
   ps.every = EXPECTED_ACKS(o.tasks) / (ps.max_cuts + 2);
   ps.next_at = ps.every;
   flow_result r;
@@ -192,8 +198,8 @@ static int rabbitmqctl(const char *args) {
   char cmd[3 * TH_PATH_MAX];
   /* Through broker-node.sh, which runs the node's own rabbitmqctl (chrooted
    * for a 4.0 node). */
-  snprintf(cmd, sizeof cmd, "'%s/scripts/broker-node.sh' ctl '%s' -q %s >/dev/null",
-           e->source_dir, e->node_dir, args);
+  snprintf(cmd, sizeof cmd, "'%s/scripts/broker-node.sh' ctl '%s' -q %s >/dev/null", e->source_dir,
+           e->node_dir, args);
   fflush(NULL);
   int rc = system(cmd);
   if (rc != 0) fprintf(stderr, "rabbitmqctl %s failed (%d)\n", args, rc);
@@ -223,8 +229,12 @@ static int alarm_fault(fx_case *t, void *arg, const flow_result *r) {
 static void test_broker_memory_alarm(void **state) {
   fx_case *t = *state;
   alarm_state a = {.hold_ms = long_run() ? 30000 : 5000};
-  flow_opts o = {.tasks = 240, .bridges = 1, .retry_delays = DELAYS, .timeout_ms = 150000,
-                 .fault = alarm_fault, .fault_arg = &a};
+  flow_opts o = {.tasks = 240,
+                 .bridges = 1,
+                 .retry_delays = DELAYS,
+                 .timeout_ms = 150000,
+                 .fault = alarm_fault,
+                 .fault_arg = &a};
   flow_result r;
   int rc = flow_run(t, &o, &r);
   if (a.raised && !a.cleared) rabbitmqctl("set_vm_memory_high_watermark 0.4");
@@ -329,8 +339,12 @@ static void test_soak(void **state) {
   printf("soak: %d minutes in rounds of %d tasks (fates: ack, reject, report, crash, poison)\n",
          minutes, per_round);
   while (th_now_ms() < deadline) {
-    flow_opts o = {.tasks = per_round, .bridges = 2, .retry_delays = DELAYS,
-                   .timeout_ms = 900000, .bridge_env = extra, .fault = soak_fault,
+    flow_opts o = {.tasks = per_round,
+                   .bridges = 2,
+                   .retry_delays = DELAYS,
+                   .timeout_ms = 900000,
+                   .bridge_env = extra,
+                   .fault = soak_fault,
                    .fault_arg = &s};
     flow_result r;
     int rc = flow_run(t, &o, &r);

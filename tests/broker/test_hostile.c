@@ -30,10 +30,10 @@
 
 #include "flow.h"
 
-#define TIMEOUT_MS 30000
+#define TIMEOUT_MS     30000
 #define FRAME_BODY_MAX (131072 - 8) /* body bytes in one frame at frame_max 131072 */
-#define BIG_BODY (8u * 1024u * 1024u)
-#define HUGE_VALUE (100u * 1024u)
+#define BIG_BODY       (8u * 1024u * 1024u)
+#define HUGE_VALUE     (100u * 1024u)
 
 /* ---- building odd header values --------------------------------------- */
 
@@ -118,8 +118,8 @@ typedef struct {
   const char *name;
   const char *field; /* last_error must mention it */
   void (*spoil)(th_msg *m);
-  size_t body_len;   /* 0: the default small body */
-  bool dlx_only;     /* on 3.10 not sent through the reject road: see its case */
+  size_t body_len; /* 0: the default small body */
+  bool dlx_only;   /* on 3.10 not sent through the reject road: see its case */
 } bad_case;
 
 #define S(name) static void name(th_msg *m)
@@ -129,7 +129,10 @@ S(bare) { /* no properties and no headers at all */
   m->message_id[0] = m->content_type[0] = m->app_id[0] = '\0';
   m->delivery_mode = 0;
 }
-S(rid_int) { th_msg_remove(m, "request_id"); th_msg_add_int(m, "request_id", 42); }
+S(rid_int) {
+  th_msg_remove(m, "request_id");
+  th_msg_add_int(m, "request_id", 42);
+}
 S(rid_bool) {
   amqp_field_value_t v = v_kind(AMQP_FIELD_KIND_BOOLEAN);
   v.value.boolean = 1;
@@ -167,7 +170,10 @@ S(src_missing) { th_msg_remove(m, "source_system"); }
 S(src_table) { set_raw(m, "source_system", v_nested(m, 3)); }
 S(lb_unknown) { th_msg_set_str(m, "legal_basis", "gdpr_art_99"); }
 S(lb_case) { th_msg_set_str(m, "legal_basis", "GDPR_ART_17"); }
-S(lb_int) { th_msg_remove(m, "legal_basis"); th_msg_add_int(m, "legal_basis", 17); }
+S(lb_int) {
+  th_msg_remove(m, "legal_basis");
+  th_msg_add_int(m, "legal_basis", 17);
+}
 S(lb_100k) { set_raw(m, "legal_basis", v_fill(m, 'g', HUGE_VALUE)); }
 S(action_unknown) { th_msg_set_str(m, "action", "erase"); }
 S(action_blank) { th_msg_set_str(m, "action", "   "); }
@@ -212,7 +218,10 @@ S(first_seen_garbage) { th_msg_set_str(m, "first_seen_at", "not-a-date"); }
 S(first_seen_feb30) { th_msg_set_str(m, "first_seen_at", "2026-02-30T00:00:00Z"); }
 S(first_seen_local) { th_msg_set_str(m, "first_seen_at", "2026-11-30T05:09:48+01:00"); }
 S(first_seen_1970) { th_msg_set_str(m, "first_seen_at", "1970-01-01T00:00:00Z"); }
-S(first_seen_int) { th_msg_remove(m, "first_seen_at"); th_msg_add_int(m, "first_seen_at", 1764479388); }
+S(first_seen_int) {
+  th_msg_remove(m, "first_seen_at");
+  th_msg_add_int(m, "first_seen_at", 1764479388);
+}
 S(first_seen_ts_huge) {
   amqp_field_value_t v = v_kind(AMQP_FIELD_KIND_TIMESTAMP);
   v.value.u64 = UINT64_MAX / 2;
@@ -424,7 +433,8 @@ static void test_hostile_messages_all_reach_the_dlq(void **state) {
     rejected++;
     th_msg_init(m);
     build(&cases[i], 1, m);
-    if (th_publish(t->conn, "", "dsr.work", m) != 0) fail_msg("publishing %s failed", cases[i].name);
+    if (th_publish(t->conn, "", "dsr.work", m) != 0)
+      fail_msg("publishing %s failed", cases[i].name);
     th_msg_release(m);
   }
   th_worker *w = th_worker_open(&t->vhost, "dsr.work", 1);
@@ -457,7 +467,8 @@ static void test_hostile_messages_all_reach_the_dlq(void **state) {
     printf("%-7s %-24s last_error: %.120s\n", roads[road], c->name, why ? why : "(none)");
     assert_non_null(why);
     assert_int_equal(strncmp(why, "invalid envelope: ", 18), 0);
-    if (strstr(why, c->field) == NULL) fail_msg("%s: last_error does not name %s", c->name, c->field);
+    if (strstr(why, c->field) == NULL)
+      fail_msg("%s: last_error does not name %s", c->name, c->field);
     FX_HDR_STR_EQ(got, "dlq_reason", "invalid_envelope");
     assert_true(th_is_iso_utc(th_msg_str(got, "dlq_at")));
     unsigned char *body;
@@ -475,8 +486,8 @@ static void test_hostile_messages_all_reach_the_dlq(void **state) {
     }
   }
   printf("hostile: %zu kinds of bad message, %d of %zu copies in the DLQ with a reason, none "
-         "lost (RabbitMQ %d.%d)\n", (size_t)NCASES, total, expected, th_broker_version() / 100,
-         th_broker_version() % 100);
+         "lost (RabbitMQ %d.%d)\n",
+         (size_t)NCASES, total, expected, th_broker_version() / 100, th_broker_version() % 100);
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
   assert_int_equal(th_queue_depth(t->conn, "dsr.failed"), 0);
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
@@ -499,12 +510,13 @@ static void test_hostile_messages_all_reach_the_dlq(void **state) {
 
 /* ---- hostile times ------------------------------------------------------ */
 
-#define HOUR_MS INT64_C(3600000)
+#define HOUR_MS        INT64_C(3600000)
 #define CMD_TIMEOUT_MS 30000
 
 static void run_ok(fx_case *t, const char *const *args, const char *const *with, th_result *r) {
   assert_int_equal(th_run_bridge(args, t->vhost.url, with, CMD_TIMEOUT_MS, r), 0);
-  if (r->exit_code != 0) fprintf(stderr, "%s: exit %d, stderr: %s\n", args[0], r->exit_code, r->err);
+  if (r->exit_code != 0)
+    fprintf(stderr, "%s: exit %d, stderr: %s\n", args[0], r->exit_code, r->err);
   assert_int_equal(r->exit_code, 0);
 }
 
@@ -733,7 +745,7 @@ static bool accepts(void *arg) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   struct sockaddr_in sa = {.sin_family = AF_INET,
-                           .sin_port = htons((uint16_t)*(const int *)arg),
+                           .sin_port = htons((uint16_t) * (const int *)arg),
                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
   close(fd);

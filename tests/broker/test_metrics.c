@@ -18,12 +18,11 @@
 
 #include "flow.h"
 
-#define SCRAPE_TIMEOUT_MS 30000 /* a few refresh intervals of 5 s */
+#define SCRAPE_TIMEOUT_MS   30000 /* a few refresh intervals of 5 s */
 #define DELIVERY_TIMEOUT_MS 15000
-#define DLQ_ITEMS 30
+#define DLQ_ITEMS           30
 
 /* ---- helpers ---------------------------------------------------------- */
-
 
 /* The value of sample `series` (name plus labels, exactly) in an
  * exposition; NAN when there is no such sample. */
@@ -160,8 +159,8 @@ static void test_queue_gauges_match_the_queues(void **state) {
   th_msg *m = fx_msg(t);
 
   /* dsr.work empty first, so its "last seen empty" is known. */
-  FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.work\"}", 0,
-                          SCRAPE_TIMEOUT_MS));
+  FX_CHECK(t,
+           wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.work\"}", 0, SCRAPE_TIMEOUT_MS));
   int64_t seen_empty_by = th_now_ms();
   FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_oldest_age_seconds{queue=\"dsr.work\"}", 0,
                           SCRAPE_TIMEOUT_MS));
@@ -175,8 +174,8 @@ static void test_queue_gauges_match_the_queues(void **state) {
 
   FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.dlq.manual\"}", DLQ_ITEMS,
                           SCRAPE_TIMEOUT_MS));
-  FX_CHECK(t, wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.work\"}", 3,
-                          SCRAPE_TIMEOUT_MS));
+  FX_CHECK(t,
+           wait_metric(port, "dlq_bridge_queue_depth{queue=\"dsr.work\"}", 3, SCRAPE_TIMEOUT_MS));
   double dlq_age = scrape(port, "dlq_bridge_queue_oldest_age_seconds{queue=\"dsr.dlq.manual\"}");
   fprintf(stderr, "dlq age %.3f s\n", dlq_age);
   FX_CHECK(t, dlq_age >= 89.0 && dlq_age < 90.0 + SCRAPE_TIMEOUT_MS / 1000.0);
@@ -237,8 +236,8 @@ static void test_dlq_depth_reads_zero_after_replay(void **state) {
 static void test_counters_match_a_scripted_flow(void **state) {
   fx_case *t = *state;
   static const char *const env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", "DLQ_BRIDGE_RETRY_JITTER=0",
-                                     "DLQ_BRIDGE_MAX_ATTEMPTS=3", "DLQ_BRIDGE_LOG_FORMAT=json",
-                                     "DLQ_BRIDGE_LOG_LEVEL=debug", NULL};
+                                    "DLQ_BRIDGE_MAX_ATTEMPTS=3",     "DLQ_BRIDGE_LOG_FORMAT=json",
+                                    "DLQ_BRIDGE_LOG_LEVEL=debug",    NULL};
   int port = start_with_metrics(t, env);
   th_msg *got = fx_msg(t), *bad = fx_msg(t);
 

@@ -315,8 +315,7 @@ static void test_three_pipelines_replay_and_escalate(void **state) {
   pipeline_user u;
   make_user(t, &u);
   char path[] = "/tmp/dlqb-multi-XXXXXX";
-  write_config(path, &u,
-               "\"max_attempts\": 2, \"retry_delays\": \"200ms\", \"max_replays\": 1");
+  write_config(path, &u, "\"max_attempts\": 2, \"retry_delays\": \"200ms\", \"max_replays\": 1");
   fx_audit audit;
   assert_int_equal(fx_audit_init(&audit), 0);
   (void)start_all(t, path, 0, &audit);
@@ -807,13 +806,13 @@ static void test_reconcile_each_pipeline(void **state) {
   /* inspect reads the chosen pipeline's review queue by its name. */
   th_result r;
   const char *const ienv[] = {env_config, NULL};
-  static const char *const ins[] = {"inspect", "--pipeline", "redaction", "--queue",
-                                    "redaction.review", NULL};
+  static const char *const ins[] = {"inspect", "--pipeline",       "redaction",
+                                    "--queue", "redaction.review", NULL};
   assert_int_equal(th_run_bridge(ins, t->vhost.url, ienv, WAIT_MS, &r), 0);
   if (r.exit_code != 0) fprintf(stderr, "inspect --queue: %s", r.err);
   assert_int_equal(r.exit_code, 0);
-  static const char *const other[] = {"inspect", "--pipeline", "redaction", "--queue",
-                                      "compliance_review", NULL};
+  static const char *const other[] = {"inspect", "--pipeline",        "redaction",
+                                      "--queue", "compliance_review", NULL};
   assert_int_equal(th_run_bridge(other, t->vhost.url, ienv, WAIT_MS, &r), 0);
   assert_int_equal(r.exit_code, 2); /* dsr's review queue is not this pipeline's */
   assert_non_null(strstr(r.err, "only redaction.dlq.manual and redaction.review"));
@@ -832,10 +831,13 @@ static void test_reconcile_each_pipeline(void **state) {
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
-      FX_TEST(test_three_pipelines_one_daemon),    FX_TEST(test_three_pipelines_replay_and_escalate),
+      FX_TEST(test_three_pipelines_one_daemon),
+      FX_TEST(test_three_pipelines_replay_and_escalate),
       FX_TEST(test_blocked_pipeline),
-      FX_TEST(test_start_with_one_blocked),        FX_TEST(test_none_can_start),
-      FX_TEST(test_one_pipeline_runs_as_its_user), FX_TEST(test_flood_does_not_hold_up_another),
+      FX_TEST(test_start_with_one_blocked),
+      FX_TEST(test_none_can_start),
+      FX_TEST(test_one_pipeline_runs_as_its_user),
+      FX_TEST(test_flood_does_not_hold_up_another),
       FX_TEST(test_reconcile_each_pipeline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,8 +18,8 @@
 #include "flow.h"
 
 #define CMD_TIMEOUT_MS 60000
-#define MAX_IDS 4000
-#define HOUR_MS 3600000LL
+#define MAX_IDS        4000
+#define HOUR_MS        3600000LL
 
 typedef struct {
   char id[64];
@@ -28,7 +28,8 @@ typedef struct {
 /* Runs `dlq-bridge args...` on t's vhost; asserts it ran. */
 static void run(fx_case *t, const char *const *args, const char *const *env, th_result *r) {
   assert_int_equal(th_run_bridge(args, t->vhost.url, env, CMD_TIMEOUT_MS, r), 0);
-  if (r->exit_code != 0) fprintf(stderr, "%s: exit %d, stderr: %s\n", args[0], r->exit_code, r->err);
+  if (r->exit_code != 0)
+    fprintf(stderr, "%s: exit %d, stderr: %s\n", args[0], r->exit_code, r->err);
 }
 
 static void declare(fx_case *t) {
@@ -63,7 +64,7 @@ static void pub_simple(fx_case *t, const char *id) {
 }
 
 /* The completion writer these tests configure: the harness's own user. */
-#define WRITER "guest"
+#define WRITER      "guest"
 #define ENV_WRITERS "DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER
 static const char *const writers_env[] = {ENV_WRITERS, NULL};
 
@@ -105,7 +106,8 @@ static void expect_ids(const id_t_ *ids, int n, const char *const *want) {
   int i = 0;
   for (; want[i] != NULL; i++) {
     if (i >= n) fail_msg("only %d ids, expected %s next", n, want[i]);
-    if (strcmp(ids[i].id, want[i]) != 0) fail_msg("id %d is %s, expected %s", i, ids[i].id, want[i]);
+    if (strcmp(ids[i].id, want[i]) != 0)
+      fail_msg("id %d is %s, expected %s", i, ids[i].id, want[i]);
   }
   assert_int_equal(n, i);
 }
@@ -237,7 +239,7 @@ static void test_replay_usage_and_dry_run(void **state) {
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "dry run: would replay 4, would skip as complete 0, would leave 0 "
                                 "of 4\n"));
-  assert_non_null(strstr(r.out, "\nreplay "));   /* the WOULD column, future tense */
+  assert_non_null(strstr(r.out, "\nreplay ")); /* the WOULD column, future tense */
   assert_null(strstr(r.out, "replayed"));
   static const char *const dry_limit[] = {"replay", "--all", "--limit", "3", "--dry-run", NULL};
   run(t, dry_limit, NULL, &r);
@@ -285,8 +287,8 @@ static void test_replay_skips_completed(void **state) {
   assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, user));
   st = th_mgmt("PUT", path, "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}", NULL);
   assert_true(st == 201 || st == 204);
-  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://%s:ro-pw@127.0.0.1:%d/%s", user,
-                     e->amqp_port, t->vhost.name));
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://%s:ro-pw@127.0.0.1:%d/%s",
+                     user, e->amqp_port, t->vhost.name));
   const char *const ro_env[] = {env_url, writers_env[0], NULL};
   static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
   assert_int_equal(th_run_bridge(dry, NULL, ro_env, CMD_TIMEOUT_MS, &r), 0);
@@ -460,8 +462,7 @@ static void make_producer(fx_case *t, char *name, size_t cap, const char *passwo
   assert_true(status == 201 || status == 204);
   assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, name));
   status = th_mgmt("PUT", path,
-                   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\",\"read\":\"^$\"}",
-                   NULL);
+                   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\",\"read\":\"^$\"}", NULL);
   assert_true(status == 201 || status == 204);
 }
 
@@ -783,7 +784,7 @@ static void test_inspect_leaves_dlq_exactly(void **state) {
   run(t, all, NULL, &r);
   assert_int_equal(r.exit_code, 0);
   assert_int_equal(th_count_lines(r.out), 1 + 44 + 1); /* header, items, summary */
-  assert_null(strstr(r.out, "subject")); /* payload hidden */
+  assert_null(strstr(r.out, "subject"));               /* payload hidden */
   static const char *const filt[] = {"inspect", "--source-system", "billing", "--json", NULL};
   run(t, filt, NULL, &r);
   json_object *j = json_tokener_parse(r.out), *items = NULL, *v = NULL;
@@ -830,7 +831,8 @@ static void test_inspect_fits_80_columns(void **state) {
   fill_fixed(t);
   pub_dlq(t, "req-with-a-rather-long-identifier", "an-upstream-system-name", "gdpr_art_17",
           "worker error: \x1b[2J the upstream service answered 503 Service Unavailable after "
-          "30 seconds, three times in a row", th_now_ms() - 90000);
+          "30 seconds, three times in a row",
+          th_now_ms() - 90000);
   th_result r;
   static const char *const all[] = {"inspect", NULL};
   static const char *const cols80[] = {"COLUMNS=80", NULL};
@@ -865,8 +867,8 @@ static void test_resolve(void **state) {
   fx_case *t = *state;
   declare(t);
   fill_fixed(t);
-  static const char *const args[] = {"resolve", "--message-id", "msg-a2", "--note",
-                                     "erased by hand, ticket 42", NULL};
+  static const char *const args[] = {
+      "resolve", "--message-id", "msg-a2", "--note", "erased by hand, ticket 42", NULL};
   th_result r;
   run(t, args, NULL, &r);
   assert_int_equal(r.exit_code, 0);
@@ -930,8 +932,10 @@ static void test_stats(void **state) {
 
 static void test_unreachable_broker(void **state) {
   (void)state;
-  static const char *const cmds[][2] = {{"replay", "--all"}, {"escalate", "--all"},
-                                        {"inspect", NULL},  {"stats", NULL},
+  static const char *const cmds[][2] = {{"replay", "--all"},
+                                        {"escalate", "--all"},
+                                        {"inspect", NULL},
+                                        {"stats", NULL},
                                         {"resolve", "--message-id"}};
   for (size_t i = 0; i < 5; i++) {
     const char *args[6] = {cmds[i][0], cmds[i][1], NULL, NULL, NULL, NULL};
@@ -941,8 +945,7 @@ static void test_unreachable_broker(void **state) {
       args[4] = "y";
     }
     th_result r;
-    assert_int_equal(th_run_bridge(args, "amqp://guest:guest@127.0.0.1:1/%2f", NULL, 30000, &r),
-                     0);
+    assert_int_equal(th_run_bridge(args, "amqp://guest:guest@127.0.0.1:1/%2f", NULL, 30000, &r), 0);
     assert_int_equal(r.exit_code, 1);
     /* The one error line (the movers also log their --no-audit warning). */
     assert_int_equal(th_error_lines(r.err), 1);
@@ -1067,7 +1070,8 @@ int main(void) {
       FX_TEST(test_replay_count_saturates),
       FX_TEST(test_rate_below_one_refused),
       FX_TEST(test_escalate),
-      FX_TEST(test_inspect_leaves_dlq_exactly), FX_TEST(test_inspect_fits_80_columns),
+      FX_TEST(test_inspect_leaves_dlq_exactly),
+      FX_TEST(test_inspect_fits_80_columns),
       FX_TEST(test_replay_broker_lost),
       FX_TEST(test_resolve),
       FX_TEST(test_stats),

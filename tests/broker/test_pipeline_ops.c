@@ -407,13 +407,12 @@ static void test_escalate_resolve_reconcile(void **state) {
 
   /* Custody on recon's review queue: claimed, then replayed by its owner
    * into recon.work (the pipeline's own work queue, nothing to dsr.work). */
-  static const char *const claim[] = {"review", "claim", "--pipeline", "recon", "--message-id",
-                                      "msg-d-3", "--actor", "fin-1", NULL};
+  static const char *const claim[] = {"review",  "claim",   "--pipeline", "recon", "--message-id",
+                                      "msg-d-3", "--actor", "fin-1",      NULL};
   run(t, &w, claim, &r);
   assert_int_equal(r.exit_code, 0);
-  static const char *const decide[] = {"review",  "decide",  "--pipeline", "recon",
-                                       "--message-id", "msg-d-3", "--replay", "--actor",
-                                       "fin-1",  NULL};
+  static const char *const decide[] = {"review",  "decide",   "--pipeline", "recon", "--message-id",
+                                       "msg-d-3", "--replay", "--actor",    "fin-1", NULL};
   run(t, &w, decide, &r);
   assert_int_equal(r.exit_code, 0);
   assert_int_equal(th_queue_depth(t->conn, "recon.review"), 1);
@@ -458,12 +457,10 @@ static void test_escalate_resolve_reconcile(void **state) {
   /* audit report on recon: its requests by its identity, in its states;
    * a hop of another pipeline in the same trail is not one of them. */
   pub_red(t, "redaction.dlq.manual", "item-1", "doc-1");
-  static const char *const resc[] = {"escalate", "--pipeline", "redaction", "--id", "item-1",
-                                     NULL};
+  static const char *const resc[] = {"escalate", "--pipeline", "redaction", "--id", "item-1", NULL};
   run(t, &w, resc, &r);
   assert_int_equal(r.exit_code, 0);
-  static const char *const rep[] = {"audit", "report", "--pipeline", "recon", "--from", "1h",
-                                    NULL};
+  static const char *const rep[] = {"audit", "report", "--pipeline", "recon", "--from", "1h", NULL};
   run(t, &w, rep, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "in_review  discrepancy_id d-1  category amount_mismatch"));
@@ -472,8 +469,8 @@ static void test_escalate_resolve_reconcile(void **state) {
   assert_non_null(strstr(r.out, "resolved   discrepancy_id d-2  category missing_row"));
   assert_null(strstr(r.out, "item-1"));
   assert_null(strstr(r.out, "request_id"));
-  static const char *const repj[] = {"audit", "report", "--pipeline", "recon", "--from", "1h",
-                                     "--json", NULL};
+  static const char *const repj[] = {"audit",  "report", "--pipeline", "recon",
+                                     "--from", "1h",     "--json",     NULL};
   run(t, &w, repj, &r);
   assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.out, "\"discrepancy_id\":\"d-2\",\"category\":\"missing_row\""));
@@ -554,9 +551,13 @@ static void test_drain_on_a_pipeline(void **state) {
   const char *env[16];
   size_t n = 0;
   for (; w.env[n] != NULL; n++) env[n] = w.env[n];
-  const char *const fast[] = {"DLQ_BRIDGE_DRAIN_CANARY=2", "DLQ_BRIDGE_DRAIN_START_RATE=20",
-                              "DLQ_BRIDGE_DRAIN_STEP=1s", "DLQ_BRIDGE_DRAIN_MAX_RATE=80",
-                              "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT=30s", env_state, NULL};
+  const char *const fast[] = {"DLQ_BRIDGE_DRAIN_CANARY=2",
+                              "DLQ_BRIDGE_DRAIN_START_RATE=20",
+                              "DLQ_BRIDGE_DRAIN_STEP=1s",
+                              "DLQ_BRIDGE_DRAIN_MAX_RATE=80",
+                              "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT=30s",
+                              env_state,
+                              NULL};
   for (size_t k = 0; fast[k] != NULL; k++) env[n++] = fast[k];
   env[n] = NULL;
 
@@ -680,9 +681,9 @@ static void test_console_on_a_pipeline(void **state) {
   int basis = all == 0 ? fx_count_in_file(page, "legal_basis") : -1; /* dsr's field */
   int item = up ? console_get(port, jar, "/item?message-id=msg-item-2", page) : -1;
   int item_doc = item == 0 ? fx_count_in_file(page, "<th>doc_id</th>") : -1;
-  int item_dsr = item == 0 ? fx_count_in_file(page, "legal_basis") +
-                                 fx_count_in_file(page, "<th>action</th>")
-                           : -1;
+  int item_dsr =
+      item == 0 ? fx_count_in_file(page, "legal_basis") + fx_count_in_file(page, "<th>action</th>")
+                : -1;
   int by_doc = up ? console_get(port, jar, "/group?source-system=doc-2", page) : -1;
   int by_doc_n =
       by_doc == 0 ? fx_count_in_file(page, "1 of 2 items in redaction.dlq.manual match") : -1;

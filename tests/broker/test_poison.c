@@ -100,8 +100,8 @@ static void test_poison_threshold_is_configurable(void **state) {
 static int peek(fx_case *t, const char *queue) {
   char path[TH_URL_MAX], *out = NULL;
   assert_true(th_fmt(path, sizeof path, "/api/queues/%s/%s/get", t->vhost.name, queue));
-  int status = th_mgmt("POST", path, "{\"count\":1,\"ackmode\":\"ack_requeue_true\",\"encoding\":\"auto\"}",
-                       &out);
+  int status = th_mgmt(
+      "POST", path, "{\"count\":1,\"ackmode\":\"ack_requeue_true\",\"encoding\":\"auto\"}", &out);
   json_object *j = status == 200 ? json_tokener_parse(out) : NULL;
   free(out);
   if (j == NULL || !json_object_is_type(j, json_type_array)) {

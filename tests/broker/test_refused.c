@@ -16,7 +16,7 @@
 #include "bulk.h"
 #include "flow.h"
 
-#define WAIT_MS 20000
+#define WAIT_MS   20000
 #define FRAME_MAX 131072 /* the bridge's and the broker's default */
 
 /* A failure report as a worker publishes it to dsr.dlx: a valid envelope,
@@ -33,7 +33,8 @@ static void make_report(report *r, const char *id) {
   r->h[2] = th_str_entry("legal_basis", "gdpr_art_17");
   r->h[3] = th_str_entry("action", "deletion");
   r->h[4] = th_str_entry("worker_error", "upstream 503");
-  r->p._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
+  r->p._flags =
+      AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
   r->p.delivery_mode = 2;
   r->p.message_id = th_bytes(id);
   r->p.headers.entries = r->h;
@@ -149,9 +150,9 @@ static void test_headers_that_no_longer_fit(void **state) {
   /* A junk header that leaves the content header 64 bytes short of
    * frame_max: the broker takes it, but not once the bridge adds its
    * last_error, attempt, dlq_reason and dlq_at (over 100 bytes). */
-  size_t fixed = 8 /* frame */ + 14 /* class, weight, size, flags */ + 1 /* delivery mode */ +
-                 1 + strlen("oversized") /* message_id */ + strings_table_size(r.h, 5) +
-                 1 + strlen("x-junk") + 1 + 4;
+  size_t fixed = 8 /* frame */ + 14 /* class, weight, size, flags */ + 1 /* delivery mode */ + 1 +
+                 strlen("oversized") /* message_id */ + strings_table_size(r.h, 5) + 1 +
+                 strlen("x-junk") + 1 + 4;
   size_t junk_len = FRAME_MAX - fixed - 64;
   char *junk = malloc(junk_len + 1);
   assert_non_null(junk);

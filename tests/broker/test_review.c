@@ -18,7 +18,7 @@
 #include "flow.h"
 
 #define CMD_TIMEOUT_MS 60000
-#define HOUR_MS 3600000LL
+#define HOUR_MS        3600000LL
 
 /* A case with the audit trail on; env holds its variables. */
 typedef struct {
@@ -66,8 +66,8 @@ static void pub_dlq(fx_case *t, const char *id) {
 /* Publishes DLQ items for ids and escalates them all with a note. */
 static void escalate_ids(fx_case *t, const trail *tr, const char *const *ids) {
   for (size_t i = 0; ids[i] != NULL; i++) pub_dlq(t, ids[i]);
-  static const char *const args[] = {"escalate", "--all", "--actor", "olga", "--note",
-                                     "subject disputes the erasure scope", NULL};
+  static const char *const args[] = {
+      "escalate", "--all", "--actor", "olga", "--note", "subject disputes the erasure scope", NULL};
   th_result r;
   run(t, tr, args, &r);
   assert_int_equal(r.exit_code, 0);
@@ -93,8 +93,8 @@ static json_object *find_item(json_object *arr, const char *message_id) {
 }
 
 static int claim(fx_case *t, const trail *tr, const char *mid, const char *actor, bool force) {
-  const char *args[] = {"review", "claim", "--message-id", mid, "--actor", actor,
-                        force ? "--force" : NULL, NULL};
+  const char *args[] = {"review",  "claim", "--message-id",           mid,
+                        "--actor", actor,   force ? "--force" : NULL, NULL};
   th_result r;
   run(t, tr, args, &r);
   if (r.exit_code != 0) assert_int_equal(th_count_lines(r.err), 1);
@@ -160,22 +160,22 @@ static void test_list_claim_and_conflicts(void **state) {
   assert_int_equal(count_records(&tr.a, "\"cause\":\"force\"", "msg-c1"), 1);
   assert_int_equal(count_records(&tr.a, "forced over alice's claim", "msg-c1"), 1);
   /* Only the owner decides now. */
-  static const char *const alice[] = {"review", "decide", "--message-id", "msg-c1", "--return",
-                                      "--actor", "alice", NULL};
+  static const char *const alice[] = {"review",   "decide",  "--message-id", "msg-c1",
+                                      "--return", "--actor", "alice",        NULL};
   run(t, &tr, alice, &r);
   assert_int_equal(r.exit_code, 1);
   assert_non_null(strstr(r.err, "claimed by bob"));
-  static const char *const unowned[] = {"review", "decide", "--message-id", "msg-c2", "--return",
-                                        "--actor", "alice", NULL};
+  static const char *const unowned[] = {"review",   "decide",  "--message-id", "msg-c2",
+                                        "--return", "--actor", "alice",        NULL};
   run(t, &tr, unowned, &r);
   assert_int_equal(r.exit_code, 1);
   assert_non_null(strstr(r.err, "not claimed"));
   /* Usage: no decision, two decisions, resolve without a note. */
   static const char *const none[] = {"review", "decide", "--message-id", "msg-c1", NULL};
-  static const char *const two[] = {"review", "decide", "--message-id", "msg-c1", "--replay",
+  static const char *const two[] = {"review",   "decide", "--message-id", "msg-c1", "--replay",
                                     "--return", NULL};
-  static const char *const nonote[] = {"review", "decide", "--message-id", "msg-c1", "--resolve",
-                                       NULL};
+  static const char *const nonote[] = {"review", "decide",    "--message-id",
+                                       "msg-c1", "--resolve", NULL};
   const char *const *bad[] = {none, two, nonote};
   for (size_t i = 0; i < 3; i++) {
     run(t, &tr, bad[i], &r);
@@ -188,10 +188,10 @@ static void test_list_claim_and_conflicts(void **state) {
   fx_audit_remove(&tr.a);
 }
 
-static void decide(fx_case *t, const trail *tr, const char *mid, const char *how,
-                   const char *note, int want) {
-  const char *args[] = {"review", "decide", "--message-id", mid, how, "--actor", "alice",
-                        note ? "--note" : NULL, note, NULL};
+static void decide(fx_case *t, const trail *tr, const char *mid, const char *how, const char *note,
+                   int want) {
+  const char *args[] = {"review",  "decide", "--message-id",         mid,  how,
+                        "--actor", "alice",  note ? "--note" : NULL, note, NULL};
   th_result r;
   run(t, tr, args, &r);
   assert_int_equal(r.exit_code, want);
@@ -247,11 +247,17 @@ static void test_each_decision_and_the_story(void **state) {
   th_result r;
   run(t, &tr, show, &r);
   assert_int_equal(r.exit_code, 0);
-  const char *story[] = {"escalated", "dsr.dlq.manual -> compliance_review",
-                         "reason \"subject disputes the erasure scope\"", "by olga",
-                         "claimed", "compliance_review -> compliance_review", "by alice",
-                         "decided_replay", "compliance_review -> dsr.work",
-                         "reason \"scope confirmed with the DPO\"", "by alice"};
+  const char *story[] = {"escalated",
+                         "dsr.dlq.manual -> compliance_review",
+                         "reason \"subject disputes the erasure scope\"",
+                         "by olga",
+                         "claimed",
+                         "compliance_review -> compliance_review",
+                         "by alice",
+                         "decided_replay",
+                         "compliance_review -> dsr.work",
+                         "reason \"scope confirmed with the DPO\"",
+                         "by alice"};
   const char *p = r.out;
   for (size_t i = 0; i < sizeof story / sizeof story[0]; i++) {
     p = strstr(p, story[i]);
@@ -315,8 +321,8 @@ static void test_decision_sigkill_loses_nothing(void **state) {
     snprintf(msg_id, sizeof msg_id, "msg-k%d", step);
     escalate_ids(t, &tr, (const char *[]){id, NULL});
     assert_int_equal(claim(t, &tr, msg_id, "alice", false), 0);
-    const char *args[] = {"review", "decide", "--message-id", msg_id, "--replay", "--actor",
-                          "alice", NULL};
+    const char *args[] = {"review",   "decide",  "--message-id", msg_id,
+                          "--replay", "--actor", "alice",        NULL};
     th_result r;
     assert_int_equal(th_run_bridge(args, t->vhost.url, tr.env, deadline(step), &r), 0);
     exit_code[step] = r.exit_code;

@@ -14,7 +14,7 @@
 #include "flow.h"
 
 #define DELIVERY_TIMEOUT_MS 15000
-#define QUIET_MS 500 /* how long "nothing more arrives" is watched */
+#define QUIET_MS            500 /* how long "nothing more arrives" is watched */
 
 static const char *const fast_env[] = {"DLQ_BRIDGE_RETRY_DELAYS=100ms", "DLQ_BRIDGE_RETRY_JITTER=0",
                                        NULL};

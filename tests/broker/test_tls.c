@@ -19,14 +19,14 @@
 #include "flow.h"
 
 #define CMD_TIMEOUT_MS 30000
-#define PORT_OFFSET 10
+#define PORT_OFFSET    10
 
 /* snprintf that fails the test on truncation (paths and URLs must be whole). */
 #define fmt(...) assert_true(th_fmt(__VA_ARGS__))
 
 typedef struct {
-  char dir[TH_PATH_MAX];      /* the TLS node's directory */
-  char tls[TH_PATH_MAX + 8];  /* its tls/ (server side) */
+  char dir[TH_PATH_MAX];        /* the TLS node's directory */
+  char tls[TH_PATH_MAX + 8];    /* its tls/ (server side) */
   char client[TH_PATH_MAX + 8]; /* client-side files: wrong CA, client certs */
   int amqp_port, mgmt_port, amqps_port;
 } tls_node;
@@ -68,8 +68,7 @@ static int make_leaf(const char *dir, const char *name, const char *ca, const ch
     return -1;
   return sh("cd '%s' && openssl x509 -req -in %s.csr -CA '%s.pem' -CAkey '%s.key' "
             "-CAcreateserial -days 2 %s%s%s -out %s.pem >/dev/null 2>&1",
-            dir, name, ca, ca, san ? "-extfile " : "", san ? name : "", san ? ".ext" : "",
-            name);
+            dir, name, ca, ca, san ? "-extfile " : "", san ? name : "", san ? ".ext" : "", name);
 }
 
 static int group_setup(void **state) {
@@ -194,9 +193,8 @@ static void test_no_fallback_to_plain_amqp(void **state) {
   assert_non_null(strstr(r.err, "amqps://"));
   /* Nothing connected to the node in plain AMQP meanwhile. */
   char cmd[256];
-  fmt(cmd, sizeof cmd,
-           "curl -fsS -u guest:guest 'http://127.0.0.1:%d/api/connections?columns=ssl'",
-           node.mgmt_port);
+  fmt(cmd, sizeof cmd, "curl -fsS -u guest:guest 'http://127.0.0.1:%d/api/connections?columns=ssl'",
+      node.mgmt_port);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   char buf[4096] = "";
@@ -222,9 +220,9 @@ static void test_client_certificate_is_presented(void **state) {
 
   char cmd[256];
   fmt(cmd, sizeof cmd,
-           "curl -fsS -u guest:guest "
-           "'http://127.0.0.1:%d/api/connections?columns=ssl,peer_cert_subject,client_properties'",
-           node.mgmt_port);
+      "curl -fsS -u guest:guest "
+      "'http://127.0.0.1:%d/api/connections?columns=ssl,peer_cert_subject,client_properties'",
+      node.mgmt_port);
   bool seen = false;
   char buf[16384] = "";
   for (int i = 0; i < 150 && !seen && th_bridge_running(&b); i++) {

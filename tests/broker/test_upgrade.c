@@ -19,7 +19,7 @@
 
 #include "flow.h"
 
-#define WAIT_MS 20000
+#define WAIT_MS        20000
 #define CMD_TIMEOUT_MS 60000
 
 /* Path of a frozen file of the old deployment. */
@@ -129,7 +129,8 @@ static void test_old_deployment_runs_the_new_daemon(void **state) {
   old_config_env(env_config, sizeof env_config);
   int port = th_free_port();
   assert_true(port > 0);
-  assert_true(th_fmt(env_metrics, sizeof env_metrics, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port));
+  assert_true(
+      th_fmt(env_metrics, sizeof env_metrics, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port));
   const char *const env[] = {env_config, env_metrics, NULL};
   assert_int_equal(fx_start_bridge(t, env), 0);
 
@@ -180,7 +181,8 @@ static void test_old_deployment_runs_the_new_daemon(void **state) {
 
   /* The old item replays with the new command and the old config. */
   const char *const ops_env[] = {env_config, NULL};
-  static const char *const replay[] = {"replay", "--all", "--actor", "upgrader", "--no-audit", NULL};
+  static const char *const replay[] = {"replay",   "--all",      "--actor",
+                                       "upgrader", "--no-audit", NULL};
   th_result r;
   assert_int_equal(th_run_bridge(replay, t->vhost.url, ops_env, CMD_TIMEOUT_MS, &r), 0);
   if (r.exit_code != 0) fprintf(stderr, "replay: %s", r.err);

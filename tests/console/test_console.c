@@ -28,10 +28,10 @@
 #include "harness.h"
 
 /* NODE_MODULES comes from tests/broker/CMakeLists.txt (the pinned version's folder). */
-#define CHROMIUM     "/usr/bin/chromium"
-#define TIMEOUT_MS   30000
-#define TIMEOUTS     4 /* "timeout calling crm-api after N ms" */
-#define SCRIPTS      2 /* "<script>alert(1)</script>" */
+#define CHROMIUM   "/usr/bin/chromium"
+#define TIMEOUT_MS 30000
+#define TIMEOUTS   4 /* "timeout calling crm-api after N ms" */
+#define SCRIPTS    2 /* "<script>alert(1)</script>" */
 /* The operator's password has what a URL and a form must encode. */
 #define OP_PASSWORD "op p@ss:w/rd%?#&+"
 
@@ -144,8 +144,8 @@ static void test_console_in_a_browser(void **state) {
                      "NODE_PATH=%s CONSOLE_URL=http://127.0.0.1:%d OP_USER=%s OP_PASS='%s' "
                      "RO_USER=%s RO_PASS=ro-pw OP2_USER=%s OP2_PASS=op2-pw CHROMIUM=%s SHOTS='%s' "
                      "TIMEOUTS=%d SCRIPTS=%d node %s/tests/console/console.spec.js",
-                     NODE_MODULES, l.port, op, OP_PASSWORD, ro, op2, CHROMIUM,
-                     shots ? shots : "", TIMEOUTS, SCRIPTS, e->source_dir));
+                     NODE_MODULES, l.port, op, OP_PASSWORD, ro, op2, CHROMIUM, shots ? shots : "",
+                     TIMEOUTS, SCRIPTS, e->source_dir));
   fflush(NULL);
   int rc = system(cmd);
   int exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

@@ -24,8 +24,8 @@
 #include "dlqb/evidence.h"
 
 #define HOPS_PER_RUN 700
-#define RUNS 3
-#define FLIPS 48
+#define RUNS         3
+#define FLIPS        48
 
 static const char *dir;
 
@@ -34,7 +34,9 @@ static void die(const char *what) {
   exit(1);
 }
 
-static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", dir, name); }
+static void path_of(char *out, size_t cap, const char *name) {
+  snprintf(out, cap, "%s/%s", dir, name);
+}
 
 static void write_file(const char *name, const char *data, size_t n) {
   char p[1024];
@@ -94,8 +96,8 @@ static void pass(const dlqb_audit_keyring *ring, const char *log, const char *se
 }
 
 static char *to_text(json_object *o) {
-  return strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+  return strdup(
+      json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 static void write_json(const char *name, json_object *o) {

@@ -29,8 +29,7 @@
  * reader was shared: the oracle the reader must match. */
 static int json_hex(json_object *o, const char *key, size_t n, char *out) {
   json_object *m;
-  if (!json_object_object_get_ex(o, key, &m) || !json_object_is_type(m, json_type_string))
-    return 0;
+  if (!json_object_object_get_ex(o, key, &m) || !json_object_is_type(m, json_type_string)) return 0;
   const char *s = json_object_get_string(m);
   if (strlen(s) != n) return 0;
   for (size_t i = 0; i < n; i++)
@@ -47,7 +46,8 @@ static void check_seal_reader(const char *line, size_t len) {
   dlqb__audit_seal s;
   int ok = dlqb__audit_seal_parse(copy, len, &s);
   if (ok) {
-    FUZZ_CHECK(strlen(s.chain) == DLQB_AUDIT_CHAIN_HEX && strlen(s.last_hash) == DLQB_AUDIT_HASH_HEX);
+    FUZZ_CHECK(strlen(s.chain) == DLQB_AUDIT_CHAIN_HEX &&
+               strlen(s.last_hash) == DLQB_AUDIT_HASH_HEX);
     FUZZ_CHECK(s.seq < (uint64_t)INT64_MAX);
   }
   json_tokener *tok = json_tokener_new();
@@ -62,8 +62,9 @@ static void check_seal_reader(const char *line, size_t len) {
                json_object_is_type(type, json_type_string) &&
                strcmp(json_object_get_string(type), "seal") == 0 &&
                json_hex(o, "chain", DLQB_AUDIT_CHAIN_HEX, chain) &&
-               json_object_object_get_ex(o, "seq", &seq) && json_object_is_type(seq, json_type_int) &&
-               json_object_get_int64(seq) >= 0 && json_object_get_int64(seq) != INT64_MAX &&
+               json_object_object_get_ex(o, "seq", &seq) &&
+               json_object_is_type(seq, json_type_int) && json_object_get_int64(seq) >= 0 &&
+               json_object_get_int64(seq) != INT64_MAX &&
                json_hex(o, "last_hash", DLQB_AUDIT_HASH_HEX, mac);
     FUZZ_CHECK(ok == want);
     if (ok) {
@@ -125,8 +126,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       size_t n = len;
       if (sign && len > 0 && line[0] == '{') {
         char sig[DLQB_AUDIT_SIG_HEX + 1];
-        for (char *k = line; (k = (char *)dlqb_text_find(k, (size_t)(line + n - k), KEYID_PLACEHOLDER,
-                                                         DLQB_AUDIT_KEY_ID_HEX)) != NULL;)
+        for (char *k = line;
+             (k = (char *)dlqb_text_find(k, (size_t)(line + n - k), KEYID_PLACEHOLDER,
+                                         DLQB_AUDIT_KEY_ID_HEX)) != NULL;)
           memcpy(k, key_id, DLQB_AUDIT_KEY_ID_HEX);
         line[n] = '}';
         FUZZ_CHECK(dlqb__audit_sign(key, line, n + 1, sig));

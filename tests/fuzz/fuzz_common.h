@@ -10,12 +10,12 @@
 #include "dlqb/envelope.h"
 #include "dlqb/text.h"
 
-#define FUZZ_CHECK(cond)                                                             \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-      abort();                                                                       \
-    }                                                                                \
+#define FUZZ_CHECK(cond)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                     \
+      abort();                                                                                     \
+    }                                                                                              \
   } while (0)
 
 /* True when s (NUL-terminated, within cap bytes) is valid UTF-8 without

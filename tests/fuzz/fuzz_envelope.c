@@ -25,8 +25,8 @@
 #include "dlqb/xdeath.h"
 #include "fuzz_common.h"
 
-#define MAX_DEPTH 110     /* deeper than the 100 levels the hostile-input test sends */
-#define MAX_NODES 4096    /* values in one input */
+#define MAX_DEPTH  110  /* deeper than the 100 levels the hostile-input test sends */
+#define MAX_NODES  4096 /* values in one input */
 #define MAX_ALLOCS 8192
 
 typedef struct {
@@ -82,17 +82,29 @@ static amqp_bytes_t r_string(reader *r) {
 }
 
 static const char *const well_known[] = {
-    "request_id", "source_system", "legal_basis", "action",     "attempt",
-    "max_attempts", "last_error", "first_seen_at", "replay_count", "worker_error",
-    "x-death",    "reason",        "queue",       "dlq_reason",  "dlq_at",
-    "count",
+    "request_id", "source_system", "legal_basis",  "action",       "attempt", "max_attempts",
+    "last_error", "first_seen_at", "replay_count", "worker_error", "x-death", "reason",
+    "queue",      "dlq_reason",    "dlq_at",       "count",
 };
 #define NKNOWN (sizeof well_known / sizeof well_known[0])
 
 static const char *const well_known_values[] = {
-    "gdpr_art_17", "deletion", "rejected", "delivery_limit", "expired", "maxlen",
-    "2026-11-30T05:09:48Z", "2026-11-30T05:09:48.123+00:00", "  42 ", "req-1", "dsr.work",
-    "2000-01-01T00:00:00Z", "2200-12-31T23:59:59.999999999Z", "1000000", "1000001", "",
+    "gdpr_art_17",
+    "deletion",
+    "rejected",
+    "delivery_limit",
+    "expired",
+    "maxlen",
+    "2026-11-30T05:09:48Z",
+    "2026-11-30T05:09:48.123+00:00",
+    "  42 ",
+    "req-1",
+    "dsr.work",
+    "2000-01-01T00:00:00Z",
+    "2200-12-31T23:59:59.999999999Z",
+    "1000000",
+    "1000001",
+    "",
 };
 #define NVALUES (sizeof well_known_values / sizeof well_known_values[0])
 
@@ -104,15 +116,42 @@ static void r_value(reader *r, amqp_field_value_t *v, int depth) {
   r->nodes++;
   uint8_t sel = r_u8(r);
   switch (sel % 20) {
-  case 0: v->kind = AMQP_FIELD_KIND_BOOLEAN; v->value.boolean = r_u8(r); break;
-  case 1: v->kind = AMQP_FIELD_KIND_I8; v->value.i8 = (int8_t)r_u8(r); break;
-  case 2: v->kind = AMQP_FIELD_KIND_U8; v->value.u8 = r_u8(r); break;
-  case 3: v->kind = AMQP_FIELD_KIND_I16; v->value.i16 = (int16_t)r_uint(r, 2); break;
-  case 4: v->kind = AMQP_FIELD_KIND_U16; v->value.u16 = (uint16_t)r_uint(r, 2); break;
-  case 5: v->kind = AMQP_FIELD_KIND_I32; v->value.i32 = (int32_t)r_uint(r, 4); break;
-  case 6: v->kind = AMQP_FIELD_KIND_U32; v->value.u32 = (uint32_t)r_uint(r, 4); break;
-  case 7: v->kind = AMQP_FIELD_KIND_I64; v->value.i64 = (int64_t)r_uint(r, 8); break;
-  case 8: v->kind = AMQP_FIELD_KIND_U64; v->value.u64 = r_uint(r, 8); break;
+  case 0:
+    v->kind = AMQP_FIELD_KIND_BOOLEAN;
+    v->value.boolean = r_u8(r);
+    break;
+  case 1:
+    v->kind = AMQP_FIELD_KIND_I8;
+    v->value.i8 = (int8_t)r_u8(r);
+    break;
+  case 2:
+    v->kind = AMQP_FIELD_KIND_U8;
+    v->value.u8 = r_u8(r);
+    break;
+  case 3:
+    v->kind = AMQP_FIELD_KIND_I16;
+    v->value.i16 = (int16_t)r_uint(r, 2);
+    break;
+  case 4:
+    v->kind = AMQP_FIELD_KIND_U16;
+    v->value.u16 = (uint16_t)r_uint(r, 2);
+    break;
+  case 5:
+    v->kind = AMQP_FIELD_KIND_I32;
+    v->value.i32 = (int32_t)r_uint(r, 4);
+    break;
+  case 6:
+    v->kind = AMQP_FIELD_KIND_U32;
+    v->value.u32 = (uint32_t)r_uint(r, 4);
+    break;
+  case 7:
+    v->kind = AMQP_FIELD_KIND_I64;
+    v->value.i64 = (int64_t)r_uint(r, 8);
+    break;
+  case 8:
+    v->kind = AMQP_FIELD_KIND_U64;
+    v->value.u64 = r_uint(r, 8);
+    break;
   case 9: {
     uint32_t bits = (uint32_t)r_uint(r, 4);
     v->kind = AMQP_FIELD_KIND_F32;
@@ -130,13 +169,22 @@ static void r_value(reader *r, amqp_field_value_t *v, int depth) {
     v->value.decimal.decimals = r_u8(r);
     v->value.decimal.value = (uint32_t)r_uint(r, 4);
     break;
-  case 12: v->kind = AMQP_FIELD_KIND_UTF8; v->value.bytes = r_string(r); break;
-  case 13: v->kind = AMQP_FIELD_KIND_BYTES; v->value.bytes = r_string(r); break;
+  case 12:
+    v->kind = AMQP_FIELD_KIND_UTF8;
+    v->value.bytes = r_string(r);
+    break;
+  case 13:
+    v->kind = AMQP_FIELD_KIND_BYTES;
+    v->value.bytes = r_string(r);
+    break;
   case 14:
     v->kind = AMQP_FIELD_KIND_ARRAY;
     if (depth < MAX_DEPTH) r_array(r, &v->value.array, depth + 1);
     break;
-  case 15: v->kind = AMQP_FIELD_KIND_TIMESTAMP; v->value.u64 = r_uint(r, 8); break;
+  case 15:
+    v->kind = AMQP_FIELD_KIND_TIMESTAMP;
+    v->value.u64 = r_uint(r, 8);
+    break;
   case 16:
     v->kind = AMQP_FIELD_KIND_TABLE;
     if (depth < MAX_DEPTH) r_table(r, &v->value.table, depth + 1);
@@ -295,7 +343,8 @@ static void check_apply(const amqp_table_t *t) {
   /* Too small a scratch is an error, never an overflow. */
   if (cap > 1) {
     amqp_table_t small;
-    dlqb_status st = dlqb_headers_apply(t, sets, nsets, scratch, (size_t)out.num_entries - 1, &small);
+    dlqb_status st =
+        dlqb_headers_apply(t, sets, nsets, scratch, (size_t)out.num_entries - 1, &small);
     FUZZ_CHECK(st == DLQB_EINVAL);
   }
   /* The rewritten table parses again without trouble. */

@@ -32,7 +32,8 @@ static char *wrap(const uint8_t *data, size_t size, size_t *len) {
   char head[320];
   int hl = snprintf(head, sizeof head,
                     "dlq-bridge completion ledger cache 2\nwriters " WRITERS "\nmarker 1-2-3-ab\n"
-                    "offset 7\npairs %zu\nunverified 3\nsha256 %s\n\n", count, hex);
+                    "offset 7\npairs %zu\nunverified 3\nsha256 %s\n\n",
+                    count, hex);
   char *buf = malloc((size_t)hl + plen + 1);
   FUZZ_CHECK(buf != NULL);
   memcpy(buf, head, (size_t)hl);

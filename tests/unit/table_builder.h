@@ -73,7 +73,8 @@ static inline bool tb_add(tb_table *h, const char *key, amqp_field_value_t v) {
 /* The value of key in t, or NULL. */
 static inline const amqp_field_value_t *tb_get(const amqp_table_t *t, const char *key) {
   for (int i = 0; i < t->num_entries; i++)
-    if (t->entries[i].key.len == strlen(key) && memcmp(t->entries[i].key.bytes, key, strlen(key)) == 0)
+    if (t->entries[i].key.len == strlen(key) &&
+        memcmp(t->entries[i].key.bytes, key, strlen(key)) == 0)
       return &t->entries[i].value;
   return NULL;
 }

@@ -174,7 +174,7 @@ static void test_return_before_its_confirm(void **state) {
   broker b = {0};
   deliver(&b, 1);
   push(&r, 1, DLQB_ACK_PUBLISHED);
-  dlqb_ackring_fail(&r);                  /* basic.return: unroutable */
+  dlqb_ackring_fail(&r);                 /* basic.return: unroutable */
   dlqb_ackring_on_confirm(&r, 1, false); /* the confirm that follows it */
   dlqb_ackring_mark_submitted(&r, 0);
   assert_int_equal(flush(&r, &b, NO_AUDIT), 0);
@@ -375,8 +375,7 @@ static void test_random_interleavings(void **state) {
         if (!failed) {
           if (multiple)
             for (uint64_t s = 1; s <= seq; s++) confirmed[s] = true;
-          else
-            confirmed[seq] = true;
+          else confirmed[seq] = true;
         }
         dlqb_ackring_on_confirm(&r, seq, multiple);
       } else if (op == 7 && rnd() % 20 == 0) {
@@ -384,7 +383,8 @@ static void test_random_interleavings(void **state) {
         dlqb_ackring_fail(&r);
       } else if (op == 8) {
         uint64_t t = audit ? next_ticket++ : 0;
-        for (size_t i = r.submitted; i < r.ready; i++) ticket_of_tag[dlqb_ackring_at(&r, i)->tag] = t;
+        for (size_t i = r.submitted; i < r.ready; i++)
+          ticket_of_tag[dlqb_ackring_at(&r, i)->tag] = t;
         dlqb_ackring_mark_submitted(&r, t);
         if (audit && next_ticket > 1 && rnd() % 2) {
           /* The writer's durable ticket only grows. */

@@ -225,10 +225,8 @@ static void sign_body(const char *key_path, const char *body, char *line, size_t
   dlqb_error err;
   assert_int_equal(dlqb_audit_key_load(key_path, &key, id, &err), DLQB_OK);
   const char *at = strstr(body, "KEYID");
-  if (at != NULL)
-    snprintf(msg, sizeof msg, "%.*s%s%s}", (int)(at - body), body, id, at + 5);
-  else
-    snprintf(msg, sizeof msg, "%s,\"key\":\"%s\"}", body, id);
+  if (at != NULL) snprintf(msg, sizeof msg, "%.*s%s%s}", (int)(at - body), body, id, at + 5);
+  else snprintf(msg, sizeof msg, "%s,\"key\":\"%s\"}", body, id);
   size_t n = strlen(msg);
   assert_true(dlqb__audit_sign(key, msg, n, sig));
   EVP_PKEY_free(key);
@@ -346,7 +344,8 @@ static void test_every_event_type_is_recorded(void **state) {
       assert_true(json_object_object_get_ex(o, "request_id", &m));
       assert_string_equal(json_object_get_string(m), want);
       static const char *const members[] = {"source_system", "legal_basis", "attempt", "reason",
-                                            "cause", "from", "to", "actor", "broker_user"};
+                                            "cause",         "from",        "to",      "actor",
+                                            "broker_user"};
       for (size_t k = 0; k < sizeof members / sizeof members[0]; k++)
         assert_true(json_object_object_get_ex(o, members[k], &m));
       json_object_object_get_ex(o, "reason", &m);
@@ -628,7 +627,8 @@ static void test_version_1_log_is_named(void **state) {
   write_text(w->log,
              "{\"v\":1,\"chain\":\"5cbe368e45f65150ed4278e33636866a\",\"seq\":0,\"prev\":\"00\","
              "\"event\":\"chain_start\",\"mac\":\"0000000000000000000000000000000000000000000000"
-             "000000000000000000\"}\n", 0600);
+             "000000000000000000\"}\n",
+             0600);
   write_text(w->seal, "", 0600);
   expect_bad(w, "line 1: a version 1 record (HMAC");
 }
@@ -752,25 +752,24 @@ static void test_visitor_sees_every_accepted_line(void **state) {
   dlqb_audit_summary sum;
   dlqb_error err;
   visit_count c = {0};
-  assert_int_equal(dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit,
-                                           &c, &sum, &err),
-                   DLQB_OK);
+  assert_int_equal(
+      dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit, &c, &sum, &err), DLQB_OK);
   assert_int_equal(c.lines, 8); /* chain_start, 6 hops, chain_end */
   assert_int_equal(c.with_req3, 1);
 
   /* A visitor that runs out of memory stops the verification. */
   visit_count stop = {.fail_after = 3};
-  assert_int_equal(dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit,
-                                           &stop, &sum, &err),
-                   DLQB_ENOMEM);
+  assert_int_equal(
+      dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit, &stop, &sum, &err),
+      DLQB_ENOMEM);
   assert_int_equal(stop.lines, 3);
 
   /* An edited line is never shown to the visitor, nor anything after it. */
   edit_log(w, 4, "req-3");
   visit_count bad = {0};
-  assert_int_equal(dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit,
-                                           &bad, &sum, &err),
-                   DLQB_EINVAL);
+  assert_int_equal(
+      dlqb_audit_verify_files(w->ring, files, 1, w->seal, 0, count_visit, &bad, &sum, &err),
+      DLQB_EINVAL);
   assert_int_equal(bad.lines, 4);
   assert_int_equal(bad.with_req3, 0);
 }
@@ -923,8 +922,7 @@ static dlqb_status verify_list(world *w, const char *const *files, size_t n, int
                                dlqb_error *err) {
   dlqb_audit_summary sum;
   dlqb_status st =
-      dlqb_audit_verify_files(w->ring, files, n, w->seal, partial, NULL, NULL, &sum,
-                              err);
+      dlqb_audit_verify_files(w->ring, files, n, w->seal, partial, NULL, NULL, &sum, err);
   printf("  verify %zu files: %s\n", n, st == DLQB_OK ? "ok" : err->msg);
   return st;
 }
@@ -997,8 +995,8 @@ static void test_rotation_with_a_long_seal(void **state) {
   assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
   assert_true(n >= 2);
   dlqb_audit_summary sum;
-  assert_int_equal(dlqb_audit_verify_files(w->ring, (const char *const *)files, n,
-                                           w->seal, 0, NULL, NULL, &sum, &err),
+  assert_int_equal(dlqb_audit_verify_files(w->ring, (const char *const *)files, n, w->seal, 0, NULL,
+                                           NULL, &sum, &err),
                    DLQB_OK);
   assert_int_equal(sum.records, 1 + 1 + 58 + 1);
   dlqb_audit_files_free(files, n);
@@ -1026,8 +1024,8 @@ static void test_rotation(void **state) {
   assert_true(n >= 4);
   assert_string_equal(files[n - 1], w->log);
   dlqb_audit_summary sum;
-  assert_int_equal(dlqb_audit_verify_files(w->ring, (const char *const *)files, n,
-                                           w->seal, 0, NULL, NULL, &sum, &err),
+  assert_int_equal(dlqb_audit_verify_files(w->ring, (const char *const *)files, n, w->seal, 0, NULL,
+                                           NULL, &sum, &err),
                    DLQB_OK);
   assert_int_equal(sum.chains, 2);
   assert_int_equal(sum.chains_ended, 2);
@@ -1110,8 +1108,8 @@ static void test_concurrent_writers(void **state) {
   dlqb_error err;
   assert_int_equal(dlqb_audit_list_files(w->log, &files, &n, &err), DLQB_OK);
   dlqb_audit_summary sum;
-  dlqb_status st = dlqb_audit_verify_files(w->ring, (const char *const *)files, n,
-                                           w->seal, 0, NULL, NULL, &sum, &err);
+  dlqb_status st = dlqb_audit_verify_files(w->ring, (const char *const *)files, n, w->seal, 0, NULL,
+                                           NULL, &sum, &err);
   if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
   assert_int_equal(st, DLQB_OK);
   printf("  %zu files, %lu records, %lu rotations\n", n, sum.records, sum.rotations);
@@ -1121,7 +1119,6 @@ static void test_concurrent_writers(void **state) {
   assert_true(sum.rotations >= 1);
   dlqb_audit_files_free(files, n);
 }
-
 
 static size_t count_lines(const char *path) {
   lines l;
@@ -1199,8 +1196,10 @@ static void test_deleted_chain_is_named_by_the_next(void **state) {
   free_lines(&log);
   free_lines(&seal);
   char want[160];
-  snprintf(want, sizeof want, "line 1: missing: chain %s (up to seq 7 at least) is not in the "
-           "files", a_id);
+  snprintf(want, sizeof want,
+           "line 1: missing: chain %s (up to seq 7 at least) is not in the "
+           "files",
+           a_id);
   expect_bad(w, want);
   expect_bad(w, "(the chain was deleted whole)");
 }
@@ -1419,11 +1418,11 @@ static void test_anchor_catches_a_deleted_rotated_file(void **state) {
   assert_int_equal(verify_anchored(w, &anchors, 0, &sum, &err), DLQB_OK);
   /* Keep only the oldest file; its seal is the one of the state then: a
    * seal with no line (every line is a's, past it). */
-  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0,
-                                              NULL, NULL, NULL, &sum, &err);
+  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, NULL,
+                                              NULL, NULL, &sum, &err);
   assert_int_equal(st, DLQB_OK); /* without anchors: nothing to see */
-  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, &anchors,
-                                  NULL, NULL, &sum, &err);
+  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, &anchors, NULL,
+                                  NULL, &sum, &err);
   printf("  verify --anchors: %s\n", err.msg);
   assert_int_equal(st, DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "missing: the file that began as 'audit.log'"));
@@ -1476,15 +1475,15 @@ static void test_anchor_with_partial_counts_archived_chains(void **state) {
   /* The second file's file_start still vouches for x (the seal knew it
    * then); the third's no longer does. Retention deleted the first two:
    * --partial from the third. */
-  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files + 2, 1, NULL,
-                                              1, &anchors, NULL, NULL, &sum, &err);
+  dlqb_status st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files + 2, 1, NULL, 1,
+                                              &anchors, NULL, NULL, &sum, &err);
   if (st != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
   assert_int_equal(st, DLQB_OK);
   assert_int_equal(sum.archived, 1);
   assert_int_equal(sum.anchored, 2);
   /* Now y's file is the one missing: its chain is not archived. */
-  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, &anchors,
-                                  NULL, NULL, &sum, &err);
+  st = dlqb_audit_verify_anchored(w->ring, (const char *const *)files, 1, NULL, 0, &anchors, NULL,
+                                  NULL, &sum, &err);
   printf("  verify --anchors: %s\n", err.msg);
   assert_int_equal(st, DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "(writer writer-y)"));
@@ -1519,11 +1518,11 @@ static void test_verifier_rejects_garbage(void **state) {
 
 /* ---- the seal reader (dlqb__audit_seal_parse) ---- */
 
-#define CHAIN_A "0123456789abcdef0123456789abcdef"
-#define MAC_A "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+#define CHAIN_A   "0123456789abcdef0123456789abcdef"
+#define MAC_A     "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define SEAL_HEAD "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"writer\":\"w\\\"1\","
-#define SEAL_TAIL                                                                        \
-  ",\"last_hash\":\"" MAC_A "\",\"ended\":false,\"time\":\"2024-01-01T00:00:00.000Z\","  \
+#define SEAL_TAIL                                                                                  \
+  ",\"last_hash\":\"" MAC_A "\",\"ended\":false,\"time\":\"2024-01-01T00:00:00.000Z\","            \
   "\"key\":\"0011223344556677\",\"sig\":\"" MAC_A MAC_A "\"}"
 
 /* Parses text given as exactly len bytes in a buffer of its own, so that
@@ -1549,8 +1548,8 @@ static void test_seal_parse_reads_a_writer_line(void **state) {
   assert_true(s.seq == 812);
   assert_string_equal(s.last_hash, MAC_A);
   assert_true(s.open);
-  const char ended[] = "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":0,\"last_hash\":\""
-                       MAC_A "\",\"ended\":true}";
+  const char ended[] = "{\"type\":\"seal\",\"chain\":\"" CHAIN_A
+                       "\",\"seq\":0,\"last_hash\":\"" MAC_A "\",\"ended\":true}";
   assert_true(seal_parse_str(ended, &s));
   assert_true(s.seq == 0);
   assert_false(s.open);
@@ -1588,7 +1587,8 @@ static void test_seal_parse_needs_the_members(void **state) {
       /* only inside a nested value, which does not count */
       "{\"type\":\"seal\",\"x\":{\"chain\":\"" CHAIN_A "\"},\"seq\":1,\"last_hash\":\"" MAC_A "\"}",
       /* a later copy of a member overrides a good one, as in json-c */
-      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"seq\":-1,\"last_hash\":\"" MAC_A "\"}",
+      "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":1,\"seq\":-1,\"last_hash\":\"" MAC_A
+      "\"}",
       /* not one object */
       "",
       "{}",
@@ -1610,10 +1610,11 @@ static void test_seal_parse_reads_json_as_json_c_does(void **state) {
    * ending a string, nested values holding brackets in strings: the
    * verifier parses the line with json-c first and has always read these
    * members through it. */
-  assert_true(seal_parse_str(" { \"type\" : \"se\\u0061l\" , \"chain\":\"\\u0030123456789abcdef"
-                             "0123456789abcdef\", \"seq\" : -1 , \"seq\":-0, \"x\":[{\"y\":\"]}\"}],"
-                             "\"last_hash\":\"" MAC_A "\\u0000junk\" } ",
-                             &s));
+  assert_true(
+      seal_parse_str(" { \"type\" : \"se\\u0061l\" , \"chain\":\"\\u0030123456789abcdef"
+                     "0123456789abcdef\", \"seq\" : -1 , \"seq\":-0, \"x\":[{\"y\":\"]}\"}],"
+                     "\"last_hash\":\"" MAC_A "\\u0000junk\" } ",
+                     &s));
   assert_string_equal(s.chain, CHAIN_A);
   assert_true(s.seq == 0);
   assert_string_equal(s.last_hash, MAC_A);
@@ -1676,8 +1677,10 @@ static void test_seal_parse_numbers_out_of_range(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char line[512];
-    snprintf(line, sizeof line, "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":%s,"
-             "\"last_hash\":\"" MAC_A "\"}", cases[i].seq);
+    snprintf(line, sizeof line,
+             "{\"type\":\"seal\",\"chain\":\"" CHAIN_A "\",\"seq\":%s,"
+             "\"last_hash\":\"" MAC_A "\"}",
+             cases[i].seq);
     dlqb__audit_seal s;
     bool ok = seal_parse_str(line, &s);
     if (ok != cases[i].ok) fprintf(stderr, "seq %s: %s\n", cases[i].seq, ok ? "read" : "refused");
@@ -1704,11 +1707,14 @@ static void test_verifier_and_writer_read_seals_alike(void **state) {
   dlqb_error err = {{0}};
   /* The verifier reads a seal line with the shared reader: a genuine
    * line with a seq out of range is malformed, not a checkpoint. */
-  assert_int_equal(feed_signed_seal(w, "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A
-                                       "\",\"seq\":5,\"last_hash\":\"" MAC_A "\"", &err),
+  assert_int_equal(feed_signed_seal(w,
+                                    "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A
+                                    "\",\"seq\":5,\"last_hash\":\"" MAC_A "\"",
+                                    &err),
                    DLQB_OK);
-  assert_int_equal(feed_signed_seal(w, "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A
-                                       "\",\"seq\":9223372036854775807,\"last_hash\":\"" MAC_A "\"",
+  assert_int_equal(feed_signed_seal(w,
+                                    "{\"v\":2,\"type\":\"seal\",\"chain\":\"" CHAIN_A
+                                    "\",\"seq\":9223372036854775807,\"last_hash\":\"" MAC_A "\"",
                                     &err),
                    DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "seal: line 1: malformed seal record"));

@@ -230,12 +230,10 @@ static void test_int_bounds(void **state) {
     assert_int_equal(int_field(&c, b->key), b->max);
 
     snprintf(text, sizeof text, "%d", b->min - 1);
-    snprintf(want, sizeof want, "'%d' is not an integer from %d to %d", b->min - 1, b->min,
-             b->max);
+    snprintf(want, sizeof want, "'%d' is not an integer from %d to %d", b->min - 1, b->min, b->max);
     set_bad(b->key, text, want);
     snprintf(text, sizeof text, "%d", b->max + 1);
-    snprintf(want, sizeof want, "'%d' is not an integer from %d to %d", b->max + 1, b->min,
-             b->max);
+    snprintf(want, sizeof want, "'%d' is not an integer from %d to %d", b->max + 1, b->min, b->max);
     set_bad(b->key, text, want);
   }
 }
@@ -249,9 +247,25 @@ static void test_int_syntax(void **state) {
   set_ok(&c, "prefetch", "\t0007\n");
   assert_int_equal(c.prefetch, 7);
   static const char *const bad[] = {
-      "",     " ",    "5x",  "x5",  "5 5", "0x10", "1e3",  "5.0",  "+5", "- 5", "--5",
-      "five", "-",    "10,000", "18446744073709551616", "9223372036854775807",
-      "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+      "",
+      " ",
+      "5x",
+      "x5",
+      "5 5",
+      "0x10",
+      "1e3",
+      "5.0",
+      "+5",
+      "- 5",
+      "--5",
+      "five",
+      "-",
+      "10,000",
+      "18446744073709551616",
+      "9223372036854775807",
+      "9223372036854775808",
+      "-9223372036854775808",
+      "-9223372036854775809",
       "99999999999999999999999999999999",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -325,8 +339,7 @@ static void test_retry_delays(void **state) {
   set_bad("retry_delays", "1s,1.5s", "has a fraction");
 
   dlqb_config_defaults(&c);
-  assert_int_equal(dlqb_config_set(&c, "retry_delays", "5x", "--retry-delays", &err),
-                   DLQB_EINVAL);
+  assert_int_equal(dlqb_config_set(&c, "retry_delays", "5x", "--retry-delays", &err), DLQB_EINVAL);
   assert_string_equal(err.msg, "--retry-delays: '5x' has an unknown unit (use ms, s, m, h or d)");
   assert_int_equal(c.retry_delay_count, 4);
 }
@@ -347,7 +360,8 @@ static void test_url(void **state) {
   set_bad("url", "amqp://local host", "contains a space or control character");
   /* The port is checked where the setting can be named (exit 2), not at
    * connect time as an "invalid broker url". */
-  set_bad("url", "amqp://guest:guest@localhost:abc/", "'amqp://guest:***@localhost:abc/': the port is not a number from 1 to 65535");
+  set_bad("url", "amqp://guest:guest@localhost:abc/",
+          "'amqp://guest:***@localhost:abc/': the port is not a number from 1 to 65535");
   set_bad("url", "amqp://localhost:0/", "the port is not a number");
   set_bad("url", "amqp://localhost:65536", "the port is not a number");
   set_bad("url", "amqp://localhost:/", "the port is not a number");
@@ -396,8 +410,8 @@ static void test_url_errors_hide_the_password(void **state) {
 
 static void test_paths(void **state) {
   (void)state;
-  static const char *const keys[] = {"password_file", "tls_ca_file",  "tls_cert_file",
-                                     "tls_key_file",  "audit_log", "audit_key_file"};
+  static const char *const keys[] = {"password_file", "tls_ca_file", "tls_cert_file",
+                                     "tls_key_file",  "audit_log",   "audit_key_file"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     dlqb_config c;
     dlqb_config_defaults(&c);
@@ -431,9 +445,9 @@ static void test_metrics_addr(void **state) {
   set_ok(&c, "metrics_addr", "[::1]:9464");
   assert_string_equal(c.metrics_addr, "[::1]:9464");
   static const char *const bad[] = {
-      "localhost", "localhost:", ":9464", "host:0",  "host:65536", "host:99999999999999999999",
-      "host:-1",   "host: 80",   "host:80x", "::1:9464", "[::1:9464", "[]:80", "ho st:80",
-      "OFF",       " off",
+      "localhost", "localhost:", ":9464",    "host:0",   "host:65536", "host:99999999999999999999",
+      "host:-1",   "host: 80",   "host:80x", "::1:9464", "[::1:9464",  "[]:80",
+      "ho st:80",  "OFF",        " off",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     set_bad("metrics_addr", bad[i], "is not host:port with a port from 1 to 65535, or off");
@@ -480,7 +494,10 @@ static void test_instance(void **state) {
   set_bad("instance", "a\x7f", "non-printable");
   /* the error quotes well-formed UTF-8 as it is and a broken byte as '?' */
   set_bad("instance", "caf\xc3\xa9\t", "'caf\xc3\xa9?' contains");
-  set_bad("max_attempts", "\xff""5", "'?5' is not an integer");
+  set_bad("max_attempts",
+          "\xff"
+          "5",
+          "'?5' is not an integer");
 }
 
 /* completion_writers: names trimmed, kept as "a,b"; an empty name is an
@@ -762,7 +779,8 @@ static void test_file_errors(void **state) {
            "unknown key 'frobnicate' (the keys are listed by 'dlq-bridge help settings')");
   /* Wrong JSON types name the key and what it takes. */
   text_bad("{\"audit_log\": 5}", "key 'audit_log': expected a string, got an integer");
-  text_bad("{\"prefetch\": true}", "key 'prefetch': expected an integer or a string, got a boolean");
+  text_bad("{\"prefetch\": true}",
+           "key 'prefetch': expected an integer or a string, got a boolean");
   text_bad("{\"retry_delays\": {\"a\": 1}}",
            "key 'retry_delays': expected a string or an array of strings, got an object");
   /* `pipelines` is read (test_pipeline.c has its rules), not a setting. */

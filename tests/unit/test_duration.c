@@ -221,8 +221,8 @@ static void test_format_truncates(void **state) {
 static void test_format_round_trips(void **state) {
   (void)state;
   static const uint64_t samples[] = {
-      0, 1, 999, 1000, 1001, 59999, 60000, 61000, 3599999, 3600000, 86399999,
-      DAY_MS, 2 * DAY_MS + 1, 365 * DAY_MS, MAX_MS - 1, MAX_MS,
+      0,       1,       999,      1000,   1001,           59999,        60000,      61000,
+      3599999, 3600000, 86399999, DAY_MS, 2 * DAY_MS + 1, 365 * DAY_MS, MAX_MS - 1, MAX_MS,
   };
   for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
     char buf[32];

@@ -182,8 +182,9 @@ static void test_proposal_round_trip(void **state) {
   assert_int_equal(dlqb_edit_proposal_encode(&r, "typo", true, json, sizeof json, &err), DLQB_OK);
   assert_null(strchr(json, '\x1b')); /* escaped in the header */
   bool keep = false;
-  assert_int_equal(dlqb_edit_proposal_decode(json, strlen(json), &p, &back, note, sizeof note,
-                                             &keep, &err), DLQB_OK);
+  assert_int_equal(
+      dlqb_edit_proposal_decode(json, strlen(json), &p, &back, note, sizeof note, &keep, &err),
+      DLQB_OK);
   assert_true(keep);
   assert_string_equal(note, "typo");
   assert_int_equal(back.n, 3);
@@ -193,15 +194,18 @@ static void test_proposal_round_trip(void **state) {
   assert_int_equal(dlqb_edit_proposal_encode(&r, "typo", true, json, 16, &err), DLQB_EINVAL);
   static const char forged[] =
       "{\"set\":{\"attempt\":\"0\"},\"unset\":[],\"note\":\"x\",\"keep\":false}";
-  assert_int_equal(dlqb_edit_proposal_decode(forged, strlen(forged), &p, &back, note, sizeof note,
-                                             &keep, &err), DLQB_EINVAL);
+  assert_int_equal(
+      dlqb_edit_proposal_decode(forged, strlen(forged), &p, &back, note, sizeof note, &keep, &err),
+      DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "attempt is the bridge's own"));
   static const char junk[] = "{\"set\":[]}";
-  assert_int_equal(dlqb_edit_proposal_decode(junk, strlen(junk), &p, &back, note, sizeof note,
-                                             &keep, &err), DLQB_EINVAL);
+  assert_int_equal(
+      dlqb_edit_proposal_decode(junk, strlen(junk), &p, &back, note, sizeof note, &keep, &err),
+      DLQB_EINVAL);
   dlqb_hset st[DLQB_EDIT_PROPOSAL_SETS];
   dlqb_edit_proposal_stamp(st, NULL, NULL, NULL, NULL);
-  for (size_t i = 0; i < DLQB_EDIT_PROPOSAL_SETS; i++) assert_int_equal(st[i].kind, DLQB_HSET_REMOVE);
+  for (size_t i = 0; i < DLQB_EDIT_PROPOSAL_SETS; i++)
+    assert_int_equal(st[i].kind, DLQB_HSET_REMOVE);
   refused("edit_proposal_id=e-1", false, "edit_proposal_id is the bridge's own");
 }
 

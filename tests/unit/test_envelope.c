@@ -16,12 +16,11 @@
 #include "dlqb/text.h"
 
 #define DEFAULT_MAX 7
-#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define NELEM(a)    (sizeof(a) / sizeof((a)[0]))
 
 static const char *const required_fields[] = {DLQB_H_REQUEST_ID, DLQB_H_SOURCE_SYSTEM,
                                               DLQB_H_LEGAL_BASIS, DLQB_H_ACTION};
-static const char *const int_fields[] = {DLQB_H_ATTEMPT, DLQB_H_MAX_ATTEMPTS,
-                                         DLQB_H_REPLAY_COUNT};
+static const char *const int_fields[] = {DLQB_H_ATTEMPT, DLQB_H_MAX_ATTEMPTS, DLQB_H_REPLAY_COUNT};
 
 /* A header table built in place; never copy it (t points into e). */
 typedef struct {
@@ -263,21 +262,29 @@ static void test_required_field_wrong_type(void **state) {
     uint8_t kind;
     const char *name;
   } kinds[] = {
-      {AMQP_FIELD_KIND_BOOLEAN, "boolean"}, {AMQP_FIELD_KIND_I8, "int8"},
-      {AMQP_FIELD_KIND_U8, "uint8"},        {AMQP_FIELD_KIND_I16, "int16"},
-      {AMQP_FIELD_KIND_U16, "uint16"},      {AMQP_FIELD_KIND_I32, "int32"},
-      {AMQP_FIELD_KIND_U32, "uint32"},      {AMQP_FIELD_KIND_I64, "int64"},
-      {AMQP_FIELD_KIND_U64, "uint64"},      {AMQP_FIELD_KIND_F32, "float"},
-      {AMQP_FIELD_KIND_F64, "double"},      {AMQP_FIELD_KIND_DECIMAL, "decimal"},
-      {AMQP_FIELD_KIND_ARRAY, "array"},     {AMQP_FIELD_KIND_TIMESTAMP, "timestamp"},
-      {AMQP_FIELD_KIND_TABLE, "table"},     {AMQP_FIELD_KIND_VOID, "void"},
-      {'Z', "an unknown type"},             {0, "an unknown type"},
+      {AMQP_FIELD_KIND_BOOLEAN, "boolean"},
+      {AMQP_FIELD_KIND_I8, "int8"},
+      {AMQP_FIELD_KIND_U8, "uint8"},
+      {AMQP_FIELD_KIND_I16, "int16"},
+      {AMQP_FIELD_KIND_U16, "uint16"},
+      {AMQP_FIELD_KIND_I32, "int32"},
+      {AMQP_FIELD_KIND_U32, "uint32"},
+      {AMQP_FIELD_KIND_I64, "int64"},
+      {AMQP_FIELD_KIND_U64, "uint64"},
+      {AMQP_FIELD_KIND_F32, "float"},
+      {AMQP_FIELD_KIND_F64, "double"},
+      {AMQP_FIELD_KIND_DECIMAL, "decimal"},
+      {AMQP_FIELD_KIND_ARRAY, "array"},
+      {AMQP_FIELD_KIND_TIMESTAMP, "timestamp"},
+      {AMQP_FIELD_KIND_TABLE, "table"},
+      {AMQP_FIELD_KIND_VOID, "void"},
+      {'Z', "an unknown type"},
+      {0, "an unknown type"},
   };
   char msg[128];
   for (size_t i = 0; i < NELEM(required_fields); i++) {
     for (size_t k = 0; k < NELEM(kinds); k++) {
-      snprintf(msg, sizeof msg, "%s must be a string, not %s", required_fields[i],
-               kinds[k].name);
+      snprintf(msg, sizeof msg, "%s must be a string, not %s", required_fields[i], kinds[k].name);
       expect_field_invalid(required_fields[i], v_kind(kinds[k].kind), msg);
     }
   }
@@ -342,7 +349,7 @@ static void test_id_bad_utf8(void **state) {
 
 static void test_id_good_utf8(void **state) {
   (void)state;
-  static const char *const good[] = {"caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+  static const char *const good[] = {"caf\xc3\xa9",  "\xe2\x82\xac",     "\xf0\x9f\x98\x80",
                                      "\xef\xbf\xbd", "\xf4\x8f\xbf\xbf", "\xc2\xa0x"};
   dlqb_envelope env;
   for (size_t g = 0; g < NELEM(good); g++) {
@@ -353,7 +360,13 @@ static void test_id_good_utf8(void **state) {
 
 static void test_id_control_characters(void **state) {
   (void)state;
-  static const char *const ctl[] = {"a\x01" "b", "a\tb", "a\nb", "a\x7f", "a\xc2\x85" "b",
+  static const char *const ctl[] = {"a\x01"
+                                    "b",
+                                    "a\tb",
+                                    "a\nb",
+                                    "a\x7f",
+                                    "a\xc2\x85"
+                                    "b",
                                     "\x1b[31m"};
   char msg[128];
   for (size_t i = 0; i < 2; i++) {
@@ -367,10 +380,9 @@ static void test_id_control_characters(void **state) {
 
 static void test_legal_basis_values(void **state) {
   (void)state;
-  static const char *const ok[] = {"gdpr_art_15", "gdpr_art_17", "ccpa_1798_105",
-                                   "ccpa_1798_100"};
+  static const char *const ok[] = {"gdpr_art_15", "gdpr_art_17", "ccpa_1798_105", "ccpa_1798_100"};
   static const char *const bad[] = {"GDPR_ART_15", "gdpr_art_1", "gdpr_art_150",
-                                    "gdpr art 15", "ccpa", "gdpr_art_15 x"};
+                                    "gdpr art 15", "ccpa",       "gdpr_art_15 x"};
   char msg[256];
   dlqb_envelope env;
   for (size_t i = 0; i < NELEM(ok); i++) {
@@ -380,7 +392,8 @@ static void test_legal_basis_values(void **state) {
   for (size_t i = 0; i < NELEM(bad); i++) {
     snprintf(msg, sizeof msg,
              "legal_basis '%s' is not one of gdpr_art_15, gdpr_art_17, ccpa_1798_105, "
-             "ccpa_1798_100", bad[i]);
+             "ccpa_1798_100",
+             bad[i]);
     expect_field_invalid(DLQB_H_LEGAL_BASIS, v_str(bad[i]), msg);
   }
   expect_field_invalid(DLQB_H_LEGAL_BASIS, v_str("gdpr_art_99"),
@@ -403,8 +416,7 @@ static void test_action_values(void **state) {
     assert_string_equal(env.action, ok[i]);
   }
   for (size_t i = 0; i < NELEM(bad); i++) {
-    snprintf(msg, sizeof msg, "action '%s' is not one of access, deletion, rectification",
-             bad[i]);
+    snprintf(msg, sizeof msg, "action '%s' is not one of access, deletion, rectification", bad[i]);
     expect_field_invalid(DLQB_H_ACTION, v_str(bad[i]), msg);
   }
 }
@@ -416,8 +428,7 @@ static void test_error_quotes_at_most_64_bytes(void **state) {
   big[sizeof big - 1] = '\0';
   memset(x64, 'x', 64);
   x64[64] = '\0';
-  snprintf(msg, sizeof msg, "action '%s...' is not one of access, deletion, rectification",
-           x64);
+  snprintf(msg, sizeof msg, "action '%s...' is not one of access, deletion, rectification", x64);
   expect_field_invalid(DLQB_H_ACTION, v_str(big), msg);
   /* Exactly 64 bytes is quoted whole. */
   snprintf(msg, sizeof msg, "action '%s' is not one of access, deletion, rectification", x64);
@@ -460,8 +471,9 @@ static void test_integer_strings(void **state) {
   static const struct {
     const char *text;
     int64_t value;
-  } ok[] = {{"0", 0}, {" 42 ", 42}, {"007", 7}, {"1000000", 1000000}, {"\t5\n", 5},
-            {"0000000000000000000000001", 1}};
+  } ok[] = {{"0", 0},     {" 42 ", 42},
+            {"007", 7},   {"1000000", 1000000},
+            {"\t5\n", 5}, {"0000000000000000000000001", 1}};
   dlqb_envelope env;
   for (size_t i = 0; i < NELEM(ok); i++) {
     expect_field_valid(DLQB_H_ATTEMPT, v_str(ok[i].text), &env);
@@ -477,9 +489,16 @@ static void test_integer_strings_rejected(void **state) {
   static const struct {
     const char *text, *shown;
   } bad[] = {
-      {"", ""},           {"   ", ""},        {"-1", "-1"},   {"+1", "+1"},
-      {"1.5", "1.5"},     {"12abc", "12abc"}, {"1e3", "1e3"}, {"0x10", "0x10"},
-      {"1 2", "1 2"},     {"1000001", "1000001"},
+      {"", ""},
+      {"   ", ""},
+      {"-1", "-1"},
+      {"+1", "+1"},
+      {"1.5", "1.5"},
+      {"12abc", "12abc"},
+      {"1e3", "1e3"},
+      {"0x10", "0x10"},
+      {"1 2", "1 2"},
+      {"1000001", "1000001"},
       {"99999999999999999999999", "99999999999999999999999"},
       {"18446744073709551616", "18446744073709551616"},
       {"\xd9\xa3", "\xd9\xa3"}, /* ARABIC-INDIC DIGIT THREE is not a decimal digit here */
@@ -530,10 +549,14 @@ static void test_integer_wrong_types(void **state) {
   static const struct {
     uint8_t kind;
     const char *name;
-  } kinds[] = {{AMQP_FIELD_KIND_BOOLEAN, "boolean"}, {AMQP_FIELD_KIND_F32, "float"},
-               {AMQP_FIELD_KIND_F64, "double"},      {AMQP_FIELD_KIND_DECIMAL, "decimal"},
-               {AMQP_FIELD_KIND_TABLE, "table"},     {AMQP_FIELD_KIND_ARRAY, "array"},
-               {AMQP_FIELD_KIND_VOID, "void"},       {AMQP_FIELD_KIND_TIMESTAMP, "timestamp"},
+  } kinds[] = {{AMQP_FIELD_KIND_BOOLEAN, "boolean"},
+               {AMQP_FIELD_KIND_F32, "float"},
+               {AMQP_FIELD_KIND_F64, "double"},
+               {AMQP_FIELD_KIND_DECIMAL, "decimal"},
+               {AMQP_FIELD_KIND_TABLE, "table"},
+               {AMQP_FIELD_KIND_ARRAY, "array"},
+               {AMQP_FIELD_KIND_VOID, "void"},
+               {AMQP_FIELD_KIND_TIMESTAMP, "timestamp"},
                {'?', "an unknown type"}};
   char msg[128];
   for (size_t f = 0; f < NELEM(int_fields); f++) {
@@ -560,12 +583,12 @@ static void test_default_max_attempts_passes_through(void **state) {
 static void test_duplicate_keys(void **state) {
   (void)state;
   static const char *const keys[] = {
-      DLQB_H_REQUEST_ID,   DLQB_H_SOURCE_SYSTEM, DLQB_H_LEGAL_BASIS,
-      DLQB_H_ACTION,       DLQB_H_ATTEMPT,       DLQB_H_MAX_ATTEMPTS,
-      DLQB_H_LAST_ERROR,   DLQB_H_FIRST_SEEN_AT, DLQB_H_REPLAY_COUNT,
+      DLQB_H_REQUEST_ID, DLQB_H_SOURCE_SYSTEM, DLQB_H_LEGAL_BASIS,
+      DLQB_H_ACTION,     DLQB_H_ATTEMPT,       DLQB_H_MAX_ATTEMPTS,
+      DLQB_H_LAST_ERROR, DLQB_H_FIRST_SEEN_AT, DLQB_H_REPLAY_COUNT,
   };
-  static const char *const values[] = {"r", "s", "gdpr_art_15", "access", "1", "3",
-                                       "e", "2026-01-01T00:00:00Z", "0"};
+  static const char *const values[] = {"r", "s", "gdpr_art_15",          "access", "1",
+                                       "3", "e", "2026-01-01T00:00:00Z", "0"};
   char msg[128];
   for (size_t i = 0; i < NELEM(keys); i++) {
     hdrs h;
@@ -967,7 +990,9 @@ static void test_failure_worker_error(void **state) {
   dlqb_failure_read(&h.t, &f);
   assert_true(f.has_worker_error);
   assert_string_equal(f.worker_error, "timeout");
-  h_put(&h, DLQB_H_WORKER_ERROR, v_str("a\tb\x01" "c\xc3"));
+  h_put(&h, DLQB_H_WORKER_ERROR,
+        v_str("a\tb\x01"
+              "c\xc3"));
   dlqb_failure_read(&h.t, &f);
   assert_string_equal(f.worker_error, "a?b?c?");
   h_put(&h, DLQB_H_WORKER_ERROR, v_int(AMQP_FIELD_KIND_I32, 3)); /* wrong type: ignored */
@@ -1104,7 +1129,8 @@ static void test_apply_later_set_wins(void **state) {
   amqp_table_entry_t scratch[8];
   amqp_table_t out;
   dlqb_hset twice[] = {{"k", DLQB_HSET_STRING, "first", 0}, {"k", DLQB_HSET_STRING, "second", 0}};
-  dlqb_hset then_removed[] = {{"k", DLQB_HSET_STRING, "first", 0}, {"k", DLQB_HSET_REMOVE, NULL, 0}};
+  dlqb_hset then_removed[] = {{"k", DLQB_HSET_STRING, "first", 0},
+                              {"k", DLQB_HSET_REMOVE, NULL, 0}};
   h_clear(&h);
   assert_int_equal(dlqb_headers_apply(&h.t, twice, 2, scratch, 8, &out), DLQB_OK);
   assert_int_equal(out.num_entries, 1);
@@ -1312,11 +1338,15 @@ static void test_sanitize_plain_and_invalid(void **state) {
   expect_sanitized("hello", 3, 64, "hel"); /* len, not NUL, ends the source */
   expect_sanitized("caf\xc3\xa9", 5, 64, "caf\xc3\xa9");
   expect_sanitized("\xff", 1, 64, "?");
-  expect_sanitized("a\x80" "b", 3, 64, "a?b");
+  expect_sanitized("a\x80"
+                   "b",
+                   3, 64, "a?b");
   expect_sanitized("\xc0\xaf", 2, 64, "??");
   expect_sanitized("\xed\xa0\x80", 3, 64, "???");
   expect_sanitized("\xe2\x82", 2, 64, "??");
-  expect_sanitized("\xe2\x82" "a", 3, 64, "??a");
+  expect_sanitized("\xe2\x82"
+                   "a",
+                   3, 64, "??a");
   expect_sanitized("\xf4\x90\x80\x80", 4, 64, "????");
 }
 
@@ -1324,7 +1354,7 @@ static void test_sanitize_controls(void **state) {
   (void)state;
   expect_sanitized("\n\t\x01\x7f", 4, 64, "????");
   expect_sanitized("a\0b", 3, 64, "a?b");
-  expect_sanitized("\xc2\x85x", 3, 64, "?x");      /* C1 NEL: one '?' for the character */
+  expect_sanitized("\xc2\x85x", 3, 64, "?x");        /* C1 NEL: one '?' for the character */
   expect_sanitized("\xc2\xa0x", 3, 64, "\xc2\xa0x"); /* NBSP is printable */
   expect_sanitized("\x1b[0m", 4, 64, "?[0m");
 }
@@ -1340,7 +1370,8 @@ static void test_sanitize_truncation(void **state) {
   expect_sanitized("\xf0\x9f\x98\x80z", 5, 5, "\xf0\x9f\x98\x80");
   expect_sanitized("\xffz", 2, 2, "?");
   /* At every capacity the output is clean and a prefix of the source. */
-  const char *mixed = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" "b\xc3\xa9";
+  const char *mixed = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"
+                      "b\xc3\xa9";
   size_t len = strlen(mixed);
   for (size_t cap = 1; cap <= len + 2; cap++) {
     char dst[64];

@@ -22,8 +22,8 @@
 #include "dlqb/evidence.h"
 #include "dlqb/witness.h"
 
-#define LINES 500
-#define LATER 20
+#define LINES  500
+#define LATER  20
 #define ORIGIN "test.example/audit"
 
 typedef struct {
@@ -43,7 +43,8 @@ static void make_lines(world *w, bool forked) {
     else
       snprintf(w->lines[i], sizeof w->lines[i],
                "{\"v\":2,\"seq\":%d,\"event\":\"retry_scheduled\",\"request_id\":\"R-%d\","
-               "\"reason\":\"a \\\"quoted\\\" text\"}", i, i % 50);
+               "\"reason\":\"a \\\"quoted\\\" text\"}",
+               i, i % 50);
   }
 }
 
@@ -189,8 +190,8 @@ static void test_every_byte_counts(void **state) {
 }
 
 static char *reserialize(json_object *o, size_t *len) {
-  const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                        JSON_C_TO_STRING_NOSLASHESCAPE);
+  const char *s =
+      json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
   *len = strlen(s);
   return strdup(s);
 }

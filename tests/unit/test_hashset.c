@@ -212,7 +212,7 @@ typedef struct {
 
 static void count_key(void *ctx, const char *key, size_t len, void *v) {
   tally *t = ctx;
-  assert_non_null(v); /* value_size 0: still a non-NULL value pointer */
+  assert_non_null(v);                 /* value_size 0: still a non-NULL value pointer */
   assert_int_equal(strlen(key), len); /* NUL-terminated copy */
   t->calls++;
   t->bytes += len;

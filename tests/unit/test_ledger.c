@@ -190,8 +190,9 @@ static void test_cache_refuses_other_writers(void **state) {
   char *buf;
   size_t len;
   assert_int_equal(dlqb_ledger_cache_encode(l, &sample_mark, WRITERS, &buf, &len, &err), DLQB_OK);
-  expect_refused_under(buf, len, "dsr-worker", "built under completion_writers 'dsr-worker,svc-b', "
-                                               "not 'dsr-worker'");
+  expect_refused_under(buf, len, "dsr-worker",
+                       "built under completion_writers 'dsr-worker,svc-b', "
+                       "not 'dsr-worker'");
   expect_refused_under(buf, len, WRITERS ",intruder", "completion_writers");
   expect_refused_under(buf, len, "", "completion_writers");
   expect_refused_under(buf, len, "svc-b,dsr-worker", "completion_writers");

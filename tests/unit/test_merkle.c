@@ -23,16 +23,15 @@ static size_t vec_len[8] = {0, 1, 1, 2, 2, 4, 8, 16};
 static unsigned char vec_data[8][16];
 
 static void vectors(void) {
-  static const unsigned char d[8][16] = {
-      {0},
-      {0x00},
-      {0x10},
-      {0x20, 0x21},
-      {0x30, 0x31},
-      {0x40, 0x41, 0x42, 0x43},
-      {0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57},
-      {0x60, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69, 0x6a, 0x6b, 0x6c, 0x6d, 0x6e,
-       0x6f}};
+  static const unsigned char d[8][16] = {{0},
+                                         {0x00},
+                                         {0x10},
+                                         {0x20, 0x21},
+                                         {0x30, 0x31},
+                                         {0x40, 0x41, 0x42, 0x43},
+                                         {0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57},
+                                         {0x60, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,
+                                          0x69, 0x6a, 0x6b, 0x6c, 0x6d, 0x6e, 0x6f}};
   memcpy(vec_data, d, sizeof d);
   for (int i = 0; i < 8; i++) vec_leaf[i] = vec_data[i];
 }
@@ -91,8 +90,8 @@ static void test_rfc6962_roots(void **state) {
 static void check_proof(bool consistency, uint64_t m, uint64_t n, const char *const *hex,
                         size_t nhex) {
   dlqb_merkle_range r[DLQB_MERKLE_PROOF_MAX];
-  size_t nr = consistency ? dlqb_merkle_consistency_ranges(m, n, r)
-                          : dlqb_merkle_inclusion_ranges(m, n, r);
+  size_t nr =
+      consistency ? dlqb_merkle_consistency_ranges(m, n, r) : dlqb_merkle_inclusion_ranges(m, n, r);
   assert_int_equal(nr, nhex);
   unsigned char got[DLQB_MERKLE_PROOF_MAX][H], want[H], root[H], root1[H], leaf[H];
   pass_over(n, r, nr, got, root);
@@ -213,8 +212,8 @@ static void test_all_small_trees(void **state) {
         assert_true(dlqb_merkle_verify_consistency(m, n, root_m, root, pc, nc));
         if (m < n) {
           assert_false(dlqb_merkle_verify_consistency(m, n, root_m, root, pc, nc - 1));
-          assert_false(dlqb_merkle_verify_consistency(m + 1 == n ? m - 1 : m + 1, n, root_m,
-                                                      root, pc, nc));
+          assert_false(
+              dlqb_merkle_verify_consistency(m + 1 == n ? m - 1 : m + 1, n, root_m, root, pc, nc));
           for (size_t i = 0; i < nc; i++) {
             pc[i][0] ^= 1;
             assert_false(dlqb_merkle_verify_consistency(m, n, root_m, root, pc, nc));

@@ -97,8 +97,11 @@ static void test_fresh_registry_exports_zeros(void **state) {
 static void test_every_family_has_help_and_type(void **state) {
   (void)state;
   dlqb_metrics *m = dlqb_metrics_new("x");
-  dlqb_queue_stat q = {.queue = "dsr.dlq.manual", .present = true, .depth = 1,
-                       .age_source = DLQB_AGE_HEAD, .oldest_age_seconds = 2.5};
+  dlqb_queue_stat q = {.queue = "dsr.dlq.manual",
+                       .present = true,
+                       .depth = 1,
+                       .age_source = DLQB_AGE_HEAD,
+                       .oldest_age_seconds = 2.5};
   dlqb_metrics_set_queues(m, &q, 1, true);
   char *t = render(m);
   char family[128] = "";
@@ -190,10 +193,18 @@ static void test_queue_gauges(void **state) {
   (void)state;
   dlqb_metrics *m = dlqb_metrics_new("x");
   dlqb_queue_stat qs[4] = {
-      {.queue = "dsr.work", .type = DLQB_QTYPE_QUORUM, .present = true, .depth = 7,
-       .consumers = 2, .age_source = DLQB_AGE_UNKNOWN},
-      {.queue = "dsr.dlq.manual", .type = DLQB_QTYPE_CLASSIC, .present = true, .depth = 30,
-       .age_source = DLQB_AGE_HEAD, .oldest_age_seconds = 86400.25},
+      {.queue = "dsr.work",
+       .type = DLQB_QTYPE_QUORUM,
+       .present = true,
+       .depth = 7,
+       .consumers = 2,
+       .age_source = DLQB_AGE_UNKNOWN},
+      {.queue = "dsr.dlq.manual",
+       .type = DLQB_QTYPE_CLASSIC,
+       .present = true,
+       .depth = 30,
+       .age_source = DLQB_AGE_HEAD,
+       .oldest_age_seconds = 86400.25},
       {.queue = "gone", .present = false},
       {.queue = "we\"ird\\q\nx", .present = true, .depth = 0, .age_source = DLQB_AGE_EMPTY},
   };
@@ -229,7 +240,10 @@ static void test_review_gauges(void **state) {
   char *t = render(m);
   assert_false(has_line_starting(t, "dlq_bridge_review_items{"));
   free(t);
-  dlqb_review_tally r = {.items = 3, .unclaimed = 2, .claimed = 1, .has_oldest_unclaimed = true,
+  dlqb_review_tally r = {.items = 3,
+                         .unclaimed = 2,
+                         .claimed = 1,
+                         .has_oldest_unclaimed = true,
                          .oldest_unclaimed_ms = 90500};
   dlqb_metrics_set_review(m, &r, true);
   t = render(m);
@@ -350,8 +364,8 @@ static void test_http_endpoint(void **state) {
 /* The slow-client test's server: on a port the kernel picks, so two runs of
  * the unit tests at once (two worktrees) cannot meet on a fixed one. */
 static int slow_port;
-#define SLOW_IPS 4
-#define SLOW_PER_IP 10
+#define SLOW_IPS         4
+#define SLOW_PER_IP      10
 #define PROBE_TIMEOUT_MS 3000 /* the Docker image's HEALTHCHECK --timeout */
 
 static int64_t mono_ms(void) {
@@ -450,8 +464,9 @@ static void test_slow_clients_do_not_lock_out_healthz(void **state) {
     int status = probe_healthz(&took);
     probes++;
     if (took > longest) longest = took;
-    if (status != 200) fail_msg("/healthz gave %d after %lld ms with %d slow clients open",
-                                status, (long long)took, open_left);
+    if (status != 200)
+      fail_msg("/healthz gave %d after %lld ms with %d slow clients open", status, (long long)took,
+               open_left);
     poll(NULL, 0, 200);
   }
   int64_t all_cut = mono_ms() - start;
@@ -580,8 +595,9 @@ static void test_help_is_true_for_every_pipeline(void **state) {
   size_t len = 0;
   dlqb_error err;
   assert_int_equal(dlqb_metrics_render_set(both, 2, &text, &len, &err), DLQB_OK);
-  static const char *const own[] = {"dsr.failed", "dsr.work", "dsr.dlx", "dsr.dlq.manual",
-                                    "dsr.retry", "dsr.completed", "compliance_review"};
+  static const char *const own[] = {"dsr.failed",       "dsr.work",  "dsr.dlx",
+                                    "dsr.dlq.manual",   "dsr.retry", "dsr.completed",
+                                    "compliance_review"};
   int helps = 0;
   for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
     if (strncmp(line, "# HELP ", 7) != 0) continue;

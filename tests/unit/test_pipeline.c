@@ -124,8 +124,8 @@ static void test_three_pipelines(void **state) {
   assert_string_equal(p.work, "dsr.work");
   assert_string_equal(p.review, "compliance_review");
   assert_string_equal(p.profile.name, "dsr");
-  assert_int_equal(p.policy.max_attempts, 4); /* the top level */
-  assert_int_equal(p.policy.edit_approval, 1);  /* the default: four eyes */
+  assert_int_equal(p.policy.max_attempts, 4);  /* the top level */
+  assert_int_equal(p.policy.edit_approval, 1); /* the default: four eyes */
 
   dlqb_config_pipeline(&c, 1, &p);
   assert_string_equal(p.name, "redaction");

@@ -11,8 +11,8 @@
 #include "dlqb/policy.h"
 #include "dlqb/text.h"
 
-#define NOW INT64_C(1796015388000) /* 2026-11-30T05:09:48Z */
-#define HOUR INT64_C(3600000)
+#define NOW        INT64_C(1796015388000) /* 2026-11-30T05:09:48Z */
+#define HOUR       INT64_C(3600000)
 #define SLA_SUFFIX "; sla budget exhausted: next try would pass the deadline "
 
 /* Filled by hand so these tests do not depend on config.c. */
@@ -192,7 +192,7 @@ static void test_tier_selection_and_last_repeats(void **state) {
     int64_t attempt;
     size_t tier;
     uint64_t delay;
-  } cases[] = {{0, 0, 1000}, {1, 1, 5000}, {2, 2, 30000}, {3, 2, 30000},
+  } cases[] = {{0, 0, 1000},  {1, 1, 5000},   {2, 2, 30000},     {3, 2, 30000},
                {4, 2, 30000}, {50, 2, 30000}, {999998, 2, 30000}};
   dlqb_config cfg;
   dlqb_failure f;

@@ -60,10 +60,10 @@ static void test_kinds_of_entries(void **state) {
   hop(r, "retry_scheduled", "msg-1", "dsr.failed", "dsr.retry.1s"); /* elsewhere: ignored */
   hop(r, "dead_lettered", "msg-1", "dsr.failed", "dsr.dlq.manual");
   hop(r, "dead_lettered", "msg-2", "dsr.failed", "dsr.dlq.manual");
-  hop(r, "replayed", "msg-2", "dsr.dlq.manual", "dsr.work");       /* left: forgotten */
-  hop(r, "poison", "msg-3", "dsr.failed", "dsr.dlq.manual");       /* missing from the queue */
+  hop(r, "replayed", "msg-2", "dsr.dlq.manual", "dsr.work");        /* left: forgotten */
+  hop(r, "poison", "msg-3", "dsr.failed", "dsr.dlq.manual");        /* missing from the queue */
   hop(r, "dead_lettered", "msg-5", "dsr.failed", "dsr.dlq.manual"); /* a copy more than recorded */
-  hop(r, "resolved", "msg-6", "dsr.dlq.manual", "");               /* never recorded in: no-op */
+  hop(r, "resolved", "msg-6", "dsr.dlq.manual", "");                /* never recorded in: no-op */
 
   lookup l1 = entry(r, "msg-1");
   assert_int_equal(l1.seen, 1);
@@ -134,7 +134,8 @@ static void test_other_lines_change_nothing(void **state) {
   assert_non_null(r);
   const char *lines[] = {
       "{\"event\":\"chain_start\",\"writer\":\"dsr.dlq.manual\"}",
-      "{\"event\":\"dead_lettered\",\"message_id\":\"\",\"from\":\"dsr.failed\",\"to\":\"dsr.dlq.manual\"}",
+      "{\"event\":\"dead_lettered\",\"message_id\":\"\",\"from\":\"dsr.failed\",\"to\":\"dsr.dlq."
+      "manual\"}",
       "{\"event\":\"dead_lettered\",\"message_id\":7,\"to\":\"dsr.dlq.manual\"}",
       "not json but dsr.dlq.manual",
       "{\"message_id\":\"x\",\"from\":\"dsr.dlq.manual\",\"to\":\"dsr.dlq.manual\"}",

@@ -12,7 +12,7 @@
 
 #include "dlqb/review.h"
 
-#define NOW INT64_C(1796015388000)
+#define NOW  INT64_C(1796015388000)
 #define HOUR INT64_C(3600000)
 
 static dlqb_item item(const char *owner, int64_t escalated_at, int64_t claimed_at) {
@@ -47,7 +47,8 @@ static void test_claim_gate(void **state) {
 
 static void test_decide_gate(void **state) {
   (void)state;
-  dlqb_item free_ = item("", NOW, 0), mine = item("alice", NOW, NOW), theirs = item("bob", NOW, NOW);
+  dlqb_item free_ = item("", NOW, 0), mine = item("alice", NOW, NOW),
+            theirs = item("bob", NOW, NOW);
   assert_int_equal(dlqb_review_decide_gate(&mine, "alice", false), DLQB_GATE_ALLOW);
   assert_int_equal(dlqb_review_decide_gate(&mine, "alice", true), DLQB_GATE_ALLOW);
   assert_int_equal(dlqb_review_decide_gate(&free_, "alice", false), DLQB_GATE_UNCLAIMED);

@@ -13,7 +13,7 @@
 #include "dlqb/route.h"
 #include "table_builder.h"
 
-#define NOW INT64_C(1796015388000) /* 2026-11-30T05:09:48Z */
+#define NOW     INT64_C(1796015388000) /* 2026-11-30T05:09:48Z */
 #define NOW_ISO "2026-11-30T05:09:48.000Z"
 
 static void make_cfg(dlqb_config *cfg) {

@@ -9,9 +9,9 @@
 #include "dlqb/rate.h"
 #include "dlqb/select.h"
 
-#define NOW_MS 1796000000000LL /* 2026-11-30T...Z */
+#define NOW_MS   1796000000000LL       /* 2026-11-30T...Z */
 #define LATER_MS (NOW_MS + 86400000LL) /* past every stamp below */
-#define HOUR_MS 3600000LL
+#define HOUR_MS  3600000LL
 
 /* A message's properties with up to 16 headers, built in place. */
 typedef struct {
@@ -84,10 +84,12 @@ static void test_item_read_lenient(void **state) {
   (void)state;
   msg m;
   msg_init(&m, NULL);
-  add_i64(&m, "request_id", 7);          /* wrong type: reads as empty */
-  add_str(&m, "attempt", "x1");          /* not a number */
-  add_str(&m, "dlq_at", "yesterday");    /* not ISO */
-  add_str(&m, "source_system", "a\x01" "b"); /* control char sanitised */
+  add_i64(&m, "request_id", 7);       /* wrong type: reads as empty */
+  add_str(&m, "attempt", "x1");       /* not a number */
+  add_str(&m, "dlq_at", "yesterday"); /* not ISO */
+  add_str(&m, "source_system",
+          "a\x01"
+          "b"); /* control char sanitised */
   dlqb_item it;
   dlqb_item_read(&m.props, &it);
   assert_string_equal(it.request_id, "");
@@ -197,8 +199,8 @@ static dlqb_item item_at(const char *rid, const char *src, const char *basis, co
 
 static void test_select_match_each_filter(void **state) {
   (void)state;
-  dlqb_item a = item_at("r1", "crm", "gdpr_art_17", "rejected by worker: upstream 503",
-                        NOW_MS - 3 * HOUR_MS);
+  dlqb_item a =
+      item_at("r1", "crm", "gdpr_art_17", "rejected by worker: upstream 503", NOW_MS - 3 * HOUR_MS);
   dlqb_item b = item_at("r2", "billing", "ccpa_1798_105", "poison: repeated consumer crash",
                         NOW_MS - 10 * 60000);
   dlqb_select s;
@@ -243,11 +245,11 @@ static void test_select_match_each_filter(void **state) {
   assert_true(dlqb_select_given(&s));
   assert_true(dlqb_select_match(&s, &a, NOW_MS));
   assert_false(dlqb_select_match(&s, &b, NOW_MS));
-  dlqb_item a2 = item_at("r9", "crm", "gdpr_art_15", "rejected by worker: upstream 504",
-                         NOW_MS - HOUR_MS);
+  dlqb_item a2 =
+      item_at("r9", "crm", "gdpr_art_15", "rejected by worker: upstream 504", NOW_MS - HOUR_MS);
   assert_true(dlqb_select_match(&s, &a2, NOW_MS));
-  dlqb_item a3 = item_at("r9", "erp", "gdpr_art_15", "rejected by worker: upstream 504",
-                         NOW_MS - HOUR_MS);
+  dlqb_item a3 =
+      item_at("r9", "erp", "gdpr_art_15", "rejected by worker: upstream 504", NOW_MS - HOUR_MS);
   assert_false(dlqb_select_match(&s, &a3, NOW_MS)); /* another source_system */
   dlqb_error err;
   assert_int_equal(dlqb_select_set(&s, "group", "0123", &err), DLQB_EINVAL);

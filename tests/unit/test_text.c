@@ -35,8 +35,11 @@ static void test_cell_counts_characters_not_bytes(void **state) {
   (void)state;
   bool cut;
   /* "Zürich-Straße" is 13 characters, 15 bytes: it fits 13 columns. */
-  assert_string_equal(cell("Z\xc3\xbcrich-Stra\xc3\x9f" "e", 13, true, &cut),
-                      "Z\xc3\xbcrich-Stra\xc3\x9f" "e");
+  assert_string_equal(cell("Z\xc3\xbcrich-Stra\xc3\x9f"
+                           "e",
+                           13, true, &cut),
+                      "Z\xc3\xbcrich-Stra\xc3\x9f"
+                      "e");
   assert_false(cut);
   /* Cut: never in the middle of a character. */
   assert_string_equal(cell("\xc3\xbc\xc3\xbc\xc3\xbc\xc3\xbc", 3, false, &cut),
@@ -62,7 +65,8 @@ static void test_cell_tail_keeps_the_end(void **state) {
   char buf[64];
   bool cut;
   dlqb_text_cell_tail(buf, sizeof buf, "R-2026-11-1001", 14, 8, true, &cut);
-  assert_string_equal(buf, "\xe2\x80\xa6" "11-1001");
+  assert_string_equal(buf, "\xe2\x80\xa6"
+                           "11-1001");
   assert_true(cut);
   dlqb_text_cell_tail(buf, sizeof buf, "R-1", 3, 8, true, &cut);
   assert_string_equal(buf, "R-1     ");

@@ -10,7 +10,7 @@
 
 #include "dlqb/verdict.h"
 
-#define NOW INT64_C(1796015388000)
+#define NOW  INT64_C(1796015388000)
 #define HOUR INT64_C(3600000)
 
 static dlqb_item item(const char *request_id, const char *source, int64_t dlq_at_ms) {

@@ -7,24 +7,24 @@
 /* Describes a failed RPC reply in one line. */
 void th__say_reply(const char *what, amqp_rpc_reply_t r) {
   switch (r.reply_type) {
-    case AMQP_RESPONSE_NORMAL: return;
-    case AMQP_RESPONSE_NONE: th__say("%s: no reply", what); return;
-    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-      th__say("%s: %s", what, amqp_error_string2(r.library_error));
-      return;
-    case AMQP_RESPONSE_SERVER_EXCEPTION:
-      if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-        const amqp_channel_close_t *m = r.reply.decoded;
-        th__say("%s: channel closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
-                (const char *)m->reply_text.bytes);
-      } else if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-        const amqp_connection_close_t *m = r.reply.decoded;
-        th__say("%s: connection closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
-                (const char *)m->reply_text.bytes);
-      } else {
-        th__say("%s: server exception 0x%08x", what, r.reply.id);
-      }
-      return;
+  case AMQP_RESPONSE_NORMAL: return;
+  case AMQP_RESPONSE_NONE: th__say("%s: no reply", what); return;
+  case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+    th__say("%s: %s", what, amqp_error_string2(r.library_error));
+    return;
+  case AMQP_RESPONSE_SERVER_EXCEPTION:
+    if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+      const amqp_channel_close_t *m = r.reply.decoded;
+      th__say("%s: channel closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
+              (const char *)m->reply_text.bytes);
+    } else if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+      const amqp_connection_close_t *m = r.reply.decoded;
+      th__say("%s: connection closed %u %.*s", what, m->reply_code, (int)m->reply_text.len,
+              (const char *)m->reply_text.bytes);
+    } else {
+      th__say("%s: server exception 0x%08x", what, r.reply.id);
+    }
+    return;
   }
 }
 
@@ -57,8 +57,7 @@ static int th__recover(th_conn *c, amqp_rpc_reply_t r) {
 }
 
 /* Opens a TCP connection and logs into vhost; NULL on failure. */
-amqp_connection_state_t th__login(const char *vhost, const char *user,
-                                         const char *password) {
+amqp_connection_state_t th__login(const char *vhost, const char *user, const char *password) {
   const th_env *e = th_env_get();
   if (e == NULL) return NULL;
   amqp_connection_state_t conn = amqp_new_connection();
@@ -133,45 +132,45 @@ static int th__await_confirm(th_conn *c, uint64_t tag) {
     }
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
     switch (frame.payload.method.id) {
-      case AMQP_BASIC_ACK_METHOD: {
-        const amqp_basic_ack_t *ack = frame.payload.method.decoded;
-        if (ack->delivery_tag == tag || (ack->multiple && ack->delivery_tag >= tag)) {
-          if (returned) th__say("message was returned as unroutable");
-          return returned ? -1 : 0;
-        }
-        break;
+    case AMQP_BASIC_ACK_METHOD: {
+      const amqp_basic_ack_t *ack = frame.payload.method.decoded;
+      if (ack->delivery_tag == tag || (ack->multiple && ack->delivery_tag >= tag)) {
+        if (returned) th__say("message was returned as unroutable");
+        return returned ? -1 : 0;
       }
-      case AMQP_BASIC_NACK_METHOD: {
-        const amqp_basic_nack_t *nack = frame.payload.method.decoded;
-        if (nack->delivery_tag == tag || (nack->multiple && nack->delivery_tag >= tag)) {
-          th__say("broker nacked the publish");
-          return -1;
-        }
-        break;
-      }
-      case AMQP_BASIC_RETURN_METHOD: {
-        amqp_message_t msg;
-        amqp_rpc_reply_t r = amqp_read_message(c->conn, frame.channel, &msg, 0);
-        if (r.reply_type != AMQP_RESPONSE_NORMAL) return -1;
-        amqp_destroy_message(&msg);
-        returned = true;
-        break;
-      }
-      case AMQP_CHANNEL_CLOSE_METHOD: {
-        const amqp_channel_close_t *m = frame.payload.method.decoded;
-        th__say("publish: channel closed %u %.*s", m->reply_code, (int)m->reply_text.len,
-                (const char *)m->reply_text.bytes);
-        amqp_channel_close_ok_t ok = {0};
-        amqp_send_method(c->conn, 1, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-        c->channel_open = false;
-        th__open_channel(c);
+      break;
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+      const amqp_basic_nack_t *nack = frame.payload.method.decoded;
+      if (nack->delivery_tag == tag || (nack->multiple && nack->delivery_tag >= tag)) {
+        th__say("broker nacked the publish");
         return -1;
       }
-      case AMQP_CONNECTION_CLOSE_METHOD:
-        th__say("publish: connection closed by the broker");
-        c->channel_open = false;
-        return -1;
-      default: break;
+      break;
+    }
+    case AMQP_BASIC_RETURN_METHOD: {
+      amqp_message_t msg;
+      amqp_rpc_reply_t r = amqp_read_message(c->conn, frame.channel, &msg, 0);
+      if (r.reply_type != AMQP_RESPONSE_NORMAL) return -1;
+      amqp_destroy_message(&msg);
+      returned = true;
+      break;
+    }
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+      const amqp_channel_close_t *m = frame.payload.method.decoded;
+      th__say("publish: channel closed %u %.*s", m->reply_code, (int)m->reply_text.len,
+              (const char *)m->reply_text.bytes);
+      amqp_channel_close_ok_t ok = {0};
+      amqp_send_method(c->conn, 1, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+      c->channel_open = false;
+      th__open_channel(c);
+      return -1;
+    }
+    case AMQP_CONNECTION_CLOSE_METHOD:
+      th__say("publish: connection closed by the broker");
+      c->channel_open = false;
+      return -1;
+    default: break;
     }
   }
 }

@@ -29,7 +29,7 @@
 
 #define TH_CONFIRM_TIMEOUT_MS 10000
 #define TH_CONNECT_TIMEOUT_MS 5000
-#define TH_POLL_MS 20
+#define TH_POLL_MS            20
 
 extern char **environ;
 

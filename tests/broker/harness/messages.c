@@ -198,16 +198,16 @@ static bool th__field_bytes(const amqp_field_value_t *v, amqp_bytes_t *out) {
 
 static bool th__field_int(const amqp_field_value_t *v, int64_t *out) {
   switch (v->kind) {
-    case AMQP_FIELD_KIND_I8: *out = v->value.i8; return true;
-    case AMQP_FIELD_KIND_U8: *out = v->value.u8; return true;
-    case AMQP_FIELD_KIND_I16: *out = v->value.i16; return true;
-    case AMQP_FIELD_KIND_U16: *out = v->value.u16; return true;
-    case AMQP_FIELD_KIND_I32: *out = v->value.i32; return true;
-    case AMQP_FIELD_KIND_U32: *out = v->value.u32; return true;
-    case AMQP_FIELD_KIND_I64: *out = v->value.i64; return true;
-    case AMQP_FIELD_KIND_U64: *out = (int64_t)v->value.u64; return true;
-    case AMQP_FIELD_KIND_TIMESTAMP: *out = (int64_t)v->value.u64; return true;
-    default: return false;
+  case AMQP_FIELD_KIND_I8: *out = v->value.i8; return true;
+  case AMQP_FIELD_KIND_U8: *out = v->value.u8; return true;
+  case AMQP_FIELD_KIND_I16: *out = v->value.i16; return true;
+  case AMQP_FIELD_KIND_U16: *out = v->value.u16; return true;
+  case AMQP_FIELD_KIND_I32: *out = v->value.i32; return true;
+  case AMQP_FIELD_KIND_U32: *out = v->value.u32; return true;
+  case AMQP_FIELD_KIND_I64: *out = v->value.i64; return true;
+  case AMQP_FIELD_KIND_U64: *out = (int64_t)v->value.u64; return true;
+  case AMQP_FIELD_KIND_TIMESTAMP: *out = (int64_t)v->value.u64; return true;
+  default: return false;
   }
 }
 
@@ -315,19 +315,19 @@ void th__to_amqp(const th_msg *m, amqp_basic_properties_t *p, amqp_table_entry_t
     amqp_table_entry_t *e = &entries[i];
     e->key = amqp_cstring_bytes(h->key);
     switch (h->type) {
-      case TH_H_STR:
-        e->value.kind = AMQP_FIELD_KIND_UTF8;
-        e->value.value.bytes = (amqp_bytes_t){.len = h->str_len, .bytes = (void *)h->str};
-        break;
-      case TH_H_INT:
-        e->value.kind = AMQP_FIELD_KIND_I64;
-        e->value.value.i64 = h->num;
-        break;
-      case TH_H_BOOL:
-        e->value.kind = AMQP_FIELD_KIND_BOOLEAN;
-        e->value.value.boolean = (amqp_boolean_t)h->num;
-        break;
-      case TH_H_OTHER: e->value = h->raw; break;
+    case TH_H_STR:
+      e->value.kind = AMQP_FIELD_KIND_UTF8;
+      e->value.value.bytes = (amqp_bytes_t){.len = h->str_len, .bytes = (void *)h->str};
+      break;
+    case TH_H_INT:
+      e->value.kind = AMQP_FIELD_KIND_I64;
+      e->value.value.i64 = h->num;
+      break;
+    case TH_H_BOOL:
+      e->value.kind = AMQP_FIELD_KIND_BOOLEAN;
+      e->value.value.boolean = (amqp_boolean_t)h->num;
+      break;
+    case TH_H_OTHER: e->value = h->raw; break;
     }
   }
   p->_flags |= AMQP_BASIC_HEADERS_FLAG;

@@ -94,10 +94,8 @@ int th_mgmt(const char *method, const char *path, const char *body, char **out) 
   }
   int status = atoi(nl + 1);
   *nl = '\0';
-  if (out != NULL)
-    *out = text;
-  else
-    free(text);
+  if (out != NULL) *out = text;
+  else free(text);
   return status;
 }
 
@@ -129,8 +127,7 @@ int th_broker_version(void) {
   const char *v = th_json_str(o, "rabbitmq_version");
   if (sscanf(v, "%d.%d", &major, &minor) == 2 && major > 0 && minor >= 0 && minor < 100)
     version = major * 100 + minor;
-  else
-    th__say("cannot read the node's rabbitmq_version (got '%s')", v);
+  else th__say("cannot read the node's rabbitmq_version (got '%s')", v);
   if (o != NULL) json_object_put(o);
   return version;
 }

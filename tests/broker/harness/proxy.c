@@ -112,8 +112,7 @@ void th_proxy_cut(th_proxy *px) {
 }
 
 bool th_proxy_url_env(const th_proxy *px, const th_vhost *v, char *buf, size_t len) {
-  return th_fmt(buf, len, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", px->port,
-                v->name);
+  return th_fmt(buf, len, "DLQ_BRIDGE_URL=amqp://guest:guest@127.0.0.1:%d/%s", px->port, v->name);
 }
 
 /* GETs http://127.0.0.1:port<path> through curl. Returns the HTTP status
@@ -137,9 +136,7 @@ int th_http_get(int port, const char *path, char **body) {
   char *nl = strrchr(buf, '\n');
   int status = (rc == 0 && nl != NULL) ? atoi(nl + 1) : -1;
   if (nl != NULL) *nl = '\0'; /* the separator -w added */
-  if (body != NULL && status > 0)
-    *body = buf;
-  else
-    free(buf);
+  if (body != NULL && status > 0) *body = buf;
+  else free(buf);
   return status;
 }
