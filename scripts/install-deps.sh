@@ -11,7 +11,7 @@ packages=(
     build-essential cmake pkg-config
     librabbitmq-dev libssl-dev libjson-c-dev libcmocka-dev libmicrohttpd-dev
     rabbitmq-server curl socat prometheus openssl python3 python3-yaml python3-cryptography jq tmux
-    clang libclang-rt-14-dev systemd debootstrap docker.io
+    clang clang-format libclang-rt-14-dev systemd debootstrap docker.io
     chromium
     debhelper dpkg-dev lintian piuparts go-md2man
 )
