@@ -937,6 +937,8 @@ static void test_forged_xdeath_task_is_retried(void **state) {
 }
 
 int main(void) {
+  /* DLQB_TEST_FILTER=test_replay* runs only the matching cases. */
+  if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_hostile_messages_all_reach_the_dlq),
