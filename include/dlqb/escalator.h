@@ -47,6 +47,10 @@ bool dlqb_escalator_audit_health(const dlqb_escalator *e, char *why, size_t len)
  * NULL-safe. Thread-safe. */
 bool dlqb_escalator_health(dlqb_escalator *e, char *why, size_t len);
 
+/* Its audit anchors start held (dlqb_anchor_start): the caller releases
+ * them once its router has declared the topology. NULL-safe. */
+void dlqb_escalator_release_anchors(dlqb_escalator *e);
+
 /* Whether the escalator's last audit anchor reached the broker (true when
  * anchors are off or e is NULL). */
 bool dlqb_escalator_anchored(const dlqb_escalator *e);

@@ -31,6 +31,7 @@ struct dlqb_anchor_pub {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool stopping;  /* (mu) */
+  bool held;      /* (mu) no attempt until dlqb_anchor_release */
   bool failing;   /* (mu) */
   dlqb_error why; /* (mu) the last failure */
 };
@@ -149,6 +150,10 @@ static void *anchor_main(void *arg) {
   if (p->cfg->pipeline_count > 0) dlqb_log_set_pipeline(p->cfg->pipelines[0].p.name);
   pthread_mutex_lock(&p->mu);
   while (!p->stopping) {
+    if (p->held) {
+      pthread_cond_wait(&p->cv, &p->mu);
+      continue;
+    }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     uint64_t ms = p->cfg->audit_anchor_interval_ms;
@@ -169,14 +174,15 @@ static void *anchor_main(void *arg) {
   return NULL;
 }
 
-dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, dlqb_anchor_pub **out,
-                              dlqb_error *err) {
+dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, bool held,
+                              dlqb_anchor_pub **out, dlqb_error *err) {
   *out = NULL;
   if (a == NULL || cfg->audit_anchor_interval_ms == 0) return DLQB_OK;
   dlqb_anchor_pub *p = calloc(1, sizeof *p);
   if (p == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   p->cfg = cfg;
   p->audit = a;
+  p->held = held;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
   if (dlqb_thread_start(&p->thread, anchor_main, p) != 0) {
@@ -188,6 +194,14 @@ dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, dlqb_anchor
   p->running = true;
   *out = p;
   return DLQB_OK;
+}
+
+void dlqb_anchor_release(dlqb_anchor_pub *p) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  p->held = false;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
 }
 
 bool dlqb_anchor_health(dlqb_anchor_pub *p, char *why, size_t len) {

@@ -77,7 +77,13 @@ static void hook_after_ack(void *ctx, const dlqb_hop *hop, double confirm_second
 
 static void hook_on_connected(void *ctx, int connected) {
   run_ctx *rc = ctx;
-  if (connected) atomic_store(&rc->consumed, true);
+  if (connected) {
+    atomic_store(&rc->consumed, true);
+    /* The topology is declared (or was there): from now on a stream the
+     * broker does not take anchors on is an outage worth a log line. */
+    dlqb_anchor_release(rc->anchors);
+    dlqb_escalator_release_anchors(rc->escalator);
+  }
   if (rc->metrics != NULL) dlqb_metrics_set_connected(rc->metrics, connected != 0);
 }
 
@@ -195,7 +201,7 @@ static dlqb_status serve_open(served *sv, bool metrics, dlqb_error *err) {
   atomic_init(&h->consumed, false);
   atomic_init(&h->blocked, false);
   dlqb_status st = dlqb_audit_open(sv->cfg, sv->cfg->instance, &h->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, h->audit, &h->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, h->audit, true, &h->anchors, err);
   if (st == DLQB_OK && metrics) {
     h->metrics = dlqb_metrics_new(DLQB_VERSION);
     if (h->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -344,7 +350,7 @@ int cmd_run(int argc, char **argv) {
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
   /* The router's chain heads go off the host every audit_anchor_interval. */
   dlqb_anchor_pub *anchors = NULL;
-  if ((st = dlqb_anchor_start(&cfg, hctx.audit, &anchors, &err)) == DLQB_OK) hctx.anchors = anchors;
+  if ((st = dlqb_anchor_start(&cfg, hctx.audit, true, &anchors, &err)) == DLQB_OK) hctx.anchors = anchors;
   else {
     dlqb_audit_close(hctx.audit);
     cli_error("%s", err.msg);

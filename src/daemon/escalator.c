@@ -204,7 +204,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   char writer[320];
   snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
   dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, e->audit, &e->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, e->audit, true, &e->anchors, err);
   if (st != DLQB_OK) {
     dlqb_audit_close(e->audit);
     pthread_mutex_destroy(&e->lock);
@@ -238,6 +238,10 @@ bool dlqb_escalator_health(dlqb_escalator *e, char *why, size_t len) {
   if (!ok && why != NULL && len > 0) snprintf(why, len, "%s", e->refused);
   pthread_mutex_unlock(&e->lock);
   return ok;
+}
+
+void dlqb_escalator_release_anchors(dlqb_escalator *e) {
+  if (e != NULL) dlqb_anchor_release(e->anchors);
 }
 
 bool dlqb_escalator_anchored(const dlqb_escalator *e) {

@@ -25,7 +25,7 @@ dlqb_status ops_trail_open(const dlqb_config *cfg, const char *writer, dlqb_audi
   open_trail *t = calloc(1, sizeof *t);
   if (t == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   dlqb_status st = dlqb_audit_open(cfg, writer, &t->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, t->audit, &t->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, t->audit, false, &t->anchors, err);
   if (st != DLQB_OK) {
     dlqb_audit_close(t->audit);
     free(t);

@@ -878,6 +878,8 @@ static void test_drain_needs_writers(void **state) {
 }
 
 int main(void) {
+  /* DLQB_TEST_FILTER=test_replay* runs only the matching cases. */
+  if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       FX_TEST(test_drain_needs_writers),
       FX_TEST(test_drain_canary_ramp_empties_eligible),

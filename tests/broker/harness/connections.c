@@ -111,13 +111,13 @@ void th_close(th_conn *c) {
 
 /* Reads frames until the confirm for tag arrives. A basic.return before it
  * means the message was unroutable, which counts as failure. */
-static int th__await_confirm(th_conn *c, uint64_t tag) {
-  int64_t deadline = th__mono_ms() + TH_CONFIRM_TIMEOUT_MS;
+static int th__await_confirm(th_conn *c, uint64_t tag, int timeout_ms) {
+  int64_t deadline = th__mono_ms() + timeout_ms;
   bool returned = false;
   for (;;) {
     int64_t left = deadline - th__mono_ms();
     if (left <= 0) {
-      th__say("no publisher confirm within %d ms", TH_CONFIRM_TIMEOUT_MS);
+      th__say("no publisher confirm within %d ms", timeout_ms);
       return -1;
     }
     struct timeval tv = {.tv_sec = (time_t)(left / 1000),
@@ -176,6 +176,11 @@ static int th__await_confirm(th_conn *c, uint64_t tag) {
 }
 
 int th_publish(th_conn *c, const char *exchange, const char *routing_key, const th_msg *m) {
+  return th_publish_within(c, exchange, routing_key, m, TH_CONFIRM_TIMEOUT_MS);
+}
+
+int th_publish_within(th_conn *c, const char *exchange, const char *routing_key,
+                      const th_msg *m, int timeout_ms) {
   if (c == NULL || !c->channel_open) return -1;
   amqp_basic_properties_t props;
   amqp_table_entry_t entries[TH_MAX_HEADERS];
@@ -188,7 +193,7 @@ int th_publish(th_conn *c, const char *exchange, const char *routing_key, const 
     c->channel_open = false;
     return -1;
   }
-  int result = th__await_confirm(c, c->next_tag++);
+  int result = th__await_confirm(c, c->next_tag++, timeout_ms);
   amqp_maybe_release_buffers(c->conn);
   return result;
 }
