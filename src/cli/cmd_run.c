@@ -350,7 +350,8 @@ int cmd_run(int argc, char **argv) {
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
   /* The router's chain heads go off the host every audit_anchor_interval. */
   dlqb_anchor_pub *anchors = NULL;
-  if ((st = dlqb_anchor_start(&cfg, hctx.audit, true, &anchors, &err)) == DLQB_OK) hctx.anchors = anchors;
+  if ((st = dlqb_anchor_start(&cfg, hctx.audit, true, &anchors, &err)) == DLQB_OK)
+    hctx.anchors = anchors;
   else {
     dlqb_audit_close(hctx.audit);
     cli_error("%s", err.msg);

@@ -218,8 +218,8 @@ amqp_connection_state_t th_conn_amqp(th_conn *c);
 int th_publish(th_conn *c, const char *exchange, const char *routing_key, const th_msg *m);
 
 /* The same, waiting up to timeout_ms for the confirm (th_publish: 10 s). */
-int th_publish_within(th_conn *c, const char *exchange, const char *routing_key,
-                      const th_msg *m, int timeout_ms);
+int th_publish_within(th_conn *c, const char *exchange, const char *routing_key, const th_msg *m,
+                      int timeout_ms);
 
 /* Takes one message off queue (basic.get, auto-ack) into out, which must be
  * initialised. 1 = got one, 0 = queue empty, -1 = error (e.g. no queue). */

@@ -684,8 +684,8 @@ static void test_replay_rate(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 2 * N);
   /* N messages are N-1 intervals of 1/rate, plus start-up and drain. */
   double rate = (double)(N - 1) / secs, schedule = (double)(N - 1) / 100.0;
-  printf("rate: %d messages in %.3f s = %.1f msg/s (asked 100); %.3f s without --rate\n", N,
-         secs, rate, free_secs);
+  printf("rate: %d messages in %.3f s = %.1f msg/s (asked 100); %.3f s without --rate\n", N, secs,
+         rate, free_secs);
   /* The ceiling is the guarantee: the k-th move waits for start + k/rate
    * (src/core/rate.c), so the run never takes less than the schedule, at
    * any load; the 0.5 is the clocks' rounding. */

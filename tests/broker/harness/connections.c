@@ -179,8 +179,8 @@ int th_publish(th_conn *c, const char *exchange, const char *routing_key, const 
   return th_publish_within(c, exchange, routing_key, m, TH_CONFIRM_TIMEOUT_MS);
 }
 
-int th_publish_within(th_conn *c, const char *exchange, const char *routing_key,
-                      const th_msg *m, int timeout_ms) {
+int th_publish_within(th_conn *c, const char *exchange, const char *routing_key, const th_msg *m,
+                      int timeout_ms) {
   if (c == NULL || !c->channel_open) return -1;
   amqp_basic_properties_t props;
   amqp_table_entry_t entries[TH_MAX_HEADERS];
