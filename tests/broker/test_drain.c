@@ -469,6 +469,10 @@ static void test_drain_sigkill_loses_and_duplicates_nothing(void **state) {
   assert_true(th_wait_until(work_empty, t, 20000));
   worker_stop(w);
   assert_int_equal(r.exit_code, 0);
+  /* Its stop sentence, when it is not the drained one (seen once on 4.0
+   * under load, not reproduced since): which stop it was. */
+  if (strstr(r.out, "nothing eligible is left") == NULL)
+    fprintf(stderr, "rerun: stdout: %s\nstderr: %s\n", r.out, r.err);
   assert_non_null(strstr(r.out, "nothing eligible is left"));
   int lost = 0, dup = 0;
   for (int i = 0; i < N; i++) {
