@@ -216,6 +216,11 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len) {
     else if (added) {
       memset(q, 0, sizeof *q);
       ok = (q->request_id = dup_clean(rid)) != NULL && (q->source_system = dup_clean(src)) != NULL;
+      /* The last hop's members start empty, not NULL: a request whose
+       * records all move nothing (an edit's intent alone) takes no hop. */
+      char **hop[] = {&q->message_id, &q->event, &q->time, &q->actor,
+                      &q->writer,     &q->from,  &q->to,   &q->reason};
+      for (size_t i = 0; ok && i < sizeof hop / sizeof hop[0]; i++) ok = set_str(hop[i], "");
       q->last_ms = INT64_MIN;
     }
     if (q != NULL) q->seen = true;

@@ -134,8 +134,7 @@ static void test_other_lines_change_nothing(void **state) {
   assert_non_null(r);
   const char *lines[] = {
       "{\"event\":\"chain_start\",\"writer\":\"dsr.dlq.manual\"}",
-      "{\"event\":\"dead_lettered\",\"message_id\":\"\",\"from\":\"dsr.failed\",\"to\":\"dsr.dlq."
-      "manual\"}",
+      "{\"event\":\"dead_lettered\",\"message_id\":\"\",\"from\":\"dsr.failed\",\"to\":\"dsr.dlq.manual\"}",
       "{\"event\":\"dead_lettered\",\"message_id\":7,\"to\":\"dsr.dlq.manual\"}",
       "not json but dsr.dlq.manual",
       "{\"message_id\":\"x\",\"from\":\"dsr.dlq.manual\",\"to\":\"dsr.dlq.manual\"}",
