@@ -152,7 +152,9 @@ static void test_bundle_verifies(void **state) {
   assert_int_equal(dlqb_evidence_bundle(e, note, nl, &b, &bl, &err), DLQB_OK);
   dlqb_evidence_free(e);
   dlqb_evidence_check chk;
-  assert_int_equal(dlqb_evidence_verify(b, bl, w->ring, &w->witness, 1, 1, &chk, &err), DLQB_OK);
+  dlqb_status vst = dlqb_evidence_verify(b, bl, w->ring, &w->witness, 1, 1, &chk, &err);
+  if (vst != DLQB_OK) fprintf(stderr, "verify: %s\n", err.msg);
+  assert_int_equal(vst, DLQB_OK);
   assert_int_equal(chk.records, 10);
   assert_int_equal(chk.cosigners, 1);
   assert_string_equal(chk.request_id, "R-7");
