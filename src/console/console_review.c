@@ -198,7 +198,8 @@ void console_post_review_act(console_req *r) {
   if (st == DLQB_OK) st = ops_review_act_pass(c, command, audit, NULL, &res, &err);
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);
-  explicit_bzero(p->cfg, sizeof p->cfg);
+  dlqb_config_free(p->cfg); /* wiped: it holds the person's password */
+  p->cfg = NULL;
   char msg[DLQB_ERROR_MAX + 256];
   unsigned status = 200;
   if (st != DLQB_OK) {
