@@ -11,17 +11,18 @@
 # The sanitizer builds stay on 3.10: they look for faults in the bridge's own
 # memory and threads, which no broker version changes, and running them on
 # both would double the longest part of CI; every broker difference is covered
-# by build-rmq4. The broker suites run one build at a time, their output
-# streamed; DLQB_TEST_PARALLEL=1 runs those of build/ and build-rmq4/ side
-# by side, then those of the two sanitizer builds (each against its own
-# node). Then the libFuzzer targets get a bounded run each in
-# build-fuzz/ (clang), and build-trixie/ builds the bridge against trixie's
-# rabbitmq-c 0.15 (bookworm's is 0.11) and runs its unit tests, inside a
-# cached trixie build root. Then tests/deb/test-deb.sh takes the Debian
-# package through install, upgrade and purge in a fresh bookworm root and
-# piuparts (about 8 minutes on a loaded machine). Every build but
-# build-trixie (a packager's view) treats compiler warnings as errors
-# (-DDLQB_WERROR=ON).
+# by build-rmq4. Every build is compiled and unit-tested first; then three
+# lanes run side by side, each with its own nodes and its own log under
+# build/ (printed when all have ended, a failed lane's last): 3.10 (the
+# broker suites of build/, then of build-asan/), 4.0 (build-rmq4/'s, then
+# build-tsan/'s) and packaging (build-trixie/ against trixie's rabbitmq-c
+# 0.15, bookworm's being 0.11, with its unit tests inside a cached trixie
+# build root; tests/deb/test-deb.sh taking the Debian package through
+# install, upgrade and purge in a fresh bookworm root and piuparts; then the
+# libFuzzer targets, a bounded run each in build-fuzz/, clang).
+# DLQB_TEST_SERIAL=1 runs the lanes one after the other, streamed. Every
+# build but build-trixie (a packager's view) treats compiler warnings as
+# errors (-DDLQB_WERROR=ON).
 #
 # First, after installing what is missing here, scripts/stock-check.sh runs
 # scripts/install-deps.sh and a browser smoke in a throwaway stock bookworm
@@ -29,10 +30,10 @@
 # machine provides fails the run there (7 to 8 minutes with its downloads
 # cached, measured on 2 cores at load 16 to 20; the first run also downloads
 # about 490 MB; not with --quick or --broker, nor inside such a root). It
-# runs in the background beside the 3.10 and 4.0 builds and their broker
-# suites, and is waited for before the compose test.
+# runs in the background beside the builds and the lanes, and is waited for
+# before the compose test.
 #
-# After the 3.10 and 4.0 builds the compose quick start runs for real
+# After the lanes the compose quick start runs for real
 # (scripts/compose-test.sh: its own docker engine, docker/docker-compose.yml
 # next to RabbitMQ 4.0; about 1.5 minutes with its images cached, 4 without;
 # skipped with one line only where dockerd cannot start at all; not with
@@ -107,6 +108,11 @@ stop_nodes() {
 # fails is stopped too.
 stop_all() {
     [ -z "${stock_pid:-}" ] || kill "$stock_pid" 2>/dev/null || true
+    local pid
+    for pid in "${lane_pids[@]}"; do
+        pkill -TERM -P "$pid" 2>/dev/null || true
+        kill "$pid" 2>/dev/null || true
+    done
     stop_nodes
 }
 trap stop_all EXIT
@@ -136,42 +142,56 @@ long_tests() {
         fail "long tests in $dir (bridge logs: $dir/tests/broker/logs/)"
 }
 
-# Runs the broker suites of one or two builds, each against its own node
-# (their ports are 1000 apart), one after the other, streamed. With
-# DLQB_TEST_PARALLEL=1 two builds run at the same time, each writing
-# DIR/broker-tests.log (a failing one printed whole). Not the default: in
-# this round's runs on a shared 2-core machine the pair took 850-940 s, no
-# less than the two one after the other (7.7 + 7 min measured before), and
-# the load it adds made timing-sensitive cases fail (broker.multi's
-# blocked pipeline once).
-#   $1 build dir   $2 its RabbitMQ version   [$3 $4: a second pair]
+# Runs the broker suites of one build against its own node, streamed.
+#   $1 build dir   $2 its RabbitMQ version
 broker_tests() {
-    local dirs=() versions=() pids=() failed=() i rc
-    while [ $# -ge 2 ]; do dirs+=("$1"); versions+=("$2"); shift 2; done
-    if [ "${DLQB_TEST_PARALLEL:-0}" != 1 ] || [ ${#dirs[@]} -eq 1 ]; then
-        for i in "${!dirs[@]}"; do
-            step "broker tests (${dirs[$i]}, RabbitMQ ${versions[$i]})"
-            ctest --test-dir "${dirs[$i]}" --output-on-failure -L broker ||
-                fail "broker tests in ${dirs[$i]} (bridge logs: ${dirs[$i]}/tests/broker/logs/)"
-        done
+    step "broker tests ($1, RabbitMQ $2)"
+    ctest --test-dir "$1" --output-on-failure -L broker ||
+        fail "broker tests in $1 (bridge logs: $1/tests/broker/logs/)"
+}
+
+# Lanes: sequences of steps that run beside each other, each in the
+# background with its output in its own log, printed when all have ended
+# (a failed lane's last, so the end of the run shows what failed). The
+# broker suites of a build wait mostly on their node (load about 0.5 per
+# suite on 2 cores, measured in this round's CI breakdown), so two builds'
+# suites against their own nodes, and the package and fuzz steps, overlap
+# well. DLQB_TEST_SERIAL=1 runs the lanes one after the other, streamed
+# (for a machine already loaded by other work).
+lane_names=()
+lane_pids=()
+lane_logs=()
+lane() {
+    local name=$1 log=$2
+    shift 2
+    if [ "${DLQB_TEST_SERIAL:-0}" = 1 ]; then
+        step "lane $name"
+        "$@"
         return 0
     fi
-    for i in "${!dirs[@]}"; do
-        step "broker tests (${dirs[$i]}, RabbitMQ ${versions[$i]}) in the background: ${dirs[$i]}/broker-tests.log"
-        ctest --test-dir "${dirs[$i]}" --output-on-failure -L broker >"${dirs[$i]}/broker-tests.log" 2>&1 &
-        pids+=($!)
-    done
-    for i in "${!dirs[@]}"; do
+    step "lane $name in the background: $log"
+    mkdir -p "$(dirname "$log")"
+    ("$@") >"$log" 2>&1 &
+    lane_names+=("$name")
+    lane_pids+=($!)
+    lane_logs+=("$log")
+}
+await_lanes() {
+    local i rc failed=() order=()
+    for i in "${!lane_pids[@]}"; do
         rc=0
-        wait "${pids[$i]}" || rc=$?
-        step "broker tests (${dirs[$i]}) ended: $(grep -E 'tests passed|tests failed' "${dirs[$i]}/broker-tests.log" || echo "exit $rc")"
-        if [ "$rc" != 0 ]; then
-            cat "${dirs[$i]}/broker-tests.log"
-            failed+=("${dirs[$i]}")
-        fi
+        wait "${lane_pids[$i]}" || rc=$?
+        step "lane ${lane_names[$i]} ended (exit $rc)"
+        if [ "$rc" = 0 ]; then order=("$i" "${order[@]}"); else order+=("$i"); failed+=("${lane_names[$i]}"); fi
     done
-    [ ${#failed[@]} -eq 0 ] ||
-        fail "broker tests in ${failed[*]} (bridge logs: <build>/tests/broker/logs/, output: <build>/broker-tests.log)"
+    for i in "${order[@]}"; do
+        printf '\n==== lane %s: %s ====\n' "${lane_names[$i]}" "${lane_logs[$i]}"
+        cat "${lane_logs[$i]}"
+    done
+    lane_names=()
+    lane_pids=()
+    lane_logs=()
+    [ ${#failed[@]} -eq 0 ] || fail "lane ${failed[*]} (its log is printed above)"
 }
 
 step "dependencies"
@@ -223,15 +243,73 @@ trixie_build() {
         sh "$troot" "$root" || fail "build or unit tests against rabbitmq-c 0.15 in build-trixie"
 }
 
-suites=()
-if wants 3.10; then build_and_unit build "$(port 31672)" 3.10; suites+=(build 3.10); fi
-if wants 4.0; then build_and_unit build-rmq4 "$(port 28672)" 4.0; suites+=(build-rmq4 4.0); fi
-broker_tests "${suites[@]}"
-if wants 3.10; then long_tests build; fi
-if wants 4.0; then long_tests build-rmq4; fi
+# Every build first (compiling is what loads the cores), then the lanes.
+full=0
+if [ "$quick" = 0 ]; then full=1; fi
+if wants 3.10; then build_and_unit build "$(port 31672)" 3.10; fi
+if wants 4.0; then build_and_unit build-rmq4 "$(port 28672)" 4.0; fi
+if [ "$full" = 1 ] && wants 3.10; then
+    export ASAN_OPTIONS=detect_leaks=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    build_and_unit build-asan "$(port 30672)" 3.10 -DDLQB_SANITIZE=ON
+    # ThreadSanitizer over the unit tests and the broker tests: the daemon's
+    # threads (audit writer, escalator, metrics server and refresher) only
+    # meet the main thread's shutdown and reconnects in a real run.
+    export TSAN_OPTIONS=halt_on_error=1
+    CC=clang build_and_unit build-tsan "$(port 29672)" 3.10 -DDLQB_TSAN=ON -DDLQB_BROKER_TESTS=ON
+fi
+if [ "$quick" = 1 ]; then
+    step "skipping the stock bookworm check, the sanitizer, fuzz, package and rabbitmq-c 0.15 builds (--quick)"
+fi
+
+# The 3.10 lane: the plain build's suites, then AddressSanitizer's.
+lane_310() {
+    broker_tests build 3.10
+    long_tests build
+    if [ "$full" = 1 ]; then
+        broker_tests build-asan 3.10
+        long_tests build-asan
+    fi
+}
+# The 4.0 lane: the plain build on 4.0, then ThreadSanitizer's on 3.10 (its
+# own node: the two lanes never share one).
+lane_40() {
+    if wants 4.0; then
+        broker_tests build-rmq4 4.0
+        long_tests build-rmq4
+    fi
+    if [ "$full" = 1 ] && wants 3.10; then
+        broker_tests build-tsan 3.10
+        long_tests build-tsan
+    fi
+}
+# The packaging lane: the build against rabbitmq-c 0.15, the Debian package
+# and the fuzz targets; none needs a test node of the other lanes.
+lane_packaging() {
+    trixie_build
+    # The Debian package: built (lintian), installed, run against a broker,
+    # upgraded, refused a downgrade, removed and purged in a fresh bookworm
+    # root, then piuparts (docs/deploy-systemd.md, "Checked by the tests").
+    step "Debian package (tests/deb/test-deb.sh)"
+    tests/deb/test-deb.sh || fail "Debian package test (logs: build-deb/test/)"
+    # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
+    # (seeds and every past finding) first. They need clang.
+    step "configure build-fuzz"
+    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_FUZZ=ON -DDLQB_WERROR=ON \
+        -DDLQB_BROKER_TESTS=OFF || fail "cmake configure of build-fuzz"
+    step "build build-fuzz"
+    cmake --build build-fuzz -j2 --target fuzz_all || fail "build of build-fuzz"
+    step "fuzz tests (build-fuzz)"
+    ctest --test-dir build-fuzz --output-on-failure -j2 -L fuzz || fail "fuzz tests in build-fuzz"
+}
+
+if wants 3.10; then lane 3.10 build/lane-3.10.log lane_310; fi
+if wants 4.0 || { [ "$full" = 1 ] && wants 3.10; }; then lane 4.0 build/lane-4.0.log lane_40; fi
+if [ "$full" = 1 ]; then lane packaging build/lane-packaging.log lane_packaging; fi
+await_lanes
 stock_check_wait
 
-if [ "$quick" = 0 ] && [ "$broker" = all ]; then
+if [ "$full" = 1 ] && [ "$broker" = all ]; then
     step "compose test (docker/docker-compose.yml, its own docker engine)"
     compose_rc=0
     scripts/compose-test.sh || compose_rc=$?
@@ -240,42 +318,6 @@ if [ "$quick" = 0 ] && [ "$broker" = all ]; then
     77) ;; # skipped: it printed why
     *) fail "compose test (logs: build/compose-test/)" ;;
     esac
-fi
-
-if [ "$quick" = 1 ]; then
-    step "skipping the sanitizer, fuzz and rabbitmq-c 0.15 builds (--quick)"
-else
-    if wants 3.10; then
-        export ASAN_OPTIONS=detect_leaks=1
-        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-        build_and_unit build-asan "$(port 30672)" 3.10 -DDLQB_SANITIZE=ON
-        # ThreadSanitizer over the unit tests and the broker tests: the daemon's
-        # threads (audit writer, escalator, metrics server and refresher) only
-        # meet the main thread's shutdown and reconnects in a real run.
-        export TSAN_OPTIONS=halt_on_error=1
-        CC=clang build_and_unit build-tsan "$(port 29672)" 3.10 -DDLQB_TSAN=ON -DDLQB_BROKER_TESTS=ON
-        broker_tests build-asan 3.10 build-tsan 3.10
-        long_tests build-asan
-        long_tests build-tsan
-    fi
-    trixie_build
-
-    # The Debian package: built (lintian), installed, run against a broker,
-    # upgraded, refused a downgrade, removed and purged in a fresh bookworm
-    # root, then piuparts (docs/deploy-systemd.md, "Checked by the tests").
-    step "Debian package (tests/deb/test-deb.sh)"
-    tests/deb/test-deb.sh || fail "Debian package test (logs: build-deb/test/)"
-
-    # The fuzz targets: a bounded run each, replaying tests/fuzz/corpus/
-    # (seeds and every past finding) first. They need clang.
-    step "configure build-fuzz"
-    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_FUZZ=ON -DDLQB_WERROR=ON \
-        -DDLQB_BROKER_TESTS=OFF || fail "cmake configure of build-fuzz"
-    step "build build-fuzz"
-    cmake --build build-fuzz -j2 --target fuzz_all ||
-        fail "build of build-fuzz"
-    step "fuzz tests (build-fuzz)"
-    ctest --test-dir build-fuzz --output-on-failure -j2 -L fuzz || fail "fuzz tests in build-fuzz"
 fi
 
 step "all tests passed"
