@@ -35,7 +35,10 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
 
 /* True unless its audit writer is unhealthy (dlqb_audit_healthy; for
  * /healthz). While it is, no pass starts, and escalations a pass published
- * stay unacked until they are recorded (never published twice). NULL-safe. */
+ * stay unacked until they are recorded; if the pass loses its connection
+ * meanwhile, the next pass acks their originals against the copies it
+ * remembers (dlqb/memo.h): never published twice while the daemon lives.
+ * NULL-safe. */
 int dlqb_escalator_audit_healthy(const dlqb_escalator *e);
 
 /* dlqb_audit_health and dlqb_audit_pending of its writer. NULL-safe. */

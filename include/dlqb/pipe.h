@@ -7,7 +7,14 @@
  * go out in batches (`multiple`) for the contiguous confirmed prefix. A
  * basic.nack or basic.return ends the run with DLQB_EBROKER after acking
  * only what was confirmed before it; the caller reconnects, and the
- * unconfirmed originals are redelivered. Nothing unconfirmed is acked. */
+ * unconfirmed originals are redelivered. Nothing unconfirmed is acked.
+ *
+ * With a memory (opt.memory, dlqb/memo.h) a run that ends with copies
+ * confirmed but their originals not acked (waiting for the audit trail,
+ * or their acks not yet sent) remembers them; when such an original comes
+ * back (redelivered, the same identity: dlqb_wire_identity and the body's
+ * SHA-256) a later run acks it once its record is durable instead of
+ * handing it to the handler, which would publish it again. */
 #ifndef DLQB_PIPE_H
 #define DLQB_PIPE_H
 
@@ -17,6 +24,7 @@
 #include "dlqb/audit.h"
 #include "dlqb/hop.h"
 #include "dlqb/link.h"
+#include "dlqb/memo.h"
 #include "dlqb/rewrite.h"
 #include "dlqb/stop.h"
 
@@ -46,7 +54,9 @@ typedef struct {
    * A non-OK return stops the run (the delivery stays unacked). */
   dlqb_status (*on_delivery)(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d, dlqb_error *err);
   /* Called after the ack is sent, with each hop's confirm latency in
-   * seconds (negative when nothing was published). May be NULL. */
+   * seconds (negative when this run published nothing for it: nothing at
+   * all, hop->to empty, or a copy an earlier run made, from the memory).
+   * May be NULL. */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   /* Called about once a second while running. May be NULL. */
   void (*on_tick)(void *ctx);
@@ -79,6 +89,10 @@ typedef struct {
   /* DLQB_PIPE_AUDIT_OUTWAIT only: once set, a drain stops waiting for the
    * audit trail (shutdown). May be NULL: it waits as long as it takes. */
   dlqb_stop_flag *audit_give_up;
+  /* The caller's, kept across its runs (reconnects) with the same audit
+   * trail: see above. A delivery it matches never reaches on_delivery.
+   * NULL: nothing is remembered (each delivery costs no hash). */
+  dlqb_memo *memory;
 } dlqb_pipe_options;
 
 enum dlqb_pipe_audit_mode {
@@ -155,9 +169,10 @@ void dlqb_pipe_ack(dlqb_pipe *pipe, const dlqb_delivery *d, const dlqb_hop *hop)
  * closes (replay's unselected items). */
 void dlqb_pipe_hold(dlqb_pipe *pipe, const dlqb_delivery *d);
 
-/* Counters since dlqb_pipe_new. */
+/* Counters since dlqb_pipe_new; remembered: deliveries settled against
+ * the memory (not given to on_delivery, counted in acked once acked). */
 typedef struct {
-  uint64_t delivered, forwarded, acked, held;
+  uint64_t delivered, forwarded, acked, held, remembered;
 } dlqb_pipe_stats;
 void dlqb_pipe_get_stats(const dlqb_pipe *pipe, dlqb_pipe_stats *out);
 

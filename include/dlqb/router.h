@@ -36,6 +36,10 @@ typedef struct {
 
 /* Runs until *stop is set, then finishes what is in flight and returns
  * DLQB_OK. Declares the topology on every (re)connect unless no_declare.
+ * A session that ends with routes confirmed but not acked (waiting for the
+ * audit trail) leaves them in memory (dlqb/memo.h, at most twice the
+ * prefetch): when their originals come back, the next session acks them
+ * without routing them again.
  * If the very first connection fails, returns its error (the caller exits
  * non-zero); later losses are retried with capped exponential backoff
  * (hooks->persist: every failure is). With `pipelines` in cfg the thread's

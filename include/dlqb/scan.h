@@ -70,6 +70,11 @@ typedef struct {
   void *ctx;
   /* Attached to every hop the pass records (an edit's pass); NULL: none. */
   const dlqb_hop_edit *edit;
+  /* Kept by the caller across its passes (pipe option memory): an item
+   * whose move a pass published and confirmed but could not ack (its
+   * connection lost) is acked by a later pass against that copy, without
+   * reaching on_item. NULL: none. */
+  dlqb_memo *memory;
 } dlqb_scan_options;
 
 typedef struct {
@@ -77,6 +82,7 @@ typedef struct {
   uint64_t examined;       /* items given to on_item */
   uint64_t forwarded;      /* published, confirmed and the original acked */
   uint64_t removed;        /* acked without a publish (resolve, skip as complete) */
+  uint64_t remembered;     /* acked against a copy an earlier pass made (o->memory) */
   uint64_t held;           /* left in the queue by on_item */
   bool interrupted;        /* stopped by *stop */
   bool stopped;            /* stopped early by dlqb_scan_stop */

@@ -1,6 +1,6 @@
 /* The size on the wire of what the bridge publishes: a header table and a
  * content header frame (AMQP 0-9-1, section 4.2.6 and the field table
- * grammar), from the decoded values. The broker accepts a content header
+ * grammar), from the decoded values; and a delivery's identity from them. The broker accepts a content header
  * only in one frame of at most frame_max bytes; rabbitmq-c cannot send a
  * larger one, and a half-sent publish leaves the connection unusable. So
  * the pipe checks before it publishes (src/amqp/pipe.c). Pure. */
@@ -29,5 +29,24 @@ size_t dlqb_wire_content_header_size(const amqp_basic_properties_t *p);
 /* Whether a message with properties p can be published on a connection
  * whose negotiated frame_max is frame_max. */
 bool dlqb_wire_fits(const amqp_basic_properties_t *p, size_t frame_max);
+
+/* Headers the broker rewrites each time it delivers a message again (a
+ * quorum queue's counts), so not part of what a message is. */
+#define DLQB_WIRE_REDELIVERY_HEADERS                                                               \
+  { "x-delivery-count", "x-acquired-count" }
+
+/* A message's identity as a consumer receives it, for telling a
+ * redelivery of one message from another message (dlqb/memo.h): feeds fn,
+ * in order, the bytes of every property p sets and of each header with its
+ * value, each tagged and every variable part length-prefixed (so that two
+ * different sets of properties never feed the same bytes), leaving out the
+ * top-level DLQB_WIRE_REDELIVERY_HEADERS; the top-level headers go in key
+ * order (a quorum queue sorts them when it delivers a message again), and
+ * no headers and an empty table feed the same. Two deliveries of one
+ * message feed the same bytes (the caller hashes them with the body).
+ * False, having fed part, for a value of unknown kind, nested deeper than
+ * DLQB_WIRE_MAX_DEPTH, or no memory to sort the headers. */
+typedef void (*dlqb_wire_feed)(void *ctx, const void *data, size_t len);
+bool dlqb_wire_identity(const amqp_basic_properties_t *p, dlqb_wire_feed fn, void *ctx);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,13 @@
 
 /* What the pipe keeps per ring slot beside the ring's own entry. */
 typedef struct {
-  bool has_hop;
+  bool has_hop; /* reported once acked (after_ack) and, unless recorded, audited */
+  /* Settled against the memory, its record handed to the audit trail by an
+   * earlier run: not again; the entry waits for that record's ticket. */
+  bool recorded;
+  uint64_t ticket;
+  bool has_id; /* with a memory: the original's identity, to remember it by */
+  uint8_t id[DLQB_MEMO_ID_LEN];
   dlqb_hop hop;
 } slot_hop;
 
@@ -53,6 +60,12 @@ struct dlqb_pipe {
   const dlqb_hop **ack_hops;  /* scratch for the audit submission */
   size_t ack_hops_cap;
   dlqb_pipe_stats stats;
+  /* With a memory: the current delivery's identity, computed once it is
+   * needed (a delivery held with an empty memory costs nothing). */
+  EVP_MD_CTX *md;
+  const dlqb_delivery *cur;
+  int cur_id_state; /* 0: not computed, 1: in cur_id, -1: it has none */
+  uint8_t cur_id[DLQB_MEMO_ID_LEN];
 };
 
 dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const dlqb_pipe_handler *h,
@@ -71,6 +84,10 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const d
     free(p);
     return st;
   }
+  if (opt->memory != NULL && (p->md = EVP_MD_CTX_new()) == NULL) {
+    dlqb_pipe_free(p);
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  }
   st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) {
@@ -88,6 +105,7 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const d
 void dlqb_pipe_free(dlqb_pipe *p) {
   if (p == NULL) return;
   dlqb_ackring_release(&p->ring);
+  EVP_MD_CTX_free(p->md);
   free(p->ack_hops);
   free(p->body);
   free(p->headers);
@@ -96,22 +114,149 @@ void dlqb_pipe_free(dlqb_pipe *p) {
 
 void dlqb_pipe_get_stats(const dlqb_pipe *p, dlqb_pipe_stats *out) { *out = p->stats; }
 
-/* Records that the handler settled d in the given state; the hop (NULL:
- * none) is kept for the audit trail and after_ack. False when the ring
- * refuses it: tags ascend on a channel, so that is a protocol error (or
- * the ring could not grow), which on_deliver reports once the handler
- * returns. */
-static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
-                   const dlqb_hop *hop) {
+/* ---- the memory (dlqb/memo.h) ---- */
+
+/* Identity bytes go to the hash in blocks rather than a call per field. */
+typedef struct {
+  EVP_MD_CTX *md;
+  size_t len;
+  unsigned char buf[1024];
+  bool ok;
+} id_feed;
+
+static void id_flush(id_feed *f) {
+  if (f->len > 0 && EVP_DigestUpdate(f->md, f->buf, f->len) != 1) f->ok = false;
+  f->len = 0;
+}
+
+static void id_put(void *ctx, const void *data, size_t len) {
+  id_feed *f = ctx;
+  if (f->len + len > sizeof f->buf) id_flush(f);
+  if (len > sizeof f->buf) {
+    if (EVP_DigestUpdate(f->md, data, len) != 1) f->ok = false;
+    return;
+  }
+  memcpy(f->buf + f->len, data, len);
+  f->len += len;
+}
+
+/* The current delivery's identity: SHA-256 over its properties as
+ * dlqb_wire_identity feeds them, then its body's length and bytes. NULL
+ * when it has none (a header it cannot walk, or OpenSSL failed): such a
+ * delivery is never remembered, so it is moved again if it comes back. */
+static const uint8_t *current_id(dlqb_pipe *p) {
+  if (p->cur_id_state == 0) {
+    const dlqb_delivery *d = p->cur;
+    id_feed f = {.md = p->md, .ok = EVP_DigestInit_ex(p->md, EVP_sha256(), NULL) == 1};
+    if (f.ok && !dlqb_wire_identity(d->props, id_put, &f)) f.ok = false;
+    uint64_t body_len = d->body.len;
+    if (f.ok) id_put(&f, &body_len, sizeof body_len);
+    if (f.ok) id_put(&f, d->body.bytes, d->body.len);
+    if (f.ok) id_flush(&f);
+    unsigned int n = 0;
+    if (f.ok && (EVP_DigestFinal_ex(p->md, p->cur_id, &n) != 1 || n != DLQB_MEMO_ID_LEN))
+      f.ok = false;
+    p->cur_id_state = f.ok ? 1 : -1;
+  }
+  return p->cur_id_state == 1 ? p->cur_id : NULL;
+}
+
+/* Pushes d in the given state; its slot (NULL for a held delivery, or when
+ * the ring refuses it: tags ascend on a channel, so that is a protocol
+ * error, or the ring could not grow, which on_deliver reports once the
+ * handler returns; *ok false then). With a memory, the slot keeps d's
+ * identity. */
+static slot_hop *push(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state, bool *ok) {
   p->settled_now = true;
   bool refused;
   slot_hop *sh = dlqb_ackring_push(&p->ring, d->delivery_tag, state, &refused);
+  *ok = !refused;
   if (refused) {
     p->settle_refused = true;
-    return false;
+    return NULL;
   }
   p->settled_total++;
-  if (sh == NULL) return true; /* held: nothing kept */
+  if (sh == NULL) return NULL; /* held: nothing kept */
+  /* The original's identity (a handler may settle a copy of d with a
+   * changed body: the same delivery). */
+  const uint8_t *id = p->md != NULL && p->cur != NULL && d->delivery_tag == p->cur->delivery_tag
+                          ? current_id(p)
+                          : NULL;
+  sh->has_id = id != NULL;
+  if (id != NULL) memcpy(sh->id, id, DLQB_MEMO_ID_LEN);
+  return sh;
+}
+
+/* Settles the current delivery against a remembered copy: nothing is
+ * published; the entry is acked once the record of that copy is durable
+ * (handed to the audit trail now when the earlier run had not). */
+static void settle_remembered(dlqb_pipe *p, const dlqb_delivery *d, const dlqb_memo_entry *m) {
+  bool ok;
+  slot_hop *sh = push(p, d, DLQB_ACK_SETTLED, &ok);
+  if (sh == NULL) return;
+  sh->has_hop = m->has_hop;
+  sh->hop = m->hop; /* as published then: its time and broker user */
+  sh->recorded = m->recorded;
+  sh->ticket = m->ticket;
+  p->stats.remembered++;
+  dlqb_log_debug("already_moved",
+                 "message_id=%s came back after a lost connection; its copy to %s was "
+                 "confirmed before: acked, not published again",
+                 m->hop.message_id, m->hop.to);
+}
+
+/* A run ends with its unacked originals about to return to their queue:
+ * those whose copy is confirmed (or that were settled with nothing to
+ * publish) go into the memory, with where their records stand. */
+static void remember_unacked(dlqb_pipe *p) {
+  dlqb_ackring *r = &p->ring;
+  if (p->opt.memory == NULL || r->count == 0) return;
+  size_t kept = 0, forgot = 0, failed = 0;
+  for (size_t i = 0; i < r->count; i++) {
+    const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
+    const slot_hop *sh = dlqb_ackring_payload_at(r, i);
+    if (e->state != DLQB_ACK_SETTLED || !sh->has_id) continue;
+    dlqb_memo_entry m = {.has_hop = sh->has_hop, .hop = sh->hop};
+    memcpy(m.id, sh->id, sizeof m.id);
+    if (i < r->submitted) {
+      /* Handed to the audit trail in this run, or before (its ticket is
+       * at most the one the entry carries): either way e->ticket covers it. */
+      m.recorded = true;
+      m.ticket = e->ticket;
+    } else {
+      m.recorded = sh->recorded;
+      m.ticket = sh->ticket;
+    }
+    bool out = false;
+    if (!dlqb_memo_put(p->opt.memory, &m, &out)) failed++;
+    else kept++;
+    if (out) forgot++;
+  }
+  if (kept > 0)
+    dlqb_log_info("remembered",
+                  "%zu copies confirmed in '%s' whose originals were not acked: if they "
+                  "come back they are acked, not moved again",
+                  kept, p->opt.queue);
+  if (forgot > 0)
+    dlqb_log_warn("remembered",
+                  "forgot the %zu oldest remembered copies (at most %zu are kept): if their "
+                  "originals come back they are moved again",
+                  forgot, dlqb_memo_max(p->opt.memory));
+  if (failed > 0)
+    dlqb_log_warn("remembered",
+                  "out of memory: %zu copies not remembered; if their originals come back "
+                  "they are moved again",
+                  failed);
+}
+
+/* Records that the handler settled d in the given state; the hop (NULL:
+ * none) is kept for the audit trail and after_ack. False when the ring
+ * refuses it (see push). */
+static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
+                   const dlqb_hop *hop) {
+  bool ok;
+  slot_hop *sh = push(p, d, state, &ok);
+  if (sh == NULL) return ok; /* held: nothing kept */
   sh->has_hop = hop != NULL;
   if (hop != NULL) {
     sh->hop = *hop;
@@ -313,15 +458,21 @@ static dlqb_status submit_ready(dlqb_pipe *p, dlqb_error *err) {
     p->ack_hops_cap = cap;
   }
   size_t nhops = 0;
+  /* An entry settled against the memory waits for the record an earlier
+   * run handed over: its ticket is older than any this run gets, so the
+   * batch's ticket (or, with nothing new, that one) covers it. */
+  uint64_t earlier = 0;
   for (size_t i = r->submitted; i < r->ready; i++) {
     const slot_hop *sh = dlqb_ackring_payload_at(r, i);
-    if (sh->has_hop) p->ack_hops[nhops++] = &sh->hop;
+    if (sh->recorded && sh->ticket > earlier) earlier = sh->ticket;
+    else if (!sh->recorded && sh->has_hop) p->ack_hops[nhops++] = &sh->hop;
   }
   uint64_t ticket = r->last_ticket;
   if (nhops > 0) {
     dlqb_status st = dlqb_audit_submit(p->opt.audit, p->ack_hops, nhops, &ticket, err);
     if (st != DLQB_OK) return st;
   }
+  if (earlier > ticket) ticket = earlier;
   dlqb_ackring_mark_submitted(r, ticket);
   return DLQB_OK;
 }
@@ -349,6 +500,8 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
     p->stats.acked++;
     const slot_hop *sh = dlqb_ackring_payload_at(r, i);
     if (p->h.after_ack != NULL && sh->has_hop) {
+      /* seq 0: this run published nothing for it (an ack, or a copy an
+       * earlier run made). */
       double lat = e->seq ? (double)(now - sh->hop.published_mono_ms) / 1000.0 : -1.0;
       p->h.after_ack(p->h.ctx, &sh->hop, lat);
     }
@@ -522,12 +675,22 @@ static dlqb_status on_deliver(dlqb_pipe *p, const amqp_basic_deliver_t *m, dlqb_
   p->ready_checked_ms = 0;
   /* Past the limit or after a cancel: leave it for the queue. */
   p->settled_now = false;
+  p->cur = &d;
+  p->cur_id_state = 0;
+  dlqb_memo_entry was;
+  const uint8_t *id;
   if (p->cancel_sent) {
     dlqb_pipe_hold(p, &d);
+  } else if (d.redelivered && dlqb_memo_size(p->opt.memory) > 0 && (id = current_id(p)) != NULL &&
+             dlqb_memo_take(p->opt.memory, id, &was)) {
+    /* A copy of it is confirmed already (a run before this one made it
+     * and lost its channel before acking): not again. */
+    settle_remembered(p, &d, &was);
   } else {
     st = p->h.on_delivery(p->h.ctx, p, &d, err);
-    if (st != DLQB_OK) return st;
   }
+  p->cur = NULL;
+  if (st != DLQB_OK) return st;
   if (!p->settled_now) return dlqb_fail(err, DLQB_EINVAL, "internal error: delivery not settled");
   if (p->settle_refused)
     return dlqb_fail(err, DLQB_ECONN,
@@ -834,5 +997,12 @@ dlqb_status dlqb_pipe_run(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   /* Whatever ended the run, what we wrote must leave now: the caller's next
    * step (closing the channel) waits for the broker's answer. */
   set_cork(p, false);
+  /* What is still in the ring was not acked and comes back. */
+  remember_unacked(p);
+  if (p->stats.remembered > 0)
+    dlqb_log_info("already_moved",
+                  "%llu deliveries of '%s' came back after a lost connection with their "
+                  "copies confirmed before: acked, not moved again",
+                  (unsigned long long)p->stats.remembered, p->opt.queue);
   return st;
 }

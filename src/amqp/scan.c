@@ -111,7 +111,8 @@ void dlqb_scan_progress(const dlqb_scan *s, dlqb_scan_result *out) { *out = s->r
 static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
                                dlqb_error *err) {
   dlqb_scan *s = ctx;
-  (void)pipe;
+  dlqb_pipe_stats ps;
+  dlqb_pipe_get_stats(pipe, &ps); /* items settled against the memory count too */
   if (signalled(s)) {
     /* Stopping: leave the rest where it is. */
     s->res.interrupted = true;
@@ -119,7 +120,7 @@ static dlqb_status on_delivery(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *
     dlqb_pipe_hold(s->pipe, d);
     return DLQB_OK;
   }
-  if (s->res.examined >= s->limit) {
+  if (s->res.examined + ps.remembered >= s->limit) {
     /* The pipe's max_messages ends the pass; this one was in flight. */
     dlqb_pipe_hold(s->pipe, d);
     return DLQB_OK;
@@ -155,6 +156,7 @@ static void after_ack(void *ctx, const dlqb_hop *hop, double confirm_seconds) {
   /* Counted here, once the original is acked: a move that was published
    * but never confirmed stays in the queue and is not counted. */
   if (confirm_seconds >= 0) s->res.forwarded++;
+  else if (hop->to[0] != '\0') s->res.remembered++; /* its copy made by an earlier pass */
   else s->res.removed++;
   if (s->o->after_ack != NULL) s->o->after_ack(s->o->ctx, hop);
 }
@@ -199,7 +201,8 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
                                   o->idle_stop_ms > 0 ? o->idle_stop_ms : IDLE_STOP_DEFAULT_MS,
                               .audit = o->audit,
                               .audit_mode = o->audit_mode,
-                              .audit_give_up = o->stop};
+                              .audit_give_up = o->stop,
+                              .memory = o->memory};
     dlqb_pipe_handler h = {.on_delivery = on_delivery,
                            .after_ack = after_ack,
                            .on_tick = on_tick,
@@ -207,13 +210,13 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
                            .ctx = &s};
     st = dlqb_pipe_new(link, &popt, &h, &s.pipe, err);
     if (st == DLQB_OK) st = dlqb_pipe_run(s.pipe, &s.stop_now, err);
-    if (st == DLQB_OK && !s.stop_now && s.res.examined < s.limit) s.res.short_read = true;
+    dlqb_pipe_stats ps = {0};
+    if (s.pipe != NULL) dlqb_pipe_get_stats(s.pipe, &ps);
+    /* Items settled against the memory reach no on_item, but were there. */
+    if (st == DLQB_OK && !s.stop_now && s.res.examined + ps.remembered < s.limit)
+      s.res.short_read = true;
     if (st == DLQB_EIO && !dlqb_audit_healthy(o->audit)) s.res.audit_failed = true;
-    if (s.pipe != NULL) {
-      dlqb_pipe_stats ps;
-      dlqb_pipe_get_stats(s.pipe, &ps);
-      s.res.unsettled_copies = ps.forwarded > s.res.forwarded ? ps.forwarded - s.res.forwarded : 0;
-    }
+    s.res.unsettled_copies = ps.forwarded > s.res.forwarded ? ps.forwarded - s.res.forwarded : 0;
   }
   dlqb_pipe_free(s.pipe);
   s.res.access_refused = st != DLQB_OK && dlqb_link_reply_code(link) == DLQB_REPLY_ACCESS_REFUSED;

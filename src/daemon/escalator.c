@@ -14,6 +14,7 @@
 #include "dlqb/hashset.h"
 #include "dlqb/item.h"
 #include "dlqb/log.h"
+#include "dlqb/memo.h"
 #include "dlqb/scan.h"
 #include "dlqb/thread.h"
 #include "dlqb/topology.h"
@@ -44,6 +45,11 @@ struct dlqb_escalator {
    * all forgotten once the newest is past its SLA. */
   dlqb_hashset *sighted;
   int64_t sighted_newest_ms;
+  /* Escalations confirmed whose DLQ originals a pass lost its connection
+   * before acking (the pipe's memory, dlqb/memo.h): the next pass acks
+   * them against those copies rather than escalating them again. Twice a
+   * pass's window; NULL (out of memory): none. */
+  dlqb_memo *sent;
   dlqb_item view;      /* sla_view's copy (large for the thread's stack) */
   bool connected_once; /* a pass reached the broker: failures since are warnings */
   /* Why the last pass was refused (ACCESS_REFUSED), "" when it was not:
@@ -154,7 +160,8 @@ static void pass(dlqb_escalator *e) {
                           .audit_mode = DLQB_PIPE_AUDIT_OUTWAIT,
                           .on_item = escalate_item,
                           .after_ack = escalated,
-                          .ctx = e};
+                          .ctx = e,
+                          .memory = e->sent};
   dlqb_scan_result r;
   dlqb_error err;
   dlqb_status st = dlqb_scan_run(e->cfg, &so, &r, &err);
@@ -201,6 +208,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   e->after_ack = after_ack;
   e->ctx = ctx;
   e->sighted = dlqb_hashset_new(sizeof(int64_t)); /* NULL: the items' own times alone */
+  e->sent = dlqb_memo_new(2 * (size_t)DLQB_SCAN_WINDOW_DEFAULT);
   char writer[320];
   snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
   dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
@@ -209,6 +217,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
     dlqb_audit_close(e->audit);
     pthread_mutex_destroy(&e->lock);
     dlqb_hashset_free(e->sighted);
+    dlqb_memo_free(e->sent);
     free(e);
     return st;
   }
@@ -216,6 +225,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
     dlqb_anchor_stop(e->anchors, err);
     dlqb_audit_close(e->audit);
     dlqb_hashset_free(e->sighted);
+    dlqb_memo_free(e->sent);
     free(e);
     return dlqb_fail(err, DLQB_ENOMEM, "cannot start the dlq sla escalator thread");
   }
@@ -264,5 +274,6 @@ void dlqb_escalator_stop(dlqb_escalator *e) {
   dlqb_audit_close(e->audit);
   pthread_mutex_destroy(&e->lock);
   dlqb_hashset_free(e->sighted);
+  dlqb_memo_free(e->sent);
   free(e);
 }

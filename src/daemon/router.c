@@ -11,6 +11,7 @@
 #include "dlqb/duration.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
+#include "dlqb/memo.h"
 #include "dlqb/pipe.h"
 #include "dlqb/route.h"
 #include "dlqb/text.h"
@@ -31,6 +32,11 @@ typedef struct {
   dlqb_stop_flag session_end; /* the pipe's: *stop, or the audit trail is back */
   uint64_t held_for_audit;    /* deliveries of this session left unrouted */
   bool consumed;              /* the last session reached its consumer */
+  /* Routes confirmed whose originals a lost session could not ack (the
+   * pipe's memory, dlqb/memo.h): when those come back, redelivered, they
+   * are acked, not routed a second time. Twice the window, so two losses
+   * in a row are covered; NULL (out of memory): none. */
+  dlqb_memo *sent;
 } router;
 
 static uint32_t next_random(router *r) {
@@ -182,7 +188,8 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   }
   dlqb_pipe_options opt = {.queue = r->p.failed,
                            .prefetch = r->cfg->prefetch,
-                           .audit = r->hooks ? r->hooks->audit : NULL};
+                           .audit = r->hooks ? r->hooks->audit : NULL,
+                           .memory = r->sent};
   dlqb_pipe_handler h = {.on_delivery = route_one,
                          .after_ack = log_hop,
                          .on_tick = on_tick,
@@ -208,6 +215,7 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare, const dlqb_
                             dlqb_stop_flag *stop, dlqb_error *err) {
   router r = {.cfg = cfg, .hooks = hooks, .stop = stop};
   dlqb_config_pipeline(cfg, 0, &r.p);
+  r.sent = dlqb_memo_new(2 * (size_t)(cfg->prefetch > 0 ? cfg->prefetch : 1));
   if (cfg->pipeline_count > 0) dlqb_log_set_pipeline(r.p.name);
   bool persist = hooks != NULL && hooks->persist;
   bool reported_give_up = false;
@@ -278,5 +286,6 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare, const dlqb_
     backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     st = DLQB_OK;
   }
+  dlqb_memo_free(r.sent);
   return st;
 }

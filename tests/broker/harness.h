@@ -113,6 +113,16 @@ int th_vhost_create(th_vhost *v, const char *tag);
 /* Deletes the vhost and everything in it. */
 int th_vhost_delete(const th_vhost *v);
 
+/* The management API's name ("127.0.0.1:p -> 127.0.0.1:q") of a connection
+ * of vhost v whose client named it with a connection_name that starts with
+ * prefix, into name (len bytes); false when there is none (yet: the API
+ * lists a connection a moment after it opens). */
+bool th_connection_named(const th_vhost *v, const char *prefix, char *name, size_t len);
+
+/* Closes that connection by the management API, as a broker operator or a
+ * network cut would (the client sees connection.close): 0, or -1. */
+int th_connection_close(const char *name);
+
 /* ---- messages --------------------------------------------------------- */
 
 typedef enum { TH_H_STR, TH_H_INT, TH_H_BOOL, TH_H_OTHER } th_htype;

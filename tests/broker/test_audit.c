@@ -98,26 +98,31 @@ static void publish_failed(fx_case *t, const char *prefix, int first, int n) {
  * by a few seconds, hence the waits). */
 typedef struct {
   const fx_case *t;
-  const char *queue;
+  const char *queue, *field;
   long want;
-} unacked_wait;
+} stat_wait;
 
-static bool unacked_is(void *arg) {
-  unacked_wait *u = arg;
+static bool stat_is(void *arg) {
+  stat_wait *u = arg;
   char path[512];
   snprintf(path, sizeof path, "/api/queues/%s/%s", u->t->vhost.name, u->queue);
   json_object *q = th_mgmt_get_json(path);
   json_object *m;
   long n = -1;
-  if (q != NULL && json_object_object_get_ex(q, "messages_unacknowledged", &m))
-    n = (long)json_object_get_int64(m);
+  if (q != NULL && json_object_object_get_ex(q, u->field, &m)) n = (long)json_object_get_int64(m);
   json_object_put(q);
   return n == u->want;
 }
 
 static bool wait_unacked(const fx_case *t, const char *queue, long want) {
-  unacked_wait u = {t, queue, want};
-  return th_wait_until(unacked_is, &u, WAIT_MS);
+  stat_wait u = {t, queue, "messages_unacknowledged", want};
+  return th_wait_until(stat_is, &u, WAIT_MS);
+}
+
+/* Nothing left in queue, ready or unacked (so nothing in flight either). */
+static bool wait_empty(const fx_case *t, const char *queue) {
+  stat_wait u = {t, queue, "messages", 0};
+  return th_wait_until(stat_is, &u, WAIT_MS);
 }
 
 static void expect_verified(fx_case *t, const audit_dir *d, const char *want) {
@@ -634,6 +639,214 @@ static void test_escalator_full_disk_no_duplicates(void **state) {
   audit_dir_remove(&d);
 }
 
+/* ---- a lost connection during an audit outage (issue 28) ---- */
+
+/* A connection of the case's bridge, by the start of its connection_name
+ * ("dlq-bridge router", "dlq-bridge escalator"); other: a name it must not
+ * have (the connection closed before), or "". */
+typedef struct {
+  const fx_case *t;
+  const char *prefix, *other;
+  char name[256];
+} conn_wait;
+
+static bool conn_listed(void *arg) {
+  conn_wait *c = arg;
+  return th_connection_named(&c->t->vhost, c->prefix, c->name, sizeof c->name) &&
+         strcmp(c->name, c->other) != 0;
+}
+
+/* Closes the bridge's connection named prefix... by the management API (as
+ * a broker operator or a network cut would), then waits until the bridge
+ * has opened a new one when reconnects (router), else until the old one
+ * is gone. */
+static void cut_connection(fx_case *t, const char *prefix, bool reconnects) {
+  conn_wait c = {t, prefix, "", ""};
+  FX_CHECK(t, th_wait_until(conn_listed, &c, WAIT_MS));
+  char old[256];
+  snprintf(old, sizeof old, "%s", c.name);
+  printf("closing %s (%s)\n", prefix, old);
+  assert_int_equal(th_connection_close(old), 0);
+  if (reconnects) {
+    conn_wait again = {t, prefix, old, ""};
+    FX_CHECK(t, th_wait_until(conn_listed, &again, WAIT_MS));
+  }
+}
+
+/* The router's connection lost while the log cannot be written: the
+ * failure it had routed (its DLQ copy confirmed, the original unacked)
+ * comes back to dsr.failed and to the next session. It is not routed
+ * again: its original is acked once the record the first session handed
+ * over is written, and that hop is recorded once. A copycat with the same
+ * message_id and body but another header is not taken for it. Before the
+ * fix, the next session routed the first failure again (a second copy and
+ * a second record). */
+static void test_lost_connection_during_outage_no_duplicates(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  assert_int_equal(fx_start_bridge(t, d.env), 0);
+  th_bridge *b = &t->bridges[0];
+  publish_failed(t, "before", 0, 2);
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"dead_lettered\"", 2));
+
+  disk_full(&d);
+  publish_failed(t, "lost", 0, 1);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 3, WAIT_MS)); /* its copy, confirmed */
+  FX_CHECK(t, wait_count(b->log_path, "audit_failing", 1));
+  publish_failed(t, "lost", 1, 2); /* held: the writer is known to fail */
+  th_msg *copycat = fx_msg(t);
+  assert_int_equal(th_msg_task(copycat, "lost-0"), 0); /* message_id msg-lost-0, same body */
+  assert_int_equal(th_msg_set_str(copycat, "request_id", "copycat"), 0);
+  assert_int_equal(th_msg_add_str(copycat, "worker_error", "upstream timeout"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.failed", copycat), 0);
+  FX_CHECK(t, wait_unacked(t, "dsr.failed", 4));
+
+  /* The connection goes; the bridge reconnects and gets all four again
+   * (redelivered), while the log still fails: nothing more is published. */
+  cut_connection(t, "dlq-bridge router", true);
+  FX_CHECK(t, wait_count(b->log_path, "routing from dsr.failed", 2));
+  FX_CHECK(t, wait_unacked(t, "dsr.failed", 4));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 3);
+
+  /* Writable again: one copy of each, each hop recorded once. */
+  disk_back(&d);
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"dead_lettered\"", 6));
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 6, WAIT_MS));
+  FX_CHECK(t, wait_empty(t, "dsr.failed"));
+  long copies = th_queue_depth(t->conn, "dsr.dlq.manual");
+  printf("dsr.dlq.manual after the outage: %ld (2 before it, 4 during)\n", copies);
+  FX_CHECK(t, copies == 6);
+  static const char *const ids[] = {"lost-0", "lost-1", "lost-2", "copycat"};
+  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"request_id\":\"%s\"", ids[i]);
+    assert_int_equal(fx_count_in_file(d.log, needle), 1);
+  }
+  assert_int_equal(fx_count_in_file(d.log, "\"event\":\"dead_lettered\""), 6);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  expect_verified(t, &d, "ended cleanly, 0 open)");
+  audit_dir_remove(&d);
+}
+
+/* The SLA escalator's connection lost while its escalations wait for the
+ * log: their originals return to the DLQ, and no pass runs until the log
+ * is written. The next pass acks them against the copies already in
+ * compliance_review instead of escalating them again: three items, three
+ * copies, three records. Before the fix: a second copy and record of each
+ * escalated before the cut. */
+static void test_escalator_lost_connection_during_outage_no_duplicates(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_DLQ_SLA=3s",
+                             "DLQ_BRIDGE_METRICS_ADDR=off", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"chain_start\"", 2)); /* router, escalator */
+
+  disk_full(&d);
+  for (int i = 0; i < 3; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "overdue-%d", i);
+    publish_overdue(t, id);
+  }
+  FX_CHECK(t, wait_count(t->bridges[0].log_path, "audit_failing", 1));
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 1, WAIT_MS));
+  FX_CHECK(t, wait_unacked(t, "dsr.dlq.manual", 3)); /* the pass holds all three */
+  long copies = th_queue_depth(t->conn, "compliance_review");
+  printf("escalated before the writer failed: %ld\n", copies);
+  FX_CHECK(t, copies >= 1 && copies <= 3);
+
+  cut_connection(t, "dlq-bridge escalator", false);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 3, WAIT_MS)); /* back, ready */
+  FX_CHECK(t, wait_unacked(t, "dsr.dlq.manual", 0));
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), copies);
+
+  disk_back(&d);
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 3, WAIT_MS));
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"escalated\"", 3));
+  FX_CHECK(t, wait_empty(t, "dsr.dlq.manual"));
+  long after = th_queue_depth(t->conn, "compliance_review");
+  printf("compliance_review after the outage: %ld\n", after);
+  FX_CHECK(t, after == 3);
+  for (int i = 0; i < 3; i++) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"request_id\":\"overdue-%d\"", i);
+    assert_int_equal(fx_count_in_file(d.log, needle), 1);
+  }
+  assert_int_equal(fx_stop_bridges(t), 0);
+  expect_verified(t, &d, "ended cleanly, 0 open)");
+  audit_dir_remove(&d);
+}
+
+/* A stop during an outage is the one case left: the records of what was
+ * in flight cannot be written, so their originals stay unacked and the
+ * next process routes them again. What the test shows is the bound: with
+ * a window (prefetch) of 2 and 6 failures arriving, at most 2 copies were
+ * made before the writer failed, so at most 2 exist twice after the
+ * restart, and each of the 6 is recorded once (by the next process; the
+ * stopped one's records of its copies were never written). */
+#define STOP_PREFETCH 2
+#define STOP_FAILURES 6
+#define STOP_WAIT_MS  60000 /* the stop waits 30 s (DRAIN_TIMEOUT_MS) for the log */
+
+static void test_stop_during_outage_duplicates_at_most_a_window(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  char prefetch[64];
+  snprintf(prefetch, sizeof prefetch, "DLQ_BRIDGE_PREFETCH=%d", STOP_PREFETCH);
+  d.env[4] = prefetch;
+  d.env[5] = NULL;
+  assert_int_equal(fx_start_bridge(t, d.env), 0);
+  th_bridge *b = &t->bridges[0];
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"chain_start\"", 1));
+
+  disk_full(&d);
+  publish_failed(t, "stop", 0, STOP_FAILURES);
+  FX_CHECK(t, wait_count(b->log_path, "audit_failing", 1));
+  FX_CHECK(t, wait_unacked(t, "dsr.failed", STOP_PREFETCH));
+  long copies = th_queue_depth(t->conn, "dsr.dlq.manual");
+  printf("copies made before the writer failed: %ld (window %d, %d failures)\n", copies,
+         STOP_PREFETCH, STOP_FAILURES);
+  FX_CHECK(t, copies >= 1 && copies <= STOP_PREFETCH);
+
+  int64_t asked = th_now_ms();
+  int rc = th_bridge_stop(b, STOP_WAIT_MS);
+  printf("stop during the outage: exit %d after %lld ms\n", rc, (long long)(th_now_ms() - asked));
+  FX_CHECK(t, rc == 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.failed", STOP_FAILURES, WAIT_MS));
+
+  disk_back(&d);
+  th_bridge *b2 = &t->bridges[1];
+  assert_int_equal(th_bridge_start(b2, &t->vhost, d.env, "bridge2"), 0);
+  t->nbridges = 2;
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", copies + STOP_FAILURES, WAIT_MS));
+  FX_CHECK(t, wait_count(d.log, "\"event\":\"dead_lettered\"", STOP_FAILURES));
+  FX_CHECK(t, wait_empty(t, "dsr.failed"));
+  long total = th_queue_depth(t->conn, "dsr.dlq.manual");
+  printf("dsr.dlq.manual after the restart: %ld for %d failures (%ld twice)\n", total,
+         STOP_FAILURES, total - STOP_FAILURES);
+  FX_CHECK(t, total - STOP_FAILURES == copies);
+  for (int i = 0; i < STOP_FAILURES; i++) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"request_id\":\"stop-%d\"", i);
+    assert_int_equal(fx_count_in_file(d.log, needle), 1);
+  }
+  assert_int_equal(fx_stop_bridges(t), 0);
+  expect_verified(t, &d, "audit log intact");
+  /* Reconcile sees the first copies for what they are: never a loss. */
+  th_result r;
+  reconcile(t, &d, false, &r);
+  assert_int_equal(r.exit_code, 0);
+  char want[160];
+  snprintf(want, sizeof want,
+           "missing 0, unrecorded 0, recorded after the read 0, copies beyond the records %ld",
+           copies);
+  assert_non_null(strstr(r.out, want));
+  audit_dir_remove(&d);
+}
+
 /* `replay --all` with its audit log on a full disk: exit 1 before its
  * first publish, one line naming the log and the errno, nothing moved. */
 static void test_replay_unwritable_log_fails_before_publishing(void **state) {
@@ -974,6 +1187,9 @@ int main(void) {
       FX_TEST(test_audit_reconcile_finds_what_was_removed),
       FX_TEST(test_audit_reconcile_held_is_not_missing),
       FX_TEST(test_escalator_full_disk_no_duplicates),
+      FX_TEST(test_lost_connection_during_outage_no_duplicates),
+      FX_TEST(test_escalator_lost_connection_during_outage_no_duplicates),
+      FX_TEST(test_stop_during_outage_duplicates_at_most_a_window),
       FX_TEST(test_replay_unwritable_log_fails_before_publishing),
       FX_TEST(test_replay_losing_trail_midway_stops),
       FX_TEST(test_stopped_lock_holder_shows_in_health),
