@@ -153,10 +153,14 @@ broker_tests() {
 # Lanes: sequences of steps that run beside each other, each in the
 # background with its output in its own log, printed when all have ended
 # (a failed lane's last, so the end of the run shows what failed). The
-# broker suites of a build wait mostly on their node (load about 0.5 per
-# suite on 2 cores, measured in this round's CI breakdown), so two builds'
-# suites against their own nodes, and the package and fuzz steps, overlap
-# well. DLQB_TEST_SERIAL=1 runs the lanes one after the other, streamed
+# broker suites of a build wait mostly on their node and on the bridge's
+# timers (measured: load average 0.6 on 2 cores while build/'s suites ran
+# alone, its node's beam.smp at 15 % of a core), so two builds' suites
+# against their own nodes, and the package and fuzz steps, overlap well:
+# the last CI run, all four suites one after the other, failed at 2,744 s
+# with TSan's suites, the trixie build, the package and fuzz still to come;
+# in lanes on the same machine, at a load of 4 to 8 from other work, all
+# of it had ended after 1,590 s. DLQB_TEST_SERIAL=1 runs the lanes one after the other, streamed
 # (for a machine already loaded by other work).
 lane_names=()
 lane_pids=()
