@@ -32,13 +32,18 @@
 /* A file larger than this is refused unread. Any DLQB_JOBFILE_MAX_JOBS
  * records fit: each text field at its longest, every byte escaped as
  * \u00XX, is under 16 KiB a record. */
-#define DLQB_JOBFILE_MAX_BYTES (2 * 1024 * 1024)
+#define DLQB_JOBFILE_MAX_BYTES     (2 * 1024 * 1024)
 #define DLQB_JOBFILE_USER_MAX      128  /* bytes with the NUL, as a console user */
 #define DLQB_JOBFILE_SELECTION_MAX 512  /* the selection in words */
 #define DLQB_JOBFILE_SUMMARY_MAX   256  /* the summary line */
 #define DLQB_JOBFILE_ERROR_MAX     1536 /* the error line */
 
-typedef enum { DLQB_JOB_REPLAY, DLQB_JOB_ESCALATE, DLQB_JOB_RESOLVE, DLQB_JOB__ACTIONS } dlqb_job_action;
+typedef enum {
+  DLQB_JOB_REPLAY,
+  DLQB_JOB_ESCALATE,
+  DLQB_JOB_RESOLVE,
+  DLQB_JOB__ACTIONS
+} dlqb_job_action;
 
 /* running: its pass is under way (in a file read at start: the console
  * stopped while it ran); interrupted: cut short by the console's stop
@@ -54,14 +59,14 @@ typedef enum {
 /* One action as its page shows it. Text fields are NUL-terminated UTF-8
  * as the console wrote them; shown escaped, like everything else. */
 typedef struct {
-  unsigned id; /* > 0, unique among a file's records */
+  unsigned id; /* 1 to UINT_MAX - 1, unique among a file's records */
   dlqb_job_action action;
   dlqb_job_state state;
   char user[DLQB_JOBFILE_USER_MAX];
   char selection[DLQB_JOBFILE_SELECTION_MAX];
-  double rate;                             /* items a second; 0 = as fast as confirms allow */
-  int64_t started_ms, ended_ms, saved_ms;  /* Unix ms; ended_ms 0 while running */
-  uint64_t total;                          /* in the queue at the start */
+  double rate;                            /* items a second; 0 = as fast as confirms allow */
+  int64_t started_ms, ended_ms, saved_ms; /* Unix ms; ended_ms 0 while running */
+  uint64_t total;                         /* in the queue at the start */
   uint64_t examined, moved, removed, left_in_place;
   char summary[DLQB_JOBFILE_SUMMARY_MAX];
   char error[DLQB_JOBFILE_ERROR_MAX];

@@ -187,7 +187,8 @@ static bool decode_record(json_object *o, dlqb_job_record *r, problem *p) {
   if (!json_object_is_type(o, json_type_object)) return bad(p, "%s is not an object", "it");
   int64_t id;
   unsigned action, st;
-  if (!get_count(o, "id", UINT_MAX, &id, p)) return false;
+  /* below UINT_MAX: the console numbers the next job from the highest */
+  if (!get_count(o, "id", UINT_MAX - 1, &id, p)) return false;
   if (id == 0) return bad(p, "'%s' is 0", "id");
   r->id = (unsigned)id;
   if (!get_name(o, "action", action_names, DLQB_JOB__ACTIONS, &action, p) ||

@@ -330,8 +330,8 @@ static void test_ops_hops_record_xdeath_counts(void **state) {
   assert_int_equal(fx_stop_bridges(t), 0);
   const char *const replay[] = {"replay", "--request-id", ids[0], NULL};
   const char *const escalate[] = {"escalate", "--request-id", ids[1], "--note", "legal", NULL};
-  const char *const resolve[] = {"resolve", "--message-id", "msg-odeaths-3", "--note", "by hand",
-                                 NULL};
+  const char *const resolve[] = {"resolve", "--message-id", "msg-odeaths-3",
+                                 "--note",  "by hand",      NULL};
   const char *const *const movers[] = {replay, escalate, resolve};
   static const char *const events[] = {"replayed", "escalated", "resolved"};
   th_result r;

@@ -176,8 +176,10 @@ static void test_corrupt_is_refused(void **state) {
   refused("{\"format\":\"dlq-bridge console jobs\",\"version\":1}", "no jobs");
   refused("{\"format\":\"something else\",\"version\":1,\"jobs\":[]}", "another format");
   refused("{\"format\":\"dlq-bridge console jobs\",\"version\":2,\"jobs\":[]}", "another version");
-  refused("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":{}}", "jobs not an array");
-  refused("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":[7]}", "a job not an object");
+  refused("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":{}}",
+          "jobs not an array");
+  refused("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":[7]}",
+          "a job not an object");
   refused("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":[]} x", "trailing text");
   refused("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":[]}{}", "two values");
   char buf[8192];
@@ -187,6 +189,7 @@ static void test_corrupt_is_refused(void **state) {
       {"id", "0", "id 0"},
       {"id", "-3", "negative id"},
       {"id", "4294967296", "id past unsigned"},
+      {"id", "4294967295", "an id the next could not follow"},
       {"id", "\"5\"", "id a string"},
       {"action", "\"delete-everything\"", "unknown action"},
       {"action", "2", "action a number"},
@@ -416,9 +419,9 @@ static void test_file_hostile(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),          cmocka_unit_test(test_full_table_fits),
-      cmocka_unit_test(test_corrupt_is_refused),  cmocka_unit_test(test_truncated_is_refused),
-      cmocka_unit_test(test_interrupt),           cmocka_unit_test(test_file_round_trip),
+      cmocka_unit_test(test_round_trip),         cmocka_unit_test(test_full_table_fits),
+      cmocka_unit_test(test_corrupt_is_refused), cmocka_unit_test(test_truncated_is_refused),
+      cmocka_unit_test(test_interrupt),          cmocka_unit_test(test_file_round_trip),
       cmocka_unit_test(test_file_hostile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
