@@ -429,11 +429,22 @@ static void test_console_jobs_survive_restarts(void **state) {
   assert_true(th_fmt(x.out, sizeof x.out, "%s/spec-out.json", a.dir));
   char c1[1024], c2[1024], c3[1024], check[4096];
 
+  /* 0. A corrupt file where the console keeps its actions: one warning,
+   * no history, and the console serves (the first save replaces it). */
+  FILE *f = fopen(x.jobs, "w");
+  assert_non_null(f);
+  assert_true(
+      fputs("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":[{\"id\":", f) >= 0);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(x.jobs, 0600), 0);
+
   /* 1. Two items replayed to the end; the console stopped (SIGTERM). */
   console_start(&x);
   saved_job done;
   browse(&x, "", "{\"picks\":2,\"rate\":\"\",\"wait\":\"done\"}", &done);
   assert_int_equal(th_bridge_stop(&x.console, 15000), 0);
+  assert_int_equal(fx_count_in_file(x.console.log_path, "starting with no job history"), 1);
+  assert_int_equal(fx_count_in_file(x.console.log_path, "warn  console_jobs:"), 1);
   saved_job d = saved(x.jobs, done.id);
   assert_true(d.found);
   assert_string_equal(d.state, "done");
