@@ -519,11 +519,14 @@ static void *job_main(void *arg) {
     rec->state = DLQB_JOB_FAILED;
     if (out->r.interrupted && j->stopped_by[0]) {
       snprintf(rec->error, sizeof rec->error, "stopped by %s: %s", j->stopped_by, out->early);
-    } else if (out->r.interrupted && shutting_down) {
+    } else if (out->r.interrupted && shutting_down && out->status == DLQB_OK &&
+               !out->r.audit_failed) {
       /* Cut short by the console's own stop, not by a failure. */
       rec->state = DLQB_JOB_INTERRUPTED;
-      snprintf(rec->error, sizeof rec->error, "interrupted: the console was stopped (%s)",
-               out->early);
+      snprintf(rec->error, sizeof rec->error,
+               "interrupted: the console was stopped; what was in flight completed, the rest "
+               "was left in %s, untouched",
+               console_g.pipeline->dlq);
     } else {
       snprintf(rec->error, sizeof rec->error, "%s", out->early);
     }
