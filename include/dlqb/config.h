@@ -97,6 +97,7 @@ typedef struct {
   char console_tls_cert_file[DLQB_CONFIG_STR_MAX]; /* "" = plain HTTP (loopback or proxy) */
   char console_tls_key_file[DLQB_CONFIG_STR_MAX];
   int console_behind_proxy; /* 1: plain HTTP off loopback is the operator's choice */
+  char console_jobs_file[DLQB_CONFIG_STR_MAX]; /* its actions (dlqb/jobfile.h); "" = memory only */
   dlqb_log_format log_format;
   int log_level;      /* 0 error, 1 warn, 2 info, 3 debug */
   char instance[256]; /* bridge instance name in logs and audit */
@@ -246,7 +247,8 @@ void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p);
 
 /* The files of pipeline p, so that two pipelines never share one: the
  * ledger cache (ledger_cache), the drain's state file and its textfile
- * (drain_state, drain_textfile). For the default pipeline
+ * (drain_state, drain_textfile), the console's job file
+ * (console_jobs_file). For the default pipeline
  * (dlqb_pipeline_is_default) they stay as set; for another, p's name goes
  * in before the file name's extension (dlqb_pipeline_path:
  * "ledger.cache" -> "ledger.recon.cache", "drain.prom" ->

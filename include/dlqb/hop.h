@@ -91,10 +91,11 @@ typedef struct {
   /* The pipeline of the config file's `pipelines` it moved in; "" for a
    * deployment without `pipelines` (then not recorded: today's records). */
   char pipeline[DLQB_PIPELINE_NAME_MAX];
-  /* The broker's delivery history of the message the router took (its
-   * hops only; "" / false otherwise): every x-death entry "QUEUE REASON
-   * COUNT" joined by "; " (dlqb_deaths_text: sanitised, a client can forge
-   * it) and x-delivery-count. */
+  /* The broker's delivery history of the message the hop took, as it was
+   * when taken (the router's hops and every pass's, dlqb/scan.h; "" /
+   * false when it had none, and on markers that take nothing): every
+   * x-death entry "QUEUE REASON COUNT" joined by "; " (dlqb_deaths_text:
+   * sanitised, a client can forge it) and x-delivery-count. */
   char deaths[256];
   bool has_delivery_count;
   int64_t delivery_count;

@@ -24,7 +24,8 @@
  *
  * Every settled hop is recorded in the audit trail (when one is open)
  * before its original is acked, and nothing is moved while it cannot be
- * written. */
+ * written; it carries the x-death and x-delivery-count of the message as
+ * delivered (hop.h), as the router's hops do. */
 #ifndef DLQB_SCAN_H
 #define DLQB_SCAN_H
 

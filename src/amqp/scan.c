@@ -11,6 +11,7 @@
 #include "dlqb/rate.h"
 #include "dlqb/text.h"
 #include "dlqb/topology.h"
+#include "dlqb/xdeath.h"
 
 #define IDLE_STOP_DEFAULT_MS 5000
 
@@ -31,8 +32,8 @@ struct dlqb_scan {
 
 static bool signalled(const dlqb_scan *s) { return s->o->stop != NULL && *s->o->stop; }
 
-static void fill_hop(dlqb_scan *s, const dlqb_item *it, dlqb_event ev, const char *to,
-                     const char *cause, const char *reason, dlqb_hop *hop) {
+static void fill_hop(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event ev,
+                     const char *to, const char *cause, const char *reason, dlqb_hop *hop) {
   memset(hop, 0, sizeof *hop);
   hop->event = ev;
   snprintf(hop->message_id, sizeof hop->message_id, "%s", it->message_id);
@@ -49,6 +50,13 @@ static void fill_hop(dlqb_scan *s, const dlqb_item *it, dlqb_event ev, const cha
   snprintf(hop->actor, sizeof hop->actor, "%s", s->o->actor ? s->o->actor : "unknown");
   if (s->name_pipeline) snprintf(hop->pipeline, sizeof hop->pipeline, "%s", s->pipeline.name);
   hop->edit = s->o->edit;
+  /* The broker's delivery history the message carries, as the router's
+   * hops record it: how often it was dead-lettered, and from where, stays
+   * in the trail of every mover's hop too (what it was when taken). */
+  const amqp_table_t *headers =
+      (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
+  dlqb_deaths_text(headers, hop->deaths, sizeof hop->deaths);
+  hop->has_delivery_count = dlqb_header_delivery_count(headers, &hop->delivery_count);
 }
 
 dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
@@ -76,7 +84,7 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
   props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
   props._flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
   dlqb_hop hop;
-  fill_hop(s, it, event, queue, cause, reason, &hop);
+  fill_hop(s, d, it, event, queue, cause, reason, &hop);
   dlqb_status st =
       dlqb_pipe_forward_rewritten(s->pipe, d, "", queue, &props, sets, nsets, &hop, err);
   if (st != DLQB_EREFUSED) return st;
@@ -92,7 +100,7 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
 void dlqb_scan_ack(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event event,
                    const char *cause, const char *reason) {
   dlqb_hop hop;
-  fill_hop(s, it, event, "", cause, reason, &hop);
+  fill_hop(s, d, it, event, "", cause, reason, &hop);
   dlqb_pipe_ack(s->pipe, d, &hop);
 }
 

@@ -6,6 +6,7 @@
  *   console_session.c  sign-in as a broker user, sessions, CSRF, rate limit
  *   console_pages.c    failure groups, a group's items, an item
  *   console_actions.c  preview (dry run) and jobs (a real pass in a thread)
+ *   jobfile.c          the jobs' file, read at start (dlqb/jobfile.h)
  *   console_review.c   the review inbox: list, claim, decide
  *   console_edit.c     the edit form on an item page, the pending edits in the inbox
  *   console_audit.c    an item's audit history
@@ -153,7 +154,10 @@ void console_post_edit(console_req *r);
 void console_post_edit_decide(console_req *r);
 void console_edit_inbox(console_req *r);
 
-/* Jobs (console_actions.c). */
+/* Jobs (console_actions.c). Resets the table to the jobs of
+ * console_jobs_file (console_g's settings, so after console_g is set): a
+ * job that was running when the console stopped shows as interrupted; an
+ * unusable file is one warning and no history. */
 void console_jobs_init(void);
 /* Asks running jobs to stop and waits for them (at exit). */
 void console_jobs_shutdown(void);

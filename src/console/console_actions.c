@@ -4,7 +4,10 @@
  * same job. Replay, escalate and resolve run ops_move_pass with the CLI
  * commands' specs (ops_actions.c). The broker connection is the signed-in
  * user's: a replay they may not do is refused by the broker, and the audit
- * trail records them as the hop's broker_user and actor. */
+ * trail records them as the hop's broker_user and actor. What each job's
+ * page shows is its record (dlqb/jobfile.h), kept in console_jobs_file at
+ * its start, about once a second while it runs and at its end, and read
+ * back when the console starts, so a restart loses no job's story. */
 #include <json-c/json.h>
 #include <stdatomic.h>
 #include <pthread.h>
@@ -15,59 +18,162 @@
 #include "console.h"
 #include "dlqb/clock.h"
 #include "dlqb/hashset.h"
+#include "dlqb/jobfile.h"
 #include "dlqb/ledger.h"
+#include "dlqb/log.h"
 #include "dlqb/thread.h"
 #include "dlqb/topology.h"
 #include "dlqb/ops.h"
 
-#define JOBS 64
+/* The jobs kept, running or ended, in memory and in the job file. */
+#define JOBS DLQB_JOBFILE_MAX_JOBS
+/* A running job's progress is saved at most this often (its start and end
+ * always), so a killed console's job shows counts about a second old at
+ * most: just under the pass's tick (1 s), so that each tick may save. */
+#define SAVE_INTERVAL_MS 900
 
-typedef enum { ACT_REPLAY, ACT_ESCALATE, ACT_RESOLVE } act_kind;
-
-static const char *const act_names[] = {"replay", "escalate", "resolve"};
-static const char *const act_done[] = {"replayed", "escalated", "resolved"};
+static const char *const act_done[DLQB_JOB__ACTIONS] = {"replayed", "escalated", "resolved"};
 
 typedef struct {
   bool used;
-  unsigned id;
-  act_kind kind;
+  /* What its page shows and the job file keeps (id, action, state, user,
+   * selection in words, rate, times, counts, summary, error), under lock;
+   * id, action, user, selection and rate never change once it started. */
+  dlqb_job_record rec;
   console_who who; /* whose broker connection; password wiped at the end */
   dlqb_select sel;
-  char selection[512]; /* the selection in words, for the page */
   ops_stamp stamp;
-  double rate;
-  int64_t started_ms, ended_ms;
-  /* progress, under lock */
-  bool running, failed;
-  dlqb_scan_result progress;
-  uint64_t moved, skipped, left;
-  char summary[256];
-  char error[DLQB_ERROR_MAX + 256 + CONSOLE_USER_MAX + 32];
   pthread_t thread;
   bool joinable;
   dlqb_stop_flag stop; /* the Stop button, or the console's shutdown */
   char stopped_by[CONSOLE_USER_MAX];
   dlqb_hashset *picks; /* the checked items, or NULL; the job's thread frees it */
+  /* Its thread has not yet ended its last save: the slot is not reused
+   * until then (reusing joins the thread with the lock held, and that
+   * save takes the lock). */
+  bool busy;
 } job;
+
+_Static_assert(sizeof((console_who *)0)->user <= DLQB_JOBFILE_USER_MAX,
+               "a job's record holds its user");
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static job jobs[JOBS];
 static unsigned next_id = 1;
+static bool shutting_down; /* under lock: the console's stop, not a person's */
+
+/* ---- the job file ------------------------------------------------------ */
+
+/* Taken before lock, never inside it: one save at a time, each of a
+ * snapshot taken under it, so a later save never writes older counts. */
+static pthread_mutex_t save_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t last_save_ms; /* monotonic; under save_lock */
+static bool save_failing;    /* under save_lock: warned once until a save works */
+
+static int by_id(const void *a, const void *b) {
+  unsigned x = ((const dlqb_job_record *)a)->id, y = ((const dlqb_job_record *)b)->id;
+  return x < y ? -1 : x > y;
+}
+
+/* A snapshot of every job's record, by number, written to path. Call with
+ * save_lock held. */
+static dlqb_status save_now(const char *path, dlqb_error *err) {
+  dlqb_job_record *snap = malloc(JOBS * sizeof *snap);
+  if (snap == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the console's job file");
+  size_t n = 0;
+  int64_t wall = dlqb_now_ms();
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < JOBS; i++)
+    if (jobs[i].used) {
+      snap[n] = jobs[i].rec;
+      snap[n++].saved_ms = wall;
+    }
+  pthread_mutex_unlock(&lock);
+  qsort(snap, n, sizeof *snap, by_id);
+  dlqb_status st = dlqb_jobfile_write(path, snap, n, err);
+  free(snap);
+  return st;
+}
+
+/* Writes every job's record to console_jobs_file; unless force, only when
+ * the last save is SAVE_INTERVAL_MS old. A failure is a warning (once
+ * until a save works again): the jobs go on in memory. */
+static void jobs_save(bool force) {
+  const char *path = console_g.cfg->console_jobs_file;
+  if (path[0] == '\0') return;
+  pthread_mutex_lock(&save_lock);
+  int64_t now = dlqb_mono_ms();
+  if (force || last_save_ms == 0 || now - last_save_ms >= SAVE_INTERVAL_MS) {
+    last_save_ms = now;
+    dlqb_error err = {{0}};
+    if (save_now(path, &err) == DLQB_OK) {
+      save_failing = false;
+    } else if (!save_failing) {
+      save_failing = true;
+      dlqb_log_warn("console_jobs",
+                    "%s; the actions are kept in memory only until it can be written", err.msg);
+    }
+  }
+  pthread_mutex_unlock(&save_lock);
+}
 
 void console_jobs_init(void) {
   pthread_mutex_lock(&lock);
   memset(jobs, 0, sizeof jobs);
+  next_id = 1;
+  shutting_down = false;
   pthread_mutex_unlock(&lock);
+  const char *path = console_g.cfg->console_jobs_file;
+  if (path[0] == '\0') return;
+  dlqb_job_record *recs = malloc(JOBS * sizeof *recs);
+  size_t n = 0, cut = 0;
+  bool found = false;
+  dlqb_error err = {{0}};
+  if (recs == NULL) {
+    dlqb_log_warn("console_jobs", "out of memory reading '%s': starting with no job history", path);
+    return;
+  }
+  if (dlqb_jobfile_read(path, recs, &n, &found, &err) != DLQB_OK) {
+    /* Whatever is there (corrupt, planted, another user's): one line, no
+     * history, and the next save replaces it. */
+    dlqb_log_warn("console_jobs", "%s: starting with no job history", err.msg);
+    n = 0;
+  }
+  qsort(recs, n, sizeof *recs, by_id);
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < n; i++) {
+    job *j = &jobs[i];
+    j->used = true;
+    j->rec = recs[i];
+    /* Its pass died with the console: shown as cut short, never resumed
+     * (nothing runs it, and Stop applies to running jobs only). */
+    if (j->rec.state == DLQB_JOB_RUNNING) {
+      dlqb_jobfile_interrupt(&j->rec, console_g.pipeline->dlq);
+      cut++;
+    }
+    if (j->rec.id >= next_id) next_id = j->rec.id + 1;
+  }
+  pthread_mutex_unlock(&lock);
+  free(recs);
+  if (cut > 0) {
+    dlqb_log_info("console_jobs",
+                  "%zu actions read from '%s'; %zu of them were running when the console "
+                  "stopped: interrupted",
+                  n, path, cut);
+    jobs_save(true);
+  } else if (n > 0) {
+    dlqb_log_info("console_jobs", "%zu actions read from '%s'", n, path);
+  }
 }
 
 /* ---- what an action is ------------------------------------------------ */
 
-static bool action_of(console_req *r, act_kind *kind) {
+static bool action_of(console_req *r, dlqb_job_action *kind) {
   char a[16] = "";
   console_form(r, "action", a, sizeof a);
-  for (int k = 0; k < 3; k++)
-    if (strcmp(a, act_names[k]) == 0) {
-      *kind = (act_kind)k;
+  for (int k = 0; k < DLQB_JOB__ACTIONS; k++)
+    if (strcmp(a, dlqb_job_action_name((dlqb_job_action)k)) == 0) {
+      *kind = (dlqb_job_action)k;
       return true;
     }
   console_error_page(r, 400, "No such action", "The action must be replay, escalate or resolve.");
@@ -75,9 +181,9 @@ static bool action_of(console_req *r, act_kind *kind) {
 }
 
 /* The note of escalate and resolve (required), or NULL with a page written. */
-static bool note_of(console_req *r, act_kind kind, char *note, size_t cap) {
+static bool note_of(console_req *r, dlqb_job_action kind, char *note, size_t cap) {
   note[0] = '\0';
-  if (kind == ACT_REPLAY) return true;
+  if (kind == DLQB_JOB_REPLAY) return true;
   if (!console_form(r, "note", note, cap) || note[0] == '\0') {
     console_error_page(
         r, 400, "A note is needed",
@@ -164,7 +270,7 @@ static void pick_field(void *ctx, const char *key, size_t len, void *value) {
 typedef struct {
   dlqb_html *h;
   size_t shown;
-  act_kind kind;
+  dlqb_job_action kind;
 } preview_ctx;
 
 static void preview_row(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms) {
@@ -176,7 +282,7 @@ static void preview_row(void *ctx, const dlqb_item *it, bool complete, int64_t n
   bool known = dlqb_item_age(it, now_ms, &age);
   dlqb_html_raw(h, complete ? "<tr class=\"skip\"><td>skip (complete)</td>" : "<tr><td>");
   if (!complete) {
-    dlqb_html_text(h, act_names[p->kind]);
+    dlqb_html_text(h, dlqb_job_action_name(p->kind));
     dlqb_html_raw(h, "</td>");
   }
   dlqb_html_raw(h, "<td>");
@@ -199,7 +305,7 @@ static void preview_row(void *ctx, const dlqb_item *it, bool complete, int64_t n
 
 /* Runs the dry run; rows go to a separate buffer so the summary can lead. */
 void console_post_preview(console_req *r) {
-  act_kind kind;
+  dlqb_job_action kind;
   dlqb_select sel;
   char note[DLQB_LAST_ERROR_MAX + 1];
   if (!action_of(r, &kind) || !note_of(r, kind, note, sizeof note) ||
@@ -208,9 +314,9 @@ void console_post_preview(console_req *r) {
   bool oom;
   dlqb_hashset *picks = picks_of(r, &oom);
   pass_as *o = calloc(1, sizeof *o);
-  dlqb_ledger *ledger = kind == ACT_REPLAY ? dlqb_ledger_new() : NULL;
+  dlqb_ledger *ledger = kind == DLQB_JOB_REPLAY ? dlqb_ledger_new() : NULL;
   ops_move_outcome *out = malloc(sizeof *out);
-  if (oom || o == NULL || out == NULL || (kind == ACT_REPLAY && ledger == NULL) ||
+  if (oom || o == NULL || out == NULL || (kind == DLQB_JOB_REPLAY && ledger == NULL) ||
       !opts_for(&r->who, &sel, o)) {
     pass_end(o);
     free(o);
@@ -230,12 +336,12 @@ void console_post_preview(console_req *r) {
   dlqb_error err = {{0}};
   bool ok = true;
   char summary[256];
-  if (kind == ACT_REPLAY) {
+  if (kind == DLQB_JOB_REPLAY) {
     ops_replay_spec(&m, &stamp, true, 0);
     if (ops_replay_ledger(o->cfg, console_g.pipeline, true, ledger, &ls, &err) != DLQB_OK)
       ok = false;
     m.ledger = ledger;
-  } else if (kind == ACT_ESCALATE) {
+  } else if (kind == DLQB_JOB_ESCALATE) {
     ops_escalate_spec(&m, &stamp, true, 0);
   } else {
     ops_resolve_spec(&m, &stamp, true);
@@ -258,16 +364,17 @@ void console_post_preview(console_req *r) {
     console_page_begin(r, "Preview");
     dlqb_html *h = &r->out;
     dlqb_html_raw(h, "<p class=\"summary\" id=\"preview-summary\">");
-    dlqb_html_text(h, ops_move_summary(true, act_names[kind], out->moved, m.ledger != NULL,
-                                       out->skipped, out->left, out->r.depth_at_start,
-                                       console_g.pipeline->dlq, summary, sizeof summary));
+    dlqb_html_text(h,
+                   ops_move_summary(true, dlqb_job_action_name(kind), out->moved, m.ledger != NULL,
+                                    out->skipped, out->left, out->r.depth_at_start,
+                                    console_g.pipeline->dlq, summary, sizeof summary));
     dlqb_html_raw(h, "</p>");
     if (out->early[0]) {
       dlqb_html_raw(h, "<p class=\"warn\">");
       dlqb_html_text(h, out->early);
       dlqb_html_raw(h, "</p>");
     }
-    if (kind == ACT_REPLAY && console_g.cfg->completion_writers[0] == '\0')
+    if (kind == DLQB_JOB_REPLAY && console_g.cfg->completion_writers[0] == '\0')
       dlqb_html_raw(h,
                     "<p class=\"warn\">The completion ledger is not trusted "
                     "(completion_writers is not set): every selected task would be replayed.</p>");
@@ -286,7 +393,7 @@ void console_post_preview(console_req *r) {
       console_selection_fields(r, true);
       if (picks != NULL) dlqb_hashset_each(picks, pick_field, h);
       dlqb_html_raw(h, "<input type=\"hidden\" name=\"action\" value=\"");
-      dlqb_html_text(h, act_names[kind]);
+      dlqb_html_text(h, dlqb_job_action_name(kind));
       dlqb_html_raw(h, "\">");
       if (note[0]) {
         dlqb_html_raw(h, "<input type=\"hidden\" name=\"note\" value=\"");
@@ -297,7 +404,7 @@ void console_post_preview(console_req *r) {
                     "<label>rate (items a second, empty = as fast as confirms allow) "
                     "<input name=\"rate\" id=\"rate\" inputmode=\"numeric\" value=\"50\"></label> "
                     "<button type=\"submit\" id=\"run\">Run ");
-      dlqb_html_text(h, act_names[kind]);
+      dlqb_html_text(h, dlqb_job_action_name(kind));
       dlqb_html_raw(h, "</button></form><p class=\"note\">The run takes what the selection "
                        "matches then: items that arrive after this preview and match are "
                        "included; --limit style caps are not.</p>");
@@ -314,17 +421,27 @@ void console_post_preview(console_req *r) {
 
 /* ---- jobs ------------------------------------------------------------- */
 
+/* The page's counts from a pass's progress. Call with the lock held. */
+static void job_counts(job *j, const dlqb_scan_result *r) {
+  j->rec.total = r->depth_at_start;
+  j->rec.examined = r->examined;
+  j->rec.moved = r->forwarded;
+  j->rec.removed = r->removed;
+  j->rec.left_in_place = r->held;
+}
+
 static void job_tick(void *ctx, const dlqb_scan_result *r) {
   job *j = ctx;
   pthread_mutex_lock(&lock);
-  j->progress = *r;
+  job_counts(j, r);
   pthread_mutex_unlock(&lock);
+  jobs_save(false);
 }
 
 static void job_fail(job *j, const char *msg) {
   pthread_mutex_lock(&lock);
-  j->failed = true;
-  snprintf(j->error, sizeof j->error, "%s", msg);
+  j->rec.state = DLQB_JOB_FAILED;
+  snprintf(j->rec.error, sizeof j->rec.error, "%s", msg);
   pthread_mutex_unlock(&lock);
 }
 
@@ -335,6 +452,8 @@ static void *job_main(void *arg) {
   dlqb_ledger *ledger = NULL;
   dlqb_audit *audit = NULL;
   dlqb_error err = {{0}};
+  /* Set before the thread started, never changed: read without the lock. */
+  const dlqb_job_action kind = j->rec.action;
   if (o == NULL || out == NULL) {
     job_fail(j, "out of memory");
     goto end;
@@ -359,8 +478,8 @@ static void *job_main(void *arg) {
   }
   ops_move_spec m;
   dlqb_ledger_stats ls;
-  if (j->kind == ACT_REPLAY) {
-    ops_replay_spec(&m, &j->stamp, false, j->rate);
+  if (kind == DLQB_JOB_REPLAY) {
+    ops_replay_spec(&m, &j->stamp, false, j->rec.rate);
     if ((ledger = dlqb_ledger_new()) == NULL) {
       job_fail(j, "out of memory");
       goto end;
@@ -373,8 +492,8 @@ static void *job_main(void *arg) {
     }
     m.ledger = ledger;
     m.ledger_stats = &ls;
-  } else if (j->kind == ACT_ESCALATE) {
-    ops_escalate_spec(&m, &j->stamp, false, j->rate);
+  } else if (kind == DLQB_JOB_ESCALATE) {
+    ops_escalate_spec(&m, &j->stamp, false, j->rec.rate);
   } else {
     ops_resolve_spec(&m, &j->stamp, false);
   }
@@ -387,23 +506,33 @@ static void *job_main(void *arg) {
   ops_ctx x = pass_context(o);
   ops_move_pass(&x, &m, audit, &w, &j->stop, out);
   pthread_mutex_lock(&lock);
-  j->progress = out->r;
-  j->moved = out->moved;
-  j->skipped = out->skipped;
-  j->left = out->left;
-  ops_move_summary(false, act_done[j->kind], out->moved, m.ledger != NULL, out->skipped, out->left,
-                   out->r.depth_at_start, console_g.pipeline->dlq, j->summary, sizeof j->summary);
+  dlqb_job_record *rec = &j->rec;
+  job_counts(j, &out->r);
+  ops_move_summary(false, act_done[kind], out->moved, m.ledger != NULL, out->skipped, out->left,
+                   out->r.depth_at_start, console_g.pipeline->dlq, rec->summary,
+                   sizeof rec->summary);
+  rec->state = DLQB_JOB_DONE;
   if (out->not_started) {
-    j->failed = true;
-    snprintf(j->error, sizeof j->error, "%s", out->err.msg);
+    rec->state = DLQB_JOB_FAILED;
+    snprintf(rec->error, sizeof rec->error, "%s", out->err.msg);
   } else if (out->early[0]) {
-    j->failed = true;
-    if (out->r.interrupted && j->stopped_by[0])
-      snprintf(j->error, sizeof j->error, "stopped by %s: %s", j->stopped_by, out->early);
-    else snprintf(j->error, sizeof j->error, "%s", out->early);
+    rec->state = DLQB_JOB_FAILED;
+    if (out->r.interrupted && j->stopped_by[0]) {
+      snprintf(rec->error, sizeof rec->error, "stopped by %s: %s", j->stopped_by, out->early);
+    } else if (out->r.interrupted && shutting_down && out->status == DLQB_OK &&
+               !out->r.audit_failed) {
+      /* Cut short by the console's own stop, not by a failure. */
+      rec->state = DLQB_JOB_INTERRUPTED;
+      snprintf(rec->error, sizeof rec->error,
+               "interrupted: the console was stopped; what was in flight completed, the rest "
+               "was left in %s, untouched",
+               console_g.pipeline->dlq);
+    } else {
+      snprintf(rec->error, sizeof rec->error, "%s", out->early);
+    }
   } else if (out->r.refused > 0) {
-    j->failed = true;
-    snprintf(j->error, sizeof j->error,
+    rec->state = DLQB_JOB_FAILED;
+    snprintf(rec->error, sizeof rec->error,
              "%llu selected items left in %s: the broker would not "
              "take them as they are",
              (unsigned long long)out->r.refused, console_g.pipeline->dlq);
@@ -419,14 +548,32 @@ end:
   explicit_bzero(j->who.password, sizeof j->who.password);
   dlqb_hashset_free(j->picks);
   j->picks = NULL;
-  j->running = false;
-  j->ended_ms = dlqb_now_ms();
+  j->rec.ended_ms = dlqb_now_ms();
+  pthread_mutex_unlock(&lock);
+  jobs_save(true);
+  pthread_mutex_lock(&lock);
+  j->busy = false;
   pthread_mutex_unlock(&lock);
   return NULL;
 }
 
+/* A slot for a new job: an unused one, else the one of the oldest ended
+ * job (so the job file keeps the last JOBS); NULL when all run. Call with
+ * the lock held. */
+static job *free_slot(void) {
+  job *oldest = NULL;
+  for (size_t i = 0; i < JOBS; i++) {
+    job *j = &jobs[i];
+    if (!j->used) return j;
+    if (!j->busy && j->rec.state != DLQB_JOB_RUNNING &&
+        (oldest == NULL || j->rec.id < oldest->rec.id))
+      oldest = j;
+  }
+  return oldest;
+}
+
 void console_post_run(console_req *r) {
-  act_kind kind;
+  dlqb_job_action kind;
   dlqb_select sel;
   char note[DLQB_LAST_ERROR_MAX + 1], rate_text[32] = "";
   if (!action_of(r, &kind) || !note_of(r, kind, note, sizeof note) ||
@@ -453,13 +600,8 @@ void console_post_run(console_req *r) {
     }
   }
   pthread_mutex_lock(&lock);
-  job *j = NULL;
-  for (size_t i = 0; i < JOBS && j == NULL; i++)
-    if (!jobs[i].used) j = &jobs[i];
-  /* Full: reuse the oldest finished one. */
-  for (size_t i = 0; i < JOBS && j == NULL; i++)
-    if (!jobs[i].running && (j == NULL || jobs[i].id < j->id)) j = &jobs[i];
-  if (j == NULL) {
+  job *j = free_slot();
+  if (j == NULL || shutting_down) {
     pthread_mutex_unlock(&lock);
     console_error_page(r, 503, "Busy", "Too many actions are running; wait for one to end.");
     dlqb_hashset_free(picks);
@@ -468,35 +610,41 @@ void console_post_run(console_req *r) {
   if (j->joinable) pthread_join(j->thread, NULL);
   memset(j, 0, sizeof *j);
   j->used = true;
-  j->id = next_id++;
-  j->kind = kind;
+  j->busy = true;
+  dlqb_job_record *rec = &j->rec;
+  rec->id = next_id++;
+  rec->action = kind;
+  rec->state = DLQB_JOB_RUNNING;
+  snprintf(rec->user, sizeof rec->user, "%s", r->who.user);
+  rec->rate = rate;
+  rec->started_ms = dlqb_now_ms();
   j->who = r->who;
   j->sel = sel;
-  j->rate = rate;
-  j->running = true;
   atomic_store(&j->stop, 0);
-  j->started_ms = dlqb_now_ms();
   ops_stamp_init(&j->stamp, r->who.user, note);
   dlqb_html words = {0};
   console_selection_words(r, true, &words);
   if (picks != NULL)
     dlqb_html_textf(&words, "; only the %zu checked item%s", dlqb_hashset_size(picks),
                     dlqb_hashset_size(picks) == 1 ? "" : "s");
-  snprintf(j->selection, sizeof j->selection, "%s", words.data ? words.data : "");
+  snprintf(rec->selection, sizeof rec->selection, "%s", words.data ? words.data : "");
   j->picks = picks;
   dlqb_html_free(&words);
-  unsigned id = j->id;
+  unsigned id = rec->id;
   /* Its pass decodes broker frames: the frame-reading stack (dlqb/thread.h). */
   j->joinable = dlqb_thread_start(&j->thread, job_main, j) == 0;
   if (!j->joinable) {
-    j->running = false;
-    j->failed = true;
-    snprintf(j->error, sizeof j->error, "cannot start a thread");
+    j->busy = false;
+    rec->state = DLQB_JOB_FAILED;
+    rec->ended_ms = rec->started_ms;
+    snprintf(rec->error, sizeof rec->error, "cannot start a thread");
     explicit_bzero(j->who.password, sizeof j->who.password);
     dlqb_hashset_free(j->picks);
     j->picks = NULL;
   }
   pthread_mutex_unlock(&lock);
+  /* Its start is on disk before the person sees its page. */
+  jobs_save(true);
   r->status = 303;
   snprintf(r->location, sizeof r->location, "/job?id=%u", id);
 }
@@ -508,20 +656,20 @@ static job *job_named(const char *idt) {
   unsigned long id = strtoul(idt, &end, 10);
   if (idt[0] == '\0' || *end != '\0') return NULL;
   for (size_t i = 0; i < JOBS; i++)
-    if (jobs[i].used && jobs[i].id == id) return &jobs[i];
+    if (jobs[i].used && jobs[i].rec.id == id) return &jobs[i];
   return NULL;
 }
 
-/* The job of ?id=, copied under the lock; false with a page written. */
-static bool find_job(console_req *r, job *copy, bool json) {
+/* The record of the job of ?id=, copied under the lock; false with a page
+ * written. */
+static bool find_job(console_req *r, dlqb_job_record *copy, bool json) {
   char idt[16] = "";
   console_arg(r, "id", idt, sizeof idt);
   pthread_mutex_lock(&lock);
   const job *j = job_named(idt);
   bool found = j != NULL;
-  if (found) *copy = *j;
+  if (found) *copy = j->rec;
   pthread_mutex_unlock(&lock);
-  explicit_bzero(copy->who.password, sizeof copy->who.password);
   if (!found) {
     if (json) {
       r->status = 404;
@@ -529,30 +677,26 @@ static bool find_job(console_req *r, job *copy, bool json) {
       dlqb_html_raw(&r->out, "{\"error\":\"no such job\"}");
     } else {
       console_error_page(r, 404, "No such action",
-                         "No action with this number (the console may "
-                         "have restarted).");
+                         "No action with this number (the console keeps the last 64, in "
+                         "console_jobs_file).");
     }
   }
   return found;
 }
 
-static const char *state_of(const job *j) {
-  return j->running ? "running" : j->failed ? "failed" : "done";
-}
-
 void console_json_job(console_req *r) {
-  job *j = malloc(sizeof *j);
+  dlqb_job_record *j = malloc(sizeof *j);
   if (j == NULL) return;
   if (find_job(r, j, true)) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "id", json_object_new_int64(j->id));
-    json_object_object_add(o, "action", json_object_new_string(act_names[j->kind]));
-    json_object_object_add(o, "state", json_object_new_string(state_of(j)));
-    json_object_object_add(o, "total", json_object_new_int64((int64_t)j->progress.depth_at_start));
-    json_object_object_add(o, "examined", json_object_new_int64((int64_t)j->progress.examined));
-    json_object_object_add(o, "moved", json_object_new_int64((int64_t)j->progress.forwarded));
-    json_object_object_add(o, "removed", json_object_new_int64((int64_t)j->progress.removed));
-    json_object_object_add(o, "left_in_place", json_object_new_int64((int64_t)j->progress.held));
+    json_object_object_add(o, "action", json_object_new_string(dlqb_job_action_name(j->action)));
+    json_object_object_add(o, "state", json_object_new_string(dlqb_job_state_name(j->state)));
+    json_object_object_add(o, "total", json_object_new_int64((int64_t)j->total));
+    json_object_object_add(o, "examined", json_object_new_int64((int64_t)j->examined));
+    json_object_object_add(o, "moved", json_object_new_int64((int64_t)j->moved));
+    json_object_object_add(o, "removed", json_object_new_int64((int64_t)j->removed));
+    json_object_object_add(o, "left_in_place", json_object_new_int64((int64_t)j->left_in_place));
     json_object_object_add(o, "summary", json_object_new_string(j->summary));
     json_object_object_add(o, "error", json_object_new_string(j->error));
     r->content_type = "application/json";
@@ -575,41 +719,40 @@ static void count_line(dlqb_html *h, const char *id, const char *label, uint64_t
 }
 
 void console_page_job(console_req *r) {
-  job *j = malloc(sizeof *j);
+  dlqb_job_record *j = malloc(sizeof *j);
   if (j == NULL) return;
   if (!find_job(r, j, false)) {
     free(j);
     return;
   }
   char title[64];
-  snprintf(title, sizeof title, "Action %u: %s", j->id, act_names[j->kind]);
+  snprintf(title, sizeof title, "Action %u: %s", j->id, dlqb_job_action_name(j->action));
   console_page_begin(r, title);
   dlqb_html *h = &r->out;
   dlqb_html_raw(h, "<p>Selection: ");
   dlqb_html_text(h, j->selection);
   dlqb_html_raw(h, "; by broker user ");
-  dlqb_html_text(h, j->who.user);
+  dlqb_html_text(h, j->user);
   if (j->rate > 0) dlqb_html_textf(h, ", at most %g a second", j->rate);
   dlqb_html_raw(h, ".</p><div id=\"progress\" data-job=\"");
   dlqb_html_textf(h, "%u", j->id);
   dlqb_html_raw(h, "\"><p>State: <b id=\"state\">");
-  dlqb_html_text(h, state_of(j));
+  dlqb_html_text(h, dlqb_job_state_name(j->state));
   dlqb_html_raw(h, "</b></p><progress id=\"bar\" max=\"");
-  dlqb_html_textf(
-      h, "%llu", (unsigned long long)(j->progress.depth_at_start ? j->progress.depth_at_start : 1));
+  dlqb_html_textf(h, "%llu", (unsigned long long)(j->total ? j->total : 1));
   dlqb_html_raw(h, "\" value=\"");
-  dlqb_html_textf(h, "%llu", (unsigned long long)j->progress.examined);
+  dlqb_html_textf(h, "%llu", (unsigned long long)j->examined);
   dlqb_html_raw(h, "\"></progress>");
-  count_line(h, "examined", "examined", j->progress.examined);
-  count_line(h, "total", "in the DLQ at the start", j->progress.depth_at_start);
-  count_line(h, "moved", "moved", j->progress.forwarded);
-  count_line(h, "removed", "removed (skipped as complete, or resolved)", j->progress.removed);
+  count_line(h, "examined", "examined", j->examined);
+  count_line(h, "total", "in the DLQ at the start", j->total);
+  count_line(h, "moved", "moved", j->moved);
+  count_line(h, "removed", "removed (skipped as complete, or resolved)", j->removed);
   dlqb_html_raw(h, "<p class=\"summary\" id=\"summary\">");
   dlqb_html_text(h, j->summary);
   dlqb_html_raw(h, "</p><p class=\"error\" id=\"job-error\">");
   dlqb_html_text(h, j->error);
   dlqb_html_raw(h, "</p></div>");
-  if (j->running) {
+  if (j->state == DLQB_JOB_RUNNING) {
     /* What is in flight completes; the rest stays in the DLQ, untouched. */
     dlqb_html_raw(h, "<form method=\"post\" action=\"/stop\" id=\"stop-form\">");
     console_csrf_field(r);
@@ -629,20 +772,20 @@ void console_page_jobs(console_req *r) {
                    "<th>selection</th><th>state</th><th>result</th></tr></thead><tbody>");
   pthread_mutex_lock(&lock);
   for (size_t i = 0; i < JOBS; i++) {
-    const job *j = &jobs[i];
-    if (!j->used) continue;
+    const dlqb_job_record *j = &jobs[i].rec;
+    if (!jobs[i].used) continue;
     dlqb_html_raw(h, "<tr><td><a href=\"/job?id=");
     dlqb_html_textf(h, "%u", j->id);
     dlqb_html_raw(h, "\">");
     dlqb_html_textf(h, "%u", j->id);
     dlqb_html_raw(h, "</a></td><td>");
-    dlqb_html_text(h, act_names[j->kind]);
+    dlqb_html_text(h, dlqb_job_action_name(j->action));
     dlqb_html_raw(h, "</td><td>");
-    dlqb_html_text(h, j->who.user);
+    dlqb_html_text(h, j->user);
     dlqb_html_raw(h, "</td><td>");
     dlqb_html_text(h, j->selection);
-    dlqb_html_raw(h, "</td><td>");
-    dlqb_html_text(h, state_of(j));
+    dlqb_html_raw(h, "</td><td class=\"state\">");
+    dlqb_html_text(h, dlqb_job_state_name(j->state));
     dlqb_html_raw(h, "</td><td>");
     dlqb_html_text(h, j->error[0] ? j->error : j->summary);
     dlqb_html_raw(h, "</td></tr>");
@@ -657,8 +800,10 @@ void console_post_stop(console_req *r) {
   console_form(r, "id", idt, sizeof idt);
   pthread_mutex_lock(&lock);
   job *j = job_named(idt);
-  unsigned id = j != NULL ? j->id : 0;
-  if (j != NULL && j->running) {
+  unsigned id = j != NULL ? j->rec.id : 0;
+  /* Only a running pass stops; an ended or interrupted job stays as it is
+   * (nothing ever resumes one). */
+  if (j != NULL && j->rec.state == DLQB_JOB_RUNNING && j->joinable) {
     snprintf(j->stopped_by, sizeof j->stopped_by, "%s", r->who.user);
     atomic_store(&j->stop, 1);
   }
@@ -673,6 +818,7 @@ void console_post_stop(console_req *r) {
 
 void console_jobs_shutdown(void) {
   pthread_mutex_lock(&lock);
+  shutting_down = true;
   for (size_t i = 0; i < JOBS; i++) atomic_store(&jobs[i].stop, 1);
   pthread_mutex_unlock(&lock);
   for (size_t i = 0; i < JOBS; i++) {

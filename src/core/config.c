@@ -135,6 +135,9 @@ typedef enum {
   X(console_behind_proxy, console_behind_proxy, "DLQ_BRIDGE_CONSOLE_BEHIND_PROXY",                 \
     "console-behind-proxy", "0", KIND_INT, 0, 1,                                                   \
     "1 = a TLS proxy in front of the console: plain HTTP off loopback is allowed")                 \
+  X(console_jobs_file, console_jobs_file, "DLQ_BRIDGE_CONSOLE_JOBS_FILE", "console-jobs-file",     \
+    "/var/lib/dlq-bridge/console-jobs.json", KIND_PATH, 0, 0,                                      \
+    "file where the console keeps its last 64 actions across restarts; empty = memory only")       \
   X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, 0, 0,  \
     "log line format: text or json")                                                               \
   X(log_level, log_level, "DLQ_BRIDGE_LOG_LEVEL", "log-level", "info", KIND_LOG_LEVEL, 0, 0,       \

@@ -519,8 +519,9 @@ dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, d
     char *value;
   } files[] = {{"ledger_cache", c->ledger_cache},
                {"drain_state", c->drain_state},
-               {"drain_textfile", c->drain_textfile}};
-  char made[3][DLQB_CONFIG_STR_MAX];
+               {"drain_textfile", c->drain_textfile},
+               {"console_jobs_file", c->console_jobs_file}};
+  char made[COUNT_OF(files)][DLQB_CONFIG_STR_MAX];
   for (size_t i = 0; i < COUNT_OF(files); i++) {
     if (files[i].value[0] == '\0') {
       made[i][0] = '\0';

@@ -304,7 +304,8 @@ typedef struct {
 
 /* Starts `dlq-bridge run` against vhost v: DLQ_BRIDGE_URL is set to v's URL,
  * DLQ_BRIDGE_* variables of the test's own environment are removed,
- * DLQ_BRIDGE_CONFIG is set empty (no config file), then each "NAME=value" of env (NULL-terminated, may be NULL) is set. stdout and
+ * DLQ_BRIDGE_CONFIG is set empty (no config file), DLQ_BRIDGE_CONSOLE_JOBS_FILE
+ * empty (a console's actions in memory only), then each "NAME=value" of env (NULL-terminated, may be NULL) is set. stdout and
  * stderr go to <log_dir>/<vhost>-<tag>.log. */
 int th_bridge_start(th_bridge *b, const th_vhost *v, const char *const *env, const char *tag);
 

@@ -297,6 +297,83 @@ static void test_trail_records_xdeath_counts(void **state) {
   audit_dir_remove(&d);
 }
 
+/* The line of `audit show` output (out) for event ev, copied into line; false when none. */
+static bool show_line(const char *out, const char *ev, char *line, size_t cap) {
+  const char *at = strstr(out, ev);
+  if (at == NULL) return false;
+  const char *start = at;
+  while (start > out && start[-1] != '\n') start--;
+  size_t n = strcspn(start, "\n");
+  if (n >= cap) n = cap - 1;
+  memcpy(line, start, n);
+  line[n] = '\0';
+  return true;
+}
+
+/* The movers' hops keep the broker's delivery history as the router's do:
+ * a task replayed, another escalated and a third resolved out of the DLQ
+ * each carry into their record the x-death (and x-delivery-count, where
+ * the message has one) it carried, the same as its hop into the DLQ
+ * recorded. */
+static void test_ops_hops_record_xdeath_counts(void **state) {
+  fx_case *t = *state;
+  audit_dir d;
+  audit_dir_init(&d);
+  const char *const env[] = {d.a.env_log, d.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=2",
+                             "DLQ_BRIDGE_RETRY_DELAYS=100ms", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  static const char *const ids[] = {"odeaths-1", "odeaths-2", "odeaths-3"};
+  for (size_t i = 0; i < 3; i++) assert_int_equal(fx_publish_task(t, ids[i]), 0);
+  th_worker *w = fx_worker(t);
+  assert_non_null(w);
+  th_msg *m = fx_msg(t);
+  for (int i = 0; i < 6; i++) { /* 3 tasks x 2 attempts */
+    FX_CHECK(t, th_worker_next(w, m, WAIT_MS) == 1);
+    assert_int_equal(th_worker_reject(w), 0);
+  }
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 3, WAIT_MS));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  const char *const replay[] = {"replay", "--request-id", ids[0], NULL};
+  const char *const escalate[] = {"escalate", "--request-id", ids[1], "--note", "legal", NULL};
+  const char *const resolve[] = {"resolve", "--message-id", "msg-odeaths-3",
+                                 "--note",  "by hand",      NULL};
+  const char *const *const movers[] = {replay, escalate, resolve};
+  static const char *const events[] = {"replayed", "escalated", "resolved"};
+  th_result r;
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(th_run_bridge(movers[i], t->vhost.url, env, 30000, &r), 0);
+    printf("%s: exit %d\n%s%s", movers[i][0], r.exit_code, r.out, r.err);
+    assert_int_equal(r.exit_code, 0);
+  }
+  for (size_t i = 0; i < 3; i++) {
+    audit_show(&d, ids[i], false, &r);
+    assert_int_equal(r.exit_code, 0);
+    char into[2048], out[2048];
+    assert_true(show_line(r.out, "dead_lettered", into, sizeof into));
+    assert_true(show_line(r.out, events[i], out, sizeof out));
+    /* What the hop into the DLQ recorded, the mover's hop records again:
+     * the message still carries it. */
+    const char *deaths = strstr(into, "  x-death [");
+    assert_non_null(deaths);
+    const char *end = strchr(deaths, ']');
+    assert_non_null(end);
+    char want[1024];
+    assert_true(th_fmt(want, sizeof want, "%.*s", (int)(end + 1 - deaths), deaths));
+    printf("%s: %s\n", events[i], strstr(out, "  x-death") ? strstr(out, "  x-death") : "none");
+    assert_non_null(strstr(out, want));
+    const char *dc = strstr(into, "  x-delivery-count ");
+    if (dc != NULL) {
+      assert_true(th_fmt(want, sizeof want, "%.*s", (int)strcspn(dc + 19, " ") + 19, dc));
+      assert_non_null(strstr(out, want));
+    }
+  }
+  assert_int_equal(fx_count_in_file(d.log, "\"x_death\":\""), 9); /* 3 x (retry, DLQ, mover) */
+  th_result vr;
+  assert_int_equal(fx_audit_verify(&d.a, &vr), 0);
+  assert_int_equal(vr.exit_code, 0);
+  audit_dir_remove(&d);
+}
+
 static void test_audit_show_one_task(void **state) {
   fx_case *t = *state;
   audit_dir d;
@@ -1184,6 +1261,7 @@ int main(void) {
       FX_TEST(test_crash_while_unwritable_loses_nothing),
       FX_TEST(test_audit_show_one_task),
       FX_TEST(test_trail_records_xdeath_counts),
+      FX_TEST(test_ops_hops_record_xdeath_counts),
       FX_TEST(test_audit_reconcile_finds_what_was_removed),
       FX_TEST(test_audit_reconcile_held_is_not_missing),
       FX_TEST(test_escalator_full_disk_no_duplicates),

@@ -9,7 +9,10 @@
  * <script>alert(1)</script> as text, and takes one item through the review
  * inbox (escalate, claim, return). Here, afterwards: the broker's queues
  * moved as the browser saw, and the audit trail names the operator as the
- * broker user of every replay. */
+ * broker user of every replay. test_console_jobs_survive_restarts restarts
+ * the console around tests/console/jobs.spec.js: after a SIGTERM, a
+ * SIGKILL mid-job and a SIGTERM mid-job, the job pages show each job done
+ * or interrupted with its counts, and nothing resumes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
+#include "bulk.h"
 #include "flow.h"
 #include "harness.h"
 
@@ -93,9 +99,8 @@ static void fill_dlq(fx_case *t, const fx_audit *a) {
   FX_CHECK(t, fx_stop_bridges(t) == 0);
 }
 
-static void test_console_in_a_browser(void **state) {
-  fx_case *t = *state;
-  const th_env *e = th_env_get();
+/* Fails the test unless chromium, node and playwright-core are there. */
+static void need_browser(void) {
   struct stat st;
   if (stat(CHROMIUM, &st) != 0 || stat(NODE_MODULES "/playwright-core", &st) != 0 ||
       system("command -v node >/dev/null 2>&1") != 0) {
@@ -105,6 +110,12 @@ static void test_console_in_a_browser(void **state) {
             CHROMIUM, NODE_MODULES);
     fail();
   }
+}
+
+static void test_console_in_a_browser(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  need_browser();
   static const char *const decl[] = {"declare", NULL};
   th_result r;
   assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
@@ -248,11 +259,266 @@ static void test_console_https(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* ---- the actions across restarts ---------------------------------------- */
+
+#define JOB_ITEMS 24 /* in the DLQ: two replayed at once, the rest at 2 a second */
+
+static void job_item(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "J-2026-%04zu", i + 1);
+  snprintf(it->source_system, sizeof it->source_system, "crm");
+  it->dlq_at_ms = th_now_ms() - 3600 * 1000;
+}
+
+/* One job as the console's job file holds it. */
+typedef struct {
+  bool found;
+  unsigned id;
+  char state[16];
+  long long total, examined, moved, removed;
+  char summary[256];
+} saved_job;
+
+static long long int_of(json_object *o, const char *key) {
+  json_object *v;
+  return json_object_object_get_ex(o, key, &v) ? (long long)json_object_get_int64(v) : -1;
+}
+
+static const char *str_of(json_object *o, const char *key) {
+  json_object *v;
+  return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+             ? json_object_get_string(v)
+             : "";
+}
+
+/* Job id of the file at path, as saved now (found false when the file or
+ * the job is not there, or the file is being replaced). */
+static saved_job saved(const char *path, unsigned id) {
+  saved_job j = {0};
+  json_object *doc = json_object_from_file(path), *list;
+  if (doc != NULL && json_object_object_get_ex(doc, "jobs", &list)) {
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+      json_object *o = json_object_array_get_idx(list, i);
+      if (int_of(o, "id") != (long long)id) continue;
+      j.found = true;
+      j.id = id;
+      snprintf(j.state, sizeof j.state, "%s", str_of(o, "state"));
+      j.total = int_of(o, "total");
+      j.examined = int_of(o, "examined");
+      j.moved = int_of(o, "moved");
+      j.removed = int_of(o, "removed");
+      snprintf(j.summary, sizeof j.summary, "%s", str_of(o, "summary"));
+    }
+  }
+  json_object_put(doc);
+  return j;
+}
+
+typedef struct {
+  const char *path;
+  unsigned id;
+  long long examined;
+} under_way;
+
+/* The job's file record says it is running and has examined that many. */
+static bool saved_under_way(void *arg) {
+  const under_way *u = arg;
+  saved_job j = saved(u->path, u->id);
+  return j.found && strcmp(j.state, "running") == 0 && j.examined >= u->examined;
+}
+
+/* The console of one restart and the browser that visits it. */
+typedef struct {
+  fx_case *t;
+  fx_audit *a;
+  listening l;
+  char env_url[TH_URL_MAX + 64], env_addr[96], env_jobs[160];
+  char jobs[128], out[128], op[TH_NAME_MAX + 8];
+  th_bridge console;
+  int starts;
+} restarts;
+
+static void console_start(restarts *x) {
+  const char *const cenv[] = {x->env_url,    x->env_addr, x->a->env_log, x->a->env_key,
+                              x->a->env_pub, x->env_jobs, NULL};
+  static const char *const args[] = {"console", NULL};
+  char tag[32];
+  snprintf(tag, sizeof tag, "console-jobs-%d", ++x->starts);
+  assert_int_equal(th_command_start(&x->console, &x->t->vhost, args, cenv, tag), 0);
+  if (!th_wait_until(console_up, &x->l, TIMEOUT_MS)) {
+    th_bridge_dump_log(&x->console);
+    th_bridge_kill(&x->console);
+    fail_msg("the console did not listen on port %d", x->l.port);
+  }
+}
+
+/* Runs jobs.spec.js with CHECK and RUN (JSON, may be "") against the
+ * console; what RUN started goes to *ran. */
+static void browse(restarts *x, const char *check, const char *run, saved_job *ran) {
+  const th_env *e = th_env_get();
+  char cmd[4 * TH_PATH_MAX];
+  unlink(x->out);
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "NODE_PATH=%s CONSOLE_URL=http://127.0.0.1:%d OP_USER=%s OP_PASS='%s' "
+                     "CHROMIUM=%s CHECK='%s' RUN='%s' OUT='%s' node %s/tests/console/jobs.spec.js",
+                     NODE_MODULES, x->l.port, x->op, OP_PASSWORD, CHROMIUM, check, run, x->out,
+                     e->source_dir));
+  fflush(NULL);
+  int rc = system(cmd);
+  if (rc != 0) {
+    th_bridge_dump_log(&x->console);
+    th_bridge_kill(&x->console);
+    fail_msg("jobs.spec.js failed (CHECK %s RUN %s)", check, run);
+  }
+  if (ran != NULL) {
+    json_object *o = json_object_from_file(x->out);
+    assert_non_null(o);
+    memset(ran, 0, sizeof *ran);
+    ran->found = true;
+    ran->id = (unsigned)int_of(o, "id");
+    snprintf(ran->state, sizeof ran->state, "%s", str_of(o, "state"));
+    snprintf(ran->summary, sizeof ran->summary, "%s", str_of(o, "summary"));
+    json_object_put(o);
+  }
+}
+
+/* One CHECK entry: the job as saved, its state (and an error pattern) as
+ * the restarted console must show it. */
+static void check_entry(char *buf, size_t cap, const saved_job *j, const char *state,
+                        const char *error) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "id", json_object_new_int64(j->id));
+  json_object_object_add(o, "state", json_object_new_string(state));
+  json_object_object_add(o, "total", json_object_new_int64(j->total));
+  json_object_object_add(o, "examined", json_object_new_int64(j->examined));
+  json_object_object_add(o, "moved", json_object_new_int64(j->moved));
+  json_object_object_add(o, "removed", json_object_new_int64(j->removed));
+  if (j->summary[0]) json_object_object_add(o, "summary", json_object_new_string(j->summary));
+  if (error != NULL) json_object_object_add(o, "error", json_object_new_string(error));
+  assert_true(th_fmt(buf, cap, "%s", json_object_to_json_string(o)));
+  json_object_put(o);
+}
+
+/* A restarted console shows what each of its jobs did: one that ended
+ * (then a SIGTERM), one running when the console was SIGKILLed (shown
+ * interrupted, with the counts saved last, never resumed), and one
+ * running when it was stopped with SIGTERM (interrupted by the stop). The
+ * job file is the console's alone (0600). */
+static void test_console_jobs_survive_restarts(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  need_browser();
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", JOB_ITEMS, job_item, NULL), 0);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  restarts x = {.t = t, .a = &a, .l = {th_free_port()}};
+  assert_true(x.l.port > 0);
+  assert_true(th_fmt(x.op, sizeof x.op, "%s-op", t->vhost.name));
+  make_user(t, x.op, OP_PASSWORD, "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}");
+  assert_true(th_fmt(x.env_url, sizeof x.env_url,
+                     "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s", e->amqp_port,
+                     t->vhost.name));
+  assert_true(
+      th_fmt(x.env_addr, sizeof x.env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", x.l.port));
+  assert_true(th_fmt(x.jobs, sizeof x.jobs, "%s/console-jobs.json", a.dir));
+  assert_true(th_fmt(x.env_jobs, sizeof x.env_jobs, "DLQ_BRIDGE_CONSOLE_JOBS_FILE=%s", x.jobs));
+  assert_true(th_fmt(x.out, sizeof x.out, "%s/spec-out.json", a.dir));
+  char c1[1024], c2[1024], c3[1024], check[4096];
+
+  /* 0. A corrupt file where the console keeps its actions: one warning,
+   * no history, and the console serves (the first save replaces it). */
+  FILE *f = fopen(x.jobs, "w");
+  assert_non_null(f);
+  assert_true(
+      fputs("{\"format\":\"dlq-bridge console jobs\",\"version\":1,\"jobs\":[{\"id\":", f) >= 0);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(x.jobs, 0600), 0);
+
+  /* 1. Two items replayed to the end; the console stopped (SIGTERM). */
+  console_start(&x);
+  saved_job done;
+  browse(&x, "", "{\"picks\":2,\"rate\":\"\",\"wait\":\"done\"}", &done);
+  assert_int_equal(th_bridge_stop(&x.console, 15000), 0);
+  assert_int_equal(fx_count_in_file(x.console.log_path, "starting with no job history"), 1);
+  assert_int_equal(fx_count_in_file(x.console.log_path, "warn  console_jobs:"), 1);
+  saved_job d = saved(x.jobs, done.id);
+  assert_true(d.found);
+  assert_string_equal(d.state, "done");
+  assert_int_equal(d.moved, 2);
+  assert_int_equal(d.total, JOB_ITEMS);
+  assert_string_equal(d.summary, done.summary);
+  struct stat st;
+  assert_int_equal(stat(x.jobs, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0600);
+  /* Nothing from a message, nothing secret in it. */
+  assert_int_equal(fx_count_in_file(x.jobs, "J-2026-"), 0);
+  assert_int_equal(fx_count_in_file(x.jobs, OP_PASSWORD), 0);
+
+  /* 2. Restarted: the ended job as it was. Then the rest at 2 a second,
+   * and the console killed (SIGKILL) while it runs. */
+  console_start(&x);
+  check_entry(c1, sizeof c1, &d, "done", NULL);
+  assert_true(th_fmt(check, sizeof check, "[%s]", c1));
+  saved_job killed;
+  browse(&x, check, "{\"picks\":0,\"rate\":\"2\",\"wait\":\"running\"}", &killed);
+  assert_true(killed.id > done.id);
+  under_way u = {x.jobs, killed.id, 3};
+  FX_CHECK(t, th_wait_until(saved_under_way, &u, TIMEOUT_MS));
+  th_bridge_kill(&x.console);
+  saved_job k = saved(x.jobs, killed.id); /* what the killed console saved last */
+  assert_true(k.found);
+  assert_string_equal(k.state, "running");
+  assert_true(k.examined >= 3 && k.examined < JOB_ITEMS - 2);
+  printf("killed mid-job: saved examined %lld, moved %lld, removed %lld of %lld\n", k.examined,
+         k.moved, k.removed, k.total);
+  k.summary[0] = '\0';
+
+  /* 3. Restarted: the killed job is interrupted, with those counts. Then a
+   * third replay, and the console stopped (SIGTERM) while it runs. */
+  console_start(&x);
+  check_entry(c2, sizeof c2, &k, "interrupted", "^interrupted: the console stopped while this ran");
+  assert_true(th_fmt(check, sizeof check, "[%s,%s]", c1, c2));
+  saved_job stopped;
+  browse(&x, check, "{\"picks\":0,\"rate\":\"2\",\"wait\":\"running\"}", &stopped);
+  assert_true(stopped.id > killed.id);
+  u = (under_way){x.jobs, stopped.id, 2};
+  FX_CHECK(t, th_wait_until(saved_under_way, &u, TIMEOUT_MS));
+  assert_int_equal(th_bridge_stop(&x.console, 15000), 0);
+  saved_job s = saved(x.jobs, stopped.id);
+  assert_true(s.found);
+  assert_string_equal(s.state, "interrupted");
+  printf("stopped mid-job: examined %lld, moved %lld of %lld\n", s.examined, s.moved, s.total);
+
+  /* 4. Restarted once more: all three as they ended, and nothing resumes. */
+  int replayed = fx_count_in_file(a.log, "\"event\":\"replayed\"");
+  /* (the work queue: what a resumed pass would send there; no consumer
+   * takes it, and every copy the consoles sent is in it by now) */
+  long depth = th_queue_depth(t->conn, "dsr.work");
+  console_start(&x);
+  check_entry(c3, sizeof c3, &s, "interrupted", "^interrupted: the console was stopped");
+  assert_true(th_fmt(check, sizeof check, "[%s,%s,%s]", c1, c2, c3));
+  browse(&x, check, "", NULL);
+  assert_int_equal(th_bridge_stop(&x.console, 15000), 0);
+  assert_int_equal(fx_count_in_file(a.log, "\"event\":\"replayed\""), replayed);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), depth);
+  assert_int_equal(fx_audit_verify(&a, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  drop_user(x.op);
+  fx_audit_remove(&a);
+}
+
 int main(void) {
+  /* DLQB_TEST_FILTER=test_console_jobs* runs only the matching cases. */
+  if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       FX_TEST(test_console_refuses_plain_http_off_loopback),
       FX_TEST(test_console_https),
       FX_TEST(test_console_in_a_browser),
+      FX_TEST(test_console_jobs_survive_restarts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,9 @@ static void th__exec_bridge(const char *const *argv, const char *url, const char
   /* No config file unless the test names one: a /etc/dlq-bridge/config.json
    * on the machine must not change what a test runs. */
   setenv("DLQ_BRIDGE_CONFIG", "", 1);
+  /* Nor its /var/lib/dlq-bridge: a console keeps its actions in memory
+   * only unless the test gives it a job file of its own. */
+  setenv("DLQ_BRIDGE_CONSOLE_JOBS_FILE", "", 1);
   for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
     char name[256];
     size_t len = strcspn(env[i], "=");
