@@ -35,6 +35,13 @@ bool dlqb_wire_fits(const amqp_basic_properties_t *p, size_t frame_max);
 #define DLQB_WIRE_REDELIVERY_HEADERS                                                               \
   { "x-delivery-count", "x-acquired-count" }
 
+/* How deep the identity walk goes: a task's headers nest a few levels (an
+ * x-death array of tables is 3), and the walk recurses, on whatever thread
+ * moves the message (the router's is the main thread, whose stack a unit
+ * may set to 1 MiB; ASan's frames are larger still). A message nested
+ * deeper has no identity: it is moved again like any unremembered one. */
+#define DLQB_WIRE_IDENTITY_MAX_DEPTH 64
+
 /* A message's identity as a consumer receives it, for telling a
  * redelivery of one message from another message (dlqb/memo.h): feeds fn,
  * in order, the bytes of every property p sets and of each header with its
@@ -45,7 +52,7 @@ bool dlqb_wire_fits(const amqp_basic_properties_t *p, size_t frame_max);
  * no headers and an empty table feed the same. Two deliveries of one
  * message feed the same bytes (the caller hashes them with the body).
  * False, having fed part, for a value of unknown kind, nested deeper than
- * DLQB_WIRE_MAX_DEPTH, or no memory to sort the headers. */
+ * DLQB_WIRE_IDENTITY_MAX_DEPTH, or no memory to sort the headers. */
 typedef void (*dlqb_wire_feed)(void *ctx, const void *data, size_t len);
 bool dlqb_wire_identity(const amqp_basic_properties_t *p, dlqb_wire_feed fn, void *ctx);
 

@@ -117,7 +117,7 @@ static bool feed_entry(const feeder *f, const amqp_table_entry_t *e, unsigned de
 }
 
 static bool feed_value(const feeder *f, const amqp_field_value_t *v, unsigned depth) {
-  if (depth > DLQB_WIRE_MAX_DEPTH) return false;
+  if (depth > DLQB_WIRE_IDENTITY_MAX_DEPTH) return false;
   feed_u8(f, v->kind);
   switch (v->kind) {
   case AMQP_FIELD_KIND_BOOLEAN: feed(f, &v->value.boolean, sizeof v->value.boolean); return true;

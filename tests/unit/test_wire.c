@@ -64,6 +64,8 @@ static void test_content_header_and_fit(void **state) {
 static void test_deep_nesting_is_bounded(void **state) {
   (void)state;
   /* A chain of arrays deeper than any frame: the walk stops, no crash. */
+  /* As deep as the size walk still measures: far past the identity's
+   * bound, which stops the walk (recursive) long before the stack. */
   enum { DEPTH = DLQB_WIRE_MAX_DEPTH + 10 };
   static amqp_field_value_t v[DEPTH];
   for (int i = 0; i < DEPTH - 1; i++) v[i] = tb_array(&v[i + 1], 1);
@@ -232,6 +234,8 @@ static void test_identity_refuses_what_it_cannot_walk(void **state) {
   amqp_basic_properties_t p = props_with(&h, "m");
   fed f;
   assert_false(identity(&p, &f));
+  /* As deep as the size walk still measures: far past the identity's
+   * bound, which stops the walk (recursive) long before the stack. */
   enum { DEPTH = DLQB_WIRE_MAX_DEPTH + 10 };
   static amqp_field_value_t v[DEPTH];
   for (int i = 0; i < DEPTH - 1; i++) v[i] = tb_array(&v[i + 1], 1);
@@ -241,7 +245,8 @@ static void test_identity_refuses_what_it_cannot_walk(void **state) {
   p = props_with(&h, "m");
   size_t bytes = 0; /* the walk feeds a few bytes per level: only counted */
   assert_false(dlqb_wire_identity(&p, count_bytes, &bytes));
-  assert_true(bytes > DLQB_WIRE_MAX_DEPTH);
+  assert_true(bytes > DLQB_WIRE_IDENTITY_MAX_DEPTH);
+  assert_true(bytes < 64 * DLQB_WIRE_IDENTITY_MAX_DEPTH); /* it stopped there */
 }
 
 int main(void) {
