@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/clock.h"
 #include "dlqb/config.h"
 
 #define BATCH 1000
@@ -43,6 +44,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dlqb-audit-gen: %s\n", err.msg);
     return 1;
   }
+  const int64_t received = dlqb_now_ms() - INT64_C(10) * 86400000;
   static dlqb_hop hops[BATCH];
   const dlqb_hop *batch[BATCH];
   for (long done = 0; done < count;) {
@@ -56,7 +58,15 @@ int main(int argc, char **argv) {
       snprintf(h->request_id, sizeof h->request_id, "DSR-%ld", k % DISTINCT_REQUESTS);
       snprintf(h->source_system, sizeof h->source_system, "crm");
       snprintf(h->legal_basis, sizeof h->legal_basis, "gdpr_art_17");
+      snprintf(h->action, sizeof h->action, "deletion");
       h->attempt = (int)(k % 5) + 1;
+      /* A request's first hop is its first failure: it records the
+       * receipt, as the router does (ten days before, as a producer said). */
+      if (k < DISTINCT_REQUESTS) {
+        h->has_received = true;
+        h->received_at_ms = received;
+        snprintf(h->received_from, sizeof h->received_from, "first_seen_at");
+      }
       snprintf(h->reason, sizeof h->reason, "worker error: upstream timeout");
       snprintf(h->from, sizeof h->from, "dsr.failed");
       snprintf(h->to, sizeof h->to, k % 7 == 6 ? "dsr.dlq.manual" : "dsr.retry.5s");
