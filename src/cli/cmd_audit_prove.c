@@ -576,8 +576,8 @@ static const cli_flag archive_flags[] = {
 static const cli_spec archive_spec = {
     .name = "audit archive",
     .summary = "what the Merkle tree needs of old audit files, before they are deleted",
-    .usage = "dlq-bridge audit archive FILE... --output FILE [--archive FILE] [--actor NAME]\n"
-             "       [settings]",
+    .usage = "dlq-bridge audit archive FILE... --output FILE [--archive FILE]\n"
+             "       [--actor NAME] [settings]",
     .details = "Before the oldest rotated files are deleted (their retention ends) or moved\n"
                "where the host cannot read them: verifies FILE... (oldest first, from the first\n"
                "file ever written, or continuing the earlier --archive) as `audit verify`\n"
