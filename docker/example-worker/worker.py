@@ -96,8 +96,9 @@ def handle(ch, method, props, body, worker_user):
     # Done: record it in the completion ledger, then ack. user_id is our own
     # broker user (the broker refuses any other): replay trusts the entry
     # only when that user is one of its completion_writers.
+    # timestamp: when it was done, where `audit report` ends its response time.
     ch.basic_publish("", LEDGER, b"", pika.BasicProperties(
-        user_id=worker_user, delivery_mode=2,
+        user_id=worker_user, delivery_mode=2, timestamp=int(time.time()),
         headers={"request_id": rid, "source_system": headers.get("source_system", "")}),
         mandatory=True)
     ch.basic_ack(method.delivery_tag)

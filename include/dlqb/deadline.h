@@ -45,6 +45,10 @@ char *dlqb_deadlines_format(const dlqb_deadlines *d, char *buf, size_t len);
 /* The first rule matching legal_basis, or NULL. */
 const dlqb_deadline_rule *dlqb_deadlines_rule_for(const dlqb_deadlines *d, const char *legal_basis);
 
+/* When a request received at receipt_ms is due under rule r: receipt plus
+ * its months (dlqb_add_months) or its duration. */
+int64_t dlqb_deadline_due(const dlqb_deadline_rule *r, int64_t receipt_ms);
+
 /* epoch_ms plus n calendar months in UTC, the time of day kept; a day the
  * month lacks is its last day (Jan 31 + 1 month = Feb 28 or 29). */
 int64_t dlqb_add_months(int64_t epoch_ms, uint32_t n);
@@ -56,6 +60,11 @@ int64_t dlqb_add_months(int64_t epoch_ms, uint32_t n);
  * or fast clock never pushes a deadline later; an earlier one can only make
  * it look more urgent. False when none is usable. */
 bool dlqb_item_receipt(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms);
+
+/* As dlqb_item_receipt, naming the header or property the time came from
+ * ("first_seen_at", "timestamp", "x_death", "dlq_at", "escalated_at": a
+ * static string), or NULL when none is usable. */
+const char *dlqb_item_receipt_from(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms);
 
 typedef enum {
   DLQB_DEADLINE_NONE,    /* no rule for its legal basis */

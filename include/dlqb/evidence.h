@@ -28,6 +28,35 @@ typedef struct dlqb_evidence dlqb_evidence;
 dlqb_evidence *dlqb_evidence_new(uint64_t size, uint64_t prev, const char *request_id);
 void dlqb_evidence_free(dlqb_evidence *e);
 
+/* Starts the pass after `lines` lines that are no longer given (old
+ * files deleted after an archive of them, dlqb/archive.h): from their
+ * compact range (n hashes, the largest first, dlqb_merkle_pass_start), so
+ * the next line visited is line `lines` of the tree. Before the first
+ * line. DLQB_EINVAL when the tree to prove or sign ends inside them, or
+ * the consistency proof from the last checkpoint needs them (that
+ * checkpoint is older than the archive). */
+dlqb_status dlqb_evidence_start(dlqb_evidence *e, uint64_t lines,
+                                const unsigned char (*frontier)[DLQB_MERKLE_HASH], size_t n,
+                                dlqb_error *err);
+
+/* One request's entry of the index over those lines (its key hash and its
+ * line numbers, ascending, each below `lines`): after dlqb_evidence_start,
+ * before the first line. A request with lines there has records no bundle
+ * can hold: dlqb_evidence_bundle refuses it. */
+dlqb_status dlqb_evidence_index_put(dlqb_evidence *e, const unsigned char key[DLQB_MERKLE_HASH],
+                                    const uint64_t *lines, size_t n, dlqb_error *err);
+
+/* After a pass: the compact range of its lines (into out, 64 hashes;
+ * returns how many), the audit hash of its last line (what the next
+ * file's file_start names as prev_hash; false with no line), and every
+ * index entry in key order (what an archive of these lines keeps). */
+size_t dlqb_evidence_frontier(const dlqb_evidence *e, unsigned char (*out)[DLQB_MERKLE_HASH]);
+bool dlqb_evidence_last_hash(const dlqb_evidence *e, char out[DLQB_AUDIT_HASH_HEX + 1]);
+dlqb_status dlqb_evidence_each_index(const dlqb_evidence *e,
+                                     void (*fn)(void *ctx, const unsigned char *key,
+                                                const uint64_t *lines, size_t n),
+                                     void *ctx, dlqb_error *err);
+
 /* A dlqb_audit_visit_fn: every line of the log, in file order. */
 bool dlqb_evidence_visit(void *e, const char *line, size_t len);
 

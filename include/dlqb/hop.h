@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dlqb/envelope.h"
+#include "dlqb/item.h"
 #include "dlqb/topology.h"
 
 typedef enum {
@@ -74,6 +75,7 @@ typedef struct {
   char request_id[DLQB_ID_MAX + 1];
   char source_system[DLQB_ID_MAX + 1];
   char legal_basis[16];
+  char action[16]; /* the dsr profile's action ("deletion", ...); "" elsewhere */
   int64_t attempt;
   char reason[DLQB_LAST_ERROR_MAX + 1];
   /* Machine-readable category, for metrics labels and audit queries: the
@@ -99,6 +101,16 @@ typedef struct {
   char deaths[256];
   bool has_delivery_count;
   int64_t delivery_count;
+  /* The request's receipt, on the router's hop of a task's first failure
+   * only (dlqb_route_plan_receipt): the earliest usable time the task
+   * carries (dlqb_item_receipt_from; a producer's claim), never later than
+   * the bridge's own clock at that hop, which is taken when it carries
+   * none; received_from names the source ("first_seen_at", "timestamp",
+   * "x_death", "dlq_at", "escalated_at" or "bridge"). `audit report`
+   * counts the statutory response time from it. */
+  bool has_received;
+  int64_t received_at_ms;
+  char received_from[16];
   long long published_mono_ms; /* for confirm latency */
   /* An edit's details (DLQB_EV_EDITED only, else NULL): borrowed, so that
    * a hop stays small in the pipe's window; the editor keeps it alive
@@ -108,5 +120,9 @@ typedef struct {
 
 /* Stable lower-case name of an event ("retry_scheduled", ...). */
 const char *dlqb_event_name(dlqb_event ev);
+
+/* Copies an item's message_id, identity, legal_basis, action and attempt
+ * into hop (what an ops command's hop records of the item it moves). */
+void dlqb_hop_identity(dlqb_hop *hop, const dlqb_item *it);
 
 #endif

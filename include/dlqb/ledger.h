@@ -38,13 +38,29 @@ dlqb_status dlqb_ledger_add(dlqb_ledger *l, const char *request_id, const char *
 
 bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id, const char *source_system);
 
+/* A completion without a known time. */
+#define DLQB_LEDGER_NO_TIME INT64_MAX
+
+/* As dlqb_ledger_add, with the completion's time (epoch ms; the entry's
+ * AMQP timestamp property, DLQB_LEDGER_NO_TIME when it has none): a pair
+ * added again keeps the earliest time it was given (a duplicate entry,
+ * at-least-once, is the same completion written again). */
+dlqb_status dlqb_ledger_add_at(dlqb_ledger *l, const char *request_id, const char *source_system,
+                               int64_t at_ms, dlqb_error *err);
+
+/* The pair's earliest completion time; false when the pair is absent or
+ * none of its entries had a time. */
+bool dlqb_ledger_completed_at(const dlqb_ledger *l, const char *request_id,
+                              const char *source_system, int64_t *at_ms);
+
 /* Distinct pairs held. */
 size_t dlqb_ledger_size(const dlqb_ledger *l);
 
 /* Empties the set (its capacity stays). */
 void dlqb_ledger_clear(dlqb_ledger *l);
 
-/* Calls fn for every pair held, in no particular order. */
+/* Calls fn for every pair held, in no particular order (its time:
+ * dlqb_ledger_completed_at). */
 void dlqb_ledger_each(const dlqb_ledger *l,
                       void (*fn)(void *ctx, const char *request_id, const char *source_system),
                       void *ctx);

@@ -75,10 +75,25 @@ typedef struct dlqb_merkle_pass dlqb_merkle_pass;
 dlqb_merkle_pass *dlqb_merkle_pass_new(void); /* NULL when out of memory */
 void dlqb_merkle_pass_free(dlqb_merkle_pass *p);
 
-/* Registers the perfect subtrees the range's root is folded from: before
- * the first leaf, or for a range that starts past the leaves added so
- * far. False when out of memory or the range starts too early. */
+/* Registers the perfect subtrees the range's root is folded from: those
+ * past the leaves added so far, those that end past them (the pass builds
+ * them as it goes), and those of the leaves added that are nodes of the
+ * compact range now (taken at once). False when out of memory or a
+ * subtree is one the pass has gone past. */
 bool dlqb_merkle_pass_want(dlqb_merkle_pass *p, dlqb_merkle_range r);
+
+/* Starts an empty pass as though the first `size` leaves had been added,
+ * from their compact range: n (the set bits of size) subtree roots, the
+ * largest (leftmost) first, as dlqb_merkle_pass_frontier gives them. The
+ * pass then goes on from leaf `size`: its root, proofs of later leaves and
+ * the ranges asked for are those of the whole tree. False when the pass
+ * is not empty or n does not match size. */
+bool dlqb_merkle_pass_start(dlqb_merkle_pass *p, uint64_t size,
+                            const unsigned char (*frontier)[DLQB_MERKLE_HASH], size_t n);
+
+/* The compact range of the leaves added so far into out (64 hashes):
+ * returns how many (the set bits of the size), the largest first. */
+size_t dlqb_merkle_pass_frontier(const dlqb_merkle_pass *p, unsigned char (*out)[DLQB_MERKLE_HASH]);
 
 /* Adds the next leaf by its leaf hash. False when OpenSSL fails. */
 bool dlqb_merkle_pass_add(dlqb_merkle_pass *p, const unsigned char leaf[DLQB_MERKLE_HASH]);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/deadline.h"
 #include "dlqb/error.h"
 #include "dlqb/ledger.h"
 #include "dlqb/pipeline.h"
@@ -80,6 +81,40 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len);
  * the others (unverified, may be NULL). Borrowed until dlqb_report_finish. */
 void dlqb_report_ledger(dlqb_report *r, const dlqb_ledger *verified, const dlqb_ledger *unverified);
 
+/* ---- response times: the statutory side ---------------------------------
+ * Per request, when it was received, when (and how) it was closed, and
+ * its deadline under the `deadlines` rules for its legal basis
+ * (dlqb/deadline.h); per (legal basis, action), counts, the median and
+ * mean time from receipt to close, how many closed past their deadline
+ * and how many are open past it now (docs/audit.md, "Response times").
+ *
+ * Receipt: the earliest of the request's records' received_at (the
+ * router's first-failure hop: the task's own earliest time, a producer's
+ * claim bounded by the bridge's clock; dlqb_route_plan_receipt) and of the
+ * records' own times (the trail's first sight, "trail"), records before
+ * `from` included: a received_at later than its record's time is no
+ * receipt. Close: a completed request's completion time (the ledger
+ * entry's timestamp, dlqb_ledger_completed_at; none, or one later than now
+ * plus the clock skew, is no time), or a resolved one's resolving hop. */
+typedef enum {
+  DLQB_RESP_OPEN,      /* not closed; its deadline not passed now, or none */
+  DLQB_RESP_OPEN_LATE, /* not closed, past its deadline now */
+  DLQB_RESP_ON_TIME,   /* closed at or before its deadline */
+  DLQB_RESP_LATE,      /* closed after its deadline */
+  DLQB_RESP_CLOSED,    /* closed; its legal basis has no deadline */
+  DLQB_RESP_NO_TIME,   /* completed, but the ledger gives no usable time */
+  DLQB_RESP_CLOCK,     /* closed before its receipt: two clocks disagree; not measured */
+  DLQB_RESP__COUNT
+} dlqb_report_response;
+
+/* "open", "open_late", "on_time", "late", "closed", "no_time", "clock". */
+const char *dlqb_report_response_name(dlqb_report_response x);
+
+/* The deadline rules (borrowed until dlqb_report_finish; none without
+ * this call) and the report's "now" (epoch ms: when the queues and the
+ * ledger were read), before dlqb_report_finish. */
+void dlqb_report_deadlines(dlqb_report *r, const dlqb_deadlines *d, int64_t now_ms);
+
 typedef struct {
   const char *request_id; /* "" for a record without one */
   const char *source_system;
@@ -94,13 +129,49 @@ typedef struct {
   /* Why, for a person: set for unknown, and where a state needs a word
    * (a completed request still in a queue, a waiting one). */
   const char *detail;
+  /* The response (above). */
+  const char *legal_basis, *action; /* as last recorded; "" none */
+  int64_t received_ms;
+  const char *received_from; /* "first_seen_at", ..., "bridge", or "trail" */
+  bool has_due;              /* its legal basis has a rule */
+  int64_t due_ms;
+  dlqb_report_response response;
+  bool closed;           /* completed with a usable time, or resolved */
+  int64_t closed_ms;     /* closed: when */
+  const char *closed_by; /* "completion", "resolution", or "" */
+  /* closed: closed - received (negative only for DLQB_RESP_CLOCK); open:
+   * now - received, 0 at least; no_time: 0. */
+  int64_t elapsed_ms;
 } dlqb_report_entry;
+
+/* One (legal basis, action) of the report's requests. */
+typedef struct {
+  const char *legal_basis, *action;
+  const dlqb_deadline_rule *rule; /* NULL: no deadline */
+  unsigned long requests;
+  unsigned long received; /* of them, received in [from, to] */
+  unsigned long completed, resolved;
+  /* Closed with both times and in order (on_time, late, closed): what the
+   * median and mean are over; both 0 when none. */
+  unsigned long measured;
+  int64_t median_ms, mean_ms;
+  unsigned long resp[DLQB_RESP__COUNT];
+} dlqb_report_group;
+
+/* The groups, sorted by legal basis then action, after dlqb_report_finish. */
+const dlqb_report_group *dlqb_report_groups(const dlqb_report *r, size_t *n);
 
 typedef struct {
   unsigned long state[DLQB_RS__COUNT];
   unsigned long total;      /* requests in the report: the sum of state[] */
   unsigned long outside;    /* queue items of requests not seen in the period */
   unsigned long unverified; /* requests with an unverified completion entry */
+  /* Completions the ledger dates in [from, to] (from completion writers)
+   * of requests not in the report: last seen by the trail before `from`,
+   * and never seen by it up to `to` (tasks that never failed); and of the
+   * latter, how many without a time. */
+  unsigned long completed_before_period, completed_never_in_trail;
+  unsigned long completed_never_in_trail_no_time;
 } dlqb_report_counts;
 
 /* Derives every state. After it, dlqb_report_entries and the counts are

@@ -39,6 +39,10 @@ typedef struct {
    * body_sha256). */
   bool drop_body;
   char body_sha256[65];
+  /* The task's first failure as its envelope tells it (attempt 0), or an
+   * envelope too broken to tell: its hop records the receipt
+   * (dlqb_route_plan_receipt). */
+  bool first_failure;
 } dlqb_route_plan;
 
 /* Plans the route of one failed task.
@@ -61,6 +65,17 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
                                    const amqp_table_t *headers, const void *body, size_t body_len,
                                    const char *message_id, int64_t now_ms, uint32_t random,
                                    dlqb_route_plan *out);
+
+/* On a first failure (plan->first_failure), sets the hop's receipt
+ * (dlqb_hop.received_at_ms): the earliest usable time of the message
+ * (props: its headers and timestamp property, read as an item under
+ * profile, NULL: dsr; dlqb_item_receipt_from), cut to now_ms, or now_ms
+ * ("bridge": the bridge's first sight) when it carries none. Every such
+ * time is a client's claim: a future one is skipped, so a claim can move
+ * the receipt earlier (a deadline nearer), never later than the first
+ * sight. Otherwise nothing. */
+void dlqb_route_plan_receipt(dlqb_route_plan *plan, const amqp_basic_properties_t *props,
+                             const dlqb_profile *profile, int64_t now_ms);
 
 /* Turns plan into the DLQ route for a task the broker would not take back
  * as it is (why: one line, e.g. the pipe's DLQB_EREFUSED detail): dlq_reason

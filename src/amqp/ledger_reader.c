@@ -110,6 +110,18 @@ static bool from_writer(const dlqb_config *cfg, const amqp_basic_properties_t *p
          dlqb_config_is_completion_writer(cfg, p->user_id.bytes, p->user_id.len);
 }
 
+/* When the entry says the task was completed: its AMQP timestamp
+ * property (seconds), which the completion writer sets (docs/worker-guide.md);
+ * the broker stamps no time of its own on a stream entry read over AMQP
+ * 0-9-1 (measured: only x-stream-offset, on 3.10.8 and 4.0.5). A writer's
+ * clock, as trusted as the writer whose user_id makes the entry count. */
+static int64_t completed_at(const amqp_basic_properties_t *p) {
+  /* Seconds past what ms can hold are no time at all. */
+  if (!(p->_flags & AMQP_BASIC_TIMESTAMP_FLAG) || p->timestamp > (uint64_t)(INT64_MAX / 1000 - 1))
+    return DLQB_LEDGER_NO_TIME;
+  return (int64_t)p->timestamp * 1000;
+}
+
 /* Where a read starts and what it found at its end. */
 typedef struct {
   const dlqb_config *cfg;       /* its completion_writers */
@@ -209,7 +221,7 @@ static dlqb_status read_stream(dlqb_link *link, const char *stream, read_span *s
       else if (!from_writer(span->cfg, props)) {
         stats->unverified++;
         if (span->unverified != NULL) st = dlqb_ledger_add(span->unverified, rid, src, err);
-      } else st = dlqb_ledger_add(l, rid, src, err);
+      } else st = dlqb_ledger_add_at(l, rid, src, completed_at(props), err);
     }
     uint64_t tag = env.delivery_tag;
     amqp_destroy_envelope(&env);

@@ -36,12 +36,7 @@ static void fill_hop(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, 
                      const char *to, const char *cause, const char *reason, dlqb_hop *hop) {
   memset(hop, 0, sizeof *hop);
   hop->event = ev;
-  snprintf(hop->message_id, sizeof hop->message_id, "%s", it->message_id);
-  snprintf(hop->request_id, sizeof hop->request_id, "%s", it->request_id);
-  snprintf(hop->source_system, sizeof hop->source_system, "%s", it->source_system);
-  snprintf(hop->legal_basis, sizeof hop->legal_basis, "%.*s", (int)sizeof hop->legal_basis - 1,
-           it->legal_basis);
-  hop->attempt = it->attempt;
+  dlqb_hop_identity(hop, it);
   dlqb_text_sanitize(hop->reason, sizeof hop->reason, reason ? reason : "",
                      reason ? strlen(reason) : 0);
   snprintf(hop->cause, sizeof hop->cause, "%s", cause ? cause : "");

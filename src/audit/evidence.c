@@ -37,6 +37,11 @@ typedef struct {
 
 struct dlqb_evidence {
   uint64_t size, prev, lines;
+  uint64_t start;  /* the lines an archive stands for (dlqb_evidence_start): 0 without */
+  bool cons_asked; /* the consistency proof's ranges are registered */
+  char *last;      /* the last line seen, for an archive's link to what follows */
+  size_t last_len, last_cap;
+  size_t archived; /* the request's lines in the archive: records no bundle can hold */
   char *request_id;
   dlqb_merkle_pass *pass;
   bool have_root, have_prev;
@@ -76,12 +81,6 @@ dlqb_evidence *dlqb_evidence_new(uint64_t size, uint64_t prev, const char *reque
   e->index = dlqb_hashset_new(sizeof(entry));
   e->request_id = request_id != NULL ? strdup(request_id) : NULL;
   bool ok = e->pass != NULL && e->index != NULL && (request_id == NULL || e->request_id != NULL);
-  /* The consistency proof's ranges end at most at size: ask before the
-   * first leaf; the root at prev is a range of its own. */
-  if (ok && e->prev > 0 && size != UINT64_MAX) {
-    e->ncons = dlqb_merkle_consistency_ranges(e->prev, size, e->cons);
-    for (size_t i = 0; ok && i < e->ncons; i++) ok = dlqb_merkle_pass_want(e->pass, e->cons[i]);
-  }
   if (!ok) {
     dlqb_evidence_free(e);
     return NULL;
@@ -96,8 +95,22 @@ static void free_entry(void *ctx, const char *key, size_t len, void *value) {
   free(((entry *)value)->idx);
 }
 
+/* The consistency proof's ranges end at most at size: asked for before
+ * the first leaf, once the pass knows where it starts (an archive's
+ * compact range serves those inside it). */
+static bool ask_consistency(dlqb_evidence *e) {
+  bool ok = true;
+  if (!e->cons_asked && e->prev > 0 && e->size != UINT64_MAX) {
+    e->ncons = dlqb_merkle_consistency_ranges(e->prev, e->size, e->cons);
+    for (size_t i = 0; ok && i < e->ncons; i++) ok = dlqb_merkle_pass_want(e->pass, e->cons[i]);
+  }
+  e->cons_asked = true;
+  return ok;
+}
+
 void dlqb_evidence_free(dlqb_evidence *e) {
   if (e == NULL) return;
+  free(e->last);
   dlqb_merkle_pass_free(e->pass);
   if (e->index != NULL) {
     dlqb_hashset_each(e->index, free_entry, NULL);
@@ -179,8 +192,26 @@ static bool hold(dlqb_evidence *e, const char *line, size_t len) {
   return true;
 }
 
+/* Keeps a copy of the line: the last one seen is what an archive of
+ * these files links the next file to. */
+static bool keep_last(dlqb_evidence *e, const char *line, size_t len) {
+  if (len + 1 > e->last_cap) {
+    size_t ncap = e->last_cap ? e->last_cap : 1024;
+    while (ncap < len + 1) ncap *= 2;
+    char *n = realloc(e->last, ncap);
+    if (n == NULL) return false;
+    e->last = n;
+    e->last_cap = ncap;
+  }
+  memcpy(e->last, line, len);
+  e->last[len] = '\0';
+  e->last_len = len;
+  return true;
+}
+
 bool dlqb_evidence_visit(void *arg, const char *line, size_t len) {
   dlqb_evidence *e = arg;
+  if (!e->failed && (!ask_consistency(e) || !keep_last(e, line, len))) e->failed = true;
   uint64_t at = e->lines++;
   if (e->failed) return false;
   json_object *rec = NULL;
@@ -260,6 +291,8 @@ static dlqb_status build_index(dlqb_evidence *e, dlqb_error *err) {
     unsigned char leaf[H];
     if (b != NULL && find && memcmp(c.s[i].key, want, H) == 0) {
       e->position = i;
+      const uint64_t *ls = lines_of(c.s[i].en);
+      for (uint32_t j = 0; j < c.s[i].en->n && ls[j] < e->start; j++) e->archived++;
       if (!dlqb_merkle_pass_prove_next(p, c.n, &e->index_proof)) {
         free(b);
         b = NULL;
@@ -292,7 +325,8 @@ dlqb_status dlqb_evidence_finish(dlqb_evidence *e, dlqb_evidence_result *out, dl
                      "the log holds %" PRIu64 " lines, fewer than the %" PRIu64
                      " of the checkpoint (the log was cut or replaced)",
                      e->lines, e->size);
-  if (e->size == 0) e->have_root = dlqb_merkle_pass_root(e->pass, e->root);
+  if (e->size == 0 || e->size == e->start) e->have_root = dlqb_merkle_pass_root(e->pass, e->root);
+  if (!ask_consistency(e)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   dlqb_status st = build_index(e, err);
   if (st != DLQB_OK) return st;
   for (size_t i = 0; i < e->nrecs; i++)
@@ -314,6 +348,97 @@ dlqb_status dlqb_evidence_finish(dlqb_evidence *e, dlqb_evidence_result *out, dl
   out->records = e->nrecs;
   out->later = e->later;
   e->finished = true;
+  return DLQB_OK;
+}
+
+/* ---- starting from an archive ---- */
+
+dlqb_status dlqb_evidence_start(dlqb_evidence *e, uint64_t lines,
+                                const unsigned char (*frontier)[H], size_t n, dlqb_error *err) {
+  if (e->lines != 0 || e->cons_asked)
+    return dlqb_fail(err, DLQB_EINVAL, "an archive must come before the first line");
+  if (e->size != UINT64_MAX && e->size < lines)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the checkpoint's tree of %" PRIu64
+                     " lines ends inside the archive of %" PRIu64
+                     " lines: nothing after the archive is in it (run audit checkpoint)",
+                     e->size, lines);
+  if (e->prev > 0 && e->prev < lines)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the last checkpoint (%" PRIu64 " lines) ends inside the archive of %" PRIu64
+                     " lines: its consistency with a new tree needs the archived files",
+                     e->prev, lines);
+  if (!dlqb_merkle_pass_start(e->pass, lines, frontier, n))
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the archive's compact range does not fit its %" PRIu64 " lines", lines);
+  e->lines = e->start = lines;
+  if (e->prev == lines && !(e->have_prev = dlqb_merkle_pass_root(e->pass, e->prev_root)))
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (!ask_consistency(e))
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the consistency proof from the last checkpoint (%" PRIu64
+                     " lines) needs a part of the archived files the archive does not keep",
+                     e->prev);
+  return DLQB_OK;
+}
+
+dlqb_status dlqb_evidence_index_put(dlqb_evidence *e, const unsigned char key[H],
+                                    const uint64_t *lines, size_t n, dlqb_error *err) {
+  bool added = false;
+  entry *en = dlqb_hashset_add(e->index, key, H, &added);
+  if (en == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (!added) return dlqb_fail(err, DLQB_EINVAL, "the archive names a request twice");
+  for (size_t i = 0; i < n; i++) {
+    if (lines[i] >= e->start || (i > 0 && lines[i] <= lines[i - 1]))
+      return dlqb_fail(err, DLQB_EINVAL,
+                       "the archive lists line %" PRIu64 " out of order or past its %" PRIu64
+                       " lines",
+                       lines[i], e->start);
+    if (en->n == UINT32_MAX) return dlqb_fail(err, DLQB_EINVAL, "too many lines for one request");
+    if (en->n < INLINE_LINES && en->idx == NULL) {
+      en->in[en->n++] = lines[i];
+      continue;
+    }
+    if (en->n >= en->cap) {
+      uint32_t ncap = en->cap ? en->cap * 2 : 2 * INLINE_LINES;
+      uint64_t *nl = realloc(en->idx, ncap * sizeof *nl);
+      if (nl == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+      if (en->idx == NULL) memcpy(nl, en->in, sizeof en->in);
+      en->idx = nl;
+      en->cap = ncap;
+    }
+    en->idx[en->n++] = lines[i];
+  }
+  return DLQB_OK;
+}
+
+size_t dlqb_evidence_frontier(const dlqb_evidence *e, unsigned char (*out)[H]) {
+  return dlqb_merkle_pass_frontier(e->pass, out);
+}
+
+bool dlqb_evidence_last_hash(const dlqb_evidence *e, char out[DLQB_AUDIT_HASH_HEX + 1]) {
+  size_t body = 0;
+  const char *sig = NULL;
+  dlqb__audit_hasher h;
+  if (e->last == NULL || !dlqb__audit_split(e->last, e->last_len, &body, &sig) ||
+      !dlqb__audit_hasher_init(&h))
+    return false;
+  bool ok = dlqb__audit_hash_body(&h, e->last, body, out);
+  dlqb__audit_hasher_release(&h);
+  return ok;
+}
+
+dlqb_status dlqb_evidence_each_index(const dlqb_evidence *e,
+                                     void (*fn)(void *ctx, const unsigned char key[H],
+                                                const uint64_t *lines, size_t n),
+                                     void *ctx, dlqb_error *err) {
+  size_t n = dlqb_hashset_size(e->index);
+  slots c = {calloc(n ? n : 1, sizeof(slot)), 0};
+  if (c.s == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  dlqb_hashset_each(e->index, collect, &c);
+  qsort(c.s, c.n, sizeof *c.s, by_key);
+  for (size_t i = 0; i < c.n; i++) fn(ctx, c.s[i].key, lines_of(c.s[i].en), c.s[i].en->n);
+  free(c.s);
   return DLQB_OK;
 }
 
@@ -355,6 +480,13 @@ dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note
                      e->request_id, e->size,
                      e->later ? "; it has records after it: prove again after the next checkpoint"
                               : "");
+  if (e->archived > 0)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "request_id %s has %zu record%s in the archived files (before line %" PRIu64
+                     "), which are not here: no bundle can hold %s; the bundles made before they "
+                     "were deleted stay valid",
+                     e->request_id, e->archived, e->archived == 1 ? "" : "s", e->start + 1,
+                     e->archived == 1 ? "it" : "them");
   json_object *b = json_object_new_object();
   json_object_object_add(b, "format", json_object_new_string(DLQB_EVIDENCE_FORMAT));
   json_object_object_add(b, "request_id", json_object_new_string(e->request_id));

@@ -250,14 +250,47 @@ static bool add_want(void *ctx, unsigned level, uint64_t index) {
     p->want = n;
     p->wcap = ncap;
   }
-  p->want[p->nwant++] = (node){.index = index, .level = level};
+  node *w = &p->want[p->nwant];
+  *w = (node){.index = index, .level = level};
+  /* Ends within the leaves added: only a node of the compact range now
+   * is still known (one it merged into another is gone). */
+  uint64_t hi = (index + 1) << level;
+  if (hi <= p->size) {
+    const node *f = NULL;
+    for (size_t i = 0; i < p->depth && f == NULL; i++)
+      if (p->frontier[i].level == level && p->frontier[i].index == index) f = &p->frontier[i];
+    if (f == NULL) return false;
+    w->have = true;
+    memcpy(w->hash, f->hash, H);
+  }
+  p->nwant++;
   return true;
 }
 
 bool dlqb_merkle_pass_want(dlqb_merkle_pass *p, dlqb_merkle_range r) {
-  if (r.lo < p->size) return false;
   p->sorted = false;
   return each_subtree(r, add_want, p);
+}
+
+bool dlqb_merkle_pass_start(dlqb_merkle_pass *p, uint64_t size, const unsigned char (*frontier)[H],
+                            size_t n) {
+  if (p->size != 0 || p->depth != 0 || (size_t)__builtin_popcountll(size) != n) return false;
+  uint64_t pos = 0;
+  for (unsigned level = 64, i = 0; level-- > 0;) {
+    if (!(size & ((uint64_t)1 << level))) continue;
+    p->frontier[i] = (node){.index = pos >> level, .level = level, .have = true};
+    memcpy(p->frontier[i].hash, frontier[i], H);
+    pos += (uint64_t)1 << level;
+    i++;
+  }
+  p->depth = n;
+  p->size = size;
+  return true;
+}
+
+size_t dlqb_merkle_pass_frontier(const dlqb_merkle_pass *p, unsigned char (*out)[H]) {
+  for (size_t i = 0; i < p->depth; i++) memcpy(out[i], p->frontier[i].hash, H);
+  return p->depth;
 }
 
 static node *find_want(const dlqb_merkle_pass *p, unsigned level, uint64_t index) {

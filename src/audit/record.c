@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "audit_private.h"
+#include "dlqb/calendar.h"
 #include "dlqb/text.h"
 
 /* ---- hash, signature, hex and the sig member ---- */
@@ -226,6 +227,9 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
   dlqb__audit_put_str(a, "request_id", h->request_id);
   dlqb__audit_put_str(a, "source_system", h->source_system);
   dlqb__audit_put_str(a, "legal_basis", h->legal_basis);
+  /* Only where the profile has one (dsr): other pipelines' records, and
+   * the records of the release before, have none. */
+  if (h->action[0] != '\0') dlqb__audit_put_str(a, "action", h->action);
   put_int(a, "attempt", (long long)h->attempt);
   dlqb__audit_put_str(a, "reason", h->reason);
   dlqb__audit_put_str(a, "cause", h->cause);
@@ -236,6 +240,11 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
   if (h->pipeline[0] != '\0') dlqb__audit_put_str(a, "pipeline", h->pipeline);
   if (h->deaths[0] != '\0') dlqb__audit_put_str(a, "x_death", h->deaths);
   if (h->has_delivery_count) put_int(a, "x_delivery_count", (long long)h->delivery_count);
+  if (h->has_received) {
+    char at[DLQB_ISO_TIME_MAX];
+    dlqb__audit_put_str(a, "received_at", dlqb_iso_time(h->received_at_ms, at, sizeof at));
+    dlqb__audit_put_str(a, "received_from", h->received_from);
+  }
   if (h->edit != NULL) put_edit(a, h->edit);
 }
 

@@ -1,17 +1,20 @@
 /* The audit report's derivation: per request, its last known state from
- * the verified trail, the queue items read and the completion ledger (see
+ * the verified trail, the queue items read and the completion ledger, and
+ * its response time; per legal basis and action, the statistics (see
  * dlqb/report.h). Pure. */
 #include "dlqb/report.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlqb/calendar.h"
-#include "dlqb/hashset.h"
 #include "dlqb/envelope.h"
+#include "dlqb/hashset.h"
+#include "dlqb/item.h"
 #include "dlqb/names.h"
 #include "dlqb/text.h"
 
@@ -34,7 +37,21 @@ typedef struct {
   unsigned long hops;
   bool seen; /* a hop in [from, to] */
   char *detail;
+  /* The response: the latest recorded legal basis and action, and the
+   * earliest receipt of any of its records (received_from: static). */
+  char *legal_basis, *action;
+  int64_t basis_ms, action_ms;
+  int64_t received_ms;
+  const char *received_from;
 } req;
+
+/* What a record before `from` leaves of its request: its earliest
+ * receipt, should the request turn up in the period (a request's first
+ * failure often precedes the hops that put it in a report). */
+typedef struct {
+  int64_t received_ms;
+  const char *received_from; /* static */
+} early;
 
 /* What the queues hold of one request. */
 typedef struct {
@@ -44,7 +61,11 @@ typedef struct {
 
 struct dlqb_report {
   int64_t from_ms, to_ms;
-  dlqb_hashset *reqs, *items;
+  dlqb_hashset *reqs, *items, *early;
+  const dlqb_deadlines *deadlines; /* NULL: none */
+  int64_t now_ms;
+  dlqb_report_group *groups;
+  size_t ngroups;
   uint32_t others_dlq, others_review;
   int64_t read_dlq_ms, read_review_ms; /* INT64_MAX: not read */
   const dlqb_ledger *verified, *unverified;
@@ -64,9 +85,11 @@ dlqb_report *dlqb_report_new(int64_t from_ms, int64_t to_ms) {
   dlqb_pipeline_default_names(&r->p, DLQB_PIPELINE_DEFAULT);
   r->p_default = true;
   r->read_dlq_ms = r->read_review_ms = INT64_MAX;
+  r->now_ms = to_ms;
   r->reqs = dlqb_hashset_new(sizeof(req));
   r->items = dlqb_hashset_new(sizeof(held));
-  if (r->reqs == NULL || r->items == NULL) {
+  r->early = dlqb_hashset_new(sizeof(early));
+  if (r->reqs == NULL || r->items == NULL || r->early == NULL) {
     dlqb_report_free(r);
     return NULL;
   }
@@ -78,8 +101,9 @@ static void free_req(void *ctx, const char *key, size_t len, void *value) {
   (void)key;
   (void)len;
   req *q = value;
-  char *owned[] = {q->request_id, q->source_system, q->message_id, q->event,  q->time,  q->actor,
-                   q->writer,     q->from,          q->to,         q->reason, q->detail};
+  char *owned[] = {q->request_id, q->source_system, q->message_id, q->event, q->time,
+                   q->actor,      q->writer,        q->from,       q->to,    q->reason,
+                   q->detail,     q->legal_basis,   q->action};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
 }
 
@@ -96,6 +120,8 @@ void dlqb_report_free(dlqb_report *r) {
   if (r->items != NULL) dlqb_hashset_each(r->items, free_held, NULL);
   dlqb_hashset_free(r->reqs);
   dlqb_hashset_free(r->items);
+  dlqb_hashset_free(r->early);
+  free(r->groups);
   free(r->entries);
   free(r);
 }
@@ -177,6 +203,71 @@ static bool take_hop(req *q, json_object *rec, int64_t ms) {
   return true;
 }
 
+void dlqb_report_deadlines(dlqb_report *r, const dlqb_deadlines *d, int64_t now_ms) {
+  r->deadlines = d;
+  r->now_ms = now_ms;
+}
+
+/* The sources a router hop names (dlqb_route_plan_receipt), as static
+ * strings; one this release does not know reads as "recorded". */
+static const char *receipt_source(const char *name) {
+  static const char *const known[] = {"first_seen_at", "timestamp",    "x_death",
+                                      "dlq_at",        "escalated_at", "bridge"};
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (strcmp(name, known[i]) == 0) return known[i];
+  return "recorded";
+}
+
+/* The receipt one record gives: its received_at when it has one no later
+ * than its own time (a hop records the receipt it saw, never later than
+ * the hop), else its own time, the trail's sight of the request. */
+static int64_t record_receipt(json_object *rec, int64_t ms, const char **from) {
+  const char *at = dlqb_audit_record_str(rec, "received_at");
+  int64_t v = 0;
+  if (at[0] != '\0' && dlqb_iso_time_parse(at, strlen(at), &v) == DLQB_OK && v <= ms) {
+    *from = receipt_source(dlqb_audit_record_str(rec, "received_from"));
+    return v;
+  }
+  *from = "trail";
+  return ms;
+}
+
+/* *dst (a time and its source) becomes the earlier of itself and (ms, from). */
+static void take_earlier(int64_t *dst, const char **dst_from, int64_t ms, const char *from) {
+  if (ms < *dst) {
+    *dst = ms;
+    *dst_from = from;
+  }
+}
+
+/* A record before the period: remembers its request's earliest receipt. */
+static bool note_early(dlqb_report *r, const char *key, size_t klen, int64_t ms, const char *from) {
+  bool added = false;
+  early *e = dlqb_hashset_add(r->early, key, klen, &added);
+  if (e == NULL) return false;
+  if (added) {
+    e->received_ms = ms;
+    e->received_from = from;
+  } else take_earlier(&e->received_ms, &e->received_from, ms, from);
+  return true;
+}
+
+/* The latest recorded legal basis and action (an edit may correct them). */
+static bool take_basis(req *q, json_object *rec, int64_t ms) {
+  const char *basis = dlqb_audit_record_str(rec, "legal_basis");
+  const char *action = dlqb_audit_record_str(rec, "action");
+  bool ok = true;
+  if (basis[0] != '\0' && ms >= q->basis_ms) {
+    ok = set_str(&q->legal_basis, basis);
+    q->basis_ms = ms;
+  }
+  if (ok && action[0] != '\0' && ms >= q->action_ms) {
+    ok = set_str(&q->action, action);
+    q->action_ms = ms;
+  }
+  return ok;
+}
+
 void dlqb_report_pipeline(dlqb_report *r, const dlqb_pipeline *p) {
   r->p = *p;
   r->p_default = dlqb_pipeline_is_default(p);
@@ -199,12 +290,19 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len) {
   /* chain_start, chain_end and file_start carry no ids: not hops. A hop
    * without a usable time cannot be placed in any period. */
   if ((mid[0] == '\0' && rid[0] == '\0') ||
-      dlqb_iso_time_parse(time, strlen(time), &ms) != DLQB_OK || ms < r->from_ms) {
+      dlqb_iso_time_parse(time, strlen(time), &ms) != DLQB_OK) {
     json_object_put(rec);
     return true;
   }
   char key[KEY_MAX];
   size_t klen = make_key(key, sizeof key, rid, src, mid);
+  const char *rfrom = "trail";
+  int64_t received = record_receipt(rec, ms, &rfrom);
+  if (ms < r->from_ms) {
+    ok = note_early(r, key, klen, received, rfrom);
+    json_object_put(rec);
+    return ok;
+  }
   req *q;
   if (ms > r->to_ms) {
     /* After the period: only the story of a request already in it. */
@@ -221,7 +319,16 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len) {
       char **hop[] = {&q->message_id, &q->event, &q->time, &q->actor,
                       &q->writer,     &q->from,  &q->to,   &q->reason};
       for (size_t i = 0; ok && i < sizeof hop / sizeof hop[0]; i++) ok = set_str(hop[i], "");
-      q->last_ms = INT64_MIN;
+      ok = ok && set_str(&q->legal_basis, "") && set_str(&q->action, "");
+      q->last_ms = q->basis_ms = q->action_ms = INT64_MIN;
+      q->received_ms = INT64_MAX;
+      q->received_from = "trail";
+      /* Seen before the period: its receipt is there. */
+      const early *e = dlqb_hashset_get(r->early, key, klen);
+      if (e != NULL) {
+        take_earlier(&q->received_ms, &q->received_from, e->received_ms, e->received_from);
+        dlqb_hashset_remove(r->early, key, klen);
+      }
     }
     if (q != NULL) q->seen = true;
   }
@@ -231,7 +338,9 @@ bool dlqb_report_line(dlqb_report *r, const char *line, size_t len) {
       dlqb_audit_record_str(rec, "from")[0] != '\0' || dlqb_audit_record_str(rec, "to")[0] != '\0';
   if (ok && q != NULL) {
     q->hops++;
-    if (ms >= q->last_ms && moves) ok = take_hop(q, rec, ms);
+    take_earlier(&q->received_ms, &q->received_from, received, rfrom);
+    ok = take_basis(q, rec, ms);
+    if (ok && ms >= q->last_ms && moves) ok = take_hop(q, rec, ms);
   }
   json_object_put(rec);
   return ok;
@@ -270,6 +379,58 @@ __attribute__((format(printf, 2, 3))) static bool set_detail(req *q, const char 
 static bool left_after_read(const dlqb_report *r, const req *q, const char *queue) {
   int64_t read_ms = strcmp(queue, r->p.review) == 0 ? r->read_review_ms : r->read_dlq_ms;
   return strcmp(q->from, queue) == 0 && strcmp(q->to, queue) != 0 && q->last_ms >= read_ms;
+}
+
+/* later - earlier, saturated: a completion time is a client's number (up
+ * to what an AMQP timestamp holds), and a caller's "now" may be a bound. */
+static int64_t ms_between(int64_t later, int64_t earlier) {
+  int64_t d;
+  if (__builtin_sub_overflow(later, earlier, &d)) return later > earlier ? INT64_MAX : INT64_MIN;
+  return d;
+}
+
+/* The entry's response: receipt, deadline, close and how it stands. */
+static void respond(const dlqb_report *r, const req *q, dlqb_report_entry *e) {
+  e->legal_basis = q->legal_basis;
+  e->action = q->action;
+  e->received_ms = q->received_ms;
+  e->received_from = q->received_from;
+  e->closed_by = "";
+  const dlqb_deadline_rule *rule =
+      r->deadlines != NULL ? dlqb_deadlines_rule_for(r->deadlines, q->legal_basis) : NULL;
+  if (rule != NULL) {
+    e->has_due = true;
+    e->due_ms = dlqb_deadline_due(rule, q->received_ms);
+  }
+  int64_t at = 0;
+  if (e->state == DLQB_RS_COMPLETED) {
+    /* The completion writer's clock: a time past now (and the skew) is no
+     * evidence, as every time a client writes. */
+    if (dlqb_ledger_completed_at(r->verified, q->request_id, q->source_system, &at) &&
+        dlqb_time_usable(at, r->now_ms)) {
+      e->closed = true;
+      e->closed_ms = at;
+      e->closed_by = "completion";
+    } else {
+      e->response = DLQB_RESP_NO_TIME;
+      return;
+    }
+  } else if (e->state == DLQB_RS_RESOLVED) {
+    e->closed = true;
+    e->closed_ms = q->last_ms;
+    e->closed_by = "resolution";
+  }
+  if (e->closed) {
+    /* Kept as it is, negative too, but never measured: a completion
+     * before its receipt says two clocks disagree, not how fast it was. */
+    e->elapsed_ms = ms_between(e->closed_ms, e->received_ms);
+    if (e->elapsed_ms < 0) e->response = DLQB_RESP_CLOCK;
+    else if (!e->has_due) e->response = DLQB_RESP_CLOSED;
+    else e->response = e->closed_ms > e->due_ms ? DLQB_RESP_LATE : DLQB_RESP_ON_TIME;
+    return;
+  }
+  e->elapsed_ms = r->now_ms > e->received_ms ? ms_between(r->now_ms, e->received_ms) : 0;
+  e->response = e->has_due && r->now_ms > e->due_ms ? DLQB_RESP_OPEN_LATE : DLQB_RESP_OPEN;
 }
 
 static void derive(void *ctx, const char *key, size_t klen, void *value) {
@@ -355,6 +516,7 @@ static void derive(void *ctx, const char *key, size_t klen, void *value) {
                     was);
   }
   e->detail = q->detail != NULL ? q->detail : "";
+  respond(r, q, e);
   if (!ok) c->st = dlqb_fail(c->err, DLQB_ENOMEM, "out of memory deriving the report");
 }
 
@@ -380,6 +542,127 @@ static int by_request(const void *pa, const void *pb) {
   return d;
 }
 
+/* ---- the statistics ---- */
+
+static const char *const response_names[DLQB_RESP__COUNT] = {
+    [DLQB_RESP_OPEN] = "open",       [DLQB_RESP_OPEN_LATE] = "open_late",
+    [DLQB_RESP_ON_TIME] = "on_time", [DLQB_RESP_LATE] = "late",
+    [DLQB_RESP_CLOSED] = "closed",   [DLQB_RESP_NO_TIME] = "no_time",
+    [DLQB_RESP_CLOCK] = "clock",
+};
+
+const char *dlqb_report_response_name(dlqb_report_response x) {
+  return (x >= 0 && x < DLQB_RESP__COUNT) ? response_names[x] : "open";
+}
+
+static bool measured(dlqb_report_response x) {
+  return x == DLQB_RESP_ON_TIME || x == DLQB_RESP_LATE || x == DLQB_RESP_CLOSED;
+}
+
+static int by_basis(const void *pa, const void *pb) {
+  const dlqb_report_group *a = pa, *b = pb;
+  int d = strcmp(a->legal_basis, b->legal_basis);
+  return d != 0 ? d : strcmp(a->action, b->action);
+}
+
+static int by_ms(const void *pa, const void *pb) {
+  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+  return a < b ? -1 : a > b;
+}
+
+/* The median of v[0..n) (sorted; n > 0): the middle one, or the mean of
+ * the two middle ones, to the millisecond. */
+static int64_t median_of(const int64_t *v, size_t n) {
+  if (n % 2 == 1) return v[n / 2];
+  int64_t a = v[n / 2 - 1], b = v[n / 2];
+  return a + (b - a) / 2; /* b >= a: no overflow */
+}
+
+/* The groups of the entries (sorted by basis and action) and each one's
+ * counts, median and mean. */
+static bool make_groups(dlqb_report *r) {
+  r->groups = calloc(r->n > 0 ? r->n : 1, sizeof *r->groups);
+  size_t *of = calloc(r->n > 0 ? r->n : 1, sizeof *of);
+  int64_t *vals = calloc(r->n > 0 ? r->n : 1, sizeof *vals);
+  size_t *fill = NULL;
+  bool ok = r->groups != NULL && of != NULL && vals != NULL;
+  for (size_t i = 0; ok && i < r->n; i++)
+    r->groups[i] = (dlqb_report_group){.legal_basis = r->entries[i].legal_basis,
+                                       .action = r->entries[i].action};
+  if (ok && r->n > 0) {
+    qsort(r->groups, r->n, sizeof *r->groups, by_basis);
+    size_t k = 1;
+    for (size_t i = 1; i < r->n; i++)
+      if (by_basis(&r->groups[i], &r->groups[k - 1]) != 0) r->groups[k++] = r->groups[i];
+    r->ngroups = k;
+    /* A few groups out of many requests: give the rest back before the
+     * document is built. */
+    dlqb_report_group *fit = realloc(r->groups, k * sizeof *r->groups);
+    if (fit != NULL) r->groups = fit;
+  }
+  for (size_t i = 0; ok && i < r->n; i++) {
+    const dlqb_report_entry *e = &r->entries[i];
+    dlqb_report_group want = {.legal_basis = e->legal_basis, .action = e->action};
+    dlqb_report_group *g = bsearch(&want, r->groups, r->ngroups, sizeof *g, by_basis);
+    of[i] = (size_t)(g - r->groups);
+    g->requests++;
+    g->received += e->received_ms >= r->from_ms && e->received_ms <= r->to_ms;
+    g->completed += e->state == DLQB_RS_COMPLETED;
+    g->resolved += e->state == DLQB_RS_RESOLVED;
+    g->resp[e->response]++;
+    g->measured += measured(e->response);
+  }
+  /* Each group's measured times side by side in vals, then sorted. */
+  ok = ok && (fill = calloc(r->ngroups > 0 ? r->ngroups : 1, sizeof *fill)) != NULL;
+  for (size_t g = 0, at = 0; ok && g < r->ngroups; g++) {
+    fill[g] = at;
+    at += r->groups[g].measured;
+  }
+  for (size_t i = 0; ok && i < r->n; i++)
+    if (measured(r->entries[i].response)) vals[fill[of[i]]++] = r->entries[i].elapsed_ms;
+  for (size_t g = 0, at = 0; ok && g < r->ngroups; g++) {
+    dlqb_report_group *gr = &r->groups[g];
+    gr->rule = r->deadlines != NULL ? dlqb_deadlines_rule_for(r->deadlines, gr->legal_basis) : NULL;
+    if (gr->measured == 0) continue;
+    qsort(vals + at, gr->measured, sizeof *vals, by_ms);
+    gr->median_ms = median_of(vals + at, gr->measured);
+    /* In long double: a sum of many long times may pass what int64 holds. */
+    long double sum = 0;
+    for (size_t i = 0; i < gr->measured; i++) sum += (long double)vals[at + i];
+    gr->mean_ms = (int64_t)llroundl(sum / (long double)gr->measured);
+    at += gr->measured;
+  }
+  free(fill);
+  free(vals);
+  free(of);
+  return ok;
+}
+
+/* Completions dated in the period of requests not in the report. */
+typedef struct {
+  const dlqb_report *r;
+  dlqb_report_counts *k;
+} outside_done_ctx;
+
+static void count_outside_done(void *ctx, const char *request_id, const char *source_system) {
+  outside_done_ctx *c = ctx;
+  const dlqb_report *r = c->r;
+  char key[KEY_MAX];
+  size_t klen = make_key(key, sizeof key, request_id, source_system, "");
+  if (dlqb_hashset_get(r->reqs, key, klen) != NULL) return;
+  int64_t at = 0;
+  bool timed = dlqb_ledger_completed_at(r->verified, request_id, source_system, &at);
+  bool in_period = timed && at >= r->from_ms && at <= r->to_ms;
+  if (dlqb_hashset_get(r->early, key, klen) != NULL) c->k->completed_before_period += in_period;
+  else if (!timed) c->k->completed_never_in_trail_no_time++;
+  else c->k->completed_never_in_trail += in_period;
+}
+
+const dlqb_report_group *dlqb_report_groups(const dlqb_report *r, size_t *n) {
+  *n = r->finished ? r->ngroups : 0;
+  return r->groups;
+}
+
 dlqb_status dlqb_report_finish(dlqb_report *r, dlqb_report_counts *counts, dlqb_error *err) {
   memset(counts, 0, sizeof *counts);
   if (!r->finished) {
@@ -390,7 +673,12 @@ dlqb_status dlqb_report_finish(dlqb_report *r, dlqb_report_counts *counts, dlqb_
     dlqb_hashset_each(r->reqs, derive, &c);
     if (c.st != DLQB_OK) return c.st;
     qsort(r->entries, r->n, sizeof *r->entries, by_request);
+    if (!make_groups(r)) return dlqb_fail(err, DLQB_ENOMEM, "out of memory deriving the report");
     r->finished = true;
+  }
+  if (r->verified != NULL) {
+    outside_done_ctx oc = {r, counts};
+    dlqb_ledger_each(r->verified, count_outside_done, &oc);
   }
   for (size_t i = 0; i < r->n; i++) {
     counts->state[r->entries[i].state]++;

@@ -48,6 +48,10 @@ typedef struct {
    * called for every flag the shared ones are not. May be NULL. */
   cli_flag_fn extra;
   void *extra_ctx;
+  /* Which of the configured log's files (found beside it, not named) to
+   * read, asked after prepare (audit prove --archive: not the archived
+   * ones still there). NULL: all. */
+  bool (*keep_file)(void *ctx, const char *path);
 } audit_opts;
 
 /* ops_queue_read_run (dlqb/ops.h) stopped by Ctrl-C. Returns EXIT_OK, or
@@ -78,6 +82,7 @@ int audit_report(int argc, char **argv);
 int audit_verify_report(int argc, char **argv);
 int audit_checkpoint(int argc, char **argv);
 int audit_prove(int argc, char **argv);
+int audit_archive(int argc, char **argv);
 int audit_verify_proof(int argc, char **argv);
 int audit_witness(int argc, char **argv);
 

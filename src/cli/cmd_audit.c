@@ -170,6 +170,19 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   }
   if (o->prepare != NULL && (rc = o->prepare(o->prepare_ctx, &cfg)) != EXIT_OK) goto done;
   rc = EXIT_RUNTIME;
+  if (o->keep_file != NULL && nlisted > 0) {
+    size_t kept = 0;
+    for (size_t i = 0; i < nlisted; i++) {
+      if (o->keep_file(o->prepare_ctx, listed[i])) listed[kept++] = listed[i];
+      else free(listed[i]);
+    }
+    nlisted = kept;
+    nfiles = kept;
+    if (kept == 0) {
+      cli_error("no audit file left to read beside '%s'", cfg.audit_log);
+      goto done;
+    }
+  }
   /* The anchors first: what they vouch for at the start of the read is
    * what the files must hold. */
   if (o->anchors &&
@@ -239,6 +252,7 @@ static const cli_subcommand subcommands[] = {
     {"verify-report", audit_verify_report},
     {"checkpoint", audit_checkpoint},
     {"prove", audit_prove},
+    {"archive", audit_archive},
     {"verify-proof", audit_verify_proof},
     {"witness", audit_witness},
 };
@@ -256,13 +270,16 @@ const cli_spec cmd_audit_spec = {
         "  reconcile [FILE...]\n"
         "                     check that the DLQ holds what the audit trail put there\n"
         "  report --from T [--to T] [FILE...]\n"
-        "                     every request seen in a period and its last known state, signed\n"
+        "                     every request seen in a period, its state and response time, "
+        "signed\n"
         "  verify-report FILE\n"
         "                     check a report's signature with the public keys alone\n"
         "  checkpoint [FILE...]\n"
         "                     sign the log's Merkle tree and publish it to dsr.audit.anchors\n"
         "  prove --request-id ID [FILE...]\n"
         "                     one request's records with inclusion proofs, as a bundle\n"
+        "  archive FILE... --output FILE\n"
+        "                     what the tree needs of old files, before they are deleted\n"
         "  verify-proof BUNDLE\n"
         "                     check a bundle offline, with public keys and a witness policy\n"
         "  witness --witness-key FILE --name NAME --state FILE\n"

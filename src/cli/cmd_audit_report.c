@@ -1,5 +1,6 @@
 /* dlq-bridge audit report and audit verify-report: every request the audit
- * trail saw in a period with its last known state, signed with the
+ * trail saw in a period with its last known state and response time, and
+ * the statutory figures per legal basis and action, signed with the
  * writer's Ed25519 key; and the check of such a report with the public
  * keys alone. The derivation and the signature are pure (dlqb/report.h);
  * this file reads the broker and prints. */
@@ -43,7 +44,7 @@ static const cli_flag report_flags[] = {
 
 static const cli_spec report_spec = {
     .name = "audit report",
-    .summary = "every request seen in a period and its last known state, signed",
+    .summary = "every request seen in a period, its last known state and response time, signed",
     .usage = "dlq-bridge audit report --from TIME [--to TIME] [FILE...] [--json]\n"
              "       [--actor NAME] [--output FILE] [--window N] [--seal FILE | --no-seal]\n"
              "       [--partial] [settings]",
@@ -52,13 +53,18 @@ static const cli_spec report_spec = {
                "ledger from a completion writer), in_review (claimed by whom, or unclaimed),\n"
                "in_dlq, resolved (with its note), waiting (last sent to dsr.work or a retry\n"
                "queue, no completion yet), or unknown (with why). The state counts add up to\n"
-               "the number of requests. dsr.dlq.manual and compliance_review are read without\n"
-               "moving anything (as reconcile does); dsr.work and the retry queues are not\n"
-               "read (holding a quorum queue's message counts as a delivery on RabbitMQ 4):\n"
-               "only their message counts are shown. The log is verified first, as `audit\n"
-               "verify` does. The report is signed with DLQ_BRIDGE_AUDIT_KEY_FILE (whose public\n"
-               "key must be among DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and names who made it; check\n"
-               "it with `dlq-bridge audit verify-report REPORT`. No payload is read or shown.\n"
+               "the number of requests. Then, per legal basis and action, the statutory\n"
+               "figures: how many, how many completed or resolved, the median and mean days\n"
+               "from receipt (as the router recorded it at the first failure) to completion\n"
+               "(the completion entry's timestamp) or resolution, how many closed past the\n"
+               "deadline the deadlines setting gives, and how many are open past it now.\n"
+               "dsr.dlq.manual and compliance_review are read without moving anything (as\n"
+               "reconcile does); dsr.work and the retry queues are not read (holding a quorum\n"
+               "queue's message counts as a delivery on RabbitMQ 4): only their message counts\n"
+               "are shown. The log is verified first, as `audit verify` does. The report is\n"
+               "signed with DLQ_BRIDGE_AUDIT_KEY_FILE (whose public key must be among\n"
+               "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS) and names who made it; check it with\n"
+               "`dlq-bridge audit verify-report REPORT`. No payload is read or shown.\n"
                "FILEs are the log's files oldest first; without them, the configured\n"
                "DLQ_BRIDGE_AUDIT_LOG and its rotated files. TIME is ISO 8601 UTC, \"now\", or an\n"
                "age before now (30d, 12h). Needs the broker settings and the completion\n"
@@ -68,9 +74,9 @@ static const cli_spec report_spec = {
                "not readable; 2 usage or configuration error (a bad --from or --to).",
     .flags = report_flags,
     .settings = true,
-    .uses =
-        (const char *const[]){CLI_USES_BROKER, "audit_log", "audit_public_keys", "audit_key_file",
-                              "completion_writers", CLI_USES_TOPOLOGY, CLI_USES_LOG, NULL},
+    .uses = (const char *const[]){CLI_USES_BROKER, "audit_log", "audit_public_keys",
+                                  "audit_key_file", "completion_writers", "deadlines",
+                                  CLI_USES_TOPOLOGY, CLI_USES_LOG, NULL},
 };
 
 /* A quorum queue's message count, from a passive declare (moves nothing). */
@@ -93,6 +99,8 @@ typedef struct {
   dlqb_ledger *done, *unverified;
   dlqb_ledger_stats ledger;
   char completion_writers[DLQB_CONFIG_STR_MAX];
+  dlqb_deadlines deadlines; /* the config's, which the report's lifetime outlives */
+  char deadlines_text[DLQB_CONFIG_STR_MAX];
   ops_queue_read reads[2]; /* the DLQ, compliance_review */
   queue_count counted[COUNTED_MAX];
   size_t ncounted;
@@ -258,6 +266,9 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
     return EXIT_RUNTIME;
   }
   dlqb_report_pipeline(c->r, cli_pipeline());
+  c->deadlines = cfg->deadlines;
+  dlqb_deadlines_format(&c->deadlines, c->deadlines_text, sizeof c->deadlines_text);
+  dlqb_report_deadlines(c->r, &c->deadlines, c->made_ms);
   const char *queues[2] = {cli_pipeline()->dlq, cli_pipeline()->review};
   dlqb_status (*fns[2])(void *, const dlqb_item *, dlqb_error *) = {on_dlq_item, on_review_item};
   for (size_t i = 0; i < 2; i++) {
@@ -293,6 +304,68 @@ static bool report_line(void *ctx, const char *line, size_t len) {
 static json_object *jstr(const char *s) { return json_object_new_string(s); }
 static json_object *jnum(uint64_t n) { return json_object_new_int64((int64_t)n); }
 
+#define MS_PER_DAY 86400000.0
+
+/* Days as a JSON number with two decimals (the text report's rounding):
+ * a signed document should not carry a float's last binary digits. */
+static json_object *jdays(int64_t ms) {
+  char buf[48];
+  snprintf(buf, sizeof buf, "%.2f", (double)ms / MS_PER_DAY);
+  return json_object_new_double_s((double)ms / MS_PER_DAY, buf);
+}
+
+/* How far a `clock` response's close lies before its receipt (positive). */
+static int64_t clock_gap(const dlqb_report_entry *e) {
+  return e->elapsed_ms > -INT64_MAX ? -e->elapsed_ms : INT64_MAX;
+}
+
+static json_object *jtime(int64_t ms) {
+  char t[DLQB_ISO_TIME_MAX];
+  return jstr(dlqb_iso_time(ms, t, sizeof t));
+}
+
+/* A request's response members (docs/audit.md, "Response times"). */
+static void response_json(json_object *j, const dlqb_report_entry *e) {
+  json_object_object_add(j, "legal_basis", jstr(e->legal_basis));
+  json_object_object_add(j, "action", jstr(e->action));
+  json_object_object_add(j, "received_at", jtime(e->received_ms));
+  json_object_object_add(j, "received_from", jstr(e->received_from));
+  json_object_object_add(j, "due_at", e->has_due ? jtime(e->due_ms) : NULL);
+  json_object_object_add(j, "response", jstr(dlqb_report_response_name(e->response)));
+  json_object_object_add(j, "closed_at", e->closed ? jtime(e->closed_ms) : NULL);
+  json_object_object_add(j, "closed_by", e->closed ? jstr(e->closed_by) : NULL);
+  bool measured = e->closed && e->response != DLQB_RESP_CLOCK;
+  json_object_object_add(j, "response_days", measured ? jdays(e->elapsed_ms) : NULL);
+  if (!e->closed && e->response != DLQB_RESP_NO_TIME)
+    json_object_object_add(j, "open_days", jdays(e->elapsed_ms));
+  if (e->response == DLQB_RESP_CLOCK)
+    json_object_object_add(j, "clock_gap_days", jdays(clock_gap(e)));
+}
+
+static json_object *group_json(const dlqb_report_group *g) {
+  json_object *j = json_object_new_object();
+  char rule[64] = "";
+  if (g->rule != NULL) {
+    dlqb_deadlines one = {.n = 1};
+    one.rule[0] = *g->rule;
+    dlqb_deadlines_format(&one, rule, sizeof rule);
+  }
+  const char *eq = strchr(rule, '=');
+  json_object_object_add(j, "legal_basis", jstr(g->legal_basis));
+  json_object_object_add(j, "action", jstr(g->action));
+  json_object_object_add(j, "deadline", eq != NULL ? jstr(eq + 1) : NULL);
+  json_object_object_add(j, "requests", jnum(g->requests));
+  json_object_object_add(j, "received_in_period", jnum(g->received));
+  json_object_object_add(j, "completed", jnum(g->completed));
+  json_object_object_add(j, "resolved", jnum(g->resolved));
+  json_object_object_add(j, "measured", jnum(g->measured));
+  json_object_object_add(j, "median_days", g->measured > 0 ? jdays(g->median_ms) : NULL);
+  json_object_object_add(j, "mean_days", g->measured > 0 ? jdays(g->mean_ms) : NULL);
+  for (int x = 0; x < DLQB_RESP__COUNT; x++)
+    json_object_object_add(j, dlqb_report_response_name((dlqb_report_response)x), jnum(g->resp[x]));
+  return j;
+}
+
 static json_object *entry_json(const dlqb_report_entry *e) {
   json_object *j = json_object_new_object();
   const dlqb_profile *pr = &cli_pipeline()->profile;
@@ -314,17 +387,19 @@ static json_object *entry_json(const dlqb_report_entry *e) {
   json_object_object_add(j, "unverified_completion",
                          json_object_new_boolean(e->unverified_completion));
   if (e->detail[0] != '\0') json_object_object_add(j, "detail", jstr(e->detail));
+  response_json(j, e);
   return j;
 }
 
 /* Everything but the requests, which print_report appends one at a time
  * (a tree of every request would cost several times the document). */
 static json_object *report_json(const report_ctx *c, const dlqb_audit_summary *sum, bool sealed,
-                                const dlqb_report_counts *k) {
+                                const dlqb_report_counts *k, const dlqb_report_group *gs,
+                                size_t ng) {
   char t[DLQB_ISO_TIME_MAX];
   json_object *j = json_object_new_object(), *by = json_object_new_object();
   json_object_object_add(j, "report", jstr("dlq-bridge audit report"));
-  json_object_object_add(j, "format", json_object_new_int(1));
+  json_object_object_add(j, "format", json_object_new_int(2));
   json_object_object_add(j, "from", jstr(dlqb_iso_time(c->from_ms, t, sizeof t)));
   json_object_object_add(j, "to", jstr(dlqb_iso_time(c->to_ms, t, sizeof t)));
   json_object_object_add(j, "made_at", jstr(dlqb_iso_time(c->made_ms, t, sizeof t)));
@@ -370,6 +445,17 @@ static json_object *report_json(const report_ctx *c, const dlqb_audit_summary *s
   json_object_object_add(counts, "with_unverified_completion", jnum(k->unverified));
   json_object_object_add(counts, "queue_items_outside_period", jnum(k->outside));
   json_object_object_add(j, "counts", counts);
+  json_object *st = json_object_new_object(), *groups = json_object_new_array();
+  json_object_object_add(st, "deadlines", jstr(c->deadlines_text));
+  for (size_t i = 0; i < ng; i++) json_object_array_add(groups, group_json(&gs[i]));
+  json_object_object_add(st, "groups", groups);
+  json_object *elsewhere = json_object_new_object();
+  json_object_object_add(elsewhere, "last_seen_before_period", jnum(k->completed_before_period));
+  json_object_object_add(elsewhere, "never_in_trail", jnum(k->completed_never_in_trail));
+  json_object_object_add(elsewhere, "never_in_trail_without_time",
+                         jnum(k->completed_never_in_trail_no_time));
+  json_object_object_add(st, "completed_in_period_not_listed", elsewhere);
+  json_object_object_add(j, "statutory", st);
   return j;
 }
 
@@ -412,6 +498,89 @@ static const char *scr(const char *s, char *buf, size_t cap) {
   return buf;
 }
 
+static double days(int64_t ms) { return (double)ms / MS_PER_DAY; }
+
+/* The request's receipt, deadline and response, two lines. */
+static void response_text(text_buf *b, const dlqb_report_entry *e) {
+  char t1[DLQB_ISO_TIME_MAX], t2[DLQB_ISO_TIME_MAX], b1[64], b2[64];
+  put(b, "           received %s (%s)", dlqb_iso_time(e->received_ms, t1, sizeof t1),
+      e->received_from);
+  if (e->legal_basis[0] != '\0' || e->action[0] != '\0')
+    put(b, ", %s %s", scr(e->legal_basis[0] ? e->legal_basis : "-", b1, sizeof b1),
+        scr(e->action[0] ? e->action : "-", b2, sizeof b2));
+  if (e->has_due) put(b, ", due %s\n", dlqb_iso_time(e->due_ms, t2, sizeof t2));
+  else put(b, ", no deadline\n");
+  const char *what = dlqb_report_response_name(e->response);
+  const char *how = strcmp(e->closed_by, "resolution") == 0 ? "resolved" : "completed";
+  switch (e->response) {
+  case DLQB_RESP_OPEN:
+  case DLQB_RESP_OPEN_LATE:
+    put(b, "           response %s: not closed, %.2f days since receipt%s\n", what,
+        days(e->elapsed_ms), e->response == DLQB_RESP_OPEN_LATE ? ", past its deadline" : "");
+    break;
+  case DLQB_RESP_NO_TIME:
+    put(b,
+        "           response %s: completed, but the ledger gives no usable time (no timestamp, "
+        "or one in the future): not measured\n",
+        what);
+    break;
+  case DLQB_RESP_CLOCK:
+    put(b,
+        "           response %s: %s at %s, %.2f days BEFORE its receipt as recorded (clocks "
+        "disagree, or a copy failed after the completion): not measured\n",
+        what, how, dlqb_iso_time(e->closed_ms, t1, sizeof t1), days(clock_gap(e)));
+    break;
+  default:
+    put(b, "           response %s: %s at %s, %.2f days after receipt\n", what, how,
+        dlqb_iso_time(e->closed_ms, t1, sizeof t1), days(e->elapsed_ms));
+    break;
+  }
+}
+
+/* Per legal basis and action: one line each, after a header. */
+static void groups_text(text_buf *b, const report_ctx *c, const dlqb_report_group *gs, size_t ng,
+                        const dlqb_report_counts *k) {
+  char b1[64], b2[64];
+  put(b,
+      "response   per legal basis and action: days from receipt to completion or resolution "
+      "(deadlines %s)\n",
+      c->deadlines_text[0] ? c->deadlines_text : "none");
+  put(b, "           %-15s %-15s %-8s %8s %8s %9s %8s %8s %8s %8s %7s %4s %5s %9s %7s %5s\n",
+      "legal_basis", "action", "deadline", "requests", "received", "completed", "resolved",
+      "measured", "median_d", "mean_d", "on_time", "late", "open", "open_late", "no_time", "clock");
+  for (size_t i = 0; i < ng; i++) {
+    const dlqb_report_group *g = &gs[i];
+    char rule[64] = "none", med[32] = "-", mean[32] = "-";
+    if (g->rule != NULL) {
+      dlqb_deadlines one = {.n = 1};
+      one.rule[0] = *g->rule;
+      char text[64];
+      dlqb_deadlines_format(&one, text, sizeof text);
+      const char *eq = strchr(text, '=');
+      snprintf(rule, sizeof rule, "%s", eq != NULL ? eq + 1 : text);
+    }
+    if (g->measured > 0) {
+      snprintf(med, sizeof med, "%.2f", days(g->median_ms));
+      snprintf(mean, sizeof mean, "%.2f", days(g->mean_ms));
+    }
+    put(b,
+        "           %-15s %-15s %-8s %8lu %8lu %9lu %8lu %8lu %8s %8s %7lu %4lu %5lu %9lu %7lu "
+        "%5lu\n",
+        scr(g->legal_basis[0] ? g->legal_basis : "-", b1, sizeof b1),
+        scr(g->action[0] ? g->action : "-", b2, sizeof b2), rule, g->requests, g->received,
+        g->completed, g->resolved, g->measured, med, mean, g->resp[DLQB_RESP_ON_TIME],
+        g->resp[DLQB_RESP_LATE], g->resp[DLQB_RESP_OPEN], g->resp[DLQB_RESP_OPEN_LATE],
+        g->resp[DLQB_RESP_NO_TIME], g->resp[DLQB_RESP_CLOCK]);
+  }
+  if (ng == 0) put(b, "           (no requests)\n");
+  put(b,
+      "not listed completions the ledger dates in the period of requests not in this report: %lu "
+      "last seen by the trail before --from (an earlier --from lists them), %lu never in the "
+      "trail (they never failed: not in these figures), and %lu more never in the trail "
+      "without a time\n",
+      k->completed_before_period, k->completed_never_in_trail, k->completed_never_in_trail_no_time);
+}
+
 static void entry_text(text_buf *b, const dlqb_report_entry *e) {
   char b1[DLQB_ID_MAX + 1], b2[DLQB_ID_MAX + 1], b3[256], b4[1200], b5[256], b6[256];
   const dlqb_profile *pr = &cli_pipeline()->profile;
@@ -437,13 +606,14 @@ static void entry_text(text_buf *b, const dlqb_report_entry *e) {
       scr(e->last_actor, b6, sizeof b6), scr(e->last_writer, b1, sizeof b1), e->hops,
       e->hops == 1 ? "" : "s");
   if (e->detail[0] != '\0') put(b, "           why: %s\n", scr(e->detail, b4, sizeof b4));
+  response_text(b, e);
 }
 
 static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summary *sum,
                         bool sealed, const dlqb_report_counts *k, const dlqb_report_entry *es,
-                        size_t n) {
+                        size_t n, const dlqb_report_group *gs, size_t ng) {
   char t1[DLQB_ISO_TIME_MAX], t2[DLQB_ISO_TIME_MAX], s1[256], s2[256], s3[400];
-  put(b, "dlq-bridge audit report (format 1)\n");
+  put(b, "dlq-bridge audit report (format 2)\n");
   put(b, "period     %s to %s: the requests with a hop recorded in it, each in its state now\n",
       dlqb_iso_time(c->from_ms, t1, sizeof t1), dlqb_iso_time(c->to_ms, t2, sizeof t2));
   put(b, "made at    %s by %s (broker user %s, writer %s), signing key %s\n",
@@ -484,6 +654,8 @@ static void report_text(text_buf *b, const report_ctx *c, const dlqb_audit_summa
   put(b, "outside    %lu item%s in %s or %s of requests not seen in the period (not listed)\n",
       k->outside, k->outside == 1 ? "" : "s", cli_pipeline()->dlq, cli_pipeline()->review);
   put(b, "\n");
+  groups_text(b, c, gs, ng, k);
+  put(b, "\n");
   for (size_t i = 0; i < n; i++) entry_text(b, &es[i]);
 }
 
@@ -520,12 +692,13 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
     cli_error("%s", err.msg);
     return EXIT_RUNTIME;
   }
-  size_t n = 0;
+  size_t n = 0, ng = 0;
   const dlqb_report_entry *es = dlqb_report_entries(c->r, &n);
+  const dlqb_report_group *gs = dlqb_report_groups(c->r, &ng);
   text_buf b = {0};
   if (c->o->json) {
     const int flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
-    json_object *j = report_json(c, sum, sealed, &k);
+    json_object *j = report_json(c, sum, sealed, &k, gs, ng);
     const char *head = json_object_to_json_string_ext(j, flags);
     /* The head without its closing brace, then "requests", then the brace. */
     put(&b, "%.*s,\"requests\":[", (int)(strlen(head) - 1), head);
@@ -537,7 +710,7 @@ static int print_report(report_ctx *c, const dlqb_audit_summary *sum, bool seale
     }
     put(&b, "]}");
   } else {
-    report_text(&b, c, sum, sealed, &k, es, n);
+    report_text(&b, c, sum, sealed, &k, es, n, gs, ng);
   }
   if (b.oom) {
     free(b.buf);

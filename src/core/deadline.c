@@ -131,22 +131,33 @@ int64_t dlqb_add_months(int64_t epoch_ms, uint32_t n) {
   return dlqb_days_from_civil(y, m, d) * DLQB_MS_PER_DAY + rem;
 }
 
-bool dlqb_item_receipt(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms) {
+const char *dlqb_item_receipt_from(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms) {
   const struct {
     bool has;
     int64_t ms;
-  } c[] = {{it->has_first_seen_at, it->first_seen_at_ms},
-           {it->has_timestamp, it->timestamp_ms},
-           {it->has_xdeath_at, it->xdeath_at_ms},
-           {it->has_dlq_at, it->dlq_at_ms},
-           {it->has_escalated_at, it->escalated_at_ms}};
-  bool found = false;
+    const char *name;
+  } c[] = {{it->has_first_seen_at, it->first_seen_at_ms, "first_seen_at"},
+           {it->has_timestamp, it->timestamp_ms, "timestamp"},
+           {it->has_xdeath_at, it->xdeath_at_ms, "x_death"},
+           {it->has_dlq_at, it->dlq_at_ms, "dlq_at"},
+           {it->has_escalated_at, it->escalated_at_ms, "escalated_at"}};
+  const char *from = NULL;
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
     if (!c[i].has || !dlqb_time_usable(c[i].ms, now_ms)) continue;
-    if (!found || c[i].ms < *epoch_ms) *epoch_ms = c[i].ms;
-    found = true;
+    if (from == NULL || c[i].ms < *epoch_ms) {
+      *epoch_ms = c[i].ms;
+      from = c[i].name;
+    }
   }
-  return found;
+  return from;
+}
+
+int64_t dlqb_deadline_due(const dlqb_deadline_rule *r, int64_t receipt_ms) {
+  return r->months > 0 ? dlqb_add_months(receipt_ms, r->months) : receipt_ms + (int64_t)r->ms;
+}
+
+bool dlqb_item_receipt(const dlqb_item *it, int64_t now_ms, int64_t *epoch_ms) {
+  return dlqb_item_receipt_from(it, now_ms, epoch_ms) != NULL;
 }
 
 /* Times are bounded by what the calendar can hold: ISO-8601 parsing gives
@@ -166,7 +177,7 @@ dlqb_deadline dlqb_item_deadline(const dlqb_deadlines *d, const dlqb_item *it, i
   if (receipt < lo || receipt >= hi) return out;
   out.kind = DLQB_DEADLINE_KNOWN;
   out.receipt_ms = receipt;
-  out.due_ms = r->months > 0 ? dlqb_add_months(receipt, r->months) : receipt + (int64_t)r->ms;
+  out.due_ms = dlqb_deadline_due(r, receipt);
   out.left_ms = out.due_ms - now_ms;
   return out;
 }

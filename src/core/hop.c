@@ -1,5 +1,8 @@
-/* Names of hop events, as they appear in logs, metrics and the audit trail. */
+/* Names of hop events, as they appear in logs, metrics and the audit
+ * trail, and a hop's identity taken from an item. */
 #include "dlqb/hop.h"
+
+#include <stdio.h>
 
 static const char *const event_names[DLQB_EV__COUNT] = {
     [DLQB_EV_RETRY_SCHEDULED] = "retry_scheduled",
@@ -23,4 +26,16 @@ static const char *const event_names[DLQB_EV__COUNT] = {
 
 const char *dlqb_event_name(dlqb_event ev) {
   return (ev >= 0 && ev < DLQB_EV__COUNT) ? event_names[ev] : "unknown";
+}
+
+void dlqb_hop_identity(dlqb_hop *hop, const dlqb_item *it) {
+  snprintf(hop->message_id, sizeof hop->message_id, "%s", it->message_id);
+  snprintf(hop->request_id, sizeof hop->request_id, "%s", it->request_id);
+  snprintf(hop->source_system, sizeof hop->source_system, "%s", it->source_system);
+  /* An item's fields may be longer than a hop's (a hostile header read
+   * leniently): cut, they still name the request's basis and action. */
+  snprintf(hop->legal_basis, sizeof hop->legal_basis, "%.*s", (int)sizeof hop->legal_basis - 1,
+           it->legal_basis);
+  snprintf(hop->action, sizeof hop->action, "%.*s", (int)sizeof hop->action - 1, it->action);
+  hop->attempt = it->attempt;
 }

@@ -1,4 +1,5 @@
-/* The completion ledger's set of (request_id, source_system) pairs. */
+/* The completion ledger's set of (request_id, source_system) pairs, each
+ * with the earliest completion time its entries gave. */
 #include "dlqb/ledger.h"
 
 #include <stdlib.h>
@@ -7,7 +8,8 @@
 #include "dlqb/hashset.h"
 
 /* The keys are "request_id\0source_system": an id holds no NUL, so the
- * pair ("ab", "c") is not the pair ("a", "bc"). */
+ * pair ("ab", "c") is not the pair ("a", "bc"). The value is the earliest
+ * completion time (int64_t ms, DLQB_LEDGER_NO_TIME: none known). */
 struct dlqb_ledger {
   dlqb_hashset *set;
 };
@@ -36,7 +38,7 @@ static void key_done(char *k, const char *buf) {
 dlqb_ledger *dlqb_ledger_new(void) {
   dlqb_ledger *l = calloc(1, sizeof *l);
   if (l == NULL) return NULL;
-  l->set = dlqb_hashset_new(0);
+  l->set = dlqb_hashset_new(sizeof(int64_t));
   if (l->set == NULL) {
     free(l);
     return NULL;
@@ -50,15 +52,34 @@ void dlqb_ledger_free(dlqb_ledger *l) {
   free(l);
 }
 
+dlqb_status dlqb_ledger_add_at(dlqb_ledger *l, const char *request_id, const char *source_system,
+                               int64_t at_ms, dlqb_error *err) {
+  char buf[KEY_BUF];
+  size_t len = 0;
+  bool added = false;
+  char *k = pair_key(request_id, source_system, buf, &len);
+  int64_t *held = k != NULL ? dlqb_hashset_add(l->set, k, len, &added) : NULL;
+  key_done(k, buf);
+  if (held == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the completion ledger");
+  if (added || at_ms < *held) *held = at_ms;
+  return DLQB_OK;
+}
+
 dlqb_status dlqb_ledger_add(dlqb_ledger *l, const char *request_id, const char *source_system,
                             dlqb_error *err) {
+  return dlqb_ledger_add_at(l, request_id, source_system, DLQB_LEDGER_NO_TIME, err);
+}
+
+bool dlqb_ledger_completed_at(const dlqb_ledger *l, const char *request_id,
+                              const char *source_system, int64_t *at_ms) {
   char buf[KEY_BUF];
   size_t len = 0;
   char *k = pair_key(request_id, source_system, buf, &len);
-  void *held = k != NULL ? dlqb_hashset_add(l->set, k, len, NULL) : NULL;
+  const int64_t *held = k != NULL ? dlqb_hashset_get(l->set, k, len) : NULL;
   key_done(k, buf);
-  if (held == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the completion ledger");
-  return DLQB_OK;
+  if (held == NULL || *held == DLQB_LEDGER_NO_TIME) return false;
+  *at_ms = *held;
+  return true;
 }
 
 bool dlqb_ledger_contains(const dlqb_ledger *l, const char *request_id, const char *source_system) {

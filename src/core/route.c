@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dlqb/deadline.h"
 #include "dlqb/group.h" /* dlqb_sha256 */
 #include "dlqb/xdeath.h"
 
@@ -113,10 +114,12 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
   dlqb_hop *hop = &out->hop;
   hop->event = event_of(dec);
   snprintf(hop->message_id, sizeof hop->message_id, "%s", message_id);
+  out->first_failure = !out->valid || env.attempt == 0;
   if (out->valid) {
     memcpy(hop->request_id, env.request_id, sizeof hop->request_id);
     memcpy(hop->source_system, env.source_system, sizeof hop->source_system);
     memcpy(hop->legal_basis, env.legal_basis, sizeof hop->legal_basis);
+    memcpy(hop->action, env.action, sizeof hop->action);
   } else {
     /* An invalid task keeps what identity it has, so `audit show
      * --request-id` finds it (each field that is there, sanitised). */
@@ -125,6 +128,7 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
     (void)dlqb_header_id(headers, p->profile.fields[1].name, hop->source_system,
                          sizeof hop->source_system);
     (void)dlqb_header_id(headers, DLQB_H_LEGAL_BASIS, hop->legal_basis, sizeof hop->legal_basis);
+    (void)dlqb_header_id(headers, DLQB_H_ACTION, hop->action, sizeof hop->action);
   }
   hop->attempt = dec->attempt;
   dlqb_deaths_text(headers, hop->deaths, sizeof hop->deaths);
@@ -135,6 +139,25 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
   snprintf(hop->from, sizeof hop->from, "%s", p->failed);
   snprintf(hop->to, sizeof hop->to, "%s", out->target);
   snprintf(hop->actor, sizeof hop->actor, "system");
+}
+
+void dlqb_route_plan_receipt(dlqb_route_plan *plan, const amqp_basic_properties_t *props,
+                             const dlqb_profile *profile, int64_t now_ms) {
+  if (!plan->first_failure) return;
+  dlqb_item it;
+  dlqb_item_read_as(props, profile, &it);
+  int64_t at = now_ms;
+  const char *from = dlqb_item_receipt_from(&it, now_ms, &at);
+  /* Within the clock skew a claim may be a little ahead: the first sight
+   * bounds it. */
+  if (from == NULL || at > now_ms) {
+    at = now_ms;
+    from = "bridge";
+  }
+  dlqb_hop *hop = &plan->hop;
+  hop->has_received = true;
+  hop->received_at_ms = at;
+  snprintf(hop->received_from, sizeof hop->received_from, "%s", from);
 }
 
 void dlqb_route_plan_refused(dlqb_route_plan *p, const char *why) {

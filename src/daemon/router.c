@@ -79,8 +79,12 @@ static dlqb_status route_one(void *ctx, dlqb_pipe *pipe, const dlqb_delivery *d,
     dlqb_text_sanitize(message_id, sizeof message_id, d->props->message_id.bytes,
                        d->props->message_id.len);
   dlqb_route_plan plan;
-  dlqb_route_plan_make_pipeline(r->cfg, &r->p, headers, d->body.bytes, d->body.len, message_id,
-                                dlqb_now_ms(), next_random(r), &plan);
+  int64_t now = dlqb_now_ms();
+  dlqb_route_plan_make_pipeline(r->cfg, &r->p, headers, d->body.bytes, d->body.len, message_id, now,
+                                next_random(r), &plan);
+  /* The first failure's hop says when the request was received: what
+   * `audit report` counts the statutory response time from. */
+  dlqb_route_plan_receipt(&plan, d->props, &r->p.profile, now);
   /* The profile forbids bodies in the DLQ: the same delivery, sent on
    * without its body (the plan's headers say what was left off). */
   dlqb_delivery sent = *d;

@@ -81,12 +81,7 @@ static bool record_marker(edit_ctx *c, const dlqb_item *it, dlqb_event event) {
   dlqb_hop hop;
   memset(&hop, 0, sizeof hop);
   hop.event = event;
-  snprintf(hop.message_id, sizeof hop.message_id, "%s", it->message_id);
-  snprintf(hop.request_id, sizeof hop.request_id, "%s", it->request_id);
-  snprintf(hop.source_system, sizeof hop.source_system, "%s", it->source_system);
-  snprintf(hop.legal_basis, sizeof hop.legal_basis, "%.*s", (int)sizeof hop.legal_basis - 1,
-           it->legal_basis);
-  hop.attempt = it->attempt;
+  dlqb_hop_identity(&hop, it);
   snprintf(hop.reason, sizeof hop.reason, "%s -> %s", c->out->from, c->out->to);
   snprintf(hop.actor, sizeof hop.actor, "%s", c->actor);
   snprintf(hop.broker_user, sizeof hop.broker_user, "%s", c->rq->editor);

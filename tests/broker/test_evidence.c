@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,14 +71,18 @@ static void world_remove(world *w) {
   fx_audit_remove(&w->wit);
 }
 
-/* One writer run of the real audit writer: HOPS hops, one per request. */
-static void write_hops(world *w) {
+/* One writer run of the real audit writer: HOPS hops, one per request
+ * (DSR-first ..), rotating the log past rotate bytes (0: never). */
+static void write_hops_as(world *w, long rotate, long first) {
   const char *gen = getenv("DLQB_AUDIT_GEN");
   assert_non_null(gen);
   char cmd[600];
-  assert_true(th_fmt(cmd, sizeof cmd, "'%s' '%s' '%s' %s 100", gen, w->a.log, w->a.key, HOPS));
+  assert_true(th_fmt(cmd, sizeof cmd, "'%s' '%s' '%s' %s 100 %ld %ld", gen, w->a.log, w->a.key,
+                     HOPS, rotate, first));
   assert_int_equal(system(cmd), 0);
 }
+
+static void write_hops(world *w) { write_hops_as(w, 0, 0); }
 
 static void run(fx_case *t, const char *url, const char *const *args, const char *const *env,
                 th_result *r) {
@@ -126,14 +131,23 @@ static void write_vkeys(fx_case *t, world *w) {
   fclose(f);
 }
 
-static void prove(fx_case *t, world *w, const char *id, const char *name, const char *want) {
+/* audit prove of id into the bundle file name (with archive: --archive
+ * it); its exit status, and what it said contains want. */
+static int prove_with(fx_case *t, world *w, const char *id, const char *name, const char *archive,
+                      const char *want) {
   char out[200];
   assert_true(th_fmt(out, sizeof out, "%s/%s", w->bundles, name));
-  const char *const args[] = {"audit", "prove", "--request-id", id, "--output", out, NULL};
+  const char *const args[] = {
+      "audit", "prove", "--request-id", id, "--output", out, archive != NULL ? "--archive" : NULL,
+      archive, NULL};
   th_result r;
   run(t, NULL, args, w->env, &r);
-  assert_int_equal(r.exit_code, 0);
   assert_non_null(strstr(r.err, want));
+  return r.exit_code;
+}
+
+static void prove(fx_case *t, world *w, const char *id, const char *name, const char *want) {
+  assert_int_equal(prove_with(t, w, id, name, NULL, want), 0);
 }
 
 /* Both verifiers on one bundle, offline (the writer's private key moved
@@ -309,10 +323,98 @@ static void test_witness_refuses_a_rewritten_log(void **state) {
   world_remove(&w);
 }
 
+/* Keeping 24 months verifiable: the oldest rotated files are archived
+ * (`audit archive`) and deleted; checkpoints go on from the archive (a
+ * witness that cosigned the tree before the deletion cosigns the one
+ * after: it extends it), and a request whose records are all in the files
+ * kept is proved from them alone, its bundle accepted offline in C and in
+ * Python; one with a record in the deleted files is refused, as is an
+ * archive changed after it was signed. */
+static void test_prove_after_old_files_are_deleted(void **state) {
+  fx_case *t = *state;
+  world w;
+  world_init(t, &w);
+  write_hops_as(&w, 200000, 0);
+  write_hops_as(&w, 200000, 0);
+  checkpoint(t, &w, "(the first of origin dlq-bridge/audit)");
+  write_vkeys(t, &w);
+  th_result r;
+  assert_int_equal(witness(t, &w, &r), 0);
+  assert_non_null(strstr(r.out, "1 checkpoint cosigned"));
+  /* The three oldest rotated files (names sort oldest first). */
+  char pattern[200];
+  assert_true(th_fmt(pattern, sizeof pattern, "%s.2*", w.a.log));
+  glob_t g;
+  assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+  printf("%zu rotated files\n", g.gl_pathc);
+  assert_true(g.gl_pathc >= 5);
+  char arch[200], edited[200];
+  assert_true(th_fmt(arch, sizeof arch, "%s/archive-1.txt", w.a.dir));
+  assert_true(th_fmt(edited, sizeof edited, "%s/archive-edited.txt", w.a.dir));
+  const char *const archive[] = {"audit",       "archive",  g.gl_pathv[0], g.gl_pathv[1],
+                                 g.gl_pathv[2], "--output", arch,          NULL};
+  run(t, NULL, archive, w.env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "those files may now be deleted"));
+  assert_int_equal(fx_count_in_file(arch, "DSR-"), 0); /* hashes and line numbers only */
+  /* The live log is never archived. */
+  const char *const live[] = {"audit", "archive", w.a.log, "--output", edited, NULL};
+  run(t, NULL, live, w.env, &r);
+  assert_int_equal(r.exit_code, 2);
+  assert_non_null(strstr(r.err, "the live log"));
+  for (size_t i = 0; i < 3; i++) assert_int_equal(unlink(g.gl_pathv[i]), 0);
+  globfree(&g);
+
+  /* Without the archive the files left are not the tree. */
+  assert_int_equal(prove_with(&*t, &w, "DSR-5", "no-archive.json", NULL, "which was not given"), 1);
+  /* A third writer run names requests of its own (DSR-5000 ..). */
+  write_hops_as(&w, 200000, 5000);
+  const char *const cp[] = {"audit", "checkpoint", "--archive", arch, NULL};
+  long before = th_queue_depth(t->conn, ANCHORS);
+  run(t, NULL, cp, w.env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "(extends the last checkpoint of size 3011"));
+  wait_stream(t, before + 1);
+  assert_int_equal(witness(t, &w, &r), 0);
+  assert_non_null(strstr(r.out, "1 checkpoint cosigned"));
+  /* Nothing new since: said, exit 0 (as a timer runs it on an idle log). */
+  run(t, NULL, cp, w.env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "nothing new since the last checkpoint of size 4517"));
+
+  assert_int_equal(
+      prove_with(t, &w, "DSR-5005", "after-archive.json", arch, "bundle of 1 record of DSR-5005"),
+      0);
+  assert_int_equal(verify_both(t, &w, "after-archive.json", true, &r), 0);
+  assert_non_null(strstr(r.out, "evidence intact: 1 record of request DSR-5005"));
+  assert_non_null(strstr(r.out, "1 of the 1 given cosigned it"));
+  assert_int_equal(prove_with(t, &w, "DSR-5", "archived.json", arch, "in the archived files"), 1);
+  /* One byte of the archive changed: refused before anything is read. */
+  size_t len = 0;
+  char *text = NULL;
+  FILE *f = fopen(arch, "rb");
+  assert_non_null(f);
+  text = malloc(1 << 22);
+  assert_non_null(text);
+  len = fread(text, 1, (1 << 22) - 1, f);
+  fclose(f);
+  char *lines = strstr(text, "\nlines ");
+  assert_non_null(lines);
+  lines[7] = lines[7] == '9' ? '8' : (char)(lines[7] + 1);
+  f = fopen(edited, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(text, 1, len, f), len);
+  fclose(f);
+  free(text);
+  assert_int_equal(prove_with(t, &w, "DSR-5005", "edited.json", edited, "does not match"), 1);
+  world_remove(&w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_bundle_verifies_offline_in_c_and_python),
       FX_TEST(test_witness_refuses_a_rewritten_log),
+      FX_TEST(test_prove_after_old_files_are_deleted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,10 +10,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "flow.h"
@@ -329,11 +331,203 @@ static void test_report_every_state_signed(void **state) {
   fx_audit_remove(&a);
 }
 
+/* ---- response times: requests completed in known times ---- */
+
+#define DAY_S INT64_C(86400)
+
+/* One task of the statutory test: received `ago` seconds before base
+ * (its first_seen_at; ago < 0: a claim in the future) and, when done >= 0,
+ * completed `done` seconds after its receipt (the ledger entry's
+ * timestamp; INT64_MIN: an entry without one). */
+typedef struct {
+  const char *id, *basis, *action;
+  int64_t ago, done;
+} rt_task;
+
+#define NOT_DONE INT64_C(-1)
+#define NO_TIME  INT64_MIN
+
+static const rt_task rt_tasks[] = {
+    {"rt-g-fast", "gdpr_art_17", "deletion", 20 * DAY_S, 5 * DAY_S},
+    {"rt-g-mid", "gdpr_art_17", "deletion", 30 * DAY_S, 10 * DAY_S},
+    {"rt-g-slow", "gdpr_art_17", "deletion", 60 * DAY_S, 40 * DAY_S}, /* past one month */
+    {"rt-g-back", "gdpr_art_17", "deletion", DAY_S, -3600},           /* the clocks disagree */
+    {"rt-g-notime", "gdpr_art_17", "deletion", DAY_S, NO_TIME},
+    {"rt-g-future", "gdpr_art_17", "deletion", -10 * DAY_S, NOT_DONE}, /* a forged claim */
+    {"rt-c-1", "ccpa_1798_105", "deletion", 50 * DAY_S, 44 * DAY_S},
+    {"rt-c-2", "ccpa_1798_105", "deletion", 50 * DAY_S, 46 * DAY_S}, /* past 45 days */
+    {"rt-c-open", "ccpa_1798_105", "deletion", 50 * DAY_S, NOT_DONE},
+};
+#define RT_N (sizeof rt_tasks / sizeof rt_tasks[0])
+
+static double jnum_of(json_object *o, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(o, key, &v) || v == NULL) fail_msg("%s is missing or null", key);
+  return json_object_get_double(v);
+}
+
+static json_object *group_of(json_object *doc, const char *basis, const char *action) {
+  json_object *st, *groups;
+  assert_true(json_object_object_get_ex(doc, "statutory", &st));
+  assert_true(json_object_object_get_ex(st, "groups", &groups));
+  for (size_t i = 0; i < json_object_array_length(groups); i++) {
+    json_object *g = json_object_array_get_idx(groups, i);
+    if (strcmp(th_json_str(g, "legal_basis"), basis) == 0 &&
+        strcmp(th_json_str(g, "action"), action) == 0)
+      return g;
+  }
+  fail_msg("no group %s %s", basis, action);
+  return NULL;
+}
+
+static void test_report_response_times(void **state) {
+  fx_case *t = *state;
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const int64_t base = th_now_ms() / 1000; /* whole seconds: an AMQP timestamp's */
+  char from[40], iso[40];
+  th_iso_time(th_now_ms() - 60000, from, sizeof from);
+  const char *const env[] = {a.env_log, a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1",
+                             "DLQ_BRIDGE_COMPLETION_WRITERS=guest", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  th_msg *m = fx_msg(t);
+  for (size_t i = 0; i < RT_N; i++) {
+    th_msg_reset(m);
+    assert_int_equal(th_msg_add_str(m, "request_id", rt_tasks[i].id), 0);
+    assert_int_equal(th_msg_add_str(m, "source_system", "test-suite"), 0);
+    assert_int_equal(th_msg_add_str(m, "legal_basis", rt_tasks[i].basis), 0);
+    assert_int_equal(th_msg_add_str(m, "action", rt_tasks[i].action), 0);
+    th_iso_time((base - rt_tasks[i].ago) * 1000, iso, sizeof iso);
+    assert_int_equal(th_msg_add_str(m, "first_seen_at", iso), 0);
+    snprintf(m->message_id, sizeof m->message_id, "msg-%s", rt_tasks[i].id);
+    assert_int_equal(th_publish(t->conn, "", "dsr.work", m), 0);
+  }
+  /* A hostile basis and action: an invalid envelope, straight to the DLQ,
+   * and a group of its own in the report, escaped. */
+  th_msg_reset(m);
+  assert_int_equal(th_msg_task(m, "rt-evil"), 0);
+  m->nheaders -= 2; /* legal_basis and action, set again below */
+  assert_int_equal(th_msg_add_str(m, "legal_basis", "gdpr\x1b[2J"), 0);
+  assert_int_equal(th_msg_add_str(m, "action", "del\"x"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.work", m), 0);
+  /* Every task fails once (max_attempts 1: to the DLQ). Rejected, so the
+   * broker's x-death carries its own time of the failure. */
+  th_worker *w = th_worker_open(&t->vhost, "dsr.work", 1);
+  assert_non_null(w);
+  for (size_t i = 0; i < RT_N + 1; i++) {
+    FX_CHECK(t, th_worker_next(w, m, WAIT_MS) == 1);
+    assert_int_equal(th_worker_reject(w), 0);
+  }
+  th_worker_close(w);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", (long)RT_N + 1, WAIT_MS));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  /* The completions, as a worker records them, with its clock's time. */
+  for (size_t i = 0; i < RT_N; i++) {
+    if (rt_tasks[i].done == NOT_DONE) continue;
+    th_msg_reset(m);
+    assert_int_equal(th_msg_add_str(m, "request_id", rt_tasks[i].id), 0);
+    assert_int_equal(th_msg_add_str(m, "source_system", "test-suite"), 0);
+    snprintf(m->user_id, sizeof m->user_id, "guest");
+    if (rt_tasks[i].done != NO_TIME) {
+      m->has_timestamp = true;
+      m->timestamp = (uint64_t)(base - rt_tasks[i].ago + rt_tasks[i].done);
+    }
+    assert_int_equal(th_publish(t->conn, "", "dsr.completed", m), 0);
+  }
+
+  char text_path[192], json_path[192];
+  assert_true(th_fmt(text_path, sizeof text_path, "%s/rt.txt", a.dir));
+  assert_true(th_fmt(json_path, sizeof json_path, "%s/rt.json", a.dir));
+  const char *const report_env[] = {a.env_log, a.env_key, a.env_pub,
+                                    "DLQ_BRIDGE_COMPLETION_WRITERS=guest", NULL};
+  const char *const text_args[] = {"audit", "report", "--from", from, "--output", text_path, NULL};
+  const char *const json_args[] = {"audit",  "report",   "--from",  from,
+                                   "--json", "--output", json_path, NULL};
+  run_ok(t, text_args, report_env);
+  run_ok(t, json_args, report_env);
+  size_t len = 0;
+  char *text = slurp(text_path, &len);
+  printf("%s", text);
+  assert_null(memchr(text, '\x1b', len));
+  /* gdpr: 5, 10 and 40 days measured (median 10, mean 18.33); the one
+   * completed before its receipt and the one without a time are not. */
+  assert_non_null(strstr(text, "gdpr_art_17     deletion        1mo             6 "));
+  assert_non_null(strstr(text, "    10.00    18.33       2    1     1         0       1     1\n"));
+  assert_non_null(strstr(text, "ccpa_1798_105   deletion        45d             3 "));
+  assert_non_null(strstr(text, "    45.00    45.00       1    1     0         1       0     0\n"));
+  assert_non_null(strstr(text, "response late: completed at "));
+  assert_non_null(strstr(text, "BEFORE its receipt as recorded (clocks disagree"));
+  assert_non_null(strstr(text, "gdpr?[2J"));
+
+  char *js = slurp(json_path, &len);
+  json_object *doc = json_tokener_parse(js);
+  assert_non_null(doc);
+  json_object *g = group_of(doc, "gdpr_art_17", "deletion");
+  assert_int_equal((int)jnum_of(g, "requests"), 6);
+  assert_int_equal((int)jnum_of(g, "completed"), 5);
+  assert_int_equal((int)jnum_of(g, "measured"), 3);
+  assert_true(fabs(jnum_of(g, "median_days") - 10.0) < 0.005);
+  assert_true(fabs(jnum_of(g, "mean_days") - 55.0 / 3) < 0.005);
+  assert_int_equal((int)jnum_of(g, "late"), 1);
+  assert_int_equal((int)jnum_of(g, "on_time"), 2);
+  assert_int_equal((int)jnum_of(g, "clock"), 1);
+  assert_int_equal((int)jnum_of(g, "no_time"), 1);
+  assert_int_equal((int)jnum_of(g, "open"), 1);
+  g = group_of(doc, "ccpa_1798_105", "deletion");
+  assert_true(fabs(jnum_of(g, "median_days") - 45.0) < 0.005);
+  assert_int_equal((int)jnum_of(g, "open_late"), 1);
+  assert_int_equal((int)jnum_of(g, "late"), 1);
+  (void)group_of(doc, "gdpr?[2J", "del\"x");
+  json_object *reqs;
+  assert_true(json_object_object_get_ex(doc, "requests", &reqs));
+  json_object *e = request(reqs, "rt-g-fast");
+  th_iso_time((base - 20 * DAY_S) * 1000, iso, sizeof iso);
+  assert_string_equal(th_json_str(e, "received_at"), iso);
+  assert_string_equal(th_json_str(e, "received_from"), "first_seen_at");
+  assert_string_equal(th_json_str(e, "response"), "on_time");
+  assert_string_equal(th_json_str(e, "closed_by"), "completion");
+  assert_true(fabs(jnum_of(e, "response_days") - 5.0) < 0.005);
+  th_iso_time((base - 15 * DAY_S) * 1000, iso, sizeof iso);
+  assert_string_equal(th_json_str(e, "closed_at"), iso);
+  e = request(reqs, "rt-g-back");
+  assert_string_equal(th_json_str(e, "response"), "clock");
+  assert_true(fabs(jnum_of(e, "clock_gap_days") - 1.0 / 24) < 0.005);
+  /* A claim in the future moves nothing: the receipt is the broker's own
+   * time of the failure (x-death), not later. */
+  e = request(reqs, "rt-g-future");
+  printf("rt-g-future received %s from %s\n", th_json_str(e, "received_at"),
+         th_json_str(e, "received_from"));
+  assert_string_equal(th_json_str(e, "received_from"), "x_death");
+  int64_t got = 0;
+  assert_true(th_is_iso_utc(th_json_str(e, "received_at")));
+  {
+    struct tm tm = {0};
+    int msec = 0;
+    assert_int_equal(sscanf(th_json_str(e, "received_at"), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year,
+                            &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &msec),
+                     7);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    got = (int64_t)timegm(&tm);
+  }
+  assert_true(got >= base - 120 && got <= th_now_ms() / 1000);
+  json_object_put(doc);
+  free(js);
+  free(text);
+  th_result r;
+  verify_report(&a, text_path, &r);
+  assert_int_equal(r.exit_code, 0);
+  verify_report(&a, json_path, &r);
+  assert_int_equal(r.exit_code, 0);
+  fx_audit_remove(&a);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       FX_TEST(test_report_every_state_signed),
+      FX_TEST(test_report_response_times),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

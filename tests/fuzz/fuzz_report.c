@@ -2,11 +2,14 @@
  * Input: the first byte picks the mode; the rest is split at '\n' into
  * lines. Each line is fed to the derivation as a trail record, and a line
  * starting with "Q " or "R " also as a DLQ or compliance_review item (its
- * text the request_id, owner and message_id); then the whole input is
+ * text the request_id, owner and message_id), one starting with "C " as a
+ * completion of (its text, "crm") at a time its length picks; then the whole input is
  * checked as a signed report, and a report built from the entries is
  * signed, verified, and verified again with one byte changed.
  * Contracts checked: no crash or leak; the state counts add up to the
- * entries; every string of an entry is printable UTF-8; a fresh signature
+ * entries, and the groups' requests too; every string of an entry is
+ * printable UTF-8; no measured response time is negative, and a median
+ * and mean lie within their group's times; a fresh signature
  * verifies, and any changed byte of it fails; every error is one printable
  * line. */
 #include <stddef.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "../../src/audit/audit_private.h"
+#include "dlqb/deadline.h"
 #include "dlqb/names.h"
 #include "dlqb/report.h"
 #include "fuzz_common.h"
@@ -49,6 +53,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dlqb_report *r = dlqb_report_new(data[0] & 1 ? INT64_MIN : 0, INT64_MAX);
   FUZZ_CHECK(r != NULL);
   dlqb_report_queue_read(r, DLQB_Q_DLQ, data[0] & 4 ? 0 : INT64_MAX, data[0] & 8);
+  static dlqb_deadlines rules;
+  FUZZ_CHECK(dlqb_deadlines_parse("gdpr_*=1mo,ccpa_*=45d", &rules, &err) == DLQB_OK);
+  if (data[0] & 16) dlqb_report_deadlines(r, &rules, data[0] & 32 ? INT64_C(1796015388000) : 0);
+  dlqb_ledger *done = dlqb_ledger_new();
+  FUZZ_CHECK(done != NULL);
+  dlqb_report_ledger(r, done, NULL);
   const char *p = (const char *)data + 1, *end = (const char *)data + size;
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -61,6 +71,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (len > 2 && (line[0] == 'Q' || line[0] == 'R') && line[1] == ' ')
       FUZZ_CHECK(dlqb_report_item(r, line[0] == 'Q' ? DLQB_Q_DLQ : DLQB_Q_REVIEW, line + 2,
                                   line + 2, "", line + 2, &err) == DLQB_OK);
+    if (len > 2 && line[0] == 'C' && line[1] == ' ')
+      FUZZ_CHECK(dlqb_ledger_add_at(done, line + 2, "crm",
+                                    INT64_C(1795000000000) + (int64_t)len * 3600000 -
+                                        (data[0] & 64 ? INT64_C(86400000) * 400 : 0),
+                                    &err) == DLQB_OK);
     free(line);
     p += len + 1;
   }
@@ -71,6 +86,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned long sum = 0;
   for (int s = 0; s < DLQB_RS__COUNT; s++) sum += k.state[s];
   FUZZ_CHECK(sum == k.total && k.total == n);
+  size_t ng = 0;
+  const dlqb_report_group *gs = dlqb_report_groups(r, &ng);
+  unsigned long grouped = 0;
+  for (size_t g = 0; g < ng; g++) {
+    grouped += gs[g].requests;
+    FUZZ_CHECK(gs[g].measured <= gs[g].requests && gs[g].median_ms >= 0 && gs[g].mean_ms >= 0);
+    FUZZ_CHECK(printable(gs[g].legal_basis) && printable(gs[g].action));
+  }
+  FUZZ_CHECK(grouped == n);
+  for (size_t i = 0; i < n; i++) {
+    const dlqb_report_entry *e = &es[i];
+    bool measured = e->response == DLQB_RESP_ON_TIME || e->response == DLQB_RESP_LATE ||
+                    e->response == DLQB_RESP_CLOSED;
+    FUZZ_CHECK(!measured || e->elapsed_ms >= 0);
+    FUZZ_CHECK(e->response != DLQB_RESP_CLOCK || e->elapsed_ms < 0);
+    FUZZ_CHECK(printable(e->legal_basis) && printable(e->action) && printable(e->received_from));
+  }
   /* A report of the entries, signed: intact; one byte changed: not. */
   size_t cap = 64, blen = 0;
   char *body = malloc(cap);
@@ -106,5 +138,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(out);
   free(body);
   dlqb_report_free(r);
+  dlqb_ledger_free(done);
   return 0;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../../src/audit/audit_private.h"
+#include "dlqb/archive.h"
 #include "dlqb/checkpoint.h"
 #include "dlqb/evidence.h"
 #include "dlqb/witness.h"
@@ -343,6 +344,135 @@ static void test_base64_one_spelling(void **state) {
   assert_int_equal(dlqb_base64_decode("ab=c", 4, out, sizeof out), -1);
 }
 
+/* ---- an archive of old files ---- */
+
+#define ARCHIVED 40 /* lines 0..39: R-1 .. R-39 once each; R-45 starts at line 45 */
+
+/* The archive text of the first ARCHIVED lines. (Not inlined: GCC 12
+ * then takes the returned heap pointer for the address of its local.) */
+__attribute__((noinline)) static char *archive_of(world *w, size_t *len) {
+  dlqb_evidence *e = dlqb_evidence_new(UINT64_MAX, 0, NULL);
+  for (int i = 0; i < ARCHIVED; i++)
+    assert_true(dlqb_evidence_visit(e, w->lines[i], strlen(w->lines[i])));
+  dlqb_evidence_result res;
+  dlqb_error err;
+  assert_int_equal(dlqb_evidence_finish(e, &res, &err), DLQB_OK);
+  const char *files[] = {"audit.log.1", "audit.log.2"};
+  char *text = NULL;
+  assert_int_equal(dlqb_archive_write(e, &res, files, 2, "made now by test", &text, len, &err),
+                   DLQB_OK);
+  dlqb_evidence_free(e);
+  return text;
+}
+
+/* A pass after the archive (prev: the last checkpoint's size), over the
+ * lines after it. */
+static dlqb_status after_archive(world *w, const char *text, size_t len, uint64_t size,
+                                 uint64_t prev, const char *id, dlqb_evidence **out,
+                                 dlqb_evidence_result *res, dlqb_error *err) {
+  dlqb_archive a;
+  *out = dlqb_evidence_new(size, prev, id);
+  assert_non_null(*out);
+  dlqb_status st = dlqb_archive_read(text, len, &a, *out, err);
+  dlqb_archive_release(&a);
+  if (st != DLQB_OK) return st;
+  for (int i = ARCHIVED; i < LINES + LATER; i++)
+    assert_true(dlqb_evidence_visit(*out, w->lines[i], strlen(w->lines[i])));
+  return dlqb_evidence_finish(*out, res, err);
+}
+
+/* Once the oldest lines are gone, their archive gives the same tree, the
+ * same index and byte for byte the same bundle of a request whose records
+ * are all later; a request with a record among them is refused; a
+ * checkpoint's consistency proof from a size past the archive holds, and
+ * one from inside it is refused. */
+static void test_archive_stands_for_deleted_files(void **state) {
+  world *w = *state;
+  char note[DLQB_CHECKPOINT_MAX];
+  dlqb_checkpoint cp;
+  size_t nl = checkpoint(w, w->log_key, true, note, &cp);
+  size_t tl = 0, bl = 0, al = 0;
+  char *arch = archive_of(w, &tl);
+  assert_non_null(strstr(arch, "dlq-bridge archive v1\nlines 40\nroot "));
+  assert_non_null(strstr(arch, "\nfile audit.log.1\nfile audit.log.2\nindex 36\n"));
+  assert_null(strstr(arch, "R-")); /* no id, no record */
+  dlqb_archive a;
+  dlqb_error err;
+  assert_int_equal(dlqb_archive_read(arch, tl, &a, NULL, &err), DLQB_OK);
+  assert_int_equal(a.lines, ARCHIVED);
+  assert_int_equal(a.nfrontier, 2); /* 40 = 32 + 8 */
+  assert_string_equal(a.last_file, "audit.log.2");
+  assert_int_equal(a.entries, 36);
+  dlqb_archive_release(&a);
+
+  dlqb_evidence *e;
+  dlqb_evidence_result res;
+  assert_int_equal(after_archive(w, arch, tl, LINES, 0, "R-45", &e, &res, &err), DLQB_OK);
+  assert_memory_equal(res.tree.root, cp.root, DLQB_MERKLE_HASH);
+  assert_int_equal(res.tree.index_entries, cp.index_entries);
+  assert_memory_equal(res.tree.index_root, cp.index_root, DLQB_MERKLE_HASH);
+  char *b = NULL;
+  assert_int_equal(dlqb_evidence_bundle(e, note, nl, &b, &bl, &err), DLQB_OK);
+  dlqb_evidence_free(e);
+  char *whole = bundle_of(w, "R-45", note, nl, &al);
+  assert_int_equal(bl, al);
+  assert_memory_equal(b, whole, bl);
+  assert_int_equal(check(w, b, bl, 1, &err), DLQB_OK);
+  free(b);
+  free(whole);
+
+  /* R-7 has line 7 in the archive: no bundle can hold it. */
+  assert_int_equal(after_archive(w, arch, tl, LINES, 0, "R-7", &e, &res, &err), DLQB_OK);
+  b = NULL;
+  assert_int_equal(dlqb_evidence_bundle(e, note, nl, &b, &bl, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "1 record in the archived files"));
+  dlqb_evidence_free(e);
+
+  /* A checkpoint after one of 60 lines: the consistency proof holds. */
+  dlqb_evidence_result at60;
+  tree_of(w, 60, 0, &at60);
+  assert_int_equal(after_archive(w, arch, tl, LINES, 60, NULL, &e, &res, &err), DLQB_OK);
+  assert_memory_equal(res.prev_root, at60.tree.root, DLQB_MERKLE_HASH);
+  assert_true(dlqb_merkle_verify_consistency(60, LINES, at60.tree.root, res.tree.root,
+                                             (const unsigned char(*)[DLQB_MERKLE_HASH])res.cons,
+                                             res.ncons));
+  dlqb_evidence_free(e);
+  /* From a checkpoint inside the archive (30 lines), or of a tree that
+   * ends in it: refused, said. */
+  assert_int_equal(after_archive(w, arch, tl, LINES, 30, NULL, &e, &res, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "ends inside the archive"));
+  dlqb_evidence_free(e);
+  assert_int_equal(after_archive(w, arch, tl, 30, 0, NULL, &e, &res, &err), DLQB_EINVAL);
+  dlqb_evidence_free(e);
+
+  /* An archive that lies about the index gives another index root than
+   * the checkpoint's (prove then refuses); one whose compact range or
+   * root was changed is refused as it is read. */
+  /* The first entry's line number made another request's (line 1 or 2). */
+  size_t at = (size_t)(strstr(arch, "\nindex 36\n") - arch) + 10;
+  at += strcspn(arch + at, " ") + 1; /* the first entry's first line number */
+  size_t end = at + strcspn(arch + at, " \n");
+  const char *other = end - at == 1 && arch[at] == '1' ? "2" : "1";
+  char *lie = malloc(tl + 8);
+  int ll = snprintf(lie, tl + 8, "%.*s%s%s", (int)at, arch, other, arch + end);
+  assert_true(ll > 0);
+  assert_int_equal(after_archive(w, lie, (size_t)ll, LINES, 0, NULL, &e, &res, &err), DLQB_OK);
+  assert_memory_equal(res.tree.root, cp.root, DLQB_MERKLE_HASH);
+  assert_memory_not_equal(res.tree.index_root, cp.index_root, DLQB_MERKLE_HASH);
+  dlqb_evidence_free(e);
+  free(lie);
+  lie = strdup(arch);
+  char *fr = strstr(lie, "\nfrontier ") + 10;
+  fr[3] = fr[3] == 'A' ? 'B' : 'A';
+  assert_int_equal(after_archive(w, lie, tl, LINES, 0, NULL, &e, &res, &err), DLQB_EINVAL);
+  assert_non_null(strstr(err.msg, "does not hash to its root"));
+  dlqb_evidence_free(e);
+  free(lie);
+  /* Cut short: refused. */
+  assert_int_equal(dlqb_archive_read(arch, tl / 2, &a, NULL, &err), DLQB_EINVAL);
+  free(arch);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_bundle_verifies, setup, teardown),
@@ -351,6 +481,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_policy_and_keys, setup, teardown),
       cmocka_unit_test_setup_teardown(test_witness_judges, setup, teardown),
       cmocka_unit_test(test_base64_one_spelling),
+      cmocka_unit_test_setup_teardown(test_archive_stands_for_deleted_files, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,33 @@ static void test_ledger_grows(void **state) {
   dlqb_ledger_free(l);
 }
 
+/* A completion's time: the earliest its entries gave (a duplicate entry is
+ * the same completion written again); none known reads as none. */
+static void test_ledger_completion_times(void **state) {
+  (void)state;
+  dlqb_error err;
+  dlqb_ledger *l = dlqb_ledger_new();
+  int64_t at = 0;
+  assert_false(dlqb_ledger_completed_at(l, "r1", "crm", &at));
+  assert_int_equal(dlqb_ledger_add(l, "r1", "crm", &err), DLQB_OK);
+  assert_true(dlqb_ledger_contains(l, "r1", "crm"));
+  assert_false(dlqb_ledger_completed_at(l, "r1", "crm", &at)); /* done, time unknown */
+  assert_int_equal(dlqb_ledger_add_at(l, "r1", "crm", 5000, &err), DLQB_OK);
+  assert_true(dlqb_ledger_completed_at(l, "r1", "crm", &at));
+  assert_int_equal(at, 5000);
+  assert_int_equal(dlqb_ledger_add_at(l, "r1", "crm", 9000, &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_add_at(l, "r1", "crm", DLQB_LEDGER_NO_TIME, &err), DLQB_OK);
+  assert_true(dlqb_ledger_completed_at(l, "r1", "crm", &at));
+  assert_int_equal(at, 5000);
+  assert_int_equal(dlqb_ledger_add_at(l, "r1", "crm", -20, &err),
+                   DLQB_OK); /* a clock before 1970 */
+  assert_true(dlqb_ledger_completed_at(l, "r1", "crm", &at));
+  assert_int_equal(at, -20);
+  assert_false(dlqb_ledger_completed_at(l, "r1", "billing", &at));
+  assert_int_equal(dlqb_ledger_size(l), 1);
+  dlqb_ledger_free(l);
+}
+
 /* ---- the cache ---- */
 
 static dlqb_ledger *sample_ledger(int n) {
@@ -289,6 +316,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ledger_set),
       cmocka_unit_test(test_ledger_grows),
+      cmocka_unit_test(test_ledger_completion_times),
       cmocka_unit_test(test_ledger_clear_and_each),
       cmocka_unit_test(test_cache_round_trip),
       cmocka_unit_test(test_cache_refuses_damage),

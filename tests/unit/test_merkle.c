@@ -277,12 +277,63 @@ static void test_million_leaves(void **state) {
   dlqb_merkle_pass_free(p);
 }
 
+/* A pass started from the compact range of the first s leaves (what an
+ * archive of deleted files keeps) gives, for every tree of n > s leaves up
+ * to 70, the root of the whole tree, the inclusion proofs of the leaves
+ * from s on, and the consistency proof from any m >= s; a range of the
+ * first s leaves that is not a node of that compact range is refused. */
+static void test_started_from_a_frontier(void **state) {
+  (void)state;
+  enum { N = 70 };
+  for (uint64_t s = 1; s < N; s++) {
+    dlqb_merkle_pass *full = dlqb_merkle_pass_new();
+    unsigned char leaf[H], front[64][H];
+    for (uint64_t i = 0; i < s; i++) {
+      naive_leaf(i, leaf);
+      assert_true(dlqb_merkle_pass_add(full, leaf));
+    }
+    size_t nf = dlqb_merkle_pass_frontier(full, front);
+    assert_int_equal(nf, (size_t)__builtin_popcountll(s));
+    dlqb_merkle_pass_free(full);
+    for (uint64_t n = s + 1; n <= N; n++) {
+      dlqb_merkle_pass *p = dlqb_merkle_pass_new();
+      assert_false(dlqb_merkle_pass_start(p, s, front, nf + 1)); /* the count must match */
+      assert_true(dlqb_merkle_pass_start(p, s, front, nf));
+      assert_false(dlqb_merkle_pass_start(p, s, front, nf)); /* only an empty pass */
+      uint64_t m = s + (n - s) / 2;
+      dlqb_merkle_range con[DLQB_MERKLE_PROOF_MAX];
+      size_t nc = dlqb_merkle_consistency_ranges(m, n, con);
+      for (size_t i = 0; i < nc; i++) assert_true(dlqb_merkle_pass_want(p, con[i]));
+      dlqb_merkle_range before = {0, 1};
+      if (s > 1 && (s & 1) == 0) assert_false(dlqb_merkle_pass_want(p, before));
+      dlqb_merkle_proof pr;
+      for (uint64_t i = s; i < n; i++) {
+        if (i == n - 1) assert_true(dlqb_merkle_pass_prove_next(p, n, &pr));
+        naive_leaf(i, leaf);
+        assert_true(dlqb_merkle_pass_add(p, leaf));
+      }
+      unsigned char root[H], want[H], root_m[H], pc[DLQB_MERKLE_PROOF_MAX][H];
+      assert_true(dlqb_merkle_pass_root(p, root));
+      naive_mth(0, n, want);
+      assert_memory_equal(root, want, H);
+      assert_true(dlqb_merkle_pass_proof_finish(p, &pr));
+      naive_leaf(n - 1, leaf);
+      assert_true(dlqb_merkle_verify_inclusion(n - 1, n, leaf, pr.hash, pr.n, root));
+      if (m < n) {
+        for (size_t i = 0; i < nc; i++) assert_true(dlqb_merkle_pass_range(p, con[i], pc[i]));
+        naive_mth(0, m, root_m);
+        assert_true(dlqb_merkle_verify_consistency(m, n, root_m, root, pc, nc));
+      }
+      dlqb_merkle_pass_free(p);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rfc6962_roots),
-      cmocka_unit_test(test_rfc6962_proofs),
-      cmocka_unit_test(test_all_small_trees),
-      cmocka_unit_test(test_million_leaves),
+      cmocka_unit_test(test_rfc6962_roots),           cmocka_unit_test(test_rfc6962_proofs),
+      cmocka_unit_test(test_all_small_trees),         cmocka_unit_test(test_million_leaves),
+      cmocka_unit_test(test_started_from_a_frontier),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

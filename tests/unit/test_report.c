@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dlqb/calendar.h"
+#include "dlqb/deadline.h"
 #include "dlqb/names.h"
 #include "dlqb/report.h"
 
@@ -250,6 +251,293 @@ static void test_request_identity(void **state) {
   dlqb_report_free(r);
 }
 
+/* ---- the statutory side: response times per legal basis and action ---- */
+
+#define DAY   INT64_C(86400000)
+#define RULES "gdpr_*=1mo,ccpa_*=45d"
+#define NOW   "2026-12-16T00:00:00.000Z"
+
+/* A hop with the members the response times read: legal_basis, action
+ * and, on a first failure, received_at (NULL: none). */
+static void shop(dlqb_report *r, const char *time, const char *rid, const char *basis,
+                 const char *action, const char *received_at, const char *event, const char *to) {
+  char line[1024], rec[160] = "";
+  if (received_at != NULL)
+    snprintf(rec, sizeof rec, ",\"received_at\":\"%s\",\"received_from\":\"first_seen_at\"",
+             received_at);
+  int n = snprintf(line, sizeof line,
+                   "{\"v\":2,\"chain\":\"c\",\"seq\":1,\"prev\":\"p\",\"time\":\"%s\","
+                   "\"event\":\"%s\",\"writer\":\"bridge-1:42\",\"key\":\"k\","
+                   "\"message_id\":\"msg-%s\",\"request_id\":\"%s\",\"source_system\":\"crm\","
+                   "\"legal_basis\":\"%s\",\"action\":\"%s\",\"attempt\":1,\"reason\":\"\","
+                   "\"cause\":\"\",\"from\":\"dsr.failed\",\"to\":\"%s\",\"actor\":\"system\","
+                   "\"broker_user\":\"b\"%s}",
+                   time, event, rid, rid, basis, action, to, rec);
+  assert_true(n > 0 && (size_t)n < sizeof line);
+  assert_true(dlqb_report_line(r, line, (size_t)n));
+}
+
+/* A request first seen at `received` (a dead-letter then) and completed
+ * `took` ms later (the ledger's time for it; INT64_MAX: not completed). */
+static void done_after(dlqb_report *r, dlqb_ledger *l, const char *rid, const char *basis,
+                       const char *action, const char *received, int64_t took) {
+  shop(r, received, rid, basis, action, NULL, "dead_lettered", DLQB_Q_DLQ);
+  dlqb_error err;
+  if (took != INT64_MAX)
+    assert_int_equal(dlqb_ledger_add_at(l, rid, "crm", ms(received) + took, &err), DLQB_OK);
+}
+
+static dlqb_report *statutory_report(dlqb_ledger **l) {
+  static dlqb_deadlines d;
+  dlqb_error err;
+  assert_int_equal(dlqb_deadlines_parse(RULES, &d, &err), DLQB_OK);
+  dlqb_report *r = new_report();
+  dlqb_report_deadlines(r, &d, ms(NOW));
+  dlqb_report_queue_read(r, DLQB_Q_DLQ, ms(NOW), 0);
+  dlqb_report_queue_read(r, DLQB_Q_REVIEW, ms(NOW), 0);
+  assert_non_null(*l = dlqb_ledger_new());
+  dlqb_report_ledger(r, *l, NULL);
+  return r;
+}
+
+static const dlqb_report_group *group(const dlqb_report *r, const char *basis, const char *action) {
+  size_t n = 0;
+  const dlqb_report_group *g = dlqb_report_groups(r, &n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(g[i].legal_basis, basis) == 0 && strcmp(g[i].action, action) == 0) return &g[i];
+  fail_msg("no group %s %s", basis, action);
+  return NULL;
+}
+
+/* The median of an odd count is its middle, of an even count the mean of
+ * its two middles; the mean is the mean; groups are per basis and action,
+ * sorted. */
+static void test_response_median_and_mean(void **state) {
+  (void)state;
+  dlqb_ledger *l;
+  dlqb_report *r = statutory_report(&l);
+  done_after(r, l, "G-1", "gdpr_art_17", "deletion", "2026-11-01T00:00:00.000Z", 10 * DAY);
+  done_after(r, l, "G-2", "gdpr_art_17", "deletion", "2026-11-02T00:00:00.000Z", 2 * DAY);
+  done_after(r, l, "G-3", "gdpr_art_17", "deletion", "2026-11-03T00:00:00.000Z", 5 * DAY);
+  done_after(r, l, "C-1", "ccpa_1798_100", "access", "2026-11-04T00:00:00.000Z", 20 * DAY);
+  done_after(r, l, "C-2", "ccpa_1798_100", "access", "2026-11-05T00:00:00.000Z", 1 * DAY);
+  done_after(r, l, "C-3", "ccpa_1798_100", "access", "2026-11-06T00:00:00.000Z", 10 * DAY);
+  done_after(r, l, "C-4", "ccpa_1798_100", "access", "2026-11-07T00:00:00.000Z", 3 * DAY);
+  /* Another action under the same basis is a group of its own. */
+  done_after(r, l, "G-A", "gdpr_art_17", "access", "2026-11-08T00:00:00.000Z", DAY / 2);
+  dlqb_report_counts k;
+  dlqb_error err;
+  assert_int_equal(dlqb_report_finish(r, &k, &err), DLQB_OK);
+  size_t n = 0;
+  const dlqb_report_group *gs = dlqb_report_groups(r, &n);
+  assert_int_equal(n, 3);
+  assert_string_equal(gs[0].legal_basis, "ccpa_1798_100");
+  assert_string_equal(gs[1].action, "access");
+  assert_string_equal(gs[2].action, "deletion");
+  const dlqb_report_group *g = group(r, "gdpr_art_17", "deletion");
+  assert_int_equal(g->requests, 3);
+  assert_int_equal(g->completed, 3);
+  assert_int_equal(g->measured, 3);
+  assert_int_equal(g->median_ms, 5 * DAY);    /* 2, 5, 10 */
+  assert_int_equal(g->mean_ms, 17 * DAY / 3); /* 489,600,000 ms: 5.67 days */
+  assert_non_null(g->rule);
+  assert_int_equal(g->rule->months, 1);
+  g = group(r, "ccpa_1798_100", "access");
+  assert_int_equal(g->measured, 4);
+  assert_int_equal(g->median_ms, 13 * DAY / 2); /* 1, 3, 10, 20: (3 + 10) / 2 */
+  assert_int_equal(g->mean_ms, 34 * DAY / 4);
+  assert_int_equal(g->resp[DLQB_RESP_ON_TIME], 4);
+  assert_int_equal(g->resp[DLQB_RESP_LATE], 0);
+  g = group(r, "gdpr_art_17", "access");
+  assert_int_equal(g->median_ms, DAY / 2);
+  assert_int_equal(g->mean_ms, DAY / 2);
+  const dlqb_report_entry *e = find(r, "C-1");
+  assert_int_equal(e->response, DLQB_RESP_ON_TIME);
+  assert_int_equal(e->elapsed_ms, 20 * DAY);
+  assert_int_equal(e->received_ms, ms("2026-11-04T00:00:00.000Z"));
+  assert_string_equal(e->received_from, "trail");
+  assert_string_equal(e->closed_by, "completion");
+  assert_true(e->has_due);
+  assert_int_equal(e->due_ms, ms("2026-12-19T00:00:00.000Z"));
+  dlqb_report_free(r);
+  dlqb_ledger_free(l);
+}
+
+/* Done exactly at the deadline is on time, a millisecond later is late;
+ * open at the deadline is not yet past it, a millisecond after is. A month
+ * is a calendar month (31 October + 1 month = 30 November). */
+static void test_deadline_edges(void **state) {
+  (void)state;
+  dlqb_ledger *l;
+  dlqb_report *r = statutory_report(&l);
+  dlqb_error err;
+  const char *oct31 = "2026-10-31T10:00:00.000Z";
+  const int64_t due = ms("2026-11-30T10:00:00.000Z");
+  shop(r, "2026-11-02T00:00:00.000Z", "G-on", "gdpr_art_17", "deletion", oct31, "dead_lettered",
+       DLQB_Q_DLQ);
+  shop(r, "2026-11-02T00:00:00.000Z", "G-late", "gdpr_art_17", "deletion", oct31, "dead_lettered",
+       DLQB_Q_DLQ);
+  assert_int_equal(dlqb_ledger_add_at(l, "G-on", "crm", due, &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_add_at(l, "G-late", "crm", due + 1, &err), DLQB_OK);
+  /* CCPA, 45 days: due 2026-12-16T00:00 = NOW for the first, 1 ms before NOW for the second. */
+  shop(r, "2026-11-01T00:00:00.000Z", "C-open", "ccpa_1798_105", "deletion", NULL, "dead_lettered",
+       DLQB_Q_DLQ);
+  shop(r, "2026-11-01T00:00:00.000Z", "C-overdue", "ccpa_1798_105", "deletion",
+       "2026-10-31T23:59:59.999Z", "dead_lettered", DLQB_Q_DLQ);
+  dlqb_report_counts k;
+  assert_int_equal(dlqb_report_finish(r, &k, &err), DLQB_OK);
+  const dlqb_report_entry *e = find(r, "G-on");
+  assert_int_equal(e->due_ms, due);
+  assert_int_equal(e->received_ms, ms(oct31)); /* the claim, before the period */
+  assert_string_equal(e->received_from, "first_seen_at");
+  assert_int_equal(e->response, DLQB_RESP_ON_TIME);
+  assert_int_equal(find(r, "G-late")->response, DLQB_RESP_LATE);
+  e = find(r, "C-open");
+  assert_int_equal(e->due_ms, ms(NOW));
+  assert_int_equal(e->response, DLQB_RESP_OPEN);
+  assert_false(e->closed);
+  assert_int_equal(e->elapsed_ms, 45 * DAY); /* open this long */
+  assert_int_equal(find(r, "C-overdue")->response, DLQB_RESP_OPEN_LATE);
+  const dlqb_report_group *g = group(r, "gdpr_art_17", "deletion");
+  assert_int_equal(g->resp[DLQB_RESP_ON_TIME], 1);
+  assert_int_equal(g->resp[DLQB_RESP_LATE], 1);
+  g = group(r, "ccpa_1798_105", "deletion");
+  assert_int_equal(g->resp[DLQB_RESP_OPEN], 1);
+  assert_int_equal(g->resp[DLQB_RESP_OPEN_LATE], 1);
+  assert_int_equal(g->measured, 0); /* nothing closed: no median */
+  assert_int_equal(g->completed, 0);
+  dlqb_report_free(r);
+  dlqb_ledger_free(l);
+}
+
+/* Two clocks that disagree: a completion before its receipt is named, kept
+ * out of the median and mean, and never a negative number of days; an open
+ * request received "after now" is open for 0 days. */
+static void test_clock_going_backwards(void **state) {
+  (void)state;
+  dlqb_ledger *l;
+  dlqb_report *r = statutory_report(&l);
+  done_after(r, l, "G-ok", "gdpr_art_17", "deletion", "2026-11-10T00:00:00.000Z", 4 * DAY);
+  done_after(r, l, "G-back", "gdpr_art_17", "deletion", "2026-11-10T00:00:00.000Z", -3600000);
+  shop(r, "2026-11-20T00:00:00.000Z", "G-future", "gdpr_art_17", "deletion", NULL, "dead_lettered",
+       DLQB_Q_DLQ);
+  dlqb_report_counts k;
+  dlqb_error err;
+  /* The report made "before" that record: a writer's clock was ahead. */
+  static dlqb_deadlines d;
+  assert_int_equal(dlqb_deadlines_parse(RULES, &d, &err), DLQB_OK);
+  dlqb_report_deadlines(r, &d, ms("2026-11-19T00:00:00.000Z"));
+  assert_int_equal(dlqb_report_finish(r, &k, &err), DLQB_OK);
+  const dlqb_report_entry *e = find(r, "G-back");
+  assert_int_equal(e->response, DLQB_RESP_CLOCK);
+  assert_true(e->closed);
+  assert_int_equal(e->elapsed_ms, -3600000); /* said, as a gap: never counted */
+  e = find(r, "G-future");
+  assert_int_equal(e->response, DLQB_RESP_OPEN);
+  assert_int_equal(e->elapsed_ms, 0);
+  const dlqb_report_group *g = group(r, "gdpr_art_17", "deletion");
+  assert_int_equal(g->requests, 3);
+  assert_int_equal(g->completed, 2);
+  assert_int_equal(g->measured, 1);
+  assert_int_equal(g->median_ms, 4 * DAY);
+  assert_int_equal(g->mean_ms, 4 * DAY);
+  assert_int_equal(g->resp[DLQB_RESP_CLOCK], 1);
+  assert_int_equal(g->resp[DLQB_RESP_LATE], 0);
+  dlqb_report_free(r);
+  dlqb_ledger_free(l);
+}
+
+/* Where receipt and close come from: the earliest received_at of the
+ * request's records, bounded by each record's own time, records before
+ * the period included; a resolution closes at its hop; a completion
+ * without a usable time is said, not guessed; a basis without a rule (a
+ * profile without legal_basis) has no deadline. */
+static void test_receipt_and_close_sources(void **state) {
+  (void)state;
+  dlqb_ledger *l;
+  dlqb_report *r = statutory_report(&l);
+  dlqb_error err;
+  /* Seen before the period (its first failure), then in it. */
+  shop(r, "2026-10-20T00:00:00.000Z", "R-pre", "gdpr_art_15", "access", "2026-10-19T00:00:00.000Z",
+       "retry_scheduled", "dsr.retry.1s");
+  shop(r, "2026-11-05T00:00:00.000Z", "R-pre", "gdpr_art_15", "access", NULL, "dead_lettered",
+       DLQB_Q_DLQ);
+  /* A received_at later than its own record's time is no receipt. */
+  shop(r, "2026-11-05T00:00:00.000Z", "R-odd", "gdpr_art_15", "access", "2026-11-06T00:00:00.000Z",
+       "dead_lettered", DLQB_Q_DLQ);
+  /* Resolved by hand: closed at that hop. */
+  shop(r, "2026-11-05T00:00:00.000Z", "R-res", "gdpr_art_15", "access", NULL, "dead_lettered",
+       DLQB_Q_DLQ);
+  char line[512];
+  int n =
+      snprintf(line, sizeof line,
+               "{\"time\":\"2026-11-07T12:00:00.000Z\",\"event\":\"resolved\","
+               "\"message_id\":\"msg-R-res\",\"request_id\":\"R-res\","
+               "\"source_system\":\"crm\",\"legal_basis\":\"gdpr_art_15\",\"action\":\"access\","
+               "\"from\":\"%s\",\"to\":\"\",\"reason\":\"erased by hand\"}",
+               DLQB_Q_DLQ);
+  assert_true(dlqb_report_line(r, line, (size_t)n));
+  /* Completed, but the entry had no time; another with a time in the future. */
+  shop(r, "2026-11-05T00:00:00.000Z", "R-notime", "gdpr_art_15", "access", NULL, "dead_lettered",
+       DLQB_Q_DLQ);
+  assert_int_equal(dlqb_ledger_add(l, "R-notime", "crm", &err), DLQB_OK);
+  shop(r, "2026-11-05T00:00:00.000Z", "R-ahead", "gdpr_art_15", "access", NULL, "dead_lettered",
+       DLQB_Q_DLQ);
+  assert_int_equal(dlqb_ledger_add_at(l, "R-ahead", "crm", ms(NOW) + 3600000, &err), DLQB_OK);
+  /* No legal basis (another profile's records): no deadline, still timed. */
+  shop(r, "2026-11-05T00:00:00.000Z", "R-nobasis", "", "", NULL, "dead_lettered", DLQB_Q_DLQ);
+  assert_int_equal(dlqb_ledger_add_at(l, "R-nobasis", "crm", ms("2026-11-06T00:00:00.000Z"), &err),
+                   DLQB_OK);
+  /* Completed in the period but outside the report: seen only before it,
+   * and never in the trail (it never failed). */
+  shop(r, "2026-10-20T00:00:00.000Z", "R-before", "gdpr_art_15", "access", NULL, "dead_lettered",
+       DLQB_Q_DLQ);
+  assert_int_equal(dlqb_ledger_add_at(l, "R-before", "crm", ms("2026-11-03T00:00:00.000Z"), &err),
+                   DLQB_OK);
+  assert_int_equal(dlqb_ledger_add_at(l, "R-never", "crm", ms("2026-11-03T00:00:00.000Z"), &err),
+                   DLQB_OK);
+  assert_int_equal(
+      dlqb_ledger_add_at(l, "R-never-old", "crm", ms("2026-10-03T00:00:00.000Z"), &err), DLQB_OK);
+  assert_int_equal(dlqb_ledger_add(l, "R-never-notime", "crm", &err), DLQB_OK);
+  dlqb_report_counts k;
+  assert_int_equal(dlqb_report_finish(r, &k, &err), DLQB_OK);
+  const dlqb_report_entry *e = find(r, "R-pre");
+  assert_int_equal(e->received_ms, ms("2026-10-19T00:00:00.000Z"));
+  assert_string_equal(e->received_from, "first_seen_at");
+  assert_string_equal(e->legal_basis, "gdpr_art_15");
+  assert_string_equal(e->action, "access");
+  assert_int_equal(e->response, DLQB_RESP_OPEN_LATE); /* due 19 November */
+  e = find(r, "R-odd");
+  assert_int_equal(e->received_ms, ms("2026-11-05T00:00:00.000Z"));
+  assert_string_equal(e->received_from, "trail");
+  e = find(r, "R-res");
+  assert_true(e->closed);
+  assert_string_equal(e->closed_by, "resolution");
+  assert_int_equal(e->closed_ms, ms("2026-11-07T12:00:00.000Z"));
+  assert_int_equal(e->elapsed_ms, 2 * DAY + DAY / 2);
+  assert_int_equal(e->response, DLQB_RESP_ON_TIME);
+  assert_int_equal(find(r, "R-notime")->response, DLQB_RESP_NO_TIME);
+  assert_int_equal(find(r, "R-ahead")->response, DLQB_RESP_NO_TIME);
+  e = find(r, "R-nobasis");
+  assert_false(e->has_due);
+  assert_int_equal(e->response, DLQB_RESP_CLOSED);
+  assert_int_equal(e->elapsed_ms, DAY);
+  assert_null(group(r, "", "")->rule);
+  const dlqb_report_group *g = group(r, "gdpr_art_15", "access");
+  assert_int_equal(g->requests, 5); /* R-pre, R-odd, R-res, R-notime, R-ahead */
+  assert_int_equal(g->completed, 2);
+  assert_int_equal(g->resolved, 1);
+  assert_int_equal(g->measured, 1);
+  assert_int_equal(g->resp[DLQB_RESP_NO_TIME], 2);
+  assert_int_equal(g->received, 4); /* received in the period: all but R-pre */
+  assert_null(find(r, "R-before"));
+  assert_int_equal(k.completed_before_period, 1);
+  assert_int_equal(k.completed_never_in_trail, 1);
+  assert_int_equal(k.completed_never_in_trail_no_time, 1);
+  dlqb_report_free(r);
+  dlqb_ledger_free(l);
+}
+
 /* ---- the signature ---- */
 
 typedef struct {
@@ -428,6 +716,10 @@ int main(void) {
       cmocka_unit_test(test_every_state_and_counts_add_up),
       cmocka_unit_test(test_unknown_names_why),
       cmocka_unit_test(test_request_identity),
+      cmocka_unit_test(test_response_median_and_mean),
+      cmocka_unit_test(test_deadline_edges),
+      cmocka_unit_test(test_clock_going_backwards),
+      cmocka_unit_test(test_receipt_and_close_sources),
       cmocka_unit_test_setup_teardown(test_signed_report_verifies_with_public_keys_alone,
                                       keys_setup, keys_teardown),
       cmocka_unit_test_setup_teardown(test_unknown_or_revoked_key_fails, keys_setup, keys_teardown),

@@ -295,9 +295,77 @@ static void test_hop_records_deaths_and_delivery_count(void **state) {
   assert_false(p.hop.has_delivery_count);
 }
 
+/* The receipt a first failure's hop records: the earliest usable time the
+ * task carries, never later than now; the bridge's clock when none. */
+static void test_first_failure_records_the_receipt(void **state) {
+  (void)state;
+  dlqb_config cfg;
+  make_cfg(&cfg);
+  task t;
+  amqp_basic_properties_t props;
+  dlqb_route_plan p;
+  struct {
+    const char *first_seen; /* NULL: none */
+    uint64_t timestamp;     /* seconds, 0: none */
+    int64_t attempt;
+    bool recorded;
+    int64_t at;
+    const char *from;
+  } cases[] = {
+      /* The producer's stamp. */
+      {"2026-11-20T09:00:00Z", 0, 0, true, INT64_C(1795165200000), "first_seen_at"},
+      /* The earlier of the stamp and the timestamp property. */
+      {"2026-11-20T09:00:00Z", 1795000000, 0, true, INT64_C(1795000000000), "timestamp"},
+      /* Nothing on the task: the bridge's first sight. */
+      {NULL, 0, 0, true, NOW, "bridge"},
+      /* A stamp in the future is no evidence: the bridge's clock. */
+      {"2200-01-01T00:00:00Z", 0, 0, true, NOW, "bridge"},
+      /* Within the clock skew ahead: cut to the first sight. */
+      {"2026-11-30T05:11:48Z", 0, 0, true, NOW, "bridge"},
+      /* Not the first failure: nothing recorded. */
+      {"2026-11-20T09:00:00Z", 0, 1, false, 0, ""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    make_task(&t, cases[i].attempt);
+    if (cases[i].first_seen != NULL)
+      tb_add(&t.h, DLQB_H_FIRST_SEEN_AT, tb_str(cases[i].first_seen));
+    memset(&props, 0, sizeof props);
+    props._flags = AMQP_BASIC_HEADERS_FLAG;
+    props.headers = t.h.t;
+    if (cases[i].timestamp != 0) {
+      props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+      props.timestamp = cases[i].timestamp;
+    }
+    dlqb_route_plan_make(&cfg, &t.h.t, "m-1", NOW, 0, &p);
+    dlqb_route_plan_receipt(&p, &props, NULL, NOW);
+    printf("case %zu: recorded %d at %lld from %s\n", i, p.hop.has_received,
+           (long long)p.hop.received_at_ms, p.hop.received_from);
+    assert_int_equal(p.hop.has_received, cases[i].recorded);
+    if (!cases[i].recorded) continue;
+    assert_int_equal(p.hop.received_at_ms, cases[i].at);
+    assert_string_equal(p.hop.received_from, cases[i].from);
+    assert_string_equal(p.hop.action, "deletion");
+  }
+  /* An envelope too broken to say its attempt: recorded (its one hop). */
+  tb_clear(&t.h);
+  tb_add(&t.h, DLQB_H_REQUEST_ID, tb_str("req-1"));
+  tb_add(&t.h, DLQB_H_ACTION, tb_str("erase-everything"));
+  tb_add(&t.h, DLQB_H_ATTEMPT, tb_str("many"));
+  memset(&props, 0, sizeof props);
+  props._flags = AMQP_BASIC_HEADERS_FLAG;
+  props.headers = t.h.t;
+  dlqb_route_plan_make(&cfg, &t.h.t, "m-2", NOW, 0, &p);
+  assert_false(p.valid);
+  dlqb_route_plan_receipt(&p, &props, NULL, NOW);
+  assert_true(p.hop.has_received);
+  assert_string_equal(p.hop.received_from, "bridge");
+  assert_string_equal(p.hop.action, "erase-everythin"); /* what it carries, cut to fit */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hop_records_deaths_and_delivery_count),
+      cmocka_unit_test(test_first_failure_records_the_receipt),
       cmocka_unit_test(test_first_failure_is_retried_on_the_first_tier),
       cmocka_unit_test(test_second_failure_uses_the_next_tier_and_keeps_first_seen),
       cmocka_unit_test(test_future_first_seen_is_restamped),
