@@ -51,6 +51,10 @@ struct dlqb_pipe {
   bool settled_now;    /* the handler settled the current delivery */
   bool settle_refused; /* the ring refused a delivery (a protocol error) */
   bool cancel_sent;
+  /* The pass is ending for a stop or its limit: deliveries from now on go
+   * back to the queue. A cancel sent only because the pass was idle does
+   * not set it (on_deliver says why). */
+  bool holding_late;
   unsigned consumers;    /* basic.consume sent (consumer tags "dlqb", "dlqb-2", ...) */
   unsigned consumers_ok; /* of which the broker confirmed (consume-ok) */
   unsigned cancelled;    /* of which the broker confirmed the cancel (cancel-ok) */
@@ -606,6 +610,7 @@ static dlqb_status closed_by_broker(dlqb_pipe *p, const amqp_frame_t *f, dlqb_er
 }
 
 static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err);
+static bool limit_reached(const dlqb_pipe *p);
 
 /* Waits for the next content frame of the consuming channel, handling the
  * connection-level notices and publisher confirms (the publishing channel)
@@ -673,13 +678,19 @@ static dlqb_status on_deliver(dlqb_pipe *p, const amqp_basic_deliver_t *m, dlqb_
   p->stats.delivered++;
   p->last_delivery_ms = dlqb_mono_ms();
   p->ready_checked_ms = 0;
-  /* Past the limit or after a cancel: leave it for the queue. */
+  /* Past the limit or after a stop: leave it for the queue. After a cancel
+   * sent only because the pass was idle it is the pass's all the same: the
+   * broker gave it to our consumer before it handled the cancel (the
+   * cancel-ok comes behind it), so it is handled like any other. A broker
+   * slow to send what it gave (4.0.5 over a 25,000-deep header) answers
+   * the idle check's declare with none ready, and its deliveries come
+   * behind that answer; holding them made every such pass examine none. */
   p->settled_now = false;
   p->cur = &d;
   p->cur_id_state = 0;
   dlqb_memo_entry was;
   const uint8_t *id;
-  if (p->cancel_sent) {
+  if (p->holding_late || limit_reached(p)) {
     dlqb_pipe_hold(p, &d);
   } else if (d.redelivered && dlqb_memo_size(p->opt.memory) > 0 && (id = current_id(p)) != NULL &&
              dlqb_memo_take(p->opt.memory, id, &was)) {
@@ -922,7 +933,7 @@ static dlqb_status check_idle_ready(dlqb_pipe *p, long long now, bool *idle, dlq
 static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   dlqb_status st = start_consumer(p, err);
   if (st != DLQB_OK) return st;
-  long long drain_deadline = 0;
+  long long drain_from = 0; /* when the cancel went out (0: not yet) */
   p->last_delivery_ms = p->last_tick_ms = dlqb_mono_ms();
   for (;;) {
     /* Decoded frames live in per-channel pools; recycling them between
@@ -936,11 +947,15 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     bool idle_out = p->opt.idle_stop_ms > 0 && p->ring.count == 0 &&
                     now - p->last_delivery_ms >= p->opt.idle_stop_ms;
     if (idle_out && (st = check_idle_ready(p, now, &idle_out, err)) != DLQB_OK) return st;
-    if ((stop != NULL && *stop) || limit_reached(p) || idle_out) {
+    if ((stop != NULL && *stop) || limit_reached(p)) p->holding_late = true;
+    if (p->holding_late || idle_out || p->cancel_sent) {
       if ((st = send_cancel(p, err)) != DLQB_OK) return st;
-      if (drain_deadline == 0) drain_deadline = now + DRAIN_TIMEOUT_MS;
+      /* The drain's time runs from the cancel, and again from each
+       * delivery handled after an idle one (it may have published). */
+      if (drain_from == 0) drain_from = now;
+      if (!p->holding_late && p->last_delivery_ms > drain_from) drain_from = p->last_delivery_ms;
       if (p->ring.count == 0 && !consuming(p)) return DLQB_OK;
-      if (now > drain_deadline && !outwait_audit(p)) {
+      if (now - drain_from > DRAIN_TIMEOUT_MS && !outwait_audit(p)) {
         dlqb_log_warn("drain_timeout",
                       "%zu messages still unconfirmed after %d ms; leaving them "
                       "unacked for redelivery",

@@ -363,11 +363,20 @@ int th_error_lines(const char *s);
 typedef struct {
   pid_t pid; /* 0 when not running */
   int port;  /* 0 before the first start: a free port is taken */
+  /* > 0: on each connection, the broker's first basic.deliver and all it
+   * sends after that reach the client this many ms late; then its bytes
+   * pass at once again. A broker slow to send a delivery (RabbitMQ 4.0.5
+   * takes seconds over a 25,000-deep header table), with everything
+   * behind it on the socket waiting too; what clients send is never held.
+   * Read by th_proxy_start. */
+  int delivery_stall_ms;
 } th_proxy;
 
 /* Starts a proxy process listening on 127.0.0.1:px->port (when 0, a free
  * port, stored back; later starts reuse it) that connects each client to
- * the node's AMQP port and copies bytes both ways. Returns 0 or -1. */
+ * the node's AMQP port and copies bytes both ways (with
+ * px->delivery_stall_ms, holding each connection's first delivery).
+ * Returns 0 or -1. */
 int th_proxy_start(th_proxy *px);
 
 /* From now on the proxy discards what the broker sends (confirms,

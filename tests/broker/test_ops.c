@@ -1,8 +1,9 @@
 /* The ops commands against a real broker: replay (every filter, the
  * completion ledger and who may write it, --limit, --rate, SIGKILL
  * midway), escalate, inspect
- * (the DLQ exactly as it was), stats, resolve, and ops while the daemon
- * routes, including its own SLA and max_replays escalations. */
+ * (the DLQ exactly as it was, and whole behind a broker slow to deliver),
+ * stats, resolve, and ops while the daemon routes, including its own SLA
+ * and max_replays escalations (also behind a slow broker). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -840,6 +841,56 @@ static void test_inspect_leaves_dlq_exactly(void **state) {
   }
 }
 
+/* A pass idle for its idle stop asks the queue how many are ready before it
+ * ends; when the broker is slow to send what it already gave the pass
+ * (4.0.5 takes seconds over a deeply nested header), the answer is 0 and
+ * the deliveries arrive behind it, after the pass has cancelled its
+ * consumer. They are the pass's all the same: examined, not left aside.
+ * The proxy holds the first delivery (and everything behind it) for longer
+ * than the pass's idle stop: inspect's 5 s, the escalator's 2 s. */
+#define INSPECT_IDLE_STOP_MS   5000
+#define ESCALATOR_IDLE_STOP_MS 2000
+
+static int64_t json_int(json_object *j, const char *key) {
+  json_object *v = NULL;
+  assert_true(json_object_object_get_ex(j, key, &v));
+  return json_object_get_int64(v);
+}
+
+static void test_inspect_lists_deliveries_that_come_late(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  static const char *const ids[] = {"late-1", "late-2", "late-3", NULL};
+  for (int i = 0; ids[i] != NULL; i++) pub_simple(t, ids[i]);
+  th_proxy px = {.delivery_stall_ms = INSPECT_IDLE_STOP_MS + 2000};
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url[TH_URL_MAX + 32];
+  assert_true(th_proxy_url_env(&px, &t->vhost, url, sizeof url));
+  const char *const env[] = {url, NULL};
+  static const char *const args[] = {"inspect", "--json", NULL};
+  th_result r;
+  run(t, args, env, &r);
+  th_proxy_cut(&px);
+  assert_int_equal(r.exit_code, 0);
+  json_object *j = json_tokener_parse(r.out), *items = NULL, *v = NULL;
+  assert_non_null(j);
+  assert_int_equal(json_int(j, "total"), 3);
+  assert_int_equal(json_int(j, "examined"), 3);
+  assert_int_equal(json_int(j, "listed"), 3);
+  assert_true(json_object_object_get_ex(j, "complete", &v));
+  assert_true(json_object_get_boolean(v));
+  assert_true(json_object_object_get_ex(j, "items", &items));
+  assert_int_equal(json_object_array_length(items), 3);
+  for (int i = 0; ids[i] != NULL; i++)
+    assert_string_equal(th_json_str(json_object_array_get_idx(items, (size_t)i), "request_id"),
+                        ids[i]);
+  json_object_put(j);
+  /* Nothing moved: the same items, in the same order. */
+  id_t_ got[8];
+  int n = drain(t, "dsr.dlq.manual", got, 8);
+  expect_ids(got, n, (const char *const *)ids);
+}
+
 /* On an 80-column terminal (COLUMNS here) no line is longer than 80
  * characters, the cut is marked and said, hostile text is sanitised; --wide
  * shows every column whole. */
@@ -1074,6 +1125,33 @@ static void test_daemon_escalates_sla_and_max_replays(void **state) {
   FX_CHECK(t, fx_stop_bridges(t) == 0);
 }
 
+/* The daemon's SLA escalator behind the same slow broker: every pass would
+ * otherwise cancel before its deliveries arrive and escalate nothing, pass
+ * after pass (what broker.hostile's deep header met on 4.0.5). */
+static void test_daemon_escalates_deliveries_that_come_late(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  pub_dlq(t, "late-old-1", "crm", "gdpr_art_17", "rejected by worker", th_now_ms() - HOUR_MS);
+  pub_dlq(t, "late-old-2", "crm", "gdpr_art_17", "rejected by worker", th_now_ms() - HOUR_MS);
+  th_proxy px = {.delivery_stall_ms = ESCALATOR_IDLE_STOP_MS + 1500};
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url[TH_URL_MAX + 32];
+  assert_true(th_proxy_url_env(&px, &t->vhost, url, sizeof url));
+  const char *const env[] = {url, "DLQ_BRIDGE_DLQ_SLA=4s", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  th_msg m;
+  th_msg_init(&m);
+  for (int i = 0; i < 2; i++) {
+    FX_CHECK(t, fx_take(t, "compliance_review", &m, 30000) == 1);
+    FX_HDR_STR_EQ(&m, "request_id", i == 0 ? "late-old-1" : "late-old-2");
+    FX_HDR_STR_EQ(&m, "escalation_reason", "dlq_sla");
+  }
+  th_msg_release(&m);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  th_proxy_cut(&px);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+}
+
 int main(void) {
   /* DLQB_TEST_FILTER=test_replay* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
@@ -1092,12 +1170,14 @@ int main(void) {
       FX_TEST(test_escalate),
       FX_TEST(test_inspect_leaves_dlq_exactly),
       FX_TEST(test_inspect_fits_80_columns),
+      FX_TEST(test_inspect_lists_deliveries_that_come_late),
       FX_TEST(test_replay_broker_lost),
       FX_TEST(test_resolve),
       FX_TEST(test_stats),
       FX_TEST(test_unreachable_broker),
       FX_TEST(test_ops_while_daemon_routes),
       FX_TEST(test_daemon_escalates_sla_and_max_replays),
+      FX_TEST(test_daemon_escalates_deliveries_that_come_late),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

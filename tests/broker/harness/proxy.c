@@ -1,5 +1,5 @@
 /* The broker tests' harness (harness.h): a TCP proxy between clients and the
- * node (cut, swallow), and an HTTP GET. */
+ * node (cut, swallow, a stalled delivery), and an HTTP GET. */
 #include "internal.h"
 
 /* ---- a TCP proxy between clients and the node ------------------------ */
@@ -10,65 +10,162 @@ static void th__on_usr1(int sig) {
   th__proxy_swallowing = 1;
 }
 
+/* AMQP 0-9-1 framing, as far as finding a basic.deliver needs: a frame is
+ * type (1 byte), channel (2), payload size (4), payload, frame end (1); a
+ * method frame's payload starts with its class and method ids (2 + 2). */
+#define TH__FRAME_METHOD  1
+#define TH__FRAME_HEAD    7
+#define TH__METHOD_HEAD   11 /* frame header and the two ids */
+#define TH__BASIC         60
+#define TH__BASIC_DELIVER 60
+
+/* One client's connection through the proxy. */
+typedef struct {
+  int cli, up; /* -1: the slot is free */
+  /* The broker's stream, followed frame by frame until its first
+   * basic.deliver (delivery_stall_ms only). */
+  unsigned char head[TH__METHOD_HEAD];
+  size_t nhead;
+  uint64_t skip;      /* bytes of the current frame still to pass over */
+  bool stalled_once;  /* its first delivery was seen: no more parsing */
+  int64_t release_ms; /* > 0: what the broker sends waits until then */
+  unsigned char *held;
+  size_t nheld, held_cap;
+} th__pconn;
+
+static void th__pconn_close(th__pconn *c) {
+  if (c->cli >= 0) close(c->cli);
+  if (c->up >= 0) close(c->up);
+  free(c->held);
+  *c = (th__pconn){.cli = -1, .up = -1};
+}
+
+static bool th__write_all(int fd, const unsigned char *b, size_t n) {
+  for (size_t off = 0; off < n;) {
+    ssize_t w = write(fd, b + off, n - off);
+    if (w <= 0) return false;
+    off += (size_t)w;
+  }
+  return true;
+}
+
+static bool th__hold(th__pconn *c, const unsigned char *b, size_t n) {
+  if (c->nheld + n > c->held_cap) {
+    size_t cap = (c->nheld + n) * 2;
+    unsigned char *h = realloc(c->held, cap);
+    if (h == NULL) return false;
+    c->held = h;
+    c->held_cap = cap;
+  }
+  memcpy(c->held + c->nheld, b, n);
+  c->nheld += n;
+  return true;
+}
+
+/* Follows the broker's frames through b[0..n). Returns the offset just past
+ * the ids of the first basic.deliver (*found set), or n: the client then
+ * holds the start of that frame, which it cannot read before the rest. */
+static size_t th__find_deliver(th__pconn *c, const unsigned char *b, size_t n, bool *found) {
+  size_t i = 0;
+  *found = false;
+  while (i < n) {
+    if (c->skip > 0) {
+      size_t take = c->skip < n - i ? (size_t)c->skip : n - i;
+      i += take;
+      c->skip -= take;
+      continue;
+    }
+    c->head[c->nhead++] = b[i++];
+    if (c->nhead != TH__FRAME_HEAD && c->nhead != TH__METHOD_HEAD) continue;
+    uint32_t size = (uint32_t)c->head[3] << 24 | (uint32_t)c->head[4] << 16 |
+                    (uint32_t)c->head[5] << 8 | (uint32_t)c->head[6];
+    if (c->nhead == TH__FRAME_HEAD && c->head[0] == TH__FRAME_METHOD && size >= 4) continue;
+    *found = c->nhead == TH__METHOD_HEAD && c->head[7] == 0 && c->head[8] == TH__BASIC &&
+             c->head[9] == 0 && c->head[10] == TH__BASIC_DELIVER;
+    c->skip = (uint64_t)size + 1 - (c->nhead - TH__FRAME_HEAD); /* the rest and the frame end */
+    c->nhead = 0;
+    if (*found) return i;
+  }
+  return i;
+}
+
+/* Passes on what the broker sent c: at once, or (stall_ms) from its first
+ * delivery on, held until stall_ms after that delivery arrived. */
+static bool th__from_broker(th__pconn *c, const unsigned char *b, size_t n, int stall_ms) {
+  if (th__proxy_swallowing) return true;
+  if (c->release_ms > 0) return th__hold(c, b, n);
+  if (stall_ms <= 0 || c->stalled_once) return th__write_all(c->cli, b, n);
+  bool found;
+  size_t at = th__find_deliver(c, b, n, &found);
+  if (!th__write_all(c->cli, b, at)) return false;
+  if (!found) return true;
+  c->stalled_once = true;
+  c->release_ms = th__mono_ms() + stall_ms;
+  return th__hold(c, b + at, n - at);
+}
+
 /* The proxy process: accepts on port, connects each client to the broker
  * and copies bytes both ways. After SIGUSR1 it discards what the broker
  * sends (confirms, deliveries) but keeps passing on what clients send. */
-static void th__proxy_main(int listen_fd, int broker_port) {
+static void th__proxy_main(int listen_fd, int broker_port, int stall_ms) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   signal(SIGUSR1, th__on_usr1);
   enum { MAXC = 16 };
-  int cli[MAXC], up[MAXC];
-  for (int i = 0; i < MAXC; i++) cli[i] = up[i] = -1;
-  char buf[65536];
+  th__pconn c[MAXC];
+  for (int i = 0; i < MAXC; i++) c[i] = (th__pconn){.cli = -1, .up = -1};
+  unsigned char buf[65536];
   for (;;) {
     struct pollfd p[1 + 2 * MAXC];
-    int n = 0;
+    int n = 0, timeout = 1000;
+    int64_t now = th__mono_ms();
     p[n++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
     for (int i = 0; i < MAXC; i++) {
-      p[n++] = (struct pollfd){.fd = cli[i], .events = POLLIN};
-      p[n++] = (struct pollfd){.fd = up[i], .events = POLLIN};
+      p[n++] = (struct pollfd){.fd = c[i].cli, .events = POLLIN};
+      p[n++] = (struct pollfd){.fd = c[i].up, .events = POLLIN};
+      if (c[i].release_ms > 0 && c[i].release_ms - now < timeout)
+        timeout = c[i].release_ms > now ? (int)(c[i].release_ms - now) : 0;
     }
-    if (poll(p, (nfds_t)n, 1000) < 0) {
+    if (poll(p, (nfds_t)n, timeout) < 0) {
       if (errno == EINTR) continue;
       _exit(1);
     }
     if (p[0].revents & POLLIN) {
-      int c = accept(listen_fd, NULL, NULL);
+      int cl = accept(listen_fd, NULL, NULL);
       int slot = -1;
       for (int i = 0; i < MAXC && slot < 0; i++)
-        if (cli[i] < 0) slot = i;
+        if (c[i].cli < 0) slot = i;
       int u = socket(AF_INET, SOCK_STREAM, 0);
       struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)broker_port)};
       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (c < 0 || slot < 0 || u < 0 || connect(u, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (c >= 0) close(c);
+      if (cl < 0 || slot < 0 || u < 0 || connect(u, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (cl >= 0) close(cl);
         if (u >= 0) close(u);
       } else {
-        cli[slot] = c;
-        up[slot] = u;
+        c[slot] = (th__pconn){.cli = cl, .up = u};
       }
     }
     for (int i = 0; i < MAXC; i++) {
       for (int dir = 0; dir < 2; dir++) {
         struct pollfd *pf = &p[1 + 2 * i + dir];
         if (pf->fd < 0 || !(pf->revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        int from = dir == 0 ? cli[i] : up[i], to = dir == 0 ? up[i] : cli[i];
-        ssize_t got = read(from, buf, sizeof buf);
+        ssize_t got = read(pf->fd, buf, sizeof buf);
         bool ok = got > 0;
-        if (ok && !(dir == 1 && th__proxy_swallowing)) {
-          for (ssize_t off = 0; ok && off < got;) {
-            ssize_t w = write(to, buf + off, (size_t)(got - off));
-            if (w <= 0) ok = false;
-            else off += w;
-          }
-        }
+        if (ok && dir == 0) ok = th__write_all(c[i].up, buf, (size_t)got);
+        else if (ok) ok = th__from_broker(&c[i], buf, (size_t)got, stall_ms);
         if (!ok) {
-          close(cli[i]);
-          close(up[i]);
-          cli[i] = up[i] = -1;
+          th__pconn_close(&c[i]);
           break;
         }
       }
+    }
+    /* A stall over: what waited goes on, in order, before anything newer. */
+    now = th__mono_ms();
+    for (int i = 0; i < MAXC; i++) {
+      if (c[i].release_ms <= 0 || now < c[i].release_ms) continue;
+      bool ok = th__write_all(c[i].cli, c[i].held, c[i].nheld);
+      c[i].release_ms = 0;
+      c[i].nheld = 0;
+      if (!ok) th__pconn_close(&c[i]);
     }
   }
 }
@@ -94,7 +191,7 @@ int th_proxy_start(th_proxy *px) {
     close(fd);
     return -1;
   }
-  if (pid == 0) th__proxy_main(fd, e->amqp_port);
+  if (pid == 0) th__proxy_main(fd, e->amqp_port, px->delivery_stall_ms);
   close(fd);
   px->pid = pid;
   return 0;
