@@ -9,6 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 packages=(
     build-essential cmake pkg-config
+    git # scripts/build-deb.sh packs the tracked files (git ls-files); minbase has no git
     librabbitmq-dev libssl-dev libjson-c-dev libcmocka-dev libmicrohttpd-dev
     rabbitmq-server curl socat prometheus openssl python3 python3-yaml python3-cryptography jq tmux
     clang clang-format libclang-rt-14-dev systemd debootstrap docker.io

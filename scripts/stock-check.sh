@@ -29,7 +29,7 @@ if ! scripts/stock-root.sh --cache-downloads --bind "$root:/src" /bin/bash -euc 
     /src/scripts/install-deps.sh || fail "scripts/install-deps.sh failed on a stock bookworm"
     # What the suite runs must be Debian packages, not what happened to be
     # first in PATH on the machine that wrote the scripts.
-    for tool in node npm python3 chromium cmake clang docker debootstrap curl jq; do
+    for tool in node npm python3 chromium cmake clang docker debootstrap curl jq git; do
         p=$(command -v "$tool") || fail "$tool is not installed by install-deps.sh"
         dpkg -S "$(readlink -f "$p")" >/dev/null 2>&1 || fail "$tool ($p) is not from a Debian package"
     done
