@@ -19,7 +19,7 @@ typedef struct dlqb_anchor_pub dlqb_anchor_pub;
  * the broker) before it counts as failed. */
 #define DLQB_ANCHOR_CONFIRM_MS 5000
 
-/* Starts a thread that, every cfg->audit_anchor_interval_ms, publishes a's
+/* Starts a thread that, every cfg->audit.anchor_interval_ms, publishes a's
  * head when it changed since the last confirmed anchor, over a connection
  * of its own, with a publisher confirm. It never blocks the writer or the
  * acks: a broker that cannot take an anchor is logged once

@@ -135,7 +135,7 @@ typedef struct {
 /* Fills l with every completion in the stream `stream` (dsr.completed),
  * keyed by the identity of the profile of the pipeline cfg serves (its
  * first, dlqb_config_pipeline),
- * whose user_id is one of cfg->completion_writers, on a connection of its
+ * whose user_id is one of cfg->ledger.completion_writers, on a connection of its
  * own (opened with cfg, closed before returning). The
  * end: it first appends a marker entry (header x-dlqb-ledger-marker, no
  * request_id, so readers ignore it) and waits for its confirm, then reads

@@ -21,7 +21,7 @@
 
 typedef struct dlqb_link dlqb_link;
 
-/* Connects to cfg->url (password from cfg->password_file when set), logs in
+/* Connects to cfg->broker.url (password from cfg->broker.password_file when set), logs in
  * with connection name `purpose` (shown in the management UI), opens
  * DLQB_CHANNEL. TLS (amqps://) verifies peer and hostname and needs TLS 1.2
  * or later. On failure *out is NULL and err says what failed, without the

@@ -288,7 +288,7 @@ bool ops_hops_collect(void *arg, const char *line, size_t len);
 void ops_hops_sort(struct json_object **hops, size_t n);
 void ops_hops_free(ops_hops *c);
 
-/* Verifies the configured trail (cfg->audit_log and its rotated files,
+/* Verifies the configured trail (cfg->audit.log and its rotated files,
  * its seal, the writers' keys audit_public_keys) and collects c's hops
  * from it, sorted; on an error nothing of it may be shown. */
 dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err);

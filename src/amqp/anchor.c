@@ -140,7 +140,7 @@ static void note(dlqb_anchor_pub *p, dlqb_status st, const dlqb_error *err) {
     dlqb_log_error("anchor_failing",
                    "cannot anchor the audit trail: %s; records stay on disk "
                    "and acking goes on, retrying every %llu ms",
-                   err->msg, (unsigned long long)p->cfg->audit_anchor_interval_ms);
+                   err->msg, (unsigned long long)p->cfg->audit.anchor_interval_ms);
   else if (st == DLQB_OK && was)
     dlqb_log_info("anchor_recovered", "the audit trail is anchored again (%s)", DLQB_Q_ANCHORS);
 }
@@ -156,7 +156,7 @@ static void *anchor_main(void *arg) {
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t ms = p->cfg->audit_anchor_interval_ms;
+    uint64_t ms = p->cfg->audit.anchor_interval_ms;
     until.tv_sec += (time_t)(ms / 1000);
     until.tv_nsec += (long)(ms % 1000) * 1000000L;
     until.tv_sec += until.tv_nsec / 1000000000L;
@@ -177,7 +177,7 @@ static void *anchor_main(void *arg) {
 dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, bool held,
                               dlqb_anchor_pub **out, dlqb_error *err) {
   *out = NULL;
-  if (a == NULL || cfg->audit_anchor_interval_ms == 0) return DLQB_OK;
+  if (a == NULL || cfg->audit.anchor_interval_ms == 0) return DLQB_OK;
   dlqb_anchor_pub *p = calloc(1, sizeof *p);
   if (p == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   p->cfg = cfg;

@@ -285,7 +285,7 @@ static dlqb_status read_from_cache(const dlqb_config *cfg, dlqb_link **link, con
                                    long wait_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
   dlqb_ledger_mark from;
   bool cached = cache_path != NULL && cache_path[0] != '\0';
-  if (cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats))
+  if (cached && take_cache(cache_path, cfg->ledger.completion_writers, l, &from, stats))
     span->from = &from;
   dlqb_status st = read_stream(*link, stream, span, l, wait_ms, stats, err);
   if (st == DLQB_OK && span->stale) {
@@ -331,7 +331,8 @@ static dlqb_status load(const dlqb_config *cfg, const char *stream, const char *
     dlqb_ledger_mark to = {.offset = span.end_offset, .unverified = stats->unverified};
     snprintf(to.marker, sizeof to.marker, "%s", marker);
     dlqb_error why;
-    if (dlqb_ledger_cache_write(cache_path, cfg->completion_writers, l, &to, &why) == DLQB_OK)
+    if (dlqb_ledger_cache_write(cache_path, cfg->ledger.completion_writers, l, &to, &why) ==
+        DLQB_OK)
       stats->cache_saved = true;
     else dlqb_log_warn("ledger_cache", "%s; the next replay reads the whole ledger", why.msg);
   }

@@ -158,13 +158,14 @@ static int tls_socket_setup(amqp_socket_t *sock, const dlqb_config *cfg, dlqb_er
   amqp_ssl_socket_set_verify_hostname(sock, 1);
   if (amqp_ssl_socket_set_ssl_versions(sock, AMQP_TLSv1_2, AMQP_TLSvLATEST) != AMQP_STATUS_OK)
     return dlqb_fail(err, DLQB_EINVAL, "cannot require tls 1.2 or later");
-  if (cfg->tls_ca_file[0] != '\0' &&
-      amqp_ssl_socket_set_cacert(sock, cfg->tls_ca_file) != AMQP_STATUS_OK)
-    return dlqb_fail(err, DLQB_EINVAL, "cannot load tls ca file '%s'", cfg->tls_ca_file);
-  if (cfg->tls_cert_file[0] != '\0' &&
-      amqp_ssl_socket_set_key(sock, cfg->tls_cert_file, cfg->tls_key_file) != AMQP_STATUS_OK)
+  if (cfg->broker.tls_ca_file[0] != '\0' &&
+      amqp_ssl_socket_set_cacert(sock, cfg->broker.tls_ca_file) != AMQP_STATUS_OK)
+    return dlqb_fail(err, DLQB_EINVAL, "cannot load tls ca file '%s'", cfg->broker.tls_ca_file);
+  if (cfg->broker.tls_cert_file[0] != '\0' &&
+      amqp_ssl_socket_set_key(sock, cfg->broker.tls_cert_file, cfg->broker.tls_key_file) !=
+          AMQP_STATUS_OK)
     return dlqb_fail(err, DLQB_EINVAL, "cannot load tls client certificate '%s' or key '%s'",
-                     cfg->tls_cert_file, cfg->tls_key_file);
+                     cfg->broker.tls_cert_file, cfg->broker.tls_key_file);
   return DLQB_OK;
 }
 
@@ -188,16 +189,16 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
   struct amqp_connection_info ci;
   dlqb_status st = DLQB_OK;
 
-  snprintf(url, sizeof url, "%s", cfg->url);
-  dlqb_url_redact(cfg->url, redacted, sizeof redacted);
+  snprintf(url, sizeof url, "%s", cfg->broker.url);
+  dlqb_url_redact(cfg->broker.url, redacted, sizeof redacted);
   amqp_default_connection_info(&ci);
   if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK) {
     explicit_bzero(url, sizeof url);
     return dlqb_fail(err, DLQB_EINVAL, "invalid broker url '%s'", redacted);
   }
   const char *pw = ci.password;
-  if (cfg->password_file[0] != '\0') {
-    st = read_password_file(cfg->password_file, password, sizeof password, err);
+  if (cfg->broker.password_file[0] != '\0') {
+    st = read_password_file(cfg->broker.password_file, password, sizeof password, err);
     if (st != DLQB_OK) {
       explicit_bzero(url, sizeof url);
       return st;

@@ -99,7 +99,7 @@ static dlqb_status save_now(const char *path, dlqb_error *err) {
  * the last save is SAVE_INTERVAL_MS old. A failure is a warning (once
  * until a save works again): the jobs go on in memory. */
 static void jobs_save(bool force) {
-  const char *path = console_g.cfg->console_jobs_file;
+  const char *path = console_g.cfg->console.jobs_file;
   if (path[0] == '\0') return;
   pthread_mutex_lock(&save_lock);
   int64_t now = dlqb_mono_ms();
@@ -123,7 +123,7 @@ void console_jobs_init(void) {
   next_id = 1;
   shutting_down = false;
   pthread_mutex_unlock(&lock);
-  const char *path = console_g.cfg->console_jobs_file;
+  const char *path = console_g.cfg->console.jobs_file;
   if (path[0] == '\0') return;
   dlqb_job_record *recs = malloc(JOBS * sizeof *recs);
   size_t n = 0, cut = 0;
@@ -374,7 +374,7 @@ void console_post_preview(console_req *r) {
       dlqb_html_text(h, out->early);
       dlqb_html_raw(h, "</p>");
     }
-    if (kind == DLQB_JOB_REPLAY && console_g.cfg->completion_writers[0] == '\0')
+    if (kind == DLQB_JOB_REPLAY && console_g.cfg->ledger.completion_writers[0] == '\0')
       dlqb_html_raw(h,
                     "<p class=\"warn\">The completion ledger is not trusted "
                     "(completion_writers is not set): every selected task would be replayed.</p>");
@@ -466,7 +466,7 @@ static void *job_main(void *arg) {
   snprintf(writer, sizeof writer, "console@%s", o->cfg->instance);
   /* The trail first: one that cannot be written stops the job before
    * anything moves. */
-  if (o->cfg->audit_log[0] == '\0') {
+  if (o->cfg->audit.log[0] == '\0') {
     /* As the CLI's movers refuse without --no-audit: the console has no
      * way to act unrecorded. */
     job_fail(j, "no audit trail configured (audit_log): the console moves nothing without one");

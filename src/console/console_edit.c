@@ -114,7 +114,7 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
   snprintf(writer, sizeof writer, "console@%s", cfg->instance);
   dlqb_status st = DLQB_OK;
   if (!rq->dry_run)
-    st = cfg->audit_log[0] == '\0' ? dlqb_fail(&err, DLQB_EINVAL,
+    st = cfg->audit.log[0] == '\0' ? dlqb_fail(&err, DLQB_EINVAL,
                                                "no audit trail configured (audit_log): the console "
                                                "moves nothing without one")
                                    : ops_trail_open(cfg, writer, &audit, &err);

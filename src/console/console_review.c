@@ -184,7 +184,7 @@ void console_post_review_act(console_req *r) {
   char writer[400];
   snprintf(writer, sizeof writer, "console@%s", p->cfg->instance);
   /* As the CLI's movers refuse without --no-audit: nothing unrecorded. */
-  dlqb_status st = p->cfg->audit_log[0] == '\0'
+  dlqb_status st = p->cfg->audit.log[0] == '\0'
                        ? dlqb_fail(&err, DLQB_EINVAL,
                                    "no audit trail configured (audit_log): the "
                                    "console moves nothing without one")

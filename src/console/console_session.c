@@ -74,8 +74,8 @@ static bool url_encode(char *out, size_t cap, size_t *at, const char *s) {
 dlqb_config *console_user_config(const dlqb_config *base, const console_who *who) {
   dlqb_config *out = dlqb_config_copy(base);
   if (out == NULL) return NULL;
-  out->password_file[0] = '\0';
-  const char *u = base->url;
+  out->broker.password_file[0] = '\0';
+  const char *u = base->broker.url;
   const char *scheme_end = strstr(u, "://");
   const char *auth = scheme_end ? scheme_end + 3 : u;
   const char *auth_end = auth + strcspn(auth, "/?#");
@@ -96,11 +96,11 @@ dlqb_config *console_user_config(const dlqb_config *base, const console_who *who
   ok = ok && at + rest + 1 <= sizeof url;
   if (ok) {
     memcpy(url + at, host, rest + 1);
-    memcpy(out->url, url, sizeof url);
+    memcpy(out->broker.url, url, sizeof url);
   } else {
     /* Too long to fit: a URL nobody can log in with rather than the
      * console's own credentials. */
-    snprintf(out->url, sizeof out->url, "amqp://-:-@0.0.0.0:1/-");
+    snprintf(out->broker.url, sizeof out->broker.url, "amqp://-:-@0.0.0.0:1/-");
   }
   explicit_bzero(url, sizeof url);
   return out;

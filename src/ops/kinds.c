@@ -29,9 +29,9 @@ dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_pipeline *p, bo
   /* A dry run writes nothing, not even the ledger's end marker. */
   /* The served pipeline's ledger, keyed by its profile's identity, with
    * its own cache file (the CLI's check_pipelines). */
-  return dry_run ? dlqb_ledger_peek(cfg, p->completed, cfg->ledger_cache, ledger, LEDGER_QUIET_MS,
+  return dry_run ? dlqb_ledger_peek(cfg, p->completed, cfg->ledger.cache, ledger, LEDGER_QUIET_MS,
                                     ls, err)
-                 : dlqb_ledger_load(cfg, p->completed, cfg->ledger_cache, ledger, LEDGER_IDLE_MS,
+                 : dlqb_ledger_load(cfg, p->completed, cfg->ledger.cache, ledger, LEDGER_IDLE_MS,
                                     ls, err);
 }
 
