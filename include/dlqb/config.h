@@ -25,7 +25,10 @@ typedef enum { DLQB_LOG_TEXT, DLQB_LOG_JSON } dlqb_log_format;
  * per concern, each member named by `offsetof` in the settings table
  * (config.c), so parsing, defaults and --help still follow from one row.
  * A group's members are named after their setting without its group's
- * prefix (audit_log -> audit.log). */
+ * prefix (audit_log -> audit.log). A connection takes the broker part
+ * alone (dlqb_link_open), and what connects on someone's behalf takes it
+ * beside the config (NULL: the config's own, dlqb_config_broker): the
+ * console's per-user override is a dlqb_broker_conf, not a whole config. */
 
 /* Where and as whom to connect: the broker part. */
 typedef struct {
@@ -153,7 +156,7 @@ void dlqb_config_defaults(dlqb_config *c);
 
 /* A copy of c on the heap, or NULL when out of memory; free it with
  * dlqb_config_free (which wipes it: a url may hold a password). The one
- * function that copies a whole config (tests/check_config_copies.sh):
+ * function that copies a whole config (tests/check_config_copies.py):
  * everything else passes `const dlqb_config *`. For a config derived from
  * another (a pipeline of a daemon serving several, a setting applied on
  * trial). */
@@ -234,6 +237,11 @@ const char *dlqb_config_getenv(const char *name);
 /* True when user (len bytes, not NUL-terminated: an AMQP user_id) is one
  * of c->ledger.completion_writers, compared byte for byte. */
 bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len);
+
+/* broker, or c's own broker part when broker is NULL: what a function
+ * that takes a config and a broker part connects with (the console's
+ * passes the signed-in person's, dlqb/console.h; everything else NULL). */
+const dlqb_broker_conf *dlqb_config_broker(const dlqb_config *c, const dlqb_broker_conf *broker);
 
 /* Finds the setting whose flag is `flag` (without dashes); NULL if none. */
 const dlqb_config_setting *dlqb_config_find_flag(const char *flag);

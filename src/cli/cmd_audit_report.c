@@ -197,7 +197,7 @@ static int load_key(report_ctx *c, const dlqb_config *cfg) {
 static int count_unread(report_ctx *c, const dlqb_config *cfg) {
   dlqb_error err;
   dlqb_link *link = NULL;
-  if (dlqb_link_open(cfg, "dlq-bridge audit report", &link, &err) != DLQB_OK) {
+  if (dlqb_link_open(&cfg->broker, "dlq-bridge audit report", &link, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_RUNTIME;
   }

@@ -262,8 +262,8 @@ static void tally(void *ctx, const char *key, size_t len, void *value) {
 /* The canary's outcomes so far, into the ramp. */
 static dlqb_status look_canary(drain_run *d, dlqb_error *err) {
   dlqb_ledger_stats ls;
-  dlqb_status st = dlqb_ledger_peek(d->o.cfg, cli_pipeline()->completed, d->o.cfg->ledger.cache,
-                                    d->ledger, LEDGER_QUIET_MS, &ls, err);
+  dlqb_status st = dlqb_ledger_peek(d->o.cfg, NULL, cli_pipeline()->completed,
+                                    d->o.cfg->ledger.cache, d->ledger, LEDGER_QUIET_MS, &ls, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->dlq, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->review, err);
   if (st != DLQB_OK) return st;
@@ -469,7 +469,7 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
 static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
   dlqb_error err;
   dlqb_ledger_stats ls;
-  if (dlqb_ledger_peek(d->o.cfg, cli_pipeline()->completed, d->o.cfg->ledger.cache, d->ledger,
+  if (dlqb_ledger_peek(d->o.cfg, NULL, cli_pipeline()->completed, d->o.cfg->ledger.cache, d->ledger,
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
     return ops_fail(&err);
   d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
@@ -556,7 +556,7 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   int64_t started = dlqb_now_ms();
   dlqb_ledger_stats ls;
-  st = dlqb_ledger_load(d.o.cfg, cli_pipeline()->completed, d.o.cfg->ledger.cache, d.ledger,
+  st = dlqb_ledger_load(d.o.cfg, NULL, cli_pipeline()->completed, d.o.cfg->ledger.cache, d.ledger,
                         LEDGER_IDLE_MS, &ls, &err);
   if (st != DLQB_OK) {
     snprintf(d.error, sizeof d.error, "%s", err.msg);

@@ -494,7 +494,7 @@ int cmd_edit(int argc, char **argv) {
     dlqb_ledger_stats ls;
     ledger = dlqb_ledger_new();
     if (ledger == NULL ||
-        ops_replay_ledger(e->o.cfg, p, e->rq.dry_run, ledger, &ls, &err) != DLQB_OK) {
+        ops_replay_ledger(e->o.cfg, NULL, p, e->rq.dry_run, ledger, &ls, &err) != DLQB_OK) {
       if (ledger == NULL) dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
       ops_audit_close(audit);
       dlqb_ledger_free(ledger);

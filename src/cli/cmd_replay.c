@@ -96,7 +96,8 @@ int cmd_replay(int argc, char **argv) {
     return arc;
   }
   dlqb_ledger_stats ls;
-  dlqb_status lst = ops_replay_ledger(r.o.cfg, cli_pipeline(), r.o.dry_run, ledger, &ls, &err);
+  dlqb_status lst =
+      ops_replay_ledger(r.o.cfg, NULL, cli_pipeline(), r.o.dry_run, ledger, &ls, &err);
   if (lst != DLQB_OK) {
     ops_audit_close(audit);
     dlqb_ledger_free(ledger);

@@ -201,7 +201,7 @@ static dlqb_status serve_open(served *sv, bool metrics, dlqb_error *err) {
   atomic_init(&h->consumed, false);
   atomic_init(&h->blocked, false);
   dlqb_status st = dlqb_audit_open(sv->cfg, sv->cfg->instance, &h->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, h->audit, true, &h->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, NULL, h->audit, true, &h->anchors, err);
   if (st == DLQB_OK && metrics) {
     h->metrics = dlqb_metrics_new(DLQB_VERSION);
     if (h->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -352,7 +352,7 @@ int cmd_run(int argc, char **argv) {
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit.log);
   /* The router's chain heads go off the host every audit_anchor_interval. */
   dlqb_anchor_pub *anchors = NULL;
-  if ((st = dlqb_anchor_start(&cfg, hctx.audit, true, &anchors, &err)) == DLQB_OK)
+  if ((st = dlqb_anchor_start(&cfg, NULL, hctx.audit, true, &anchors, &err)) == DLQB_OK)
     hctx.anchors = anchors;
   else {
     dlqb_audit_close(hctx.audit);

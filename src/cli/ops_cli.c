@@ -127,7 +127,7 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   char writer[400];
   snprintf(writer, sizeof writer, "%s@%s", command, o->cfg->instance);
   dlqb_error err;
-  if (ops_trail_open(o->cfg, writer, out, &err) != DLQB_OK) {
+  if (ops_trail_open(o->cfg, NULL, writer, out, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_RUNTIME;
   }

@@ -915,6 +915,10 @@ void dlqb_config_take(dlqb_config *c, dlqb_config *trial) {
   dlqb_config_free(trial);
 }
 
+const dlqb_broker_conf *dlqb_config_broker(const dlqb_config *c, const dlqb_broker_conf *broker) {
+  return broker != NULL ? broker : &c->broker;
+}
+
 bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len) {
   const char *p = c->ledger.completion_writers;
   while (*p != '\0') {

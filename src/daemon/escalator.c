@@ -212,7 +212,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   char writer[320];
   snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
   dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, e->audit, true, &e->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, NULL, e->audit, true, &e->anchors, err);
   if (st != DLQB_OK) {
     dlqb_audit_close(e->audit);
     pthread_mutex_destroy(&e->lock);

@@ -181,7 +181,7 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   dlqb_pipe *pipe = NULL;
   char name[320];
   snprintf(name, sizeof name, "dlq-bridge router %s", r->cfg->instance);
-  dlqb_status st = dlqb_link_open(r->cfg, name, &link, err);
+  dlqb_status st = dlqb_link_open(&r->cfg->broker, name, &link, err);
   if (st != DLQB_OK) return st;
   *connected = true;
   if (!no_declare) {
