@@ -40,10 +40,10 @@ int main(int argc, char **argv) {
   }
   dlqb_config cfg;
   dlqb_config_defaults(&cfg);
-  snprintf(cfg.audit_log, sizeof cfg.audit_log, "%s", argv[1]);
-  snprintf(cfg.audit_key_file, sizeof cfg.audit_key_file, "%s", argv[2]);
+  snprintf(cfg.audit.log, sizeof cfg.audit.log, "%s", argv[1]);
+  snprintf(cfg.audit.key_file, sizeof cfg.audit.key_file, "%s", argv[2]);
   /* One file unless asked: the reading is measured, not rotation. */
-  cfg.audit_rotate_bytes = rotate > 0 && rotate <= INT32_MAX ? (int)rotate : 0;
+  cfg.audit.rotate_bytes = rotate > 0 && rotate <= INT32_MAX ? (int)rotate : 0;
   dlqb_audit *a = NULL;
   dlqb_error err;
   if (dlqb_audit_open(&cfg, "audit-gen", &a, &err) != DLQB_OK) {

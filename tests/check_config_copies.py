@@ -10,9 +10,10 @@ the source text of src/ and include/, comments and strings left out:
      (or of sizeof(dlqb_config)).
 
 The whole-config copies that must exist (a trial copy that a bad setting
-must not touch, a pipeline's own config derived from the daemon's, the
-console's per-user override) all go through dlqb_config_copy and
-dlqb_config_take in src/core/config.c, the only functions exempt.
+must not touch, a pipeline's own config derived from the daemon's) all go
+through dlqb_config_copy and dlqb_config_take in src/core/config.c, the
+only functions exempt. (The console's per-user override is a copy of the
+broker part alone, console_user_broker.)
 
 usage: check_config_copies.py SOURCE_DIR
 """

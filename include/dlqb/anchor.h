@@ -19,20 +19,21 @@ typedef struct dlqb_anchor_pub dlqb_anchor_pub;
  * the broker) before it counts as failed. */
 #define DLQB_ANCHOR_CONFIRM_MS 5000
 
-/* Starts a thread that, every cfg->audit_anchor_interval_ms, publishes a's
+/* Starts a thread that, every cfg->audit.anchor_interval_ms, publishes a's
  * head when it changed since the last confirmed anchor, over a connection
  * of its own, with a publisher confirm. It never blocks the writer or the
  * acks: a broker that cannot take an anchor is logged once
  * (anchor_failing), reported by dlqb_anchor_health, and retried at the
  * next interval on a fresh connection (the next anchor covers everything
  * the missed ones did). *out is NULL (DLQB_OK) when a is NULL or the
- * interval is 0. cfg must outlive the publisher (until dlqb_anchor_stop).
+ * interval is 0. It connects as broker (NULL: cfg->broker, dlqb_config_broker);
+ * cfg and broker must outlive the publisher (until dlqb_anchor_stop).
  * held: no attempt until dlqb_anchor_release (the daemon's, until its
  * router has declared the topology: before that a missing stream is the
  * daemon's own start order, not an outage to log). Fails only for lack of
  * memory or threads. */
-dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, bool held,
-                              dlqb_anchor_pub **out, dlqb_error *err);
+dlqb_status dlqb_anchor_start(const dlqb_config *cfg, const dlqb_broker_conf *broker, dlqb_audit *a,
+                              bool held, dlqb_anchor_pub **out, dlqb_error *err);
 
 /* Lets a held publisher (dlqb_anchor_start) make its attempts from now on;
  * idempotent, thread-safe, NULL-safe. */

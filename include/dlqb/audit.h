@@ -23,16 +23,16 @@
 
 typedef struct dlqb_audit dlqb_audit;
 
-/* Opens the log at cfg->audit_log with the Ed25519 private key in
- * cfg->audit_key_file (refused when group or others may read it) and the
- * public keys in cfg->audit_public_keys (optional: with them the writer
+/* Opens the log at cfg->audit.log with the Ed25519 private key in
+ * cfg->audit.key_file (refused when group or others may read it) and the
+ * public keys in cfg->audit.public_keys (optional: with them the writer
  * checks the other writers' seal lines it carries over at a rotation;
  * without, it carries over only its own and those it cannot check stay
  * for verify to judge), and writes the new chain's
  * chain_start record: when that cannot be written (a full disk, a lock
  * held by a stopped process) the open fails with DLQB_EIO naming the file
  * and the errno, so that a writer that cannot record never moves anything.
- * When cfg->audit_log is "" audit is off: *out is NULL and DLQB_OK is
+ * When cfg->audit.log is "" audit is off: *out is NULL and DLQB_OK is
  * returned, and every other function accepts the NULL handle and does
  * nothing. `writer` names the writer in its records (the bridge instance,
  * or "replay@host:pid"); it is cut to 255 bytes. */

@@ -21,10 +21,79 @@
 
 typedef enum { DLQB_LOG_TEXT, DLQB_LOG_JSON } dlqb_log_format;
 
+/* The config is grouped as nginx groups a module's settings: one struct
+ * per concern, each member named by `offsetof` in the settings table
+ * (config.c), so parsing, defaults and --help still follow from one row.
+ * A group's members are named after their setting without its group's
+ * prefix (audit_log -> audit.log). A connection takes the broker part
+ * alone (dlqb_link_open), and what connects on someone's behalf takes it
+ * beside the config (NULL: the config's own, dlqb_config_broker): the
+ * console's per-user override is a dlqb_broker_conf, not a whole config. */
+
+/* Where and as whom to connect: the broker part. */
+typedef struct {
+  char url[DLQB_CONFIG_STR_MAX];           /* amqp:// or amqps:// */
+  char password_file[DLQB_CONFIG_STR_MAX]; /* "" = password from the URL */
+  char tls_ca_file[DLQB_CONFIG_STR_MAX];
+  char tls_cert_file[DLQB_CONFIG_STR_MAX];
+  char tls_key_file[DLQB_CONFIG_STR_MAX];
+} dlqb_broker_conf;
+
+/* replay's completion ledger. */
+typedef struct {
+  char cache[DLQB_CONFIG_STR_MAX]; /* "" = replay reads the ledger whole */
+  /* Broker users whose ledger entries count as completions, as "a,b"
+   * (trimmed, none empty); "" = none, so replay re-runs every task. */
+  char completion_writers[DLQB_CONFIG_STR_MAX];
+} dlqb_ledger_conf;
+
+/* drain run (dlqb/drain.h): the policy and the ramp. */
+typedef struct {
+  char reasons[256];                 /* dlq_reasons eligible, "a,b" */
+  char sources[DLQB_CONFIG_STR_MAX]; /* source systems eligible, "" = any */
+  char errors[DLQB_CONFIG_STR_MAX];  /* last_error patterns, '|'-separated, "" = any */
+  char groups[DLQB_CONFIG_STR_MAX];  /* failure group ids (dlqb/group.h), "" = any */
+  int canary;                        /* items in the canary */
+  uint64_t canary_timeout_ms;
+  int start_rate;        /* items a second, canary and first step */
+  int step_factor;       /* each step this many times faster */
+  int max_rate;          /* the ceiling */
+  uint64_t step_ms;      /* one ramp step */
+  int failure_threshold; /* re-failures in the window that stop a run */
+  uint64_t failure_window_ms;
+  int max_items;                      /* per run; 0 = no limit */
+  char state[DLQB_CONFIG_STR_MAX];    /* the runs' record for drain status */
+  char textfile[DLQB_CONFIG_STR_MAX]; /* node_exporter textfile; "" = none */
+} dlqb_drain_conf;
+
+/* The audit trail (dlqb/audit.h). */
+typedef struct {
+  char log[DLQB_CONFIG_STR_MAX];         /* "" = audit off */
+  char key_file[DLQB_CONFIG_STR_MAX];    /* this writer's Ed25519 private key */
+  char public_keys[DLQB_CONFIG_STR_MAX]; /* the writers' public keys: file or dir */
+  int rotate_bytes;                      /* rotate the audit log past this size; 0 = never */
+  uint64_t anchor_interval_ms;           /* anchors to dsr.audit.anchors this often; 0 = off */
+} dlqb_audit_conf;
+
+/* The web console (dlqb/console.h). */
+typedef struct {
+  char addr[DLQB_CONFIG_STR_MAX];          /* its host:port */
+  char tls_cert_file[DLQB_CONFIG_STR_MAX]; /* "" = plain HTTP (loopback or proxy) */
+  char tls_key_file[DLQB_CONFIG_STR_MAX];
+  int behind_proxy;                    /* 1: plain HTTP off loopback is the operator's choice */
+  char jobs_file[DLQB_CONFIG_STR_MAX]; /* its actions (dlqb/jobfile.h); "" = memory only */
+} dlqb_console_conf;
+
+/* Log lines (dlqb/log.h). */
+typedef struct {
+  dlqb_log_format format;
+  int level; /* 0 error, 1 warn, 2 info, 3 debug */
+} dlqb_log_conf;
+
 /* A pipeline from the config file's `pipelines`: names and profile
  * resolved when read, its policy only where it set it (policy_set has bit
- * DLQB_POLICY_<KEY>): the rest follows the top-level settings, whichever
- * source set them (dlqb_config_pipeline). */
+ * DLQB_POLICY_<KEY>): the rest follows the top-level policy, whichever
+ * source set it (dlqb_config_pipeline merges the two). */
 typedef struct {
   dlqb_pipeline p;
   uint32_t policy_set;
@@ -50,56 +119,18 @@ enum {
 };
 
 typedef struct {
-  char url[DLQB_CONFIG_STR_MAX];           /* amqp:// or amqps:// */
-  char password_file[DLQB_CONFIG_STR_MAX]; /* "" = password from the URL */
-  char tls_ca_file[DLQB_CONFIG_STR_MAX];
-  char tls_cert_file[DLQB_CONFIG_STR_MAX];
-  char tls_key_file[DLQB_CONFIG_STR_MAX];
-  int max_attempts;     /* default max_attempts for envelopes without one */
-  int poison_threshold; /* consumer crashes before the broker dead-letters */
-  uint64_t retry_delays_ms[DLQB_MAX_RETRY_DELAYS];
-  size_t retry_delay_count; /* >= 1; the last delay repeats */
-  int retry_jitter_percent; /* 0..90: a delay d becomes uniform in [d*(1-j), d] */
-  uint64_t sla_budget_ms;   /* a retry may not land past first_seen_at + this */
-  int prefetch;             /* in-flight window of the router */
-  uint64_t startup_wait_ms; /* run retries its first contact this long; 0 = exit */
-  uint64_t dlq_sla_ms;      /* DLQ items older than this are escalated */
-  int max_replays;          /* failures after this many replays escalate */
-  int edit_approval;        /* 1: an edit is a proposal another broker user approves */
+  dlqb_broker_conf broker;
+  /* The routing policy (dlqb/pipeline.h: the part a pipeline may set for
+   * itself), whose values a pipeline inherits where it sets none. */
+  dlqb_policy_conf policy;
   dlqb_deadlines deadlines; /* statutory deadline per legal basis; n 0 = none */
-  char ledger_cache[DLQB_CONFIG_STR_MAX]; /* "" = replay reads the ledger whole */
-  /* Broker users whose ledger entries count as completions, as "a,b"
-   * (trimmed, none empty); "" = none, so replay re-runs every task. */
-  char completion_writers[DLQB_CONFIG_STR_MAX];
-  /* drain run (dlqb/drain.h): the policy and the ramp */
-  char drain_reasons[256];                 /* dlq_reasons eligible, "a,b" */
-  char drain_sources[DLQB_CONFIG_STR_MAX]; /* source systems eligible, "" = any */
-  char drain_errors[DLQB_CONFIG_STR_MAX];  /* last_error patterns, '|'-separated, "" = any */
-  char drain_groups[DLQB_CONFIG_STR_MAX];  /* failure group ids (dlqb/group.h), "" = any */
-  int drain_canary;                        /* items in the canary */
-  uint64_t drain_canary_timeout_ms;
-  int drain_start_rate;        /* items a second, canary and first step */
-  int drain_step_factor;       /* each step this many times faster */
-  int drain_max_rate;          /* the ceiling */
-  uint64_t drain_step_ms;      /* one ramp step */
-  int drain_failure_threshold; /* re-failures in the window that stop a run */
-  uint64_t drain_failure_window_ms;
-  int drain_max_items;                         /* per run; 0 = no limit */
-  char drain_state[DLQB_CONFIG_STR_MAX];       /* the runs' record for drain status */
-  char drain_textfile[DLQB_CONFIG_STR_MAX];    /* node_exporter textfile; "" = none */
-  char audit_log[DLQB_CONFIG_STR_MAX];         /* "" = audit off */
-  char audit_key_file[DLQB_CONFIG_STR_MAX];    /* this writer's Ed25519 private key */
-  char audit_public_keys[DLQB_CONFIG_STR_MAX]; /* the writers' public keys: file or dir */
-  int audit_rotate_bytes;                      /* rotate the audit log past this size; 0 = never */
-  uint64_t audit_anchor_interval_ms;      /* anchors to dsr.audit.anchors this often; 0 = off */
+  uint64_t startup_wait_ms; /* run retries its first contact this long; 0 = exit */
+  dlqb_ledger_conf ledger;
+  dlqb_drain_conf drain;
+  dlqb_audit_conf audit;
+  dlqb_console_conf console;
   char metrics_addr[DLQB_CONFIG_STR_MAX]; /* host:port, "" = off */
-  char console_addr[DLQB_CONFIG_STR_MAX]; /* the web console's host:port */
-  char console_tls_cert_file[DLQB_CONFIG_STR_MAX]; /* "" = plain HTTP (loopback or proxy) */
-  char console_tls_key_file[DLQB_CONFIG_STR_MAX];
-  int console_behind_proxy; /* 1: plain HTTP off loopback is the operator's choice */
-  char console_jobs_file[DLQB_CONFIG_STR_MAX]; /* its actions (dlqb/jobfile.h); "" = memory only */
-  dlqb_log_format log_format;
-  int log_level;      /* 0 error, 1 warn, 2 info, 3 debug */
+  dlqb_log_conf log;
   char instance[256]; /* bridge instance name in logs and audit */
   /* The config file's `pipelines`, in the file's order; 0 = one pipeline,
    * "dsr", with today's names and the top-level policy. */
@@ -125,7 +156,7 @@ void dlqb_config_defaults(dlqb_config *c);
 
 /* A copy of c on the heap, or NULL when out of memory; free it with
  * dlqb_config_free (which wipes it: a url may hold a password). The one
- * function that copies a whole config (tests/check_config_copies.sh):
+ * function that copies a whole config (tests/check_config_copies.py):
  * everything else passes `const dlqb_config *`. For a config derived from
  * another (a pipeline of a daemon serving several, a setting applied on
  * trial). */
@@ -204,8 +235,13 @@ dlqb_status dlqb_config_apply_env(dlqb_config *c, const char *(*lookup)(const ch
 const char *dlqb_config_getenv(const char *name);
 
 /* True when user (len bytes, not NUL-terminated: an AMQP user_id) is one
- * of c->completion_writers, compared byte for byte. */
+ * of c->ledger.completion_writers, compared byte for byte. */
 bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len);
+
+/* broker, or c's own broker part when broker is NULL: what a function
+ * that takes a config and a broker part connects with (the console's
+ * passes the signed-in person's, dlqb/console.h; everything else NULL). */
+const dlqb_broker_conf *dlqb_config_broker(const dlqb_config *c, const dlqb_broker_conf *broker);
 
 /* Finds the setting whose flag is `flag` (without dashes); NULL if none. */
 const dlqb_config_setting *dlqb_config_find_flag(const char *flag);

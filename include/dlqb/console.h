@@ -20,8 +20,8 @@ typedef struct {
 
 typedef struct console_server console_server;
 
-/* Starts serving site->cfg->console_addr (HTTPS with its console TLS
- * files), with fresh sessions and the jobs of site->cfg->console_jobs_file
+/* Starts serving site->cfg->console.addr (HTTPS with its console TLS
+ * files), with fresh sessions and the jobs of site->cfg->console.jobs_file
  * (dlqb/jobfile.h). false with one line in why. Once per process. */
 bool console_start(const console_site *site, console_server **out, int *port, char *why,
                    size_t why_len);

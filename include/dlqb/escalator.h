@@ -1,7 +1,7 @@
 /* The daemon's DLQ SLA escalator: a thread with its own connection (a
  * rabbitmq-c connection is not thread-safe, so it never shares the
  * router's) that every interval moves DLQ items older than
- * cfg->dlq_sla_ms to compliance_review, stamping escalated_by=dlq-bridge,
+ * cfg->policy.dlq_sla_ms to compliance_review, stamping escalated_by=dlq-bridge,
  * escalated_at and escalation_reason=dlq_sla, so that nothing waits in the
  * DLQ forever. Each move is confirmed before the DLQ copy is acked and is
  * audited (event escalated, cause "sla", actor "system").

@@ -135,8 +135,9 @@ typedef struct {
 /* Fills l with every completion in the stream `stream` (dsr.completed),
  * keyed by the identity of the profile of the pipeline cfg serves (its
  * first, dlqb_config_pipeline),
- * whose user_id is one of cfg->completion_writers, on a connection of its
- * own (opened with cfg, closed before returning). The
+ * whose user_id is one of cfg->ledger.completion_writers, on a connection of its
+ * own (as broker, NULL: cfg->broker, dlqb_config_broker; closed before
+ * returning). The
  * end: it first appends a marker entry (header x-dlqb-ledger-marker, no
  * request_id, so readers ignore it) and waits for its confirm, then reads
  * up to the marker, so every completion confirmed before the call is
@@ -153,9 +154,9 @@ typedef struct {
  * A missing stream is DLQB_EBROKER; a stream that stops delivering for
  * idle_ms before the marker is DLQB_ETIMEOUT, because a replay must not run
  * on a partial ledger. */
-dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const char *cache_path,
-                             dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
-                             dlqb_error *err);
+dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                             const char *stream, const char *cache_path, dlqb_ledger *l,
+                             long idle_ms, dlqb_ledger_stats *stats, dlqb_error *err);
 
 /* As dlqb_ledger_load without a cache, and the pairs of the entries that
  * are not from a completion writer go to `unverified` (`audit report` says
@@ -171,8 +172,8 @@ dlqb_status dlqb_ledger_load_split(const dlqb_config *cfg, const char *stream, d
  * being appended to it may miss the newest completions (a dry run then
  * says "would replay" for a task the replay skips). The cache, when there
  * is one, is read, not rewritten. */
-dlqb_status dlqb_ledger_peek(const dlqb_config *cfg, const char *stream, const char *cache_path,
-                             dlqb_ledger *l, long quiet_ms, dlqb_ledger_stats *stats,
-                             dlqb_error *err);
+dlqb_status dlqb_ledger_peek(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                             const char *stream, const char *cache_path, dlqb_ledger *l,
+                             long quiet_ms, dlqb_ledger_stats *stats, dlqb_error *err);
 
 #endif

@@ -21,12 +21,12 @@
 
 typedef struct dlqb_link dlqb_link;
 
-/* Connects to cfg->url (password from cfg->password_file when set), logs in
+/* Connects to broker->url (password from broker->password_file when set), logs in
  * with connection name `purpose` (shown in the management UI), opens
  * DLQB_CHANNEL. TLS (amqps://) verifies peer and hostname and needs TLS 1.2
  * or later. On failure *out is NULL and err says what failed, without the
  * password. The caller frees with dlqb_link_close or dlqb_link_abort. */
-dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_link **out,
+dlqb_status dlqb_link_open(const dlqb_broker_conf *broker, const char *purpose, dlqb_link **out,
                            dlqb_error *err);
 
 /* Closes channel and connection politely, then frees. NULL-safe. */

@@ -30,7 +30,10 @@
 
 /* What every pass runs with. Borrowed: each pointer outlives the call. */
 typedef struct {
-  const dlqb_config *cfg;        /* the broker user, the trail, the settings */
+  const dlqb_config *cfg; /* the trail, the settings */
+  /* The broker user every connection of the pass logs in as; NULL: the
+   * config's own (cfg->broker). The console's is the signed-in person's. */
+  const dlqb_broker_conf *broker;
   const dlqb_pipeline *pipeline; /* its queues and profile */
   const char *actor;             /* who acts: the audit trail and the connection */
   const dlqb_select *sel;        /* which DLQ items a move pass takes */
@@ -59,10 +62,12 @@ bool ops_profile_is_dsr(const dlqb_profile *pr);
 
 /* ---- the audit trail of a pass ---------------------------------------- */
 
-/* Opens the audit trail as `writer` with its anchor publisher. Close it
- * with ops_audit_close. Safe from several threads at once. */
-dlqb_status ops_trail_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
-                           dlqb_error *err);
+/* Opens the audit trail as `writer` with its anchor publisher, which
+ * connects as broker (NULL: cfg->broker; it must live until
+ * ops_audit_close). Close it with ops_audit_close. Safe from several
+ * threads at once. */
+dlqb_status ops_trail_open(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                           const char *writer, dlqb_audit **out, dlqb_error *err);
 
 /* Ends what ops_trail_open opened: the chain_end, its anchor (a warning in
  * the log when the broker cannot take it), then closes. NULL-safe. */
@@ -164,9 +169,11 @@ const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p);
 /* Reads the whole completion ledger of p for replay: a real run as
  * dlqb_ledger_load (writing its end marker and the cache), a dry run as
  * dlqb_ledger_peek (writing nothing). A failure must stop the replay:
- * replaying on a partial ledger could re-run a completed erasure. */
-dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_pipeline *p, bool dry_run,
-                              dlqb_ledger *ledger, dlqb_ledger_stats *ls, dlqb_error *err);
+ * replaying on a partial ledger could re-run a completed erasure. Read
+ * as broker (NULL: cfg->broker). */
+dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                              const dlqb_pipeline *p, bool dry_run, dlqb_ledger *ledger,
+                              dlqb_ledger_stats *ls, dlqb_error *err);
 
 /* The dry run's WOULD column: "replay", "escalate", "skip". */
 #define OPS_WOULD_WIDTH 8
@@ -288,7 +295,7 @@ bool ops_hops_collect(void *arg, const char *line, size_t len);
 void ops_hops_sort(struct json_object **hops, size_t n);
 void ops_hops_free(ops_hops *c);
 
-/* Verifies the configured trail (cfg->audit_log and its rotated files,
+/* Verifies the configured trail (cfg->audit.log and its rotated files,
  * its seal, the writers' keys audit_public_keys) and collects c's hops
  * from it, sorted; on an error nothing of it may be shown. */
 dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err);

@@ -100,7 +100,8 @@ typedef struct {
 } ops_edit_result;
 
 /* Runs the edit of rq on x->pipeline (its queues and profile) as
- * x->actor with x->cfg's broker user and x->window (x->sel is not read:
+ * x->actor with x's broker user (x->broker, else x->cfg->broker) and
+ * x->window (x->sel is not read:
  * the edit selects its one item itself), recording into audit (NULL:
  * none, a dry run or --no-audit). ledger: the completion ledger for a
  * replay (NULL for --keep or a dry run without one); a task in it is not

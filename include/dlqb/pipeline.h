@@ -68,20 +68,21 @@ typedef struct {
   bool group_by_second;
 } dlqb_profile;
 
-/* The policy settings a pipeline may set for itself (the top-level
- * settings of the same names are their defaults). */
+/* The routing policy: the top-level settings of these names
+ * (dlqb_config's policy) and a pipeline's, which are the top level's
+ * where the pipeline sets none (dlqb_config_pipeline merges them). */
 typedef struct {
-  int max_attempts;
-  int poison_threshold;
+  int max_attempts;     /* default max_attempts for envelopes without one */
+  int poison_threshold; /* consumer crashes before the broker dead-letters */
   uint64_t retry_delays_ms[DLQB_MAX_RETRY_DELAYS];
-  size_t retry_delay_count;
-  int retry_jitter_percent;
-  uint64_t sla_budget_ms;
-  int prefetch;
-  uint64_t dlq_sla_ms;
-  int max_replays;
-  int edit_approval; /* 1: `edit` proposes, a different broker user approves */
-} dlqb_pipeline_policy;
+  size_t retry_delay_count; /* >= 1; the last delay repeats */
+  int retry_jitter_percent; /* 0..90: a delay d becomes uniform in [d*(1-j), d] */
+  uint64_t sla_budget_ms;   /* a retry may not land past first_seen_at + this */
+  int prefetch;             /* in-flight window of the router */
+  uint64_t dlq_sla_ms;      /* DLQ items older than this are escalated */
+  int max_replays;          /* failures after this many replays escalate */
+  int edit_approval;        /* 1: `edit` proposes, a different broker user approves */
+} dlqb_policy_conf;
 
 typedef struct {
   char name[DLQB_PIPELINE_NAME_MAX];
@@ -93,7 +94,7 @@ typedef struct {
   char review[DLQB_QNAME_MAX];              /* the escalation target */
   char completed[DLQB_QNAME_MAX];           /* the completion ledger (stream) */
   char retry_prefix[DLQB_RETRY_PREFIX_MAX]; /* + the delay: "dsr.retry.5s" */
-  dlqb_pipeline_policy policy;
+  dlqb_policy_conf policy;
 } dlqb_pipeline;
 
 /* The built-in profile `name` ("dsr", "redaction", "reconciliation") into

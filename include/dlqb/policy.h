@@ -27,9 +27,9 @@ typedef struct {
   dlqb_reason reason;
   int64_t attempt;   /* the new attempt count (old + 1); for invalid: 0 */
   uint64_t delay_ms; /* retry: jittered delay */
-  size_t delay_tier; /* retry: index in cfg->retry_delays_ms (the delay queue) */
+  size_t delay_tier; /* retry: index in cfg->policy.retry_delays_ms (the delay queue) */
   char last_error[DLQB_LAST_ERROR_MAX + 1];
-  /* DLQ route of a valid task already replayed cfg->max_replays times or
+  /* DLQ route of a valid task already replayed cfg->policy.max_replays times or
    * more: poison at the replay level, so it goes to compliance_review
    * (escalation_reason max_replays) instead of waiting for another replay.
    * reason still says why this attempt was the last. */
@@ -47,7 +47,7 @@ typedef struct {
  * first_seen_at + sla_budget -> DLQ (a first_seen_at later than now_ms
  * counts as now_ms: no claim extends the deadline); otherwise retry on tier
  * min(attempt, count-1) with delay uniform in [d*(1-jitter), d]. A DLQ
- * route of a valid envelope with replay_count >= cfg->max_replays sets
+ * route of a valid envelope with replay_count >= cfg->policy.max_replays sets
  * escalate. */
 void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env, const char *invalid_why,
                         const dlqb_failure *f, int64_t now_ms, uint32_t random, dlqb_decision *out);

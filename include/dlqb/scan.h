@@ -50,7 +50,10 @@ typedef struct {
   const char *queue;   /* queue to pass over */
   const char *purpose; /* connection name, e.g. "dlq-bridge replay" */
   const char *actor;   /* who acts, copied into every hop */
-  dlqb_audit *audit;   /* NULL: no audit trail */
+  /* Whom the pass connects as; NULL: the config's own broker part (the
+   * console's passes give the signed-in person's). */
+  const dlqb_broker_conf *broker;
+  dlqb_audit *audit; /* NULL: no audit trail */
   int window; /* in flight at once (each consumer's prefetch); 0 = DLQB_SCAN_WINDOW_DEFAULT */
   uint64_t max_items;   /* examine at most this many; 0 = the depth at start */
   long idle_stop_ms;    /* give up waiting for deliveries after this; 0 = 5000 */

@@ -22,7 +22,8 @@
 #define READ_ACK_EVERY 100
 
 struct dlqb_anchor_pub {
-  const dlqb_config *cfg; /* the caller's: it outlives the publisher (dlqb_anchor_start) */
+  const dlqb_config *cfg;         /* the caller's: it outlives the publisher (dlqb_anchor_start) */
+  const dlqb_broker_conf *broker; /* whom it connects as: the caller's too */
   dlqb_audit *audit;
   dlqb_link *link;    /* the thread's, then stop's */
   uint64_t published; /* the head's commits count at the last confirmed anchor */
@@ -101,7 +102,7 @@ static dlqb_status publish_head(dlqb_anchor_pub *p, dlqb_error *err) {
   dlqb_status st = dlqb_audit_anchor(p->audit, line, &len, &commits, err);
   if (st != DLQB_OK || len == 0 || commits == p->published) return st;
   if (p->link == NULL) {
-    st = dlqb_link_open(p->cfg, "dlq-bridge audit anchors", &p->link, err);
+    st = dlqb_link_open(p->broker, "dlq-bridge audit anchors", &p->link, err);
     if (st == DLQB_OK) st = dlqb_link_confirm_select(p->link, DLQB_CHANNEL, err);
     if (st != DLQB_OK) goto fail;
   }
@@ -118,7 +119,7 @@ fail:
 dlqb_status dlqb_anchor_append(const dlqb_config *cfg, const char *purpose, const char *line,
                                size_t len, dlqb_error *err) {
   dlqb_link *link = NULL;
-  dlqb_status st = dlqb_link_open(cfg, purpose, &link, err);
+  dlqb_status st = dlqb_link_open(&cfg->broker, purpose, &link, err);
   if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
   if (st == DLQB_OK) st = publish_line(link, line, len, err);
   if (link != NULL) {
@@ -140,7 +141,7 @@ static void note(dlqb_anchor_pub *p, dlqb_status st, const dlqb_error *err) {
     dlqb_log_error("anchor_failing",
                    "cannot anchor the audit trail: %s; records stay on disk "
                    "and acking goes on, retrying every %llu ms",
-                   err->msg, (unsigned long long)p->cfg->audit_anchor_interval_ms);
+                   err->msg, (unsigned long long)p->cfg->audit.anchor_interval_ms);
   else if (st == DLQB_OK && was)
     dlqb_log_info("anchor_recovered", "the audit trail is anchored again (%s)", DLQB_Q_ANCHORS);
 }
@@ -156,7 +157,7 @@ static void *anchor_main(void *arg) {
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t ms = p->cfg->audit_anchor_interval_ms;
+    uint64_t ms = p->cfg->audit.anchor_interval_ms;
     until.tv_sec += (time_t)(ms / 1000);
     until.tv_nsec += (long)(ms % 1000) * 1000000L;
     until.tv_sec += until.tv_nsec / 1000000000L;
@@ -174,13 +175,14 @@ static void *anchor_main(void *arg) {
   return NULL;
 }
 
-dlqb_status dlqb_anchor_start(const dlqb_config *cfg, dlqb_audit *a, bool held,
-                              dlqb_anchor_pub **out, dlqb_error *err) {
+dlqb_status dlqb_anchor_start(const dlqb_config *cfg, const dlqb_broker_conf *broker, dlqb_audit *a,
+                              bool held, dlqb_anchor_pub **out, dlqb_error *err) {
   *out = NULL;
-  if (a == NULL || cfg->audit_anchor_interval_ms == 0) return DLQB_OK;
+  if (a == NULL || cfg->audit.anchor_interval_ms == 0) return DLQB_OK;
   dlqb_anchor_pub *p = calloc(1, sizeof *p);
   if (p == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   p->cfg = cfg;
+  p->broker = dlqb_config_broker(cfg, broker);
   p->audit = a;
   p->held = held;
   pthread_mutex_init(&p->mu, NULL);
@@ -238,7 +240,7 @@ dlqb_status dlqb_anchor_stop(dlqb_anchor_pub *p, dlqb_error *err) {
 dlqb_status dlqb_anchor_read(const dlqb_config *cfg, const char *stream, dlqb_audit_lines *out,
                              long idle_ms, dlqb_error *err) {
   dlqb_link *link = NULL;
-  dlqb_status st = dlqb_link_open(cfg, "dlq-bridge audit verify --anchors", &link, err);
+  dlqb_status st = dlqb_link_open(&cfg->broker, "dlq-bridge audit verify --anchors", &link, err);
   if (st != DLQB_OK) return st;
   uint32_t count = 0;
   /* The end is the message count at the start: anchors appended later

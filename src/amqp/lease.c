@@ -46,7 +46,7 @@ dlqb_status dlqb_lease_take(const dlqb_config *cfg, const char *name, const char
   l->on_loss = on_loss;
   atomic_init(&l->quit, 0);
   atomic_init(&l->lost, 0);
-  dlqb_status st = dlqb_link_open(cfg, purpose, &l->link, err);
+  dlqb_status st = dlqb_link_open(&cfg->broker, purpose, &l->link, err);
   if (st != DLQB_OK) {
     free(l);
     return st;

@@ -124,13 +124,14 @@ static int64_t completed_at(const amqp_basic_properties_t *p) {
 
 /* Where a read starts and what it found at its end. */
 typedef struct {
-  const dlqb_config *cfg;       /* its completion_writers */
-  const dlqb_ledger_mark *from; /* the cache's marker, or NULL: read from the first entry */
-  const char *marker;           /* this run's marker: the end */
-  int64_t end_offset;           /* out: this run's marker's offset, -1 if not told */
-  bool until_quiet;             /* no marker (a dry run): the end is idle_ms without entries */
-  bool stale;                   /* out: the entry at from->offset is not from->marker */
-  dlqb_ledger *unverified;      /* NULL, or where the unverified entries' pairs go */
+  const dlqb_config *cfg;         /* its completion_writers */
+  const dlqb_broker_conf *broker; /* whom a fresh connection logs in as */
+  const dlqb_ledger_mark *from;   /* the cache's marker, or NULL: read from the first entry */
+  const char *marker;             /* this run's marker: the end */
+  int64_t end_offset;             /* out: this run's marker's offset, -1 if not told */
+  bool until_quiet;               /* no marker (a dry run): the end is idle_ms without entries */
+  bool stale;                     /* out: the entry at from->offset is not from->marker */
+  dlqb_ledger *unverified;        /* NULL, or where the unverified entries' pairs go */
 } read_span;
 
 /* Reads the stream into l from span->from (or its first entry) up to
@@ -285,7 +286,7 @@ static dlqb_status read_from_cache(const dlqb_config *cfg, dlqb_link **link, con
                                    long wait_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
   dlqb_ledger_mark from;
   bool cached = cache_path != NULL && cache_path[0] != '\0';
-  if (cached && take_cache(cache_path, cfg->completion_writers, l, &from, stats))
+  if (cached && take_cache(cache_path, cfg->ledger.completion_writers, l, &from, stats))
     span->from = &from;
   dlqb_status st = read_stream(*link, stream, span, l, wait_ms, stats, err);
   if (st == DLQB_OK && span->stale) {
@@ -300,7 +301,7 @@ static dlqb_status read_from_cache(const dlqb_config *cfg, dlqb_link **link, con
     dlqb_link_close(*link);
     *link = NULL;
     span->from = NULL;
-    st = dlqb_link_open(cfg, "dlq-bridge ledger reader", link, err);
+    st = dlqb_link_open(span->broker, "dlq-bridge ledger reader", link, err);
     if (st == DLQB_OK) st = read_stream(*link, stream, span, l, wait_ms, stats, err);
   }
   span->from = NULL; /* from lives in this frame */
@@ -309,13 +310,14 @@ static dlqb_status read_from_cache(const dlqb_config *cfg, dlqb_link **link, con
 
 /* dlqb_ledger_load, and with unverified (then without a cache: it holds
  * no unverified pairs) dlqb_ledger_load_split. */
-static dlqb_status load(const dlqb_config *cfg, const char *stream, const char *cache_path,
-                        dlqb_ledger *l, dlqb_ledger *unverified, long idle_ms,
-                        dlqb_ledger_stats *stats, dlqb_error *err) {
+static dlqb_status load(const dlqb_config *cfg, const dlqb_broker_conf *broker, const char *stream,
+                        const char *cache_path, dlqb_ledger *l, dlqb_ledger *unverified,
+                        long idle_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
   memset(stats, 0, sizeof *stats);
   bool cached = cache_path != NULL && cache_path[0] != '\0';
   dlqb_link *link = NULL;
-  dlqb_status st = dlqb_link_open(cfg, "dlq-bridge ledger reader", &link, err);
+  broker = dlqb_config_broker(cfg, broker);
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge ledger reader", &link, err);
   if (st != DLQB_OK) return st;
   char marker[DLQB_LEDGER_MARKER_MAX];
   make_marker(marker, sizeof marker);
@@ -323,7 +325,7 @@ static dlqb_status load(const dlqb_config *cfg, const char *stream, const char *
   if (st == DLQB_OK) st = append_marker(link, stream, marker, idle_ms, err);
   /* Our marker is in the stream already, so a whole re-read on a fresh
    * connection ends at the same place. */
-  read_span span = {.cfg = cfg, .marker = marker, .unverified = unverified};
+  read_span span = {.cfg = cfg, .broker = broker, .marker = marker, .unverified = unverified};
   if (st == DLQB_OK)
     st = read_from_cache(cfg, &link, stream, cache_path, &span, l, idle_ms, stats, err);
   if (link != NULL) end_link(link, st);
@@ -331,36 +333,38 @@ static dlqb_status load(const dlqb_config *cfg, const char *stream, const char *
     dlqb_ledger_mark to = {.offset = span.end_offset, .unverified = stats->unverified};
     snprintf(to.marker, sizeof to.marker, "%s", marker);
     dlqb_error why;
-    if (dlqb_ledger_cache_write(cache_path, cfg->completion_writers, l, &to, &why) == DLQB_OK)
+    if (dlqb_ledger_cache_write(cache_path, cfg->ledger.completion_writers, l, &to, &why) ==
+        DLQB_OK)
       stats->cache_saved = true;
     else dlqb_log_warn("ledger_cache", "%s; the next replay reads the whole ledger", why.msg);
   }
   return st;
 }
 
-dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const char *stream, const char *cache_path,
-                             dlqb_ledger *l, long idle_ms, dlqb_ledger_stats *stats,
-                             dlqb_error *err) {
-  return load(cfg, stream, cache_path, l, NULL, idle_ms, stats, err);
+dlqb_status dlqb_ledger_load(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                             const char *stream, const char *cache_path, dlqb_ledger *l,
+                             long idle_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
+  return load(cfg, broker, stream, cache_path, l, NULL, idle_ms, stats, err);
 }
 
 dlqb_status dlqb_ledger_load_split(const dlqb_config *cfg, const char *stream, dlqb_ledger *l,
                                    dlqb_ledger *unverified, long idle_ms, dlqb_ledger_stats *stats,
                                    dlqb_error *err) {
-  return load(cfg, stream, NULL, l, unverified, idle_ms, stats, err);
+  return load(cfg, NULL, stream, NULL, l, unverified, idle_ms, stats, err);
 }
 
 /* ---- without writing: dry runs (issue 19) ------------------------------- */
 
-dlqb_status dlqb_ledger_peek(const dlqb_config *cfg, const char *stream, const char *cache_path,
-                             dlqb_ledger *l, long quiet_ms, dlqb_ledger_stats *stats,
-                             dlqb_error *err) {
+dlqb_status dlqb_ledger_peek(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                             const char *stream, const char *cache_path, dlqb_ledger *l,
+                             long quiet_ms, dlqb_ledger_stats *stats, dlqb_error *err) {
   memset(stats, 0, sizeof *stats);
   dlqb_link *link = NULL;
-  dlqb_status st = dlqb_link_open(cfg, "dlq-bridge ledger reader", &link, err);
+  broker = dlqb_config_broker(cfg, broker);
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge ledger reader", &link, err);
   if (st != DLQB_OK) return st;
   st = dlqb_link_queue_depth(link, stream, NULL, NULL, err);
-  read_span span = {.cfg = cfg, .until_quiet = true};
+  read_span span = {.cfg = cfg, .broker = broker, .until_quiet = true};
   if (st == DLQB_OK)
     st = read_from_cache(cfg, &link, stream, cache_path, &span, l, quiet_ms, stats, err);
   if (link != NULL) end_link(link, st);

@@ -151,20 +151,20 @@ static dlqb_status read_password_file(const char *path, char *buf, size_t len, d
   return DLQB_OK;
 }
 
-static int tls_socket_setup(amqp_socket_t *sock, const dlqb_config *cfg, dlqb_error *err) {
+static int tls_socket_setup(amqp_socket_t *sock, const dlqb_broker_conf *broker, dlqb_error *err) {
   /* rabbitmq-c verifies peer and hostname by default; we say so explicitly
    * so that no later default change can weaken it. */
   amqp_ssl_socket_set_verify_peer(sock, 1);
   amqp_ssl_socket_set_verify_hostname(sock, 1);
   if (amqp_ssl_socket_set_ssl_versions(sock, AMQP_TLSv1_2, AMQP_TLSvLATEST) != AMQP_STATUS_OK)
     return dlqb_fail(err, DLQB_EINVAL, "cannot require tls 1.2 or later");
-  if (cfg->tls_ca_file[0] != '\0' &&
-      amqp_ssl_socket_set_cacert(sock, cfg->tls_ca_file) != AMQP_STATUS_OK)
-    return dlqb_fail(err, DLQB_EINVAL, "cannot load tls ca file '%s'", cfg->tls_ca_file);
-  if (cfg->tls_cert_file[0] != '\0' &&
-      amqp_ssl_socket_set_key(sock, cfg->tls_cert_file, cfg->tls_key_file) != AMQP_STATUS_OK)
+  if (broker->tls_ca_file[0] != '\0' &&
+      amqp_ssl_socket_set_cacert(sock, broker->tls_ca_file) != AMQP_STATUS_OK)
+    return dlqb_fail(err, DLQB_EINVAL, "cannot load tls ca file '%s'", broker->tls_ca_file);
+  if (broker->tls_cert_file[0] != '\0' &&
+      amqp_ssl_socket_set_key(sock, broker->tls_cert_file, broker->tls_key_file) != AMQP_STATUS_OK)
     return dlqb_fail(err, DLQB_EINVAL, "cannot load tls client certificate '%s' or key '%s'",
-                     cfg->tls_cert_file, cfg->tls_key_file);
+                     broker->tls_cert_file, broker->tls_key_file);
   return DLQB_OK;
 }
 
@@ -179,7 +179,7 @@ static int parse_major(amqp_connection_state_t conn) {
   return 0;
 }
 
-dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_link **out,
+dlqb_status dlqb_link_open(const dlqb_broker_conf *broker, const char *purpose, dlqb_link **out,
                            dlqb_error *err) {
   *out = NULL;
   char url[DLQB_CONFIG_STR_MAX];
@@ -188,16 +188,16 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
   struct amqp_connection_info ci;
   dlqb_status st = DLQB_OK;
 
-  snprintf(url, sizeof url, "%s", cfg->url);
-  dlqb_url_redact(cfg->url, redacted, sizeof redacted);
+  snprintf(url, sizeof url, "%s", broker->url);
+  dlqb_url_redact(broker->url, redacted, sizeof redacted);
   amqp_default_connection_info(&ci);
   if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK) {
     explicit_bzero(url, sizeof url);
     return dlqb_fail(err, DLQB_EINVAL, "invalid broker url '%s'", redacted);
   }
   const char *pw = ci.password;
-  if (cfg->password_file[0] != '\0') {
-    st = read_password_file(cfg->password_file, password, sizeof password, err);
+  if (broker->password_file[0] != '\0') {
+    st = read_password_file(broker->password_file, password, sizeof password, err);
     if (st != DLQB_OK) {
       explicit_bzero(url, sizeof url);
       return st;
@@ -218,7 +218,7 @@ dlqb_status dlqb_link_open(const dlqb_config *cfg, const char *purpose, dlqb_lin
     st = dlqb_fail(err, DLQB_ENOMEM, "cannot create socket");
     goto fail;
   }
-  if (ci.ssl && (st = tls_socket_setup(sock, cfg, err)) != DLQB_OK) goto fail;
+  if (ci.ssl && (st = tls_socket_setup(sock, broker, err)) != DLQB_OK) goto fail;
 
   struct timeval tv = {CONNECT_TIMEOUT_S, 0};
   int rc = amqp_socket_open_noblock(sock, ci.host, ci.port, &tv);

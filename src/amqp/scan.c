@@ -185,7 +185,7 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   memset(res, 0, sizeof *res);
 
   dlqb_link *link = NULL;
-  dlqb_status st = dlqb_link_open(cfg, o->purpose, &link, err);
+  dlqb_status st = dlqb_link_open(dlqb_config_broker(cfg, o->broker), o->purpose, &link, err);
   if (st != DLQB_OK) return st;
   uint32_t depth = 0;
   st = dlqb_link_queue_depth(link, o->queue, &depth, NULL, err);

@@ -280,8 +280,8 @@ static void *writer_main(void *arg) {
 dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
                             dlqb_error *err) {
   *out = NULL;
-  if (cfg->audit_log[0] == '\0') return DLQB_OK;
-  if (cfg->audit_key_file[0] == '\0')
+  if (cfg->audit.log[0] == '\0') return DLQB_OK;
+  if (cfg->audit.key_file[0] == '\0')
     return dlqb_fail(err, DLQB_EINVAL, "audit_key_file is required when audit_log is set");
   dlqb_audit *a = calloc(1, sizeof *a);
   if (a == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -291,22 +291,22 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   pthread_cond_init(&a->work, NULL);
   pthread_cond_init(&a->done, NULL);
   pthread_mutex_init(&a->head_mu, NULL);
-  dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, &a->key, a->key_id, err);
+  dlqb_status st = dlqb_audit_key_load(cfg->audit.key_file, &a->key, a->key_id, err);
   if (st != DLQB_OK) goto fail;
   if (!dlqb__audit_hasher_init(&a->hasher) || (a->ring = dlqb_audit_keyring_new()) == NULL) {
     st = dlqb_fail(err, DLQB_ENOMEM, "cannot set up sha-256 (openssl)");
     goto fail;
   }
   /* The private key holds the public one: a reference to it as public. */
-  if ((st = dlqb__audit_keyring_put(a->ring, a->key, cfg->audit_key_file, false, err)) != DLQB_OK)
+  if ((st = dlqb__audit_keyring_put(a->ring, a->key, cfg->audit.key_file, false, err)) != DLQB_OK)
     goto fail;
-  if (cfg->audit_public_keys[0] != '\0' &&
-      (st = dlqb_audit_keyring_add(a->ring, cfg->audit_public_keys, err)) != DLQB_OK)
+  if (cfg->audit.public_keys[0] != '\0' &&
+      (st = dlqb_audit_keyring_add(a->ring, cfg->audit.public_keys, err)) != DLQB_OK)
     goto fail;
   const dlqb__audit_pubkey *own = dlqb__audit_keyring_find(a->ring, a->key_id);
   if (own != NULL && own->revoked) {
     st = dlqb_fail(err, DLQB_EINVAL, "audit key file '%s' holds key %s, which is revoked in '%s'",
-                   cfg->audit_key_file, a->key_id, cfg->audit_public_keys);
+                   cfg->audit.key_file, a->key_id, cfg->audit.public_keys);
     goto fail;
   }
   unsigned char id[DLQB_AUDIT_CHAIN_HEX / 2];
@@ -316,11 +316,11 @@ dlqb_status dlqb_audit_open(const dlqb_config *cfg, const char *writer, dlqb_aud
   }
   dlqb__audit_hex(id, sizeof id, a->chain);
   memcpy(a->last_hash, DLQB__AUDIT_ZERO_HASH, sizeof a->last_hash);
-  snprintf(a->path, sizeof a->path, "%s", cfg->audit_log);
+  snprintf(a->path, sizeof a->path, "%s", cfg->audit.log);
   snprintf(a->seal_path, sizeof a->seal_path, "%s%s", a->path, DLQB_AUDIT_SEAL_SUFFIX);
   snprintf(a->rotating, sizeof a->rotating, "%s.rotating", a->path);
   dlqb__audit_writer_name(a->writer, writer != NULL && writer[0] ? writer : cfg->instance);
-  a->rotate_bytes = cfg->audit_rotate_bytes;
+  a->rotate_bytes = cfg->audit.rotate_bytes;
   /* A daemon serving several pipelines has writers of each: say whose. */
   if (cfg->pipeline_count > 0)
     snprintf(a->pipeline, sizeof a->pipeline, "%s", cfg->pipelines[0].p.name);

@@ -258,8 +258,8 @@ static const char *env_for_command(const char *name) {
 /* Checks what dlqb_config_validate cannot name as the operator typed it. */
 static dlqb_status check_sources(const cli_spec *spec, const dlqb_config *cfg, dlqb_error *err) {
   char a[DLQB_CONFIG_STR_MAX + 80], b[DLQB_CONFIG_STR_MAX + 80];
-  if (cli_uses(spec, "audit_key_file") && cfg->audit_log[0] != '\0' &&
-      cfg->audit_key_file[0] == '\0') {
+  if (cli_uses(spec, "audit_key_file") && cfg->audit.log[0] != '\0' &&
+      cfg->audit.key_file[0] == '\0') {
     cli_setting_source("audit_key_file", a, sizeof a);
     cli_setting_source("audit_log", b, sizeof b);
     if (strcmp(a, "the default") == 0)
@@ -339,17 +339,17 @@ static dlqb_status check_files(const cli_spec *spec, const dlqb_config *cfg, dlq
     const char *key, *what;
     size_t offset;
   } files[] = {
-      {"password_file", "password file", offsetof(dlqb_config, password_file)},
-      {"tls_ca_file", "tls ca file", offsetof(dlqb_config, tls_ca_file)},
-      {"tls_cert_file", "tls client certificate", offsetof(dlqb_config, tls_cert_file)},
-      {"tls_key_file", "tls client key", offsetof(dlqb_config, tls_key_file)},
-      {"audit_key_file", "audit key file", offsetof(dlqb_config, audit_key_file)},
+      {"password_file", "password file", offsetof(dlqb_config, broker.password_file)},
+      {"tls_ca_file", "tls ca file", offsetof(dlqb_config, broker.tls_ca_file)},
+      {"tls_cert_file", "tls client certificate", offsetof(dlqb_config, broker.tls_cert_file)},
+      {"tls_key_file", "tls client key", offsetof(dlqb_config, broker.tls_key_file)},
+      {"audit_key_file", "audit key file", offsetof(dlqb_config, audit.key_file)},
   };
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     const char *path = (const char *)cfg + files[i].offset;
     if (!cli_uses(spec, files[i].key) || path[0] == '\0') continue;
     /* The key matters only with a log (audit verify may name its files). */
-    if (strcmp(files[i].key, "audit_key_file") == 0 && cfg->audit_log[0] == '\0' &&
+    if (strcmp(files[i].key, "audit_key_file") == 0 && cfg->audit.log[0] == '\0' &&
         strncmp(spec->name, "audit", 5) != 0)
       continue;
     FILE *f = fopen(path, "r");
@@ -557,7 +557,7 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
     host[sizeof host - 1] = '\0';
     snprintf(cfg->instance, sizeof cfg->instance, "%s:%ld", host, (long)getpid());
   }
-  dlqb_log_setup(cfg->log_format, cfg->log_level, cfg->instance);
+  dlqb_log_setup(cfg->log.format, cfg->log.level, cfg->instance);
   if (print_config) {
     /* Every command treats it alike and nothing else runs, so it ends here. */
     print_settings(spec, cfg);

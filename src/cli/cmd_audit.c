@@ -127,13 +127,13 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
               pr->name, pr->fields[0].name, pr->fields[1].name);
     goto done;
   }
-  if (o->nfiles == 0 && cfg.audit_log[0] == '\0') {
+  if (o->nfiles == 0 && cfg.audit.log[0] == '\0') {
     cli_error("no audit log given (name the files, or set DLQ_BRIDGE_AUDIT_LOG)");
     goto done;
   }
   /* Public keys only: an auditor checks the trail without any writer's
    * secret, and audit_key_file is never read here. */
-  if (cfg.audit_public_keys[0] == '\0') {
+  if (cfg.audit.public_keys[0] == '\0') {
     cli_error("no public keys given (set DLQ_BRIDGE_AUDIT_PUBLIC_KEYS or --audit-public-keys "
               "to the writers' *.pem public keys)");
     goto done;
@@ -143,7 +143,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
     rc = EXIT_RUNTIME;
     goto done;
   }
-  dlqb_status st = dlqb_audit_keyring_add(ring, cfg.audit_public_keys, &err);
+  dlqb_status st = dlqb_audit_keyring_add(ring, cfg.audit.public_keys, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     rc = st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
@@ -151,7 +151,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
   }
   rc = EXIT_RUNTIME;
   if (o->nfiles == 0) {
-    if (dlqb_audit_list_files(cfg.audit_log, &listed, &nlisted, &err) != DLQB_OK) {
+    if (dlqb_audit_list_files(cfg.audit.log, &listed, &nlisted, &err) != DLQB_OK) {
       cli_error("%s", err.msg);
       goto done;
     }
@@ -163,7 +163,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
     if (o->seal != NULL) {
       seal_path = o->seal;
     } else {
-      const char *last = o->nfiles > 0 ? files[nfiles - 1] : cfg.audit_log;
+      const char *last = o->nfiles > 0 ? files[nfiles - 1] : cfg.audit.log;
       snprintf(seal, sizeof seal, "%s%s", last, DLQB_AUDIT_SEAL_SUFFIX);
       seal_path = seal;
     }
@@ -179,7 +179,7 @@ int audit_load_and_verify(const cli_spec *spec, int argc, char **argv, audit_opt
     nlisted = kept;
     nfiles = kept;
     if (kept == 0) {
-      cli_error("no audit file left to read beside '%s'", cfg.audit_log);
+      cli_error("no audit file left to read beside '%s'", cfg.audit.log);
       goto done;
     }
   }

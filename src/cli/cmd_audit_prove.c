@@ -204,7 +204,7 @@ static int count_lines(const evidence_ctx *c, const dlqb_config *cfg, uint64_t *
   const char *const *files = c->o->files;
   size_t nfiles = c->o->nfiles;
   if (nfiles == 0) {
-    if (dlqb_audit_list_files(cfg->audit_log, &listed, &nlisted, &err) != DLQB_OK) {
+    if (dlqb_audit_list_files(cfg->audit.log, &listed, &nlisted, &err) != DLQB_OK) {
       cli_error("%s", err.msg);
       return EXIT_RUNTIME;
     }
@@ -297,15 +297,15 @@ static const cli_spec checkpoint_spec = {
 static int load_signer(evidence_ctx *c, const dlqb_config *cfg, const char *what) {
   dlqb_error err;
   c->cfg = cfg;
-  if (cfg->audit_key_file[0] == '\0') {
+  if (cfg->audit.key_file[0] == '\0') {
     cli_error("%s signs: set DLQ_BRIDGE_AUDIT_KEY_FILE (or --audit-key-file) to this host's "
               "Ed25519 private key",
               what);
     return EXIT_USAGE;
   }
-  int rc = load_ring(cfg->audit_public_keys, &c->ring);
+  int rc = load_ring(cfg->audit.public_keys, &c->ring);
   if (rc != EXIT_OK) return rc;
-  dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, &c->key, c->key_id, &err);
+  dlqb_status st = dlqb_audit_key_load(cfg->audit.key_file, &c->key, c->key_id, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
@@ -479,7 +479,7 @@ static const cli_spec prove_spec = {
 
 static int prove_prepare(void *ctx, const dlqb_config *cfg) {
   evidence_ctx *c = ctx;
-  int rc = load_ring(cfg->audit_public_keys, &c->ring);
+  int rc = load_ring(cfg->audit.public_keys, &c->ring);
   if (rc != EXIT_OK) return rc;
   if (c->output != NULL && access(c->output, F_OK) == 0) {
     char q[DLQB_QUOTE_BUF];
@@ -624,8 +624,8 @@ static int archive_prepare(void *ctx, const dlqb_config *cfg) {
     return EXIT_USAGE;
   }
   for (size_t i = 0; i < c->o->nfiles; i++)
-    if (cfg->audit_log[0] != '\0' &&
-        strcmp(base_name(c->o->files[i]), base_name(cfg->audit_log)) == 0) {
+    if (cfg->audit.log[0] != '\0' &&
+        strcmp(base_name(c->o->files[i]), base_name(cfg->audit.log)) == 0) {
       cli_error("'%s' is the live log, which still grows: archive rotated files only",
                 dlqb_text_quote(q, c->o->files[i], strlen(c->o->files[i])));
       return EXIT_USAGE;
@@ -832,7 +832,7 @@ int audit_verify_proof(int argc, char **argv) {
   dlqb_witness_key keys[WITNESS_KEYS_MAX];
   size_t nkeys = 0;
   char *buf = NULL;
-  if ((rc = load_ring(cfg.audit_public_keys, &ring)) != EXIT_OK) goto done;
+  if ((rc = load_ring(cfg.audit.public_keys, &ring)) != EXIT_OK) goto done;
   if (o.witness_keys != NULL && (rc = read_witness_keys(o.witness_keys, keys, &nkeys)) != EXIT_OK)
     goto done;
   if (o.need < 0) o.need = nkeys > 0 ? 1 : 0;

@@ -153,12 +153,12 @@ static dlqb_status on_review_item(void *ctx, const dlqb_item *it, dlqb_error *er
  * (a report they cannot check is refused before anything is read). */
 static int load_key(report_ctx *c, const dlqb_config *cfg) {
   dlqb_error err;
-  if (cfg->audit_key_file[0] == '\0') {
+  if (cfg->audit.key_file[0] == '\0') {
     cli_error("audit report signs the report: set DLQ_BRIDGE_AUDIT_KEY_FILE (or "
               "--audit-key-file) to this host's Ed25519 private key");
     return EXIT_USAGE;
   }
-  dlqb_status st = dlqb_audit_key_load(cfg->audit_key_file, &c->key, c->key_id, &err);
+  dlqb_status st = dlqb_audit_key_load(cfg->audit.key_file, &c->key, c->key_id, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
@@ -169,7 +169,7 @@ static int load_key(report_ctx *c, const dlqb_config *cfg) {
     return EXIT_RUNTIME;
   }
   int rc = EXIT_OK;
-  if (dlqb_audit_keyring_add(ring, cfg->audit_public_keys, &err) != DLQB_OK) {
+  if (dlqb_audit_keyring_add(ring, cfg->audit.public_keys, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     rc = EXIT_USAGE;
   } else {
@@ -197,7 +197,7 @@ static int load_key(report_ctx *c, const dlqb_config *cfg) {
 static int count_unread(report_ctx *c, const dlqb_config *cfg) {
   dlqb_error err;
   dlqb_link *link = NULL;
-  if (dlqb_link_open(cfg, "dlq-bridge audit report", &link, &err) != DLQB_OK) {
+  if (dlqb_link_open(&cfg->broker, "dlq-bridge audit report", &link, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_RUNTIME;
   }
@@ -205,9 +205,10 @@ static int count_unread(report_ctx *c, const dlqb_config *cfg) {
   dlqb_text_sanitize(c->broker_user, sizeof c->broker_user, user, strlen(user));
   snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", cli_pipeline()->work);
   snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", cli_pipeline()->failed);
-  for (size_t i = 0; i < cfg->retry_delay_count && c->ncounted < COUNTED_MAX; i++) {
+  for (size_t i = 0; i < cfg->policy.retry_delay_count && c->ncounted < COUNTED_MAX; i++) {
     char name[DLQB_NAME_MAX];
-    dlqb_pipeline_retry_queue_name(cli_pipeline(), cfg->retry_delays_ms[i], name, sizeof name);
+    dlqb_pipeline_retry_queue_name(cli_pipeline(), cfg->policy.retry_delays_ms[i], name,
+                                   sizeof name);
     bool dup = false;
     for (size_t j = 0; j < c->ncounted; j++) dup = dup || strcmp(c->counted[j].name, name) == 0;
     if (!dup) snprintf(c->counted[c->ncounted++].name, DLQB_NAME_MAX, "%s", name);
@@ -256,8 +257,8 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
   dlqb_text_sanitize(c->actor, sizeof c->actor, raw, strlen(raw));
   snprintf(raw, sizeof raw, "report@%s", cfg->instance);
   dlqb_text_sanitize(c->writer, sizeof c->writer, raw, strlen(raw));
-  dlqb_text_sanitize(c->completion_writers, sizeof c->completion_writers, cfg->completion_writers,
-                     strlen(cfg->completion_writers));
+  dlqb_text_sanitize(c->completion_writers, sizeof c->completion_writers,
+                     cfg->ledger.completion_writers, strlen(cfg->ledger.completion_writers));
   int rc = load_key(c, cfg);
   if (rc != EXIT_OK) return rc;
   if ((c->r = dlqb_report_new(c->from_ms, c->to_ms)) == NULL ||
@@ -817,7 +818,7 @@ int audit_verify_report(int argc, char **argv) {
               "--help')");
     return EXIT_USAGE;
   }
-  if (cfg.audit_public_keys[0] == '\0') {
+  if (cfg.audit.public_keys[0] == '\0') {
     cli_error("no public keys given (set DLQ_BRIDGE_AUDIT_PUBLIC_KEYS or --audit-public-keys "
               "to the writers' *.pem public keys)");
     return EXIT_USAGE;
@@ -828,7 +829,7 @@ int audit_verify_report(int argc, char **argv) {
     cli_error("out of memory");
     return EXIT_RUNTIME;
   }
-  dlqb_status st = dlqb_audit_keyring_add(ring, cfg.audit_public_keys, &err);
+  dlqb_status st = dlqb_audit_keyring_add(ring, cfg.audit.public_keys, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     dlqb_audit_keyring_free(ring);

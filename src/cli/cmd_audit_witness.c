@@ -202,13 +202,13 @@ int audit_witness(int argc, char **argv) {
     rc = EXIT_OK;
     goto done;
   }
-  if (cfg.audit_public_keys[0] == '\0') {
+  if (cfg.audit.public_keys[0] == '\0') {
     cli_error("no public keys given (set DLQ_BRIDGE_AUDIT_PUBLIC_KEYS or --audit-public-keys to "
               "the key that signs the checkpoints)");
     goto done;
   }
   if ((ring = dlqb_audit_keyring_new()) == NULL ||
-      (st = dlqb_audit_keyring_add(ring, cfg.audit_public_keys, &err)) != DLQB_OK) {
+      (st = dlqb_audit_keyring_add(ring, cfg.audit.public_keys, &err)) != DLQB_OK) {
     cli_error("%s", ring == NULL ? "out of memory" : err.msg);
     rc = ring == NULL || st != DLQB_EINVAL ? EXIT_RUNTIME : EXIT_USAGE;
     goto done;

@@ -78,18 +78,18 @@ int cmd_console(int argc, char **argv) {
   }
   const dlqb_config *cfg = &console_cfg;
   console_site site = {.cfg = cfg, .pipeline = cli_pipeline()};
-  if (cfg->console_addr[0] == '\0') {
+  if (cfg->console.addr[0] == '\0') {
     cli_error("console_addr is off: give the console an address (DLQ_BRIDGE_CONSOLE_ADDR)");
     return EXIT_USAGE;
   }
-  site.tls = cfg->console_tls_cert_file[0] != '\0';
+  site.tls = cfg->console.tls_cert_file[0] != '\0';
   /* Off loopback, session cookies and passwords would cross the network in
    * clear: HTTPS, or the operator's word that a TLS proxy is in front. */
-  if (!loopback(cfg->console_addr) && !site.tls && cfg->console_behind_proxy != 1) {
+  if (!loopback(cfg->console.addr) && !site.tls && cfg->console.behind_proxy != 1) {
     cli_error("console address %s is not loopback: set DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE and "
               "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE (HTTPS), or DLQ_BRIDGE_CONSOLE_BEHIND_PROXY=1 when "
               "a TLS proxy is in front of it",
-              cfg->console_addr);
+              cfg->console.addr);
     return EXIT_USAGE;
   }
   dlqb_stop_flag *stop = cli_stop_flag();
@@ -100,10 +100,10 @@ int cmd_console(int argc, char **argv) {
     cli_error("%s", why);
     return EXIT_RUNTIME;
   }
-  dlqb_log_info("console", "listening on %s (port %d, %s)", cfg->console_addr, port,
+  dlqb_log_info("console", "listening on %s (port %d, %s)", cfg->console.addr, port,
                 site.tls ? "https" : "http");
   printf("console: listening on %s://%s (port %d)\n", site.tls ? "https" : "http",
-         cfg->console_addr, port);
+         cfg->console.addr, port);
   fflush(stdout);
   while (!dlqb_sleep_us(stop, 1000000)) {
   }

@@ -70,7 +70,7 @@ int cmd_declare(int argc, char **argv) {
     return EXIT_OK;
   }
   dlqb_link *link = NULL;
-  dlqb_status st = dlqb_link_open(&cfg, "dlq-bridge declare", &link, &err);
+  dlqb_status st = dlqb_link_open(&cfg.broker, "dlq-bridge declare", &link, &err);
   if (st == DLQB_OK) st = dlqb_topology_declare(link, topo, &err);
   dlqb_link_close(link);
   if (st != DLQB_OK) free(topo);

@@ -262,8 +262,8 @@ static void tally(void *ctx, const char *key, size_t len, void *value) {
 /* The canary's outcomes so far, into the ramp. */
 static dlqb_status look_canary(drain_run *d, dlqb_error *err) {
   dlqb_ledger_stats ls;
-  dlqb_status st = dlqb_ledger_peek(d->o.cfg, cli_pipeline()->completed, d->o.cfg->ledger_cache,
-                                    d->ledger, LEDGER_QUIET_MS, &ls, err);
+  dlqb_status st = dlqb_ledger_peek(d->o.cfg, NULL, cli_pipeline()->completed,
+                                    d->o.cfg->ledger.cache, d->ledger, LEDGER_QUIET_MS, &ls, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->dlq, err);
   if (st == DLQB_OK) st = look_queue(d, cli_pipeline()->review, err);
   if (st != DLQB_OK) return st;
@@ -329,7 +329,7 @@ static json_object *read_runs(const char *path, dlqb_error *err) {
 }
 
 static void record_run(const drain_run *d, json_object *run) {
-  const char *path = d->o.cfg->drain_state;
+  const char *path = d->o.cfg->drain.state;
   if (path[0] == '\0') return;
   dlqb_error err;
   json_object *old = read_runs(path, &err);
@@ -353,7 +353,7 @@ static void record_run(const drain_run *d, json_object *run) {
 
 /* node_exporter's textfile collector reads *.prom; written whole. */
 static void write_textfile(const drain_run *d, int64_t ended) {
-  const char *path = d->o.cfg->drain_textfile;
+  const char *path = d->o.cfg->drain.textfile;
   if (path[0] == '\0') return;
   const dlqb_drain_ramp *r = &d->ramp;
   char text[4096];
@@ -469,18 +469,18 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
 static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
   dlqb_error err;
   dlqb_ledger_stats ls;
-  if (dlqb_ledger_peek(d->o.cfg, cli_pipeline()->completed, d->o.cfg->ledger_cache, d->ledger,
+  if (dlqb_ledger_peek(d->o.cfg, NULL, cli_pipeline()->completed, d->o.cfg->ledger.cache, d->ledger,
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
     return ops_fail(&err);
   d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
-  d->pass_limit = d->o.cfg->drain_max_items > 0 ? (uint64_t)d->o.cfg->drain_max_items : UINT64_MAX;
+  d->pass_limit = d->o.cfg->drain.max_items > 0 ? (uint64_t)d->o.cfg->drain.max_items : UINT64_MAX;
   ops_move_spec m;
   drain_spec(d, &m, true, 0);
   m.ledger_stats = &ls;
   int rc = ops_move_run(&d->o, &m, stop);
   if (!d->o.json)
     printf("the next run replays the first %d of these as its canary and waits for them\n",
-           d->o.cfg->drain_canary);
+           d->o.cfg->drain.canary);
   return rc;
 }
 
@@ -497,7 +497,7 @@ static int drain_run_cmd(int argc, char **argv) {
   snprintf(d.o.actor, sizeof d.o.actor, "%s", ACTOR);
   d.o.sel.all = true;
   d.o.quiet_progress = d.o.json;
-  if (d.o.cfg->completion_writers[0] == '\0') {
+  if (d.o.cfg->ledger.completion_writers[0] == '\0') {
     cli_error("drain needs completion_writers (DLQ_BRIDGE_COMPLETION_WRITERS): without a trusted "
               "ledger no canary can be seen to complete");
     return EXIT_USAGE;
@@ -556,7 +556,7 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   int64_t started = dlqb_now_ms();
   dlqb_ledger_stats ls;
-  st = dlqb_ledger_load(d.o.cfg, cli_pipeline()->completed, d.o.cfg->ledger_cache, d.ledger,
+  st = dlqb_ledger_load(d.o.cfg, NULL, cli_pipeline()->completed, d.o.cfg->ledger.cache, d.ledger,
                         LEDGER_IDLE_MS, &ls, &err);
   if (st != DLQB_OK) {
     snprintf(d.error, sizeof d.error, "%s", err.msg);
@@ -666,7 +666,7 @@ static int drain_status_cmd(int argc, char **argv) {
     return EXIT_OK;
   }
   dlqb_error err;
-  json_object *runs = read_runs(cfg.drain_state, &err);
+  json_object *runs = read_runs(cfg.drain.state, &err);
   if (runs == NULL) return ops_fail(&err);
   size_t n = json_object_array_length(runs);
   if (n > (size_t)s.last) n = (size_t)s.last;
@@ -680,7 +680,7 @@ static int drain_status_cmd(int argc, char **argv) {
     json_object_put(runs);
     return EXIT_OK;
   }
-  if (n == 0) printf("no drain runs recorded in %s\n", cfg.drain_state);
+  if (n == 0) printf("no drain runs recorded in %s\n", cfg.drain.state);
   else
     printf("%-24s %-16s %6s %-14s %6s %5s  %s\n", "ENDED_AT", "STOPPED", "MOVED", "CANARY(ok/bad)",
            "REFAIL", "STEPS", "BROKER_USER");

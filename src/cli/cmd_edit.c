@@ -474,12 +474,12 @@ int cmd_edit(int argc, char **argv) {
   /* Who the broker will authenticate: edited_by and the trail's editor
    * are that user, never the free-text --actor. */
   char editor[256];
-  if (dlqb_link_url_user(e->o.cfg->url, editor, sizeof editor, &err) != DLQB_OK) {
+  if (dlqb_link_url_user(e->o.cfg->broker.url, editor, sizeof editor, &err) != DLQB_OK) {
     cli_error("edit: %s", err.msg);
     goto done;
   }
   e->rq.editor = editor;
-  trail_ctx trail = {.audit_log = e->o.cfg->audit_log};
+  trail_ctx trail = {.audit_log = e->o.cfg->audit.log};
   e->rq.trail = trail_state;
   e->rq.trail_ctx = &trail;
 
@@ -494,7 +494,7 @@ int cmd_edit(int argc, char **argv) {
     dlqb_ledger_stats ls;
     ledger = dlqb_ledger_new();
     if (ledger == NULL ||
-        ops_replay_ledger(e->o.cfg, p, e->rq.dry_run, ledger, &ls, &err) != DLQB_OK) {
+        ops_replay_ledger(e->o.cfg, NULL, p, e->rq.dry_run, ledger, &ls, &err) != DLQB_OK) {
       if (ledger == NULL) dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
       ops_audit_close(audit);
       dlqb_ledger_free(ledger);

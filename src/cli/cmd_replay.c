@@ -96,7 +96,8 @@ int cmd_replay(int argc, char **argv) {
     return arc;
   }
   dlqb_ledger_stats ls;
-  dlqb_status lst = ops_replay_ledger(r.o.cfg, cli_pipeline(), r.o.dry_run, ledger, &ls, &err);
+  dlqb_status lst =
+      ops_replay_ledger(r.o.cfg, NULL, cli_pipeline(), r.o.dry_run, ledger, &ls, &err);
   if (lst != DLQB_OK) {
     ops_audit_close(audit);
     dlqb_ledger_free(ledger);
@@ -107,7 +108,7 @@ int cmd_replay(int argc, char **argv) {
    * a finished erasure is harmless where skipping an unfinished one is not.
    * (Said after the ledger is read, so a broker that cannot be reached
    * stays a one-line error.) */
-  if (r.o.cfg->completion_writers[0] == '\0')
+  if (r.o.cfg->ledger.completion_writers[0] == '\0')
     dlqb_log_warn("replay",
                   "the completion ledger is not trusted: set completion_writers "
                   "(DLQ_BRIDGE_COMPLETION_WRITERS) to the broker users of your workers; until "

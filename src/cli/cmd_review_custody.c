@@ -252,7 +252,7 @@ int review_decide(int argc, char **argv) {
   }
   dlqb_ledger_stats ls;
   dlqb_error err;
-  if (ops_replay_ledger(c.o.cfg, cli_pipeline(), false, ledger, &ls, &err) != DLQB_OK) {
+  if (ops_replay_ledger(c.o.cfg, NULL, cli_pipeline(), false, ledger, &ls, &err) != DLQB_OK) {
     dlqb_ledger_free(ledger);
     return ops_fail(&err);
   }

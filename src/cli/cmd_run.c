@@ -201,7 +201,7 @@ static dlqb_status serve_open(served *sv, bool metrics, dlqb_error *err) {
   atomic_init(&h->consumed, false);
   atomic_init(&h->blocked, false);
   dlqb_status st = dlqb_audit_open(sv->cfg, sv->cfg->instance, &h->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, h->audit, true, &h->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, NULL, h->audit, true, &h->anchors, err);
   if (st == DLQB_OK && metrics) {
     h->metrics = dlqb_metrics_new(DLQB_VERSION);
     if (h->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -251,13 +251,14 @@ static int run_many(const dlqb_config *cfg, bool no_declare, dlqb_stop_flag *sto
     sv[i].stop = &routers_stop;
     dlqb_log_set_pipeline(sv[i].name);
     dlqb_log_info("starting", "broker %s, max_attempts %d, poison_threshold %d, from %s",
-                  dlqb_url_redact(sv[i].cfg->url, url, sizeof url), sv[i].cfg->max_attempts,
-                  sv[i].cfg->poison_threshold, sv[i].cfg->pipelines[0].p.failed);
+                  dlqb_url_redact(sv[i].cfg->broker.url, url, sizeof url),
+                  sv[i].cfg->policy.max_attempts, sv[i].cfg->policy.poison_threshold,
+                  sv[i].cfg->pipelines[0].p.failed);
     st = serve_open(&sv[i], metrics, &err);
   }
   dlqb_log_set_pipeline(NULL);
-  if (st == DLQB_OK && cfg->audit_log[0] != '\0')
-    dlqb_log_info("audit", "recording every hop in %s (a writer per pipeline)", cfg->audit_log);
+  if (st == DLQB_OK && cfg->audit.log[0] != '\0')
+    dlqb_log_info("audit", "recording every hop in %s (a writer per pipeline)", cfg->audit.log);
   dlqb_metrics_server *server = NULL;
   if (st == DLQB_OK && metrics) {
     dlqb_metrics *ms[DLQB_MAX_PIPELINES];
@@ -329,7 +330,8 @@ int cmd_run(int argc, char **argv) {
   if (cfg.pipeline_count > 1) return run_many(&cfg, no_declare, stop);
   char url[DLQB_CONFIG_STR_MAX];
   dlqb_log_info("starting", "dlq-bridge run: broker %s, max_attempts %d, poison_threshold %d",
-                dlqb_url_redact(cfg.url, url, sizeof url), cfg.max_attempts, cfg.poison_threshold);
+                dlqb_url_redact(cfg.broker.url, url, sizeof url), cfg.policy.max_attempts,
+                cfg.policy.poison_threshold);
   dlqb_error err = {{0}};
   run_ctx hctx = {0};
   dlqb_metrics_server *metrics_server = NULL;
@@ -347,10 +349,10 @@ int cmd_run(int argc, char **argv) {
     return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   hooks.audit = hctx.audit;
-  if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit_log);
+  if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit.log);
   /* The router's chain heads go off the host every audit_anchor_interval. */
   dlqb_anchor_pub *anchors = NULL;
-  if ((st = dlqb_anchor_start(&cfg, hctx.audit, true, &anchors, &err)) == DLQB_OK)
+  if ((st = dlqb_anchor_start(&cfg, NULL, hctx.audit, true, &anchors, &err)) == DLQB_OK)
     hctx.anchors = anchors;
   else {
     dlqb_audit_close(hctx.audit);

@@ -343,7 +343,7 @@ int cmd_stats(int argc, char **argv) {
   size_t nrows = 0;
   dlqb_error err;
   dlqb_link *link = NULL;
-  dlqb_status lst = dlqb_link_open(c.o.cfg, "dlq-bridge stats", &link, &err);
+  dlqb_status lst = dlqb_link_open(&c.o.cfg->broker, "dlq-bridge stats", &link, &err);
   bool dlq_has_items = false;
   for (size_t i = 0; lst == DLQB_OK && i < topo->nqueues; i++) {
     if (topo->queues[i].type == DLQB_QTYPE_STREAM) continue; /* the ledger is not a backlog */

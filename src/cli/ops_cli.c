@@ -97,14 +97,14 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
     rc = EXIT_USAGE;
   }
   /* Ops commands talk to a person: only warnings and errors in the log. */
-  if (rc == EXIT_OK && !*help && o->cfg->log_level > DLQB_LOG_WARN)
-    dlqb_log_setup(o->cfg->log_format, DLQB_LOG_WARN, o->cfg->instance);
+  if (rc == EXIT_OK && !*help && o->cfg->log.level > DLQB_LOG_WARN)
+    dlqb_log_setup(o->cfg->log.format, DLQB_LOG_WARN, o->cfg->instance);
   return rc;
 }
 
 int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   *out = NULL;
-  if (o->cfg->audit_log[0] == '\0') {
+  if (o->cfg->audit.log[0] == '\0') {
     /* An operator's shell that lacks the daemon's settings must not move
      * items unrecorded without knowing it: the trail is where "no erasure
      * was lost" is proved. */
@@ -120,14 +120,14 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
                   "nothing it does is recorded",
                   command, o->actor);
     /* Said on stderr even when the log shows errors only. */
-    if (o->cfg->log_level < DLQB_LOG_WARN)
+    if (o->cfg->log.level < DLQB_LOG_WARN)
       fprintf(stderr, "dlq-bridge: %s with --no-audit: nothing it does is recorded\n", command);
     return EXIT_OK;
   }
   char writer[400];
   snprintf(writer, sizeof writer, "%s@%s", command, o->cfg->instance);
   dlqb_error err;
-  if (ops_trail_open(o->cfg, writer, out, &err) != DLQB_OK) {
+  if (ops_trail_open(o->cfg, NULL, writer, out, &err) != DLQB_OK) {
     cli_error("%s", err.msg);
     return EXIT_RUNTIME;
   }

@@ -8,8 +8,8 @@ bool console_start(const console_site *site, console_server **out, int *port, ch
   console_sessions_init();
   console_jobs_init();
   const dlqb_config *cfg = site->cfg;
-  return console_server_start(cfg->console_addr, cfg->console_tls_cert_file,
-                              cfg->console_tls_key_file, out, port, why, why_len);
+  return console_server_start(cfg->console.addr, cfg->console.tls_cert_file,
+                              cfg->console.tls_key_file, out, port, why, why_len);
 }
 
 void console_stop(console_server *s) {

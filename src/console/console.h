@@ -55,7 +55,7 @@ void console_sessions_init(void);
 void console_sessions_clear(void);
 
 /* Checks user/password against the broker (a connection as that user to
- * base->url's host and vhost) and on success creates a session in *who.
+ * base->broker.url's host and vhost) and on success creates a session in *who.
  * false with a message for the person in why (never the password). */
 bool console_sign_in(const dlqb_config *base, const char *addr, const char *user,
                      const char *password, console_who *who, char *why, size_t why_len,
@@ -68,12 +68,17 @@ bool console_session_find(const char *id, console_who *who);
 /* Ends a session. */
 void console_session_end(const char *id);
 
-/* base with the broker credentials of who (its url's user and password
- * replaced, password_file cleared), on the heap (NULL: out of memory; free
- * with dlqb_config_free, which wipes the password): every broker
- * connection a request opens goes through this, so the broker's
- * permissions decide. */
-dlqb_config *console_user_config(const dlqb_config *base, const console_who *who);
+/* The served broker part with the broker credentials of who (its url's
+ * user and password replaced, password_file cleared; the TLS files kept),
+ * on the heap (NULL: out of memory; free with console_broker_free, which
+ * wipes the password). Every broker connection a request or a job opens
+ * logs in with it (an ops_ctx's broker, a scan's, the trail's anchors,
+ * the ledger reader), beside the served config for everything else, so
+ * the broker's permissions decide. */
+dlqb_broker_conf *console_user_broker(const dlqb_broker_conf *served, const console_who *who);
+
+/* Wipes and frees what console_user_broker returned. NULL-safe. */
+void console_broker_free(dlqb_broker_conf *broker);
 
 /* Fills hex (CONSOLE_TOKEN_HEX + 1 bytes) from the system's CSPRNG. */
 bool console_random_token(char *hex);

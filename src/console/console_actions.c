@@ -99,7 +99,7 @@ static dlqb_status save_now(const char *path, dlqb_error *err) {
  * the last save is SAVE_INTERVAL_MS old. A failure is a warning (once
  * until a save works again): the jobs go on in memory. */
 static void jobs_save(bool force) {
-  const char *path = console_g.cfg->console_jobs_file;
+  const char *path = console_g.cfg->console.jobs_file;
   if (path[0] == '\0') return;
   pthread_mutex_lock(&save_lock);
   int64_t now = dlqb_mono_ms();
@@ -123,7 +123,7 @@ void console_jobs_init(void) {
   next_id = 1;
   shutting_down = false;
   pthread_mutex_unlock(&lock);
-  const char *path = console_g.cfg->console_jobs_file;
+  const char *path = console_g.cfg->console.jobs_file;
   if (path[0] == '\0') return;
   dlqb_job_record *recs = malloc(JOBS * sizeof *recs);
   size_t n = 0, cut = 0;
@@ -193,11 +193,10 @@ static bool note_of(console_req *r, dlqb_job_action kind, char *note, size_t cap
   return true;
 }
 
-/* A pass as the signed-in user: their broker credentials over the loaded
- * settings (on the heap: a config is large), their selection, their name
- * as the audit trail's actor. */
+/* A pass as the signed-in user: the loaded settings with their broker
+ * credentials, their selection, their name as the audit trail's actor. */
 typedef struct {
-  dlqb_config *cfg; /* console_user_config's */
+  dlqb_broker_conf *broker; /* console_user_broker's */
   dlqb_select sel;
   char actor[CONSOLE_USER_MAX];
 } pass_as;
@@ -205,7 +204,7 @@ typedef struct {
 /* false: out of memory. Free what it set with pass_end. */
 static bool opts_for(const console_who *who, const dlqb_select *sel, pass_as *o) {
   memset(o, 0, sizeof *o);
-  if ((o->cfg = console_user_config(console_g.cfg, who)) == NULL) return false;
+  if ((o->broker = console_user_broker(&console_g.cfg->broker, who)) == NULL) return false;
   o->sel = *sel;
   /* The audit trail's actor is the authenticated broker user. */
   snprintf(o->actor, sizeof o->actor, "%s", who->user);
@@ -214,13 +213,14 @@ static bool opts_for(const console_who *who, const dlqb_select *sel, pass_as *o)
 
 static void pass_end(pass_as *o) {
   if (o == NULL) return;
-  dlqb_config_free(o->cfg);
+  console_broker_free(o->broker);
   explicit_bzero(o, sizeof *o);
 }
 
 /* The library's context of that pass. */
 static ops_ctx pass_context(const pass_as *o) {
-  return (ops_ctx){.cfg = o->cfg,
+  return (ops_ctx){.cfg = console_g.cfg,
+                   .broker = o->broker,
                    .pipeline = console_g.pipeline,
                    .actor = o->actor,
                    .sel = &o->sel,
@@ -338,7 +338,8 @@ void console_post_preview(console_req *r) {
   char summary[256];
   if (kind == DLQB_JOB_REPLAY) {
     ops_replay_spec(&m, &stamp, true, 0);
-    if (ops_replay_ledger(o->cfg, console_g.pipeline, true, ledger, &ls, &err) != DLQB_OK)
+    if (ops_replay_ledger(console_g.cfg, o->broker, console_g.pipeline, true, ledger, &ls, &err) !=
+        DLQB_OK)
       ok = false;
     m.ledger = ledger;
   } else if (kind == DLQB_JOB_ESCALATE) {
@@ -356,8 +357,8 @@ void console_post_preview(console_req *r) {
     ok = !out->not_started;
     if (!ok) err = out->err;
   }
-  dlqb_config_free(o->cfg); /* wiped: it holds the person's password */
-  o->cfg = NULL;
+  console_broker_free(o->broker); /* wiped: it holds the person's password */
+  o->broker = NULL;
   if (!ok) {
     console_error_page(r, 502, "The broker refused the preview", err.msg);
   } else {
@@ -374,7 +375,7 @@ void console_post_preview(console_req *r) {
       dlqb_html_text(h, out->early);
       dlqb_html_raw(h, "</p>");
     }
-    if (kind == DLQB_JOB_REPLAY && console_g.cfg->completion_writers[0] == '\0')
+    if (kind == DLQB_JOB_REPLAY && console_g.cfg->ledger.completion_writers[0] == '\0')
       dlqb_html_raw(h,
                     "<p class=\"warn\">The completion ledger is not trusted "
                     "(completion_writers is not set): every selected task would be replayed.</p>");
@@ -463,16 +464,16 @@ static void *job_main(void *arg) {
     goto end;
   }
   char writer[400];
-  snprintf(writer, sizeof writer, "console@%s", o->cfg->instance);
+  snprintf(writer, sizeof writer, "console@%s", console_g.cfg->instance);
   /* The trail first: one that cannot be written stops the job before
    * anything moves. */
-  if (o->cfg->audit_log[0] == '\0') {
+  if (console_g.cfg->audit.log[0] == '\0') {
     /* As the CLI's movers refuse without --no-audit: the console has no
      * way to act unrecorded. */
     job_fail(j, "no audit trail configured (audit_log): the console moves nothing without one");
     goto end;
   }
-  if (ops_trail_open(o->cfg, writer, &audit, &err) != DLQB_OK) {
+  if (ops_trail_open(console_g.cfg, o->broker, writer, &audit, &err) != DLQB_OK) {
     job_fail(j, err.msg);
     goto end;
   }
@@ -486,7 +487,8 @@ static void *job_main(void *arg) {
     }
     /* The whole ledger, or no replay: a partial one could re-run a
      * completed erasure. */
-    if (ops_replay_ledger(o->cfg, console_g.pipeline, false, ledger, &ls, &err) != DLQB_OK) {
+    if (ops_replay_ledger(console_g.cfg, o->broker, console_g.pipeline, false, ledger, &ls, &err) !=
+        DLQB_OK) {
       job_fail(j, err.msg);
       goto end;
     }

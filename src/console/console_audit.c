@@ -16,7 +16,7 @@ void console_audit_history(console_req *r, const dlqb_item *it) {
   dlqb_html *h = &r->out;
   const dlqb_config *cfg = console_g.cfg;
   dlqb_html_raw(h, "<h2>Audit history</h2>");
-  if (cfg->audit_log[0] == '\0' || cfg->audit_public_keys[0] == '\0') {
+  if (cfg->audit.log[0] == '\0' || cfg->audit.public_keys[0] == '\0') {
     dlqb_html_raw(h, "<p class=\"note\" id=\"audit\">No audit trail is configured "
                      "(audit_log and audit_public_keys).</p>");
     return;

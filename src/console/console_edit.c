@@ -93,8 +93,9 @@ static void preview_table(dlqb_html *h, const ops_edit_result *res) {
 /* Runs rq as the signed-in user: their broker credentials, their name as
  * the actor, their trail writer. */
 static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *res) {
-  dlqb_config *cfg = console_user_config(console_g.cfg, &r->who);
-  if (cfg == NULL) {
+  const dlqb_config *cfg = console_g.cfg;
+  dlqb_broker_conf *user_broker = console_user_broker(&cfg->broker, &r->who);
+  if (user_broker == NULL) {
     memset(res, 0, sizeof *res);
     res->outcome = OPS_EDIT_FAILED;
     dlqb_fail(&res->err, DLQB_ENOMEM, "out of memory");
@@ -102,6 +103,7 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
   }
   /* The edit selects its one item itself: x.sel stays unset. */
   ops_ctx x = {.cfg = cfg,
+               .broker = user_broker,
                .pipeline = console_g.pipeline,
                .actor = r->who.user,
                .window = DLQB_SCAN_WINDOW_DEFAULT};
@@ -114,16 +116,16 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
   snprintf(writer, sizeof writer, "console@%s", cfg->instance);
   dlqb_status st = DLQB_OK;
   if (!rq->dry_run)
-    st = cfg->audit_log[0] == '\0' ? dlqb_fail(&err, DLQB_EINVAL,
+    st = cfg->audit.log[0] == '\0' ? dlqb_fail(&err, DLQB_EINVAL,
                                                "no audit trail configured (audit_log): the console "
                                                "moves nothing without one")
-                                   : ops_trail_open(cfg, writer, &audit, &err);
+                                   : ops_trail_open(cfg, user_broker, writer, &audit, &err);
   if (st == DLQB_OK && rq->mode != OPS_EDIT_MODE_REJECT && rq->mode != OPS_EDIT_MODE_PROPOSE &&
       !rq->keep) {
     ledger = dlqb_ledger_new();
-    st = ledger == NULL
-             ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-             : ops_replay_ledger(cfg, console_g.pipeline, rq->dry_run, ledger, &ls, &err);
+    st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
+                        : ops_replay_ledger(cfg, user_broker, console_g.pipeline, rq->dry_run,
+                                            ledger, &ls, &err);
   }
   if (st == DLQB_OK) ops_edit_run(&x, rq, audit, ledger, NULL, res);
   else {
@@ -133,7 +135,7 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
   }
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);
-  dlqb_config_free(cfg);
+  console_broker_free(user_broker);
 }
 
 static void result_page(console_req *r, const ops_edit_request *rq, const ops_edit_result *res) {
@@ -301,8 +303,8 @@ void console_edit_inbox(console_req *r) {
   dlqb_html *h = &r->out;
   pending_list l = {.p = calloc(PENDING_MAX, sizeof(pending))};
   if (l.p == NULL) return;
-  dlqb_config *cfg = console_user_config(console_g.cfg, &r->who);
-  if (cfg == NULL) {
+  dlqb_broker_conf *user_broker = console_user_broker(&console_g.cfg->broker, &r->who);
+  if (user_broker == NULL) {
     dlqb_html_raw(h, "<p class=\"error\">Edits waiting: out of memory.</p>");
     free(l.p);
     return;
@@ -310,12 +312,13 @@ void console_edit_inbox(console_req *r) {
   dlqb_scan_options so = {.queue = console_g.pipeline->dlq,
                           .purpose = "dlq-bridge console edits",
                           .actor = r->who.user,
+                          .broker = user_broker,
                           .on_item = pending_item,
                           .ctx = &l};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(cfg, &so, &res, &err);
-  dlqb_config_free(cfg);
+  dlqb_status st = dlqb_scan_run(console_g.cfg, &so, &res, &err);
+  console_broker_free(user_broker);
   dlqb_html_raw(h, "<h2>Edits waiting for approval</h2>");
   if (st != DLQB_OK) {
     dlqb_html_raw(h, "<p class=\"error\">");

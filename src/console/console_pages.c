@@ -120,8 +120,8 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
 
 /* One pass, nothing moved. false with the page written on failure. */
 static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
-  dlqb_config *cfg = console_user_config(console_g.cfg, &r->who);
-  if (cfg == NULL) {
+  dlqb_broker_conf *user_broker = console_user_broker(&console_g.cfg->broker, &r->who);
+  if (user_broker == NULL) {
     console_error_page(r, 500, "Out of memory", "out of memory");
     return false;
   }
@@ -131,11 +131,12 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   dlqb_scan_options so = {.queue = console_g.pipeline->dlq,
                           .purpose = "dlq-bridge console",
                           .actor = r->who.user,
+                          .broker = user_broker,
                           .on_item = look_item,
                           .ctx = c};
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(cfg, &so, res, &err);
-  dlqb_config_free(cfg);
+  dlqb_status st = dlqb_scan_run(console_g.cfg, &so, res, &err);
+  console_broker_free(user_broker);
   if (st != DLQB_OK) {
     console_error_page(r, 502, "The broker refused", err.msg);
     return false;

@@ -67,8 +67,8 @@ void console_page_review(console_req *r) {
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
-  dlqb_config *cfg = console_user_config(console_g.cfg, &r->who);
-  if (cfg == NULL) {
+  dlqb_broker_conf *user_broker = console_user_broker(&console_g.cfg->broker, &r->who);
+  if (user_broker == NULL) {
     ops_urgent_free(&c.urgent);
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
@@ -76,12 +76,13 @@ void console_page_review(console_req *r) {
   dlqb_scan_options so = {.queue = console_g.pipeline->review,
                           .purpose = "dlq-bridge console review",
                           .actor = r->who.user,
+                          .broker = user_broker,
                           .on_item = inbox_item,
                           .ctx = &c};
   dlqb_scan_result res;
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(cfg, &so, &res, &err);
-  dlqb_config_free(cfg);
+  dlqb_status st = dlqb_scan_run(console_g.cfg, &so, &res, &err);
+  console_broker_free(user_broker);
   if (st != DLQB_OK) {
     ops_urgent_free(&c.urgent);
     console_error_page(r, 502, "The broker refused", err.msg);
@@ -135,10 +136,10 @@ void console_page_review(console_req *r) {
   ops_urgent_free(&c.urgent);
 }
 
-/* A review act's pass and what it runs with: the person's broker
- * credentials over the loaded settings (on the heap: a config is large). */
+/* A review act's pass and what it runs with: the loaded settings and the
+ * person's broker credentials (on the heap: the act is large). */
 typedef struct {
-  dlqb_config *cfg; /* console_user_config's */
+  dlqb_broker_conf *broker; /* console_user_broker's */
   char actor[CONSOLE_USER_MAX];
   ops_review_act a;
 } review_post;
@@ -161,13 +162,14 @@ void console_post_review_act(console_req *r) {
                        "Give an item and one of claim, replay, resolve (with a note) or return.");
     return;
   }
-  if ((p->cfg = console_user_config(console_g.cfg, &r->who)) == NULL) {
+  if ((p->broker = console_user_broker(&console_g.cfg->broker, &r->who)) == NULL) {
     free(p);
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
   snprintf(p->actor, sizeof p->actor, "%s", r->who.user);
-  c->x = (ops_ctx){.cfg = p->cfg,
+  c->x = (ops_ctx){.cfg = console_g.cfg,
+                   .broker = p->broker,
                    .pipeline = console_g.pipeline,
                    .actor = p->actor,
                    .window = DLQB_SCAN_WINDOW_DEFAULT};
@@ -182,24 +184,25 @@ void console_post_review_act(console_req *r) {
   dlqb_ledger_stats ls;
   dlqb_scan_result res;
   char writer[400];
-  snprintf(writer, sizeof writer, "console@%s", p->cfg->instance);
+  snprintf(writer, sizeof writer, "console@%s", console_g.cfg->instance);
   /* As the CLI's movers refuse without --no-audit: nothing unrecorded. */
-  dlqb_status st = p->cfg->audit_log[0] == '\0'
+  dlqb_status st = console_g.cfg->audit.log[0] == '\0'
                        ? dlqb_fail(&err, DLQB_EINVAL,
                                    "no audit trail configured (audit_log): the "
                                    "console moves nothing without one")
-                       : ops_trail_open(p->cfg, writer, &audit, &err);
+                       : ops_trail_open(console_g.cfg, p->broker, writer, &audit, &err);
   if (st == DLQB_OK && k == OPS_ACT_REPLAY) {
     ledger = dlqb_ledger_new();
     st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                        : ops_replay_ledger(p->cfg, console_g.pipeline, false, ledger, &ls, &err);
+                        : ops_replay_ledger(console_g.cfg, p->broker, console_g.pipeline, false,
+                                            ledger, &ls, &err);
     c->ledger = ledger;
   }
   if (st == DLQB_OK) st = ops_review_act_pass(c, command, audit, NULL, &res, &err);
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);
-  dlqb_config_free(p->cfg); /* wiped: it holds the person's password */
-  p->cfg = NULL;
+  console_broker_free(p->broker); /* wiped: it holds the person's password */
+  p->broker = NULL;
   char msg[DLQB_ERROR_MAX + 256];
   unsigned status = 200;
   if (st != DLQB_OK) {

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "console.h"
@@ -71,11 +72,12 @@ static bool url_encode(char *out, size_t cap, size_t *at, const char *s) {
   return true;
 }
 
-dlqb_config *console_user_config(const dlqb_config *base, const console_who *who) {
-  dlqb_config *out = dlqb_config_copy(base);
-  if (out == NULL) return NULL;
-  out->password_file[0] = '\0';
-  const char *u = base->url;
+dlqb_broker_conf *console_user_broker(const dlqb_broker_conf *served, const console_who *who) {
+  dlqb_broker_conf *b = malloc(sizeof *b);
+  if (b == NULL) return NULL;
+  memcpy(b, served, sizeof *b);
+  b->password_file[0] = '\0';
+  const char *u = served->url;
   const char *scheme_end = strstr(u, "://");
   const char *auth = scheme_end ? scheme_end + 3 : u;
   const char *auth_end = auth + strcspn(auth, "/?#");
@@ -96,14 +98,20 @@ dlqb_config *console_user_config(const dlqb_config *base, const console_who *who
   ok = ok && at + rest + 1 <= sizeof url;
   if (ok) {
     memcpy(url + at, host, rest + 1);
-    memcpy(out->url, url, sizeof url);
+    memcpy(b->url, url, sizeof url);
   } else {
     /* Too long to fit: a URL nobody can log in with rather than the
      * console's own credentials. */
-    snprintf(out->url, sizeof out->url, "amqp://-:-@0.0.0.0:1/-");
+    snprintf(b->url, sizeof b->url, "amqp://-:-@0.0.0.0:1/-");
   }
   explicit_bzero(url, sizeof url);
-  return out;
+  return b;
+}
+
+void console_broker_free(dlqb_broker_conf *broker) {
+  if (broker == NULL) return;
+  explicit_bzero(broker, sizeof *broker);
+  free(broker);
 }
 
 /* The failure slot of addr (creating one, evicting the oldest); lock held. */
@@ -143,12 +151,13 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
   }
   snprintf(who->user, sizeof who->user, "%s", user);
   snprintf(who->password, sizeof who->password, "%s", password);
-  dlqb_config *cfg = console_user_config(base, who);
+  dlqb_broker_conf *user_broker = console_user_broker(&base->broker, who);
   dlqb_link *link = NULL;
   dlqb_error err = {{0}};
-  dlqb_status st = cfg == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                               : dlqb_link_open(cfg, "dlq-bridge console sign-in", &link, &err);
-  dlqb_config_free(cfg);
+  dlqb_status st = user_broker == NULL
+                       ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
+                       : dlqb_link_open(user_broker, "dlq-bridge console sign-in", &link, &err);
+  console_broker_free(user_broker);
   if (st != DLQB_OK) {
     pthread_mutex_lock(&lock);
     f = fail_slot_of(addr, mono_ms());

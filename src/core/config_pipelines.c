@@ -36,35 +36,24 @@ static const struct {
     {"edit_approval", DLQB_POLICY_EDIT_APPROVAL},
 };
 
-/* Copies the policy members whose bit is in mask from src to dst. The
- * config and a pipeline's policy name them alike, so one copy serves the
- * three directions: the top level into a pipeline (policy_of), a
- * pipeline's own values over it (policy_merge), and the pipeline served
- * back into the config (dlqb_config_use_pipeline). */
-#define POLICY_COPY(dst, src, mask)                                                                \
-  do {                                                                                             \
-    uint32_t m_ = (mask);                                                                          \
-    if (m_ & DLQB_POLICY_MAX_ATTEMPTS) (dst)->max_attempts = (src)->max_attempts;                  \
-    if (m_ & DLQB_POLICY_POISON_THRESHOLD) (dst)->poison_threshold = (src)->poison_threshold;      \
-    if (m_ & DLQB_POLICY_RETRY_DELAYS) {                                                           \
-      memcpy((dst)->retry_delays_ms, (src)->retry_delays_ms, sizeof(dst)->retry_delays_ms);        \
-      (dst)->retry_delay_count = (src)->retry_delay_count;                                         \
-    }                                                                                              \
-    if (m_ & DLQB_POLICY_RETRY_JITTER) (dst)->retry_jitter_percent = (src)->retry_jitter_percent;  \
-    if (m_ & DLQB_POLICY_SLA_BUDGET) (dst)->sla_budget_ms = (src)->sla_budget_ms;                  \
-    if (m_ & DLQB_POLICY_PREFETCH) (dst)->prefetch = (src)->prefetch;                              \
-    if (m_ & DLQB_POLICY_DLQ_SLA) (dst)->dlq_sla_ms = (src)->dlq_sla_ms;                           \
-    if (m_ & DLQB_POLICY_MAX_REPLAYS) (dst)->max_replays = (src)->max_replays;                     \
-    if (m_ & DLQB_POLICY_EDIT_APPROVAL) (dst)->edit_approval = (src)->edit_approval;               \
-  } while (0)
-
-static void policy_of(const dlqb_config *c, dlqb_pipeline_policy *p) {
-  POLICY_COPY(p, c, UINT32_MAX);
-}
-
-static void policy_merge(dlqb_pipeline_policy *dst, const dlqb_pipeline_policy *src,
-                         uint32_t mask) {
-  POLICY_COPY(dst, src, mask);
+/* The one place a pipeline's policy inherits (as nginx's merge functions
+ * do a location's settings): its own values where `set` has their bit,
+ * the top level's (whichever source set them) elsewhere. */
+static void policy_merge(dlqb_policy_conf *out, const dlqb_policy_conf *top_level,
+                         const dlqb_policy_conf *own, uint32_t set) {
+  *out = *top_level;
+  if (set & DLQB_POLICY_MAX_ATTEMPTS) out->max_attempts = own->max_attempts;
+  if (set & DLQB_POLICY_POISON_THRESHOLD) out->poison_threshold = own->poison_threshold;
+  if (set & DLQB_POLICY_RETRY_DELAYS) {
+    memcpy(out->retry_delays_ms, own->retry_delays_ms, sizeof out->retry_delays_ms);
+    out->retry_delay_count = own->retry_delay_count;
+  }
+  if (set & DLQB_POLICY_RETRY_JITTER) out->retry_jitter_percent = own->retry_jitter_percent;
+  if (set & DLQB_POLICY_SLA_BUDGET) out->sla_budget_ms = own->sla_budget_ms;
+  if (set & DLQB_POLICY_PREFETCH) out->prefetch = own->prefetch;
+  if (set & DLQB_POLICY_DLQ_SLA) out->dlq_sla_ms = own->dlq_sla_ms;
+  if (set & DLQB_POLICY_MAX_REPLAYS) out->max_replays = own->max_replays;
+  if (set & DLQB_POLICY_EDIT_APPROVAL) out->edit_approval = own->edit_approval;
 }
 
 static const char *type_phrase(json_object *v) {
@@ -365,7 +354,7 @@ static dlqb_status parse_pipeline_on(dlqb_pipeline_conf *out, const char *name, 
       snprintf(src, sizeof src, "key '%s'", sub);
       bool url = key[0] == 'u';
       if ((st = dlqb__config_apply_member(scratch, key, val, src, err)) != DLQB_OK) return st;
-      const char *given = url ? scratch->url : scratch->password_file;
+      const char *given = url ? scratch->broker.url : scratch->broker.password_file;
       if (given[0] == '\0')
         return dlqb_fail(err, DLQB_EINVAL, "key '%s': empty (leave it out to use the top-level %s)",
                          sub, key);
@@ -385,7 +374,7 @@ static dlqb_status parse_pipeline_on(dlqb_pipeline_conf *out, const char *name, 
     if ((st = dlqb__config_apply_member(scratch, key, val, src, err)) != DLQB_OK) return st;
     out->policy_set |= policy_keys[i].bit;
   }
-  policy_of(scratch, &out->p.policy);
+  out->p.policy = scratch->policy;
   return DLQB_OK;
 }
 
@@ -454,13 +443,12 @@ void dlqb_config_pipeline(const dlqb_config *c, size_t i, dlqb_pipeline *out) {
   if (c->pipeline_count == 0 || i >= c->pipeline_count) {
     dlqb_pipeline_default_names(out, DLQB_PIPELINE_DEFAULT);
     (void)dlqb_profile_builtin(DLQB_PIPELINE_DEFAULT, &out->profile, NULL);
-    policy_of(c, &out->policy);
+    out->policy = c->policy;
     return;
   }
   const dlqb_pipeline_conf *pc = &c->pipelines[i];
   *out = pc->p;
-  policy_of(c, &out->policy);
-  policy_merge(&out->policy, &pc->p.policy, pc->policy_set);
+  policy_merge(&out->policy, &c->policy, &pc->p.policy, pc->policy_set);
 }
 
 static void list_names(const dlqb_config *c, char *buf, size_t len) {
@@ -499,9 +487,7 @@ dlqb_status dlqb_config_pipeline_choose(const dlqb_config *c, const char *name, 
                    dlqb_text_quote(q, name, strlen(name)), names);
 }
 
-void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p) {
-  POLICY_COPY(c, &p->policy, UINT32_MAX);
-}
+void dlqb_config_use_pipeline(dlqb_config *c, const dlqb_pipeline *p) { c->policy = p->policy; }
 
 bool dlqb_pipeline_path(const char *path, const char *name, char *out, size_t cap) {
   const char *base = strrchr(path, '/');
@@ -517,10 +503,10 @@ dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, d
   struct {
     const char *key;
     char *value;
-  } files[] = {{"ledger_cache", c->ledger_cache},
-               {"drain_state", c->drain_state},
-               {"drain_textfile", c->drain_textfile},
-               {"console_jobs_file", c->console_jobs_file}};
+  } files[] = {{"ledger_cache", c->ledger.cache},
+               {"drain_state", c->drain.state},
+               {"drain_textfile", c->drain.textfile},
+               {"console_jobs_file", c->console.jobs_file}};
   char made[COUNT_OF(files)][DLQB_CONFIG_STR_MAX];
   for (size_t i = 0; i < COUNT_OF(files); i++) {
     if (files[i].value[0] == '\0') {
@@ -548,9 +534,9 @@ void dlqb_config_use_pipeline_user(dlqb_config *c, size_t i) {
   if (i >= c->pipeline_count) return;
   const dlqb_pipeline_conf *pc = &c->pipelines[i];
   /* Same-sized fields, each NUL-terminated within its size. */
-  if (pc->url[0] != '\0') memcpy(c->url, pc->url, sizeof c->url);
+  if (pc->url[0] != '\0') memcpy(c->broker.url, pc->url, sizeof c->broker.url);
   if (pc->password_file[0] != '\0')
-    memcpy(c->password_file, pc->password_file, sizeof c->password_file);
+    memcpy(c->broker.password_file, pc->password_file, sizeof c->broker.password_file);
 }
 
 void dlqb_config_pipeline_only(dlqb_config *c, size_t i) {

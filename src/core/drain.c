@@ -80,15 +80,15 @@ bool dlqb_drain_eligible(const dlqb_config *cfg, const dlqb_item *it) {
   /* The item's identity is its pipeline profile's (dlqb_item_read_as):
    * drain_sources matches its second field (dsr: source_system). */
   if (it->request_id[0] == '\0' || it->source_system[0] == '\0') return false;
-  if (!dlqb_drain_list_has(cfg->drain_reasons, it->dlq_reason)) return false;
-  if (cfg->drain_sources[0] != '\0' && !dlqb_drain_list_has(cfg->drain_sources, it->source_system))
+  if (!dlqb_drain_list_has(cfg->drain.reasons, it->dlq_reason)) return false;
+  if (cfg->drain.sources[0] != '\0' && !dlqb_drain_list_has(cfg->drain.sources, it->source_system))
     return false;
-  if (cfg->drain_errors[0] != '\0' && !error_matches(cfg->drain_errors, it->last_error))
+  if (cfg->drain.errors[0] != '\0' && !error_matches(cfg->drain.errors, it->last_error))
     return false;
-  if (cfg->drain_groups[0] != '\0') {
+  if (cfg->drain.groups[0] != '\0') {
     char id[DLQB_GROUP_ID_BUF];
     dlqb_group_of(it, id, NULL, 0);
-    if (!list_has_fold(cfg->drain_groups, id)) return false;
+    if (!list_has_fold(cfg->drain.groups, id)) return false;
   }
   return true;
 }
@@ -96,15 +96,15 @@ bool dlqb_drain_eligible(const dlqb_config *cfg, const dlqb_item *it) {
 /* ---- the ramp --------------------------------------------------------- */
 
 void dlqb_drain_params_from(const dlqb_config *cfg, dlqb_drain_params *p) {
-  p->canary = cfg->drain_canary;
-  p->canary_timeout_ms = cfg->drain_canary_timeout_ms;
-  p->start_rate = cfg->drain_start_rate;
-  p->step_factor = cfg->drain_step_factor;
-  p->max_rate = cfg->drain_max_rate;
-  p->step_ms = cfg->drain_step_ms;
-  p->failure_threshold = cfg->drain_failure_threshold;
-  p->failure_window_ms = cfg->drain_failure_window_ms;
-  p->max_items = (uint64_t)cfg->drain_max_items;
+  p->canary = cfg->drain.canary;
+  p->canary_timeout_ms = cfg->drain.canary_timeout_ms;
+  p->start_rate = cfg->drain.start_rate;
+  p->step_factor = cfg->drain.step_factor;
+  p->max_rate = cfg->drain.max_rate;
+  p->step_ms = cfg->drain.step_ms;
+  p->failure_threshold = cfg->drain.failure_threshold;
+  p->failure_window_ms = cfg->drain.failure_window_ms;
+  p->max_items = (uint64_t)cfg->drain.max_items;
 }
 
 static const char *const stop_names[DLQB_DRAIN__STOPS] = {

@@ -150,14 +150,14 @@ static void decide_route(const dlqb_config *cfg, const dlqb_envelope *env, const
     memcpy(out->last_error, text, sizeof text);
     return;
   }
-  size_t count = cfg->retry_delay_count;
+  size_t count = cfg->policy.retry_delay_count;
   if (count > DLQB_MAX_RETRY_DELAYS) count = DLQB_MAX_RETRY_DELAYS;
   size_t tier = 0;
   uint64_t delay = 0;
   if (count > 0) {
     uint64_t step = (uint64_t)(out->attempt - 1); /* attempt 1 waits on delays[0] */
     tier = step < count - 1 ? (size_t)step : count - 1;
-    delay = jittered(cfg->retry_delays_ms[tier], cfg->retry_jitter_percent, random);
+    delay = jittered(cfg->policy.retry_delays_ms[tier], cfg->policy.retry_jitter_percent, random);
   }
   /* A first_seen_at later than now is a claim nothing supports (a producer
    * can write year 2200): it never moves the deadline past now + budget.
@@ -165,7 +165,7 @@ static void decide_route(const dlqb_config *cfg, const dlqb_envelope *env, const
    * runs from this failure and does not restart with each one. */
   int64_t first_seen =
       env->has_first_seen_at && env->first_seen_at_ms < now_ms ? env->first_seen_at_ms : now_ms;
-  int64_t deadline = deadline_of(first_seen, cfg->sla_budget_ms);
+  int64_t deadline = deadline_of(first_seen, cfg->policy.sla_budget_ms);
   if (past_deadline(now_ms, delay, deadline)) {
     out->reason = DLQB_REASON_SLA_BUDGET;
     set_sla_text(text, deadline, out);
@@ -185,5 +185,5 @@ void dlqb_policy_decide(const dlqb_config *cfg, const dlqb_envelope *env, const 
   decide_route(cfg, env, invalid_why, f, now_ms, random, out);
   /* Replayed that often and failed for good again: a person decides. */
   out->escalate = out->route == DLQB_ROUTE_DLQ && env != NULL && cfg != NULL &&
-                  cfg->max_replays > 0 && env->replay_count >= cfg->max_replays;
+                  cfg->policy.max_replays > 0 && env->replay_count >= cfg->policy.max_replays;
 }

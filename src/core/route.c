@@ -38,8 +38,8 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
   memset(out, 0, sizeof *out);
   dlqb_envelope env;
   dlqb_error why;
-  out->valid =
-      dlqb_envelope_parse_profile(headers, &p->profile, cfg->max_attempts, &env, &why) == DLQB_OK;
+  out->valid = dlqb_envelope_parse_profile(headers, &p->profile, cfg->policy.max_attempts, &env,
+                                           &why) == DLQB_OK;
   dlqb_failure failure;
   dlqb_failure_read_prefix(headers, p->retry_prefix, &failure);
   dlqb_decision *dec = &out->decision;
@@ -68,7 +68,7 @@ void dlqb_route_plan_make_pipeline(const dlqb_config *cfg, const dlqb_pipeline *
     set(out, DLQB_H_WORKER_ERROR, DLQB_HSET_REMOVE, NULL, 0);
   }
   if (dec->route == DLQB_ROUTE_RETRY) {
-    dlqb_pipeline_retry_queue_name(p, cfg->retry_delays_ms[dec->delay_tier], out->target,
+    dlqb_pipeline_retry_queue_name(p, cfg->policy.retry_delays_ms[dec->delay_tier], out->target,
                                    sizeof out->target);
     out->has_expiration = true;
     snprintf(out->expiration, sizeof out->expiration, "%llu", (unsigned long long)dec->delay_ms);

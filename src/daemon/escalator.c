@@ -109,7 +109,7 @@ static const dlqb_item *sla_view(dlqb_escalator *e, const dlqb_item *it, dlqb_it
 static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
                                  const dlqb_item *it, dlqb_error *err) {
   dlqb_escalator *e = ctx;
-  dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg->dlq_sla_ms};
+  dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg->policy.dlq_sla_ms};
   dlqb_verdict v = dlqb_verdict_of(&rule, sla_view(e, it, &e->view), e->now_ms, 0);
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
@@ -138,11 +138,11 @@ static void pass(dlqb_escalator *e) {
   dlqb_iso_time(e->now_ms, e->now_iso, sizeof e->now_iso);
   /* Every remembered item is past its SLA by now: escalated, or gone. */
   if (e->sighted != NULL && dlqb_hashset_size(e->sighted) > 0 &&
-      e->now_ms - e->sighted_newest_ms > (int64_t)e->cfg->dlq_sla_ms + 2 * INTERVAL_MAX_MS)
+      e->now_ms - e->sighted_newest_ms > (int64_t)e->cfg->policy.dlq_sla_ms + 2 * INTERVAL_MAX_MS)
     dlqb_hashset_clear(e->sighted);
   char sla[32];
   snprintf(e->reason, sizeof e->reason, "dlq_sla: in %s longer than %s", e->p.dlq,
-           dlqb_duration_format(e->cfg->dlq_sla_ms, sla, sizeof sla));
+           dlqb_duration_format(e->cfg->policy.dlq_sla_ms, sla, sizeof sla));
   snprintf(e->no_time_reason, sizeof e->no_time_reason,
            "dlq_sla: no usable time in %s (dlq_at missing or in the future)", e->p.dlq);
   char purpose[320];
@@ -187,7 +187,7 @@ static void *run(void *arg) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
   if (e->cfg->pipeline_count > 0) dlqb_log_set_pipeline(e->p.name);
-  long interval = dlqb_escalator_interval_ms(e->cfg->dlq_sla_ms);
+  long interval = dlqb_escalator_interval_ms(e->cfg->policy.dlq_sla_ms);
   while (!e->stop) {
     pass(e);
     dlqb_sleep_us(&e->stop, (int64_t)interval * 1000);
@@ -212,7 +212,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   char writer[320];
   snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
   dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, e->audit, true, &e->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, NULL, e->audit, true, &e->anchors, err);
   if (st != DLQB_OK) {
     dlqb_audit_close(e->audit);
     pthread_mutex_destroy(&e->lock);

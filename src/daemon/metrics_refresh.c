@@ -111,7 +111,7 @@ static void *run(void *arg) {
     if (qs == NULL) continue;
     dlqb_error err = {{0}};
     dlqb_status st = DLQB_OK;
-    if (link == NULL) st = dlqb_link_open(r->cfg, name, &link, &err);
+    if (link == NULL) st = dlqb_link_open(&r->cfg->broker, name, &link, &err);
     if (st == DLQB_OK) st = dlqb_queue_stats_refresh(qs, link, dlqb_now_ms(), &err);
     if (st == DLQB_OK) {
       dlqb_metrics_set_queues(r->m, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs), true);

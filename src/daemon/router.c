@@ -181,7 +181,7 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   dlqb_pipe *pipe = NULL;
   char name[320];
   snprintf(name, sizeof name, "dlq-bridge router %s", r->cfg->instance);
-  dlqb_status st = dlqb_link_open(r->cfg, name, &link, err);
+  dlqb_status st = dlqb_link_open(&r->cfg->broker, name, &link, err);
   if (st != DLQB_OK) return st;
   *connected = true;
   if (!no_declare) {
@@ -191,7 +191,7 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
     free(topo);
   }
   dlqb_pipe_options opt = {.queue = r->p.failed,
-                           .prefetch = r->cfg->prefetch,
+                           .prefetch = r->cfg->policy.prefetch,
                            .audit = r->hooks ? r->hooks->audit : NULL,
                            .memory = r->sent};
   dlqb_pipe_handler h = {.on_delivery = route_one,
@@ -203,7 +203,8 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   if (st == DLQB_OK) {
     r->consumed = true;
     set_connected(r, 1);
-    dlqb_log_info("connected", "routing from %s (prefetch %d)", r->p.failed, r->cfg->prefetch);
+    dlqb_log_info("connected", "routing from %s (prefetch %d)", r->p.failed,
+                  r->cfg->policy.prefetch);
     r->held_for_audit = 0;
     atomic_store(&r->session_end, *stop);
     st = dlqb_pipe_run(pipe, &r->session_end, err);
@@ -219,7 +220,7 @@ dlqb_status dlqb_router_run(const dlqb_config *cfg, bool no_declare, const dlqb_
                             dlqb_stop_flag *stop, dlqb_error *err) {
   router r = {.cfg = cfg, .hooks = hooks, .stop = stop};
   dlqb_config_pipeline(cfg, 0, &r.p);
-  r.sent = dlqb_memo_new(2 * (size_t)(cfg->prefetch > 0 ? cfg->prefetch : 1));
+  r.sent = dlqb_memo_new(2 * (size_t)(cfg->policy.prefetch > 0 ? cfg->policy.prefetch : 1));
   if (cfg->pipeline_count > 0) dlqb_log_set_pipeline(r.p.name);
   bool persist = hooks != NULL && hooks->persist;
   bool reported_give_up = false;

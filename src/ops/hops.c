@@ -167,10 +167,10 @@ dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err) 
   char seal[DLQB_CONFIG_STR_MAX + 16];
   dlqb_audit_summary sum;
   dlqb_status st = ring == NULL ? dlqb_fail(err, DLQB_ENOMEM, "out of memory")
-                                : dlqb_audit_keyring_add(ring, cfg->audit_public_keys, err);
-  if (st == DLQB_OK) st = dlqb_audit_list_files(cfg->audit_log, &files, &nfiles, err);
+                                : dlqb_audit_keyring_add(ring, cfg->audit.public_keys, err);
+  if (st == DLQB_OK) st = dlqb_audit_list_files(cfg->audit.log, &files, &nfiles, err);
   if (st == DLQB_OK) {
-    snprintf(seal, sizeof seal, "%s%s", cfg->audit_log, DLQB_AUDIT_SEAL_SUFFIX);
+    snprintf(seal, sizeof seal, "%s%s", cfg->audit.log, DLQB_AUDIT_SEAL_SUFFIX);
     st = dlqb_audit_verify_files(ring, (const char *const *)files, nfiles, seal, 0,
                                  ops_hops_collect, c, &sum, err);
   }

@@ -24,15 +24,16 @@ void ops_stamp_init(ops_stamp *st, const char *actor, const char *note) {
   }
 }
 
-dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_pipeline *p, bool dry_run,
-                              dlqb_ledger *ledger, dlqb_ledger_stats *ls, dlqb_error *err) {
+dlqb_status ops_replay_ledger(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                              const dlqb_pipeline *p, bool dry_run, dlqb_ledger *ledger,
+                              dlqb_ledger_stats *ls, dlqb_error *err) {
   /* A dry run writes nothing, not even the ledger's end marker. */
   /* The served pipeline's ledger, keyed by its profile's identity, with
    * its own cache file (the CLI's check_pipelines). */
-  return dry_run ? dlqb_ledger_peek(cfg, p->completed, cfg->ledger_cache, ledger, LEDGER_QUIET_MS,
-                                    ls, err)
-                 : dlqb_ledger_load(cfg, p->completed, cfg->ledger_cache, ledger, LEDGER_IDLE_MS,
-                                    ls, err);
+  return dry_run ? dlqb_ledger_peek(cfg, broker, p->completed, cfg->ledger.cache, ledger,
+                                    LEDGER_QUIET_MS, ls, err)
+                 : dlqb_ledger_load(cfg, broker, p->completed, cfg->ledger.cache, ledger,
+                                    LEDGER_IDLE_MS, ls, err);
 }
 
 /* What each kind records: its command (connection name, audit writer),

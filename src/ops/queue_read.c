@@ -14,7 +14,7 @@ static bool other_consumers(const dlqb_config *cfg, const char *queue, const cha
   char name[160];
   snprintf(name, sizeof name, "dlq-bridge %s", purpose);
   dlqb_link *link = NULL;
-  if (dlqb_link_open(cfg, name, &link, err) != DLQB_OK) return false;
+  if (dlqb_link_open(&cfg->broker, name, &link, err) != DLQB_OK) return false;
   dlqb_status st = dlqb_link_queue_depth(link, queue, NULL, n, err);
   if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);

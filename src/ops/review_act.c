@@ -97,6 +97,7 @@ dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, dlqb_aud
   dlqb_scan_options so = {.queue = c->x.pipeline->review,
                           .purpose = purpose,
                           .actor = c->x.actor,
+                          .broker = c->x.broker,
                           .audit = audit,
                           .window = c->x.window,
                           .stop = stop,

@@ -19,13 +19,13 @@ typedef struct open_trail {
 static open_trail *open_trails;
 static pthread_mutex_t open_trails_lock = PTHREAD_MUTEX_INITIALIZER;
 
-dlqb_status ops_trail_open(const dlqb_config *cfg, const char *writer, dlqb_audit **out,
-                           dlqb_error *err) {
+dlqb_status ops_trail_open(const dlqb_config *cfg, const dlqb_broker_conf *broker,
+                           const char *writer, dlqb_audit **out, dlqb_error *err) {
   *out = NULL;
   open_trail *t = calloc(1, sizeof *t);
   if (t == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   dlqb_status st = dlqb_audit_open(cfg, writer, &t->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, t->audit, false, &t->anchors, err);
+  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, broker, t->audit, false, &t->anchors, err);
   if (st != DLQB_OK) {
     dlqb_audit_close(t->audit);
     free(t);

@@ -85,8 +85,8 @@ static dlqb_status load(dlqb_config *c, const char *path, bool required, uint64_
     return st;
   }
   long url = dlqb_config_key_index("url");
-  if (url >= 0 && (keys & (UINT64_C(1) << url)) != 0 && dlqb_config_url_has_password(work->url) &&
-      (sb.st_mode & 044) != 0) {
+  if (url >= 0 && (keys & (UINT64_C(1) << url)) != 0 &&
+      dlqb_config_url_has_password(work->broker.url) && (sb.st_mode & 044) != 0) {
     /* Every operator reads this file: a password in it is everyone's. */
     dlqb_config_free(work);
     return dlqb_fail(err, DLQB_EINVAL,

@@ -131,9 +131,9 @@ int main(int argc, char **argv) {
   if (f == NULL || PEM_write_PUBKEY(f, k) != 1 || fclose(f) != 0) die("public key");
   dlqb_config cfg;
   dlqb_config_defaults(&cfg);
-  snprintf(cfg.audit_log, sizeof cfg.audit_log, "%s", log);
-  snprintf(cfg.audit_key_file, sizeof cfg.audit_key_file, "%s", keyp);
-  cfg.audit_rotate_bytes = 0;
+  snprintf(cfg.audit.log, sizeof cfg.audit.log, "%s", log);
+  snprintf(cfg.audit.key_file, sizeof cfg.audit.key_file, "%s", keyp);
+  cfg.audit.rotate_bytes = 0;
   write_log(&cfg);
 
   dlqb_audit_keyring *ring = dlqb_audit_keyring_new();

@@ -43,9 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dlqb_status st = dlqb_config_apply_json(c, text, size, &err);
     check_error(st, &err, before, c);
     if (st == DLQB_OK) {
-      FUZZ_CHECK(c->retry_delay_count >= 1 && c->retry_delay_count <= DLQB_MAX_RETRY_DELAYS);
-      FUZZ_CHECK(c->max_attempts >= 1);
-      FUZZ_CHECK(strnlen(c->url, sizeof c->url) < sizeof c->url);
+      FUZZ_CHECK(c->policy.retry_delay_count >= 1 &&
+                 c->policy.retry_delay_count <= DLQB_MAX_RETRY_DELAYS);
+      FUZZ_CHECK(c->policy.max_attempts >= 1);
+      FUZZ_CHECK(strnlen(c->broker.url, sizeof c->broker.url) < sizeof c->broker.url);
       dlqb_error verr;
       dlqb_status vst = dlqb_config_validate(c, &verr);
       FUZZ_CHECK(vst == DLQB_OK || vst == DLQB_EINVAL);

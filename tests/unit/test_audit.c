@@ -92,10 +92,10 @@ static int setup(void **state) {
   snprintf(pub, sizeof pub, "%s/other.pem", w->keys);
   if (make_key_pair(w->other_key_path, pub) != 0) return -1;
   dlqb_config_defaults(&w->cfg);
-  snprintf(w->cfg.audit_log, sizeof w->cfg.audit_log, "%s", w->log);
-  snprintf(w->cfg.audit_key_file, sizeof w->cfg.audit_key_file, "%s", w->key_path);
+  snprintf(w->cfg.audit.log, sizeof w->cfg.audit.log, "%s", w->log);
+  snprintf(w->cfg.audit.key_file, sizeof w->cfg.audit.key_file, "%s", w->key_path);
   snprintf(w->cfg.instance, sizeof w->cfg.instance, "unit-test:1");
-  w->cfg.audit_rotate_bytes = 0;
+  w->cfg.audit.rotate_bytes = 0;
   dlqb_error err;
   w->ring = dlqb_audit_keyring_new();
   if (w->ring == NULL || dlqb_audit_keyring_add(w->ring, w->keys, &err) != DLQB_OK) return -1;
@@ -290,7 +290,7 @@ static void test_keyring_takes_public_keys_only(void **state) {
 
 static void test_audit_off(void **state) {
   world *w = *state;
-  w->cfg.audit_log[0] = '\0';
+  w->cfg.audit.log[0] = '\0';
   dlqb_audit *a = (dlqb_audit *)w; /* must be overwritten */
   dlqb_error err;
   assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_OK);
@@ -614,7 +614,7 @@ static void test_revoked_key(void **state) {
   reload_ring(w);
   expect_bad(w, "which is revoked");
   /* ... and a writer does not sign with a key revoked where it looks. */
-  snprintf(w->cfg.audit_public_keys, sizeof w->cfg.audit_public_keys, "%s", w->keys);
+  snprintf(w->cfg.audit.public_keys, sizeof w->cfg.audit.public_keys, "%s", w->keys);
   dlqb_audit *a = NULL;
   dlqb_error err;
   assert_int_equal(dlqb_audit_open(&w->cfg, "w", &a, &err), DLQB_EINVAL);
@@ -974,7 +974,7 @@ static void test_seal_is_compacted(void **state) {
  * of the buffer. */
 static void test_rotation_with_a_long_seal(void **state) {
   world *w = *state;
-  w->cfg.audit_rotate_bytes = 4096;
+  w->cfg.audit.rotate_bytes = 4096;
   dlqb_audit *a = NULL;
   dlqb_error err;
   assert_int_equal(dlqb_audit_open(&w->cfg, "w1", &a, &err), DLQB_OK);
@@ -1004,7 +1004,7 @@ static void test_rotation_with_a_long_seal(void **state) {
 
 static void test_rotation(void **state) {
   world *w = *state;
-  w->cfg.audit_rotate_bytes = 4096;
+  w->cfg.audit.rotate_bytes = 4096;
   dlqb_audit *a = NULL, *b = NULL;
   dlqb_error err;
   assert_int_equal(dlqb_audit_open(&w->cfg, "w1", &a, &err), DLQB_OK);
@@ -1073,7 +1073,7 @@ static void test_rotation(void **state) {
 
 static void test_concurrent_writers(void **state) {
   world *w = *state;
-  w->cfg.audit_rotate_bytes = 64 * 1024;
+  w->cfg.audit.rotate_bytes = 64 * 1024;
   pid_t pids[WRITERS];
   for (int i = 0; i < WRITERS; i++) {
     pids[i] = fork();
@@ -1398,7 +1398,7 @@ static void test_forged_anchors(void **state) {
  * cut back: the anchor names the file that is missing by its first line. */
 static void test_anchor_catches_a_deleted_rotated_file(void **state) {
   world *w = *state;
-  w->cfg.audit_rotate_bytes = 2048;
+  w->cfg.audit.rotate_bytes = 2048;
   dlqb_audit *a = NULL;
   dlqb_error err;
   assert_int_equal(dlqb_audit_open(&w->cfg, "writer-a", &a, &err), DLQB_OK);
@@ -1441,7 +1441,7 @@ static void test_anchor_catches_a_deleted_rotated_file(void **state) {
  * missing; one in a later file is still missing. */
 static void test_anchor_with_partial_counts_archived_chains(void **state) {
   world *w = *state;
-  w->cfg.audit_rotate_bytes = 2048;
+  w->cfg.audit.rotate_bytes = 2048;
   dlqb_audit_lines anchors = {0};
   dlqb_error err;
   char line[DLQB_AUDIT_ANCHOR_MAX];

@@ -142,31 +142,31 @@ static void test_default_values(void **state) {
   dlqb_error err;
   memset(&c, 0x5a, sizeof c);
   dlqb_config_defaults(&c);
-  assert_string_equal(c.url, "amqp://guest:guest@localhost:5672/%2f");
-  assert_string_equal(c.password_file, "");
-  assert_string_equal(c.tls_ca_file, "");
-  assert_string_equal(c.tls_cert_file, "");
-  assert_string_equal(c.tls_key_file, "");
-  assert_int_equal(c.max_attempts, 5);
-  assert_int_equal(c.poison_threshold, 2);
-  assert_int_equal(c.retry_delay_count, 4);
-  assert_int_equal(c.retry_delays_ms[0], 1000);
-  assert_int_equal(c.retry_delays_ms[1], 5000);
-  assert_int_equal(c.retry_delays_ms[2], 30000);
-  assert_int_equal(c.retry_delays_ms[3], 120000);
-  assert_int_equal(c.retry_delays_ms[4], 0);
-  assert_int_equal(c.retry_jitter_percent, 20);
-  assert_int_equal(c.sla_budget_ms, 30ULL * 86400000);
-  assert_int_equal(c.prefetch, 500);
-  assert_int_equal(c.dlq_sla_ms, 24ULL * 3600000);
-  assert_int_equal(c.max_replays, 3);
-  assert_string_equal(c.audit_log, "");
-  assert_string_equal(c.audit_key_file, "");
+  assert_string_equal(c.broker.url, "amqp://guest:guest@localhost:5672/%2f");
+  assert_string_equal(c.broker.password_file, "");
+  assert_string_equal(c.broker.tls_ca_file, "");
+  assert_string_equal(c.broker.tls_cert_file, "");
+  assert_string_equal(c.broker.tls_key_file, "");
+  assert_int_equal(c.policy.max_attempts, 5);
+  assert_int_equal(c.policy.poison_threshold, 2);
+  assert_int_equal(c.policy.retry_delay_count, 4);
+  assert_int_equal(c.policy.retry_delays_ms[0], 1000);
+  assert_int_equal(c.policy.retry_delays_ms[1], 5000);
+  assert_int_equal(c.policy.retry_delays_ms[2], 30000);
+  assert_int_equal(c.policy.retry_delays_ms[3], 120000);
+  assert_int_equal(c.policy.retry_delays_ms[4], 0);
+  assert_int_equal(c.policy.retry_jitter_percent, 20);
+  assert_int_equal(c.policy.sla_budget_ms, 30ULL * 86400000);
+  assert_int_equal(c.policy.prefetch, 500);
+  assert_int_equal(c.policy.dlq_sla_ms, 24ULL * 3600000);
+  assert_int_equal(c.policy.max_replays, 3);
+  assert_string_equal(c.audit.log, "");
+  assert_string_equal(c.audit.key_file, "");
   assert_string_equal(c.metrics_addr, "127.0.0.1:9464");
-  assert_int_equal(c.log_format, DLQB_LOG_TEXT);
-  assert_int_equal(c.log_level, 2);
+  assert_int_equal(c.log.format, DLQB_LOG_TEXT);
+  assert_int_equal(c.log.level, 2);
   assert_string_equal(c.instance, "");
-  assert_string_equal(c.completion_writers, ""); /* no ledger entry counts */
+  assert_string_equal(c.ledger.completion_writers, ""); /* no ledger entry counts */
   assert_int_equal(dlqb_config_validate(&c, &err), DLQB_OK);
 }
 
@@ -199,19 +199,19 @@ static const int_bounds int_settings[] = {
 
 static int int_field(const dlqb_config *c, const char *key) {
   if (strcmp(key, "max_attempts") == 0) {
-    return c->max_attempts;
+    return c->policy.max_attempts;
   }
   if (strcmp(key, "poison_threshold") == 0) {
-    return c->poison_threshold;
+    return c->policy.poison_threshold;
   }
   if (strcmp(key, "retry_jitter") == 0) {
-    return c->retry_jitter_percent;
+    return c->policy.retry_jitter_percent;
   }
   if (strcmp(key, "prefetch") == 0) {
-    return c->prefetch;
+    return c->policy.prefetch;
   }
   assert_string_equal(key, "max_replays");
-  return c->max_replays;
+  return c->policy.max_replays;
 }
 
 static void test_int_bounds(void **state) {
@@ -243,9 +243,9 @@ static void test_int_syntax(void **state) {
   dlqb_config c;
   dlqb_config_defaults(&c);
   set_ok(&c, "prefetch", " 42 ");
-  assert_int_equal(c.prefetch, 42);
+  assert_int_equal(c.policy.prefetch, 42);
   set_ok(&c, "prefetch", "\t0007\n");
-  assert_int_equal(c.prefetch, 7);
+  assert_int_equal(c.policy.prefetch, 7);
   static const char *const bad[] = {
       "",
       " ",
@@ -290,11 +290,11 @@ static void test_single_durations(void **state) {
   dlqb_config c;
   dlqb_config_defaults(&c);
   set_ok(&c, "sla_budget", "1ms");
-  assert_int_equal(c.sla_budget_ms, 1);
+  assert_int_equal(c.policy.sla_budget_ms, 1);
   set_ok(&c, "sla_budget", " 36500d ");
-  assert_int_equal(c.sla_budget_ms, 36500ULL * 86400000);
+  assert_int_equal(c.policy.sla_budget_ms, 36500ULL * 86400000);
   set_ok(&c, "dlq_sla", "90m");
-  assert_int_equal(c.dlq_sla_ms, 90ULL * 60000);
+  assert_int_equal(c.policy.dlq_sla_ms, 90ULL * 60000);
   set_bad("sla_budget", "0s", "'0s' must be greater than zero");
   /* startup_wait may be zero (the default: give up at once), not negative */
   assert_int_equal(c.startup_wait_ms, 0);
@@ -319,14 +319,14 @@ static void test_retry_delays(void **state) {
   dlqb_error err;
   dlqb_config_defaults(&c);
   set_ok(&c, "retry_delays", "24h");
-  assert_int_equal(c.retry_delay_count, 1);
-  assert_int_equal(c.retry_delays_ms[0], 86400000);
+  assert_int_equal(c.policy.retry_delay_count, 1);
+  assert_int_equal(c.policy.retry_delays_ms[0], 86400000);
   set_ok(&c, "retry_delays", "1ms, 2s ,3m,1d");
-  assert_int_equal(c.retry_delay_count, 4);
-  assert_int_equal(c.retry_delays_ms[3], 86400000);
+  assert_int_equal(c.policy.retry_delay_count, 4);
+  assert_int_equal(c.policy.retry_delays_ms[3], 86400000);
   set_ok(&c, "retry_delays", "1s,2s,3s,4s,5s,6s,7s,8s,9s,10s,11s,12s,13s,14s,15s,16s");
-  assert_int_equal(c.retry_delay_count, 16);
-  assert_int_equal(c.retry_delays_ms[15], 16000);
+  assert_int_equal(c.policy.retry_delay_count, 16);
+  assert_int_equal(c.policy.retry_delays_ms[15], 16000);
 
   set_bad("retry_delays", "1s,2s,3s,4s,5s,6s,7s,8s,9s,10s,11s,12s,13s,14s,15s,16s,17s",
           "has more than 16 durations");
@@ -341,7 +341,7 @@ static void test_retry_delays(void **state) {
   dlqb_config_defaults(&c);
   assert_int_equal(dlqb_config_set(&c, "retry_delays", "5x", "--retry-delays", &err), DLQB_EINVAL);
   assert_string_equal(err.msg, "--retry-delays: '5x' has an unknown unit (use ms, s, m, h or d)");
-  assert_int_equal(c.retry_delay_count, 4);
+  assert_int_equal(c.policy.retry_delay_count, 4);
 }
 
 /* ---- text settings ---- */
@@ -351,7 +351,7 @@ static void test_url(void **state) {
   dlqb_config c;
   dlqb_config_defaults(&c);
   set_ok(&c, "url", "amqps://u:p@broker.example:5671/prod");
-  assert_string_equal(c.url, "amqps://u:p@broker.example:5671/prod");
+  assert_string_equal(c.broker.url, "amqps://u:p@broker.example:5671/prod");
   set_ok(&c, "url", "amqp://localhost");
   set_bad("url", "http://localhost", "'http://localhost' does not start with amqp:// or amqps://");
   set_bad("url", "", "does not start with amqp://");
@@ -372,7 +372,7 @@ static void test_url(void **state) {
 
   char *edge = repeat("amqp://", 'h', 1023 - 7);
   set_ok(&c, "url", edge);
-  assert_string_equal(c.url, edge);
+  assert_string_equal(c.broker.url, edge);
   free(edge);
   char *over = repeat("amqp://", 'h', 1024 - 7);
   set_bad("url", over, "is longer than 1023 bytes");
@@ -428,7 +428,7 @@ static void test_paths(void **state) {
   dlqb_config c;
   dlqb_config_defaults(&c);
   set_ok(&c, "password_file", "/run/secrets/amqp");
-  assert_string_equal(c.password_file, "/run/secrets/amqp");
+  assert_string_equal(c.broker.password_file, "/run/secrets/amqp");
 }
 
 static void test_metrics_addr(void **state) {
@@ -459,9 +459,9 @@ static void test_log_settings(void **state) {
   dlqb_config c;
   dlqb_config_defaults(&c);
   set_ok(&c, "log_format", "json");
-  assert_int_equal(c.log_format, DLQB_LOG_JSON);
+  assert_int_equal(c.log.format, DLQB_LOG_JSON);
   set_ok(&c, "log_format", " text ");
-  assert_int_equal(c.log_format, DLQB_LOG_TEXT);
+  assert_int_equal(c.log.format, DLQB_LOG_TEXT);
   set_bad("log_format", "JSON", "'JSON' is not a log format (use text or json)");
   set_bad("log_format", "", "is not a log format");
   set_bad("log_format", "jsonl", "is not a log format");
@@ -469,7 +469,7 @@ static void test_log_settings(void **state) {
   static const char *const levels[] = {"error", "warn", "info", "debug"};
   for (int i = 0; i < 4; i++) {
     set_ok(&c, "log_level", levels[i]);
-    assert_int_equal(c.log_level, i);
+    assert_int_equal(c.log.level, i);
   }
   set_bad("log_level", "verbose", "'verbose' is not a log level (use error, warn, info or debug)");
   set_bad("log_level", "2", "is not a log level");
@@ -510,7 +510,7 @@ static void test_completion_writers(void **state) {
   assert_false(dlqb_config_is_completion_writer(&c, "", 0));
   assert_false(dlqb_config_is_completion_writer(&c, "guest", 5));
   set_ok(&c, "completion_writers", " dsr-worker , svc.b@corp ");
-  assert_string_equal(c.completion_writers, "dsr-worker,svc.b@corp");
+  assert_string_equal(c.ledger.completion_writers, "dsr-worker,svc.b@corp");
   assert_true(dlqb_config_is_completion_writer(&c, "dsr-worker", 10));
   assert_true(dlqb_config_is_completion_writer(&c, "svc.b@corp", 10));
   assert_false(dlqb_config_is_completion_writer(&c, "dsr-worke", 9));
@@ -519,7 +519,7 @@ static void test_completion_writers(void **state) {
   /* user_id is bytes, not a C string: a NUL inside never matches a prefix. */
   assert_false(dlqb_config_is_completion_writer(&c, "dsr-worker\0x", 12));
   set_ok(&c, "completion_writers", "  ");
-  assert_string_equal(c.completion_writers, "");
+  assert_string_equal(c.ledger.completion_writers, "");
   set_ok(&c, "completion_writers", "one");
   assert_true(dlqb_config_is_completion_writer(&c, "one", 3));
   set_bad("completion_writers", "a,,b", "user 2 of the list is empty");
@@ -567,24 +567,24 @@ static void test_json_applies_members(void **state) {
               "  \"log_level\": \"debug\",\n"
               "  \"instance\": \"east-1\"\n"
               "}\n");
-  assert_string_equal(c.url, "amqps://u:p@h:5671/vh");
-  assert_int_equal(c.max_attempts, 7);
-  assert_int_equal(c.poison_threshold, 3);
-  assert_int_equal(c.retry_delay_count, 2);
-  assert_int_equal(c.retry_delays_ms[1], 10000);
-  assert_int_equal(c.retry_jitter_percent, 0);
-  assert_int_equal(c.sla_budget_ms, 7ULL * 86400000);
-  assert_int_equal(c.dlq_sla_ms, 12ULL * 3600000);
+  assert_string_equal(c.broker.url, "amqps://u:p@h:5671/vh");
+  assert_int_equal(c.policy.max_attempts, 7);
+  assert_int_equal(c.policy.poison_threshold, 3);
+  assert_int_equal(c.policy.retry_delay_count, 2);
+  assert_int_equal(c.policy.retry_delays_ms[1], 10000);
+  assert_int_equal(c.policy.retry_jitter_percent, 0);
+  assert_int_equal(c.policy.sla_budget_ms, 7ULL * 86400000);
+  assert_int_equal(c.policy.dlq_sla_ms, 12ULL * 3600000);
   assert_string_equal(c.metrics_addr, "");
-  assert_int_equal(c.log_format, DLQB_LOG_JSON);
-  assert_int_equal(c.log_level, 3);
+  assert_int_equal(c.log.format, DLQB_LOG_JSON);
+  assert_int_equal(c.log.level, 3);
   assert_string_equal(c.instance, "east-1");
-  assert_int_equal(c.prefetch, 500); /* untouched */
+  assert_int_equal(c.policy.prefetch, 500); /* untouched */
 
   json_ok(&c, "{}");
   json_ok(&c, "{\"retry_delays\": [\"1s\", \" 5s\", \"1m\"], \"metrics_addr\": false}");
-  assert_int_equal(c.retry_delay_count, 3);
-  assert_int_equal(c.retry_delays_ms[2], 60000);
+  assert_int_equal(c.policy.retry_delay_count, 3);
+  assert_int_equal(c.policy.retry_delays_ms[2], 60000);
   assert_string_equal(c.metrics_addr, "");
 }
 
@@ -595,7 +595,7 @@ static void test_json_length_is_respected(void **state) {
   dlqb_config_defaults(&c);
   const char *text = "{\"prefetch\": 9}garbage";
   assert_int_equal(dlqb_config_apply_json(&c, text, 15, &err), DLQB_OK);
-  assert_int_equal(c.prefetch, 9);
+  assert_int_equal(c.policy.prefetch, 9);
   assert_int_equal(dlqb_config_apply_json(&c, text, 14, &err), DLQB_EINVAL);
   assert_non_null(strstr(err.msg, "not valid json"));
 }
@@ -702,8 +702,8 @@ static void test_file_applies(void **state) {
   unlink(path);
   assert_int_equal(st, DLQB_OK);
   assert_true(loaded);
-  assert_int_equal(c.max_replays, 9);
-  assert_int_equal(c.log_level, 1);
+  assert_int_equal(c.policy.max_replays, 9);
+  assert_int_equal(c.log.level, 1);
   /* Exactly the keys the file named, for "where did this value come from". */
   assert_true(keys == (bit("max_replays") | bit("log_level")));
 }
@@ -790,7 +790,7 @@ static void test_file_errors(void **state) {
   dlqb_error err;
   dlqb_config_defaults(&c);
   assert_int_equal(load(&c, NULL, true, NULL, NULL, &err), DLQB_EINVAL);
-  assert_int_equal(c.max_attempts, 5);
+  assert_int_equal(c.policy.max_attempts, 5);
 }
 
 /* The default path absent: nothing applied, not an error. */
@@ -831,7 +831,7 @@ static void test_file_secret_needs_private_mode(void **state) {
     assert_int_equal(chmod(path, ok_modes[i]), 0);
     dlqb_config_defaults(&c);
     assert_int_equal(load(&c, path, true, NULL, NULL, &err), DLQB_OK);
-    assert_string_equal(c.url, "amqp://bridge:s3cret@rabbit/%2f");
+    assert_string_equal(c.broker.url, "amqp://bridge:s3cret@rabbit/%2f");
   }
   unlink(path);
   /* No password in the URL: a shared file may be readable by all. */
@@ -840,7 +840,7 @@ static void test_file_secret_needs_private_mode(void **state) {
   assert_int_equal(chmod(path, 0644), 0);
   dlqb_config_defaults(&c);
   assert_int_equal(load(&c, path, true, NULL, NULL, &err), DLQB_OK);
-  assert_string_equal(c.password_file, "/run/pw");
+  assert_string_equal(c.broker.password_file, "/run/pw");
   unlink(path);
 }
 
@@ -1024,13 +1024,13 @@ static void test_env_applies(void **state) {
   assert_memory_equal(&c, &d, sizeof c);
 
   assert_int_equal(dlqb_config_apply_env(&c, env_some, &err), DLQB_OK);
-  assert_int_equal(c.prefetch, 250);
-  assert_int_equal(c.retry_delay_count, 2);
-  assert_int_equal(c.retry_delays_ms[1], 60000);
+  assert_int_equal(c.policy.prefetch, 250);
+  assert_int_equal(c.policy.retry_delay_count, 2);
+  assert_int_equal(c.policy.retry_delays_ms[1], 60000);
   assert_string_equal(c.metrics_addr, "");
-  assert_int_equal(c.log_format, DLQB_LOG_JSON);
-  assert_string_equal(c.url, "amqps://u:p@h/vh");
-  assert_int_equal(c.max_attempts, 5);
+  assert_int_equal(c.log.format, DLQB_LOG_JSON);
+  assert_string_equal(c.broker.url, "amqps://u:p@h/vh");
+  assert_int_equal(c.policy.max_attempts, 5);
 }
 
 static void test_env_errors(void **state) {
@@ -1086,10 +1086,10 @@ static void test_precedence(void **state) {
   assert_non_null(flag);
   assert_int_equal(dlqb_config_set(&c, flag->key, "30", "--max-attempts", &err), DLQB_OK);
 
-  assert_int_equal(c.poison_threshold, 2); /* default */
-  assert_int_equal(c.max_replays, 7);      /* file */
-  assert_int_equal(c.prefetch, 200);       /* environment over file */
-  assert_int_equal(c.max_attempts, 30);    /* flag over environment over file */
+  assert_int_equal(c.policy.poison_threshold, 2); /* default */
+  assert_int_equal(c.policy.max_replays, 7);      /* file */
+  assert_int_equal(c.policy.prefetch, 200);       /* environment over file */
+  assert_int_equal(c.policy.max_attempts, 30);    /* flag over environment over file */
 }
 
 /* ---- validation ---- */

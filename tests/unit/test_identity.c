@@ -273,28 +273,28 @@ static void test_files_per_pipeline(void **state) {
   dlqb_error err;
   /* No cache configured: none for any pipeline. */
   assert_int_equal(dlqb_config_pipeline_paths(&c, &red, &err), DLQB_OK);
-  assert_string_equal(c.ledger_cache, "");
-  assert_string_equal(c.drain_textfile, "");
-  snprintf(c.ledger_cache, sizeof c.ledger_cache, "/var/lib/dlq-bridge/ledger.cache");
-  snprintf(c.drain_state, sizeof c.drain_state, "/var/lib/dlq-bridge/drain-state.json");
-  snprintf(c.drain_textfile, sizeof c.drain_textfile, "/var/lib/node/drain.prom");
-  snprintf(c.console_jobs_file, sizeof c.console_jobs_file,
+  assert_string_equal(c.ledger.cache, "");
+  assert_string_equal(c.drain.textfile, "");
+  snprintf(c.ledger.cache, sizeof c.ledger.cache, "/var/lib/dlq-bridge/ledger.cache");
+  snprintf(c.drain.state, sizeof c.drain.state, "/var/lib/dlq-bridge/drain-state.json");
+  snprintf(c.drain.textfile, sizeof c.drain.textfile, "/var/lib/node/drain.prom");
+  snprintf(c.console.jobs_file, sizeof c.console.jobs_file,
            "/var/lib/dlq-bridge/console-jobs.json");
   /* The default pipeline keeps today's files. */
   dlqb_config d = c;
   assert_int_equal(dlqb_config_pipeline_paths(&d, &dsr, &err), DLQB_OK);
-  assert_string_equal(d.ledger_cache, "/var/lib/dlq-bridge/ledger.cache");
-  assert_string_equal(d.drain_state, "/var/lib/dlq-bridge/drain-state.json");
-  assert_string_equal(d.drain_textfile, "/var/lib/node/drain.prom");
-  assert_string_equal(d.console_jobs_file, "/var/lib/dlq-bridge/console-jobs.json");
+  assert_string_equal(d.ledger.cache, "/var/lib/dlq-bridge/ledger.cache");
+  assert_string_equal(d.drain.state, "/var/lib/dlq-bridge/drain-state.json");
+  assert_string_equal(d.drain.textfile, "/var/lib/node/drain.prom");
+  assert_string_equal(d.console.jobs_file, "/var/lib/dlq-bridge/console-jobs.json");
   /* Another: its name before the extension (node_exporter reads *.prom). */
   d = c;
   assert_int_equal(dlqb_config_pipeline_paths(&d, &red, &err), DLQB_OK);
-  assert_string_equal(d.ledger_cache, "/var/lib/dlq-bridge/ledger.redaction.cache");
-  assert_string_equal(d.drain_state, "/var/lib/dlq-bridge/drain-state.redaction.json");
-  assert_string_equal(d.drain_textfile, "/var/lib/node/drain.redaction.prom");
+  assert_string_equal(d.ledger.cache, "/var/lib/dlq-bridge/ledger.redaction.cache");
+  assert_string_equal(d.drain.state, "/var/lib/dlq-bridge/drain-state.redaction.json");
+  assert_string_equal(d.drain.textfile, "/var/lib/node/drain.redaction.prom");
   /* Two consoles, one per pipeline, keep their actions apart. */
-  assert_string_equal(d.console_jobs_file, "/var/lib/dlq-bridge/console-jobs.redaction.json");
+  assert_string_equal(d.console.jobs_file, "/var/lib/dlq-bridge/console-jobs.redaction.json");
 
   char out[64];
   assert_true(dlqb_pipeline_path("/a/ledger", "r", out, sizeof out));
@@ -306,8 +306,8 @@ static void test_files_per_pipeline(void **state) {
   assert_false(dlqb_pipeline_path("/a/ledger.cache", "redaction", out, 12));
 
   /* Too long to name: refused, naming the setting, nothing changed. */
-  memset(c.drain_state, 'a', sizeof c.drain_state - 5);
-  c.drain_state[sizeof c.drain_state - 5] = '\0';
+  memset(c.drain.state, 'a', sizeof c.drain.state - 5);
+  c.drain.state[sizeof c.drain.state - 5] = '\0';
   d = c;
   assert_int_equal(dlqb_config_pipeline_paths(&d, &red, &err), DLQB_EINVAL);
   assert_memory_equal(&d, &c, sizeof d);

@@ -95,8 +95,8 @@ static void test_default_pipeline_is_today(void **state) {
   assert_int_equal(p.policy.retry_delay_count, 2);
   assert_int_equal(p.policy.retry_delays_ms[1], 9000);
   assert_int_equal(p.policy.dlq_sla_ms, 3 * 3600 * 1000);
-  assert_int_equal(p.policy.max_replays, c.max_replays);
-  assert_int_equal(p.policy.prefetch, c.prefetch);
+  assert_int_equal(p.policy.max_replays, c.policy.max_replays);
+  assert_int_equal(p.policy.prefetch, c.policy.prefetch);
   /* use_pipeline on a copy gives back the same config. */
   dlqb_config copy = c;
   dlqb_config_use_pipeline(&copy, &p);
@@ -355,24 +355,24 @@ static void test_pipeline_user(void **state) {
   assert_int_equal(c.pipeline_count, 3);
   dlqb_config one = c;
   dlqb_config_use_pipeline_user(&one, 0);
-  assert_string_equal(one.url, "amqp://top@h/");
-  assert_string_equal(one.password_file, "/run/top");
+  assert_string_equal(one.broker.url, "amqp://top@h/");
+  assert_string_equal(one.broker.password_file, "/run/top");
   one = c;
   dlqb_config_use_pipeline_user(&one, 1);
-  assert_string_equal(one.url, "amqp://red@h/");
-  assert_string_equal(one.password_file, "/run/red");
+  assert_string_equal(one.broker.url, "amqp://red@h/");
+  assert_string_equal(one.broker.password_file, "/run/red");
   one = c;
   dlqb_config_use_pipeline_user(&one, 2);
-  assert_string_equal(one.url, "amqps://rec@h/");
-  assert_string_equal(one.password_file, "/run/top");
+  assert_string_equal(one.broker.url, "amqps://rec@h/");
+  assert_string_equal(one.broker.password_file, "/run/top");
   /* No pipelines, or out of range: nothing changes. */
   dlqb_config_use_pipeline_user(&one, 7);
-  assert_string_equal(one.url, "amqps://rec@h/");
+  assert_string_equal(one.broker.url, "amqps://rec@h/");
   /* TLS files with a pipeline that is not amqps:// is the top-level error. */
   dlqb_error err = {0};
-  c.url[0] = '\0';
-  snprintf(c.url, sizeof c.url, "amqps://top@h/");
-  snprintf(c.tls_ca_file, sizeof c.tls_ca_file, "/ca.pem");
+  c.broker.url[0] = '\0';
+  snprintf(c.broker.url, sizeof c.broker.url, "amqps://top@h/");
+  snprintf(c.broker.tls_ca_file, sizeof c.broker.tls_ca_file, "/ca.pem");
   assert_int_equal(dlqb_config_validate(&c, &err), DLQB_EINVAL);
   assert_string_equal(err.msg, "tls files are set but pipelines.redaction.url is not amqps://");
 }

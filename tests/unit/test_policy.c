@@ -18,13 +18,13 @@
 /* Filled by hand so these tests do not depend on config.c. */
 static void make_cfg(dlqb_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
-  cfg->max_attempts = 5;
-  cfg->retry_delays_ms[0] = 1000;
-  cfg->retry_delays_ms[1] = 5000;
-  cfg->retry_delays_ms[2] = 30000;
-  cfg->retry_delay_count = 3;
-  cfg->retry_jitter_percent = 0;
-  cfg->sla_budget_ms = (uint64_t)(72 * HOUR);
+  cfg->policy.max_attempts = 5;
+  cfg->policy.retry_delays_ms[0] = 1000;
+  cfg->policy.retry_delays_ms[1] = 5000;
+  cfg->policy.retry_delays_ms[2] = 30000;
+  cfg->policy.retry_delay_count = 3;
+  cfg->policy.retry_jitter_percent = 0;
+  cfg->policy.sla_budget_ms = (uint64_t)(72 * HOUR);
 }
 
 static void make_env(dlqb_envelope *env, int64_t attempt, int64_t max_attempts) {
@@ -143,7 +143,7 @@ static void test_attempts_flip_exactly_at_max(void **state) {
   dlqb_config cfg;
   dlqb_failure f;
   make_cfg(&cfg);
-  cfg.sla_budget_ms = UINT64_MAX; /* only the attempt count may stop retries here */
+  cfg.policy.sla_budget_ms = UINT64_MAX; /* only the attempt count may stop retries here */
   make_failure(&f, DLQB_FAIL_REJECTED, "dsr.work", NULL);
   for (size_t m = 0; m < sizeof maxes / sizeof maxes[0]; m++) {
     int64_t retries = 0;
@@ -176,7 +176,7 @@ static void test_max_attempts_precedes_sla(void **state) {
   dlqb_failure f;
   dlqb_decision d;
   make_cfg(&cfg);
-  cfg.sla_budget_ms = 0;
+  cfg.policy.sla_budget_ms = 0;
   make_failure(&f, DLQB_FAIL_REPORTED, NULL, "disk full");
   make_env(&env, 4, 5);
   decide(&cfg, &env, &f, NOW, 0, &d);
@@ -216,7 +216,7 @@ static void test_single_delay_tier(void **state) {
   dlqb_config cfg;
   dlqb_failure f;
   make_cfg(&cfg);
-  cfg.retry_delay_count = 1;
+  cfg.policy.retry_delay_count = 1;
   make_failure(&f, DLQB_FAIL_REJECTED, NULL, NULL);
   for (int64_t attempt = 0; attempt < 8; attempt++) {
     dlqb_envelope env;
@@ -244,7 +244,7 @@ static void test_jitter_bounds(void **state) {
   (void)state;
   dlqb_config cfg;
   make_cfg(&cfg);
-  cfg.retry_jitter_percent = 20;
+  cfg.policy.retry_jitter_percent = 20;
   /* random = 0 keeps the full delay; the top draw stays above d*(1-j). */
   assert_int_equal(retry_delay(&cfg, 0, 0), 1000);
   assert_int_equal(retry_delay(&cfg, 0, UINT32_MAX), 801);
@@ -255,7 +255,7 @@ static void test_jitter_bounds(void **state) {
     uint64_t d = retry_delay(&cfg, 1, (uint32_t)r);
     assert_true(d > 4000 && d <= 5000);
   }
-  cfg.retry_jitter_percent = 100;
+  cfg.policy.retry_jitter_percent = 100;
   assert_int_equal(retry_delay(&cfg, 0, 0), 1000);
   assert_int_equal(retry_delay(&cfg, 0, UINT32_MAX), 1); /* never zero for d > 0 */
 }
@@ -264,14 +264,14 @@ static void test_jitter_zero_and_out_of_range(void **state) {
   (void)state;
   dlqb_config cfg;
   make_cfg(&cfg);
-  cfg.retry_jitter_percent = 0;
+  cfg.policy.retry_jitter_percent = 0;
   assert_int_equal(retry_delay(&cfg, 0, UINT32_MAX), 1000);
   assert_int_equal(retry_delay(&cfg, 1, 0x12345678), 5000);
-  cfg.retry_jitter_percent = -5; /* treated as no jitter */
+  cfg.policy.retry_jitter_percent = -5; /* treated as no jitter */
   assert_int_equal(retry_delay(&cfg, 0, UINT32_MAX), 1000);
-  cfg.retry_jitter_percent = 250; /* treated as 100 */
+  cfg.policy.retry_jitter_percent = 250; /* treated as 100 */
   assert_int_equal(retry_delay(&cfg, 0, UINT32_MAX), 1);
-  cfg.retry_delays_ms[0] = 0;
+  cfg.policy.retry_delays_ms[0] = 0;
   assert_int_equal(retry_delay(&cfg, 0, UINT32_MAX), 0);
 }
 
@@ -279,14 +279,14 @@ static void test_jitter_huge_delays_do_not_overflow(void **state) {
   (void)state;
   dlqb_config cfg;
   make_cfg(&cfg);
-  cfg.sla_budget_ms = UINT64_MAX;
-  cfg.retry_delay_count = 1;
+  cfg.policy.sla_budget_ms = UINT64_MAX;
+  cfg.policy.retry_delay_count = 1;
   /* Expected values are floor(d * j * r / (100 * 2^32)) done in exact arithmetic. */
-  cfg.retry_delays_ms[0] = (UINT64_C(1) << 62) - 1;
-  cfg.retry_jitter_percent = 37;
+  cfg.policy.retry_delays_ms[0] = (UINT64_C(1) << 62) - 1;
+  cfg.policy.retry_jitter_percent = 37;
   assert_int_equal(retry_delay(&cfg, 0, 0xDEADBEEF), UINT64_C(3127459602675877806));
-  cfg.retry_delays_ms[0] = UINT64_MAX;
-  cfg.retry_jitter_percent = 100;
+  cfg.policy.retry_delays_ms[0] = UINT64_MAX;
+  cfg.policy.retry_jitter_percent = 100;
   /* NOW is 0 here so the huge deadline (INT64_MAX) leaves room. */
   dlqb_envelope env;
   dlqb_failure f;
@@ -297,7 +297,7 @@ static void test_jitter_huge_delays_do_not_overflow(void **state) {
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
   assert_int_equal(d.delay_ms, UINT64_C(4294967296));
   /* Half of UINT64_MAX jittered by at most half still passes INT64_MAX: SLA. */
-  cfg.retry_jitter_percent = 50;
+  cfg.policy.retry_jitter_percent = 50;
   decide(&cfg, &env, &f, 0, UINT32_MAX, &d);
   assert_int_equal(d.route, DLQB_ROUTE_DLQ);
   assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
@@ -340,7 +340,7 @@ static void test_sla_boundary_uses_jittered_delay(void **state) {
   dlqb_failure f;
   dlqb_decision d;
   make_cfg(&cfg);
-  cfg.retry_jitter_percent = 20;
+  cfg.policy.retry_jitter_percent = 20;
   make_failure(&f, DLQB_FAIL_REJECTED, NULL, NULL);
   make_env(&env, 0, 10);
   env.has_first_seen_at = true;
@@ -361,14 +361,14 @@ static void test_sla_without_first_seen_uses_now(void **state) {
   make_cfg(&cfg);
   make_failure(&f, DLQB_FAIL_MAXLEN, "dsr.work", NULL);
   make_env(&env, 0, 10);
-  cfg.sla_budget_ms = 1000;
+  cfg.policy.sla_budget_ms = 1000;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
   assert_string_equal(d.last_error, "dropped by max-length of dsr.work");
-  cfg.sla_budget_ms = 999;
+  cfg.policy.sla_budget_ms = 999;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
-  cfg.sla_budget_ms = 0;
+  cfg.policy.sla_budget_ms = 0;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
 }
@@ -380,7 +380,7 @@ static void test_sla_already_past(void **state) {
   dlqb_failure f;
   dlqb_decision d;
   make_cfg(&cfg);
-  cfg.retry_delays_ms[0] = 0; /* even a zero delay cannot save it */
+  cfg.policy.retry_delays_ms[0] = 0; /* even a zero delay cannot save it */
   make_failure(&f, DLQB_FAIL_REJECTED, NULL, NULL);
   make_env(&env, 0, 10);
   env.has_first_seen_at = true;
@@ -391,15 +391,15 @@ static void test_sla_already_past(void **state) {
    * than a task first seen now (a producer's year 2200 would otherwise
    * switch the budget off). */
   env.first_seen_at_ms = NOW + HOUR;
-  cfg.retry_delays_ms[0] = 1000;
+  cfg.policy.retry_delays_ms[0] = 1000;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
   env.first_seen_at_ms = INT64_C(7258118400000); /* 2200-01-01 */
-  cfg.sla_budget_ms = (uint64_t)HOUR;
-  cfg.retry_delays_ms[0] = (uint64_t)HOUR + 1;
+  cfg.policy.sla_budget_ms = (uint64_t)HOUR;
+  cfg.policy.retry_delays_ms[0] = (uint64_t)HOUR + 1;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
-  cfg.retry_delays_ms[0] = (uint64_t)HOUR;
+  cfg.policy.retry_delays_ms[0] = (uint64_t)HOUR;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
 }
@@ -414,7 +414,7 @@ static void test_sla_arithmetic_saturates(void **state) {
   make_failure(&f, DLQB_FAIL_REJECTED, NULL, NULL);
   make_env(&env, 0, 10);
   env.has_first_seen_at = true;
-  cfg.sla_budget_ms = UINT64_MAX;
+  cfg.policy.sla_budget_ms = UINT64_MAX;
   env.first_seen_at_ms = INT64_MAX - 5;
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
@@ -422,14 +422,14 @@ static void test_sla_arithmetic_saturates(void **state) {
   decide(&cfg, &env, &f, NOW, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY); /* INT64_MIN + 2^64-1 = INT64_MAX */
   /* now near the end of time: now + delay would overflow. */
-  cfg.sla_budget_ms = (uint64_t)(72 * HOUR);
+  cfg.policy.sla_budget_ms = (uint64_t)(72 * HOUR);
   env.first_seen_at_ms = INT64_MAX - 10;
   decide(&cfg, &env, &f, INT64_MAX - 10, 0, &d);
   assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
   decide(&cfg, &env, &f, INT64_MIN, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
   env.first_seen_at_ms = INT64_MIN;
-  cfg.sla_budget_ms = 0;
+  cfg.policy.sla_budget_ms = 0;
   decide(&cfg, &env, &f, INT64_MIN, 0, &d);
   assert_int_equal(d.reason, DLQB_REASON_SLA_BUDGET);
 }
@@ -443,7 +443,7 @@ static void test_sla_text_keeps_deadline_when_truncated(void **state) {
   char worker[DLQB_LAST_ERROR_MAX + 1] = "";
   char iso[DLQB_ISO_TIME_MAX], tail[128];
   make_cfg(&cfg);
-  cfg.sla_budget_ms = 0;
+  cfg.policy.sla_budget_ms = 0;
   while (strlen(worker) + 3 <= DLQB_LAST_ERROR_MAX) strcat(worker, "\xe2\x82\xac");
   make_failure(&f, DLQB_FAIL_REJECTED, NULL, worker);
   make_env(&env, 0, 10);
@@ -469,14 +469,14 @@ static void test_degenerate_inputs(void **state) {
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
   assert_string_equal(d.last_error, "failed without a reason");
   /* No configured delays: retry at once rather than read out of bounds. */
-  cfg.retry_delay_count = 0;
+  cfg.policy.retry_delay_count = 0;
   decide(&cfg, &env, NULL, NOW, 0, &d);
   assert_int_equal(d.route, DLQB_ROUTE_RETRY);
   assert_int_equal(d.delay_ms, 0);
   /* A count beyond the array is clamped to the array. */
   make_cfg(&cfg);
-  cfg.retry_delay_count = 1000;
-  cfg.retry_delays_ms[DLQB_MAX_RETRY_DELAYS - 1] = 77;
+  cfg.policy.retry_delay_count = 1000;
+  cfg.policy.retry_delays_ms[DLQB_MAX_RETRY_DELAYS - 1] = 77;
   make_env(&env, 500, 1000);
   decide(&cfg, &env, NULL, NOW, 0, &d);
   assert_int_equal(d.delay_tier, DLQB_MAX_RETRY_DELAYS - 1);

@@ -18,13 +18,13 @@
 
 static void make_cfg(dlqb_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
-  cfg->max_attempts = 3;
-  cfg->retry_delays_ms[0] = 1000;
-  cfg->retry_delays_ms[1] = 5000;
-  cfg->retry_delay_count = 2;
-  cfg->retry_jitter_percent = 0;
-  cfg->sla_budget_ms = UINT64_C(72) * 3600 * 1000;
-  cfg->max_replays = 2;
+  cfg->policy.max_attempts = 3;
+  cfg->policy.retry_delays_ms[0] = 1000;
+  cfg->policy.retry_delays_ms[1] = 5000;
+  cfg->policy.retry_delay_count = 2;
+  cfg->policy.retry_jitter_percent = 0;
+  cfg->policy.sla_budget_ms = UINT64_C(72) * 3600 * 1000;
+  cfg->policy.max_replays = 2;
 }
 
 /* A valid task rejected by its worker once (x-death from dsr.work). */
@@ -231,7 +231,7 @@ static void test_jitter_shortens_the_delay_within_its_bound(void **state) {
   (void)state;
   dlqb_config cfg;
   make_cfg(&cfg);
-  cfg.retry_jitter_percent = 20;
+  cfg.policy.retry_jitter_percent = 20;
   task t;
   make_task(&t, 0);
   for (uint32_t r = 0; r < 64; r++) {
