@@ -26,6 +26,20 @@ rm -f "$out"/*.log "$out"/*.txt
 # One user of the engine at a time (another clone's test, docker-build.sh).
 exec 9>"$cache/docker/lock"
 flock -w 1800 9 || fail "the engine's lock ($cache/docker/lock) was held for 30 minutes"
+# The stack listens on fixed ports of this machine's loopback (host
+# networking: tests/compose/override.yml). Another stack on them (a second
+# checkout's compose test, one inside scripts/stock-test.sh's root, which
+# has its own engine and lock) is waited for, 10 minutes at most.
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for port in 5672 15672 9464 19672 19369; do
+    waited=0
+    while port_busy "$port"; do
+        [ "$waited" -lt 600 ] || fail "port $port on 127.0.0.1 is still taken after 10 minutes (another stack?)"
+        [ "$waited" -gt 0 ] || say "port $port is taken (another stack?): waiting for it"
+        sleep 5
+        waited=$((waited + 5))
+    done
+done
 
 rc=0
 engine_env=$(scripts/docker-engine.sh start 2>"$out/engine.log") || rc=$?
