@@ -68,6 +68,11 @@ typedef struct {
   int edit_approval;        /* 1: an edit is a proposal another broker user approves */
   dlqb_deadlines deadlines; /* statutory deadline per legal basis; n 0 = none */
   char ledger_cache[DLQB_CONFIG_STR_MAX]; /* "" = replay reads the ledger whole */
+  /* The catalog (dlqb/catalog.h): a look's checkpoint ("" = none), the
+   * daemon's cheap depth check and its periodic verifying pass (0 = off). */
+  char catalog_checkpoint[DLQB_CONFIG_STR_MAX];
+  uint64_t catalog_check_interval_ms;
+  uint64_t catalog_verify_every_ms;
   /* Broker users whose ledger entries count as completions, as "a,b"
    * (trimmed, none empty); "" = none, so replay re-runs every task. */
   char completion_writers[DLQB_CONFIG_STR_MAX];

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/catalog_stream.h"
 #include "dlqb/hop.h"
 #include "dlqb/link.h"
 #include "dlqb/rewrite.h"
@@ -79,6 +80,13 @@ typedef struct {
   /* DLQB_PIPE_AUDIT_OUTWAIT only: once set, a drain stops waiting for the
    * audit trail (shutdown). May be NULL: it waits as long as it takes. */
   dlqb_stop_flag *audit_give_up;
+  /* The catalog of the queues this pipe puts items into or takes them out
+   * of (dlqb/catalog.h); NULL: none. Every hop whose `to` it catalogues
+   * has its "in" published before its copy and confirmed before its
+   * original is acked; every hop whose `from` it catalogues has its "out"
+   * published once its original's ack is sent. When its stream is not
+   * declared, the pipe runs without it (a warning). */
+  const dlqb_catalog_target *catalog;
 } dlqb_pipe_options;
 
 enum dlqb_pipe_audit_mode {

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/catalog_stream.h"
 #include "dlqb/config.h"
 #include "dlqb/envelope.h"
 #include "dlqb/hop.h"
@@ -70,6 +71,15 @@ typedef struct {
   void *ctx;
   /* Attached to every hop the pass records (an edit's pass); NULL: none. */
   const dlqb_hop_edit *edit;
+  /* A look: on_item only holds (or stops), never moves. Answered from the
+   * pipeline's catalog (dlqb/catalog_stream.h) with no pass over the queue:
+   * d is then an empty delivery (tag 0, no headers, no body) and it is the
+   * items the catalog holds, in order. When the catalog cannot answer (its
+   * stream not declared, a read that failed) the look is a pass, and view
+   * says why. */
+  bool look;
+  dlqb_catalog_reader *reader; /* the catalog's reader; NULL: one for this look */
+  dlqb_catalog_view *view;     /* out: how the look was answered; may be NULL */
 } dlqb_scan_options;
 
 typedef struct {

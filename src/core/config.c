@@ -37,109 +37,118 @@ typedef enum {
 /* X(key, field, env, flag, default, kind, min, max, help), one per setting.
  * The public table and the rule table are both generated from this list,
  * so names, defaults and rules cannot drift apart. */
-#define DLQB_SETTINGS(X)                                                                           \
-  X(url, url, "DLQ_BRIDGE_URL", "url", "amqp://guest:guest@localhost:5672/%2f", KIND_URL, 0, 0,    \
-    "broker URL, amqp:// or amqps://")                                                             \
-  X(password_file, password_file, "DLQ_BRIDGE_PASSWORD_FILE", "password-file", "", KIND_PATH, 0,   \
-    0, "file holding the broker password; empty = the URL's password")                             \
-  X(tls_ca_file, tls_ca_file, "DLQ_BRIDGE_TLS_CA_FILE", "tls-ca-file", "", KIND_PATH, 0, 0,        \
-    "CA certificates (PEM) to verify the broker; needs an amqps:// URL")                           \
-  X(tls_cert_file, tls_cert_file, "DLQ_BRIDGE_TLS_CERT_FILE", "tls-cert-file", "", KIND_PATH, 0,   \
-    0, "client certificate (PEM); needs tls_key_file and amqps://")                                \
-  X(tls_key_file, tls_key_file, "DLQ_BRIDGE_TLS_KEY_FILE", "tls-key-file", "", KIND_PATH, 0, 0,    \
-    "client private key (PEM); needs tls_cert_file and amqps://")                                  \
-  X(max_attempts, max_attempts, "DLQ_BRIDGE_MAX_ATTEMPTS", "max-attempts", "5", KIND_INT, 1, 1000, \
-    "attempts before the DLQ when an envelope has no max_attempts (1 to 1000)")                    \
-  X(poison_threshold, poison_threshold, "DLQ_BRIDGE_POISON_THRESHOLD", "poison-threshold", "2",    \
-    KIND_INT, 1, 100, "consumer crashes on a message before it is poison (1 to 100)")              \
-  X(retry_delays, retry_delays_ms, "DLQ_BRIDGE_RETRY_DELAYS", "retry-delays", "1s,5s,30s,2m",      \
-    KIND_DELAYS, 0, 24 * MS_PER_HOUR,                                                              \
-    "retry delays, comma-separated, each up to 24h, at most 16; the last repeats")                 \
-  X(retry_jitter, retry_jitter_percent, "DLQ_BRIDGE_RETRY_JITTER", "retry-jitter", "20", KIND_INT, \
-    0, 90, "percent by which a retry delay may be randomly shortened (0 to 90)")                   \
-  X(sla_budget, sla_budget_ms, "DLQ_BRIDGE_SLA_BUDGET", "sla-budget", "30d", KIND_DURATION, 1, 0,  \
-    "no retry lands later than this after a task first failed")                                    \
-  X(prefetch, prefetch, "DLQ_BRIDGE_PREFETCH", "prefetch", "500", KIND_INT, 1, 10000,              \
-    "messages in flight in the router (1 to 10000)")                                               \
-  X(startup_wait, startup_wait_ms, "DLQ_BRIDGE_STARTUP_WAIT", "startup-wait", "0s", KIND_DURATION, \
-    0, 0, "how long run waits for the broker at start; 0s = exit at once")                         \
-  X(dlq_sla, dlq_sla_ms, "DLQ_BRIDGE_DLQ_SLA", "dlq-sla", "24h", KIND_DURATION, 1, 0,              \
-    "DLQ items older than this are escalated")                                                     \
-  X(deadlines, deadlines, "DLQ_BRIDGE_DEADLINES", "deadlines", "gdpr_*=1mo,ccpa_*=45d",            \
-    KIND_DEADLINES, 0, 0,                                                                          \
-    "statutory deadline from receipt per legal_basis, PATTERN=PERIOD,...; empty = none")           \
-  X(max_replays, max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1, 1000,     \
-    "replays of a task before its next failure escalates (1 to 1000)")                             \
-  X(edit_approval, edit_approval, "DLQ_BRIDGE_EDIT_APPROVAL", "edit-approval", "1", KIND_INT, 0,   \
-    1, "1 = an edit is a proposal a different broker user approves; 0 = direct")                   \
-  X(ledger_cache, ledger_cache, "DLQ_BRIDGE_LEDGER_CACHE", "ledger-cache", "", KIND_PATH, 0, 0,    \
-    "replay's cache of the completion ledger; empty = read it whole every replay")                 \
-  X(completion_writers, completion_writers, "DLQ_BRIDGE_COMPLETION_WRITERS", "completion-writers", \
-    "", KIND_USERS, 0, 0,                                                                          \
-    "broker users whose completions replay trusts, comma-separated; empty = none")                 \
-  X(drain_reasons, drain_reasons, "DLQ_BRIDGE_DRAIN_REASONS", "drain-reasons", "max_attempts",     \
-    KIND_USERS, 0, 0,                                                                              \
-    "dlq_reasons drain may replay, comma-separated (poison, invalid_envelope only if listed)")     \
-  X(drain_sources, drain_sources, "DLQ_BRIDGE_DRAIN_SOURCES", "drain-sources", "", KIND_USERS, 0,  \
-    0, "source systems drain may replay, comma-separated; empty = any")                            \
-  X(drain_errors, drain_errors, "DLQ_BRIDGE_DRAIN_ERRORS", "drain-errors", "", KIND_PATH, 0, 0,    \
-    "last_error texts drain may replay, '|'-separated, any case; empty = any")                     \
-  X(drain_groups, drain_groups, "DLQ_BRIDGE_DRAIN_GROUPS", "drain-groups", "", KIND_USERS, 0, 0,   \
-    "failure group ids (stats --by group) drain may replay, comma-separated; empty = any")         \
-  X(drain_canary, drain_canary, "DLQ_BRIDGE_DRAIN_CANARY", "drain-canary", "5", KIND_INT, 1, 1000, \
-    "items a drain run replays first and waits for (1 to 1000)")                                   \
-  X(drain_canary_timeout, drain_canary_timeout_ms, "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT",              \
-    "drain-canary-timeout", "10m", KIND_DURATION, 1000, 0,                                         \
-    "how long a drain run waits for every canary to complete")                                     \
-  X(drain_start_rate, drain_start_rate, "DLQ_BRIDGE_DRAIN_START_RATE", "drain-start-rate", "1",    \
-    KIND_INT, 1, 100000, "items a second of the canary and the first ramp step")                   \
-  X(drain_step_factor, drain_step_factor, "DLQ_BRIDGE_DRAIN_STEP_FACTOR", "drain-step-factor",     \
-    "2", KIND_INT, 1, 100, "each ramp step's rate is the previous one's times this (1 to 100)")    \
-  X(drain_max_rate, drain_max_rate, "DLQ_BRIDGE_DRAIN_MAX_RATE", "drain-max-rate", "50", KIND_INT, \
-    1, 100000, "the ramp's ceiling, items a second (1 to 100000)")                                 \
-  X(drain_step, drain_step_ms, "DLQ_BRIDGE_DRAIN_STEP", "drain-step", "30s", KIND_DURATION, 1000,  \
-    0, "how long one ramp step lasts")                                                             \
-  X(drain_failure_threshold, drain_failure_threshold, "DLQ_BRIDGE_DRAIN_FAILURE_THRESHOLD",        \
-    "drain-failure-threshold", "3", KIND_INT, 1, 1000,                                             \
-    "re-failures within drain_failure_window that stop a drain run (1 to 1000)")                   \
-  X(drain_failure_window, drain_failure_window_ms, "DLQ_BRIDGE_DRAIN_FAILURE_WINDOW",              \
-    "drain-failure-window", "5m", KIND_DURATION, 1000, 0, "the window re-failures are counted in") \
-  X(drain_max_items, drain_max_items, "DLQ_BRIDGE_DRAIN_MAX_ITEMS", "drain-max-items", "0",        \
-    KIND_INT, 0, 1000000000, "items one drain run replays at most; 0 = no limit")                  \
-  X(drain_state, drain_state, "DLQ_BRIDGE_DRAIN_STATE", "drain-state",                             \
-    "/var/lib/dlq-bridge/drain-state.json", KIND_PATH, 0, 0,                                       \
-    "file where drain run records its runs and drain status reads them")                           \
-  X(drain_textfile, drain_textfile, "DLQ_BRIDGE_DRAIN_TEXTFILE", "drain-textfile", "", KIND_PATH,  \
-    0, 0, "node_exporter textfile (.prom) drain run writes; empty = none")                         \
-  X(audit_log, audit_log, "DLQ_BRIDGE_AUDIT_LOG", "audit-log", "", KIND_PATH, 0, 0,                \
-    "audit log file; empty = no audit log")                                                        \
-  X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "", KIND_PATH,  \
-    0, 0, "Ed25519 private key (PEM) signing this writer's audit records")                         \
-  X(audit_public_keys, audit_public_keys, "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS", "audit-public-keys", "", \
-    KIND_PATH, 0, 0, "the audit writers' PEM public keys: a file, or a directory of *.pem")        \
-  X(audit_rotate_bytes, audit_rotate_bytes, "DLQ_BRIDGE_AUDIT_ROTATE_BYTES", "audit-rotate-bytes", \
-    "67108864", KIND_INT, 0, INT_MAX,                                                              \
-    "rotate the audit log once it reaches this many bytes; 0 = never")                             \
-  X(audit_anchor_interval, audit_anchor_interval_ms, "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL",           \
-    "audit-anchor-interval", "5s", KIND_DURATION, 0, 0,                                            \
-    "publish the audit head to dsr.audit.anchors this often while writing; 0s = never")            \
-  X(metrics_addr, metrics_addr, "DLQ_BRIDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9464",       \
-    KIND_ADDR, 0, 0, "host:port of the metrics endpoint, or off")                                  \
-  X(console_addr, console_addr, "DLQ_BRIDGE_CONSOLE_ADDR", "console-addr", "127.0.0.1:9465",       \
-    KIND_ADDR, 0, 0, "host:port of the web console (dlq-bridge console)")                          \
-  X(console_tls_cert_file, console_tls_cert_file, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE",              \
-    "console-tls-cert-file", "", KIND_PATH, 0, 0,                                                  \
-    "the console's HTTPS certificate (PEM); needed off loopback unless behind a proxy")            \
-  X(console_tls_key_file, console_tls_key_file, "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE",                 \
-    "console-tls-key-file", "", KIND_PATH, 0, 0, "the private key of console_tls_cert_file")       \
-  X(console_behind_proxy, console_behind_proxy, "DLQ_BRIDGE_CONSOLE_BEHIND_PROXY",                 \
-    "console-behind-proxy", "0", KIND_INT, 0, 1,                                                   \
-    "1 = a TLS proxy in front of the console: plain HTTP off loopback is allowed")                 \
-  X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, 0, 0,  \
-    "log line format: text or json")                                                               \
-  X(log_level, log_level, "DLQ_BRIDGE_LOG_LEVEL", "log-level", "info", KIND_LOG_LEVEL, 0, 0,       \
-    "least severe level logged: error, warn, info or debug")                                       \
-  X(instance, instance, "DLQ_BRIDGE_INSTANCE", "instance", "", KIND_NAME, 0, 0,                    \
+#define DLQB_SETTINGS(X)                                                                             \
+  X(url, url, "DLQ_BRIDGE_URL", "url", "amqp://guest:guest@localhost:5672/%2f", KIND_URL, 0, 0,      \
+    "broker URL, amqp:// or amqps://")                                                               \
+  X(password_file, password_file, "DLQ_BRIDGE_PASSWORD_FILE", "password-file", "", KIND_PATH, 0,     \
+    0, "file holding the broker password; empty = the URL's password")                               \
+  X(tls_ca_file, tls_ca_file, "DLQ_BRIDGE_TLS_CA_FILE", "tls-ca-file", "", KIND_PATH, 0, 0,          \
+    "CA certificates (PEM) to verify the broker; needs an amqps:// URL")                             \
+  X(tls_cert_file, tls_cert_file, "DLQ_BRIDGE_TLS_CERT_FILE", "tls-cert-file", "", KIND_PATH, 0,     \
+    0, "client certificate (PEM); needs tls_key_file and amqps://")                                  \
+  X(tls_key_file, tls_key_file, "DLQ_BRIDGE_TLS_KEY_FILE", "tls-key-file", "", KIND_PATH, 0, 0,      \
+    "client private key (PEM); needs tls_cert_file and amqps://")                                    \
+  X(max_attempts, max_attempts, "DLQ_BRIDGE_MAX_ATTEMPTS", "max-attempts", "5", KIND_INT, 1, 1000,   \
+    "attempts before the DLQ when an envelope has no max_attempts (1 to 1000)")                      \
+  X(poison_threshold, poison_threshold, "DLQ_BRIDGE_POISON_THRESHOLD", "poison-threshold", "2",      \
+    KIND_INT, 1, 100, "consumer crashes on a message before it is poison (1 to 100)")                \
+  X(retry_delays, retry_delays_ms, "DLQ_BRIDGE_RETRY_DELAYS", "retry-delays", "1s,5s,30s,2m",        \
+    KIND_DELAYS, 0, 24 * MS_PER_HOUR,                                                                \
+    "retry delays, comma-separated, each up to 24h, at most 16; the last repeats")                   \
+  X(retry_jitter, retry_jitter_percent, "DLQ_BRIDGE_RETRY_JITTER", "retry-jitter", "20", KIND_INT,   \
+    0, 90, "percent by which a retry delay may be randomly shortened (0 to 90)")                     \
+  X(sla_budget, sla_budget_ms, "DLQ_BRIDGE_SLA_BUDGET", "sla-budget", "30d", KIND_DURATION, 1, 0,    \
+    "no retry lands later than this after a task first failed")                                      \
+  X(prefetch, prefetch, "DLQ_BRIDGE_PREFETCH", "prefetch", "500", KIND_INT, 1, 10000,                \
+    "messages in flight in the router (1 to 10000)")                                                 \
+  X(startup_wait, startup_wait_ms, "DLQ_BRIDGE_STARTUP_WAIT", "startup-wait", "0s", KIND_DURATION,   \
+    0, 0, "how long run waits for the broker at start; 0s = exit at once")                           \
+  X(dlq_sla, dlq_sla_ms, "DLQ_BRIDGE_DLQ_SLA", "dlq-sla", "24h", KIND_DURATION, 1, 0,                \
+    "DLQ items older than this are escalated")                                                       \
+  X(deadlines, deadlines, "DLQ_BRIDGE_DEADLINES", "deadlines", "gdpr_*=1mo,ccpa_*=45d",              \
+    KIND_DEADLINES, 0, 0,                                                                            \
+    "statutory deadline from receipt per legal_basis, PATTERN=PERIOD,...; empty = none")             \
+  X(max_replays, max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1, 1000,       \
+    "replays of a task before its next failure escalates (1 to 1000)")                               \
+  X(edit_approval, edit_approval, "DLQ_BRIDGE_EDIT_APPROVAL", "edit-approval", "1", KIND_INT, 0,     \
+    1, "1 = an edit is a proposal a different broker user approves; 0 = direct")                     \
+  X(ledger_cache, ledger_cache, "DLQ_BRIDGE_LEDGER_CACHE", "ledger-cache", "", KIND_PATH, 0, 0,      \
+    "replay's cache of the completion ledger; empty = read it whole every replay")                   \
+  X(catalog_checkpoint, catalog_checkpoint, "DLQ_BRIDGE_CATALOG_CHECKPOINT", "catalog-checkpoint",   \
+    "", KIND_PATH, 0, 0,                                                                             \
+    "a look's checkpoint of the catalog fold; empty = fold the catalog stream whole every look")     \
+  X(catalog_check_interval, catalog_check_interval_ms, "DLQ_BRIDGE_CATALOG_CHECK_INTERVAL",          \
+    "catalog-check-interval", "30s", KIND_DURATION, 0, 0,                                            \
+    "run: compare each catalogued queue's depth with the catalog this often; 0 = never")             \
+  X(catalog_verify_every, catalog_verify_every_ms, "DLQ_BRIDGE_CATALOG_VERIFY_EVERY",                \
+    "catalog-verify-every", "6h", KIND_DURATION, 0, 0,                                               \
+    "run: verify the catalog against each queue with a pass this often, agreeing or not; 0 = never") \
+  X(completion_writers, completion_writers, "DLQ_BRIDGE_COMPLETION_WRITERS", "completion-writers",   \
+    "", KIND_USERS, 0, 0,                                                                            \
+    "broker users whose completions replay trusts, comma-separated; empty = none")                   \
+  X(drain_reasons, drain_reasons, "DLQ_BRIDGE_DRAIN_REASONS", "drain-reasons", "max_attempts",       \
+    KIND_USERS, 0, 0,                                                                                \
+    "dlq_reasons drain may replay, comma-separated (poison, invalid_envelope only if listed)")       \
+  X(drain_sources, drain_sources, "DLQ_BRIDGE_DRAIN_SOURCES", "drain-sources", "", KIND_USERS, 0,    \
+    0, "source systems drain may replay, comma-separated; empty = any")                              \
+  X(drain_errors, drain_errors, "DLQ_BRIDGE_DRAIN_ERRORS", "drain-errors", "", KIND_PATH, 0, 0,      \
+    "last_error texts drain may replay, '|'-separated, any case; empty = any")                       \
+  X(drain_groups, drain_groups, "DLQ_BRIDGE_DRAIN_GROUPS", "drain-groups", "", KIND_USERS, 0, 0,     \
+    "failure group ids (stats --by group) drain may replay, comma-separated; empty = any")           \
+  X(drain_canary, drain_canary, "DLQ_BRIDGE_DRAIN_CANARY", "drain-canary", "5", KIND_INT, 1, 1000,   \
+    "items a drain run replays first and waits for (1 to 1000)")                                     \
+  X(drain_canary_timeout, drain_canary_timeout_ms, "DLQ_BRIDGE_DRAIN_CANARY_TIMEOUT",                \
+    "drain-canary-timeout", "10m", KIND_DURATION, 1000, 0,                                           \
+    "how long a drain run waits for every canary to complete")                                       \
+  X(drain_start_rate, drain_start_rate, "DLQ_BRIDGE_DRAIN_START_RATE", "drain-start-rate", "1",      \
+    KIND_INT, 1, 100000, "items a second of the canary and the first ramp step")                     \
+  X(drain_step_factor, drain_step_factor, "DLQ_BRIDGE_DRAIN_STEP_FACTOR", "drain-step-factor",       \
+    "2", KIND_INT, 1, 100, "each ramp step's rate is the previous one's times this (1 to 100)")      \
+  X(drain_max_rate, drain_max_rate, "DLQ_BRIDGE_DRAIN_MAX_RATE", "drain-max-rate", "50", KIND_INT,   \
+    1, 100000, "the ramp's ceiling, items a second (1 to 100000)")                                   \
+  X(drain_step, drain_step_ms, "DLQ_BRIDGE_DRAIN_STEP", "drain-step", "30s", KIND_DURATION, 1000,    \
+    0, "how long one ramp step lasts")                                                               \
+  X(drain_failure_threshold, drain_failure_threshold, "DLQ_BRIDGE_DRAIN_FAILURE_THRESHOLD",          \
+    "drain-failure-threshold", "3", KIND_INT, 1, 1000,                                               \
+    "re-failures within drain_failure_window that stop a drain run (1 to 1000)")                     \
+  X(drain_failure_window, drain_failure_window_ms, "DLQ_BRIDGE_DRAIN_FAILURE_WINDOW",                \
+    "drain-failure-window", "5m", KIND_DURATION, 1000, 0, "the window re-failures are counted in")   \
+  X(drain_max_items, drain_max_items, "DLQ_BRIDGE_DRAIN_MAX_ITEMS", "drain-max-items", "0",          \
+    KIND_INT, 0, 1000000000, "items one drain run replays at most; 0 = no limit")                    \
+  X(drain_state, drain_state, "DLQ_BRIDGE_DRAIN_STATE", "drain-state",                               \
+    "/var/lib/dlq-bridge/drain-state.json", KIND_PATH, 0, 0,                                         \
+    "file where drain run records its runs and drain status reads them")                             \
+  X(drain_textfile, drain_textfile, "DLQ_BRIDGE_DRAIN_TEXTFILE", "drain-textfile", "", KIND_PATH,    \
+    0, 0, "node_exporter textfile (.prom) drain run writes; empty = none")                           \
+  X(audit_log, audit_log, "DLQ_BRIDGE_AUDIT_LOG", "audit-log", "", KIND_PATH, 0, 0,                  \
+    "audit log file; empty = no audit log")                                                          \
+  X(audit_key_file, audit_key_file, "DLQ_BRIDGE_AUDIT_KEY_FILE", "audit-key-file", "", KIND_PATH,    \
+    0, 0, "Ed25519 private key (PEM) signing this writer's audit records")                           \
+  X(audit_public_keys, audit_public_keys, "DLQ_BRIDGE_AUDIT_PUBLIC_KEYS", "audit-public-keys", "",   \
+    KIND_PATH, 0, 0, "the audit writers' PEM public keys: a file, or a directory of *.pem")          \
+  X(audit_rotate_bytes, audit_rotate_bytes, "DLQ_BRIDGE_AUDIT_ROTATE_BYTES", "audit-rotate-bytes",   \
+    "67108864", KIND_INT, 0, INT_MAX,                                                                \
+    "rotate the audit log once it reaches this many bytes; 0 = never")                               \
+  X(audit_anchor_interval, audit_anchor_interval_ms, "DLQ_BRIDGE_AUDIT_ANCHOR_INTERVAL",             \
+    "audit-anchor-interval", "5s", KIND_DURATION, 0, 0,                                              \
+    "publish the audit head to dsr.audit.anchors this often while writing; 0s = never")              \
+  X(metrics_addr, metrics_addr, "DLQ_BRIDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9464",         \
+    KIND_ADDR, 0, 0, "host:port of the metrics endpoint, or off")                                    \
+  X(console_addr, console_addr, "DLQ_BRIDGE_CONSOLE_ADDR", "console-addr", "127.0.0.1:9465",         \
+    KIND_ADDR, 0, 0, "host:port of the web console (dlq-bridge console)")                            \
+  X(console_tls_cert_file, console_tls_cert_file, "DLQ_BRIDGE_CONSOLE_TLS_CERT_FILE",                \
+    "console-tls-cert-file", "", KIND_PATH, 0, 0,                                                    \
+    "the console's HTTPS certificate (PEM); needed off loopback unless behind a proxy")              \
+  X(console_tls_key_file, console_tls_key_file, "DLQ_BRIDGE_CONSOLE_TLS_KEY_FILE",                   \
+    "console-tls-key-file", "", KIND_PATH, 0, 0, "the private key of console_tls_cert_file")         \
+  X(console_behind_proxy, console_behind_proxy, "DLQ_BRIDGE_CONSOLE_BEHIND_PROXY",                   \
+    "console-behind-proxy", "0", KIND_INT, 0, 1,                                                     \
+    "1 = a TLS proxy in front of the console: plain HTTP off loopback is allowed")                   \
+  X(log_format, log_format, "DLQ_BRIDGE_LOG_FORMAT", "log-format", "text", KIND_LOG_FORMAT, 0, 0,    \
+    "log line format: text or json")                                                                 \
+  X(log_level, log_level, "DLQ_BRIDGE_LOG_LEVEL", "log-level", "info", KIND_LOG_LEVEL, 0, 0,         \
+    "least severe level logged: error, warn, info or debug")                                         \
+  X(instance, instance, "DLQ_BRIDGE_INSTANCE", "instance", "", KIND_NAME, 0, 0,                      \
     "instance name in logs and audit; empty = hostname:pid")
 
 typedef struct {

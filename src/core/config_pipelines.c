@@ -312,6 +312,7 @@ static dlqb_status parse_queues(dlqb_pipeline *p, json_object *v, const char *pa
       {"dlq", p->dlq, sizeof p->dlq},
       {"review", p->review, sizeof p->review},
       {"completed", p->completed, sizeof p->completed},
+      {"catalog", p->catalog, sizeof p->catalog},
       {"retry_prefix", p->retry_prefix, sizeof p->retry_prefix},
   };
   if (!json_object_is_type(v, json_type_object))
@@ -322,7 +323,8 @@ static dlqb_status parse_queues(dlqb_pipeline *p, json_object *v, const char *pa
     size_t i = 0;
     while (i < COUNT_OF(slots) && strcmp(slots[i].key, key) != 0) i++;
     if (i == COUNT_OF(slots))
-      return unknown_key(path, key, "work, failed, dlx, dlq, review, completed, retry_prefix", err);
+      return unknown_key(path, key,
+                         "work, failed, dlx, dlq, review, completed, catalog, retry_prefix", err);
     join_path(sub, sizeof sub, path, key);
     const char *name;
     dlqb_error why;
@@ -519,8 +521,9 @@ dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, d
     char *value;
   } files[] = {{"ledger_cache", c->ledger_cache},
                {"drain_state", c->drain_state},
-               {"drain_textfile", c->drain_textfile}};
-  char made[3][DLQB_CONFIG_STR_MAX];
+               {"drain_textfile", c->drain_textfile},
+               {"catalog_checkpoint", c->catalog_checkpoint}};
+  char made[4][DLQB_CONFIG_STR_MAX];
   for (size_t i = 0; i < COUNT_OF(files); i++) {
     if (files[i].value[0] == '\0') {
       made[i][0] = '\0';
