@@ -99,6 +99,12 @@ unshare --mount --propagation private -- /bin/bash -euc '
         [ "$mode" = -rw ] || mount -o remount,bind,ro "$m${b#*:}"
     done
     cp /etc/resolv.conf "$m/etc/resolv.conf"
+    # What the Debian installer writes and debootstrap does not: without it
+    # "localhost" resolves nowhere, and the compose test's broker (host
+    # networking: its /etc/hosts is this one) stayed unhealthy, its
+    # rabbitmq-diagnostics unable to reach dlqb-compose@localhost.
+    printf "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n\n::1     localhost ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\nff02::2 ip6-allrouters\n" \
+        "$(hostname)" >"$m/etc/hosts"
     # Only the trust of this network, not a package: where TLS is
     # intercepted, the CA bundle of the host holds the CA npm must accept.
     cp /etc/ssl/certs/ca-certificates.crt "$m/etc/dlqb-host-ca.crt"
