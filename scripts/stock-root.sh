@@ -100,9 +100,8 @@ unshare --mount --propagation private -- /bin/bash -euc '
     done
     cp /etc/resolv.conf "$m/etc/resolv.conf"
     # What the Debian installer writes and debootstrap does not: without it
-    # "localhost" resolves nowhere, and the broker of the compose test (host
-    # networking: its /etc/hosts is this one) stayed unhealthy, its
-    # rabbitmq-diagnostics unable to reach dlqb-compose@localhost.
+    # "localhost" resolves nowhere in the root, as on no installed bookworm
+    # (containers on host networking, as in the compose test, get this file).
     printf "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n\n::1     localhost ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\nff02::2 ip6-allrouters\n" \
         "$(hostname)" >"$m/etc/hosts"
     # Only the trust of this network, not a package: where TLS is
