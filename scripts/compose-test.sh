@@ -60,6 +60,11 @@ cleanup() {
         if [ "$st" -ne 0 ]; then
             "${C[@]}" ps -a >"$out/ps.txt" 2>&1
             "${C[@]}" logs --no-color --timestamps >"$out/compose.log" 2>&1
+            # An unhealthy container's healthcheck output lives only in the
+            # engine until `down` removes it.
+            for id in $("${C[@]}" ps -a -q 2>/dev/null); do
+                docker inspect --format '{{.Name}} {{json .State.Health}}' "$id"
+            done >"$out/health.txt" 2>&1
             tail -n 200 "$cache/docker/dockerd.log" >"$out/dockerd.log" 2>&1
         fi
         "${C[@]}" --profile ops down -v --remove-orphans --timeout 20 >>"$out/down.log" 2>&1
