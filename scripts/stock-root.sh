@@ -23,7 +23,8 @@
 #                      installs the same packages without downloading them
 #   --bind DIR:PATH    bind-mounts the host's DIR at PATH inside (read-only)
 #   --bind-rw DIR:PATH the same, writable (e.g. a clone the command builds in)
-# COMMAND is exec'd as given (no shell around it), chrooted, with HOME=/root
+# COMMAND is exec'd as given (no shell left around it) with the root as the
+# mount namespace's root (pivot_root, not chroot: see below), HOME=/root
 # and Debian's default PATH. Exits with its status. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -119,8 +120,17 @@ deb http://deb.debian.org/debian-security bookworm-security main
 EOF
     env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         LANG=C.UTF-8 TERM="${TERM:-dumb}" chroot "$m" apt-get -qq update >&2
+    # The root becomes the namespace'"'"'s root (pivot_root), not just the
+    # command'"'"'s (chroot): a process that joins a mount namespace starts at
+    # that namespace'"'"'s root, so under a chroot `docker exec` (and with it
+    # every container healthcheck) ran in the host'"'"'s files instead of the
+    # container'"'"'s: the compose test'"'"'s broker read the host'"'"'s
+    # /var/lib/rabbitmq/.erlang.cookie, was refused, and stayed unhealthy.
+    cd "$m"
+    mkdir -p .dlqb-host
+    pivot_root . .dlqb-host
     exec env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         LANG=C.UTF-8 TERM="${TERM:-dumb}" NODE_EXTRA_CA_CERTS=/etc/dlqb-host-ca.crt \
         DLQB_TEST_PORT_SHIFT="${DLQB_TEST_PORT_SHIFT:-0}" \
-        chroot "$m" "$@"' \
+        /bin/sh -c "umount -l /.dlqb-host && rmdir /.dlqb-host && cd / && exec \"\$@\"" sh "$@"' \
     sh "$lower" "$run" "$mirror" "$downloads" "${#binds[@]}" "${binds[@]}" "$@"
