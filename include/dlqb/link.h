@@ -82,7 +82,9 @@ dlqb_status dlqb_link_open_channel(dlqb_link *link, amqp_channel_t channel, dlqb
 dlqb_status dlqb_link_confirm_select(dlqb_link *link, amqp_channel_t channel, dlqb_error *err);
 
 /* Passive declare: *depth and *consumers of an existing queue. A missing
- * queue is DLQB_EBROKER ("no queue 'x'"), and the channel is reopened. */
+ * queue is DLQB_EBROKER ("no queue 'x'"), and the channel is reopened. A
+ * queue busy taking back items waits up to 10 minutes for its answer (not
+ * the 30 s of other requests) while the connection's heartbeats hold. */
 dlqb_status dlqb_link_queue_depth(dlqb_link *link, const char *queue, uint32_t *depth,
                                   uint32_t *consumers, dlqb_error *err);
 

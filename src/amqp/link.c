@@ -18,8 +18,13 @@
 #define CONNECT_TIMEOUT_S 10
 #define PROBE_TIMEOUT_MS  2000 /* the second look at a failed connect */
 #define RPC_TIMEOUT_S     30
-#define HEARTBEAT_S       30
-#define FRAME_MAX         131072
+/* A queue's own process answers a passive declare, and it answers nothing
+ * while it takes back a deep pass's items (a million on 4.0.5: minutes).
+ * Liveness is the heartbeat's job (60 s of silence is a lost connection),
+ * so the wait may be this long. */
+#define QUEUE_PATIENCE_S 600
+#define HEARTBEAT_S      30
+#define FRAME_MAX        131072
 
 struct dlqb_link {
   amqp_connection_state_t conn;
@@ -314,9 +319,19 @@ dlqb_status dlqb_link_queue_depth(dlqb_link *link, const char *queue, uint32_t *
   char what[200];
   /* A passive declare: "find" would blame the queue for a lost connection. */
   snprintf(what, sizeof what, "read the depth of queue '%s'", queue);
+  struct timeval patient = {QUEUE_PATIENCE_S, 0}, usual = {RPC_TIMEOUT_S, 0};
+  amqp_set_rpc_timeout(link->conn, &patient);
   amqp_queue_declare_ok_t *ok =
       amqp_queue_declare(link->conn, DLQB_CHANNEL, dlqb_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
-  dlqb_status st = dlqb_link_reply(link, amqp_get_rpc_reply(link->conn), what, err);
+  amqp_rpc_reply_t reply = amqp_get_rpc_reply(link->conn);
+  amqp_set_rpc_timeout(link->conn, &usual);
+  if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+      reply.library_error == AMQP_STATUS_TIMEOUT)
+    return dlqb_fail(err, DLQB_ETIMEOUT,
+                     "cannot %s: the queue did not answer in %d s while the broker did "
+                     "(busy taking back a deep pass's items?)",
+                     what, QUEUE_PATIENCE_S);
+  dlqb_status st = dlqb_link_reply(link, reply, what, err);
   if (st != DLQB_OK) return st;
   if (depth) *depth = ok->message_count;
   if (consumers) *consumers = ok->consumer_count;

@@ -254,10 +254,74 @@ static void test_a_stalled_broker_does_not_cut_a_pass_short(void **state) {
   FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", STALL_DEPTH, 30000));
 }
 
+/* A queue busy for longer than one request may wait (30 s): the broker
+ * still taking back a deep pass's items (at 200,000 the next look's depth
+ * read timed out; at 1,000,000 on 4.0.5 the return takes minutes). The
+ * DLQ's queue process is suspended for BUSY_MS, and two looks started
+ * meanwhile must wait for it, not fail. The broker itself answers all the
+ * while (heartbeats, other queues), as it does when one queue is busy. */
+#define BUSY_DEPTH 2000
+#define BUSY_MS    36000
+
+/* In a child: inside the node, suspends the DLQ's queue process, writes
+ * the file `ready`, resumes the process after BUSY_MS. Exits 0 when it did. */
+static void busy_dlq(const fx_case *t, const char *ready) {
+  const th_env *e = th_env_get();
+  char expr[1024], cmd[2048];
+  assert_true(th_fmt(expr, sizeof expr,
+                     "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"%s\">>, queue, "
+                     "<<\"dsr.dlq.manual\">>)), Pid = amqqueue:get_pid(Q), sys:suspend(Pid), "
+                     "ok = file:write_file(\"%s\", <<\"ready\">>), timer:sleep(%d), "
+                     "sys:resume(Pid), busy.",
+                     t->vhost.name, ready, BUSY_MS));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "bash '%s/scripts/broker-node.sh' ctl '%s' eval '%s' | grep -qx busy",
+                     e->source_dir, e->node_dir, expr));
+  _exit(system(cmd) == 0 ? 0 : 1);
+}
+
+static void test_looks_wait_for_a_busy_queue(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", BUSY_DEPTH, fill_stall, NULL), 0);
+  char ready[TH_PATH_MAX];
+  assert_true(
+      th_fmt(ready, sizeof ready, "%s/busy-%s.ready", th_env_get()->node_dir, t->vhost.name));
+  unlink(ready);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) busy_dlq(t, ready);
+  FX_CHECK(t, th_wait_until(file_exists, ready, 60000));
+  unlink(ready);
+  int64_t t0 = th_now_ms();
+  json_object *stats = run_json(t, "stats --json", NULL);
+  json_object *look = run_json(t, "inspect --source-system billing --json", NULL);
+  int64_t took = th_now_ms() - t0;
+  int status;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  printf("stats and inspect over a queue busy for %d s: %.1f s\n", BUSY_MS / 1000,
+         (double)took / 1000);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* the queue was busy */
+  assert_true(took >= BUSY_MS - 4000); /* past the 30 s a request used to wait */
+  json_object *reasons;
+  assert_true(json_object_object_get_ex(stats, "dlq_reasons", &reasons));
+  assert_int_equal(member_int(reasons, "max_attempts"), BUSY_DEPTH);
+  assert_int_equal(member_int(look, "listed"), BUSY_DEPTH / BILLING_EVERY);
+  assert_int_equal(member_int(look, "total"), BUSY_DEPTH);
+  json_object_put(stats);
+  json_object_put(look);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_every_command_covers_a_deep_dlq),
       FX_TEST(test_a_stalled_broker_does_not_cut_a_pass_short),
+      FX_TEST(test_looks_wait_for_a_busy_queue),
   };
+  if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
