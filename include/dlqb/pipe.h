@@ -122,7 +122,8 @@ void dlqb_pipe_free(dlqb_pipe *pipe);
  * in flight and returns DLQB_OK), until max_messages or idle_stop_ms is
  * reached (DLQB_OK), or until the connection fails (DLQB_ECONN /
  * DLQB_EBROKER: the caller reconnects). HOLD deliveries return to the
- * queue, in their order, when the caller closes the link. Deliveries that
+ * queue, in their order, when the caller closes the link (aborts it), or
+ * first, awaited, with dlqb_pipe_return_held. Deliveries that
  * arrive after a stop or the limit are held without the handler; those
  * that arrive after a cancel sent only for idle_stop_ms (the broker gave
  * them before it handled the cancel) go to the handler like any other. */
