@@ -898,6 +898,11 @@ static dlqb_status channel_reply(dlqb_pipe *p, amqp_channel_t ch, const char *wh
  * for the loop). */
 static dlqb_status next_channel(dlqb_pipe *p, dlqb_error *err) {
   amqp_channel_t ch = p->ch == DLQB_CHANNEL ? DLQB_PUB_CHANNEL + 1 : p->ch + 1;
+  /* Each request below waits for its reply: on a corked socket (the loop
+   * corks while input is buffered) it would sit until the kernel's cork
+   * timeout of 200 ms. Measured: 0.6 s a channel, 40 of the 45 s of a
+   * pass over 200,000 items on 70 channels. */
+  set_cork(p, false);
   amqp_channel_open(p->conn, ch);
   dlqb_status st = channel_reply(p, ch, "open a consuming channel", err);
   if (st != DLQB_OK) return st;
