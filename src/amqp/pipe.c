@@ -154,9 +154,17 @@ void dlqb_pipe_return_held(dlqb_pipe *p) {
   uint32_t before = 0;
   if (dlqb_link_queue_depth(p->link, p->opt.queue, &before, NULL, &err) != DLQB_OK) return;
   /* Everything unacked goes back with a nack of tag 0 (multiple, requeue)
-   * on each channel, and the channels the run opened close; the queue puts
+   * on each channel, and the channels the run opened close. The queue puts
    * it back in its own order (by sequence number) whichever channel goes
-   * first. */
+   * first, but the cost depends on the order: to place a channel's items,
+   * RabbitMQ walks the entries it already holds whose sequence numbers are
+   * lower (rabbit_variable_queue:requeue, queue_merge in 3.10, requeue_merge
+   * in 4.0). So the newest channel goes first: each channel's items then
+   * precede all the queue holds and place in O(that channel). Its close-ok
+   * comes after its channel process has handed the queue its requeue, so
+   * the next nack reaches the queue after it. Oldest first, each channel
+   * walks all returned before it (measured on 3.10 at 200,000 items over 70
+   * channels: 6.2 s until the queue showed them, against 0.8 s). */
   for (amqp_channel_t ch = p->ch; ch > DLQB_PUB_CHANNEL; ch--) {
     if (amqp_basic_nack(p->conn, ch, 0, 1, 1) != AMQP_STATUS_OK) return;
     amqp_rpc_reply_t r = amqp_channel_close(p->conn, ch, AMQP_REPLY_SUCCESS);
