@@ -22,8 +22,12 @@
 #   --get-max  the deepest queue "Get messages" is tried on (default 100000: its
 #              answer is one JSON document of every message, held in the broker's
 #              memory; at 1,000,000 that is most of a gigabyte)
-#   --no-build use the binaries already in build-bench/
+#   --no-build use the binaries already in build-bench/ (DLQB_BENCH_DIR: another
+#              build directory, e.g. to compare two builds in turn)
 #   --only groups  only the group overview rows (and their loads)
+#   --only moves   only the move rows: replay --source-system billing (1 in
+#              1,000 moved, the rest held) against an unfiltered pass of the
+#              same depth (inspect, and replay --all), each on a fresh load
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,13 +45,13 @@ while [ $# -gt 0 ]; do
     --get-max) get_max=${2:?--get-max needs a value}; shift 2 ;;
     --no-build) build=0; shift ;;
     --only) only=${2:?--only needs a value}; shift 2
-        [ "$only" = groups ] || { echo "deep.sh: --only takes groups" >&2; exit 2; } ;;
+        case "$only" in groups | moves) ;; *) echo "deep.sh: --only takes groups or moves" >&2; exit 2 ;; esac ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "deep.sh: unknown argument '$1' (see bench/deep.sh --help)" >&2; exit 2 ;;
     esac
 done
 
-bdir=build-bench
+bdir=${DLQB_BENCH_DIR:-build-bench}
 node_dir=$bdir/broker-deep
 node_dirs=("$node_dir")
 work=$bdir/bench-deep
@@ -158,9 +162,36 @@ groups_rows() { # N
     purge_all
 }
 
+# The filtered move against unfiltered passes of the same depth (issue 29:
+# a filtered move must stay linear): each on a fresh load of N items.
+moves_rows() { # N
+    local n=$1
+    audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit-moves-$n.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key"
+        DLQ_BRIDGE_AUDIT_PUBLIC_KEYS="$work/audit.pub.pem")
+    purge_all
+    load "$n" >/dev/null
+    log "depth $n: broker at $(mib "$(rss_kib "$broker_pid")") MiB before the moves"
+    timed "$n" "inspect --source-system billing (unfiltered pass: holds all)" "$n" \
+        "$bin" inspect --source-system billing --json
+    timed "$n" "replay --source-system billing ($((n / 1000)) moved)" "$n" env "${audit_env[@]}" \
+        "$bin" replay --source-system billing --json
+    local left
+    left=$("$tool" depth --url "$url" --queue dsr.dlq.manual)
+    [ "$left" = $((n - n / 1000)) ] || log "replay --source-system billing at $n left $left, not $((n - n / 1000))"
+    purge_all
+    load "$n" >/dev/null
+    log "depth $n: broker at $(mib "$(rss_kib "$broker_pid")") MiB before replay --all"
+    timed "$n" "replay --all" "$n" env "${audit_env[@]}" "$bin" replay --all
+    purge_all
+}
+
 for n in $depths; do
     if [ "$only" = groups ]; then
         groups_rows "$n"
+        continue
+    fi
+    if [ "$only" = moves ]; then
+        moves_rows "$n"
         continue
     fi
     purge_all
@@ -238,7 +269,7 @@ for n in $depths; do
 done
 
 echo
-echo "bench/deep.sh --depths \"$depths\" on $(nproc) cores, RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null)"
+echo "bench/deep.sh --depths \"$depths\" on $(nproc) cores, RabbitMQ ${DLQB_BROKER_VERSION:-3.10} ($(curl -s -u guest:guest "$mgmt/api/overview" | jq -r .rabbitmq_version 2>/dev/null))"
 echo
 echo "| depth | what | seconds | items/s | command peak RSS MiB | broker peak RSS MiB |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: |"

@@ -8,15 +8,21 @@
  *   contiguous settled prefix, as one `multiple` ack when that reaches no
  *   held tag, else one ack per entry.
  *
- * The ring holds the deliveries of one channel that will be acked but are
- * not yet, in delivery order (delivery tags ascending). Each entry is
+ * The ring holds the deliveries that will be acked but are not yet, in
+ * delivery order. A pass may consume on several channels of one connection,
+ * one after the other (a channel's deliveries all come before the next
+ * channel's: the pipe starts the next consumer only once the last one's
+ * cancel-ok has come), so delivery order is (channel, delivery tag)
+ * ascending, the channel numbers ascending in the order they were used, and
+ * each entry is acked on the channel that delivered it. Each entry is
  *   PUBLISHED  republished, waiting for its confirm,
  *   SETTLED    confirmed, or settled with nothing published (resolve, skip).
  * Held deliveries (left unacked on purpose: they return to the queue, in
  * place, when the channel closes) take no slot: the ring only counts them
  * and remembers the lowest held tag, which no multiple ack may pass. So a
  * pass over a deep queue that holds most of it costs memory for what is in
- * flight, not for what it holds.
+ * flight, not for what it holds. A `multiple` ack names one channel: it is
+ * planned only for a run delivered on one channel.
  *
  * The pipe (src/amqp/pipe.c) does the frame I/O around it: it pushes each
  * delivery as its handler settles it, feeds in the broker's confirms, hands
@@ -44,9 +50,10 @@ typedef enum {
 } dlqb_ack_state;
 
 typedef struct {
-  uint64_t tag;    /* delivery tag of the original */
-  uint64_t seq;    /* publish sequence number; 0 when nothing was published */
-  uint64_t ticket; /* the audit ticket covering its hop, once submitted */
+  uint64_t tag;     /* delivery tag of the original, on its channel */
+  uint16_t channel; /* the channel that delivered it (its ack goes there) */
+  uint64_t seq;     /* publish sequence number; 0 when nothing was published */
+  uint64_t ticket;  /* the audit ticket covering its hop, once submitted */
   dlqb_ack_state state;
   bool rearmed; /* published again (dlqb_ackring_rearm): seq is outside seq_slot */
 } dlqb_ack_entry;
@@ -56,12 +63,15 @@ typedef struct {
   unsigned char *payload; /* payload_size bytes per slot, moved with its entry */
   size_t payload_size;
   size_t cap, head, count;
-  uint64_t held;     /* deliveries held on this channel (never acked) */
-  uint64_t last_tag; /* the highest tag pushed, held or not */
-  size_t ready;      /* length of the prefix from head with no PUBLISHED entry */
-  size_t submitted;  /* length of the prefix handed to the audit trail (<= ready) */
-  /* Lowest delivery tag held (0: none). Held deliveries stay unacked at the
-   * broker, so a multiple ack must never reach past it. */
+  uint64_t held;         /* deliveries held (never acked), on every channel */
+  uint16_t last_channel; /* the channel of the latest push, held or not */
+  uint64_t last_tag;     /* the highest tag pushed on last_channel */
+  size_t ready;          /* length of the prefix from head with no PUBLISHED entry */
+  size_t submitted;      /* length of the prefix handed to the audit trail (<= ready) */
+  /* The first delivery held, in delivery order (tag 0: none). Held
+   * deliveries stay unacked at the broker, so a multiple ack must never
+   * reach past it. */
+  uint16_t first_held_channel;
   uint64_t first_held_tag;
   /* Publishes carry consecutive sequence numbers and leave the ring in
    * order, so the ones in the ring are consecutive and at most cap: seq %
@@ -76,11 +86,13 @@ typedef struct {
 
 /* What to send for the durable prefix: its first `run` entries leave the
  * ring. When `multiple` is true one ack with multiple=1 up to
- * `multiple_tag` covers them all; otherwise each SETTLED one gets its own
- * ack (dlqb_ackring_at(r, 0 .. run-1)->tag; DROPPED ones get none). */
+ * `multiple_tag` on `multiple_channel` covers them all; otherwise each
+ * SETTLED one gets its own ack (dlqb_ackring_at(r, 0 .. run-1)->tag on its
+ * ->channel; DROPPED ones get none). */
 typedef struct {
   size_t run;
   bool multiple;
+  uint16_t multiple_channel;
   uint64_t multiple_tag;
 } dlqb_ack_plan;
 
@@ -94,11 +106,12 @@ void dlqb_ackring_release(dlqb_ackring *r);
 dlqb_ack_entry *dlqb_ackring_at(const dlqb_ackring *r, size_t i);
 void *dlqb_ackring_payload_at(const dlqb_ackring *r, size_t i);
 
-/* Pushes delivery tag in the given state (PUBLISHED takes the next
- * publish sequence number). Returns the payload of its slot (held: NULL,
- * there is none), or NULL with *refused set when tag does not ascend or
- * the ring cannot grow (out of memory). */
-void *dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state, bool *refused);
+/* Pushes delivery tag of channel in the given state (PUBLISHED takes the
+ * next publish sequence number). Returns the payload of its slot (held:
+ * NULL, there is none), or NULL with *refused set when (channel, tag) does
+ * not ascend or the ring cannot grow (out of memory). */
+void *dlqb_ackring_push(dlqb_ackring *r, uint16_t channel, uint64_t tag, dlqb_ack_state state,
+                        bool *refused);
 
 /* A basic.ack from the broker for publish seq (multiple: every publish up
  * to it). Numbers never published, repeats and anything after

@@ -42,6 +42,7 @@ typedef struct {
 
 /* One delivery, valid only during the handler call. */
 typedef struct {
+  amqp_channel_t channel; /* the channel that delivered it: its tag is that channel's */
   uint64_t delivery_tag;
   bool redelivered;
   const amqp_basic_properties_t *props;
@@ -74,7 +75,10 @@ typedef struct {
   /* Holds may exceed the prefetch: a pass over a deep queue adds consumers
    * as held deliveries fill them, so it reaches every message however
    * many it leaves in place (the prefetch then bounds what is in flight,
-   * not what is held). */
+   * not what is held). They are spread over channels of the connection,
+   * a few windows each, so that an ack never waits on the broker walking
+   * every held delivery (with max_messages: as few windows a channel as
+   * the broker's channel_max allows for that many). */
   bool deep;
   long idle_stop_ms; /* stop after this long without deliveries; 0 = never */
   /* Every hop is handed to this audit trail once its publish is confirmed,
@@ -118,7 +122,8 @@ void dlqb_pipe_free(dlqb_pipe *pipe);
  * in flight and returns DLQB_OK), until max_messages or idle_stop_ms is
  * reached (DLQB_OK), or until the connection fails (DLQB_ECONN /
  * DLQB_EBROKER: the caller reconnects). HOLD deliveries return to the
- * queue, in their order, when the caller closes the link. Deliveries that
+ * queue, in their order, when the caller closes the link (aborts it), or
+ * first, awaited, with dlqb_pipe_return_held. Deliveries that
  * arrive after a stop or the limit are held without the handler; those
  * that arrive after a cancel sent only for idle_stop_ms (the broker gave
  * them before it handled the cancel) go to the handler like any other. */
@@ -172,10 +177,19 @@ void dlqb_pipe_ack(dlqb_pipe *pipe, const dlqb_delivery *d, const dlqb_hop *hop)
  * closes (replay's unselected items). */
 void dlqb_pipe_hold(dlqb_pipe *pipe, const dlqb_delivery *d);
 
+/* After dlqb_pipe_run, when the link is to be closed (not aborted): puts
+ * every delivery still unacked back in its queue, in the queue's order, on
+ * every channel the run consumed on, closes those besides the link's own,
+ * and waits (up to a minute) until the queue's depth shows them back, so
+ * that the next look sees the whole queue. */
+void dlqb_pipe_return_held(dlqb_pipe *pipe);
+
 /* Counters since dlqb_pipe_new; remembered: deliveries settled against
- * the memory (not given to on_delivery, counted in acked once acked). */
+ * the memory (not given to on_delivery, counted in acked once acked);
+ * channels: the channels consumed on (a deep pass spreads what it holds
+ * over several: pipe.c, add_consumer_if_full). */
 typedef struct {
-  uint64_t delivered, forwarded, acked, held, remembered;
+  uint64_t delivered, forwarded, acked, held, remembered, channels;
 } dlqb_pipe_stats;
 void dlqb_pipe_get_stats(const dlqb_pipe *pipe, dlqb_pipe_stats *out);
 

@@ -221,10 +221,13 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
     if (st == DLQB_EIO && !dlqb_audit_healthy(o->audit)) s.res.audit_failed = true;
     s.res.unsettled_copies = ps.forwarded > s.res.forwarded ? ps.forwarded - s.res.forwarded : 0;
   }
-  dlqb_pipe_free(s.pipe);
   s.res.access_refused = st != DLQB_OK && dlqb_link_reply_code(link) == DLQB_REPLY_ACCESS_REFUSED;
-  /* Closing returns every held (unacked) item to the queue, in place. */
-  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  /* Closing returns every held (unacked) item to the queue, in place (each
+   * channel's in its order, merged by the queue: see pipe.c). */
+  bool close = st == DLQB_OK || st == DLQB_EBROKER;
+  if (close) dlqb_pipe_return_held(s.pipe);
+  dlqb_pipe_free(s.pipe);
+  if (close) dlqb_link_close(link);
   else dlqb_link_abort(link);
   *res = s.res;
   return st;

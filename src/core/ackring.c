@@ -75,23 +75,40 @@ static void extend_ready(dlqb_ackring *r) {
   while (r->ready < r->count && !waits(dlqb_ackring_at(r, r->ready)->state)) r->ready++;
 }
 
-void *dlqb_ackring_push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state, bool *refused) {
-  *refused = tag <= r->last_tag;
+/* Delivery order: (channel, tag), channels in the order they were used. */
+static bool before(uint16_t ch_a, uint64_t tag_a, uint16_t ch_b, uint64_t tag_b) {
+  return ch_a < ch_b || (ch_a == ch_b && tag_a < tag_b);
+}
+
+/* Notes a held delivery: the first one in delivery order bounds every
+ * multiple ack. */
+static void note_held(dlqb_ackring *r, uint16_t channel, uint64_t tag) {
+  if (r->first_held_tag == 0 || before(channel, tag, r->first_held_channel, r->first_held_tag)) {
+    r->first_held_channel = channel;
+    r->first_held_tag = tag;
+  }
+  r->held++;
+}
+
+void *dlqb_ackring_push(dlqb_ackring *r, uint16_t channel, uint64_t tag, dlqb_ack_state state,
+                        bool *refused) {
+  *refused = !before(r->last_channel, r->last_tag, channel, tag);
   if (*refused) return NULL;
   if (state == DLQB_ACK_HELD) {
+    r->last_channel = channel;
     r->last_tag = tag;
-    if (r->first_held_tag == 0) r->first_held_tag = tag;
-    r->held++;
+    note_held(r, channel, tag);
     return NULL;
   }
   if (r->count == r->cap && !grow(r)) {
     *refused = true;
     return NULL;
   }
+  r->last_channel = channel;
   r->last_tag = tag;
   size_t slot = slot_of(r, r->count);
   dlqb_ack_entry *e = &r->slots[slot];
-  *e = (dlqb_ack_entry){.tag = tag, .state = state};
+  *e = (dlqb_ack_entry){.tag = tag, .channel = channel, .state = state};
   r->count++;
   if (state == DLQB_ACK_PUBLISHED) {
     e->seq = ++r->next_seq;
@@ -167,8 +184,7 @@ uint64_t dlqb_ackring_rearm(dlqb_ackring *r, size_t i) {
 void dlqb_ackring_drop(dlqb_ackring *r, size_t i) {
   dlqb_ack_entry *e = dlqb_ackring_at(r, i);
   e->state = DLQB_ACK_DROPPED;
-  if (r->first_held_tag == 0 || e->tag < r->first_held_tag) r->first_held_tag = e->tag;
-  r->held++;
+  note_held(r, e->channel, e->tag);
   extend_ready(r);
 }
 
@@ -183,11 +199,15 @@ bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *p
   while (plan->run < r->submitted && dlqb_ackring_at(r, plan->run)->ticket <= durable) plan->run++;
   if (plan->run == 0) return false;
   /* A held (or dropped) delivery is still unacked at the broker: `multiple`
-   * would ack it (and lose it) if its tag is lower. */
-  uint64_t last = dlqb_ackring_at(r, plan->run - 1)->tag;
-  if (r->first_held_tag == 0 || r->first_held_tag > last) {
+   * would ack it (and lose it) if it came before. And a multiple ack covers
+   * one channel: a run delivered on two gets one ack per entry. */
+  const dlqb_ack_entry *first = dlqb_ackring_at(r, 0), *last = dlqb_ackring_at(r, plan->run - 1);
+  if (first->channel == last->channel &&
+      (r->first_held_tag == 0 ||
+       before(last->channel, last->tag, r->first_held_channel, r->first_held_tag))) {
     plan->multiple = true;
-    plan->multiple_tag = last;
+    plan->multiple_channel = last->channel;
+    plan->multiple_tag = last->tag;
   }
   return true;
 }

@@ -69,7 +69,7 @@ static dlqb_ackring ring_of(size_t cap) {
 /* Pushes tag and stores it in its payload (held: there is none). */
 static void push(dlqb_ackring *r, uint64_t tag, dlqb_ack_state state) {
   bool refused;
-  uint64_t *p = dlqb_ackring_push(r, tag, state, &refused);
+  uint64_t *p = dlqb_ackring_push(r, 1, tag, state, &refused);
   assert_false(refused);
   if (state == DLQB_ACK_HELD) {
     assert_null(p);
@@ -251,13 +251,82 @@ static void test_tags_must_ascend(void **state) {
   dlqb_ackring r = ring_of(4);
   bool refused;
   push(&r, 5, DLQB_ACK_SETTLED);
-  assert_null(dlqb_ackring_push(&r, 5, DLQB_ACK_SETTLED, &refused));
+  assert_null(dlqb_ackring_push(&r, 1, 5, DLQB_ACK_SETTLED, &refused));
   assert_true(refused);
-  assert_null(dlqb_ackring_push(&r, 3, DLQB_ACK_HELD, &refused));
+  assert_null(dlqb_ackring_push(&r, 1, 3, DLQB_ACK_HELD, &refused));
   assert_true(refused);
   push(&r, 6, DLQB_ACK_HELD);
-  assert_null(dlqb_ackring_push(&r, 6, DLQB_ACK_SETTLED, &refused));
+  assert_null(dlqb_ackring_push(&r, 1, 6, DLQB_ACK_SETTLED, &refused));
   assert_true(refused);
+  dlqb_ackring_release(&r);
+}
+
+/* A pass over several channels: each entry is acked on the channel that
+ * delivered it, a multiple ack never spans two channels, and none passes a
+ * held delivery of an earlier channel. */
+static void push_on(dlqb_ackring *r, uint16_t channel, uint64_t tag, dlqb_ack_state state) {
+  bool refused;
+  (void)dlqb_ackring_push(r, channel, tag, state, &refused);
+  assert_false(refused);
+}
+
+static void test_channels_ack_where_delivered(void **state) {
+  (void)state;
+  dlqb_ackring r = ring_of(2); /* grows */
+  bool refused;
+  push_on(&r, 1, 1, DLQB_ACK_SETTLED);
+  push_on(&r, 1, 2, DLQB_ACK_SETTLED);
+  push_on(&r, 1, 3, DLQB_ACK_HELD);
+  /* Held before: the settled prefix on channel 1 still goes as one. */
+  dlqb_ackring_mark_submitted(&r, 0);
+  dlqb_ack_plan plan;
+  assert_true(dlqb_ackring_plan(&r, NO_AUDIT, &plan));
+  assert_int_equal(plan.run, 2);
+  assert_true(plan.multiple);
+  assert_int_equal(plan.multiple_channel, 1);
+  assert_int_equal(plan.multiple_tag, 2);
+  dlqb_ackring_commit(&r, &plan);
+  /* Channel 1 again, then channel 3 from tag 1 on. */
+  push_on(&r, 1, 4, DLQB_ACK_PUBLISHED);
+  push_on(&r, 3, 1, DLQB_ACK_SETTLED);
+  push_on(&r, 3, 2, DLQB_ACK_HELD);
+  push_on(&r, 3, 3, DLQB_ACK_PUBLISHED);
+  /* A channel used before takes no more. */
+  assert_null(dlqb_ackring_push(&r, 1, 5, DLQB_ACK_SETTLED, &refused));
+  assert_true(refused);
+  dlqb_ackring_on_confirm(&r, 2, true);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_true(dlqb_ackring_plan(&r, NO_AUDIT, &plan));
+  assert_int_equal(plan.run, 3);
+  assert_false(plan.multiple);
+  uint16_t want_ch[] = {1, 3, 3};
+  uint64_t want_tag[] = {4, 1, 3};
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(dlqb_ackring_at(&r, i)->channel, want_ch[i]);
+    assert_int_equal(dlqb_ackring_at(&r, i)->tag, want_tag[i]);
+  }
+  dlqb_ackring_commit(&r, &plan);
+  assert_int_equal(r.count, 0);
+  assert_int_equal(r.held, 2);
+  dlqb_ackring_release(&r);
+
+  /* Nothing held at all: a run over two channels is still one ack each. */
+  r = ring_of(4);
+  push_on(&r, 1, 1, DLQB_ACK_SETTLED);
+  push_on(&r, 3, 1, DLQB_ACK_SETTLED);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_true(dlqb_ackring_plan(&r, NO_AUDIT, &plan));
+  assert_int_equal(plan.run, 2);
+  assert_false(plan.multiple);
+  dlqb_ackring_commit(&r, &plan);
+  /* Then only channel 3: one multiple ack there. */
+  push_on(&r, 3, 2, DLQB_ACK_SETTLED);
+  push_on(&r, 3, 3, DLQB_ACK_SETTLED);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_true(dlqb_ackring_plan(&r, NO_AUDIT, &plan));
+  assert_true(plan.multiple);
+  assert_int_equal(plan.multiple_channel, 3);
+  assert_int_equal(plan.multiple_tag, 3);
   dlqb_ackring_release(&r);
 }
 
@@ -429,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_a_returned_publish_is_not_acked_by_its_confirm),
       cmocka_unit_test(test_a_dropped_return_stays_unacked),
       cmocka_unit_test(test_waits_for_the_audit_ticket),
+      cmocka_unit_test(test_channels_ack_where_delivered),
       cmocka_unit_test(test_random_interleavings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
