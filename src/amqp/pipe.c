@@ -34,7 +34,14 @@ typedef struct {
   bool has_id; /* with a memory: the original's identity, to remember it by */
   uint8_t id[DLQB_MEMO_ID_LEN];
   dlqb_hop hop;
+  /* The catalog "in" published for this hop's copy (0: none): the original
+   * is acked only once it is confirmed (dlqb/catalog.h). */
+  uint64_t cat_seq;
 } slot_hop;
+
+/* The catalog's channel: its own confirms, so the ring's publish sequence
+ * numbers stay the copies' alone. */
+#define DLQB_CAT_CHANNEL 3
 
 struct dlqb_pipe {
   dlqb_link *link;
@@ -70,7 +77,73 @@ struct dlqb_pipe {
   const dlqb_delivery *cur;
   int cur_id_state; /* 0: not computed, 1: in cur_id, -1: it has none */
   uint8_t cur_id[DLQB_MEMO_ID_LEN];
+  /* The catalog (opt.catalog and its stream declared): events published
+   * and confirmed on DLQB_CAT_CHANNEL; one stream, so its confirms come
+   * in order. */
+  bool cat_on;
+  uint64_t cat_published, cat_confirmed;
+  uint64_t next_cat_seq; /* the "in" the next settle belongs to (0: none) */
 };
+
+/* Turns the catalog on for this pipe when the target's stream exists: a
+ * deployment not yet declared again keeps working, its looks pass over the
+ * queue (the readers say why). */
+static dlqb_status catalog_start(dlqb_pipe *p, dlqb_error *err) {
+  if (p->opt.catalog == NULL) return DLQB_OK;
+  dlqb_error why;
+  dlqb_status st = dlqb_link_queue_depth(p->link, p->opt.catalog->stream, NULL, NULL, &why);
+  if (st == DLQB_EBROKER && dlqb_link_reply_code(p->link) == DLQB_REPLY_NOT_FOUND) {
+    dlqb_log_warn("catalog_missing",
+                  "the catalog stream '%s' is not declared: moves are not catalogued and "
+                  "looks read the queue (run declare)",
+                  p->opt.catalog->stream);
+    return DLQB_OK;
+  }
+  if (st != DLQB_OK) {
+    *err = why;
+    return st;
+  }
+  st = dlqb_link_open_channel(p->link, DLQB_CAT_CHANNEL, err);
+  if (st == DLQB_OK) st = dlqb_link_confirm_select(p->link, DLQB_CAT_CHANNEL, err);
+  if (st == DLQB_OK) p->cat_on = true;
+  return st;
+}
+
+static bool catalogued(const dlqb_pipe *p, const char *queue) {
+  return p->cat_on && queue != NULL && dlqb_catalog_target_has(p->opt.catalog, queue);
+}
+
+static dlqb_status cat_publish(dlqb_pipe *p, const dlqb_catalog_event *ev, dlqb_error *err) {
+  int rc =
+      amqp_basic_publish(p->conn, DLQB_CAT_CHANNEL, amqp_empty_bytes,
+                         dlqb_bytes(p->opt.catalog->stream), 1, 0, &ev->props, amqp_empty_bytes);
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+  p->cat_published++;
+  return DLQB_OK;
+}
+
+/* The "in" for a copy about to be published to queue with props: before
+ * the copy, so no crash can leave the copy in the queue and not in the
+ * catalog; its sequence number goes to the slot the copy settles. */
+static dlqb_status cat_in(dlqb_pipe *p, const char *queue, const amqp_basic_properties_t *props,
+                          dlqb_error *err) {
+  p->next_cat_seq = 0;
+  if (!catalogued(p, queue)) return DLQB_OK;
+  dlqb_catalog_event ev;
+  dlqb_catalog_event_in(p->opt.catalog, queue, props, &ev);
+  dlqb_status st = cat_publish(p, &ev, err);
+  if (st == DLQB_OK) p->next_cat_seq = p->cat_published;
+  return st;
+}
+
+/* The "out" for a hop whose original left queue: after its ack was sent. */
+static dlqb_status cat_out(dlqb_pipe *p, const char *queue, const char *message_id,
+                           dlqb_error *err) {
+  if (!catalogued(p, queue)) return DLQB_OK;
+  dlqb_catalog_event ev;
+  dlqb_catalog_event_out(queue, message_id, &ev);
+  return cat_publish(p, &ev, err);
+}
 
 dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const dlqb_pipe_handler *h,
                           dlqb_pipe **out, dlqb_error *err) {
@@ -92,7 +165,8 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const d
     dlqb_pipe_free(p);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
-  st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
+  st = catalog_start(p, err);
+  if (st == DLQB_OK) st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) {
     amqp_basic_qos(p->conn, DLQB_CHANNEL, 0, (uint16_t)cap, 0);
@@ -262,6 +336,8 @@ static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
   bool ok;
   slot_hop *sh = push(p, d, state, &ok);
   if (sh == NULL) return ok; /* held: nothing kept */
+  sh->cat_seq = state == DLQB_ACK_PUBLISHED ? p->next_cat_seq : 0;
+  p->next_cat_seq = 0;
   sh->has_hop = hop != NULL;
   if (hop != NULL) {
     sh->hop = *hop;
@@ -284,7 +360,8 @@ static dlqb_status publish(dlqb_pipe *p, const char *exchange, const char *routi
 dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
                               const char *routing_key, const amqp_basic_properties_t *props,
                               amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err) {
-  dlqb_status st = publish(p, exchange, routing_key, props, body, err);
+  dlqb_status st = cat_in(p, hop != NULL ? hop->to : NULL, props, err);
+  if (st == DLQB_OK) st = publish(p, exchange, routing_key, props, body, err);
   if (st != DLQB_OK) return st;
   if (settle(p, d, DLQB_ACK_PUBLISHED, hop)) p->stats.forwarded++;
   return DLQB_OK;
@@ -417,11 +494,17 @@ dlqb_status dlqb_pipe_republish(dlqb_pipe *p, const dlqb_returned *ret, const ch
   amqp_table_entry_t *kept = NULL;
   char user_id[256];
   dlqb_status st = prepare_minimal(p, ret->props, props, sets, nsets, user_id, &kept, err);
+  const slot_hop *was = dlqb_ackring_payload_at(&p->ring, ret->index);
+  /* Its first copy never arrived: take back the "in" said for it. */
+  if (st == DLQB_OK && was->cat_seq != 0) st = cat_out(p, was->hop.to, was->hop.message_id, err);
+  if (st == DLQB_OK) st = cat_in(p, hop->to, props, err);
   if (st == DLQB_OK) st = publish(p, exchange, routing_key, props, ret->body, err);
   free(kept);
   if (st != DLQB_OK) return st;
   dlqb_ackring_rearm(&p->ring, ret->index);
   slot_hop *sh = dlqb_ackring_payload_at(&p->ring, ret->index);
+  sh->cat_seq = p->next_cat_seq;
+  p->next_cat_seq = 0;
   sh->has_hop = true;
   sh->hop = *hop;
   sh->hop.published_mono_ms = dlqb_mono_ms();
@@ -431,6 +514,13 @@ dlqb_status dlqb_pipe_republish(dlqb_pipe *p, const dlqb_returned *ret, const ch
 
 void dlqb_pipe_keep_returned(dlqb_pipe *p, const dlqb_returned *ret) {
   slot_hop *sh = dlqb_ackring_payload_at(&p->ring, ret->index);
+  if (sh->cat_seq != 0) {
+    /* Its copy never arrived: take back the "in" said for it (a failure
+     * leaves the catalog claiming it, which a verifying pass corrects). */
+    dlqb_error ignored;
+    (void)cat_out(p, sh->hop.to, sh->hop.message_id, &ignored);
+    sh->cat_seq = 0;
+  }
   sh->has_hop = false; /* nothing moved: nothing to record */
   dlqb_ackring_drop(&p->ring, ret->index);
   p->stats.held++;
@@ -489,6 +579,18 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
   dlqb_ackring *r = &p->ring;
   dlqb_ack_plan plan;
   if (!dlqb_ackring_plan(r, dlqb_audit_durable(p->opt.audit), &plan)) return DLQB_OK;
+  if (p->cat_on) {
+    /* Only originals whose catalog "in" is confirmed (sequence numbers
+     * ascend along the ring). */
+    size_t run = 0;
+    while (run < plan.run) {
+      const slot_hop *sh = dlqb_ackring_payload_at(r, run);
+      if (sh->cat_seq > p->cat_confirmed) break;
+      run++;
+    }
+    if (run == 0) return DLQB_OK;
+    dlqb_ackring_plan_clip(r, &plan, run);
+  }
   int rc = AMQP_STATUS_OK;
   if (plan.multiple) {
     rc = amqp_basic_ack(p->conn, DLQB_CHANNEL, plan.multiple_tag, 1);
@@ -504,6 +606,13 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
     if (e->state != DLQB_ACK_SETTLED) continue; /* dropped: left in the queue */
     p->stats.acked++;
     const slot_hop *sh = dlqb_ackring_payload_at(r, i);
+    /* The original is gone from its queue: now, not before, the catalog
+     * may say so. */
+    dlqb_status cst = sh->has_hop ? cat_out(p, sh->hop.from, sh->hop.message_id, err) : DLQB_OK;
+    if (cst != DLQB_OK) {
+      dlqb_ackring_commit(r, &plan);
+      return cst;
+    }
     if (p->h.after_ack != NULL && sh->has_hop) {
       /* seq 0: this run published nothing for it (an ack, or a copy an
        * earlier run made). */
@@ -527,7 +636,8 @@ static size_t submit_batch(const dlqb_pipe *p) {
 /* True when the head entry's hop is durable: something can be acked. */
 static bool head_durable(const dlqb_pipe *p) {
   return p->ring.submitted > 0 &&
-         dlqb_ackring_at(&p->ring, 0)->ticket <= dlqb_audit_durable(p->opt.audit);
+         dlqb_ackring_at(&p->ring, 0)->ticket <= dlqb_audit_durable(p->opt.audit) &&
+         ((const slot_hop *)dlqb_ackring_payload_at(&p->ring, 0))->cat_seq <= p->cat_confirmed;
 }
 
 /* Submits what is ready and acks what is durable. */
@@ -626,7 +736,8 @@ static dlqb_status content_frame(dlqb_pipe *p, uint8_t type, amqp_frame_t *f, dl
       log_connection_method(f);
       continue;
     }
-    if (f->channel == DLQB_PUB_CHANNEL && f->frame_type == AMQP_FRAME_METHOD) {
+    if ((f->channel == DLQB_PUB_CHANNEL || f->channel == DLQB_CAT_CHANNEL) &&
+        f->frame_type == AMQP_FRAME_METHOD) {
       dlqb_status st = dispatch(p, f, err);
       if (st != DLQB_OK) return st;
       continue;
@@ -830,8 +941,43 @@ static dlqb_status on_return(dlqb_pipe *p, const amqp_basic_return_t *r, dlqb_er
   return st;
 }
 
+/* A frame of the catalog's channel: its confirms; anything else ends the
+ * session as a refusal of the copies would (what waits for an "in" that
+ * will not be confirmed stays unacked and is redelivered). */
+static dlqb_status cat_dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
+  switch (f->payload.method.id) {
+  case AMQP_BASIC_ACK_METHOD: {
+    const amqp_basic_ack_t *a = f->payload.method.decoded;
+    if (a->delivery_tag > p->cat_confirmed && a->delivery_tag <= p->cat_published)
+      p->cat_confirmed = a->delivery_tag;
+    return DLQB_OK;
+  }
+  case AMQP_BASIC_RETURN_METHOD: {
+    amqp_message_t msg;
+    amqp_rpc_reply_t rr = amqp_read_message(p->conn, DLQB_CAT_CHANNEL, &msg, 0);
+    if (rr.reply_type == AMQP_RESPONSE_NORMAL) amqp_destroy_message(&msg);
+    p->cat_on = false;
+    return dlqb_fail(err, DLQB_EBROKER, "the catalog stream '%s' is gone (run declare)",
+                     p->opt.catalog->stream);
+  }
+  case AMQP_CHANNEL_CLOSE_METHOD: {
+    amqp_channel_close_ok_t ok = {0};
+    amqp_send_method(p->conn, DLQB_CAT_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    p->cat_on = false;
+    const amqp_channel_close_t *c = f->payload.method.decoded;
+    return dlqb_fail(err, DLQB_EBROKER, "catalog channel closed by broker: %.*s",
+                     (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+  }
+  case AMQP_BASIC_NACK_METHOD:
+    return dlqb_fail(err, DLQB_EBROKER, "the catalog stream '%s' refused an event",
+                     p->opt.catalog->stream);
+  default: return DLQB_OK;
+  }
+}
+
 static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
   if (f->frame_type != AMQP_FRAME_METHOD) return DLQB_OK;
+  if (f->channel == DLQB_CAT_CHANNEL) return cat_dispatch(p, f, err);
   switch (f->payload.method.id) {
   case AMQP_BASIC_DELIVER_METHOD: return on_deliver(p, f->payload.method.decoded, err);
   case AMQP_BASIC_ACK_METHOD: {
@@ -1008,8 +1154,32 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
   }
 }
 
+/* Waits (a bounded while) for the confirms of the catalog events sent, so
+ * a look that starts after this run returns sees its "out"s. */
+static dlqb_status cat_settle(dlqb_pipe *p, dlqb_error *err) {
+  long long deadline = dlqb_mono_ms() + DRAIN_TIMEOUT_MS;
+  while (p->cat_on && p->cat_confirmed < p->cat_published && dlqb_mono_ms() < deadline) {
+    set_cork(p, false);
+    struct timeval tv = {0, IDLE_WAIT_MS * 1000};
+    amqp_frame_t f;
+    int rc = amqp_simple_wait_frame_noblock(p->conn, &f, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) continue;
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "read from broker", err);
+    if (f.frame_type != AMQP_FRAME_METHOD) continue;
+    if (f.channel == DLQB_CAT_CHANNEL) {
+      dlqb_status st = cat_dispatch(p, &f, err);
+      if (st != DLQB_OK) return st;
+    } else if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
+               f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+      return closed_by_broker(p, &f, err);
+    }
+  }
+  return DLQB_OK;
+}
+
 dlqb_status dlqb_pipe_run(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   dlqb_status st = run_loop(p, stop, err);
+  if (st == DLQB_OK) st = cat_settle(p, err);
   /* Whatever ended the run, what we wrote must leave now: the caller's next
    * step (closing the channel) waits for the broker's answer. */
   set_cork(p, false);

@@ -233,6 +233,7 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *dv, c
 /* One pass over a classic queue that only looks (everything held). */
 static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) {
   dlqb_scan_options so = {.queue = queue,
+                          .look = true,
                           .purpose = "dlq-bridge drain (looking)",
                           .actor = ACTOR,
                           .window = d->o.window,

@@ -170,6 +170,7 @@ static int review_list(int argc, char **argv) {
   c.now_ms = dlqb_now_ms();
   if (c.o.json) c.items = json_object_new_array();
   dlqb_scan_options so = {.queue = cli_pipeline()->review,
+                          .look = !c.o.scan,
                           .purpose = "dlq-bridge review list",
                           .actor = c.o.actor,
                           .window = c.o.window,

@@ -190,10 +190,13 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
                       : dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     free(topo);
   }
+  dlqb_catalog_target cat;
+  dlqb_catalog_target_of(&r->p, &cat);
   dlqb_pipe_options opt = {.queue = r->p.failed,
                            .prefetch = r->cfg->policy.prefetch,
                            .audit = r->hooks ? r->hooks->audit : NULL,
-                           .memory = r->sent};
+                           .memory = r->sent,
+                           .catalog = &cat};
   dlqb_pipe_handler h = {.on_delivery = route_one,
                          .after_ack = log_hop,
                          .on_tick = on_tick,

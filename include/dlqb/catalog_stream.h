@@ -1,0 +1,120 @@
+/* The catalog on the broker (dlqb/catalog.h has the fold and the
+ * invariant): the events the pipe appends for each hop into or out of a
+ * catalogued queue, and the reader that folds the pipeline's catalog
+ * stream from a checkpoint up to a marker of its own, then answers a look
+ * from the fold and says how fresh it is and whether the queue's depth
+ * agrees. */
+#ifndef DLQB_CATALOG_STREAM_H
+#define DLQB_CATALOG_STREAM_H
+
+#include <amqp.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlqb/catalog.h"
+#include "dlqb/config.h"
+#include "dlqb/pipeline.h"
+
+/* Where a pipe's hops are catalogued: the stream, the queues it covers,
+ * and the profile whose identity headers an "in" event keeps. */
+typedef struct {
+  char stream[DLQB_QNAME_MAX];
+  char queues[DLQB_CATALOG_QUEUES_MAX][DLQB_QNAME_MAX];
+  size_t nqueues;
+  dlqb_profile profile;
+} dlqb_catalog_target;
+
+/* The target of pipeline p: its catalog stream, its DLQ and review queue. */
+void dlqb_catalog_target_of(const dlqb_pipeline *p, dlqb_catalog_target *t);
+/* True when queue is one t catalogues. */
+bool dlqb_catalog_target_has(const dlqb_catalog_target *t, const char *queue);
+
+/* An event's properties, built into caller storage; valid while the
+ * properties it was built from are (it points into them). */
+#define DLQB_CATALOG_EVENT_HEADERS 48
+typedef struct {
+  amqp_basic_properties_t props;
+  amqp_table_entry_t h[DLQB_CATALOG_EVENT_HEADERS];
+} dlqb_catalog_event;
+
+/* "in": copy (the properties the copy is published with) went into queue.
+ * Keeps the message_id, the timestamp and the headers a look reads (the
+ * item view's, the profile's identity, x-death), strings cut to 2 KiB. */
+void dlqb_catalog_event_in(const dlqb_catalog_target *t, const char *queue,
+                           const amqp_basic_properties_t *copy, dlqb_catalog_event *ev);
+/* "out": message_id left queue. */
+void dlqb_catalog_event_out(const char *queue, const char *message_id, dlqb_catalog_event *ev);
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* How a look was answered: printed by every command that looks. */
+typedef struct {
+  bool from_catalog;             /* false: a pass over the queue (--scan, or the reason below) */
+  char why_scan[DLQB_ERROR_MAX]; /* a look that fell back to a pass: why ("" when asked) */
+  int64_t as_of_ms;              /* the catalog holds every event confirmed before this */
+  uint64_t count;                /* items the catalog holds for the queue */
+  uint64_t depth;                /* the queue's depth, read right after */
+  bool differs;                  /* depth != count: changed outside the bridge (or in flight) */
+  uint64_t unmatched;            /* "out"s of items it never knew since the last verification */
+  bool verified;                 /* a verifying pass has run */
+  int64_t verified_at;           /* when the latest began (epoch ms) */
+  uint64_t corrections;
+  bool from_checkpoint; /* the fold started from a checkpoint */
+  uint64_t events;      /* events folded by this look */
+  double read_seconds;  /* the read's wall time */
+} dlqb_catalog_view;
+
+typedef struct dlqb_catalog_reader dlqb_catalog_reader;
+
+/* A reader of pipeline p's catalog, with its checkpoint at checkpoint
+ * ("" or NULL: none; a look then folds the whole stream). NULL when out of
+ * memory. Safe to share between threads (each call locks it). */
+dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint);
+void dlqb_catalog_reader_free(dlqb_catalog_reader *r); /* NULL-safe */
+
+/* Brings the fold up to now on a link of its own as broker (the caller's
+ * dlqb_config_broker: the console's is the signed-in person's): appends a
+ * marker to the stream and folds every event up to it (from where the last refresh ended, or the checkpoint, or
+ * the first event), then reads queue's depth and fills *view. When the
+ * catalog's count agrees with the depth (looking twice when it does not:
+ * a move in flight differs for a moment), calls fn for each item of queue,
+ * in order, until fn returns false (fn may be NULL); when it still
+ * differs, fn is not called and view->differs says so (the caller reads
+ * the queue itself).
+ * Writes the checkpoint when the fold moved far enough from it.
+ * DLQB_ENOTFOUND when the stream does not exist (not declared: the caller
+ * falls back to a pass); else a broker error. */
+dlqb_status dlqb_catalog_look(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                              const char *queue, bool (*fn)(void *ctx, const dlqb_item *it),
+                              void *ctx, dlqb_catalog_view *view, dlqb_error *err);
+
+/* The same fold, with fn given the reader's catalog itself (the verifying
+ * pass compares with it), under the reader's lock. */
+dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                              void (*fn)(void *ctx, const dlqb_catalog *c), void *ctx,
+                              dlqb_error *err);
+
+/* The checkpoint path a command uses: cfg->catalog.checkpoint, with the
+ * pipeline's stream name put in for a "%s" ("" when the setting is
+ * "none"). */
+void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p, char *out,
+                                  size_t cap);
+
+/* Appends events on a link of its own as broker, each confirmed (the verifying
+ * pass's corrections and its result). ev[i] are built as above. */
+dlqb_status dlqb_catalog_append(const dlqb_broker_conf *broker, const char *stream,
+                                const dlqb_catalog_event *ev, size_t n, dlqb_error *err);
+
+/* A "verified" event: a verifying pass that began at at_ms found n items
+ * in queue. */
+void dlqb_catalog_event_verified(const char *queue, int64_t at_ms, uint64_t n, char *numbuf,
+                                 size_t numcap, dlqb_catalog_event *ev);
+
+/* One line saying how a look was answered, for the end of a command's
+ * output: "catalog as of 12:00:01Z (0.4 s): 1200 items, the queue agrees"
+ * or "... the queue holds 1203: changed outside the bridge; a verifying
+ * pass corrects it (dlq-bridge catalog verify), --scan reads the queue",
+ * or "read the queue (--scan)". Returns buf. */
+char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len);
+
+#endif
