@@ -110,6 +110,30 @@ dlqb_status dlqb_catalog_append(const dlqb_broker_conf *broker, const char *stre
 void dlqb_catalog_event_verified(const char *queue, int64_t at_ms, uint64_t n, char *numbuf,
                                  size_t numcap, dlqb_catalog_event *ev);
 
+/* ---- verifying ----------------------------------------------------------- */
+
+/* What a verifying pass found. */
+typedef struct {
+  int64_t at_ms;    /* when its pass began */
+  uint64_t present; /* items the pass read */
+  uint64_t catalog; /* items the catalog held before */
+  uint64_t added;   /* in the queue, not in the catalog: an "in" appended for each */
+  uint64_t removed; /* in the catalog, not in the queue: an "out" appended for each */
+  bool complete;    /* the pass read the whole queue (else nothing was corrected) */
+} dlqb_catalog_verify_result;
+
+/* Passes over queue (holding every item, as --scan), compares what it holds
+ * with r's fold and appends the corrections (an "in" with the item's own
+ * properties for each one the catalog lacks, an "out" for each one it
+ * holds that the queue does not) and a "verified" event, so every reader's
+ * fold agrees with the queue as the pass found it. Moves during the pass
+ * are told apart by folding again before correcting: an item a mover took
+ * or added meanwhile is not corrected twice. Connects as broker (NULL:
+ * cfg's own, dlqb_config_broker). */
+dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
+                                const dlqb_broker_conf *broker, const char *queue,
+                                dlqb_catalog_verify_result *out, dlqb_error *err);
+
 /* One line saying how a look was answered, for the end of a command's
  * output: "catalog as of 12:00:01Z (0.4 s): 1200 items, the queue agrees"
  * or "... the queue holds 1203: changed outside the bridge; a verifying

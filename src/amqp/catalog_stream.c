@@ -143,7 +143,8 @@ static dlqb_status await_confirms(dlqb_link *link, amqp_channel_t ch, uint64_t s
     switch (f.payload.method.id) {
     case AMQP_BASIC_ACK_METHOD: {
       const amqp_basic_ack_t *a = f.payload.method.decoded;
-      if (a->multiple || a->delivery_tag == upto + 1) upto = a->delivery_tag;
+      /* One stream, so its confirms come in order. */
+      if (a->delivery_tag > upto) upto = a->delivery_tag;
       break;
     }
     case AMQP_BASIC_NACK_METHOD:
@@ -578,4 +579,137 @@ char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) 
              "check) corrects it; --scan reads the queue",
              (unsigned long long)v->depth);
   return buf;
+}
+
+/* ---- verifying ------------------------------------------------------------- */
+
+#include "dlqb/hashset.h"
+#include "dlqb/scan.h"
+
+typedef struct {
+  dlqb_catalog_reader *r;
+  int q;
+  dlqb_hashset *seen; /* message_id -> times the pass read it */
+  dlqb_link *writer;  /* corrections, confirmed at the end */
+  uint64_t published;
+  uint64_t added;
+  dlqb_status st;
+  dlqb_error *err;
+} verify_ctx;
+
+static dlqb_status verify_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                               dlqb_error *err) {
+  verify_ctx *v = ctx;
+  (void)err;
+  dlqb_scan_hold(s, d);
+  bool added;
+  uint64_t *n = dlqb_hashset_add(v->seen, it->message_id, strlen(it->message_id), &added);
+  if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (added) *n = 0;
+  (*n)++;
+  /* More copies than the catalog holds: this one is unknown to it. */
+  if (*n > dlqb_catalog_has(v->r->c, v->q, it->message_id)) {
+    dlqb_catalog_event ev;
+    dlqb_catalog_event_in(&v->r->t, v->r->t.queues[v->q], d->props, &ev);
+    int rc = amqp_basic_publish(dlqb_link_conn(v->writer), DLQB_CHANNEL, amqp_empty_bytes,
+                                dlqb_bytes(v->r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+    v->published++;
+    v->added++;
+  }
+  return DLQB_OK;
+}
+
+typedef struct {
+  verify_ctx *v;
+  dlqb_catalog_event *outs;
+  char (*ids)[128];
+  size_t n, cap;
+} extra_ctx;
+
+static bool find_extra(void *ctx, const dlqb_item *it) {
+  extra_ctx *x = ctx;
+  uint64_t *n = dlqb_hashset_get(x->v->seen, it->message_id, strlen(it->message_id));
+  if (n != NULL && *n > 0) {
+    (*n)--;
+    return true;
+  }
+  if (x->n == x->cap) {
+    size_t cap = x->cap ? x->cap * 2 : 64;
+    char(*ni)[128] = realloc(x->ids, cap * sizeof *ni);
+    if (ni == NULL) return false;
+    x->ids = ni;
+    x->cap = cap;
+  }
+  snprintf(x->ids[x->n++], 128, "%s", it->message_id);
+  return true;
+}
+
+dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
+                                const dlqb_broker_conf *broker, const char *queue,
+                                dlqb_catalog_verify_result *out, dlqb_error *err) {
+  memset(out, 0, sizeof *out);
+  const dlqb_broker_conf *as = dlqb_config_broker(cfg, broker);
+  int q = dlqb_catalog_queue(r->c, queue);
+  if (q < 0) return dlqb_fail(err, DLQB_EINVAL, "the catalog does not cover '%s'", queue);
+  pthread_mutex_lock(&r->lock);
+  verify_ctx v = {.r = r, .q = q, .err = err};
+  extra_ctx x = {.v = &v};
+  dlqb_link *rl = NULL;
+  uint64_t events;
+  double secs;
+  dlqb_status st = locked_refresh(r, as, &rl, &events, &secs, err);
+  if (rl != NULL) end_link(rl, st);
+  out->catalog = dlqb_catalog_count(r->c, q);
+  v.seen = dlqb_hashset_new(sizeof(uint64_t));
+  if (st == DLQB_OK && v.seen == NULL) st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (st == DLQB_OK) st = dlqb_link_open(as, "dlq-bridge catalog verify", &v.writer, err);
+  if (st == DLQB_OK) st = dlqb_link_confirm_select(v.writer, DLQB_CHANNEL, err);
+  dlqb_scan_result res;
+  memset(&res, 0, sizeof res);
+  if (st == DLQB_OK) {
+    out->at_ms = dlqb_now_ms();
+    dlqb_scan_options so = {.queue = queue,
+                            .purpose = "dlq-bridge catalog verify",
+                            .actor = "dlq-bridge catalog verify",
+                            .on_item = verify_item,
+                            .ctx = &v,
+                            .broker = broker};
+    st = dlqb_scan_run(cfg, &so, &res, err);
+    out->present = res.examined;
+    out->complete = st == DLQB_OK && !res.short_read && !res.interrupted && !res.stopped;
+  }
+  /* The "in"s first: a reader must see them before the "verified". */
+  if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);
+  if (st == DLQB_OK && out->complete) {
+    /* Fold again (our "in"s and whatever moved meanwhile), then what it
+     * still holds beyond what the pass read is gone. */
+    st = locked_refresh(r, as, &rl, &events, &secs, err);
+    if (rl != NULL) end_link(rl, st);
+    if (st == DLQB_OK) dlqb_catalog_each(r->c, q, find_extra, &x);
+    dlqb_catalog_event ev;
+    for (size_t i = 0; st == DLQB_OK && i < x.n; i++) {
+      dlqb_catalog_event_out(queue, x.ids[i], &ev);
+      int rc = amqp_basic_publish(dlqb_link_conn(v.writer), DLQB_CHANNEL, amqp_empty_bytes,
+                                  dlqb_bytes(r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
+      if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
+      else v.published++;
+    }
+    out->removed = x.n;
+    char num[32];
+    dlqb_catalog_event_verified(queue, out->at_ms, out->present, num, sizeof num, &ev);
+    if (st == DLQB_OK) {
+      int rc = amqp_basic_publish(dlqb_link_conn(v.writer), DLQB_CHANNEL, amqp_empty_bytes,
+                                  dlqb_bytes(r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
+      if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
+      else v.published++;
+    }
+    if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);
+  }
+  out->added = v.added;
+  if (v.writer != NULL) end_link(v.writer, st);
+  dlqb_hashset_free(v.seen);
+  free(x.ids);
+  pthread_mutex_unlock(&r->lock);
+  return st;
 }

@@ -2,6 +2,8 @@
 #include "dlqb/escalator.h"
 
 #include <pthread.h>
+
+#include "dlqb/catalog_check.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +36,8 @@ struct dlqb_escalator {
   dlqb_anchor_pub *anchors; /* its chain heads off the host */
   pthread_t thread;
   dlqb_stop_flag stop;
+  /* The catalog's check runs beside the escalator, in every `run`. */
+  dlqb_catalog_check *catalog;
   char now_iso[DLQB_ISO_TIME_MAX];
   char reason[DLQB_LAST_ERROR_MAX + 1];
   char no_time_reason[DLQB_LAST_ERROR_MAX + 1];
@@ -221,7 +225,17 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
     free(e);
     return st;
   }
+  if (st == DLQB_OK) st = dlqb_catalog_check_start(cfg, &e->catalog, err);
+  if (st != DLQB_OK) {
+    dlqb_anchor_stop(e->anchors, err);
+    dlqb_audit_close(e->audit);
+    pthread_mutex_destroy(&e->lock);
+    dlqb_hashset_free(e->sighted);
+    free(e);
+    return st;
+  }
   if (dlqb_thread_start(&e->thread, run, e) != 0) { /* it reads DLQ items: a sized stack */
+    dlqb_catalog_check_stop(e->catalog);
     dlqb_anchor_stop(e->anchors, err);
     dlqb_audit_close(e->audit);
     dlqb_hashset_free(e->sighted);
@@ -265,6 +279,7 @@ size_t dlqb_escalator_audit_pending(const dlqb_escalator *e) {
 void dlqb_escalator_stop(dlqb_escalator *e) {
   if (e == NULL) return;
   e->stop = 1;
+  dlqb_catalog_check_stop(e->catalog);
   pthread_join(e->thread, NULL);
   /* chain_end, then its anchor, then the handle. */
   dlqb_audit_end(e->audit);

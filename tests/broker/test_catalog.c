@@ -1,0 +1,250 @@
+/* The catalog (dlqb/catalog.h): looks answer from it without holding the
+ * queue, so several at once each see every item; what the bridge's own
+ * movers do keeps it right; what is done behind the bridge's back (items
+ * published straight into the DLQ, taken with the management UI's Get with
+ * ack) is said by every look until a verifying pass, the daemon's own
+ * within its stated time, has corrected it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bulk.h"
+#include "flow.h"
+
+#define DEPTH         3000
+#define BILLING_EVERY 100
+#define BILLING       (DEPTH / BILLING_EVERY)
+#define LOOKS         5
+#define CMD_TIMEOUT_S 300
+/* The daemon's check in this test (--catalog-check-interval) and what the
+ * docs promise from it: a difference is corrected within two checks and a
+ * pass over the queue. */
+#define CHECK_S   1
+#define NOTICE_MS 30000
+
+static int64_t loaded_at;
+
+static void fill(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "c-%06zu", i);
+  snprintf(it->source_system, sizeof it->source_system, "%s",
+           i % BILLING_EVERY == BILLING_EVERY / 2 ? "billing" : "crm");
+  it->dlq_at_ms = loaded_at - 3600000;
+}
+
+static void fill_late(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "late-%zu", i);
+  snprintf(it->source_system, sizeof it->source_system, "crm");
+  it->dlq_at_ms = loaded_at;
+}
+
+/* Starts `dlq-bridge args` on t's vhost, its output readable from the
+ * returned stream. */
+static FILE *start(fx_case *t, const char *args) {
+  char cmd[2048];
+  assert_true(
+      th_fmt(cmd, sizeof cmd, "timeout %d '%s' %s", CMD_TIMEOUT_S, th_env_get()->bridge_bin, args));
+  setenv("DLQ_BRIDGE_URL", t->vhost.url, 1);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  return p;
+}
+
+static json_object *finish_json(FILE *p, const char *args) {
+  size_t cap = 1 << 20, len = 0, got;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len < 4096) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+  }
+  buf[len] = '\0';
+  int status = pclose(p);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fprintf(stderr, "dlq-bridge %s: status %d\n%.2000s\n", args, status, buf);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  json_object *j = json_tokener_parse(buf);
+  free(buf);
+  assert_non_null(j);
+  return j;
+}
+
+static json_object *run_json(fx_case *t, const char *args) {
+  return finish_json(start(t, args), args);
+}
+
+static int64_t member_int(json_object *j, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(j, key, &v)) fail_msg("no member '%s'", key);
+  return json_object_get_int64(v);
+}
+
+static json_object *member(json_object *j, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(j, key, &v)) fail_msg("no member '%s'", key);
+  return v;
+}
+
+static bool from_catalog(json_object *j) {
+  return strcmp(th_json_str(member(j, "catalog"), "source"), "catalog") == 0;
+}
+
+static void test_many_looks_at_once_each_see_every_item(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  /* Published straight into the DLQ: outside the bridge. */
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH);
+
+  /* The catalog knows none of them: the look says so and reads the queue. */
+  json_object *j = run_json(t, "inspect --source-system billing --json");
+  assert_false(from_catalog(j));
+  assert_false(json_object_get_boolean(member(member(j, "catalog"), "agrees")));
+  assert_non_null(strstr(th_json_str(member(j, "catalog"), "why_scan"), "outside the bridge"));
+  assert_int_equal(member_int(j, "listed"), BILLING);
+  json_object_put(j);
+
+  /* A verifying pass catalogues them. */
+  j = run_json(t, "catalog verify --json");
+  json_object *q0 = json_object_array_get_idx(member(j, "queues"), 0);
+  assert_int_equal(member_int(q0, "present"), DEPTH);
+  assert_int_equal(member_int(q0, "added"), DEPTH);
+  assert_int_equal(member_int(q0, "removed"), 0);
+  json_object_put(j);
+
+  /* Five looks at once (four filtered inspects, a stats by group): each
+   * sees every item, from the catalog, and the queue is never held. */
+  const char *args[LOOKS] = {"inspect --source-system billing --json",
+                             "inspect --source-system billing --json",
+                             "inspect --source-system billing --json",
+                             "inspect --source-system billing --json", "stats --by group --json"};
+  FILE *p[LOOKS];
+  for (int i = 0; i < LOOKS; i++) p[i] = start(t, args[i]);
+  for (int i = 0; i < LOOKS; i++) {
+    j = finish_json(p[i], args[i]);
+    assert_true(from_catalog(j));
+    assert_true(json_object_get_boolean(member(member(j, "catalog"), "agrees")));
+    if (i < LOOKS - 1) {
+      assert_int_equal(member_int(j, "listed"), BILLING);
+      assert_int_equal(member_int(j, "total"), DEPTH);
+    } else {
+      json_object *groups = member(j, "groups");
+      int64_t sum = 0;
+      for (size_t g = 0; g < json_object_array_length(groups); g++)
+        sum += member_int(json_object_array_get_idx(groups, g), "count");
+      assert_int_equal(sum, DEPTH);
+    }
+    json_object_put(j);
+  }
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH);
+
+  /* The bridge's own moves keep it right: replay the billing items and
+   * the catalog still agrees, without them. */
+  j = run_json(t, "replay --source-system billing --no-audit --json");
+  json_object_put(j);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", DEPTH - BILLING, 30000));
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), DEPTH - BILLING);
+  json_object_put(j);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), 0);
+  json_object_put(j);
+}
+
+typedef struct {
+  fx_case *t;
+} look_arg;
+
+static bool looks_agree(void *arg) {
+  look_arg *a = arg;
+  json_object *j = run_json(a->t, "inspect --json");
+  bool ok = from_catalog(j);
+  json_object_put(j);
+  return ok;
+}
+
+static void test_outside_changes_are_said_then_corrected(void **state) {
+  fx_case *t = *state;
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  json_object_put(j);
+
+  /* Behind the bridge's back: three items taken (the UI's Get with ack),
+   * two published straight into the DLQ. */
+  th_msg m;
+  th_msg_init(&m);
+  for (int i = 0; i < 3; i++) assert_int_equal(th_get(t->conn, "dsr.dlq.manual", &m), 1);
+  th_msg_release(&m);
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", 2, fill_late, NULL), 0);
+
+  /* Every look says so (and reads the queue) until it is corrected. */
+  j = run_json(t, "inspect --json");
+  assert_false(from_catalog(j));
+  assert_int_equal(member_int(member(j, "catalog"), "count"), DEPTH);
+  assert_int_equal(member_int(member(j, "catalog"), "depth"), DEPTH - 1);
+  assert_int_equal(member_int(j, "listed"), DEPTH - 1);
+  json_object_put(j);
+  j = run_json(t, "stats --json");
+  assert_false(from_catalog(j));
+  json_object_put(j);
+
+  /* The daemon's check notices and corrects it within the stated time. */
+  const char *const env[] = {a.env_log, a.env_key, a.env_pub,
+                             "DLQ_BRIDGE_CATALOG_CHECK_INTERVAL="
+                             "1s",
+                             NULL};
+  int64_t t0 = th_now_ms();
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  look_arg la = {t};
+  FX_CHECK(t, th_wait_until(looks_agree, &la, NOTICE_MS));
+  printf("outside changes corrected by the daemon in %.1f s (check every %d s)\n",
+         (double)(th_now_ms() - t0) / 1000, CHECK_S);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), DEPTH - 1);
+  json_object *items = member(j, "items");
+  int late = 0;
+  for (size_t i = 0; i < json_object_array_length(items); i++)
+    late +=
+        strncmp(th_json_str(json_object_array_get_idx(items, i), "request_id"), "late-", 5) == 0;
+  assert_int_equal(late, 2);
+  json_object_put(j);
+  fx_audit_remove(&a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_many_looks_at_once_each_see_every_item),
+      FX_TEST(test_outside_changes_are_said_then_corrected),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
