@@ -244,7 +244,7 @@ static void test_pipeline_errors(void **state) {
   /* Queues. */
   json_bad("{\"pipelines\": {\"dsr\": {\"queues\": {\"inbox\": \"a\"}}}}",
            "key 'pipelines.dsr.queues': unknown key 'inbox' (the keys: work, failed, dlx, dlq, "
-           "review, completed, retry_prefix)");
+           "review, completed, catalog, retry_prefix)");
   json_bad("{\"pipelines\": {\"dsr\": {\"queues\": {\"work\": \"amq.work\"}}}}",
            "key 'pipelines.dsr.queues.work': names starting with 'amq.' belong to the broker");
   json_bad("{\"pipelines\": {\"dsr\": {\"queues\": {\"work\": \"a b\"}}}}",
