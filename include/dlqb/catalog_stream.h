@@ -135,10 +135,10 @@ dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
                                 dlqb_catalog_verify_result *out, dlqb_error *err);
 
 /* One line saying how a look was answered, for the end of a command's
- * output: "catalog as of 12:00:01Z (0.4 s): 1200 items, the queue agrees"
- * or "... the queue holds 1203: changed outside the bridge; a verifying
- * pass corrects it (dlq-bridge catalog verify), --scan reads the queue",
- * or "read the queue (--scan)". Returns buf. */
+ * output: "catalog as of 2026-12-02T03:35:55.169Z: 1200 items, as the
+ * queue (0.1 s)", "read the queue: its catalog holds 1200, the queue 1203
+ * (changed outside the bridge; catalog verify corrects it)", "read the
+ * queue: no catalog (why)" or "read the queue (--scan)". Returns buf. */
 char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len);
 
 #endif

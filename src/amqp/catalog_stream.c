@@ -562,22 +562,19 @@ dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *br
 
 char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) {
   if (!v->from_catalog) {
-    if (v->why_scan[0]) snprintf(buf, len, "read the queue itself: %s", v->why_scan);
-    else snprintf(buf, len, "read the queue itself (--scan)");
+    if (v->differs)
+      snprintf(buf, len,
+               "read the queue: its catalog holds %llu, the queue %llu (changed outside the "
+               "bridge; catalog verify corrects it)",
+               (unsigned long long)v->count, (unsigned long long)v->depth);
+    else if (v->why_scan[0]) snprintf(buf, len, "read the queue: no catalog (%s)", v->why_scan);
+    else snprintf(buf, len, "read the queue (--scan)");
     return buf;
   }
   char at[DLQB_ISO_TIME_MAX];
   dlqb_iso_time(v->as_of_ms, at, sizeof at);
-  int n = snprintf(buf, len, "catalog as of %s (read in %.1f s): %llu item%s", at, v->read_seconds,
-                   (unsigned long long)v->count, v->count == 1 ? "" : "s");
-  if (n < 0 || (size_t)n >= len) return buf;
-  if (!v->differs) snprintf(buf + n, len - (size_t)n, ", the queue agrees");
-  else
-    snprintf(buf + n, len - (size_t)n,
-             "; the queue holds %llu: changed outside the bridge (or moves in flight); "
-             "not caught up until a verifying pass (dlq-bridge catalog verify, or the daemon's "
-             "check) corrects it; --scan reads the queue",
-             (unsigned long long)v->depth);
+  snprintf(buf, len, "catalog as of %s: %llu item%s, as the queue (%.1f s)", at,
+           (unsigned long long)v->count, v->count == 1 ? "" : "s", v->read_seconds);
   return buf;
 }
 

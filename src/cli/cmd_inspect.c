@@ -50,7 +50,7 @@ const cli_spec cmd_inspect_spec = {
                "It answers from the catalog (the DLQ's and review queue's contents as the\n"
                "bridge's movers recorded them in the dsr.catalog stream) when the catalog\n"
                "agrees with the queue's depth, so any number of looks at once each see\n"
-               "every item and nothing is held; the last line says how fresh it is. When\n"
+               "every item and nothing is held; a line on stderr says how fresh. When\n"
                "it does not agree (items taken or added outside the bridge, not yet\n"
                "corrected by a verifying pass), and with --scan or --show-payload, inspect\n"
                "reads the queue itself: every message is received without an ack and\n"
@@ -244,7 +244,7 @@ int cmd_inspect(int argc, char **argv) {
            (unsigned long long)r.examined, (unsigned long long)r.depth_at_start, c.queue);
     ops_table_note(stdout, columns);
   }
-  if (!c.o.json) ops_catalog_print(stdout, &view);
+  if (!c.o.json) ops_catalog_print(stderr, &view);
   if (early != NULL) {
     cli_error("inspect %s", early);
     return EXIT_RUNTIME;

@@ -42,7 +42,7 @@ const cli_spec cmd_stats_spec = {
         "the daemon's metrics track it over time. The DLQ's breakdown by dlq_reason\n"
         "comes from the catalog (dsr.catalog) when it agrees with the DLQ's depth,\n"
         "holding nothing; otherwise, and with --scan, it reads every DLQ item\n"
-        "without an ack (nothing moves or changes order). The last line says which.\n"
+        "without an ack (nothing moves or changes order). A stderr line says which.\n"
         "--by group counts the DLQ by failure group instead: items of the same\n"
         "dlq_reason and source_system whose last_error differs only in ids, numbers,\n"
         "hex, UUIDs, times, e-mail addresses and quoted values. Each group has an id\n"
@@ -310,7 +310,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
       for (size_t i = 0; i < c->nreasons; i++)
         printf("  %-20s %10llu\n", c->reasons[i].name, (unsigned long long)c->reasons[i].count);
     }
-    ops_catalog_print(stdout, &c->view);
+    ops_catalog_print(stderr, &c->view);
   }
   /* A note, not a failure: every item is counted (JSON has "other"). */
   if (!c->o.json && c->groups != NULL && dlqb_groups_other(c->groups)->count > 0)

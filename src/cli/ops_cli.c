@@ -548,7 +548,7 @@ void ops_default_actor(char *buf, size_t len) { default_actor(buf, len); }
 
 void ops_catalog_print(FILE *out, const dlqb_catalog_view *v) {
   char line[DLQB_ERROR_MAX + 512];
-  fprintf(out, "%s\n", dlqb_catalog_view_text(v, line, sizeof line));
+  fprintf(out, "dlq-bridge: %s\n", dlqb_catalog_view_text(v, line, sizeof line));
 }
 
 json_object *ops_catalog_json(const dlqb_catalog_view *v) {

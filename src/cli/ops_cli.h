@@ -182,7 +182,8 @@ void ops_table_note(FILE *out, size_t columns);
 /* Prints json (and a newline) to stdout and drops the reference. */
 void ops_print_json(json_object *json);
 
-/* How a look was answered (dlqb/catalog_stream.h): one line, and as the
+/* How a look was answered (dlqb/catalog_stream.h): one line (on stderr,
+ * beside the table: "dlq-bridge: catalog as of ..."), and as the
  * "catalog" member of --json. */
 void ops_catalog_print(FILE *out, const dlqb_catalog_view *v);
 json_object *ops_catalog_json(const dlqb_catalog_view *v);
