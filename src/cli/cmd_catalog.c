@@ -35,7 +35,7 @@ const cli_spec cmd_catalog_spec = {
                "queue could not be read whole (nothing was corrected for it).",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "catalog_checkpoint", NULL},
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_CATALOG, NULL},
 };
 
 typedef struct {

@@ -66,7 +66,8 @@ const cli_spec cmd_inspect_spec = {
                "{\"received_at\", \"due_at\", \"left_seconds\"} (null when unknown).",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "deadlines", NULL},
+    .uses =
+        (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "deadlines", CLI_USES_CATALOG, NULL},
 };
 
 typedef struct {

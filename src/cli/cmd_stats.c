@@ -59,7 +59,8 @@ const cli_spec cmd_stats_spec = {
         "breakdown was answered (as inspect --json).",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY,
+                                  CLI_USES_CATALOG, NULL},
 };
 
 typedef struct {
