@@ -60,8 +60,11 @@ typedef struct {
   int64_t verified_at;           /* when the latest began (epoch ms) */
   uint64_t corrections;
   bool from_checkpoint; /* the fold started from a checkpoint */
-  uint64_t events;      /* events folded by this look */
-  double read_seconds;  /* the read's wall time */
+  /* A pass asked for (--scan): the catalog's count was compared with what
+   * the pass read (count; depth is then the items read), differs says. */
+  bool compared;
+  uint64_t events;     /* events folded by this look */
+  double read_seconds; /* the read's wall time */
 } dlqb_catalog_view;
 
 typedef struct dlqb_catalog_reader dlqb_catalog_reader;

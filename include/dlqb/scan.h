@@ -87,8 +87,15 @@ typedef struct {
    * stream not declared, a read that failed) the look is a pass, and view
    * says why. */
   bool look;
+  /* With look: when the catalog cannot answer, do no pass at all (view
+   * says so, nothing was examined): a caller that passes over the queue
+   * anyway (the escalator) asks the catalog only whether it must. */
+  bool look_only;
   dlqb_catalog_reader *reader; /* the catalog's reader; NULL: one for this look */
-  dlqb_catalog_view *view;     /* out: how the look was answered; may be NULL */
+  /* out: how the look was answered; may be NULL. A pass with a view and
+   * without look (--scan) also compares the catalog's count with the items
+   * it read (view->compared). */
+  dlqb_catalog_view *view;
 } dlqb_scan_options;
 
 typedef struct {

@@ -562,7 +562,11 @@ dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *br
 
 char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) {
   if (!v->from_catalog) {
-    if (v->differs)
+    if (v->compared)
+      snprintf(buf, len, "read the queue (--scan): %llu item%s; its catalog holds %llu%s",
+               (unsigned long long)v->depth, v->depth == 1 ? "" : "s", (unsigned long long)v->count,
+               v->differs ? " (differs: catalog verify corrects it)" : ", as the queue");
+    else if (v->differs)
       snprintf(buf, len,
                "read the queue: its catalog holds %llu, the queue %llu (changed outside the "
                "bridge; catalog verify corrects it)",

@@ -242,6 +242,26 @@ static bool look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view
   return true;
 }
 
+/* --scan: what the pass read against the catalog's count (a catalog that
+ * cannot be read leaves the view as a plain pass). */
+static void compare_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view) {
+  char path[DLQB_CONFIG_STR_MAX];
+  dlqb_catalog_checkpoint_path(cfg, &s->pipeline, path, sizeof path);
+  dlqb_catalog_reader *r = s->o->reader;
+  dlqb_catalog_reader *own = r == NULL ? dlqb_catalog_reader_new(&s->pipeline, path) : NULL;
+  if (r == NULL) r = own;
+  dlqb_catalog_view cv;
+  dlqb_error why;
+  if (r != NULL && dlqb_catalog_look(r, dlqb_config_broker(cfg, s->o->broker), s->o->queue, NULL,
+                                     NULL, &cv, &why) == DLQB_OK) {
+    view->compared = true;
+    view->count = cv.count;
+    view->depth = s->res.examined;
+    view->differs = cv.count != s->res.examined;
+  }
+  dlqb_catalog_reader_free(own);
+}
+
 dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dlqb_scan_result *res,
                           dlqb_error *err) {
   dlqb_scan s;
@@ -256,7 +276,7 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   memset(view, 0, sizeof *view);
   if (o->look) {
     dlqb_status st = DLQB_OK;
-    if (look_catalog(cfg, &s, view, &st, err)) {
+    if (look_catalog(cfg, &s, view, &st, err) || o->look_only) {
       *res = s.res;
       return st;
     }
@@ -308,5 +328,7 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);
   *res = s.res;
+  if (st == DLQB_OK && !o->look && o->view != NULL && !s.res.stopped && !s.res.short_read)
+    compare_catalog(cfg, &s, view);
   return st;
 }

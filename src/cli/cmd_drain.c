@@ -90,7 +90,7 @@ static const cli_spec run_spec = {
     .flags = run_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
-                                  "completion_writers", DRAIN_SETTINGS, NULL},
+                                  "completion_writers", DRAIN_SETTINGS, CLI_USES_CATALOG, NULL},
 };
 
 static const cli_flag status_flags[] = {

@@ -562,6 +562,7 @@ json_object *ops_catalog_json(const dlqb_catalog_view *v) {
   json_object_object_add(j, "count", json_object_new_int64((int64_t)v->count));
   json_object_object_add(j, "depth", json_object_new_int64((int64_t)v->depth));
   json_object_object_add(j, "agrees", json_object_new_boolean(!v->differs));
+  json_object_object_add(j, "compared", json_object_new_boolean(v->compared));
   json_object_object_add(j, "why_scan",
                          v->why_scan[0] ? json_object_new_string(v->why_scan) : NULL);
   json_object_object_add(

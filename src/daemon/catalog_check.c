@@ -70,19 +70,16 @@ static void *run(void *arg) {
   return NULL;
 }
 
-dlqb_status dlqb_catalog_check_start(const dlqb_config *cfg, dlqb_catalog_check **out,
-                                     dlqb_error *err) {
+dlqb_status dlqb_catalog_check_start(const dlqb_config *cfg, dlqb_catalog_reader *reader,
+                                     dlqb_catalog_check **out, dlqb_error *err) {
   *out = NULL;
   if (cfg->catalog.check_interval_ms == 0) return DLQB_OK;
   dlqb_catalog_check *c = calloc(1, sizeof *c);
   if (c == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   c->cfg = cfg;
   dlqb_config_pipeline(cfg, 0, &c->p);
-  char path[DLQB_CONFIG_STR_MAX];
-  dlqb_catalog_checkpoint_path(cfg, &c->p, path, sizeof path);
-  c->r = dlqb_catalog_reader_new(&c->p, path);
-  if (c->r == NULL || dlqb_thread_start(&c->thread, run, c) != 0) {
-    dlqb_catalog_reader_free(c->r);
+  c->r = reader;
+  if (dlqb_thread_start(&c->thread, run, c) != 0) {
     free(c);
     return dlqb_fail(err, DLQB_ENOMEM, "cannot start the catalog check thread");
   }
@@ -94,6 +91,5 @@ void dlqb_catalog_check_stop(dlqb_catalog_check *c) {
   if (c == NULL) return;
   c->stop = 1;
   pthread_join(c->thread, NULL);
-  dlqb_catalog_reader_free(c->r);
   free(c);
 }

@@ -129,8 +129,22 @@ static void test_many_looks_at_once_each_see_every_item(void **state) {
   assert_int_equal(member_int(q0, "removed"), 0);
   json_object_put(j);
 
-  /* Five looks at once (four filtered inspects, a stats by group): each
-   * sees every item, from the catalog, and the queue is never held. */
+  /* --scan reads the queue, and says the catalog agrees with it. */
+  j = run_json(t, "inspect --scan --source-system billing --json");
+  assert_false(from_catalog(j));
+  assert_true(json_object_get_boolean(member(member(j, "catalog"), "compared")));
+  assert_true(json_object_get_boolean(member(member(j, "catalog"), "agrees")));
+  assert_int_equal(member_int(member(j, "catalog"), "count"), DEPTH);
+  assert_int_equal(member_int(j, "listed"), BILLING);
+  json_object_put(j);
+
+  /* Five looks at once (four filtered inspects, a stats by group), with
+   * the daemon running beside them (its escalator and its catalog check
+   * look too): each sees every item, from the catalog. */
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const env[] = {a.env_log, a.env_key, a.env_pub, NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
   const char *args[LOOKS] = {"inspect --source-system billing --json",
                              "inspect --source-system billing --json",
                              "inspect --source-system billing --json",
@@ -153,6 +167,8 @@ static void test_many_looks_at_once_each_see_every_item(void **state) {
     }
     json_object_put(j);
   }
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  fx_audit_remove(&a);
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH);
 
   /* The bridge's own moves keep it right: replay the billing items and
