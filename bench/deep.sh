@@ -103,6 +103,7 @@ row() { rows+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); }
 timed() { # depth label n_for_rate command...
     local depth=$1 label=$2 n=$3
     shift 3
+    log "$label at $depth: broker RSS before $(mib "$(rss_kib "$broker_pid")") MiB"
     sampler_start
     "$tool" exec -- "$@" >"$work/out" 2>"$work/err" || true
     local b
