@@ -273,7 +273,9 @@ for n in $depths; do
 done
 
 echo
-echo "bench/deep.sh --depths \"$depths\" on $(nproc) cores, RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null)"
+# The node's own version (DLQB_BROKER_VERSION=4.0 runs a chrooted one, not this machine's package).
+rmq_version=$(curl -s -u guest:guest "$mgmt/api/overview" | sed -n 's/.*"rabbitmq_version":"\([^"]*\)".*/\1/p')
+echo "bench/deep.sh --depths \"$depths\" on $(nproc) cores, RabbitMQ ${rmq_version:-$(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null)}"
 echo
 echo "| depth | what | seconds | items/s | command peak RSS MiB | broker peak RSS MiB |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: |"

@@ -120,5 +120,10 @@ dlqb_status dlqb_catalog_encode(const dlqb_catalog *c, const dlqb_catalog_mark *
  * the bytes are not a checkpoint of the same queues and ident. */
 dlqb_status dlqb_catalog_decode(dlqb_catalog *c, const char *buf, size_t len, const char *ident,
                                 dlqb_catalog_mark *mark, dlqb_error *err);
+/* The same, taking buf (malloc'd) as the fold's own storage on success, so
+ * a checkpoint of a million items is held once, not twice; on failure buf
+ * stays the caller's. */
+dlqb_status dlqb_catalog_decode_take(dlqb_catalog *c, char *buf, size_t len, const char *ident,
+                                     dlqb_catalog_mark *mark, dlqb_error *err);
 
 #endif

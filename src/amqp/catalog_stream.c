@@ -404,7 +404,8 @@ static void take_checkpoint(dlqb_catalog_reader *r) {
   char ident[2 * DLQB_HEADER_NAME_MAX + 2];
   ident_of(&r->t, ident, sizeof ident);
   dlqb_error why;
-  if (dlqb_catalog_decode(r->c, buf, len, ident, &r->mark, &why) == DLQB_OK) {
+  if (dlqb_catalog_decode_take(r->c, buf, len, ident, &r->mark, &why) == DLQB_OK) {
+    buf = NULL; /* the fold's now */
     r->have_mark = true;
     r->from_checkpoint = true;
     r->since_checkpoint = 0;

@@ -235,8 +235,9 @@ static void compact(dlqb_catalog *c) {
   (void)rehash(c, c->nbuckets);
 }
 
-static dlqb_status add_packed(dlqb_catalog *c, int q, const unsigned char *p, size_t len,
-                              uint32_t hash, dlqb_error *err) {
+/* Adds an entry for the len packed bytes at pos of the arena. */
+static dlqb_status add_at(dlqb_catalog *c, int q, size_t pos, size_t len, uint32_t hash,
+                          dlqb_error *err) {
   if (c->n >= NO_ENTRY - 1) return dlqb_fail(err, DLQB_ENOMEM, "catalog: too many entries");
   if (c->n == c->cap) {
     size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -245,6 +246,26 @@ static dlqb_status add_packed(dlqb_catalog *c, int q, const unsigned char *p, si
     c->e = ne;
     c->cap = cap;
   }
+  if (c->nbuckets == 0 || c->n + 1 > c->nbuckets) {
+    if (!rehash(c, c->nbuckets ? c->nbuckets * 2 : 1024))
+      return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the catalog");
+  }
+  entry *e = &c->e[c->n];
+  e->pos = pos;
+  e->len = (uint32_t)len;
+  e->q = (uint8_t)q;
+  e->live = 1;
+  e->hash = hash;
+  size_t k = e->hash & (c->nbuckets - 1);
+  e->next = c->bucket[k];
+  c->bucket[k] = (uint32_t)c->n;
+  c->n++;
+  c->count[q]++;
+  return DLQB_OK;
+}
+
+static dlqb_status add_packed(dlqb_catalog *c, int q, const unsigned char *p, size_t len,
+                              uint32_t hash, dlqb_error *err) {
   if (c->used + len > c->arena_cap) {
     size_t cap = c->arena_cap ? c->arena_cap : 64 * 1024;
     while (cap < c->used + len) cap *= ARENA_GROWTH;
@@ -253,24 +274,10 @@ static dlqb_status add_packed(dlqb_catalog *c, int q, const unsigned char *p, si
     c->arena = na;
     c->arena_cap = cap;
   }
-  if (c->nbuckets == 0 || c->n + 1 > c->nbuckets) {
-    if (!rehash(c, c->nbuckets ? c->nbuckets * 2 : 1024))
-      return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the catalog");
-  }
   memcpy(c->arena + c->used, p, len);
-  entry *e = &c->e[c->n];
-  e->pos = c->used;
-  e->len = (uint32_t)len;
-  e->q = (uint8_t)q;
-  e->live = 1;
-  e->hash = hash;
-  size_t k = e->hash & (c->nbuckets - 1);
-  e->next = c->bucket[k];
-  c->bucket[k] = (uint32_t)c->n;
-  c->used += len;
-  c->n++;
-  c->count[q]++;
-  return DLQB_OK;
+  dlqb_status st = add_at(c, q, c->used, len, hash, err);
+  if (st == DLQB_OK) c->used += len;
+  return st;
 }
 
 dlqb_status dlqb_catalog_in(dlqb_catalog *c, int q, int64_t offset, const dlqb_item *it,
@@ -432,8 +439,23 @@ static bool line_is(const char *line, size_t n, const char *want) {
   return strlen(want) == n && memcmp(line, want, n) == 0;
 }
 
+static dlqb_status decode(dlqb_catalog *c, char *own, const char *buf, size_t len,
+                          const char *ident, dlqb_catalog_mark *mark, dlqb_error *err);
+
 dlqb_status dlqb_catalog_decode(dlqb_catalog *c, const char *buf, size_t len, const char *ident,
                                 dlqb_catalog_mark *mark, dlqb_error *err) {
+  return decode(c, NULL, buf, len, ident, mark, err);
+}
+
+dlqb_status dlqb_catalog_decode_take(dlqb_catalog *c, char *buf, size_t len, const char *ident,
+                                     dlqb_catalog_mark *mark, dlqb_error *err) {
+  return decode(c, buf, buf, len, ident, mark, err);
+}
+
+/* With own (== buf, malloc'd), the bytes become the arena: the entries
+ * point into them, no copy is made. */
+static dlqb_status decode(dlqb_catalog *c, char *own, const char *buf, size_t len,
+                          const char *ident, dlqb_catalog_mark *mark, dlqb_error *err) {
   dlqb_catalog_clear(c);
   const char *p = buf, *end = buf + len, *line;
   size_t n;
@@ -478,6 +500,11 @@ dlqb_status dlqb_catalog_decode(dlqb_catalog *c, const char *buf, size_t len, co
     return dlqb_fail(err, DLQB_EINVAL, "the checkpoint is malformed");
   dlqb_status st = DLQB_OK;
   char id[128];
+  if (own != NULL) {
+    free(c->arena);
+    c->arena = (unsigned char *)own;
+    c->arena_cap = c->used = len;
+  }
   while (st == DLQB_OK && p < end) {
     if (end - p < 5) {
       st = dlqb_fail(err, DLQB_EINVAL, "the checkpoint is cut short");
@@ -496,12 +523,19 @@ dlqb_status dlqb_catalog_decode(dlqb_catalog *c, const char *buf, size_t len, co
     }
     memcpy(id, idp, idlen);
     id[idlen] = '\0';
-    st = add_packed(c, q, (const unsigned char *)p, l, key_hash(q, id), err);
+    st = own != NULL ? add_at(c, q, (size_t)(p - buf), l, key_hash(q, id), err)
+                     : add_packed(c, q, (const unsigned char *)p, l, key_hash(q, id), err);
     p += l;
   }
   for (size_t q = 0; st == DLQB_OK && q < c->nqueues; q++)
     if (c->count[q] != want[q])
       st = dlqb_fail(err, DLQB_EINVAL, "the checkpoint's entries do not add up to its counts");
-  if (st != DLQB_OK) dlqb_catalog_clear(c);
+  if (st != DLQB_OK) {
+    if (own != NULL) { /* the caller keeps its bytes */
+      c->arena = NULL;
+      c->arena_cap = 0;
+    }
+    dlqb_catalog_clear(c);
+  }
   return st;
 }

@@ -159,6 +159,32 @@ static void test_checkpoint_round_trip(void **state) {
   assert_int_equal(s.n, 1);
   assert_string_equal(s.ids[0], "b");
 
+  /* Taken as the fold's storage: the same fold, and it goes on. */
+  char *own = malloc(len);
+  assert_non_null(own);
+  memcpy(own, buf, len);
+  dlqb_catalog *e = dlqb_catalog_new(queues, 2);
+  assert_int_equal(dlqb_catalog_decode_take(e, own, len, "request_id source_system", &got, &err),
+                   DLQB_OK);
+  assert_int_equal(dlqb_catalog_has(e, 0, "b"), 1);
+  add(e, 0, "n", "crm");
+  assert_true(dlqb_catalog_out(e, 0, "b"));
+  seen t = {0};
+  dlqb_catalog_each(e, 0, collect, &t);
+  assert_int_equal(t.n, 1);
+  assert_string_equal(t.ids[0], "n");
+  dlqb_catalog_free(e); /* frees own */
+  /* A refused one stays the caller's. */
+  own = malloc(len);
+  assert_non_null(own);
+  memcpy(own, buf, len - 3);
+  e = dlqb_catalog_new(queues, 2);
+  assert_int_equal(
+      dlqb_catalog_decode_take(e, own, len - 3, "request_id source_system", &got, &err),
+      DLQB_EINVAL);
+  free(own);
+  dlqb_catalog_free(e);
+
   /* Another identity, other queues, cut bytes: refused, the fold empty. */
   assert_int_equal(dlqb_catalog_decode(d, buf, len, "item_id doc_id", &got, &err), DLQB_EINVAL);
   assert_int_equal(dlqb_catalog_count(d, 0), 0);
