@@ -16,7 +16,7 @@
 # Prints a Markdown table (docs/performance.md, "Deep DLQ").
 #
 # usage: bench/deep.sh [--depths "10000 100000 1000000"] [--port P] [--no-build]
-#                      [--get-max N] [--only groups|catalog]
+#                      [--get-max N] [--only groups|catalog|reconcile]
 #   --depths   the depths to measure (default 10000 100000 1000000)
 #   --port P   AMQP port of the private node; it also takes P+1..P+4 (default 24672)
 #   --get-max  the deepest queue "Get messages" is tried on (default 100000: its
@@ -24,6 +24,8 @@
 #              memory; at 1,000,000 that is most of a gigabyte)
 #   --no-build use the binaries already in build-bench/
 #   --only groups  only the group overview rows (and their loads)
+#   --only reconcile only `audit reconcile` of N items (loaded outside the
+#              bridge: every one unrecorded, the heaviest case for its memory)
 #   --only catalog only the catalog rows: N items of 50 causes loaded straight
 #              into the DLQ (outside the bridge), `catalog verify` (the catalog's
 #              first build: a pass and N events), the first look (the whole stream
@@ -47,8 +49,8 @@ while [ $# -gt 0 ]; do
     --get-max) get_max=${2:?--get-max needs a value}; shift 2 ;;
     --no-build) build=0; shift ;;
     --only) only=${2:?--only needs a value}; shift 2
-        [ "$only" = groups ] || [ "$only" = catalog ] ||
-            { echo "deep.sh: --only takes groups or catalog" >&2; exit 2; } ;;
+        [ "$only" = groups ] || [ "$only" = catalog ] || [ "$only" = reconcile ] ||
+            { echo "deep.sh: --only takes groups, catalog or reconcile" >&2; exit 2; } ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "deep.sh: unknown argument '$1' (see bench/deep.sh --help)" >&2; exit 2 ;;
     esac
@@ -190,6 +192,17 @@ catalog_rows() { # N
 }
 
 for n in $depths; do
+    if [ "$only" = reconcile ]; then
+        purge_all
+        audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit-$n.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key"
+            DLQ_BRIDGE_AUDIT_PUBLIC_KEYS="$work/audit.pub.pem")
+        load "$n" >/dev/null
+        timed "$n" "resolve (the last item)" "$n" env "${audit_env[@]}" "$bin" resolve \
+            --message-id "deep-$((n - 1))" --note bench --json
+        timed "$n" "audit reconcile" "$n" env "${audit_env[@]}" "$bin" audit reconcile --json
+        purge_all
+        continue
+    fi
     if [ "$only" = catalog ]; then
         catalog_rows "$n"
         continue
