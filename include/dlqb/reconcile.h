@@ -58,7 +58,8 @@ bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len);
  * lines). */
 void dlqb_reconcile_read_at(dlqb_reconcile *r, const char *iso);
 
-/* Every entry held, in no particular order; the texts of each are read
+/* Every entry held, in no particular order (an entry and its strings are
+ * valid during the call only); the texts of each are read
  * back from the temporary file, so this holds them all at once: for tests
  * and small queues. False when that file cannot be read. */
 bool dlqb_reconcile_each(const dlqb_reconcile *r,

@@ -29,6 +29,7 @@ static void hop(dlqb_reconcile *r, const char *event, const char *id, const char
 typedef struct {
   const char *id;
   dlqb_reconcile_entry found;
+  char message_id[129], request_id[300]; /* the entry's strings live during the call only */
   int seen;
 } lookup;
 
@@ -36,6 +37,8 @@ static void find_one(void *ctx, const dlqb_reconcile_entry *e) {
   lookup *l = ctx;
   if (strcmp(e->message_id, l->id) == 0) {
     l->found = *e;
+    snprintf(l->message_id, sizeof l->message_id, "%s", e->message_id);
+    snprintf(l->request_id, sizeof l->request_id, "%s", e->request_id);
     l->seen++;
   }
 }
@@ -85,7 +88,7 @@ static void test_kinds_of_entries(void **state) {
   lookup l3 = entry(r, "msg-3");
   assert_int_equal(l3.found.present, 0);
   assert_int_equal(l3.found.net, 1);
-  assert_string_equal(l3.found.request_id, "R-msg-3");
+  assert_string_equal(l3.request_id, "R-msg-3");
   assert_string_equal(l3.found.last_event, "poison");
   lookup l4 = entry(r, "msg-4");
   assert_int_equal(l4.found.present, 1);
