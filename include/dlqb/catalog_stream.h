@@ -13,6 +13,7 @@
 
 #include "dlqb/catalog.h"
 #include "dlqb/config.h"
+#include "dlqb/link.h"
 #include "dlqb/pipeline.h"
 
 /* Where a pipe's hops are catalogued: the stream, the queues it covers,
@@ -102,6 +103,14 @@ dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *br
  * "none"). */
 void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p, char *out,
                                   size_t cap);
+
+/* Publishes a marker to stream on channel (open, in confirm mode, its
+ * first publish) of link and waits up to wait_ms for its confirm: whether
+ * the stream takes events now. On RabbitMQ 4.0.5 the first publish to a
+ * stream declared a moment ago can crash the channel (no confirm, no
+ * close): DLQB_ETIMEOUT, and that channel is dead. */
+dlqb_status dlqb_catalog_probe(dlqb_link *link, unsigned channel, const char *stream, long wait_ms,
+                               dlqb_error *err);
 
 /* Appends events on a link of its own as broker, each confirmed (the verifying
  * pass's corrections and its result). ev[i] are built as above. */

@@ -23,7 +23,7 @@
 #define READ_PREFETCH 2000
 #define ACK_EVERY     500
 #define READ_IDLE_MS  30000
-#define CONFIRM_MS    10000
+#define CONFIRM_MS    5000
 /* A string header kept in an "in" event is cut to this: every field of
  * the item view is shorter. */
 #define EVENT_STRING_MAX 2048
@@ -126,18 +126,18 @@ void dlqb_catalog_event_verified(const char *queue, int64_t at_ms, uint64_t n, c
 
 /* ---- publishing with confirms on a link's own channel -------------------- */
 
-/* Waits for the confirm of every publish up to seq on ch. */
-static dlqb_status await_confirms(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
-                                  const char *stream, dlqb_error *err) {
+/* Waits up to wait_ms for the confirm of every publish up to seq on ch. */
+static dlqb_status await_confirms_within(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
+                                         const char *stream, long wait_ms, dlqb_error *err) {
   amqp_connection_state_t conn = dlqb_link_conn(link);
   uint64_t upto = 0;
   while (upto < seq) {
     amqp_frame_t f;
-    struct timeval tv = {CONFIRM_MS / 1000, 0};
+    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
     int rc = amqp_simple_wait_frame_noblock(conn, &f, &tv);
     if (rc == AMQP_STATUS_TIMEOUT)
-      return dlqb_fail(err, DLQB_ETIMEOUT, "catalog '%s': no confirm within %d ms", stream,
-                       CONFIRM_MS);
+      return dlqb_fail(err, DLQB_ETIMEOUT, "catalog '%s': no confirm within %ld ms", stream,
+                       wait_ms);
     if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
     if (f.frame_type != AMQP_FRAME_METHOD || f.channel != ch) continue;
     switch (f.payload.method.id) {
@@ -161,6 +161,28 @@ static dlqb_status await_confirms(dlqb_link *link, amqp_channel_t ch, uint64_t s
     }
   }
   return DLQB_OK;
+}
+
+static void make_marker(char *out, size_t cap);
+static void event_base(dlqb_catalog_event *ev, const char *op, const char *queue);
+
+static dlqb_status await_confirms(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
+                                  const char *stream, dlqb_error *err) {
+  return await_confirms_within(link, ch, seq, stream, CONFIRM_MS, err);
+}
+
+dlqb_status dlqb_catalog_probe(dlqb_link *link, unsigned channel, const char *stream, long wait_ms,
+                               dlqb_error *err) {
+  char marker[DLQB_CATALOG_MARKER_MAX];
+  make_marker(marker, sizeof marker);
+  dlqb_catalog_event ev;
+  event_base(&ev, "mark", "");
+  ev.h[0] = str_entry(DLQB_H_CATALOG_MARKER, marker);
+  ev.props.headers.num_entries = 1;
+  int rc = amqp_basic_publish(dlqb_link_conn(link), (amqp_channel_t)channel, amqp_empty_bytes,
+                              dlqb_bytes(stream), 1, 0, &ev.props, amqp_empty_bytes);
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+  return await_confirms_within(link, (amqp_channel_t)channel, 1, stream, wait_ms, err);
 }
 
 static dlqb_status publish_events(dlqb_link *link, const char *stream, const dlqb_catalog_event *ev,
@@ -387,8 +409,11 @@ static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_spa
   return st;
 }
 
+/* A link that timed out is not asked to close: its channel may be gone
+ * without a word (4.0.5, a stream just declared), and a close would wait
+ * half a minute for an answer that never comes. */
 static void end_link(dlqb_link *link, dlqb_status st) {
-  if (st == DLQB_OK || st == DLQB_EBROKER || st == DLQB_ETIMEOUT) dlqb_link_close(link);
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);
 }
 
