@@ -36,13 +36,29 @@ bool dlqb_catalog_target_has(const dlqb_catalog_target *t, const char *queue);
 typedef struct {
   amqp_basic_properties_t props;
   amqp_table_entry_t h[DLQB_CATALOG_EVENT_HEADERS];
+  char deaths[256]; /* the copy's x-death as the item view reads it */
 } dlqb_catalog_event;
+
+/* What an "in" carries for x-death: the item view's text of every entry and
+ * the time of the first (a stream is not given x-death itself: a forged
+ * one can nest anything). */
+#define DLQB_H_CATALOG_DEATHS    "x-dlqb-catalog-deaths"
+#define DLQB_H_CATALOG_XDEATH_AT "x-dlqb-catalog-xdeath-at" /* epoch ms */
 
 /* "in": copy (the properties the copy is published with) went into queue.
  * Keeps the message_id, the timestamp and the headers a look reads (the
- * item view's, the profile's identity, x-death), strings cut to 2 KiB. */
+ * item view's, the profile's identity) whose values are plain scalars
+ * (strings cut to 2 KiB, integers, booleans, times; never a decimal, which
+ * crashes a stream's channel on RabbitMQ 3.10.8, nor a table or array:
+ * the item view reads none of those as a value), and x-death as the item
+ * view reads it (DLQB_H_CATALOG_DEATHS, _XDEATH_AT). */
 void dlqb_catalog_event_in(const dlqb_catalog_target *t, const char *queue,
                            const amqp_basic_properties_t *copy, dlqb_catalog_event *ev);
+/* The item view of an "in" event's properties: what dlqb_item_read_as
+ * reads from the copy itself (unit.catalog_event holds them equal). */
+void dlqb_catalog_event_item(const amqp_basic_properties_t *props, const dlqb_profile *profile,
+                             dlqb_item *it);
+
 /* "out": message_id left queue. */
 void dlqb_catalog_event_out(const char *queue, const char *message_id, dlqb_catalog_event *ev);
 

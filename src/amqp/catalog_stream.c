@@ -19,6 +19,7 @@
 #include "dlqb/log.h"
 #include "dlqb/names.h"
 #include "dlqb/text.h"
+#include "dlqb/xdeath.h"
 
 #define READ_PREFETCH 2000
 #define ACK_EVERY     500
@@ -51,11 +52,11 @@ bool dlqb_catalog_target_has(const dlqb_catalog_target *t, const char *queue) {
 /* The headers the item view reads (src/core/item.c), beside the profile's
  * identity. */
 static const char *const kept[] = {
-    DLQB_H_LEGAL_BASIS,     DLQB_H_ACTION,        DLQB_H_ATTEMPT,      DLQB_H_REPLAY_COUNT,
-    DLQB_H_REPLAYED_AT,     DLQB_H_LAST_ERROR,    DLQB_H_DLQ_REASON,   DLQB_H_DLQ_AT,
-    DLQB_H_FIRST_SEEN_AT,   DLQB_H_ESCALATED_AT,  DLQB_H_ESCALATED_BY, DLQB_H_ESCALATION_REASON,
-    DLQB_H_ESCALATION_NOTE, DLQB_H_OWNER,         DLQB_H_CLAIMED_AT,   DLQB_H_X_DEATH,
-    DLQB_H_REQUEST_ID,      DLQB_H_SOURCE_SYSTEM,
+    DLQB_H_LEGAL_BASIS,     DLQB_H_ACTION,       DLQB_H_ATTEMPT,      DLQB_H_REPLAY_COUNT,
+    DLQB_H_REPLAYED_AT,     DLQB_H_LAST_ERROR,   DLQB_H_DLQ_REASON,   DLQB_H_DLQ_AT,
+    DLQB_H_FIRST_SEEN_AT,   DLQB_H_ESCALATED_AT, DLQB_H_ESCALATED_BY, DLQB_H_ESCALATION_REASON,
+    DLQB_H_ESCALATION_NOTE, DLQB_H_OWNER,        DLQB_H_CLAIMED_AT,   DLQB_H_REQUEST_ID,
+    DLQB_H_SOURCE_SYSTEM,
 };
 
 static bool keeps(const dlqb_catalog_target *t, amqp_bytes_t key) {
@@ -66,6 +67,28 @@ static bool keeps(const dlqb_catalog_target *t, amqp_bytes_t key) {
         memcmp(key.bytes, t->profile.fields[i].name, key.len) == 0)
       return true;
   return false;
+}
+
+/* A value a stream takes from every broker version, and the item view can
+ * read: a plain scalar. */
+static bool plain_scalar(const amqp_field_value_t *v) {
+  switch (v->kind) {
+  case AMQP_FIELD_KIND_BOOLEAN:
+  case AMQP_FIELD_KIND_I8:
+  case AMQP_FIELD_KIND_U8:
+  case AMQP_FIELD_KIND_I16:
+  case AMQP_FIELD_KIND_U16:
+  case AMQP_FIELD_KIND_I32:
+  case AMQP_FIELD_KIND_U32:
+  case AMQP_FIELD_KIND_I64:
+  case AMQP_FIELD_KIND_U64:
+  case AMQP_FIELD_KIND_F32:
+  case AMQP_FIELD_KIND_F64:
+  case AMQP_FIELD_KIND_UTF8:
+  case AMQP_FIELD_KIND_BYTES:
+  case AMQP_FIELD_KIND_TIMESTAMP: return true;
+  default: return false;
+  }
 }
 
 static amqp_table_entry_t str_entry(const char *key, const char *value) {
@@ -96,9 +119,19 @@ void dlqb_catalog_event_in(const dlqb_catalog_target *t, const char *queue,
   }
   if (!(copy->_flags & AMQP_BASIC_HEADERS_FLAG)) return;
   int n = 2;
+  /* x-death as the item view reads it. */
+  dlqb_deaths_text(&copy->headers, ev->deaths, sizeof ev->deaths);
+  if (ev->deaths[0] != '\0') ev->h[n++] = str_entry(DLQB_H_CATALOG_DEATHS, ev->deaths);
+  const amqp_table_t *death = dlqb_header_first_death(&copy->headers);
+  const amqp_field_value_t *tv = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
+  if (tv != NULL && tv->kind == AMQP_FIELD_KIND_TIMESTAMP &&
+      tv->value.u64 <= (uint64_t)INT64_MAX / 1000)
+    ev->h[n++] = (amqp_table_entry_t){
+        .key = amqp_cstring_bytes(DLQB_H_CATALOG_XDEATH_AT),
+        .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t)tv->value.u64 * 1000}};
   for (int i = 0; i < copy->headers.num_entries && n < DLQB_CATALOG_EVENT_HEADERS; i++) {
     const amqp_table_entry_t *e = &copy->headers.entries[i];
-    if (!keeps(t, e->key)) continue;
+    if (!keeps(t, e->key) || !plain_scalar(&e->value)) continue;
     ev->h[n] = *e;
     if ((e->value.kind == AMQP_FIELD_KIND_UTF8 || e->value.kind == AMQP_FIELD_KIND_BYTES) &&
         e->value.value.bytes.len > EVENT_STRING_MAX)
@@ -106,6 +139,21 @@ void dlqb_catalog_event_in(const dlqb_catalog_target *t, const char *queue,
     n++;
   }
   ev->props.headers.num_entries = n;
+}
+
+void dlqb_catalog_event_item(const amqp_basic_properties_t *props, const dlqb_profile *profile,
+                             dlqb_item *it) {
+  dlqb_item_read_as(props, profile, it);
+  if (!(props->_flags & AMQP_BASIC_HEADERS_FLAG)) return;
+  /* x-death came as the item view's own reading of it. */
+  const amqp_field_value_t *d = dlqb_header_find(&props->headers, DLQB_H_CATALOG_DEATHS);
+  if (d != NULL && d->kind == AMQP_FIELD_KIND_UTF8)
+    dlqb_text_sanitize(it->deaths, sizeof it->deaths, d->value.bytes.bytes, d->value.bytes.len);
+  int64_t at;
+  if (dlqb_field_int(dlqb_header_find(&props->headers, DLQB_H_CATALOG_XDEATH_AT), &at) && at >= 0) {
+    it->has_xdeath_at = true;
+    it->xdeath_at_ms = at;
+  }
 }
 
 void dlqb_catalog_event_out(const char *queue, const char *message_id, dlqb_catalog_event *ev) {
@@ -288,7 +336,7 @@ static dlqb_status fold(dlqb_catalog_reader *r, const amqp_basic_properties_t *p
   int q = dlqb_catalog_queue(r->c, queue);
   if (q < 0) return DLQB_OK;
   if (strcmp(op, "in") == 0) {
-    dlqb_item_read_as(props, &r->t.profile, it);
+    dlqb_catalog_event_item(props, &r->t.profile, it);
     return dlqb_catalog_in(r->c, q, stream_offset(props), it, err);
   }
   if (strcmp(op, "out") == 0) {
