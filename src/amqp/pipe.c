@@ -133,8 +133,11 @@ static dlqb_status catalog_start(dlqb_pipe *p, dlqb_error *err) {
     return DLQB_OK;
   }
   if (st != DLQB_OK) {
-    *err = why;
-    return st;
+    /* Refused (a user who may only read: a dry run, a look), or a channel
+     * the broker closed: the pass goes on without the catalog. A move
+     * that goes on anyway shows in the counts, as any uncatalogued one. */
+    dlqb_log_info("catalog_not_writable", "moves of this session are not catalogued: %s", why.msg);
+    return DLQB_OK;
   }
   p->cat_on = true;
   p->cat_published = p->cat_confirmed = 1; /* the probe */
