@@ -128,6 +128,13 @@ void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p
 dlqb_status dlqb_catalog_probe(dlqb_link *link, unsigned channel, const char *stream, long wait_ms,
                                dlqb_error *err);
 
+/* Waits (at most wait_ms) until stream confirms a probe, each try on a
+ * connection of its own as broker: what declare and run do after declaring
+ * it, so no mover's channel is the first to write to a stream whose leader
+ * the broker does not know yet. DLQB_ETIMEOUT when it never did. */
+dlqb_status dlqb_catalog_wait_ready(const dlqb_broker_conf *broker, const char *stream,
+                                    long wait_ms, dlqb_error *err);
+
 /* Appends events on a link of its own as broker, each confirmed (the verifying
  * pass's corrections and its result). ev[i] are built as above. */
 dlqb_status dlqb_catalog_append(const dlqb_broker_conf *broker, const char *stream,

@@ -245,6 +245,24 @@ static dlqb_status publish_events(dlqb_link *link, const char *stream, const dlq
   return st == DLQB_OK ? await_confirms(link, DLQB_CHANNEL, n, stream, err) : st;
 }
 
+dlqb_status dlqb_catalog_wait_ready(const dlqb_broker_conf *broker, const char *stream,
+                                    long wait_ms, dlqb_error *err) {
+  long long deadline = dlqb_mono_ms() + wait_ms;
+  dlqb_status st;
+  do {
+    dlqb_link *link = NULL;
+    st = dlqb_link_open(broker, "dlq-bridge catalog probe", &link, err);
+    if (st != DLQB_OK) return st;
+    st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
+    if (st == DLQB_OK) st = dlqb_catalog_probe(link, DLQB_CHANNEL, stream, 1000, err);
+    /* A probe that timed out may have taken its connection with it. */
+    if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+    else dlqb_link_abort(link);
+    if (st != DLQB_ETIMEOUT) return st;
+  } while (dlqb_mono_ms() < deadline);
+  return st;
+}
+
 dlqb_status dlqb_catalog_append(const dlqb_broker_conf *broker, const char *stream,
                                 const dlqb_catalog_event *ev, size_t n, dlqb_error *err) {
   dlqb_link *link = NULL;

@@ -45,8 +45,8 @@ typedef struct {
 /* Channels the probe of the catalog stream tries (3, 4, 5: each waits a
  * second longer than the one before for its confirm); one whose probe went
  * unconfirmed is dead, and anything on it is ignored. */
-#define CAT_TRIES    3
-#define CAT_PROBE_MS 1000
+#define CAT_TRIES    1
+#define CAT_PROBE_MS 3000
 /* A session whose catalog confirms nothing this long ends (the originals
  * waiting for it stay unacked and are redelivered to a new session). */
 #define CAT_STALL_MS 15000
@@ -123,15 +123,16 @@ static dlqb_status catalog_start(dlqb_pipe *p, dlqb_error *err) {
                             &why);
     if (st != DLQB_ETIMEOUT) break;
   }
-  if (st == DLQB_ETIMEOUT) {
-    dlqb_log_warn("catalog_not_ready",
-                  "the catalog stream '%s' confirmed nothing on %d channels (a stream declared "
-                  "a moment ago: RabbitMQ 4.0.5 drops a channel that writes to it too soon): "
-                  "moves of this session are not catalogued; looks see the counts differ until "
-                  "a verifying pass corrects them",
-                  p->opt.catalog->stream, CAT_TRIES);
-    return DLQB_OK;
-  }
+  if (st == DLQB_ETIMEOUT)
+    /* The broker dropped the channel without a word (a stream declared a
+     * moment ago: RabbitMQ 3.10.8 and 4.0.5 crash the channel that writes
+     * to it before its leader is known), and the connection may go with
+     * it: end this session; the caller's next one finds the stream ready
+     * (declare and run wait for it: dlqb_catalog_wait_ready). */
+    return dlqb_fail(err, DLQB_ECONN,
+                     "the catalog stream '%s' did not confirm a first event within %d ms "
+                     "(declared a moment ago?); try again",
+                     p->opt.catalog->stream, CAT_PROBE_MS);
   if (st != DLQB_OK) {
     /* Refused (a user who may only read: a dry run, a look), or a channel
      * the broker closed: the pass goes on without the catalog. A move
