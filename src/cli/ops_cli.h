@@ -50,7 +50,7 @@
 #define OPS_SCAN_FLAG                                                                              \
   {                                                                                                \
     "scan", false, NULL,                                                                           \
-        "read the queue itself (a pass that holds it while it reads) instead of the catalog"       \
+        "read the queue itself (a pass that holds it) instead of the catalog, and compare them"    \
   }
 
 #define OPS_WIDE_FLAG                                                                              \
