@@ -114,9 +114,10 @@ dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *br
                               void (*fn)(void *ctx, const dlqb_catalog *c), void *ctx,
                               dlqb_error *err);
 
-/* The checkpoint path a command uses: cfg->catalog.checkpoint, with the
- * pipeline's stream name put in for a "%s" ("" when the setting is
- * "none"). */
+/* The checkpoint path a command uses: cfg->catalog.checkpoint ("": none).
+ * A pipeline other than the default one has its own, made when the config
+ * was read (dlqb_config_pipeline_paths), so p is not needed to tell them
+ * apart. */
 void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p, char *out,
                                   size_t cap);
 
