@@ -338,6 +338,10 @@ static void remember_unacked(dlqb_pipe *p) {
     const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
     const slot_hop *sh = dlqb_ackring_payload_at(r, i);
     if (e->state != DLQB_ACK_SETTLED || !sh->has_id) continue;
+    /* Its copy's catalog "in" not confirmed: acking it against the copy
+     * could leave the copy in its queue and not in the catalog, so it is
+     * moved again if it comes back (a duplicate, as an unconfirmed copy). */
+    if (sh->cat_seq > p->cat_confirmed) continue;
     dlqb_memo_entry m = {.has_hop = sh->has_hop, .hop = sh->hop};
     memcpy(m.id, sh->id, sizeof m.id);
     if (i < r->submitted) {
