@@ -376,12 +376,95 @@ static dlqb_status fold(dlqb_catalog_reader *r, const amqp_basic_properties_t *p
 }
 
 typedef struct {
-  const char *marker; /* this look's: the end */
-  bool resume;        /* start at r->mark (its marker must be there) */
-  bool stale;         /* out: it was not */
-  int64_t end_offset; /* out: our marker's offset */
-  uint64_t events;    /* out */
+  const dlqb_broker_conf *broker; /* whom the reader connects as */
+  const char *marker;             /* this look's: the end */
+  bool resume;                    /* start at r->mark (its marker must be there) */
+  bool stale;                     /* out: it was not */
+  int64_t end_offset;             /* out: our marker's offset */
+  uint64_t events;                /* out */
 } read_span;
+
+/* A link that timed out is not asked to close: its channel may be gone
+ * without a word (4.0.5, a stream just declared), and a close would wait
+ * half a minute for an answer that never comes. */
+static void end_link(dlqb_link *link, dlqb_status st) {
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  else dlqb_link_abort(link);
+}
+
+/* Whether stream holds offset at (a mark's), read on a link of its own
+ * from the stream's last chunk: its first delivery at or past at says it
+ * does; marker (this look's, confirmed before) or the tail reached first
+ * says it does not. */
+static dlqb_status stream_reaches(const dlqb_broker_conf *broker, const char *stream,
+                                  const char *marker, int64_t at, bool *reaches, dlqb_error *err) {
+  *reaches = false;
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog reader", &link, err);
+  if (st != DLQB_OK) return st;
+  amqp_connection_state_t conn = dlqb_link_conn(link);
+  amqp_basic_qos(conn, DLQB_CHANNEL, 0, READ_PREFETCH, 0);
+  st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), "set prefetch", err);
+  amqp_table_entry_t arg = {
+      .key = amqp_cstring_bytes(DLQB_H_STREAM_OFFSET),
+      .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes("last")}};
+  amqp_table_t args = {1, &arg};
+  char what[160];
+  snprintf(what, sizeof what, "read the end of the catalog '%s'", stream);
+  if (st == DLQB_OK) {
+    amqp_basic_consume(conn, DLQB_CHANNEL, dlqb_bytes(stream), dlqb_bytes("dlqb-catalog-end"), 0, 0,
+                       0, args);
+    st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), what, err);
+  }
+  bool got = false;
+  size_t since_ack = 0;
+  char text[DLQB_CATALOG_MARKER_MAX];
+  while (st == DLQB_OK) {
+    amqp_maybe_release_buffers(conn);
+    amqp_envelope_t env;
+    /* Once the broker delivers, the rest of the chunk follows at once. */
+    long wait_ms = got ? READ_IDLE_MS / 10 : READ_IDLE_MS;
+    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+    amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_TIMEOUT) {
+      if (!got)
+        st = dlqb_fail(err, DLQB_ETIMEOUT, "catalog '%s': nothing read from its end for %ld ms",
+                       stream, wait_ms);
+      break; /* the tail, short of at */
+    }
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t f;
+      if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
+        st = dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", stream);
+      continue;
+    }
+    if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
+      st = dlqb_link_reply(link, rr, what, err);
+      break;
+    }
+    got = true;
+    const amqp_basic_properties_t *props = &env.message.properties;
+    int64_t offset = stream_offset(props);
+    bool ours =
+        header_text(props, DLQB_H_CATALOG_MARKER, text, sizeof text) && strcmp(text, marker) == 0;
+    uint64_t tag = env.delivery_tag;
+    amqp_destroy_envelope(&env);
+    if (offset >= at) {
+      *reaches = true;
+      break;
+    }
+    if (ours) break;
+    if (++since_ack >= ACK_EVERY) {
+      if (amqp_basic_ack(conn, DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK)
+        st = dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
+      since_ack = 0;
+    }
+  }
+  end_link(link, st);
+  return st;
+}
 
 static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_span *sp,
                                dlqb_error *err) {
@@ -407,16 +490,32 @@ static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_spa
   dlqb_item *it = malloc(sizeof *it);
   if (it == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   bool resumed = !sp->resume;
+  bool checked = false; /* the stream reaches the mark's offset */
   size_t since_ack = 0;
   char text[DLQB_CATALOG_MARKER_MAX];
   for (;;) {
     amqp_maybe_release_buffers(conn);
     amqp_envelope_t env;
-    long wait_ms = resumed ? READ_IDLE_MS : READ_IDLE_MS / 10;
+    long wait_ms = resumed || checked ? READ_IDLE_MS : READ_IDLE_MS / 10;
     struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
     amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
     if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
         rr.library_error == AMQP_STATUS_TIMEOUT) {
+      if (!resumed && !checked) {
+        /* Nothing yet from the mark's offset: a broker slow to deliver,
+         * or an offset past the stream's end (a stream declared again,
+         * shorter), where a consumer waits for what may never come. The
+         * stream's end tells them apart. */
+        bool reaches;
+        st = stream_reaches(sp->broker, r->t.stream, sp->marker, r->mark.offset, &reaches, err);
+        if (st != DLQB_OK) break;
+        if (!reaches) {
+          sp->stale = true;
+          break;
+        }
+        checked = true;
+        continue;
+      }
       if (!resumed) {
         sp->stale = true;
         break;
@@ -475,14 +574,6 @@ static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_spa
   return st;
 }
 
-/* A link that timed out is not asked to close: its channel may be gone
- * without a word (4.0.5, a stream just declared), and a close would wait
- * half a minute for an answer that never comes. */
-static void end_link(dlqb_link *link, dlqb_status st) {
-  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
-  else dlqb_link_abort(link);
-}
-
 static void take_checkpoint(dlqb_catalog_reader *r) {
   r->checkpoint_tried = true;
   if (r->checkpoint[0] == '\0') return;
@@ -536,7 +627,7 @@ static dlqb_status refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broke
   ev.props.headers.num_entries = 1;
   dlqb_status st = publish_events(*link, r->t.stream, &ev, 1, err);
   if (st != DLQB_OK) return st;
-  read_span sp = {.marker = marker, .resume = r->have_mark, .end_offset = -1};
+  read_span sp = {.broker = broker, .marker = marker, .resume = r->have_mark, .end_offset = -1};
   st = read_stream(r, *link, &sp, err);
   if (st == DLQB_OK && sp.stale) {
     /* The stream is not the one the fold came from (declared again, cut by
@@ -550,7 +641,7 @@ static dlqb_status refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broke
     dlqb_link_close(*link);
     *link = NULL;
     st = dlqb_link_open(broker, "dlq-bridge catalog reader", link, err);
-    read_span whole = {.marker = marker, .resume = false, .end_offset = -1};
+    read_span whole = {.broker = broker, .marker = marker, .resume = false, .end_offset = -1};
     if (st == DLQB_OK) st = read_stream(r, *link, &whole, err);
     sp = whole;
   }
