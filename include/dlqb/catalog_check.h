@@ -18,8 +18,9 @@
 typedef struct dlqb_catalog_check dlqb_catalog_check;
 
 /* Starts the thread for the pipeline cfg serves (its first), on reader
- * (that pipeline's; shared, it locks itself); *out NULL (and DLQB_OK)
- * when catalog_check_interval is 0. cfg and reader outlive it. */
+ * (that pipeline's; shared, it locks itself), its first check one
+ * interval after the start; *out NULL (and DLQB_OK) when
+ * catalog_check_interval is 0. cfg and reader outlive it. */
 dlqb_status dlqb_catalog_check_start(const dlqb_config *cfg, dlqb_catalog_reader *reader,
                                      dlqb_catalog_check **out, dlqb_error *err);
 /* Stops and joins it (a pass under way ends early). NULL-safe. */
