@@ -16,7 +16,7 @@
 # Prints a Markdown table (docs/performance.md, "Deep DLQ").
 #
 # usage: bench/deep.sh [--depths "10000 100000 1000000"] [--port P] [--no-build]
-#                      [--get-max N] [--only groups]
+#                      [--get-max N] [--only groups|moves|catalog|reconcile]
 #   --depths   the depths to measure (default 10000 100000 1000000)
 #   --port P   AMQP port of the private node; it also takes P+1..P+4 (default 24672)
 #   --get-max  the deepest queue "Get messages" is tried on (default 100000: its
@@ -28,6 +28,14 @@
 #   --only moves   only the move rows: replay --source-system billing (1 in
 #              1,000 moved, the rest held) against an unfiltered pass of the
 #              same depth (inspect, and replay --all), each on a fresh load
+#   --only reconcile only `audit reconcile` of N items (loaded outside the
+#              bridge: every one unrecorded, the heaviest case for its memory)
+#   --only catalog only the catalog rows: N items of 50 causes loaded straight
+#              into the DLQ (outside the bridge), `catalog verify` (the catalog's
+#              first build: a pass and N events), the first look (the whole stream
+#              folded, a checkpoint written), then warm looks from the checkpoint:
+#              inspect --source-system billing, stats --by group, and the console's
+#              groups page (its second request: the console keeps its fold)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +53,7 @@ while [ $# -gt 0 ]; do
     --get-max) get_max=${2:?--get-max needs a value}; shift 2 ;;
     --no-build) build=0; shift ;;
     --only) only=${2:?--only needs a value}; shift 2
-        case "$only" in groups | moves) ;; *) echo "deep.sh: --only takes groups or moves" >&2; exit 2 ;; esac ;;
+        case "$only" in groups | moves | catalog | reconcile) ;; *) echo "deep.sh: --only takes groups, moves, catalog or reconcile" >&2; exit 2 ;; esac ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "deep.sh: unknown argument '$1' (see bench/deep.sh --help)" >&2; exit 2 ;;
     esac
@@ -100,6 +108,7 @@ row() { rows+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); }
 timed() { # depth label n_for_rate command...
     local depth=$1 label=$2 n=$3
     shift 3
+    log "$label at $depth: broker RSS before $(mib "$(rss_kib "$broker_pid")") MiB"
     sampler_start
     "$tool" exec -- "$@" >"$work/out" 2>"$work/err" || true
     local b
@@ -119,8 +128,8 @@ timed() { # depth label n_for_rate command...
 # The console's failure groups page at depth N (the items loaded): signed in
 # as guest, one GET / timed; the command MiB column is the console's peak
 # RSS (VmHWM) after the page, not curl's.
-console_row() { # N
-    local n=$1 cport=$((port + 9)) jar="$work/console.jar" cpid i
+console_row() { # N [REQUESTS: time the last of this many, default 1]
+    local n=$1 reqs=${2:-1} cport=$((port + 9)) jar="$work/console.jar" cpid i
     DLQ_BRIDGE_URL="$url" DLQ_BRIDGE_CONSOLE_ADDR="127.0.0.1:$cport" "$bin" console \
         >"$work/console.log" 2>&1 &
     cpid=$!
@@ -129,6 +138,7 @@ console_row() { # N
         sleep 0.1
     done
     curl -s -c "$jar" -o /dev/null -d 'user=guest&password=guest' "http://127.0.0.1:$cport/login"
+    for i in $(seq $((reqs - 1))); do curl -sf -b "$jar" -o /dev/null "http://127.0.0.1:$cport/" || true; done
     sampler_start
     local t0 t1 b hwm
     t0=$(date +%s.%N)
@@ -142,7 +152,9 @@ console_row() { # N
     grep -q "$n items in dsr.dlq.manual" "$work/page" || log "console groups page at $n: not $n items"
     local secs
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-    row "$n" "console: failure groups page (50 causes)" "$secs" "$(rate "$n" "$t0" "$t1")" \
+    local what="console: failure groups page (50 causes)"
+    [ "$reqs" -gt 1 ] && what="catalog: console failure groups page (warm, request $reqs)"
+    row "$n" "$what" "$secs" "$(rate "$n" "$t0" "$t1")" \
         "$(mib "$hwm")" "$(mib "$b")"
 }
 
@@ -185,7 +197,51 @@ moves_rows() { # N
     purge_all
 }
 
+# The catalog's rows at depth N (docs/performance.md, "The catalog").
+catalog_rows() { # N
+    local n=$1
+    purge_all
+    rm -f "$work/catalog.ckpt"
+    load "$n" --causes 50 >/dev/null
+    timed "$n" "catalog verify (first build: a pass and $n events)" "$n" "$bin" catalog verify --json
+    export DLQ_BRIDGE_CATALOG_CHECKPOINT="$work/catalog.ckpt"
+    timed "$n" "catalog: first look (inspect --source-system billing, whole stream folded)" "$n" \
+        "$bin" inspect --source-system billing --json
+    grep -q '"source":"catalog"' "$work/out" || log "first look at $n did not answer from the catalog"
+    timed "$n" "catalog: inspect --source-system billing (warm)" "$n" "$bin" inspect --source-system billing --json
+    grep -q '"source":"catalog"' "$work/out" || log "warm inspect at $n did not answer from the catalog"
+    timed "$n" "catalog: stats --by group (warm)" "$n" "$bin" stats --by group --json
+    grep -q '"source":"catalog"' "$work/out" || log "warm stats at $n did not answer from the catalog"
+    console_row "$n" 2
+    unset DLQ_BRIDGE_CATALOG_CHECKPOINT
+    purge_all
+}
+
 for n in $depths; do
+    if [ "$only" = reconcile ]; then
+        purge_all
+        audit_env=(DLQ_BRIDGE_AUDIT_LOG="$work/audit-$n.log" DLQ_BRIDGE_AUDIT_KEY_FILE="$work/audit.key"
+            DLQ_BRIDGE_AUDIT_PUBLIC_KEYS="$work/audit.pub.pem")
+        load "$n" >/dev/null
+        timed "$n" "resolve (the last item)" "$n" env "${audit_env[@]}" "$bin" resolve \
+            --message-id "deep-$((n - 1))" --note bench --json
+        # The broker puts the pass's held items back for a while after it
+        # ends (4.0.5: minutes at a million): reconcile reads them all.
+        for _ in $(seq 600); do
+            ready=$(curl -s -u guest:guest "$mgmt/api/queues/%2f/dsr.dlq.manual" |
+                sed -n 's/.*"messages_ready":\([0-9]*\).*/\1/p')
+            [ "${ready:-0}" -ge $((n - 1)) ] && break
+            sleep 1
+        done
+        timed "$n" "audit reconcile" "$n" env "${audit_env[@]}" "$bin" audit reconcile --json
+        grep -q "\"items\":$((n - 1))," "$work/out" || log "audit reconcile at $n did not read $((n - 1)) items"
+        purge_all
+        continue
+    fi
+    if [ "$only" = catalog ]; then
+        catalog_rows "$n"
+        continue
+    fi
     if [ "$only" = groups ]; then
         groups_rows "$n"
         continue
@@ -269,7 +325,9 @@ for n in $depths; do
 done
 
 echo
-echo "bench/deep.sh --depths \"$depths\" on $(nproc) cores, RabbitMQ ${DLQB_BROKER_VERSION:-3.10} ($(curl -s -u guest:guest "$mgmt/api/overview" | jq -r .rabbitmq_version 2>/dev/null))"
+# The node's own version (DLQB_BROKER_VERSION=4.0 runs a chrooted one, not this machine's package).
+rmq_version=$(curl -s -u guest:guest "$mgmt/api/overview" | sed -n 's/.*"rabbitmq_version":"\([^"]*\)".*/\1/p')
+echo "bench/deep.sh --depths \"$depths\" on $(nproc) cores, RabbitMQ ${rmq_version:-$(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null)}"
 echo
 echo "| depth | what | seconds | items/s | command peak RSS MiB | broker peak RSS MiB |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: |"

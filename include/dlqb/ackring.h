@@ -147,6 +147,10 @@ void dlqb_ackring_mark_submitted(dlqb_ackring *r, uint64_t ticket);
  * (UINT64_MAX: no audit trail). False when nothing can be acked. */
 bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *plan);
 
+/* Shortens a plan to its first run entries (0 < run <= plan->run), so
+ * that a further condition (the catalog's confirm) holds for each. */
+void dlqb_ackring_plan_clip(const dlqb_ackring *r, dlqb_ack_plan *plan, size_t run);
+
 /* Removes the plan's entries once its acks are sent. */
 void dlqb_ackring_commit(dlqb_ackring *r, const dlqb_ack_plan *plan);
 

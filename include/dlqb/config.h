@@ -47,6 +47,13 @@ typedef struct {
   char completion_writers[DLQB_CONFIG_STR_MAX];
 } dlqb_ledger_conf;
 
+/* The catalog (dlqb/catalog.h). */
+typedef struct {
+  char checkpoint[DLQB_CONFIG_STR_MAX]; /* a look's checkpoint of the fold; "" = none */
+  uint64_t check_interval_ms;           /* run: depth against the catalog; 0 = off */
+  uint64_t verify_every_ms;             /* run: a verifying pass this often; 0 = off */
+} dlqb_catalog_conf;
+
 /* drain run (dlqb/drain.h): the policy and the ramp. */
 typedef struct {
   char reasons[256];                 /* dlq_reasons eligible, "a,b" */
@@ -126,6 +133,7 @@ typedef struct {
   dlqb_deadlines deadlines; /* statutory deadline per legal basis; n 0 = none */
   uint64_t startup_wait_ms; /* run retries its first contact this long; 0 = exit */
   dlqb_ledger_conf ledger;
+  dlqb_catalog_conf catalog;
   dlqb_drain_conf drain;
   dlqb_audit_conf audit;
   dlqb_console_conf console;

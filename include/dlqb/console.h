@@ -16,6 +16,9 @@ typedef struct {
   const dlqb_config *cfg;        /* the loaded settings; its url names host and vhost */
   const dlqb_pipeline *pipeline; /* the pipeline served */
   bool tls;                      /* HTTPS: cookies get Secure */
+  /* The catalog the pages look at, kept folded between requests (made by
+   * console_start; the caller leaves it NULL). */
+  struct dlqb_catalog_reader *catalog;
 } console_site;
 
 typedef struct console_server console_server;

@@ -22,12 +22,13 @@
 #include "dlqb/envelope.h" /* DLQB_ID_MAX, DLQB_LAST_ERROR_MAX */
 #include "dlqb/item.h"
 
-#define DLQB_GROUP_ID_LEN       12                      /* hex digits of a group id */
-#define DLQB_GROUP_ID_BUF       (DLQB_GROUP_ID_LEN + 1) /* with the NUL */
-#define DLQB_GROUP_INPUT_MAX    DLQB_LAST_ERROR_MAX     /* bytes of error text read */
-#define DLQB_GROUP_TEMPLATE_MAX 512                     /* bytes of a template, NUL included */
-#define DLQB_GROUPS_DEFAULT_MAX 1000                    /* groups an aggregator keeps */
-#define DLQB_GROUPS_HARD_MAX    100000                  /* the most a caller may ask for */
+#define DLQB_GROUP_ID_LEN 12                      /* hex digits of a group id */
+#define DLQB_GROUP_ID_BUF (DLQB_GROUP_ID_LEN + 1) /* with the NUL */
+_Static_assert(DLQB_GROUP_ID_BUF == DLQB_ITEM_GROUP_BUF, "dlqb_item.group holds a group id");
+#define DLQB_GROUP_INPUT_MAX    DLQB_LAST_ERROR_MAX /* bytes of error text read */
+#define DLQB_GROUP_TEMPLATE_MAX 512                 /* bytes of a template, NUL included */
+#define DLQB_GROUPS_DEFAULT_MAX 1000                /* groups an aggregator keeps */
+#define DLQB_GROUPS_HARD_MAX    100000              /* the most a caller may ask for */
 
 /* The placeholders of a template. */
 #define DLQB_GROUP_P_NUM   "<n>"

@@ -23,6 +23,9 @@
  * clock"). */
 #define DLQB_CLOCK_SKEW_MS INT64_C(300000)
 
+/* A failure group id with its NUL (DLQB_GROUP_ID_BUF, dlqb/group.h). */
+#define DLQB_ITEM_GROUP_BUF 13
+
 /* What the ops commands show and filter on, read from one DLQ message. */
 typedef struct {
   char message_id[128]; /* from the message_id property */
@@ -60,6 +63,10 @@ typedef struct {
   /* Its profile does not split failure groups by fields[1]
    * (dlqb_profile.group_by_second false). */
   bool group_ignores_second;
+  /* Its failure group id (dlqb/group.h) when already computed, "" when
+   * not: the catalog keeps it, so a look at a million items does not
+   * normalise a million errors again. dlqb_item_read leaves it "". */
+  char group[DLQB_ITEM_GROUP_BUF];
 } dlqb_item;
 
 /* Fills out from a message's properties (headers, message_id, timestamp).

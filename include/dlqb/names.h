@@ -14,6 +14,7 @@
 #define DLQB_Q_DLQ       "dsr.dlq.manual"
 #define DLQB_Q_REVIEW    "compliance_review"
 #define DLQB_Q_COMPLETED "dsr.completed"
+#define DLQB_Q_CATALOG   "dsr.catalog" /* the DLQ and review catalog (dlqb/catalog.h) */
 /* The audit anchors (a stream): writers append their signed heads, verify
  * --anchors reads them all (docs/audit.md, "Anchors"). */
 #define DLQB_Q_ANCHORS    "dsr.audit.anchors"

@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/catalog_stream.h"
 #include "dlqb/hop.h"
 #include "dlqb/link.h"
 #include "dlqb/memo.h"
@@ -97,6 +98,13 @@ typedef struct {
    * trail: see above. A delivery it matches never reaches on_delivery.
    * NULL: nothing is remembered (each delivery costs no hash). */
   dlqb_memo *memory;
+  /* The catalog of the queues this pipe puts items into or takes them out
+   * of (dlqb/catalog.h); NULL: none. Every hop whose `to` it catalogues
+   * has its "in" published before its copy and confirmed before its
+   * original is acked; every hop whose `from` it catalogues has its "out"
+   * published once its original's ack is sent. When its stream is not
+   * declared, the pipe runs without it (a warning). */
+  const dlqb_catalog_target *catalog;
 } dlqb_pipe_options;
 
 enum dlqb_pipe_audit_mode {

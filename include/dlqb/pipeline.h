@@ -93,6 +93,7 @@ typedef struct {
   char dlq[DLQB_QNAME_MAX];                 /* needs a human or a replay */
   char review[DLQB_QNAME_MAX];              /* the escalation target */
   char completed[DLQB_QNAME_MAX];           /* the completion ledger (stream) */
+  char catalog[DLQB_QNAME_MAX];             /* the DLQ and review catalog (stream) */
   char retry_prefix[DLQB_RETRY_PREFIX_MAX]; /* + the delay: "dsr.retry.5s" */
   dlqb_policy_conf policy;
 } dlqb_pipeline;

@@ -8,12 +8,16 @@
  * into it were recorded; and the last such hop's time, event and writer.
  * An id that is not in the snapshot is forgotten once its net count is
  * back to zero, so memory follows what is (or should be) in the DLQ, not
- * the length of the log. */
+ * the length of the log. In memory only the counts, 20 bytes an id (a
+ * salted 64-bit digest of it); the texts go to a temporary file and are
+ * read back for the entries asked for (each_notable: what reconcile
+ * reports), so a million items take about 30 MiB. */
 #ifndef DLQB_RECONCILE_H
 #define DLQB_RECONCILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dlqb/error.h"
 
@@ -49,9 +53,27 @@ dlqb_status dlqb_reconcile_present(dlqb_reconcile *r, const char *message_id,
  * neither), or carry no message_id, change nothing. False when out of memory. */
 bool dlqb_reconcile_line(dlqb_reconcile *r, const char *line, size_t len);
 
-/* Every entry held, in no particular order. */
-void dlqb_reconcile_each(const dlqb_reconcile *r,
+/* When the queue was read (ISO UTC, as records write times): a hop in
+ * recorded at or after it does not make an item expected (before the
+ * lines). */
+void dlqb_reconcile_read_at(dlqb_reconcile *r, const char *iso);
+
+/* Every entry held, in no particular order (an entry and its strings are
+ * valid during the call only); the texts of each are read
+ * back from the temporary file, so this holds them all at once: for tests
+ * and small queues. False when that file cannot be read. */
+bool dlqb_reconcile_each(const dlqb_reconcile *r,
                          void (*fn)(void *ctx, const dlqb_reconcile_entry *e), void *ctx);
+
+/* The entries a reconciliation may report, alone: none recorded in it but
+ * present (unrecorded), recorded but not present (missing, or recorded
+ * after the read), more copies present than recorded. */
+bool dlqb_reconcile_each_notable(const dlqb_reconcile *r,
+                                 void (*fn)(void *ctx, const dlqb_reconcile_entry *e), void *ctx);
+
+/* Ids with a positive net count whose last hop in came before the read:
+ * what the trail says the queue holds. */
+uint64_t dlqb_reconcile_recorded(const dlqb_reconcile *r);
 
 /* Entries held (for tests: forgotten ids do not count). */
 size_t dlqb_reconcile_size(const dlqb_reconcile *r);

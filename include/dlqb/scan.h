@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "dlqb/audit.h"
+#include "dlqb/catalog_stream.h"
 #include "dlqb/config.h"
 #include "dlqb/envelope.h"
 #include "dlqb/hop.h"
@@ -79,6 +80,22 @@ typedef struct {
    * connection lost) is acked by a later pass against that copy, without
    * reaching on_item. NULL: none. */
   dlqb_memo *memory;
+  /* A look: on_item only holds (or stops), never moves. Answered from the
+   * pipeline's catalog (dlqb/catalog_stream.h) with no pass over the queue:
+   * d is then an empty delivery (tag 0, no headers, no body) and it is the
+   * items the catalog holds, in order. When the catalog cannot answer (its
+   * stream not declared, a read that failed) the look is a pass, and view
+   * says why. */
+  bool look;
+  /* With look: when the catalog cannot answer, do no pass at all (view
+   * says so, nothing was examined): a caller that passes over the queue
+   * anyway (the escalator) asks the catalog only whether it must. */
+  bool look_only;
+  dlqb_catalog_reader *reader; /* the catalog's reader; NULL: one for this look */
+  /* out: how the look was answered; may be NULL. A pass with a view and
+   * without look (--scan) also compares the catalog's count with the items
+   * it read (view->compared). */
+  dlqb_catalog_view *view;
 } dlqb_scan_options;
 
 typedef struct {

@@ -23,9 +23,9 @@
 #define DLQB_FAILED_DELIVERY_LIMIT 20
 
 #define DLQB_TOPO_MAX_ARGS 8
-/* Per pipeline: work, failed, the delays, DLQ, review, ledger; and the
- * anchors stream, shared. */
-#define DLQB_TOPO_MAX_QUEUES    ((6 + DLQB_MAX_RETRY_DELAYS) * DLQB_MAX_PIPELINES + 1)
+/* Per pipeline: work, failed, the delays, DLQ, review, ledger, catalog;
+ * and the anchors stream, shared. */
+#define DLQB_TOPO_MAX_QUEUES    ((7 + DLQB_MAX_RETRY_DELAYS) * DLQB_MAX_PIPELINES + 1)
 #define DLQB_TOPO_MAX_EXCHANGES DLQB_MAX_PIPELINES
 #define DLQB_NAME_MAX           64
 

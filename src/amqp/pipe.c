@@ -35,7 +35,26 @@ typedef struct {
   bool has_id; /* with a memory: the original's identity, to remember it by */
   uint8_t id[DLQB_MEMO_ID_LEN];
   dlqb_hop hop;
+  /* The catalog "in" published for this hop's copy (0: none): the original
+   * is acked only once it is confirmed (dlqb/catalog.h). */
+  uint64_t cat_seq;
 } slot_hop;
+
+/* The catalog's channel: its own confirms, so the ring's publish sequence
+ * numbers stay the copies' alone. */
+#define DLQB_CAT_CHANNEL 3
+/* Channels the probe of the catalog stream tries (3, 4, 5: each waits a
+ * second longer than the one before for its confirm); one whose probe went
+ * unconfirmed is dead, and anything on it is ignored. */
+#define CAT_TRIES 1
+/* The channels a deep pass moves on to (after DLQB_CHANNEL) start above
+ * the catalog's: a probe that goes unconfirmed ends the session, so none
+ * of these is ever one given up on. */
+#define DEEP_FIRST_CHANNEL (DLQB_CAT_CHANNEL + CAT_TRIES)
+#define CAT_PROBE_MS       3000
+/* A session whose catalog confirms nothing this long ends (the originals
+ * waiting for it stay unacked and are redelivered to a new session). */
+#define CAT_STALL_MS 15000
 
 struct dlqb_pipe {
   dlqb_link *link;
@@ -57,7 +76,7 @@ struct dlqb_pipe {
    * not set it (on_deliver says why). */
   bool holding_late;
   /* The channel consumed on now (DLQB_CHANNEL first; a deep pass moves on
-   * to 3, 4, ...: see add_consumer_if_full) and its consumers. */
+   * to DEEP_FIRST_CHANNEL, then up: see add_consumer_if_full) and its consumers. */
   amqp_channel_t ch;
   amqp_channel_t prev_ch; /* the one before (its buffers are still released) */
   amqp_channel_t ch_last; /* the highest channel the connection allows */
@@ -80,7 +99,108 @@ struct dlqb_pipe {
   const dlqb_delivery *cur;
   int cur_id_state; /* 0: not computed, 1: in cur_id, -1: it has none */
   uint8_t cur_id[DLQB_MEMO_ID_LEN];
+  /* The catalog (opt.catalog and its stream declared): events published
+   * and confirmed on DLQB_CAT_CHANNEL; one stream, so its confirms come
+   * in order. */
+  bool cat_on;
+  uint64_t cat_published, cat_confirmed;
+  uint64_t next_cat_seq; /* the "in" the next settle belongs to (0: none) */
+  amqp_channel_t cat_ch; /* the catalog's channel; those from DLQB_CAT_CHANNEL below it are dead */
+  long long cat_waiting_ms; /* since when an event waits for its confirm (0: none) */
 };
+
+/* Turns the catalog on for this pipe when the target's stream exists: a
+ * deployment not yet declared again keeps working, its looks pass over the
+ * queue (the readers say why). */
+static dlqb_status catalog_start(dlqb_pipe *p, dlqb_error *err) {
+  if (p->opt.catalog == NULL) return DLQB_OK;
+  dlqb_error why;
+  dlqb_status st = dlqb_link_queue_depth(p->link, p->opt.catalog->stream, NULL, NULL, &why);
+  if (st == DLQB_EBROKER && dlqb_link_reply_code(p->link) == DLQB_REPLY_NOT_FOUND) {
+    dlqb_log_warn("catalog_missing",
+                  "the catalog stream '%s' is not declared: moves are not catalogued and "
+                  "looks read the queue (run declare)",
+                  p->opt.catalog->stream);
+    return DLQB_OK;
+  }
+  if (st != DLQB_OK) {
+    *err = why;
+    return st;
+  }
+  /* A first event confirmed before any move relies on the channel. */
+  p->cat_ch = DLQB_CAT_CHANNEL;
+  for (int i = 0; i < CAT_TRIES; i++, p->cat_ch++) {
+    st = dlqb_link_open_channel(p->link, p->cat_ch, err);
+    if (st == DLQB_OK) st = dlqb_link_confirm_select(p->link, p->cat_ch, err);
+    if (st != DLQB_OK) return st;
+    st = dlqb_catalog_probe(p->link, p->cat_ch, p->opt.catalog->stream, CAT_PROBE_MS * (i + 1),
+                            &why);
+    if (st != DLQB_ETIMEOUT) break;
+  }
+  if (st == DLQB_ETIMEOUT)
+    /* The broker dropped the channel without a word (a stream declared a
+     * moment ago: RabbitMQ 3.10.8 and 4.0.5 crash the channel that writes
+     * to it before its leader is known), and the connection may go with
+     * it: end this session; the caller's next one finds the stream ready
+     * (declare and run wait for it: dlqb_catalog_wait_ready). */
+    return dlqb_fail(err, DLQB_ECONN,
+                     "the catalog stream '%s' did not confirm a first event within %d ms "
+                     "(declared a moment ago?); try again",
+                     p->opt.catalog->stream, CAT_PROBE_MS);
+  if (st != DLQB_OK) {
+    /* Refused (a user who may only read: a dry run, a look), or a channel
+     * the broker closed: the pass goes on without the catalog. A move
+     * that goes on anyway shows in the counts, as any uncatalogued one. */
+    dlqb_log_info("catalog_not_writable", "moves of this session are not catalogued: %s", why.msg);
+    return DLQB_OK;
+  }
+  p->cat_on = true;
+  p->cat_published = p->cat_confirmed = 1; /* the probe */
+  return DLQB_OK;
+}
+
+/* The catalog's channel, or one given up on (its frames go to
+ * cat_dispatch, which ignores a dead one's). */
+static bool is_cat_channel(const dlqb_pipe *p, amqp_channel_t ch) {
+  return p->cat_ch != 0 && ch >= DLQB_CAT_CHANNEL && ch <= p->cat_ch;
+}
+
+static bool catalogued(const dlqb_pipe *p, const char *queue) {
+  return p->cat_on && queue != NULL && dlqb_catalog_target_has(p->opt.catalog, queue);
+}
+
+static dlqb_status cat_publish(dlqb_pipe *p, const dlqb_catalog_event *ev, dlqb_error *err) {
+  int rc =
+      amqp_basic_publish(p->conn, p->cat_ch, amqp_empty_bytes, dlqb_bytes(p->opt.catalog->stream),
+                         1, 0, &ev->props, amqp_empty_bytes);
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+  if (p->cat_confirmed == p->cat_published) p->cat_waiting_ms = dlqb_mono_ms();
+  p->cat_published++;
+  return DLQB_OK;
+}
+
+/* The "in" for a copy about to be published to queue with props: before
+ * the copy, so no crash can leave the copy in the queue and not in the
+ * catalog; its sequence number goes to the slot the copy settles. */
+static dlqb_status cat_in(dlqb_pipe *p, const char *queue, const amqp_basic_properties_t *props,
+                          dlqb_error *err) {
+  p->next_cat_seq = 0;
+  if (!catalogued(p, queue)) return DLQB_OK;
+  dlqb_catalog_event ev;
+  dlqb_catalog_event_in(p->opt.catalog, queue, props, &ev);
+  dlqb_status st = cat_publish(p, &ev, err);
+  if (st == DLQB_OK) p->next_cat_seq = p->cat_published;
+  return st;
+}
+
+/* The "out" for a hop whose original left queue: after its ack was sent. */
+static dlqb_status cat_out(dlqb_pipe *p, const char *queue, const char *message_id,
+                           dlqb_error *err) {
+  if (!catalogued(p, queue)) return DLQB_OK;
+  dlqb_catalog_event ev;
+  dlqb_catalog_event_out(queue, message_id, &ev);
+  return cat_publish(p, &ev, err);
+}
 
 dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const dlqb_pipe_handler *h,
                           dlqb_pipe **out, dlqb_error *err) {
@@ -99,10 +219,10 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const d
   int ch_max = amqp_get_channel_max(p->conn);
   p->ch_last = (amqp_channel_t)(ch_max > 0 && ch_max < 65535 ? ch_max : 65535);
   p->per_channel = 1;
-  if (opt->deep && opt->max_messages > 0 && p->ch_last > DLQB_PUB_CHANNEL) {
+  if (opt->deep && opt->max_messages > 0 && p->ch_last >= DEEP_FIRST_CHANNEL) {
     /* Spread what the pass may hold over the channels there are. */
     uint64_t windows = (opt->max_messages + cap - 1) / cap;
-    uint64_t channels = (uint64_t)(p->ch_last - DLQB_PUB_CHANNEL) + 1;
+    uint64_t channels = (uint64_t)(p->ch_last - DEEP_FIRST_CHANNEL) + 2;
     uint64_t per = (windows + channels - 1) / channels;
     p->per_channel = per < 1 ? 1 : per > MAX_CONSUMERS ? MAX_CONSUMERS : (unsigned)per;
   }
@@ -115,7 +235,8 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const d
     dlqb_pipe_free(p);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
-  st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
+  st = catalog_start(p, err);
+  if (st == DLQB_OK) st = dlqb_link_open_channel(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_PUB_CHANNEL, err);
   if (st == DLQB_OK) {
     amqp_basic_qos(p->conn, DLQB_CHANNEL, 0, (uint16_t)cap, 0);
@@ -165,7 +286,7 @@ void dlqb_pipe_return_held(dlqb_pipe *p) {
    * the next nack reaches the queue after it. Oldest first, each channel
    * walks all returned before it (measured on 3.10 at 200,000 items over 70
    * channels: 6.2 s until the queue showed them, against 0.8 s). */
-  for (amqp_channel_t ch = p->ch; ch > DLQB_PUB_CHANNEL; ch--) {
+  for (amqp_channel_t ch = p->ch; ch >= DEEP_FIRST_CHANNEL; ch--) {
     if (amqp_basic_nack(p->conn, ch, 0, 1, 1) != AMQP_STATUS_OK) return;
     amqp_rpc_reply_t r = amqp_channel_close(p->conn, ch, AMQP_REPLY_SUCCESS);
     if (r.reply_type != AMQP_RESPONSE_NORMAL) return; /* the link's close takes the rest */
@@ -297,6 +418,10 @@ static void remember_unacked(dlqb_pipe *p) {
     const dlqb_ack_entry *e = dlqb_ackring_at(r, i);
     const slot_hop *sh = dlqb_ackring_payload_at(r, i);
     if (e->state != DLQB_ACK_SETTLED || !sh->has_id) continue;
+    /* Its copy's catalog "in" not confirmed: acking it against the copy
+     * could leave the copy in its queue and not in the catalog, so it is
+     * moved again if it comes back (a duplicate, as an unconfirmed copy). */
+    if (sh->cat_seq > p->cat_confirmed) continue;
     dlqb_memo_entry m = {.has_hop = sh->has_hop, .hop = sh->hop};
     memcpy(m.id, sh->id, sizeof m.id);
     if (i < r->submitted) {
@@ -338,6 +463,8 @@ static bool settle(dlqb_pipe *p, const dlqb_delivery *d, dlqb_ack_state state,
   bool ok;
   slot_hop *sh = push(p, d, state, &ok);
   if (sh == NULL) return ok; /* held: nothing kept */
+  sh->cat_seq = state == DLQB_ACK_PUBLISHED ? p->next_cat_seq : 0;
+  p->next_cat_seq = 0;
   sh->has_hop = hop != NULL;
   if (hop != NULL) {
     sh->hop = *hop;
@@ -360,7 +487,8 @@ static dlqb_status publish(dlqb_pipe *p, const char *exchange, const char *routi
 dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
                               const char *routing_key, const amqp_basic_properties_t *props,
                               amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err) {
-  dlqb_status st = publish(p, exchange, routing_key, props, body, err);
+  dlqb_status st = cat_in(p, hop != NULL ? hop->to : NULL, props, err);
+  if (st == DLQB_OK) st = publish(p, exchange, routing_key, props, body, err);
   if (st != DLQB_OK) return st;
   if (settle(p, d, DLQB_ACK_PUBLISHED, hop)) p->stats.forwarded++;
   return DLQB_OK;
@@ -493,11 +621,17 @@ dlqb_status dlqb_pipe_republish(dlqb_pipe *p, const dlqb_returned *ret, const ch
   amqp_table_entry_t *kept = NULL;
   char user_id[256];
   dlqb_status st = prepare_minimal(p, ret->props, props, sets, nsets, user_id, &kept, err);
+  const slot_hop *was = dlqb_ackring_payload_at(&p->ring, ret->index);
+  /* Its first copy never arrived: take back the "in" said for it. */
+  if (st == DLQB_OK && was->cat_seq != 0) st = cat_out(p, was->hop.to, was->hop.message_id, err);
+  if (st == DLQB_OK) st = cat_in(p, hop->to, props, err);
   if (st == DLQB_OK) st = publish(p, exchange, routing_key, props, ret->body, err);
   free(kept);
   if (st != DLQB_OK) return st;
   dlqb_ackring_rearm(&p->ring, ret->index);
   slot_hop *sh = dlqb_ackring_payload_at(&p->ring, ret->index);
+  sh->cat_seq = p->next_cat_seq;
+  p->next_cat_seq = 0;
   sh->has_hop = true;
   sh->hop = *hop;
   sh->hop.published_mono_ms = dlqb_mono_ms();
@@ -507,6 +641,13 @@ dlqb_status dlqb_pipe_republish(dlqb_pipe *p, const dlqb_returned *ret, const ch
 
 void dlqb_pipe_keep_returned(dlqb_pipe *p, const dlqb_returned *ret) {
   slot_hop *sh = dlqb_ackring_payload_at(&p->ring, ret->index);
+  if (sh->cat_seq != 0) {
+    /* Its copy never arrived: take back the "in" said for it (a failure
+     * leaves the catalog claiming it, which a verifying pass corrects). */
+    dlqb_error ignored;
+    (void)cat_out(p, sh->hop.to, sh->hop.message_id, &ignored);
+    sh->cat_seq = 0;
+  }
   sh->has_hop = false; /* nothing moved: nothing to record */
   dlqb_ackring_drop(&p->ring, ret->index);
   p->stats.held++;
@@ -565,6 +706,18 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
   dlqb_ackring *r = &p->ring;
   dlqb_ack_plan plan;
   if (!dlqb_ackring_plan(r, dlqb_audit_durable(p->opt.audit), &plan)) return DLQB_OK;
+  if (p->cat_on) {
+    /* Only originals whose catalog "in" is confirmed (sequence numbers
+     * ascend along the ring). */
+    size_t run = 0;
+    while (run < plan.run) {
+      const slot_hop *sh = dlqb_ackring_payload_at(r, run);
+      if (sh->cat_seq > p->cat_confirmed) break;
+      run++;
+    }
+    if (run == 0) return DLQB_OK;
+    dlqb_ackring_plan_clip(r, &plan, run);
+  }
   int rc = AMQP_STATUS_OK;
   if (plan.multiple) {
     rc = amqp_basic_ack(p->conn, plan.multiple_channel, plan.multiple_tag, 1);
@@ -582,6 +735,13 @@ static dlqb_status ack_durable(dlqb_pipe *p, dlqb_error *err) {
     if (e->state != DLQB_ACK_SETTLED) continue; /* dropped: left in the queue */
     p->stats.acked++;
     const slot_hop *sh = dlqb_ackring_payload_at(r, i);
+    /* The original is gone from its queue: now, not before, the catalog
+     * may say so. */
+    dlqb_status cst = sh->has_hop ? cat_out(p, sh->hop.from, sh->hop.message_id, err) : DLQB_OK;
+    if (cst != DLQB_OK) {
+      dlqb_ackring_commit(r, &plan);
+      return cst;
+    }
     if (p->h.after_ack != NULL && sh->has_hop) {
       /* seq 0: this run published nothing for it (an ack, or a copy an
        * earlier run made). */
@@ -605,7 +765,8 @@ static size_t submit_batch(const dlqb_pipe *p) {
 /* True when the head entry's hop is durable: something can be acked. */
 static bool head_durable(const dlqb_pipe *p) {
   return p->ring.submitted > 0 &&
-         dlqb_ackring_at(&p->ring, 0)->ticket <= dlqb_audit_durable(p->opt.audit);
+         dlqb_ackring_at(&p->ring, 0)->ticket <= dlqb_audit_durable(p->opt.audit) &&
+         ((const slot_hop *)dlqb_ackring_payload_at(&p->ring, 0))->cat_seq <= p->cat_confirmed;
 }
 
 /* Submits what is ready and acks what is durable. */
@@ -705,7 +866,8 @@ static dlqb_status content_frame(dlqb_pipe *p, amqp_channel_t ch, uint8_t type, 
       log_connection_method(f);
       continue;
     }
-    if (f->channel == DLQB_PUB_CHANNEL && f->frame_type == AMQP_FRAME_METHOD) {
+    if ((f->channel == DLQB_PUB_CHANNEL || is_cat_channel(p, f->channel)) &&
+        f->frame_type == AMQP_FRAME_METHOD) {
       dlqb_status st = dispatch(p, f, err);
       if (st != DLQB_OK) return st;
       continue;
@@ -905,7 +1067,7 @@ static dlqb_status channel_reply(dlqb_pipe *p, amqp_channel_t ch, const char *wh
  * of the other channels that arrive meanwhile wait in rabbitmq-c's queue
  * for the loop). */
 static dlqb_status next_channel(dlqb_pipe *p, dlqb_error *err) {
-  amqp_channel_t ch = p->ch == DLQB_CHANNEL ? DLQB_PUB_CHANNEL + 1 : p->ch + 1;
+  amqp_channel_t ch = p->ch == DLQB_CHANNEL ? DEEP_FIRST_CHANNEL : p->ch + 1;
   /* Each request below waits for its reply: on a corked socket (the loop
    * corks while input is buffered) it would sit until the kernel's cork
    * timeout of 200 ms. Measured: 0.6 s a channel, 40 of the 45 s of a
@@ -985,8 +1147,53 @@ static dlqb_status on_return(dlqb_pipe *p, const amqp_basic_return_t *r, dlqb_er
   return st;
 }
 
+/* A frame of the catalog's channel: its confirms; anything else ends the
+ * session as a refusal of the copies would (what waits for an "in" that
+ * will not be confirmed stays unacked and is redelivered). */
+static dlqb_status cat_dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
+  if (!p->cat_on || f->channel != p->cat_ch) {
+    /* A channel given up on (its probe went unconfirmed): only answer a close. */
+    if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+      amqp_channel_close_ok_t ok = {0};
+      amqp_send_method(p->conn, f->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    }
+    return DLQB_OK;
+  }
+  switch (f->payload.method.id) {
+  case AMQP_BASIC_ACK_METHOD: {
+    const amqp_basic_ack_t *a = f->payload.method.decoded;
+    if (a->delivery_tag > p->cat_confirmed && a->delivery_tag <= p->cat_published) {
+      p->cat_confirmed = a->delivery_tag;
+      p->cat_waiting_ms = p->cat_confirmed < p->cat_published ? dlqb_mono_ms() : 0;
+    }
+    return DLQB_OK;
+  }
+  case AMQP_BASIC_RETURN_METHOD: {
+    amqp_message_t msg;
+    amqp_rpc_reply_t rr = amqp_read_message(p->conn, f->channel, &msg, 0);
+    if (rr.reply_type == AMQP_RESPONSE_NORMAL) amqp_destroy_message(&msg);
+    p->cat_on = false;
+    return dlqb_fail(err, DLQB_EBROKER, "the catalog stream '%s' is gone (run declare)",
+                     p->opt.catalog->stream);
+  }
+  case AMQP_CHANNEL_CLOSE_METHOD: {
+    amqp_channel_close_ok_t ok = {0};
+    amqp_send_method(p->conn, f->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    p->cat_on = false;
+    const amqp_channel_close_t *c = f->payload.method.decoded;
+    return dlqb_fail(err, DLQB_EBROKER, "catalog channel closed by broker: %.*s",
+                     (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+  }
+  case AMQP_BASIC_NACK_METHOD:
+    return dlqb_fail(err, DLQB_EBROKER, "the catalog stream '%s' refused an event",
+                     p->opt.catalog->stream);
+  default: return DLQB_OK;
+  }
+}
+
 static dlqb_status dispatch(dlqb_pipe *p, const amqp_frame_t *f, dlqb_error *err) {
   if (f->frame_type != AMQP_FRAME_METHOD) return DLQB_OK;
+  if (is_cat_channel(p, f->channel)) return cat_dispatch(p, f, err);
   switch (f->payload.method.id) {
   case AMQP_BASIC_DELIVER_METHOD: return on_deliver(p, f->channel, f->payload.method.decoded, err);
   case AMQP_BASIC_ACK_METHOD: {
@@ -1101,6 +1308,13 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     amqp_maybe_release_buffers_on_channel(p->conn, 0);
     long long now = dlqb_mono_ms();
     if ((st = audit_fail_fast(p, err)) != DLQB_OK) return st;
+    if (p->cat_on && p->cat_confirmed < p->cat_published && p->cat_waiting_ms != 0 &&
+        now - p->cat_waiting_ms > CAT_STALL_MS) {
+      dlqb_ackring_fail(&p->ring);
+      return dlqb_fail(err, DLQB_EBROKER,
+                       "the catalog stream '%s' confirmed nothing for %d ms; ending the session",
+                       p->opt.catalog->stream, CAT_STALL_MS);
+    }
 
     bool idle_out = p->opt.idle_stop_ms > 0 && p->ring.count == 0 &&
                     now - p->last_delivery_ms >= p->opt.idle_stop_ms;
@@ -1167,8 +1381,32 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
   }
 }
 
+/* Waits (a bounded while) for the confirms of the catalog events sent, so
+ * a look that starts after this run returns sees its "out"s. */
+static dlqb_status cat_settle(dlqb_pipe *p, dlqb_error *err) {
+  long long deadline = dlqb_mono_ms() + DRAIN_TIMEOUT_MS;
+  while (p->cat_on && p->cat_confirmed < p->cat_published && dlqb_mono_ms() < deadline) {
+    set_cork(p, false);
+    struct timeval tv = {0, IDLE_WAIT_MS * 1000};
+    amqp_frame_t f;
+    int rc = amqp_simple_wait_frame_noblock(p->conn, &f, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) continue;
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "read from broker", err);
+    if (f.frame_type != AMQP_FRAME_METHOD) continue;
+    if (is_cat_channel(p, f.channel)) {
+      dlqb_status st = cat_dispatch(p, &f, err);
+      if (st != DLQB_OK) return st;
+    } else if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
+               f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+      return closed_by_broker(p, &f, err);
+    }
+  }
+  return DLQB_OK;
+}
+
 dlqb_status dlqb_pipe_run(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   dlqb_status st = run_loop(p, stop, err);
+  if (st == DLQB_OK) st = cat_settle(p, err);
   /* Whatever ended the run, what we wrote must leave now: the caller's next
    * step (closing the channel) waits for the broker's answer. */
   set_cork(p, false);

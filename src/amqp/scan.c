@@ -58,6 +58,8 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
                               const char *queue, const dlqb_hset *sets, size_t nsets,
                               dlqb_event event, const char *cause, const char *reason,
                               dlqb_error *err) {
+  if (s->pipe == NULL) /* a look moves nothing */
+    return dlqb_fail(err, DLQB_EINVAL, "internal error: a look cannot move '%s'", it->message_id);
   /* --rate: wait here, in small steps so that a signal is noticed. */
   for (;;) {
     int64_t now = dlqb_mono_us(), wait = dlqb_rate_wait_us(&s->rate, now);
@@ -94,13 +96,17 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
 
 void dlqb_scan_ack(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event event,
                    const char *cause, const char *reason) {
+  if (s->pipe == NULL) { /* a look moves nothing */
+    dlqb_scan_hold(s, d);
+    return;
+  }
   dlqb_hop hop;
   fill_hop(s, d, it, event, "", cause, reason, &hop);
   dlqb_pipe_ack(s->pipe, d, &hop);
 }
 
 void dlqb_scan_hold(dlqb_scan *s, const dlqb_delivery *d) {
-  dlqb_pipe_hold(s->pipe, d);
+  if (s->pipe != NULL) dlqb_pipe_hold(s->pipe, d);
   s->res.held++;
 }
 
@@ -173,6 +179,89 @@ static void on_tick(void *ctx) {
   if (s->o->on_tick != NULL) s->o->on_tick(s->o->ctx, s);
 }
 
+/* ---- a look answered from the catalog ---------------------------------- */
+
+typedef struct {
+  dlqb_scan *s;
+  dlqb_status st;
+  dlqb_error *err;
+} look_ctx;
+
+static bool look_item(void *ctx, const dlqb_item *it) {
+  look_ctx *l = ctx;
+  dlqb_scan *s = l->s;
+  if (signalled(s)) {
+    s->res.interrupted = true;
+    return false;
+  }
+  if (s->res.examined >= s->limit) return false;
+  static const amqp_basic_properties_t none;
+  dlqb_delivery d = {.delivery_tag = 0, .props = &none, .body = amqp_empty_bytes};
+  s->res.examined++;
+  l->st = s->o->on_item(s->o->ctx, s, &d, it, l->err);
+  return l->st == DLQB_OK && !s->res.stopped;
+}
+
+/* Answers o from the catalog; false when it cannot (the look is then a
+ * pass, view->why_scan says why). */
+static bool look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view,
+                         dlqb_status *st, dlqb_error *err) {
+  const dlqb_scan_options *o = s->o;
+  dlqb_catalog_reader *own = NULL, *r = o->reader;
+  if (r == NULL) {
+    char path[DLQB_CONFIG_STR_MAX];
+    dlqb_catalog_checkpoint_path(cfg, &s->pipeline, path, sizeof path);
+    r = own = dlqb_catalog_reader_new(&s->pipeline, path);
+    if (r == NULL) {
+      snprintf(view->why_scan, sizeof view->why_scan, "out of memory for the catalog");
+      return false;
+    }
+  }
+  s->limit = o->max_items > 0 ? o->max_items : UINT64_MAX;
+  look_ctx l = {.s = s, .st = DLQB_OK, .err = err};
+  dlqb_error why;
+  dlqb_status rst =
+      dlqb_catalog_look(r, dlqb_config_broker(cfg, o->broker), o->queue, look_item, &l, view, &why);
+  dlqb_catalog_reader_free(own);
+  if (rst != DLQB_OK) {
+    dlqb_log_warn("catalog_unavailable", "%s; reading the queue itself", why.msg);
+    snprintf(view->why_scan, sizeof view->why_scan, "%s", why.msg);
+    memset(&s->res, 0, sizeof s->res);
+    return false;
+  }
+  if (view->differs) {
+    snprintf(view->why_scan, sizeof view->why_scan,
+             "the catalog holds %llu items and the queue %llu: changed outside the bridge, not "
+             "yet corrected by a verifying pass (dlq-bridge catalog verify, or run's check)",
+             (unsigned long long)view->count, (unsigned long long)view->depth);
+    view->from_catalog = false;
+    return false;
+  }
+  s->res.depth_at_start = view->count;
+  *st = l.st;
+  return true;
+}
+
+/* --scan: what the pass read against the catalog's count (a catalog that
+ * cannot be read leaves the view as a plain pass). */
+static void compare_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view) {
+  char path[DLQB_CONFIG_STR_MAX];
+  dlqb_catalog_checkpoint_path(cfg, &s->pipeline, path, sizeof path);
+  dlqb_catalog_reader *r = s->o->reader;
+  dlqb_catalog_reader *own = r == NULL ? dlqb_catalog_reader_new(&s->pipeline, path) : NULL;
+  if (r == NULL) r = own;
+  dlqb_catalog_view cv;
+  dlqb_error why;
+  if (r != NULL && dlqb_catalog_look(r, dlqb_config_broker(cfg, s->o->broker), s->o->queue, NULL,
+                                     NULL, &cv, &why) == DLQB_OK) {
+    view->compared = true;
+    view->count = cv.count;
+    view->depth = s->res.examined;
+    view->differs = cv.count != s->res.examined;
+  }
+  dlqb_catalog_reader_free(own);
+}
+
 dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dlqb_scan_result *res,
                           dlqb_error *err) {
   dlqb_scan s;
@@ -183,6 +272,15 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   s.name_pipeline = cfg->pipeline_count > 0;
   dlqb_rate_init(&s.rate, o->rate);
   memset(res, 0, sizeof *res);
+  dlqb_catalog_view scratch, *view = o->view != NULL ? o->view : &scratch;
+  memset(view, 0, sizeof *view);
+  if (o->look) {
+    dlqb_status st = DLQB_OK;
+    if (look_catalog(cfg, &s, view, &st, err) || o->look_only) {
+      *res = s.res;
+      return st;
+    }
+  }
 
   dlqb_link *link = NULL;
   dlqb_status st = dlqb_link_open(dlqb_config_broker(cfg, o->broker), o->purpose, &link, err);
@@ -196,7 +294,10 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
     int window = o->window > 0 ? o->window : DLQB_SCAN_WINDOW_DEFAULT;
     if (window > DLQB_SCAN_WINDOW_MAX) window = DLQB_SCAN_WINDOW_MAX;
     s.prefetch = s.limit < (uint64_t)window ? (int)s.limit : window;
+    dlqb_catalog_target cat;
+    dlqb_catalog_target_of(&s.pipeline, &cat);
     dlqb_pipe_options popt = {.queue = o->queue,
+                              .catalog = &cat,
                               .prefetch = s.prefetch,
                               .max_messages = s.limit,
                               .deep = true,
@@ -230,5 +331,7 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   if (close) dlqb_link_close(link);
   else dlqb_link_abort(link);
   *res = s.res;
+  if (st == DLQB_OK && !o->look && o->view != NULL && !s.res.stopped && !s.res.short_read)
+    compare_catalog(cfg, &s, view);
   return st;
 }

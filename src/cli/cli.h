@@ -50,6 +50,8 @@ typedef struct {
   "audit_log", "audit_key_file", "audit_rotate_bytes", "audit_public_keys", "audit_anchor_interval"
 #define CLI_USES_AUDIT_READ "audit_log", "audit_public_keys"
 #define CLI_USES_TOPOLOGY   "poison_threshold", "retry_delays"
+/* A look answered from the catalog (dlqb/catalog_stream.h). */
+#define CLI_USES_CATALOG "catalog_checkpoint"
 
 /* Whether spec reads the setting with this JSON key. */
 bool cli_uses(const cli_spec *spec, const char *key);

@@ -36,7 +36,9 @@ static const cli_spec reconcile_spec = {
                "NOT SEEN: as MISSING, but another consumer was on that queue at the start or\n"
                "the end of the read (the daemon's SLA escalator, an inspect): it may hold the\n"
                "item unacked, which the broker does not deliver to us; not a failure, run\n"
-               "again later. Needs the broker settings and the audit key and log.\n" FILES_DETAILS
+               "again later. Each kind lists at most 1000 entries and counts them all (JSON:\n"
+               "\"counts\"); memory stays bounded at any depth. Needs the broker settings and\n"
+               "the audit key and log.\n" FILES_DETAILS
                "Exit status: 0 nothing missing; 1 something missing, the log not intact, or\n"
                "a queue not read whole; 2 usage or configuration error.",
     .flags = reconcile_flags,
@@ -53,10 +55,16 @@ typedef struct {
   bool read_whole;
   dlqb_scan_result scan;
   uint32_t others; /* most consumers seen on the queue at the start or end of the read */
-  /* The verdict, filled by classify. */
+  /* The verdict, filled by classify: each list holds at most LIST_MAX
+   * entries (memory stays bounded whatever the queue holds), its count
+   * every one. */
   json_object *missing, *unrecorded, *during, *extra, *not_seen;
+  uint64_t n_missing, n_unrecorded, n_during, n_extra, n_not_seen;
   uint64_t expected;
 } reconcile_ctx;
+
+/* Entries listed per kind; the counts cover them all. */
+#define LIST_MAX 1000
 
 static dlqb_status snapshot_item(void *ctx, const dlqb_item *it, dlqb_error *err) {
   reconcile_ctx *c = ctx;
@@ -97,6 +105,7 @@ static int read_dlq(void *ctx, const dlqb_config *cfg) {
                       .ctx = c};
   int rc = audit_read_queue(cfg, &q);
   memcpy(c->at, q.at, sizeof c->at);
+  dlqb_reconcile_read_at(c->r, c->at);
   c->others = q.others;
   c->scan = q.scan;
   return rc;
@@ -149,27 +158,34 @@ static bool after_read(const reconcile_ctx *c, const char *time) {
   return time[0] != '\0' && strcmp(time, c->at) >= 0;
 }
 
+/* Adds e to list (while it has room) and counts it. */
+static void list_add(json_object *list, uint64_t *n, const dlqb_reconcile_entry *e) {
+  if (++*n <= LIST_MAX) json_object_array_add(list, entry_json(e));
+}
+
 static void classify(void *ctx, const dlqb_reconcile_entry *e) {
   reconcile_ctx *c = ctx;
   bool came_after = after_read(c, e->last_time), left_after = after_read(c, e->last_out_time);
   long recorded = e->net > 0 ? e->net : 0;
-  if (e->net > 0 && !came_after) c->expected++;
-  if (e->present == 0 && e->net > 0)
-    json_object_array_add(came_after      ? c->during
-                          : c->others > 0 ? c->not_seen
-                                          : c->missing,
-                          entry_json(e));
-  else if (e->present > 0 && e->entered == 0) json_object_array_add(c->unrecorded, entry_json(e));
-  else if (e->present > recorded && !left_after)
+  if (e->present == 0 && e->net > 0) {
+    if (came_after) list_add(c->during, &c->n_during, e);
+    else if (c->others > 0) list_add(c->not_seen, &c->n_not_seen, e);
+    else list_add(c->missing, &c->n_missing, e);
+  } else if (e->present > 0 && e->entered == 0) {
+    list_add(c->unrecorded, &c->n_unrecorded, e);
+  } else if (e->present > recorded && !left_after) {
     /* A redelivery's duplicate, or the DLQ copy of a move interrupted
      * between its record and its ack: never a loss. */
-    json_object_array_add(c->extra, entry_json(e));
+    list_add(c->extra, &c->n_extra, e);
+  }
   /* Otherwise the queue holds what the trail says, or a copy that left
    * (recorded) after the queue was read. */
 }
 
-static void print_entries(const char *label, json_object *arr, const char *queue, const char *why) {
+static void print_entries(const char *label, json_object *arr, uint64_t all, const char *queue,
+                          const char *why) {
   size_t n = json_object_array_length(arr);
+  if (all > n) printf("%-11s (the first %zu of %llu listed)\n", label, n, (unsigned long long)all);
   for (size_t i = 0; i < n; i++) {
     json_object *j = json_object_array_get_idx(arr, i), *v;
     const char *id = cli_pipeline()->profile.fields[0].name;
@@ -184,6 +200,18 @@ static void print_entries(const char *label, json_object *arr, const char *queue
   }
 }
 
+/* Every entry of each kind, listed or not. */
+static json_object *counts_json(const reconcile_ctx *c) {
+  json_object *j = json_object_new_object();
+  json_object_object_add(j, "missing", json_object_new_int64((int64_t)c->n_missing));
+  json_object_object_add(j, "unrecorded", json_object_new_int64((int64_t)c->n_unrecorded));
+  json_object_object_add(j, "recorded_after_read", json_object_new_int64((int64_t)c->n_during));
+  json_object_object_add(j, "extra_copies", json_object_new_int64((int64_t)c->n_extra));
+  json_object_object_add(j, "not_seen", json_object_new_int64((int64_t)c->n_not_seen));
+  json_object_object_add(j, "listed_max", json_object_new_int(LIST_MAX));
+  return j;
+}
+
 /* compliance_review's part of --json. */
 static json_object *review_json(const reconcile_ctx *c) {
   json_object *j = json_object_new_object();
@@ -196,41 +224,41 @@ static json_object *review_json(const reconcile_ctx *c) {
   json_object_object_add(j, "recorded_after_read", json_object_get(c->during));
   json_object_object_add(j, "extra_copies", json_object_get(c->extra));
   json_object_object_add(j, "not_seen", json_object_get(c->not_seen));
+  json_object_object_add(j, "counts", counts_json(c));
   json_object_object_add(j, "other_consumers", json_object_new_int64(c->others));
   return j;
 }
 
 /* One queue's part of the text. */
 static void print_queue(const reconcile_ctx *c) {
-  size_t nm = json_object_array_length(c->missing), nu = json_object_array_length(c->unrecorded),
-         nd = json_object_array_length(c->during), ne = json_object_array_length(c->extra);
+  unsigned long long nm = c->n_missing, nu = c->n_unrecorded, nd = c->n_during, ne = c->n_extra;
   printf("%s read at %s: %llu item%s (%llu without a message_id, not compared)\n", c->queue, c->at,
          (unsigned long long)c->items, c->items == 1 ? "" : "s", (unsigned long long)c->without_id);
   bool dlq = strcmp(c->queue, cli_pipeline()->dlq) == 0;
-  printf("the audit trail puts %llu message%s %s%s; missing %zu, unrecorded %zu, recorded after "
-         "the read %zu, copies beyond the records %zu\n",
+  printf("the audit trail puts %llu message%s %s%s; missing %llu, unrecorded %llu, recorded after "
+         "the read %llu, copies beyond the records %llu\n",
          (unsigned long long)c->expected, c->expected == 1 ? "" : "s", dlq ? "there" : "in ",
          dlq ? "" : cli_pipeline()->review, nm, nu, nd, ne);
-  print_entries("MISSING", c->missing, c->queue,
+  print_entries("MISSING", c->missing, c->n_missing, c->queue,
                 "recorded into it, never out, not in it: removed outside dlq-bridge");
-  print_entries("UNRECORDED", c->unrecorded, c->queue, "no record of it entering");
-  if (json_object_array_length(c->not_seen) > 0) {
+  print_entries("UNRECORDED", c->unrecorded, c->n_unrecorded, c->queue, "no record of it entering");
+  if (c->n_not_seen > 0) {
     char why[160];
     snprintf(why, sizeof why,
              "not seen: held by another consumer (%lu during the read); run "
              "again later",
              (unsigned long)c->others);
-    print_entries("NOT SEEN", c->not_seen, c->queue, why);
+    print_entries("NOT SEEN", c->not_seen, c->n_not_seen, c->queue, why);
   }
-  print_entries("EXTRA", c->extra, c->queue,
+  print_entries("EXTRA", c->extra, c->n_extra, c->queue,
                 "more copies than records: a redelivery's duplicate, or a move interrupted "
                 "after its record");
 }
 
 static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_audit_summary *sum,
                             bool sealed) {
-  size_t nm = json_object_array_length(c->missing) + json_object_array_length(review->missing);
-  size_t nn = json_object_array_length(c->not_seen) + json_object_array_length(review->not_seen);
+  unsigned long long nm = c->n_missing + review->n_missing;
+  unsigned long long nn = c->n_not_seen + review->n_not_seen;
   if (c->o->json) {
     json_object *out = json_object_new_object(), *dlq = json_object_new_object();
     json_object_object_add(out, "intact", json_object_new_boolean(1));
@@ -247,6 +275,7 @@ static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_
     json_object_object_add(out, "recorded_after_read", json_object_get(c->during));
     json_object_object_add(out, "extra_copies", json_object_get(c->extra));
     json_object_object_add(out, "not_seen", json_object_get(c->not_seen));
+    json_object_object_add(out, "counts", counts_json(c));
     json_object_object_add(dlq, "other_consumers", json_object_new_int64(c->others));
     json_object_object_add(out, cli_pipeline()->review, review_json(review));
     printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
@@ -260,7 +289,7 @@ static void print_reconcile(reconcile_ctx *c, reconcile_ctx *review, const dlqb_
   print_queue(review);
   if (nm == 0 && nn == 0) printf("nothing missing\n");
   else if (nm == 0)
-    printf("nothing missing; %zu not seen (held by another consumer at the time)\n", nn);
+    printf("nothing missing; %llu not seen (held by another consumer at the time)\n", nn);
 }
 
 static void ctx_free(reconcile_ctx *c) {
@@ -285,11 +314,17 @@ int audit_reconcile(int argc, char **argv) {
   if (help) {
     cli_print_help(&reconcile_spec, stdout);
   } else if (rc == EXIT_OK) {
-    dlqb_reconcile_each(p.dlq.r, classify, &p.dlq);
-    dlqb_reconcile_each(p.review.r, classify, &p.review);
-    print_reconcile(&p.dlq, &p.review, &sum, sealed);
-    if (json_object_array_length(p.dlq.missing) + json_object_array_length(p.review.missing) > 0)
+    p.dlq.expected = dlqb_reconcile_recorded(p.dlq.r);
+    p.review.expected = dlqb_reconcile_recorded(p.review.r);
+    if (!dlqb_reconcile_each_notable(p.dlq.r, classify, &p.dlq) ||
+        !dlqb_reconcile_each_notable(p.review.r, classify, &p.review)) {
+      cli_error("audit reconcile: cannot read back its temporary file");
       rc = EXIT_RUNTIME;
+    }
+  }
+  if (rc == EXIT_OK && !help) {
+    print_reconcile(&p.dlq, &p.review, &sum, sealed);
+    if (p.dlq.n_missing + p.review.n_missing > 0) rc = EXIT_RUNTIME;
   }
   ctx_free(&p.dlq);
   ctx_free(&p.review);

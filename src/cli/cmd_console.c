@@ -34,7 +34,7 @@ const cli_spec cmd_console_spec = {
         (const char *const[]){"url", "tls_ca_file", "tls_cert_file", "tls_key_file", CLI_USES_LOG,
                               CLI_USES_AUDIT, "ledger_cache", "completion_writers", "deadlines",
                               "console_addr", "console_tls_cert_file", "console_tls_key_file",
-                              "console_behind_proxy", "console_jobs_file", NULL},
+                              "console_behind_proxy", "console_jobs_file", CLI_USES_CATALOG, NULL},
 };
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {

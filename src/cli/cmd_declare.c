@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dlqb/catalog_stream.h"
 #include "dlqb/declare.h"
 #include "dlqb/link.h"
 
@@ -73,6 +74,14 @@ int cmd_declare(int argc, char **argv) {
   dlqb_status st = dlqb_link_open(&cfg.broker, "dlq-bridge declare", &link, &err);
   if (st == DLQB_OK) st = dlqb_topology_declare(link, topo, &err);
   dlqb_link_close(link);
+  /* Each catalog stream takes a first event before anything else writes
+   * to it (a stream declared a moment ago crashes the channel that writes
+   * to it first: docs/rabbitmq-versions.md). */
+  for (size_t i = 0; st == DLQB_OK && i < dlqb_config_pipeline_count(&cfg); i++) {
+    dlqb_pipeline p;
+    dlqb_config_pipeline(&cfg, i, &p);
+    st = dlqb_catalog_wait_ready(&cfg.broker, p.catalog, 10000, &err);
+  }
   if (st != DLQB_OK) free(topo);
   if (st == DLQB_ECONFLICT) {
     /* Queue arguments are fixed once a queue exists: say what to do. */

@@ -90,7 +90,7 @@ static const cli_spec run_spec = {
     .flags = run_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
-                                  "completion_writers", DRAIN_SETTINGS, NULL},
+                                  "completion_writers", DRAIN_SETTINGS, CLI_USES_CATALOG, NULL},
 };
 
 static const cli_flag status_flags[] = {
@@ -233,6 +233,7 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *dv, c
 /* One pass over a classic queue that only looks (everything held). */
 static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) {
   dlqb_scan_options so = {.queue = queue,
+                          .look = true,
                           .purpose = "dlq-bridge drain (looking)",
                           .actor = ACTOR,
                           .window = d->o.window,

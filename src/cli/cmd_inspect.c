@@ -19,7 +19,9 @@ static const cli_flag flags[] = {
     {"all", false, NULL, "list every item (what inspect does without a filter)"},
     OPS_FILTER_FLAGS,
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
-    {"show-payload", false, NULL, "also print each message body (hidden by default)"},
+    {"show-payload", false, NULL,
+     "also print each message body (hidden by default; reads the queue)"},
+    OPS_SCAN_FLAG,
     {"queue", true, "NAME", "list another classic queue, e.g. compliance_review"},
     {"sort", true, "KEY",
      "queue (the default: queue order) or deadline (least statutory time left first)"},
@@ -31,8 +33,9 @@ static const cli_flag flags[] = {
 const cli_spec cmd_inspect_spec = {
     .name = "inspect",
     .summary = "list DLQ items and why they failed, without consuming them",
-    .usage = "dlq-bridge inspect [FILTER...] [--limit N] [--sort deadline] [--show-payload] "
-             "[--wide] [--json]",
+    .usage =
+        "dlq-bridge inspect [FILTER...] [--limit N] [--sort deadline] [--show-payload] [--scan] "
+        "[--wide] [--json]",
     .details = "Lists the items of dsr.dlq.manual (age, the statutory time left, message_id,\n"
                "request_id, source_system, then legal_basis, action, attempt and dlq_reason\n"
                "as the width allows, and last_error) with the same filters as replay; no\n"
@@ -44,18 +47,27 @@ const cli_spec cmd_inspect_spec = {
                "On a terminal the columns are cut to its width (or to COLUMNS) with an\n"
                "ellipsis; --wide, a pipe or --json shows everything in full. AGE counts\n"
                "from the same time as stats (the later of dlq_at and escalated_at).\n"
-               "Nothing is consumed: every message is received without an ack and returns\n"
-               "to its place when inspect disconnects, so the queue's order and content\n"
-               "are unchanged (the DLQ is a classic queue, which keeps no delivery count).\n"
-               "While inspect runs, the items it reads are briefly invisible to other\n"
-               "consumers. Payloads are hidden unless --show-payload.\n"
+               "It answers from the catalog (the DLQ's and review queue's contents as the\n"
+               "bridge's movers recorded them in the dsr.catalog stream) when the catalog\n"
+               "agrees with the queue's depth, so any number of looks at once each see\n"
+               "every item and nothing is held; a line on stderr says how fresh. When\n"
+               "it does not agree (items taken or added outside the bridge, not yet\n"
+               "corrected by a verifying pass), and with --scan or --show-payload, inspect\n"
+               "reads the queue itself: every message is received without an ack and\n"
+               "returns to its place when inspect disconnects (the order and content are\n"
+               "unchanged: the DLQ is a classic queue, which keeps no delivery count), and\n"
+               "while it reads the items are invisible to other consumers.\n"
+               "Payloads are hidden unless --show-payload.\n"
                "--json prints {\"queue\": Q, \"examined\": N, \"total\": N, \"listed\": N,\n"
-               "\"complete\": true|false, \"items\": [...]}; total is the depth at the start;\n"
+               "\"complete\": true|false, \"catalog\": {...}, \"items\": [...]}; total is the\n"
+               "depth at the start (the catalog's count when it answered); catalog says how\n"
+               "the look was answered (source, as_of, count, depth, agrees, why_scan).\n"
                "each item has its failure group (\"group\") and \"deadline\": null, or\n"
                "{\"received_at\", \"due_at\", \"left_seconds\"} (null when unknown).",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "deadlines", NULL},
+    .uses =
+        (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, "deadlines", CLI_USES_CATALOG, NULL},
 };
 
 typedef struct {
@@ -185,7 +197,10 @@ int cmd_inspect(int argc, char **argv) {
   ops_table_deadlines(&c.o.cfg->deadlines, c.sort_deadline);
   ops_table_fit(columns);
   if (c.o.json) c.items = json_object_new_array();
+  dlqb_catalog_view view;
   dlqb_scan_options so = {.queue = c.queue,
+                          .look = !c.o.scan && !c.show_payload,
+                          .view = &view,
                           .purpose = "dlq-bridge inspect",
                           .actor = c.o.actor,
                           .window = c.o.window,
@@ -216,6 +231,7 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(j, "sort",
                            json_object_new_string(c.sort_deadline ? "deadline" : "queue"));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
+    json_object_object_add(j, "catalog", ops_catalog_json(&view));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     json_object_object_add(j, "items", c.items);
     ops_print_json(j);
@@ -229,6 +245,7 @@ int cmd_inspect(int argc, char **argv) {
            (unsigned long long)r.examined, (unsigned long long)r.depth_at_start, c.queue);
     ops_table_note(stdout, columns);
   }
+  if (!c.o.json) ops_catalog_print(stderr, &view);
   if (early != NULL) {
     cli_error("inspect %s", early);
     return EXIT_RUNTIME;

@@ -53,6 +53,7 @@ static const cli_flag list_flags[] = {
     {"owner", true, "NAME", "only items claimed by NAME"},
     {"unclaimed", false, NULL, "only items nobody has claimed"},
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
+    OPS_SCAN_FLAG,
     OPS_OUTPUT_FLAGS,
     OPS_ACTOR_FLAG, /* read-only: no --no-audit */
     {NULL, false, NULL, NULL},
@@ -63,11 +64,13 @@ static const cli_spec list_spec = {
     .summary = "what waits in compliance_review, why, and who owns it",
     .usage = "dlq-bridge review list [--id VALUE] [--match FIELD=VALUE]\n"
              "       [--request-id ID] [--source-system NAME] [--legal-basis B]\n"
-             "       [--owner NAME | --unclaimed] [--limit N] [--json]",
+             "       [--owner NAME | --unclaimed] [--limit N] [--scan] [--json]",
     .details = "Lists the items of compliance_review: age in review (since escalated_at),\n"
                "request_id, source_system, legal_basis, message_id, who escalated it and why\n"
                "(escalated_by, escalation_reason, escalation_note), and its owner with the time\n"
-               "since the claim. Nothing is consumed: as inspect, every item returns to its\n"
+               "since the claim. As inspect, it answers from the catalog while the catalog\n"
+               "agrees with the queue's depth (a line on stderr says how), else (and with\n"
+               "--scan) it reads the queue: nothing is consumed, every item returns to its\n"
                "place when the pass ends. Payloads are never shown. On another pipeline\n"
                "(--pipeline) its review queue, and its profile's identity fields in place\n"
                "of request_id and source_system (--id, --match FIELD=VALUE select by them).",
@@ -169,7 +172,10 @@ static int review_list(int argc, char **argv) {
   }
   c.now_ms = dlqb_now_ms();
   if (c.o.json) c.items = json_object_new_array();
+  dlqb_catalog_view view;
   dlqb_scan_options so = {.queue = cli_pipeline()->review,
+                          .look = !c.o.scan,
+                          .view = &view,
                           .purpose = "dlq-bridge review list",
                           .actor = c.o.actor,
                           .window = c.o.window,
@@ -192,6 +198,7 @@ static int review_list(int argc, char **argv) {
            (unsigned long long)c.listed, c.listed == 1 ? "" : "s",
            (unsigned long long)c.unclaimed_listed, (unsigned long long)r.examined,
            (unsigned long long)r.depth_at_start, cli_pipeline()->review);
+  if (!c.o.json) ops_catalog_print(stderr, &view);
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (early != NULL) {
     cli_error("review list %s", early);

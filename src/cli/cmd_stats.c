@@ -23,6 +23,7 @@ static const cli_flag flags[] = {
      "break the DLQ down by reason (dlq_reason, the default) or group (failure group)"},
     {"max-groups", true, "N",
      "with --by group: groups kept, 1 to 100000 (default 1000); the rest count as other"},
+    OPS_SCAN_FLAG,
     OPS_WIDE_FLAG,
     {NULL, false, NULL, NULL},
 };
@@ -30,7 +31,7 @@ static const cli_flag flags[] = {
 const cli_spec cmd_stats_spec = {
     .name = "stats",
     .summary = "queue depths, oldest-message ages and the DLQ broken down by reason",
-    .usage = "dlq-bridge stats [--by reason|group] [--max-groups N] [--wide] [--json]",
+    .usage = "dlq-bridge stats [--by reason|group] [--max-groups N] [--scan] [--wide] [--json]",
     .details =
         "Depth (passive declare) of dsr.work, dsr.failed, every retry queue,\n"
         "dsr.dlq.manual and compliance_review. The age of the oldest message of the\n"
@@ -39,7 +40,9 @@ const cli_spec cmd_stats_spec = {
         "delivery and could poison a task), and RabbitMQ reports no age for them: a\n"
         "one-off stats knows their age only when they are empty ('-', null in JSON);\n"
         "the daemon's metrics track it over time. The DLQ's breakdown by dlq_reason\n"
-        "reads every DLQ item without an ack; nothing moves or changes order.\n"
+        "comes from the catalog (dsr.catalog) when it agrees with the DLQ's depth,\n"
+        "holding nothing; otherwise, and with --scan, it reads every DLQ item\n"
+        "without an ack (nothing moves or changes order). A stderr line says which.\n"
         "--by group counts the DLQ by failure group instead: items of the same\n"
         "dlq_reason and source_system whose last_error differs only in ids, numbers,\n"
         "hex, UUIDs, times, e-mail addresses and quoted values. Each group has an id\n"
@@ -52,10 +55,12 @@ const cli_spec cmd_stats_spec = {
         "...}, \"dlq_reasons\": {\"<reason>\": N, ...}}; with --by group also\n"
         "\"groups\": [{\"id\", \"count\", \"oldest_age_seconds\", \"newest_age_seconds\",\n"
         "\"dlq_reason\", \"source_system\", \"template\", \"sample\"}, ...] (most items\n"
-        "first), \"other\": {\"count\", ...} and \"max_groups\": N.",
+        "first), \"other\": {\"count\", ...} and \"max_groups\": N; \"catalog\": how the\n"
+        "breakdown was answered (as inspect --json).",
     .flags = flags,
     .settings = true,
-    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY, NULL},
+    .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_TOPOLOGY,
+                                  CLI_USES_CATALOG, NULL},
 };
 
 typedef struct {
@@ -71,6 +76,7 @@ typedef struct {
   size_t max_groups;
   dlqb_groups *groups; /* --by group */
   int64_t now_ms;
+  dlqb_catalog_view view; /* how the breakdown was answered */
 } stats_ctx;
 
 static const char *age_source_name(const dlqb_queue_stat *r) {
@@ -140,6 +146,8 @@ static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, c
 static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, uint64_t *examined, uint64_t *total,
                                  dlqb_error *err) {
   dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
+                          .look = !c->o.scan,
+                          .view = &c->view,
                           .purpose = "dlq-bridge stats",
                           .actor = c->o.actor,
                           .window = c->o.window,
@@ -275,6 +283,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
     json_object_object_add(j, "dlq_reasons", rs);
     if (c->groups != NULL) groups_json(j, c->groups);
     if (partial) json_object_object_add(j, "partial", json_object_new_boolean(1));
+    json_object_object_add(j, "catalog", ops_catalog_json(&c->view));
     ops_print_json(j);
   } else {
     printf("%-22s %10s  %s\n", "QUEUE", "DEPTH", "OLDEST");
@@ -302,6 +311,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
       for (size_t i = 0; i < c->nreasons; i++)
         printf("  %-20s %10llu\n", c->reasons[i].name, (unsigned long long)c->reasons[i].count);
     }
+    ops_catalog_print(stderr, &c->view);
   }
   /* A note, not a failure: every item is counted (JSON has "other"). */
   if (!c->o.json && c->groups != NULL && dlqb_groups_other(c->groups)->count > 0)

@@ -14,6 +14,8 @@ extern const cli_spec cmd_run_spec;
 int cmd_run(int argc, char **argv);
 extern const cli_spec cmd_declare_spec;
 int cmd_declare(int argc, char **argv);
+extern const cli_spec cmd_catalog_spec;
+int cmd_catalog(int argc, char **argv);
 extern const cli_spec cmd_audit_spec;
 int cmd_audit(int argc, char **argv);
 extern const cli_spec cmd_replay_spec;

@@ -12,12 +12,13 @@
 #endif
 
 static const command commands[] = {
-    {&cmd_run_spec, cmd_run},           {&cmd_declare_spec, cmd_declare},
-    {&cmd_audit_spec, cmd_audit},       {&cmd_replay_spec, cmd_replay},
-    {&cmd_escalate_spec, cmd_escalate}, {&cmd_inspect_spec, cmd_inspect},
-    {&cmd_stats_spec, cmd_stats},       {&cmd_resolve_spec, cmd_resolve},
-    {&cmd_edit_spec, cmd_edit},         {&cmd_review_spec, cmd_review},
-    {&cmd_drain_spec, cmd_drain},       {&cmd_console_spec, cmd_console},
+    {&cmd_run_spec, cmd_run},         {&cmd_declare_spec, cmd_declare},
+    {&cmd_catalog_spec, cmd_catalog}, {&cmd_audit_spec, cmd_audit},
+    {&cmd_replay_spec, cmd_replay},   {&cmd_escalate_spec, cmd_escalate},
+    {&cmd_inspect_spec, cmd_inspect}, {&cmd_stats_spec, cmd_stats},
+    {&cmd_resolve_spec, cmd_resolve}, {&cmd_edit_spec, cmd_edit},
+    {&cmd_review_spec, cmd_review},   {&cmd_drain_spec, cmd_drain},
+    {&cmd_console_spec, cmd_console},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -54,6 +54,10 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
     o->wide = true;
     return DLQB_OK;
   }
+  if (strcmp(flag, "scan") == 0) {
+    o->scan = true;
+    return DLQB_OK;
+  }
   if (strcmp(flag, "no-audit") == 0) {
     o->no_audit = true;
     return DLQB_OK;
@@ -541,3 +545,31 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
 }
 
 void ops_default_actor(char *buf, size_t len) { default_actor(buf, len); }
+
+void ops_catalog_print(FILE *out, const dlqb_catalog_view *v) {
+  char line[DLQB_ERROR_MAX + 512];
+  fprintf(out, "dlq-bridge: %s\n", dlqb_catalog_view_text(v, line, sizeof line));
+}
+
+json_object *ops_catalog_json(const dlqb_catalog_view *v) {
+  json_object *j = json_object_new_object();
+  json_object_object_add(j, "source",
+                         json_object_new_string(v->from_catalog ? "catalog" : "queue"));
+  char at[DLQB_ISO_TIME_MAX];
+  json_object_object_add(
+      j, "as_of",
+      v->from_catalog ? json_object_new_string(dlqb_iso_time(v->as_of_ms, at, sizeof at)) : NULL);
+  json_object_object_add(j, "count", json_object_new_int64((int64_t)v->count));
+  json_object_object_add(j, "depth", json_object_new_int64((int64_t)v->depth));
+  json_object_object_add(j, "agrees", json_object_new_boolean(!v->differs));
+  json_object_object_add(j, "compared", json_object_new_boolean(v->compared));
+  json_object_object_add(j, "why_scan",
+                         v->why_scan[0] ? json_object_new_string(v->why_scan) : NULL);
+  json_object_object_add(
+      j, "verified_at",
+      v->verified ? json_object_new_string(dlqb_iso_time(v->verified_at, at, sizeof at)) : NULL);
+  json_object_object_add(j, "read_seconds", json_object_new_double(v->read_seconds));
+  json_object_object_add(j, "events_read", json_object_new_int64((int64_t)v->events));
+  json_object_object_add(j, "from_checkpoint", json_object_new_boolean(v->from_checkpoint));
+  return j;
+}

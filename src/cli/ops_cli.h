@@ -46,6 +46,13 @@
   }
 
 /* --wide: the commands that print item tables. */
+/* --scan: a look that reads the queue itself instead of the catalog. */
+#define OPS_SCAN_FLAG                                                                              \
+  {                                                                                                \
+    "scan", false, NULL,                                                                           \
+        "read the queue itself (a pass that holds it) instead of the catalog, and compare them"    \
+  }
+
 #define OPS_WIDE_FLAG                                                                              \
   { "wide", false, NULL, "print whole columns instead of cutting them to the terminal's width" }
 
@@ -84,6 +91,7 @@ typedef struct {
   bool dry_run;        /* --dry-run (replay, escalate): list, move nothing */
   bool no_audit;       /* --no-audit: acting without a configured trail is allowed */
   bool wide;           /* --wide: item tables are not cut to the terminal */
+  bool scan;           /* --scan: a look reads the queue, not the catalog */
   double rate;         /* --rate (replay, escalate): moves per second, 0 = unlimited */
 } ops_opts;
 
@@ -173,6 +181,12 @@ void ops_table_note(FILE *out, size_t columns);
 
 /* Prints json (and a newline) to stdout and drops the reference. */
 void ops_print_json(json_object *json);
+
+/* How a look was answered (dlqb/catalog_stream.h): one line (on stderr,
+ * beside the table: "dlq-bridge: catalog as of ..."), and as the
+ * "catalog" member of --json. */
+void ops_catalog_print(FILE *out, const dlqb_catalog_view *v);
+json_object *ops_catalog_json(const dlqb_catalog_view *v);
 
 /* Progress on stderr, only when it is a terminal and not --json:
  * "\r<label>: 1200/5000 examined, ..." Call ops_progress_end to finish. */

@@ -2,9 +2,14 @@
  * and the server, in that order, and back. */
 #include "console.h"
 
+#include "dlqb/catalog_stream.h"
+
 bool console_start(const console_site *site, console_server **out, int *port, char *why,
                    size_t why_len) {
   console_g = *site;
+  char path[DLQB_CONFIG_STR_MAX];
+  dlqb_catalog_checkpoint_path(site->cfg, site->pipeline, path, sizeof path);
+  console_g.catalog = dlqb_catalog_reader_new(site->pipeline, path); /* NULL: each look its own */
   console_sessions_init();
   console_jobs_init();
   const dlqb_config *cfg = site->cfg;
@@ -16,4 +21,6 @@ void console_stop(console_server *s) {
   console_server_stop(s);
   console_jobs_shutdown();
   console_sessions_clear();
+  dlqb_catalog_reader_free(console_g.catalog);
+  console_g.catalog = NULL;
 }

@@ -102,6 +102,7 @@ typedef struct {
   ops_urgent urgent;      /* the most urgent of them (statutory time left) */
   uint64_t matched;
   int64_t now_ms;
+  dlqb_catalog_view view; /* how the look was answered */
 } look_ctx;
 
 static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
@@ -129,6 +130,9 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   /* A broker that pauses mid-pass (a million unacked deliveries) is waited
    * for by the pipe itself while messages are still ready. */
   dlqb_scan_options so = {.queue = console_g.pipeline->dlq,
+                          .look = true,
+                          .reader = console_g.catalog,
+                          .view = &c->view,
                           .purpose = "dlq-bridge console",
                           .actor = r->who.user,
                           .broker = user_broker,
@@ -142,6 +146,16 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
     return false;
   }
   return true;
+}
+
+/* How the look was answered: the catalog and how fresh, or why the queue
+ * itself was read. */
+static void look_source(dlqb_html *h, const look_ctx *c) {
+  char line[DLQB_ERROR_MAX + 512];
+  dlqb_html_raw(h, c->view.from_catalog ? "<p class=\"catalog\" id=\"catalog\">"
+                                        : "<p class=\"catalog warn\" id=\"catalog\">");
+  dlqb_html_text(h, dlqb_catalog_view_text(&c->view, line, sizeof line));
+  dlqb_html_raw(h, "</p>");
 }
 
 /* ---- failure groups --------------------------------------------------- */
@@ -183,6 +197,7 @@ void console_page_groups(console_req *r) {
   dlqb_html_textf(h, "%llu items in %s, in %zu groups", (unsigned long long)res.examined,
                   console_g.pipeline->dlq, dlqb_groups_count(c.groups));
   dlqb_html_raw(h, "</p>");
+  look_source(h, &c);
   if (res.short_read)
     dlqb_html_raw(h, "<p class=\"warn\">Fewer items arrived than the queue held: another "
                      "consumer took some. Reload to count again.</p>");
@@ -383,6 +398,7 @@ void console_page_group(console_req *r) {
     dlqb_html_text(h, id);
     dlqb_html_raw(h, "</code></p>");
   }
+  look_source(h, &c);
   dlqb_html_raw(h, "<form method=\"get\" action=\"/group\" class=\"filters\">");
   filter_input(r, "group", "group");
   filter_input(r, "request-id", console_g.pipeline->profile.fields[0].name);

@@ -74,6 +74,8 @@ void console_page_review(console_req *r) {
     return;
   }
   dlqb_scan_options so = {.queue = console_g.pipeline->review,
+                          .look = true,
+                          .reader = console_g.catalog,
                           .purpose = "dlq-bridge console review",
                           .actor = r->who.user,
                           .broker = user_broker,

@@ -212,6 +212,14 @@ bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *p
   return true;
 }
 
+void dlqb_ackring_plan_clip(const dlqb_ackring *r, dlqb_ack_plan *plan, size_t run) {
+  if (run == 0 || run >= plan->run) return;
+  plan->run = run;
+  uint64_t last = dlqb_ackring_at(r, run - 1)->tag;
+  plan->multiple = r->first_held_tag == 0 || r->first_held_tag > last;
+  plan->multiple_tag = plan->multiple ? last : 0;
+}
+
 void dlqb_ackring_commit(dlqb_ackring *r, const dlqb_ack_plan *plan) {
   r->head = (r->head + plan->run) % r->cap;
   r->count -= plan->run;

@@ -78,6 +78,15 @@ typedef enum {
   X(completion_writers, ledger.completion_writers, "DLQ_BRIDGE_COMPLETION_WRITERS",                \
     "completion-writers", "", KIND_USERS, 0, 0,                                                    \
     "broker users whose completions replay trusts, comma-separated; empty = none")                 \
+  X(catalog_checkpoint, catalog.checkpoint, "DLQ_BRIDGE_CATALOG_CHECKPOINT", "catalog-checkpoint", \
+    "", KIND_PATH, 0, 0,                                                                           \
+    "a look's checkpoint of the catalog fold; empty = fold the catalog stream whole every look")   \
+  X(catalog_check_interval, catalog.check_interval_ms, "DLQ_BRIDGE_CATALOG_CHECK_INTERVAL",        \
+    "catalog-check-interval", "30s", KIND_DURATION, 0, 0,                                          \
+    "run: compare each catalogued queue's depth with the catalog this often; 0 = never")           \
+  X(catalog_verify_every, catalog.verify_every_ms, "DLQ_BRIDGE_CATALOG_VERIFY_EVERY",              \
+    "catalog-verify-every", "6h", KIND_DURATION, 0, 0,                                             \
+    "run: a verifying pass over each catalogued queue this often, agreeing or not; 0 = never")     \
   X(drain_reasons, drain.reasons, "DLQ_BRIDGE_DRAIN_REASONS", "drain-reasons", "max_attempts",     \
     KIND_USERS, 0, 0,                                                                              \
     "dlq_reasons drain may replay, comma-separated (poison, invalid_envelope only if listed)")     \

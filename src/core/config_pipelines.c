@@ -301,6 +301,7 @@ static dlqb_status parse_queues(dlqb_pipeline *p, json_object *v, const char *pa
       {"dlq", p->dlq, sizeof p->dlq},
       {"review", p->review, sizeof p->review},
       {"completed", p->completed, sizeof p->completed},
+      {"catalog", p->catalog, sizeof p->catalog},
       {"retry_prefix", p->retry_prefix, sizeof p->retry_prefix},
   };
   if (!json_object_is_type(v, json_type_object))
@@ -311,7 +312,8 @@ static dlqb_status parse_queues(dlqb_pipeline *p, json_object *v, const char *pa
     size_t i = 0;
     while (i < COUNT_OF(slots) && strcmp(slots[i].key, key) != 0) i++;
     if (i == COUNT_OF(slots))
-      return unknown_key(path, key, "work, failed, dlx, dlq, review, completed, retry_prefix", err);
+      return unknown_key(path, key,
+                         "work, failed, dlx, dlq, review, completed, catalog, retry_prefix", err);
     join_path(sub, sizeof sub, path, key);
     const char *name;
     dlqb_error why;
@@ -506,7 +508,8 @@ dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, d
   } files[] = {{"ledger_cache", c->ledger.cache},
                {"drain_state", c->drain.state},
                {"drain_textfile", c->drain.textfile},
-               {"console_jobs_file", c->console.jobs_file}};
+               {"console_jobs_file", c->console.jobs_file},
+               {"catalog_checkpoint", c->catalog.checkpoint}};
   char made[COUNT_OF(files)][DLQB_CONFIG_STR_MAX];
   for (size_t i = 0; i < COUNT_OF(files); i++) {
     if (files[i].value[0] == '\0') {

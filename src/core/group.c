@@ -206,6 +206,10 @@ void dlqb_group_id(const char *dlq_reason, const char *source_system, const char
 }
 
 void dlqb_group_of(const dlqb_item *it, char id[DLQB_GROUP_ID_BUF], char *tmpl, size_t tmpl_cap) {
+  if (it->group[0] != '\0' && (tmpl == NULL || tmpl_cap == 0)) {
+    memcpy(id, it->group, DLQB_GROUP_ID_BUF);
+    return;
+  }
   char local[DLQB_GROUP_TEMPLATE_MAX];
   dlqb_group_normalize(local, sizeof local, it->last_error, strlen(it->last_error));
   dlqb_group_id(it->dlq_reason, it->group_ignores_second ? "" : it->source_system, local, id);
@@ -283,8 +287,12 @@ static dlqb_group *new_group(dlqb_groups *g, const char *id) {
 }
 
 void dlqb_groups_add(dlqb_groups *g, const dlqb_item *it, int64_t now_ms) {
-  char id[DLQB_GROUP_ID_BUF], tmpl[DLQB_GROUP_TEMPLATE_MAX];
-  dlqb_group_of(it, id, tmpl, sizeof tmpl);
+  char id[DLQB_GROUP_ID_BUF], tmpl[DLQB_GROUP_TEMPLATE_MAX] = "";
+  /* The template only for a group's first item (or when the id is not
+   * known yet): normalising costs more than the rest of the count. */
+  dlqb_group_of(it, id, NULL, 0);
+  if (it->group[0] == '\0' || dlqb_hashset_get(g->index, id, DLQB_GROUP_ID_LEN) == NULL)
+    dlqb_group_of(it, id, tmpl, sizeof tmpl);
   uint64_t age = 0;
   bool aged = dlqb_item_age(it, now_ms, &age);
   g->total++;

@@ -80,6 +80,7 @@ void dlqb_pipeline_default_names(dlqb_pipeline *p, const char *name) {
     snprintf(p->dlq, sizeof p->dlq, "%s", DLQB_Q_DLQ);
     snprintf(p->review, sizeof p->review, "%s", DLQB_Q_REVIEW);
     snprintf(p->completed, sizeof p->completed, "%s", DLQB_Q_COMPLETED);
+    snprintf(p->catalog, sizeof p->catalog, "%s", DLQB_Q_CATALOG);
     snprintf(p->retry_prefix, sizeof p->retry_prefix, "%s", DLQB_RETRY_PREFIX);
     return;
   }
@@ -90,6 +91,7 @@ void dlqb_pipeline_default_names(dlqb_pipeline *p, const char *name) {
   snprintf(p->dlq, sizeof p->dlq, "%.31s.dlq.manual", name);
   snprintf(p->review, sizeof p->review, "%.31s.review", name);
   snprintf(p->completed, sizeof p->completed, "%.31s.completed", name);
+  snprintf(p->catalog, sizeof p->catalog, "%.31s.catalog", name);
   snprintf(p->retry_prefix, sizeof p->retry_prefix, "%.31s.retry.", name);
 }
 
@@ -110,7 +112,8 @@ bool dlqb_pipeline_is_default(const dlqb_pipeline *p) {
   return same_profile && strcmp(p->name, d.name) == 0 && strcmp(p->work, d.work) == 0 &&
          strcmp(p->failed, d.failed) == 0 && strcmp(p->dlx, d.dlx) == 0 &&
          strcmp(p->dlq, d.dlq) == 0 && strcmp(p->review, d.review) == 0 &&
-         strcmp(p->completed, d.completed) == 0 && strcmp(p->retry_prefix, d.retry_prefix) == 0;
+         strcmp(p->completed, d.completed) == 0 && strcmp(p->catalog, d.catalog) == 0 &&
+         strcmp(p->retry_prefix, d.retry_prefix) == 0;
 }
 
 bool dlqb_pipeline_name_valid(const char *name) {
@@ -187,10 +190,10 @@ static bool starts_with(const char *s, const char *prefix) {
 bool dlqb_pipelines_clash(const dlqb_pipeline *set, size_t n, char *what, size_t len) {
   for (size_t i = 0; i < n; i++) {
     const dlqb_pipeline *a = &set[i];
-    const char *an[] = {a->work, a->failed, a->dlx, a->dlq, a->review, a->completed};
+    const char *an[] = {a->work, a->failed, a->dlx, a->dlq, a->review, a->completed, a->catalog};
     for (size_t j = i; j < n; j++) {
       const dlqb_pipeline *b = &set[j];
-      const char *bn[] = {b->work, b->failed, b->dlx, b->dlq, b->review, b->completed};
+      const char *bn[] = {b->work, b->failed, b->dlx, b->dlq, b->review, b->completed, b->catalog};
       for (size_t x = 0; x < COUNT_OF(an); x++) {
         /* Within one pipeline only later names (a name is itself). */
         for (size_t y = (i == j ? x + 1 : 0); y < COUNT_OF(bn); y++) {

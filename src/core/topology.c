@@ -97,6 +97,8 @@ void dlqb_topology_add_pipeline(dlqb_topology *out, const dlqb_pipeline *p) {
   add_queue(out, p->review, DLQB_QTYPE_CLASSIC,
             today ? "escalations for compliance review" : "escalations for review");
   add_queue(out, p->completed, DLQB_QTYPE_STREAM, "completion ledger (stream)");
+  add_queue(out, p->catalog, DLQB_QTYPE_STREAM,
+            "catalog of the DLQ and review queue (stream): what looks answer from");
 }
 
 void dlqb_topology_build(const dlqb_config *cfg, dlqb_topology *out) {

@@ -2,6 +2,9 @@
 #include "dlqb/escalator.h"
 
 #include <pthread.h>
+
+#include "dlqb/catalog_check.h"
+#include "dlqb/catalog_stream.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,11 @@ struct dlqb_escalator {
   dlqb_anchor_pub *anchors; /* its chain heads off the host */
   pthread_t thread;
   dlqb_stop_flag stop;
+  /* The catalog's check runs beside the escalator, in every `run`, on
+   * the escalator's reader (one fold per pipeline in the daemon). */
+  dlqb_catalog_check *catalog;
+  dlqb_catalog_reader *reader;
+  uint64_t due; /* a look's count of items past the SLA */
   char now_iso[DLQB_ISO_TIME_MAX];
   char reason[DLQB_LAST_ERROR_MAX + 1];
   char no_time_reason[DLQB_LAST_ERROR_MAX + 1];
@@ -123,6 +131,44 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
                            v.no_time ? e->no_time_reason : e->reason, err);
 }
 
+/* A look at the catalog: counts what a pass would escalate, moves nothing. */
+static dlqb_status count_due(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                             dlqb_error *err) {
+  dlqb_escalator *e = ctx;
+  (void)err;
+  dlqb_scan_hold(s, d);
+  dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg->policy.dlq_sla_ms};
+  dlqb_verdict v = dlqb_verdict_of(&rule, sla_view(e, it, &e->view), e->now_ms, 0);
+  if (v.kind != DLQB_VERDICT_HOLD) {
+    e->due++;
+    dlqb_scan_stop(s); /* one is enough: the pass finds them all */
+  }
+  return DLQB_OK;
+}
+
+/* True when the catalog agrees with the DLQ and holds nothing past the
+ * SLA: the pass (which holds the whole DLQ while it reads) is not needed.
+ * Any doubt (no catalog, a catalog that disagrees) means a pass. */
+static bool nothing_due(dlqb_escalator *e, const char *purpose) {
+  if (e->reader == NULL) return false;
+  e->due = 0;
+  dlqb_catalog_view view;
+  dlqb_scan_options so = {.queue = e->p.dlq,
+                          .purpose = purpose,
+                          .actor = "system",
+                          .look = true,
+                          .look_only = true,
+                          .reader = e->reader,
+                          .view = &view,
+                          .stop = &e->stop,
+                          .on_item = count_due,
+                          .ctx = e};
+  dlqb_scan_result r;
+  dlqb_error err;
+  dlqb_status st = dlqb_scan_run(e->cfg, &so, &r, &err);
+  return st == DLQB_OK && view.from_catalog && e->due == 0;
+}
+
 static void escalated(void *ctx, const dlqb_hop *hop) {
   dlqb_escalator *e = ctx;
   dlqb_log_info("escalated", "message_id=%s request_id=%s to=%s reason=\"%s\"", hop->message_id,
@@ -147,6 +193,7 @@ static void pass(dlqb_escalator *e) {
            "dlq_sla: no usable time in %s (dlq_at missing or in the future)", e->p.dlq);
   char purpose[320];
   snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg->instance);
+  if (nothing_due(e, purpose)) return;
   dlqb_scan_options so = {.queue = e->p.dlq,
                           .purpose = purpose,
                           .actor = "system",
@@ -221,7 +268,24 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
     free(e);
     return st;
   }
+  char path[DLQB_CONFIG_STR_MAX];
+  dlqb_catalog_checkpoint_path(cfg, &e->p, path, sizeof path);
+  e->reader = dlqb_catalog_reader_new(&e->p, path); /* NULL: every pass is a pass */
+  if (st == DLQB_OK && e->reader != NULL)
+    st = dlqb_catalog_check_start(cfg, e->reader, &e->catalog, err);
+  if (st != DLQB_OK) {
+    dlqb_anchor_stop(e->anchors, err);
+    dlqb_audit_close(e->audit);
+    pthread_mutex_destroy(&e->lock);
+    dlqb_hashset_free(e->sighted);
+    dlqb_memo_free(e->sent);
+    dlqb_catalog_reader_free(e->reader);
+    free(e);
+    return st;
+  }
   if (dlqb_thread_start(&e->thread, run, e) != 0) { /* it reads DLQ items: a sized stack */
+    dlqb_catalog_check_stop(e->catalog);
+    dlqb_catalog_reader_free(e->reader);
     dlqb_anchor_stop(e->anchors, err);
     dlqb_audit_close(e->audit);
     dlqb_hashset_free(e->sighted);
@@ -265,6 +329,7 @@ size_t dlqb_escalator_audit_pending(const dlqb_escalator *e) {
 void dlqb_escalator_stop(dlqb_escalator *e) {
   if (e == NULL) return;
   e->stop = 1;
+  dlqb_catalog_check_stop(e->catalog);
   pthread_join(e->thread, NULL);
   /* chain_end, then its anchor, then the handle. */
   dlqb_audit_end(e->audit);
@@ -275,5 +340,6 @@ void dlqb_escalator_stop(dlqb_escalator *e) {
   pthread_mutex_destroy(&e->lock);
   dlqb_hashset_free(e->sighted);
   dlqb_memo_free(e->sent);
+  dlqb_catalog_reader_free(e->reader);
   free(e);
 }

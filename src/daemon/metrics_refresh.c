@@ -83,6 +83,7 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
   char name[340];
   snprintf(name, sizeof name, "dlq-bridge metrics review %s", r->cfg->instance);
   dlqb_scan_options so = {.queue = pl.review,
+                          .look = true,
                           .purpose = name,
                           .actor = DLQB_ACTOR_BRIDGE,
                           .on_item = tally_item,

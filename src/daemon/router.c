@@ -2,6 +2,8 @@
  * (dlqb/route.h) on the confirm-before-ack pipe, with reconnects. */
 #include "dlqb/router.h"
 
+#include "dlqb/catalog_stream.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,11 +191,20 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
     st = topo != NULL ? dlqb_topology_declare(link, topo, err)
                       : dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     free(topo);
+    /* A stream just declared must take a first event on a connection of
+     * its own before the pipe writes to it (dlqb_catalog_wait_ready). */
+    dlqb_error why;
+    if (st == DLQB_OK &&
+        dlqb_catalog_wait_ready(&r->cfg->broker, r->p.catalog, 10000, &why) != DLQB_OK)
+      dlqb_log_warn("catalog_not_ready", "%s", why.msg);
   }
+  dlqb_catalog_target cat;
+  dlqb_catalog_target_of(&r->p, &cat);
   dlqb_pipe_options opt = {.queue = r->p.failed,
                            .prefetch = r->cfg->policy.prefetch,
                            .audit = r->hooks ? r->hooks->audit : NULL,
-                           .memory = r->sent};
+                           .memory = r->sent,
+                           .catalog = &cat};
   dlqb_pipe_handler h = {.on_delivery = route_one,
                          .after_ack = log_hop,
                          .on_tick = on_tick,

@@ -33,13 +33,13 @@ extern char **environ;
   "\"read\":\"^(dsr\\\\..+|compliance_review)$\"}"
 #define PERM_BRIDGE                                                                                \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                         \
-  "\"read\":\"^(dsr\\\\.failed|dsr\\\\.dlq\\\\.manual|compliance_review)$\"}"
+  "\"read\":\"^(dsr\\\\.failed|dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.catalog)$\"}"
 /* What the docs gave the bridge before: its escalator cannot read the DLQ. */
 #define PERM_BRIDGE_NO_DLQ                                                                         \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\",\"read\":\"^dsr\\\\.failed$\"}"
 #define PERM_OPERATOR                                                                              \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                         \
-  "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
+  "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed|dsr\\\\.catalog)$\"}"
 /* docs/least-privilege.md: the auditor reads the anchors, nothing else. */
 #define PERM_AUDITOR                                                                               \
   "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\"^dsr\\\\.audit\\\\.anchors$\"}"

@@ -571,7 +571,7 @@ static void test_drain_lease(void **state) {
 #define DRAIN_PASSWORD "pw-Drain-2c9e-never-printed"
 #define PERM_DRAIN                                                                                 \
   "{\"configure\":\"^dsr\\\\.drain\\\\.lease$\",\"write\":\"^amq\\\\.default$\","                  \
-  "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed)$\"}"
+  "\"read\":\"^(dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.completed|dsr\\\\.catalog)$\"}"
 
 static void test_drain_least_privilege(void **state) {
   fx_case *t = *state;

@@ -280,6 +280,7 @@ static void test_files_per_pipeline(void **state) {
   snprintf(c.drain.textfile, sizeof c.drain.textfile, "/var/lib/node/drain.prom");
   snprintf(c.console.jobs_file, sizeof c.console.jobs_file,
            "/var/lib/dlq-bridge/console-jobs.json");
+  snprintf(c.catalog.checkpoint, sizeof c.catalog.checkpoint, "/var/lib/dlq-bridge/catalog.ckpt");
   /* The default pipeline keeps today's files. */
   dlqb_config d = c;
   assert_int_equal(dlqb_config_pipeline_paths(&d, &dsr, &err), DLQB_OK);
@@ -287,6 +288,7 @@ static void test_files_per_pipeline(void **state) {
   assert_string_equal(d.drain.state, "/var/lib/dlq-bridge/drain-state.json");
   assert_string_equal(d.drain.textfile, "/var/lib/node/drain.prom");
   assert_string_equal(d.console.jobs_file, "/var/lib/dlq-bridge/console-jobs.json");
+  assert_string_equal(d.catalog.checkpoint, "/var/lib/dlq-bridge/catalog.ckpt");
   /* Another: its name before the extension (node_exporter reads *.prom). */
   d = c;
   assert_int_equal(dlqb_config_pipeline_paths(&d, &red, &err), DLQB_OK);
@@ -295,6 +297,8 @@ static void test_files_per_pipeline(void **state) {
   assert_string_equal(d.drain.textfile, "/var/lib/node/drain.redaction.prom");
   /* Two consoles, one per pipeline, keep their actions apart. */
   assert_string_equal(d.console.jobs_file, "/var/lib/dlq-bridge/console-jobs.redaction.json");
+  /* Two pipelines' looks never fold from each other's checkpoint. */
+  assert_string_equal(d.catalog.checkpoint, "/var/lib/dlq-bridge/catalog.redaction.ckpt");
 
   char out[64];
   assert_true(dlqb_pipeline_path("/a/ledger", "r", out, sizeof out));

@@ -244,7 +244,7 @@ static void test_pipeline_errors(void **state) {
   /* Queues. */
   json_bad("{\"pipelines\": {\"dsr\": {\"queues\": {\"inbox\": \"a\"}}}}",
            "key 'pipelines.dsr.queues': unknown key 'inbox' (the keys: work, failed, dlx, dlq, "
-           "review, completed, retry_prefix)");
+           "review, completed, catalog, retry_prefix)");
   json_bad("{\"pipelines\": {\"dsr\": {\"queues\": {\"work\": \"amq.work\"}}}}",
            "key 'pipelines.dsr.queues.work': names starting with 'amq.' belong to the broker");
   json_bad("{\"pipelines\": {\"dsr\": {\"queues\": {\"work\": \"a b\"}}}}",
@@ -547,9 +547,9 @@ static void test_topology_default_is_today(void **state) {
   dlqb_topology t;
   json_ok(&c, "{}");
   dlqb_topology_build(&c, &t);
-  const char *want[] = {"dsr.work",      "dsr.failed",       "dsr.retry.1s",   "dsr.retry.5s",
-                        "dsr.retry.30s", "dsr.retry.2m",     "dsr.dlq.manual", "compliance_review",
-                        "dsr.completed", "dsr.audit.anchors"};
+  const char *want[] = {"dsr.work",      "dsr.failed",   "dsr.retry.1s",     "dsr.retry.5s",
+                        "dsr.retry.30s", "dsr.retry.2m", "dsr.dlq.manual",   "compliance_review",
+                        "dsr.completed", "dsr.catalog",  "dsr.audit.anchors"};
   assert_int_equal(t.nqueues, sizeof want / sizeof want[0]);
   for (size_t i = 0; i < t.nqueues; i++) assert_string_equal(t.queues[i].name, want[i]);
   assert_int_equal(t.nexchanges, 1);
@@ -568,7 +568,7 @@ static void test_topology_three(void **state) {
       "\"redaction\": {\"poison_threshold\": 5, \"retry_delays\": \"5s,1m,1m\"}, "
       "\"recon\": {\"profile\": \"reconciliation\", \"queues\": {\"dlq\": \"recon.parked\"}}}}");
   dlqb_topology_build(&c, &t);
-  assert_int_equal(t.nqueues, 9 + 7 + 9 + 1); /* dsr, redaction (1m once), recon, anchors */
+  assert_int_equal(t.nqueues, 10 + 8 + 10 + 1); /* dsr, redaction (1m once), recon, anchors */
   assert_int_equal(t.nexchanges, 3);
   assert_string_equal(t.exchanges[1], "redaction.dlx");
   const dlqb_queue_spec *q = find_queue(&t, "redaction.work");

@@ -1,0 +1,180 @@
+/* The catalog on the broker (dlqb/catalog.h has the fold and the
+ * invariant): the events the pipe appends for each hop into or out of a
+ * catalogued queue, and the reader that folds the pipeline's catalog
+ * stream from a checkpoint up to a marker of its own, then answers a look
+ * from the fold and says how fresh it is and whether the queue's depth
+ * agrees. */
+#ifndef DLQB_CATALOG_STREAM_H
+#define DLQB_CATALOG_STREAM_H
+
+#include <amqp.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlqb/catalog.h"
+#include "dlqb/config.h"
+#include "dlqb/link.h"
+#include "dlqb/pipeline.h"
+
+/* Where a pipe's hops are catalogued: the stream, the queues it covers,
+ * and the profile whose identity headers an "in" event keeps. */
+typedef struct {
+  char stream[DLQB_QNAME_MAX];
+  char queues[DLQB_CATALOG_QUEUES_MAX][DLQB_QNAME_MAX];
+  size_t nqueues;
+  dlqb_profile profile;
+} dlqb_catalog_target;
+
+/* The target of pipeline p: its catalog stream, its DLQ and review queue. */
+void dlqb_catalog_target_of(const dlqb_pipeline *p, dlqb_catalog_target *t);
+/* True when queue is one t catalogues. */
+bool dlqb_catalog_target_has(const dlqb_catalog_target *t, const char *queue);
+
+/* An event's properties, built into caller storage; valid while the
+ * properties it was built from are (it points into them). */
+#define DLQB_CATALOG_EVENT_HEADERS 48
+typedef struct {
+  amqp_basic_properties_t props;
+  amqp_table_entry_t h[DLQB_CATALOG_EVENT_HEADERS];
+  char deaths[256]; /* the copy's x-death as the item view reads it */
+} dlqb_catalog_event;
+
+/* What an "in" carries for x-death: the item view's text of every entry and
+ * the time of the first (a stream is not given x-death itself: a forged
+ * one can nest anything). */
+#define DLQB_H_CATALOG_DEATHS    "x-dlqb-catalog-deaths"
+#define DLQB_H_CATALOG_XDEATH_AT "x-dlqb-catalog-xdeath-at" /* epoch ms */
+
+/* "in": copy (the properties the copy is published with) went into queue.
+ * Keeps the message_id, the timestamp and the headers a look reads (the
+ * item view's, the profile's identity) whose values are plain scalars
+ * (strings cut to 2 KiB, integers, booleans, times; never a decimal, which
+ * crashes a stream's channel on RabbitMQ 3.10.8, nor a table or array:
+ * the item view reads none of those as a value), and x-death as the item
+ * view reads it (DLQB_H_CATALOG_DEATHS, _XDEATH_AT). */
+void dlqb_catalog_event_in(const dlqb_catalog_target *t, const char *queue,
+                           const amqp_basic_properties_t *copy, dlqb_catalog_event *ev);
+/* The item view of an "in" event's properties: what dlqb_item_read_as
+ * reads from the copy itself (unit.catalog_event holds them equal). */
+void dlqb_catalog_event_item(const amqp_basic_properties_t *props, const dlqb_profile *profile,
+                             dlqb_item *it);
+
+/* "out": message_id left queue. */
+void dlqb_catalog_event_out(const char *queue, const char *message_id, dlqb_catalog_event *ev);
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* How a look was answered: printed by every command that looks. */
+typedef struct {
+  bool from_catalog;             /* false: a pass over the queue (--scan, or the reason below) */
+  char why_scan[DLQB_ERROR_MAX]; /* a look that fell back to a pass: why ("" when asked) */
+  int64_t as_of_ms;              /* the catalog holds every event confirmed before this */
+  uint64_t count;                /* items the catalog holds for the queue */
+  uint64_t depth;                /* the queue's depth, read right after */
+  bool differs;                  /* depth != count: changed outside the bridge (or in flight) */
+  uint64_t unmatched;            /* "out"s of items it never knew since the last verification */
+  bool verified;                 /* a verifying pass has run */
+  int64_t verified_at;           /* when the latest began (epoch ms) */
+  uint64_t corrections;
+  bool from_checkpoint; /* the fold started from a checkpoint */
+  /* A pass asked for (--scan): the catalog's count was compared with what
+   * the pass read (count; depth is then the items read), differs says. */
+  bool compared;
+  uint64_t events;     /* events folded by this look */
+  double read_seconds; /* the read's wall time */
+} dlqb_catalog_view;
+
+typedef struct dlqb_catalog_reader dlqb_catalog_reader;
+
+/* A reader of pipeline p's catalog, with its checkpoint at checkpoint
+ * ("" or NULL: none; a look then folds the whole stream). NULL when out of
+ * memory. Safe to share between threads (each call locks it). */
+dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint);
+void dlqb_catalog_reader_free(dlqb_catalog_reader *r); /* NULL-safe */
+
+/* Brings the fold up to now on a link of its own as broker (the caller's
+ * dlqb_config_broker: the console's is the signed-in person's): appends a
+ * marker to the stream and folds every event up to it (from where the last refresh ended, or the checkpoint, or
+ * the first event), then reads queue's depth and fills *view. When the
+ * catalog's count agrees with the depth (looking twice when it does not:
+ * a move in flight differs for a moment), calls fn for each item of queue,
+ * in order, until fn returns false (fn may be NULL); when it still
+ * differs, fn is not called and view->differs says so (the caller reads
+ * the queue itself).
+ * Writes the checkpoint when the fold moved far enough from it.
+ * DLQB_ENOTFOUND when the stream does not exist (not declared: the caller
+ * falls back to a pass); else a broker error. */
+dlqb_status dlqb_catalog_look(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                              const char *queue, bool (*fn)(void *ctx, const dlqb_item *it),
+                              void *ctx, dlqb_catalog_view *view, dlqb_error *err);
+
+/* The same fold, with fn given the reader's catalog itself (the verifying
+ * pass compares with it), under the reader's lock. */
+dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                              void (*fn)(void *ctx, const dlqb_catalog *c), void *ctx,
+                              dlqb_error *err);
+
+/* The checkpoint path a command uses: cfg->catalog.checkpoint ("": none).
+ * A pipeline other than the default one has its own, made when the config
+ * was read (dlqb_config_pipeline_paths), so p is not needed to tell them
+ * apart. */
+void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p, char *out,
+                                  size_t cap);
+
+/* Publishes a marker to stream on channel (open, in confirm mode, its
+ * first publish) of link and waits up to wait_ms for its confirm: whether
+ * the stream takes events now. On RabbitMQ 4.0.5 the first publish to a
+ * stream declared a moment ago can crash the channel (no confirm, no
+ * close): DLQB_ETIMEOUT, and that channel is dead. */
+dlqb_status dlqb_catalog_probe(dlqb_link *link, unsigned channel, const char *stream, long wait_ms,
+                               dlqb_error *err);
+
+/* Waits (at most wait_ms) until stream confirms a probe, each try on a
+ * connection of its own as broker: what declare and run do after declaring
+ * it, so no mover's channel is the first to write to a stream whose leader
+ * the broker does not know yet. DLQB_ETIMEOUT when it never did. */
+dlqb_status dlqb_catalog_wait_ready(const dlqb_broker_conf *broker, const char *stream,
+                                    long wait_ms, dlqb_error *err);
+
+/* Appends events on a link of its own as broker, each confirmed (the verifying
+ * pass's corrections and its result). ev[i] are built as above. */
+dlqb_status dlqb_catalog_append(const dlqb_broker_conf *broker, const char *stream,
+                                const dlqb_catalog_event *ev, size_t n, dlqb_error *err);
+
+/* A "verified" event: a verifying pass that began at at_ms found n items
+ * in queue. */
+void dlqb_catalog_event_verified(const char *queue, int64_t at_ms, uint64_t n, char *numbuf,
+                                 size_t numcap, dlqb_catalog_event *ev);
+
+/* ---- verifying ----------------------------------------------------------- */
+
+/* What a verifying pass found. */
+typedef struct {
+  int64_t at_ms;    /* when its pass began */
+  uint64_t present; /* items the pass read */
+  uint64_t catalog; /* items the catalog held before */
+  uint64_t added;   /* in the queue, not in the catalog: an "in" appended for each */
+  uint64_t removed; /* in the catalog, not in the queue: an "out" appended for each */
+  bool complete;    /* the pass read the whole queue (else nothing was corrected) */
+} dlqb_catalog_verify_result;
+
+/* Passes over queue (holding every item, as --scan), compares what it holds
+ * with r's fold and appends the corrections (an "in" with the item's own
+ * properties for each one the catalog lacks, an "out" for each one it
+ * holds that the queue does not) and a "verified" event, so every reader's
+ * fold agrees with the queue as the pass found it. Moves during the pass
+ * are told apart by folding again before correcting: an item a mover took
+ * or added meanwhile is not corrected twice. Connects as broker (NULL:
+ * cfg's own, dlqb_config_broker). */
+dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
+                                const dlqb_broker_conf *broker, const char *queue,
+                                dlqb_catalog_verify_result *out, dlqb_error *err);
+
+/* One line saying how a look was answered, for the end of a command's
+ * output: "catalog as of 2026-12-02T03:35:55.169Z: 1200 items, as the
+ * queue (0.1 s)", "read the queue: its catalog holds 1200, the queue 1203
+ * (changed outside the bridge; catalog verify corrects it)", "read the
+ * queue: no catalog (why)" or "read the queue (--scan)". Returns buf. */
+char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,899 @@
+/* The catalog on the broker: events, the reader's fold up to its marker,
+ * the look and its checkpoint (dlqb/catalog_stream.h). */
+#include "dlqb/catalog_stream.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlqb/calendar.h"
+#include "dlqb/clock.h"
+#include "dlqb/file.h"
+#include "dlqb/headers.h"
+#include "dlqb/link.h"
+#include "dlqb/log.h"
+#include "dlqb/names.h"
+#include "dlqb/text.h"
+#include "dlqb/xdeath.h"
+
+#define READ_PREFETCH 2000
+#define ACK_EVERY     500
+#define READ_IDLE_MS  30000
+#define CONFIRM_MS    5000
+/* A string header kept in an "in" event is cut to this: every field of
+ * the item view is shorter. */
+#define EVENT_STRING_MAX 2048
+/* Write the checkpoint again once this many events (or this fraction of the
+ * entries) were folded since the last one. */
+#define CHECKPOINT_EVENTS 2000
+
+/* ---- targets and events -------------------------------------------------- */
+
+void dlqb_catalog_target_of(const dlqb_pipeline *p, dlqb_catalog_target *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->stream, sizeof t->stream, "%s", p->catalog);
+  snprintf(t->queues[0], sizeof t->queues[0], "%s", p->dlq);
+  snprintf(t->queues[1], sizeof t->queues[1], "%s", p->review);
+  t->nqueues = 2;
+  t->profile = p->profile;
+}
+
+bool dlqb_catalog_target_has(const dlqb_catalog_target *t, const char *queue) {
+  for (size_t i = 0; i < t->nqueues; i++)
+    if (strcmp(t->queues[i], queue) == 0) return true;
+  return false;
+}
+
+/* The headers the item view reads (src/core/item.c), beside the profile's
+ * identity. */
+static const char *const kept[] = {
+    DLQB_H_LEGAL_BASIS,     DLQB_H_ACTION,       DLQB_H_ATTEMPT,      DLQB_H_REPLAY_COUNT,
+    DLQB_H_REPLAYED_AT,     DLQB_H_LAST_ERROR,   DLQB_H_DLQ_REASON,   DLQB_H_DLQ_AT,
+    DLQB_H_FIRST_SEEN_AT,   DLQB_H_ESCALATED_AT, DLQB_H_ESCALATED_BY, DLQB_H_ESCALATION_REASON,
+    DLQB_H_ESCALATION_NOTE, DLQB_H_OWNER,        DLQB_H_CLAIMED_AT,   DLQB_H_REQUEST_ID,
+    DLQB_H_SOURCE_SYSTEM,
+};
+
+static bool keeps(const dlqb_catalog_target *t, amqp_bytes_t key) {
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+    if (key.len == strlen(kept[i]) && memcmp(key.bytes, kept[i], key.len) == 0) return true;
+  for (size_t i = 0; i < t->profile.nfields && i < 2; i++)
+    if (key.len == strlen(t->profile.fields[i].name) &&
+        memcmp(key.bytes, t->profile.fields[i].name, key.len) == 0)
+      return true;
+  return false;
+}
+
+/* A value a stream takes from every broker version, and the item view can
+ * read: a plain scalar. */
+static bool plain_scalar(const amqp_field_value_t *v) {
+  switch (v->kind) {
+  case AMQP_FIELD_KIND_BOOLEAN:
+  case AMQP_FIELD_KIND_I8:
+  case AMQP_FIELD_KIND_U8:
+  case AMQP_FIELD_KIND_I16:
+  case AMQP_FIELD_KIND_U16:
+  case AMQP_FIELD_KIND_I32:
+  case AMQP_FIELD_KIND_U32:
+  case AMQP_FIELD_KIND_I64:
+  case AMQP_FIELD_KIND_U64:
+  case AMQP_FIELD_KIND_F32:
+  case AMQP_FIELD_KIND_F64:
+  case AMQP_FIELD_KIND_UTF8:
+  case AMQP_FIELD_KIND_BYTES:
+  case AMQP_FIELD_KIND_TIMESTAMP: return true;
+  default: return false;
+  }
+}
+
+static amqp_table_entry_t str_entry(const char *key, const char *value) {
+  return (amqp_table_entry_t){
+      .key = amqp_cstring_bytes(key),
+      .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(value)}};
+}
+
+static void event_base(dlqb_catalog_event *ev, const char *op, const char *queue) {
+  memset(ev, 0, sizeof *ev);
+  ev->h[0] = str_entry(DLQB_H_CATALOG_OP, op);
+  ev->h[1] = str_entry(DLQB_H_CATALOG_QUEUE, queue);
+  ev->props._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
+  ev->props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  ev->props.headers = (amqp_table_t){2, ev->h};
+}
+
+void dlqb_catalog_event_in(const dlqb_catalog_target *t, const char *queue,
+                           const amqp_basic_properties_t *copy, dlqb_catalog_event *ev) {
+  event_base(ev, "in", queue);
+  if (copy->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
+    ev->props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+    ev->props.message_id = copy->message_id;
+  }
+  if (copy->_flags & AMQP_BASIC_TIMESTAMP_FLAG) {
+    ev->props._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+    ev->props.timestamp = copy->timestamp;
+  }
+  if (!(copy->_flags & AMQP_BASIC_HEADERS_FLAG)) return;
+  int n = 2;
+  /* x-death as the item view reads it. */
+  dlqb_deaths_text(&copy->headers, ev->deaths, sizeof ev->deaths);
+  if (ev->deaths[0] != '\0') ev->h[n++] = str_entry(DLQB_H_CATALOG_DEATHS, ev->deaths);
+  const amqp_table_t *death = dlqb_header_first_death(&copy->headers);
+  const amqp_field_value_t *tv = death != NULL ? dlqb_header_find(death, DLQB_XDEATH_TIME) : NULL;
+  if (tv != NULL && tv->kind == AMQP_FIELD_KIND_TIMESTAMP &&
+      tv->value.u64 <= (uint64_t)INT64_MAX / 1000)
+    ev->h[n++] = (amqp_table_entry_t){
+        .key = amqp_cstring_bytes(DLQB_H_CATALOG_XDEATH_AT),
+        .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t)tv->value.u64 * 1000}};
+  for (int i = 0; i < copy->headers.num_entries && n < DLQB_CATALOG_EVENT_HEADERS; i++) {
+    const amqp_table_entry_t *e = &copy->headers.entries[i];
+    if (!keeps(t, e->key) || !plain_scalar(&e->value)) continue;
+    ev->h[n] = *e;
+    if ((e->value.kind == AMQP_FIELD_KIND_UTF8 || e->value.kind == AMQP_FIELD_KIND_BYTES) &&
+        e->value.value.bytes.len > EVENT_STRING_MAX)
+      ev->h[n].value.value.bytes.len = EVENT_STRING_MAX;
+    n++;
+  }
+  ev->props.headers.num_entries = n;
+}
+
+void dlqb_catalog_event_item(const amqp_basic_properties_t *props, const dlqb_profile *profile,
+                             dlqb_item *it) {
+  dlqb_item_read_as(props, profile, it);
+  if (!(props->_flags & AMQP_BASIC_HEADERS_FLAG)) return;
+  /* x-death came as the item view's own reading of it. */
+  const amqp_field_value_t *d = dlqb_header_find(&props->headers, DLQB_H_CATALOG_DEATHS);
+  if (d != NULL && d->kind == AMQP_FIELD_KIND_UTF8)
+    dlqb_text_sanitize(it->deaths, sizeof it->deaths, d->value.bytes.bytes, d->value.bytes.len);
+  int64_t at;
+  if (dlqb_field_int(dlqb_header_find(&props->headers, DLQB_H_CATALOG_XDEATH_AT), &at) && at >= 0) {
+    it->has_xdeath_at = true;
+    it->xdeath_at_ms = at;
+  }
+}
+
+void dlqb_catalog_event_out(const char *queue, const char *message_id, dlqb_catalog_event *ev) {
+  event_base(ev, "out", queue);
+  ev->props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+  ev->props.message_id = amqp_cstring_bytes(message_id);
+}
+
+void dlqb_catalog_event_verified(const char *queue, int64_t at_ms, uint64_t n, char *numbuf,
+                                 size_t numcap, dlqb_catalog_event *ev) {
+  event_base(ev, "verified", queue);
+  ev->h[2] = (amqp_table_entry_t){.key = amqp_cstring_bytes(DLQB_H_CATALOG_AT),
+                                  .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = at_ms}};
+  snprintf(numbuf, numcap, "%llu", (unsigned long long)n);
+  ev->h[3] = str_entry(DLQB_H_CATALOG_COUNT, numbuf);
+  ev->props.headers.num_entries = 4;
+}
+
+/* ---- publishing with confirms on a link's own channel -------------------- */
+
+/* Waits up to wait_ms for the confirm of every publish up to seq on ch. */
+static dlqb_status await_confirms_within(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
+                                         const char *stream, long wait_ms, dlqb_error *err) {
+  amqp_connection_state_t conn = dlqb_link_conn(link);
+  uint64_t upto = 0;
+  while (upto < seq) {
+    amqp_frame_t f;
+    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+    int rc = amqp_simple_wait_frame_noblock(conn, &f, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT)
+      return dlqb_fail(err, DLQB_ETIMEOUT, "catalog '%s': no confirm within %ld ms", stream,
+                       wait_ms);
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+    if (f.frame_type != AMQP_FRAME_METHOD || f.channel != ch) continue;
+    switch (f.payload.method.id) {
+    case AMQP_BASIC_ACK_METHOD: {
+      const amqp_basic_ack_t *a = f.payload.method.decoded;
+      /* One stream, so its confirms come in order. */
+      if (a->delivery_tag > upto) upto = a->delivery_tag;
+      break;
+    }
+    case AMQP_BASIC_NACK_METHOD:
+      return dlqb_fail(err, DLQB_EBROKER, "catalog '%s' refused an event", stream);
+    case AMQP_BASIC_RETURN_METHOD:
+      return dlqb_fail(err, DLQB_EBROKER, "catalog '%s' is not a queue here (run declare)", stream);
+    case AMQP_CHANNEL_CLOSE_METHOD:
+    case AMQP_CONNECTION_CLOSE_METHOD:
+      return dlqb_fail(err, DLQB_ECONN,
+                       "broker closed the channel while writing the catalog '%s' (no write "
+                       "permission?)",
+                       stream);
+    default: break;
+    }
+  }
+  return DLQB_OK;
+}
+
+static void make_marker(char *out, size_t cap);
+static void event_base(dlqb_catalog_event *ev, const char *op, const char *queue);
+
+static dlqb_status await_confirms(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
+                                  const char *stream, dlqb_error *err) {
+  return await_confirms_within(link, ch, seq, stream, CONFIRM_MS, err);
+}
+
+dlqb_status dlqb_catalog_probe(dlqb_link *link, unsigned channel, const char *stream, long wait_ms,
+                               dlqb_error *err) {
+  char marker[DLQB_CATALOG_MARKER_MAX];
+  make_marker(marker, sizeof marker);
+  dlqb_catalog_event ev;
+  event_base(&ev, "mark", "");
+  ev.h[0] = str_entry(DLQB_H_CATALOG_MARKER, marker);
+  ev.props.headers.num_entries = 1;
+  int rc = amqp_basic_publish(dlqb_link_conn(link), (amqp_channel_t)channel, amqp_empty_bytes,
+                              dlqb_bytes(stream), 1, 0, &ev.props, amqp_empty_bytes);
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+  return await_confirms_within(link, (amqp_channel_t)channel, 1, stream, wait_ms, err);
+}
+
+static dlqb_status publish_events(dlqb_link *link, const char *stream, const dlqb_catalog_event *ev,
+                                  size_t n, dlqb_error *err) {
+  amqp_connection_state_t conn = dlqb_link_conn(link);
+  dlqb_status st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
+  for (size_t i = 0; st == DLQB_OK && i < n; i++) {
+    int rc = amqp_basic_publish(conn, DLQB_CHANNEL, amqp_empty_bytes, dlqb_bytes(stream), 1, 0,
+                                &ev[i].props, amqp_empty_bytes);
+    if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
+  }
+  return st == DLQB_OK ? await_confirms(link, DLQB_CHANNEL, n, stream, err) : st;
+}
+
+dlqb_status dlqb_catalog_wait_ready(const dlqb_broker_conf *broker, const char *stream,
+                                    long wait_ms, dlqb_error *err) {
+  long long deadline = dlqb_mono_ms() + wait_ms;
+  dlqb_status st;
+  do {
+    dlqb_link *link = NULL;
+    st = dlqb_link_open(broker, "dlq-bridge catalog probe", &link, err);
+    if (st != DLQB_OK) return st;
+    st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
+    if (st == DLQB_OK) st = dlqb_catalog_probe(link, DLQB_CHANNEL, stream, 1000, err);
+    /* A probe that timed out may have taken its connection with it. */
+    if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+    else dlqb_link_abort(link);
+    if (st != DLQB_ETIMEOUT) return st;
+  } while (dlqb_mono_ms() < deadline);
+  return st;
+}
+
+dlqb_status dlqb_catalog_append(const dlqb_broker_conf *broker, const char *stream,
+                                const dlqb_catalog_event *ev, size_t n, dlqb_error *err) {
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog", &link, err);
+  if (st != DLQB_OK) return st;
+  st = publish_events(link, stream, ev, n, err);
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  else dlqb_link_abort(link);
+  return st;
+}
+
+/* ---- the reader ------------------------------------------------------------ */
+
+struct dlqb_catalog_reader {
+  pthread_mutex_t lock;
+  dlqb_catalog_target t;
+  char checkpoint[DLQB_CONFIG_STR_MAX];
+  dlqb_catalog *c;
+  bool have_mark; /* c is the fold up to mark */
+  dlqb_catalog_mark mark;
+  bool checkpoint_tried;
+  bool from_checkpoint;
+  uint64_t since_checkpoint; /* events folded since the checkpoint was written or read */
+};
+
+dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint) {
+  dlqb_catalog_reader *r = calloc(1, sizeof *r);
+  if (r == NULL) return NULL;
+  dlqb_catalog_target_of(p, &r->t);
+  snprintf(r->checkpoint, sizeof r->checkpoint, "%s", checkpoint ? checkpoint : "");
+  const char *qs[] = {r->t.queues[0], r->t.queues[1]};
+  r->c = dlqb_catalog_new(qs, r->t.nqueues);
+  if (r->c == NULL || pthread_mutex_init(&r->lock, NULL) != 0) {
+    dlqb_catalog_free(r->c);
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+void dlqb_catalog_reader_free(dlqb_catalog_reader *r) {
+  if (r == NULL) return;
+  pthread_mutex_destroy(&r->lock);
+  dlqb_catalog_free(r->c);
+  free(r);
+}
+
+void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p, char *out,
+                                  size_t cap) {
+  (void)p; /* a pipeline's own path is made by dlqb_config_pipeline_paths */
+  snprintf(out, cap, "%s", cfg->catalog.checkpoint);
+}
+
+/* The identity a fold is read under: the profile's two field names. */
+static void ident_of(const dlqb_catalog_target *t, char *out, size_t cap) {
+  snprintf(out, cap, "%s %s", t->profile.nfields > 0 ? t->profile.fields[0].name : "",
+           t->profile.nfields > 1 ? t->profile.fields[1].name : "");
+}
+
+static void make_marker(char *out, size_t cap) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  unsigned char rnd[8] = {0};
+  (void)getrandom(rnd, sizeof rnd, GRND_NONBLOCK);
+  snprintf(out, cap, "%ld-%lld-%ld-%02x%02x%02x%02x%02x%02x%02x%02x", (long)getpid(),
+           (long long)ts.tv_sec, ts.tv_nsec, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6],
+           rnd[7]);
+}
+
+static bool header_text(const amqp_basic_properties_t *p, const char *key, char *dst, size_t cap) {
+  return (p->_flags & AMQP_BASIC_HEADERS_FLAG) && dlqb_header_id(&p->headers, key, dst, cap);
+}
+
+static int64_t stream_offset(const amqp_basic_properties_t *p) {
+  int64_t offset;
+  if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG) ||
+      !dlqb_field_int(dlqb_header_find(&p->headers, DLQB_H_STREAM_OFFSET), &offset) || offset < 0)
+    return -1;
+  return offset;
+}
+
+/* Folds one event into c. */
+static dlqb_status fold(dlqb_catalog_reader *r, const amqp_basic_properties_t *props, dlqb_item *it,
+                        dlqb_error *err) {
+  char op[16], queue[DLQB_QNAME_MAX];
+  if (!header_text(props, DLQB_H_CATALOG_OP, op, sizeof op) ||
+      !header_text(props, DLQB_H_CATALOG_QUEUE, queue, sizeof queue))
+    return DLQB_OK; /* markers, or not ours */
+  int q = dlqb_catalog_queue(r->c, queue);
+  if (q < 0) return DLQB_OK;
+  if (strcmp(op, "in") == 0) {
+    dlqb_catalog_event_item(props, &r->t.profile, it);
+    return dlqb_catalog_in(r->c, q, stream_offset(props), it, err);
+  }
+  if (strcmp(op, "out") == 0) {
+    char id[128] = "";
+    if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+      dlqb_text_sanitize(id, sizeof id, props->message_id.bytes, props->message_id.len);
+    (void)dlqb_catalog_out(r->c, q, id);
+    return DLQB_OK;
+  }
+  if (strcmp(op, "verified") == 0) {
+    int64_t at = 0;
+    char num[32];
+    (void)dlqb_field_int(dlqb_header_find(&props->headers, DLQB_H_CATALOG_AT), &at);
+    uint64_t n =
+        header_text(props, DLQB_H_CATALOG_COUNT, num, sizeof num) ? strtoull(num, NULL, 10) : 0;
+    dlqb_catalog_verified(r->c, q, at, n);
+  }
+  return DLQB_OK;
+}
+
+typedef struct {
+  const dlqb_broker_conf *broker; /* whom the reader connects as */
+  const char *marker;             /* this look's: the end */
+  bool resume;                    /* start at r->mark (its marker must be there) */
+  bool stale;                     /* out: it was not */
+  int64_t end_offset;             /* out: our marker's offset */
+  uint64_t events;                /* out */
+} read_span;
+
+/* A link that timed out is not asked to close: its channel may be gone
+ * without a word (4.0.5, a stream just declared), and a close would wait
+ * half a minute for an answer that never comes. */
+static void end_link(dlqb_link *link, dlqb_status st) {
+  if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
+  else dlqb_link_abort(link);
+}
+
+/* Whether stream holds offset at (a mark's), read on a link of its own
+ * from the stream's last chunk: its first delivery at or past at says it
+ * does; marker (this look's, confirmed before) or the tail reached first
+ * says it does not. */
+static dlqb_status stream_reaches(const dlqb_broker_conf *broker, const char *stream,
+                                  const char *marker, int64_t at, bool *reaches, dlqb_error *err) {
+  *reaches = false;
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog reader", &link, err);
+  if (st != DLQB_OK) return st;
+  amqp_connection_state_t conn = dlqb_link_conn(link);
+  amqp_basic_qos(conn, DLQB_CHANNEL, 0, READ_PREFETCH, 0);
+  st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), "set prefetch", err);
+  amqp_table_entry_t arg = {
+      .key = amqp_cstring_bytes(DLQB_H_STREAM_OFFSET),
+      .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes("last")}};
+  amqp_table_t args = {1, &arg};
+  char what[160];
+  snprintf(what, sizeof what, "read the end of the catalog '%s'", stream);
+  if (st == DLQB_OK) {
+    amqp_basic_consume(conn, DLQB_CHANNEL, dlqb_bytes(stream), dlqb_bytes("dlqb-catalog-end"), 0, 0,
+                       0, args);
+    st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), what, err);
+  }
+  bool got = false;
+  size_t since_ack = 0;
+  char text[DLQB_CATALOG_MARKER_MAX];
+  while (st == DLQB_OK) {
+    amqp_maybe_release_buffers(conn);
+    amqp_envelope_t env;
+    /* Once the broker delivers, the rest of the chunk follows at once. */
+    long wait_ms = got ? READ_IDLE_MS / 10 : READ_IDLE_MS;
+    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+    amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_TIMEOUT) {
+      if (!got)
+        st = dlqb_fail(err, DLQB_ETIMEOUT, "catalog '%s': nothing read from its end for %ld ms",
+                       stream, wait_ms);
+      break; /* the tail, short of at */
+    }
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t f;
+      if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
+        st = dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", stream);
+      continue;
+    }
+    if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
+      st = dlqb_link_reply(link, rr, what, err);
+      break;
+    }
+    got = true;
+    const amqp_basic_properties_t *props = &env.message.properties;
+    int64_t offset = stream_offset(props);
+    bool ours =
+        header_text(props, DLQB_H_CATALOG_MARKER, text, sizeof text) && strcmp(text, marker) == 0;
+    uint64_t tag = env.delivery_tag;
+    amqp_destroy_envelope(&env);
+    if (offset >= at) {
+      *reaches = true;
+      break;
+    }
+    if (ours) break;
+    if (++since_ack >= ACK_EVERY) {
+      if (amqp_basic_ack(conn, DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK)
+        st = dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
+      since_ack = 0;
+    }
+  }
+  end_link(link, st);
+  return st;
+}
+
+static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_span *sp,
+                               dlqb_error *err) {
+  amqp_connection_state_t conn = dlqb_link_conn(link);
+  amqp_basic_qos(conn, DLQB_CHANNEL, 0, READ_PREFETCH, 0);
+  dlqb_status st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), "set prefetch", err);
+  if (st != DLQB_OK) return st;
+  amqp_table_entry_t arg = {.key = amqp_cstring_bytes(DLQB_H_STREAM_OFFSET)};
+  if (sp->resume) {
+    arg.value.kind = AMQP_FIELD_KIND_I64;
+    arg.value.value.i64 = r->mark.offset;
+  } else {
+    arg.value.kind = AMQP_FIELD_KIND_UTF8;
+    arg.value.value.bytes = amqp_cstring_bytes("first");
+  }
+  amqp_table_t args = {1, &arg};
+  char what[160];
+  snprintf(what, sizeof what, "read the catalog '%s'", r->t.stream);
+  amqp_basic_consume(conn, DLQB_CHANNEL, dlqb_bytes(r->t.stream), dlqb_bytes("dlqb-catalog"), 0, 0,
+                     0, args);
+  st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), what, err);
+  if (st != DLQB_OK) return st;
+  dlqb_item *it = malloc(sizeof *it);
+  if (it == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  bool resumed = !sp->resume;
+  bool checked = false; /* the stream reaches the mark's offset */
+  size_t since_ack = 0;
+  char text[DLQB_CATALOG_MARKER_MAX];
+  for (;;) {
+    amqp_maybe_release_buffers(conn);
+    amqp_envelope_t env;
+    long wait_ms = resumed || checked ? READ_IDLE_MS : READ_IDLE_MS / 10;
+    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+    amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_TIMEOUT) {
+      if (!resumed && !checked) {
+        /* Nothing yet from the mark's offset: a broker slow to deliver,
+         * or an offset past the stream's end (a stream declared again,
+         * shorter), where a consumer waits for what may never come. The
+         * stream's end tells them apart. */
+        bool reaches;
+        st = stream_reaches(sp->broker, r->t.stream, sp->marker, r->mark.offset, &reaches, err);
+        if (st != DLQB_OK) break;
+        if (!reaches) {
+          sp->stale = true;
+          break;
+        }
+        checked = true;
+        continue;
+      }
+      if (!resumed) {
+        sp->stale = true;
+        break;
+      }
+      st = dlqb_fail(err, DLQB_ETIMEOUT,
+                     "catalog '%s': read %llu events, then nothing for %ld ms before its end",
+                     r->t.stream, (unsigned long long)sp->events, wait_ms);
+      break;
+    }
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t f;
+      if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK) {
+        st = dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", r->t.stream);
+        break;
+      }
+      continue;
+    }
+    if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
+      st = dlqb_link_reply(link, rr, what, err);
+      break;
+    }
+    const amqp_basic_properties_t *props = &env.message.properties;
+    int64_t offset = stream_offset(props);
+    bool is_ours = header_text(props, DLQB_H_CATALOG_MARKER, text, sizeof text);
+    bool done = false;
+    if (!resumed) {
+      /* The broker starts at the chunk holding the offset: events before
+       * it come first; then the mark's own marker must. */
+      if (offset < 0 || offset >= r->mark.offset) {
+        resumed = offset == r->mark.offset && is_ours && strcmp(text, r->mark.marker) == 0;
+        if (!resumed) {
+          sp->stale = true;
+          done = true;
+        }
+      }
+    } else if (is_ours && strcmp(text, sp->marker) == 0) {
+      sp->end_offset = offset;
+      done = true;
+    } else if (!is_ours) {
+      sp->events++;
+      st = fold(r, props, it, err);
+    }
+    uint64_t tag = env.delivery_tag;
+    amqp_destroy_envelope(&env);
+    if (done || st != DLQB_OK) break;
+    if (++since_ack >= ACK_EVERY) {
+      if (amqp_basic_ack(conn, DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK) {
+        st = dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
+        break;
+      }
+      since_ack = 0;
+    }
+  }
+  free(it);
+  return st;
+}
+
+static void take_checkpoint(dlqb_catalog_reader *r) {
+  r->checkpoint_tried = true;
+  if (r->checkpoint[0] == '\0') return;
+  char *buf = NULL;
+  size_t cap = 0, len = 0;
+  if (!dlqb_read_file(r->checkpoint, &buf, &cap, &len) || len == 0) {
+    free(buf);
+    return;
+  }
+  char ident[2 * DLQB_HEADER_NAME_MAX + 2];
+  ident_of(&r->t, ident, sizeof ident);
+  dlqb_error why;
+  if (dlqb_catalog_decode_take(r->c, buf, len, ident, &r->mark, &why) == DLQB_OK) {
+    buf = NULL; /* the fold's now */
+    r->have_mark = true;
+    r->from_checkpoint = true;
+    r->since_checkpoint = 0;
+  } else {
+    dlqb_log_warn("catalog_checkpoint", "%s: %s; folding the catalog from its first event",
+                  r->checkpoint, why.msg);
+  }
+  free(buf);
+}
+
+static void save_checkpoint(dlqb_catalog_reader *r) {
+  if (r->checkpoint[0] == '\0' || !r->have_mark) return;
+  size_t entries = dlqb_catalog_entries(r->c);
+  if (r->since_checkpoint < CHECKPOINT_EVENTS && r->since_checkpoint * 20 < entries) return;
+  char ident[2 * DLQB_HEADER_NAME_MAX + 2];
+  ident_of(&r->t, ident, sizeof ident);
+  char *buf = NULL;
+  size_t len = 0;
+  dlqb_error why;
+  dlqb_status st = dlqb_catalog_encode(r->c, &r->mark, ident, &buf, &len, &why);
+  if (st == DLQB_OK)
+    st = dlqb_file_replace(r->checkpoint, buf, len, "the catalog checkpoint", &why);
+  free(buf);
+  if (st == DLQB_OK) r->since_checkpoint = 0;
+  else dlqb_log_warn("catalog_checkpoint", "%s; the next look folds from the last one", why.msg);
+}
+
+/* Appends our marker on link and folds up to it. */
+static dlqb_status refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broker, dlqb_link **link,
+                           uint64_t *events, dlqb_error *err) {
+  if (!r->checkpoint_tried && !r->have_mark) take_checkpoint(r);
+  char marker[DLQB_CATALOG_MARKER_MAX];
+  make_marker(marker, sizeof marker);
+  dlqb_catalog_event ev;
+  event_base(&ev, "mark", "");
+  ev.h[0] = str_entry(DLQB_H_CATALOG_MARKER, marker);
+  ev.props.headers.num_entries = 1;
+  dlqb_status st = publish_events(*link, r->t.stream, &ev, 1, err);
+  if (st != DLQB_OK) return st;
+  read_span sp = {.broker = broker, .marker = marker, .resume = r->have_mark, .end_offset = -1};
+  st = read_stream(r, *link, &sp, err);
+  if (st == DLQB_OK && sp.stale) {
+    /* The stream is not the one the fold came from (declared again, cut by
+     * retention, another broker's): fold it whole on a fresh connection. */
+    dlqb_log_warn("catalog_checkpoint",
+                  "the catalog fold does not match the stream '%s' (declared again, cut by "
+                  "retention, or another broker's); folding it whole",
+                  r->t.stream);
+    dlqb_catalog_clear(r->c);
+    r->have_mark = r->from_checkpoint = false;
+    dlqb_link_close(*link);
+    *link = NULL;
+    st = dlqb_link_open(broker, "dlq-bridge catalog reader", link, err);
+    read_span whole = {.broker = broker, .marker = marker, .resume = false, .end_offset = -1};
+    if (st == DLQB_OK) st = read_stream(r, *link, &whole, err);
+    sp = whole;
+  }
+  if (st != DLQB_OK) {
+    /* Whatever was folded of a broken read is not a fold up to a marker. */
+    dlqb_catalog_clear(r->c);
+    r->have_mark = false;
+    return st;
+  }
+  r->mark.offset = sp.end_offset;
+  snprintf(r->mark.marker, sizeof r->mark.marker, "%s", marker);
+  r->have_mark = sp.end_offset >= 0;
+  r->since_checkpoint += sp.events;
+  *events = sp.events;
+  save_checkpoint(r);
+  return DLQB_OK;
+}
+
+/* Opens a link and checks the stream is there (DLQB_ENOTFOUND-like:
+ * *missing). */
+static dlqb_status open_checked(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                                dlqb_link **link, bool *missing, dlqb_error *err) {
+  *missing = false;
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog reader", link, err);
+  if (st != DLQB_OK) return st;
+  st = dlqb_link_queue_depth(*link, r->t.stream, NULL, NULL, err);
+  if (st == DLQB_EBROKER && dlqb_link_reply_code(*link) == DLQB_REPLY_NOT_FOUND) *missing = true;
+  return st;
+}
+
+static dlqb_status locked_refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                                  dlqb_link **link, uint64_t *events, double *secs,
+                                  dlqb_error *err) {
+  long long t0 = dlqb_mono_ms();
+  bool missing;
+  dlqb_status st = open_checked(r, broker, link, &missing, err);
+  if (st == DLQB_OK) st = refresh(r, broker, link, events, err);
+  else if (missing)
+    dlqb_fail(err, DLQB_EBROKER, "the catalog stream '%s' is not declared (run declare)",
+              r->t.stream);
+  *secs = (double)(dlqb_mono_ms() - t0) / 1000.0;
+  return st;
+}
+
+/* Folds up to now and reads queue's depth into view. */
+static dlqb_status look_once(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                             const char *queue, int q, dlqb_catalog_view *view, dlqb_error *err) {
+  dlqb_link *link = NULL;
+  view->as_of_ms = dlqb_now_ms();
+  uint64_t events = 0;
+  double secs = 0;
+  dlqb_status st = locked_refresh(r, broker, &link, &events, &secs, err);
+  view->events += events;
+  view->read_seconds += secs;
+  uint32_t depth = 0;
+  if (st == DLQB_OK) st = dlqb_link_queue_depth(link, queue, &depth, NULL, err);
+  if (link != NULL) end_link(link, st);
+  if (st != DLQB_OK) return st;
+  view->from_catalog = true;
+  view->from_checkpoint = r->from_checkpoint;
+  view->count = dlqb_catalog_count(r->c, q);
+  view->depth = depth;
+  view->differs = view->count != view->depth;
+  view->unmatched = dlqb_catalog_unmatched(r->c, q);
+  const dlqb_catalog_qstate *s = dlqb_catalog_state(r->c, q);
+  view->verified = s->verified;
+  view->verified_at = s->verified_at;
+  view->corrections = s->corrections;
+  return DLQB_OK;
+}
+
+dlqb_status dlqb_catalog_look(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                              const char *queue, bool (*fn)(void *ctx, const dlqb_item *it),
+                              void *ctx, dlqb_catalog_view *view, dlqb_error *err) {
+  memset(view, 0, sizeof *view);
+  int q = dlqb_catalog_queue(r->c, queue);
+  if (q < 0) return dlqb_fail(err, DLQB_EINVAL, "the catalog does not cover '%s'", queue);
+  pthread_mutex_lock(&r->lock);
+  dlqb_status st = look_once(r, broker, queue, q, view, err);
+  /* A move in flight (its "in" confirmed, its copy not yet; its ack sent,
+   * its "out" not yet) differs for a moment: look once more. */
+  if (st == DLQB_OK && view->differs) st = look_once(r, broker, queue, q, view, err);
+  if (st == DLQB_OK && fn != NULL && !view->differs) dlqb_catalog_each(r->c, q, fn, ctx);
+  pthread_mutex_unlock(&r->lock);
+  return st;
+}
+
+dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                              void (*fn)(void *ctx, const dlqb_catalog *c), void *ctx,
+                              dlqb_error *err) {
+  pthread_mutex_lock(&r->lock);
+  dlqb_link *link = NULL;
+  uint64_t events = 0;
+  double secs = 0;
+  dlqb_status st = locked_refresh(r, broker, &link, &events, &secs, err);
+  if (link != NULL) end_link(link, st);
+  if (st == DLQB_OK) fn(ctx, r->c);
+  pthread_mutex_unlock(&r->lock);
+  return st;
+}
+
+char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) {
+  if (!v->from_catalog) {
+    if (v->compared)
+      snprintf(buf, len, "read the queue (--scan): %llu item%s; its catalog holds %llu%s",
+               (unsigned long long)v->depth, v->depth == 1 ? "" : "s", (unsigned long long)v->count,
+               v->differs ? " (differs: catalog verify corrects it)" : ", as the queue");
+    else if (v->differs)
+      snprintf(buf, len,
+               "read the queue: its catalog holds %llu, the queue %llu (changed outside the "
+               "bridge; catalog verify corrects it)",
+               (unsigned long long)v->count, (unsigned long long)v->depth);
+    else if (v->why_scan[0]) snprintf(buf, len, "read the queue: no catalog (%s)", v->why_scan);
+    else snprintf(buf, len, "read the queue (--scan)");
+    return buf;
+  }
+  char at[DLQB_ISO_TIME_MAX];
+  dlqb_iso_time(v->as_of_ms, at, sizeof at);
+  snprintf(buf, len, "catalog as of %s: %llu item%s, as the queue (%.1f s)", at,
+           (unsigned long long)v->count, v->count == 1 ? "" : "s", v->read_seconds);
+  return buf;
+}
+
+/* ---- verifying ------------------------------------------------------------- */
+
+#include "dlqb/hashset.h"
+#include "dlqb/scan.h"
+
+typedef struct {
+  dlqb_catalog_reader *r;
+  int q;
+  dlqb_hashset *seen; /* message_id -> times the pass read it */
+  dlqb_link *writer;  /* corrections, confirmed at the end */
+  uint64_t published;
+  uint64_t added;
+  dlqb_status st;
+  dlqb_error *err;
+} verify_ctx;
+
+static dlqb_status verify_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+                               dlqb_error *err) {
+  verify_ctx *v = ctx;
+  (void)err;
+  dlqb_scan_hold(s, d);
+  bool added;
+  uint64_t *n = dlqb_hashset_add(v->seen, it->message_id, strlen(it->message_id), &added);
+  if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (added) *n = 0;
+  (*n)++;
+  /* More copies than the catalog holds: this one is unknown to it. */
+  if (*n > dlqb_catalog_has(v->r->c, v->q, it->message_id)) {
+    dlqb_catalog_event ev;
+    dlqb_catalog_event_in(&v->r->t, v->r->t.queues[v->q], d->props, &ev);
+    int rc = amqp_basic_publish(dlqb_link_conn(v->writer), DLQB_CHANNEL, amqp_empty_bytes,
+                                dlqb_bytes(v->r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
+    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+    v->published++;
+    v->added++;
+  }
+  return DLQB_OK;
+}
+
+typedef struct {
+  verify_ctx *v;
+  dlqb_catalog_event *outs;
+  char (*ids)[128];
+  size_t n, cap;
+} extra_ctx;
+
+static bool find_extra(void *ctx, const dlqb_item *it) {
+  extra_ctx *x = ctx;
+  uint64_t *n = dlqb_hashset_get(x->v->seen, it->message_id, strlen(it->message_id));
+  if (n != NULL && *n > 0) {
+    (*n)--;
+    return true;
+  }
+  if (x->n == x->cap) {
+    size_t cap = x->cap ? x->cap * 2 : 64;
+    char(*ni)[128] = realloc(x->ids, cap * sizeof *ni);
+    if (ni == NULL) return false;
+    x->ids = ni;
+    x->cap = cap;
+  }
+  snprintf(x->ids[x->n++], 128, "%s", it->message_id);
+  return true;
+}
+
+dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
+                                const dlqb_broker_conf *broker, const char *queue,
+                                dlqb_catalog_verify_result *out, dlqb_error *err) {
+  memset(out, 0, sizeof *out);
+  const dlqb_broker_conf *as = dlqb_config_broker(cfg, broker);
+  int q = dlqb_catalog_queue(r->c, queue);
+  if (q < 0) return dlqb_fail(err, DLQB_EINVAL, "the catalog does not cover '%s'", queue);
+  pthread_mutex_lock(&r->lock);
+  verify_ctx v = {.r = r, .q = q, .err = err};
+  extra_ctx x = {.v = &v};
+  dlqb_link *rl = NULL;
+  uint64_t events;
+  double secs;
+  dlqb_status st = locked_refresh(r, as, &rl, &events, &secs, err);
+  if (rl != NULL) end_link(rl, st);
+  out->catalog = dlqb_catalog_count(r->c, q);
+  v.seen = dlqb_hashset_new(sizeof(uint64_t));
+  if (st == DLQB_OK && v.seen == NULL) st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  if (st == DLQB_OK) st = dlqb_link_open(as, "dlq-bridge catalog verify", &v.writer, err);
+  if (st == DLQB_OK) st = dlqb_link_confirm_select(v.writer, DLQB_CHANNEL, err);
+  dlqb_scan_result res;
+  memset(&res, 0, sizeof res);
+  if (st == DLQB_OK) {
+    out->at_ms = dlqb_now_ms();
+    dlqb_scan_options so = {.queue = queue,
+                            .purpose = "dlq-bridge catalog verify",
+                            .actor = "dlq-bridge catalog verify",
+                            .on_item = verify_item,
+                            .ctx = &v,
+                            .broker = broker};
+    st = dlqb_scan_run(cfg, &so, &res, err);
+    out->present = res.examined;
+    out->complete = st == DLQB_OK && !res.short_read && !res.interrupted && !res.stopped;
+  }
+  /* The "in"s first: a reader must see them before the "verified". */
+  if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);
+  if (st == DLQB_OK && out->complete) {
+    /* Fold again (our "in"s and whatever moved meanwhile), then what it
+     * still holds beyond what the pass read is gone. */
+    st = locked_refresh(r, as, &rl, &events, &secs, err);
+    if (rl != NULL) end_link(rl, st);
+    if (st == DLQB_OK) dlqb_catalog_each(r->c, q, find_extra, &x);
+    dlqb_catalog_event ev;
+    for (size_t i = 0; st == DLQB_OK && i < x.n; i++) {
+      dlqb_catalog_event_out(queue, x.ids[i], &ev);
+      int rc = amqp_basic_publish(dlqb_link_conn(v.writer), DLQB_CHANNEL, amqp_empty_bytes,
+                                  dlqb_bytes(r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
+      if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
+      else v.published++;
+    }
+    out->removed = x.n;
+    char num[32];
+    dlqb_catalog_event_verified(queue, out->at_ms, out->present, num, sizeof num, &ev);
+    if (st == DLQB_OK) {
+      int rc = amqp_basic_publish(dlqb_link_conn(v.writer), DLQB_CHANNEL, amqp_empty_bytes,
+                                  dlqb_bytes(r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
+      if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
+      else v.published++;
+    }
+    if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);
+  }
+  out->added = v.added;
+  if (v.writer != NULL) end_link(v.writer, st);
+  dlqb_hashset_free(v.seen);
+  free(x.ids);
+  pthread_mutex_unlock(&r->lock);
+  return st;
+}

@@ -1,0 +1,459 @@
+/* The catalog (dlqb/catalog.h): looks answer from it without holding the
+ * queue, so several at once each see every item; what the bridge's own
+ * movers do keeps it right; what is done behind the bridge's back (items
+ * published straight into the DLQ, taken with the management UI's Get with
+ * ack) is said by every look until a verifying pass, the daemon's own
+ * within its stated time, has corrected it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bulk.h"
+#include "flow.h"
+
+#define DEPTH         3000
+#define BILLING_EVERY 100
+#define BILLING       (DEPTH / BILLING_EVERY)
+#define LOOKS         5
+#define CMD_TIMEOUT_S 300
+/* The daemon's check in this test (--catalog-check-interval) and what the
+ * docs promise from it: a difference is corrected within two checks and a
+ * pass over the queue. */
+#define CHECK_S   1
+#define NOTICE_MS 30000
+
+static int64_t loaded_at;
+
+static void fill(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "c-%06zu", i);
+  snprintf(it->source_system, sizeof it->source_system, "%s",
+           i % BILLING_EVERY == BILLING_EVERY / 2 ? "billing" : "crm");
+  it->dlq_at_ms = loaded_at - 3600000;
+}
+
+static void fill_late(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "late-%zu", i);
+  snprintf(it->source_system, sizeof it->source_system, "crm");
+  it->dlq_at_ms = loaded_at;
+}
+
+/* Starts `dlq-bridge args` on t's vhost, its output readable from the
+ * returned stream. */
+static FILE *start(fx_case *t, const char *args) {
+  char cmd[2048];
+  assert_true(
+      th_fmt(cmd, sizeof cmd, "timeout %d '%s' %s", CMD_TIMEOUT_S, th_env_get()->bridge_bin, args));
+  setenv("DLQ_BRIDGE_URL", t->vhost.url, 1);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  return p;
+}
+
+static json_object *finish_json(FILE *p, const char *args) {
+  size_t cap = 1 << 20, len = 0, got;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len < 4096) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+  }
+  buf[len] = '\0';
+  int status = pclose(p);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fprintf(stderr, "dlq-bridge %s: status %d\n%.2000s\n", args, status, buf);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  json_object *j = json_tokener_parse(buf);
+  free(buf);
+  assert_non_null(j);
+  return j;
+}
+
+static json_object *run_json(fx_case *t, const char *args) {
+  return finish_json(start(t, args), args);
+}
+
+static int64_t member_int(json_object *j, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(j, key, &v)) fail_msg("no member '%s'", key);
+  return json_object_get_int64(v);
+}
+
+static json_object *member(json_object *j, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(j, key, &v)) fail_msg("no member '%s'", key);
+  return v;
+}
+
+static bool from_catalog(json_object *j) {
+  return strcmp(th_json_str(member(j, "catalog"), "source"), "catalog") == 0;
+}
+
+static void test_many_looks_at_once_each_see_every_item(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  /* Published straight into the DLQ: outside the bridge. */
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH);
+
+  /* The catalog knows none of them: the look says so and reads the queue. */
+  json_object *j = run_json(t, "inspect --source-system billing --json");
+  assert_false(from_catalog(j));
+  assert_false(json_object_get_boolean(member(member(j, "catalog"), "agrees")));
+  assert_non_null(strstr(th_json_str(member(j, "catalog"), "why_scan"), "outside the bridge"));
+  assert_int_equal(member_int(j, "listed"), BILLING);
+  json_object_put(j);
+
+  /* A verifying pass catalogues them. */
+  j = run_json(t, "catalog verify --json");
+  json_object *q0 = json_object_array_get_idx(member(j, "queues"), 0);
+  assert_int_equal(member_int(q0, "present"), DEPTH);
+  assert_int_equal(member_int(q0, "added"), DEPTH);
+  assert_int_equal(member_int(q0, "removed"), 0);
+  json_object_put(j);
+
+  /* --scan reads the queue, and says the catalog agrees with it. */
+  j = run_json(t, "inspect --scan --source-system billing --json");
+  assert_false(from_catalog(j));
+  assert_true(json_object_get_boolean(member(member(j, "catalog"), "compared")));
+  assert_true(json_object_get_boolean(member(member(j, "catalog"), "agrees")));
+  assert_int_equal(member_int(member(j, "catalog"), "count"), DEPTH);
+  assert_int_equal(member_int(j, "listed"), BILLING);
+  json_object_put(j);
+
+  /* Five looks at once (four filtered inspects, a stats by group), with
+   * the daemon running beside them (its escalator and its catalog check
+   * look too): each sees every item, from the catalog. */
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const env[] = {a.env_log, a.env_key, a.env_pub, NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  const char *args[LOOKS] = {"inspect --source-system billing --json",
+                             "inspect --source-system billing --json",
+                             "inspect --source-system billing --json",
+                             "inspect --source-system billing --json", "stats --by group --json"};
+  FILE *p[LOOKS];
+  for (int i = 0; i < LOOKS; i++) p[i] = start(t, args[i]);
+  for (int i = 0; i < LOOKS; i++) {
+    j = finish_json(p[i], args[i]);
+    assert_true(from_catalog(j));
+    assert_true(json_object_get_boolean(member(member(j, "catalog"), "agrees")));
+    if (i < LOOKS - 1) {
+      assert_int_equal(member_int(j, "listed"), BILLING);
+      assert_int_equal(member_int(j, "total"), DEPTH);
+    } else {
+      json_object *groups = member(j, "groups");
+      int64_t sum = 0;
+      for (size_t g = 0; g < json_object_array_length(groups); g++)
+        sum += member_int(json_object_array_get_idx(groups, g), "count");
+      assert_int_equal(sum, DEPTH);
+    }
+    json_object_put(j);
+  }
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  fx_audit_remove(&a);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH);
+
+  /* The bridge's own moves keep it right: replay the billing items and
+   * the catalog still agrees, without them. */
+  j = run_json(t, "replay --source-system billing --no-audit --json");
+  json_object_put(j);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", DEPTH - BILLING, 30000));
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), DEPTH - BILLING);
+  json_object_put(j);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), 0);
+  json_object_put(j);
+}
+
+typedef struct {
+  fx_case *t;
+} look_arg;
+
+/* A look answered from the catalog. One that reads the queue meanwhile
+ * may find the daemon's verifying pass holding part of it and say so
+ * (exit 1: "fewer items arrived"): not yet, then. */
+static bool looks_agree(void *arg) {
+  look_arg *a = arg;
+  const char *args = "inspect --json";
+  FILE *p = start(a->t, args);
+  size_t cap = 1 << 20, len = 0, got;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len < 4096) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+  }
+  buf[len] = '\0';
+  int status = pclose(p);
+  json_object *j = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? json_tokener_parse(buf) : NULL;
+  free(buf);
+  bool ok = j != NULL && from_catalog(j);
+  json_object_put(j);
+  return ok;
+}
+
+static void test_outside_changes_are_said_then_corrected(void **state) {
+  fx_case *t = *state;
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  json_object_put(j);
+
+  /* Behind the bridge's back: three items taken (the UI's Get with ack),
+   * two published straight into the DLQ. */
+  th_msg m;
+  th_msg_init(&m);
+  for (int i = 0; i < 3; i++) assert_int_equal(th_get(t->conn, "dsr.dlq.manual", &m), 1);
+  th_msg_release(&m);
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", 2, fill_late, NULL), 0);
+
+  /* Every look says so (and reads the queue) until it is corrected. */
+  j = run_json(t, "inspect --json");
+  assert_false(from_catalog(j));
+  assert_int_equal(member_int(member(j, "catalog"), "count"), DEPTH);
+  assert_int_equal(member_int(member(j, "catalog"), "depth"), DEPTH - 1);
+  assert_int_equal(member_int(j, "listed"), DEPTH - 1);
+  json_object_put(j);
+  j = run_json(t, "stats --json");
+  assert_false(from_catalog(j));
+  json_object_put(j);
+
+  /* The daemon's check notices and corrects it within the stated time. */
+  const char *const env[] = {a.env_log, a.env_key, a.env_pub,
+                             "DLQ_BRIDGE_CATALOG_CHECK_INTERVAL="
+                             "1s",
+                             NULL};
+  int64_t t0 = th_now_ms();
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  look_arg la = {t};
+  FX_CHECK(t, th_wait_until(looks_agree, &la, NOTICE_MS));
+  printf("outside changes corrected by the daemon in %.1f s (check every %d s)\n",
+         (double)(th_now_ms() - t0) / 1000, CHECK_S);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), DEPTH - 1);
+  json_object *items = member(j, "items");
+  int late = 0;
+  for (size_t i = 0; i < json_object_array_length(items); i++)
+    late +=
+        strncmp(th_json_str(json_object_array_get_idx(items, i), "request_id"), "late-", 5) == 0;
+  assert_int_equal(late, 2);
+  json_object_put(j);
+  fx_audit_remove(&a);
+}
+
+typedef struct {
+  fx_case *t;
+  long at_least;
+} depth_arg;
+
+/* The management API says nothing is unacked in the DLQ and nobody
+ * consumes it: every delivery of the killed mover is back. (Its figures
+ * are sampled, so they only ever lag: a stale one still shows the mover.) */
+static bool dlq_settled(void *arg) {
+  depth_arg *a = arg;
+  char path[512];
+  snprintf(path, sizeof path, "/api/queues/%s/dsr.dlq.manual", a->t->vhost.name);
+  json_object *q = th_mgmt_get_json(path), *u, *c;
+  bool ok = q != NULL && json_object_object_get_ex(q, "messages_unacknowledged", &u) &&
+            json_object_object_get_ex(q, "consumers", &c) && json_object_get_int64(u) == 0 &&
+            json_object_get_int64(c) == 0;
+  json_object_put(q);
+  return ok;
+}
+
+static bool work_reached(void *arg) {
+  depth_arg *a = arg;
+  return th_queue_depth(a->t->conn, "dsr.work") >= a->at_least;
+}
+
+/* A mover killed in the middle of a move (SIGKILL: nothing of it runs on):
+ * whatever it left, a look is never wrong about the queue (it answers from
+ * the catalog only when the counts agree, else it reads the queue), and a
+ * verifying pass brings the catalog back to the queue. By the order of the
+ * events (dlqb/catalog.h) the catalog can only claim items that are gone
+ * (acked, their "out" not sent), never miss one still there. */
+static void test_a_killed_move_leaves_looks_truthful(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+
+  static const char *const replay[] = {"replay", "--all", "--no-audit", "--rate", "500", NULL};
+  th_bridge b;
+  assert_int_equal(th_command_start(&b, &t->vhost, replay, NULL, "replay"), 0);
+  depth_arg da = {t, 300};
+  FX_CHECK(t, th_wait_until(work_reached, &da, 60000));
+  th_bridge_kill(&b);
+  /* Its unacked deliveries are back once its connection is gone. */
+  FX_CHECK(t, th_wait_until(dlq_settled, &da, 60000));
+  long depth = th_queue_depth(t->conn, "dsr.dlq.manual");
+  assert_true(depth > 0 && depth < DEPTH);
+
+  j = run_json(t, "inspect --json");
+  int64_t count = member_int(member(j, "catalog"), "count");
+  printf("killed replay: %ld items left in the DLQ, the catalog holds %lld\n", depth,
+         (long long)count);
+  /* Whatever it says, what it lists is the queue. */
+  assert_int_equal(member_int(j, "listed"), depth);
+  if (count != depth) assert_false(from_catalog(j));
+  json_object_put(j);
+
+  j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), depth);
+  json_object_put(j);
+}
+
+/* A look with a checkpoint (--catalog-checkpoint FILE in args), as
+ * run_json, through url (a proxy's) when not NULL. */
+static json_object *look_via(fx_case *t, const char *url, const char *ckpt, const char *args) {
+  char cmd[2048];
+  assert_true(th_fmt(cmd, sizeof cmd, "timeout %d '%s' %s --catalog-checkpoint '%s'", CMD_TIMEOUT_S,
+                     th_env_get()->bridge_bin, args, ckpt));
+  setenv("DLQ_BRIDGE_URL", url != NULL ? url : t->vhost.url, 1);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  return finish_json(p, args);
+}
+
+static void checkpoint_path(fx_case *t, char *out, size_t len) {
+  assert_true(th_fmt(out, len, "%s/catalog-%s.ckpt", th_env_get()->node_dir, t->vhost.name));
+  unlink(out);
+}
+
+/* A broker slow to deliver (its first delivery seconds late, as 4.0.5
+ * over deep header tables, or a busy node) does not make a look throw its
+ * checkpoint away: the look resumes from it and reads only what came
+ * since. Before, a resume that saw nothing for 3 s took the stream for
+ * another and folded it whole, every look (and the daemon's escalator,
+ * looking first, escalated late: broker.ops
+ * test_daemon_escalates_deliveries_that_come_late, about one run in two). */
+static void test_a_slow_broker_resumes_from_the_checkpoint(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  char ckpt[TH_PATH_MAX];
+  checkpoint_path(t, ckpt, sizeof ckpt);
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_false(json_object_get_boolean(member(member(j, "catalog"), "from_checkpoint")));
+  json_object_put(j);
+
+  th_proxy px = {.delivery_stall_ms = 4000};
+  assert_int_equal(th_proxy_start(&px), 0);
+  char env[TH_URL_MAX + 32];
+  assert_true(th_proxy_url_env(&px, &t->vhost, env, sizeof env));
+  const char *url = strchr(env, '=') + 1;
+  j = look_via(t, url, ckpt, "inspect --source-system billing --json");
+  th_proxy_cut(&px);
+  json_object *cat = member(j, "catalog");
+  printf("a look through a broker 4 s slow to deliver: %lld events read in %.1f s, from the "
+         "checkpoint: %s\n",
+         (long long)member_int(cat, "events_read"),
+         json_object_get_double(member(cat, "read_seconds")),
+         json_object_get_boolean(member(cat, "from_checkpoint")) ? "yes" : "no");
+  assert_true(from_catalog(j));
+  assert_true(json_object_get_boolean(member(cat, "from_checkpoint")));
+  assert_true(member_int(cat, "events_read") < DEPTH);
+  assert_int_equal(member_int(j, "listed"), BILLING);
+  json_object_put(j);
+  unlink(ckpt);
+}
+
+/* A checkpoint of a stream deleted and declared again (shorter than the
+ * offset the checkpoint ends at) is dropped at once, and the look folds
+ * the new stream whole: the consumer of an offset past a stream's end
+ * waits at its tail, so the look must not wait for its marker there. */
+static void test_a_stream_declared_again_is_folded_whole(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  char ckpt[TH_PATH_MAX];
+  checkpoint_path(t, ckpt, sizeof ckpt);
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  assert_true(from_catalog(j));
+  json_object_put(j);
+
+  char path[512];
+  assert_true(th_fmt(path, sizeof path, "/api/queues/%s/dsr.catalog", t->vhost.name));
+  assert_int_equal(th_mgmt("DELETE", path, NULL, NULL), 204);
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  int64_t t0 = th_now_ms();
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  int64_t took = th_now_ms() - t0;
+  printf("a look whose checkpoint is of a stream declared again: %.1f s\n", (double)took / 1000);
+  json_object *cat = member(j, "catalog");
+  assert_false(json_object_get_boolean(member(cat, "from_checkpoint")));
+  /* The new stream knows none of the items: the look says so. */
+  assert_false(from_catalog(j));
+  assert_int_equal(member_int(cat, "count"), 0);
+  assert_int_equal(member_int(j, "listed"), DEPTH);
+  assert_true(took < 20000); /* not the 30 s a read waits for what never comes */
+  json_object_put(j);
+  unlink(ckpt);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_many_looks_at_once_each_see_every_item),
+      FX_TEST(test_outside_changes_are_said_then_corrected),
+      FX_TEST(test_a_killed_move_leaves_looks_truthful),
+      FX_TEST(test_a_slow_broker_resumes_from_the_checkpoint),
+      FX_TEST(test_a_stream_declared_again_is_folded_whole),
+  };
+  /* DLQB_TEST_FILTER=test_a_s* runs only the matching cases. */
+  if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
