@@ -35,7 +35,8 @@
 #              first build: a pass and N events), the first look (the whole stream
 #              folded, a checkpoint written), then warm looks from the checkpoint:
 #              inspect --source-system billing, stats --by group, and the console's
-#              groups page (its second request: the console keeps its fold)
+#              groups page (its second request: the console keeps its fold),
+#              four looks at once, and the pass they replace (--scan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -213,8 +214,40 @@ catalog_rows() { # N
     timed "$n" "catalog: stats --by group (warm)" "$n" "$bin" stats --by group --json
     grep -q '"source":"catalog"' "$work/out" || log "warm stats at $n did not answer from the catalog"
     console_row "$n" 2
+    looks_at_once_row "$n"
+    # The pass a look replaced, in the same run (what a first look is held to).
+    timed "$n" "inspect --source-system billing --scan (the pass)" "$n" \
+        "$bin" inspect --source-system billing --scan --json
     unset DLQ_BRIDGE_CATALOG_CHECKPOINT
     purge_all
+}
+
+# Four looks started at once (three inspects, one stats --by group), warm:
+# the seconds until the last ends; each must answer from the catalog, and
+# each inspect must count all N items (issue 29: two looks at once used to
+# split the queue between them).
+looks_at_once_row() { # N
+    local n=$1 i pids=() t0 t1 b bad=0 secs
+    sampler_start
+    t0=$(date +%s.%N)
+    for i in 1 2 3; do
+        "$bin" inspect --source-system billing --json >"$work/look$i" 2>"$work/look$i.err" &
+        pids+=($!)
+    done
+    "$bin" stats --by group --json >"$work/look4" 2>"$work/look4.err" &
+    pids+=($!)
+    for i in "${pids[@]}"; do wait "$i" || bad=$((bad + 1)); done
+    t1=$(date +%s.%N)
+    b=$(sampler_stop)
+    for i in 1 2 3 4; do
+        grep -q '"source":"catalog"' "$work/look$i" || { log "look $i of 4 at $n: not from the catalog"; bad=$((bad + 1)); }
+    done
+    for i in 1 2 3; do
+        grep -q "\"total\":$n[,}]" "$work/look$i" || { log "inspect $i of 4 at $n: not $n items"; bad=$((bad + 1)); }
+    done
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+    row "$n" "catalog: four looks at once (3 inspect, 1 stats --by group), warm: until the last ends$([ "$bad" = 0 ] || echo " ($bad failed)")" \
+        "$secs" "$(rate "$n" 0 "$secs")" "-" "$(mib "$b")"
 }
 
 for n in $depths; do
