@@ -190,6 +190,50 @@ int fx_count_in_file(const char *path, const char *needle) {
   return n;
 }
 
+/* ---- the console -------------------------------------------------------- */
+
+int fx_console_start(fx_case *t, fx_console *c, const char *const *env, const char *tag) {
+  memset(c, 0, sizeof *c);
+  c->port = th_free_port();
+  char addr[64];
+  snprintf(addr, sizeof addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", c->port);
+  const char *full[32];
+  size_t n = 0;
+  for (size_t i = 0; env != NULL && env[i] != NULL && n + 2 < 32; i++) full[n++] = env[i];
+  full[n++] = addr; /* last, so it wins */
+  full[n] = NULL;
+  th_unique(c->jar, sizeof c->jar, "/tmp/dlqb-console-jar");
+  static const char *const args[] = {"console", NULL};
+  if (c->port < 0 || th_command_start(&c->proc, &t->vhost, args, full, tag) != 0) return -1;
+  char cmd[TH_PATH_MAX + 256];
+  bool up = th_wait_until(th_port_accepts, &c->port, FX_READY_TIMEOUT_MS) &&
+            th_fmt(cmd, sizeof cmd,
+                   "curl -sf -o /dev/null -c '%s' -d 'user=guest&password=guest' "
+                   "http://127.0.0.1:%d/login",
+                   c->jar, c->port) &&
+            system(cmd) == 0;
+  if (!up) th_bridge_dump_log(&c->proc);
+  return up ? 0 : -1;
+}
+
+bool fx_console_get_cmd(const fx_console *c, const char *path, const char *out, char *cmd,
+                        size_t len) {
+  return th_fmt(cmd, len, "curl -s --max-time 120 -b '%s' -o '%s' 'http://127.0.0.1:%d%s'", c->jar,
+                out, c->port, path);
+}
+
+int fx_console_get(const fx_console *c, const char *path, const char *out) {
+  char cmd[2 * TH_PATH_MAX + 256];
+  if (!fx_console_get_cmd(c, path, out, cmd, sizeof cmd)) return -1;
+  return system(cmd);
+}
+
+int fx_console_stop(fx_console *c) {
+  int status = c->proc.pid != 0 ? th_bridge_stop(&c->proc, FX_STOP_TIMEOUT_MS) : -1;
+  if (c->jar[0]) unlink(c->jar);
+  return status;
+}
+
 int fx_audit_verify(const fx_audit *a, th_result *r) {
   /* No FILE: verify takes the configured log with its rotated files. */
   const char *const args[] = {"audit", "verify", NULL};

@@ -111,6 +111,32 @@ void fx_audit_remove(const fx_audit *a);
 /* How many times needle occurs in the file at path (0 when unreadable). */
 int fx_count_in_file(const char *path, const char *needle);
 
+/* A console (`dlq-bridge console`) on a free port of 127.0.0.1 for t's
+ * vhost, signed in as guest (the harness's vhost lets guest in), its
+ * session in a cookie jar of its own. */
+typedef struct {
+  th_bridge proc;
+  int port;
+  char jar[TH_PATH_MAX];
+} fx_console;
+
+/* Starts it with env ("NAME=value", NULL-terminated, may be NULL; its
+ * address is set here), waits until it accepts and signs in. 0 when
+ * signed in; otherwise -1 with its log dumped (stop it all the same). */
+int fx_console_start(fx_case *t, fx_console *c, const char *const *env, const char *tag);
+
+/* Writes into cmd the shell command that GETs path (with the session)
+ * into the file out, for system() or for popen() to run beside others.
+ * False when it does not fit. */
+bool fx_console_get_cmd(const fx_console *c, const char *path, const char *out, char *cmd,
+                        size_t len);
+
+/* GETs path into the file out; 0 when curl succeeded. */
+int fx_console_get(const fx_console *c, const char *path, const char *out);
+
+/* SIGTERM and wait; its exit status (th_bridge_stop), the jar removed. */
+int fx_console_stop(fx_console *c);
+
 /* Runs `dlq-bridge audit verify` on the configured log: every rotated file
  * oldest first, then the log, against its seal, given the public keys and
  * no private key. Returns th_run_bridge's result; r->exit_code 0 = intact. */

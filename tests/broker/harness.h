@@ -68,6 +68,10 @@ typedef bool (*th_cond)(void *arg);
  * timeout_ms has passed (returns false after one last check). */
 bool th_wait_until(th_cond cond, void *arg, int timeout_ms);
 
+/* A th_cond: true once something accepts connections on 127.0.0.1 at the
+ * port *(const int *)arg. */
+bool th_port_accepts(void *arg);
+
 /* The node's RabbitMQ release as major * 100 + minor (310 for 3.10.8, 400
  * for 4.0.5), from the management API's rabbitmq_version; read once, -1
  * when it cannot be read. Tests branch on it only where the broker really

@@ -138,19 +138,26 @@ static void test_many_looks_at_once_each_see_every_item(void **state) {
   assert_int_equal(member_int(j, "listed"), BILLING);
   json_object_put(j);
 
-  /* Five looks at once (four filtered inspects, a stats by group), with
-   * the daemon running beside them (its escalator and its catalog check
-   * look too): each sees every item, from the catalog. */
+  /* Six looks at once (four filtered inspects, a stats by group, the
+   * console's failure groups page), with the daemon running beside them
+   * (its escalator and its catalog check look too): each sees every item,
+   * from the catalog. */
   fx_audit a;
   assert_int_equal(fx_audit_init(&a), 0);
   const char *const env[] = {a.env_log, a.env_key, a.env_pub, NULL};
   assert_int_equal(fx_start_bridge(t, env), 0);
+  fx_console console;
+  int console_up = fx_console_start(t, &console, NULL, "console");
+  char page[TH_PATH_MAX], get[2 * TH_PATH_MAX + 256];
+  th_unique(page, sizeof page, "/tmp/dlqb-catalog-groups-page");
+  assert_true(fx_console_get_cmd(&console, "/", page, get, sizeof get));
   const char *args[LOOKS] = {"inspect --source-system billing --json",
                              "inspect --source-system billing --json",
                              "inspect --source-system billing --json",
                              "inspect --source-system billing --json", "stats --by group --json"};
   FILE *p[LOOKS];
   for (int i = 0; i < LOOKS; i++) p[i] = start(t, args[i]);
+  FILE *groups_page = console_up == 0 ? popen(get, "r") : NULL;
   for (int i = 0; i < LOOKS; i++) {
     j = finish_json(p[i], args[i]);
     assert_true(from_catalog(j));
@@ -167,6 +174,19 @@ static void test_many_looks_at_once_each_see_every_item(void **state) {
     }
     json_object_put(j);
   }
+  int got = groups_page != NULL ? pclose(groups_page) : -1;
+  char line[64];
+  snprintf(line, sizeof line, "%d items in dsr.dlq.manual", DEPTH);
+  int whole = got == 0 ? fx_count_in_file(page, line) : -1;
+  int catalogued = got == 0 ? fx_count_in_file(page, "<p class=\"catalog\" id=\"catalog\">catalog as of") : -1;
+  if (whole != 1 || catalogued != 1) th_bridge_dump_log(&console.proc);
+  int console_stop = fx_console_stop(&console);
+  unlink(page);
+  assert_int_equal(console_up, 0);
+  assert_int_equal(got, 0);
+  assert_int_equal(whole, 1);
+  assert_int_equal(catalogued, 1);
+  assert_int_equal(console_stop, 0);
   FX_CHECK(t, fx_stop_bridges(t) == 0);
   fx_audit_remove(&a);
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), DEPTH);

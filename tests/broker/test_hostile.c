@@ -767,17 +767,6 @@ static void test_deep_header_in_dlq_threads(void **state) {
  * same 25,000-deep header, RLIMIT_STACK unlimited (libmicrohttpd's threads
  * then got glibc's 2 MiB and the console died on the first page), and the
  * failure groups page answers 200 and the console lives on. */
-static bool accepts(void *arg) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  struct sockaddr_in sa = {.sin_family = AF_INET,
-                           .sin_port = htons((uint16_t) * (const int *)arg),
-                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
-
 static void test_deep_header_in_console_threads(void **state) {
   fx_case *t = *state;
   static const char *const decl[] = {"declare", NULL};
@@ -804,7 +793,7 @@ static void test_deep_header_in_console_threads(void **state) {
   int rc = th_command_start(&console, &t->vhost, args, console_env, "console-deep");
   assert_int_equal(setrlimit(RLIMIT_STACK, &old), 0);
   assert_int_equal(rc, 0);
-  bool up = th_wait_until(accepts, &port, TIMEOUT_MS);
+  bool up = th_wait_until(th_port_accepts, &port, TIMEOUT_MS);
   snprintf(jar, sizeof jar, "/tmp/dlqb-console-jar-%d", (int)getpid());
   /* Sign in (the harness's vhost lets guest in), then the groups page. */
   assert_true(th_fmt(cmd, sizeof cmd,
@@ -869,7 +858,7 @@ static void test_console_item_shows_the_whole_xdeath_history(void **state) {
   static const char *const args[] = {"console", NULL};
   th_bridge console;
   assert_int_equal(th_command_start(&console, &t->vhost, args, console_env, "console-history"), 0);
-  bool up = th_wait_until(accepts, &port, TIMEOUT_MS);
+  bool up = th_wait_until(th_port_accepts, &port, TIMEOUT_MS);
   snprintf(jar, sizeof jar, "/tmp/dlqb-console-jar-%d", (int)getpid());
   snprintf(page, sizeof page, "/tmp/dlqb-console-page-%d", (int)getpid());
   assert_true(th_fmt(cmd, sizeof cmd,

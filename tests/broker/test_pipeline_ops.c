@@ -611,18 +611,6 @@ static void test_drain_on_a_pipeline(void **state) {
   world_free(&w);
 }
 
-static bool port_open(void *arg) {
-  int port = *(const int *)arg;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  struct sockaddr_in sa = {.sin_family = AF_INET,
-                           .sin_port = htons((uint16_t)port),
-                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
-
 /* GETs path from the console with the session in jar into out (a file). */
 static int console_get(int port, const char *jar, const char *path, const char *out) {
   char cmd[1024];
@@ -661,7 +649,7 @@ static void test_console_on_a_pipeline(void **state) {
   static const char *const args[] = {"console", NULL};
   th_bridge console;
   assert_int_equal(th_command_start(&console, &t->vhost, args, env, "console-redaction"), 0);
-  bool up = th_wait_until(port_open, &port, 20000);
+  bool up = th_wait_until(th_port_accepts, &port, 20000);
   char jar[160], page[160], cmd[1024];
   assert_true(th_fmt(jar, sizeof jar, "%s/jar", w.cache_dir));
   assert_true(th_fmt(page, sizeof page, "%s/page.html", w.cache_dir));

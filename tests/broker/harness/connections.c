@@ -299,6 +299,17 @@ int th_free_port(void) {
   return port;
 }
 
+bool th_port_accepts(void *arg) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t) * (const int *)arg),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
 bool th_wait_depth(th_conn *c, const char *queue, long n, int timeout_ms) {
   th__count_wait w = {c, queue, n, false};
   return th_wait_until(th__count_reached, &w, timeout_ms);
