@@ -314,6 +314,9 @@ typedef struct {
   int window;           /* read ahead at once; 0: the default */
   dlqb_stop_flag *stop; /* may be NULL */
   dlqb_status (*on_item)(void *ctx, const dlqb_item *it, dlqb_error *err);
+  /* Before the first item: how many the queue holds as the read begins
+   * (to size what on_item fills); may be NULL. */
+  dlqb_status (*on_depth)(void *ctx, uint32_t depth, dlqb_error *err);
   void *ctx;
   char at[DLQB_ISO_TIME_MAX]; /* out: when the read began */
   uint32_t others;            /* out: most other consumers seen at its start or end */

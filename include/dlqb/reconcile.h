@@ -44,6 +44,15 @@ dlqb_reconcile *dlqb_reconcile_new(void);
 dlqb_reconcile *dlqb_reconcile_new_for(const char *queue);
 void dlqb_reconcile_free(dlqb_reconcile *r); /* NULL-safe */
 
+/* Makes room for n ids at once (the queue's depth, read before its
+ * snapshot), so that taking them never grows the table: a growth holds the
+ * old table and the new one for a moment, 2.5 times the memory (at
+ * 1,000,000 items 50 MiB against 25 MiB). More than
+ * DLQB_RECONCILE_RESERVE_MAX ids reserves that many; the table still grows
+ * past it as needed. False when out of memory (the table is as before). */
+#define DLQB_RECONCILE_RESERVE_MAX (UINT64_C(1) << 24)
+bool dlqb_reconcile_reserve(dlqb_reconcile *r, uint64_t n);
+
 /* One item of the queue snapshot. */
 dlqb_status dlqb_reconcile_present(dlqb_reconcile *r, const char *message_id,
                                    const char *request_id, dlqb_error *err);

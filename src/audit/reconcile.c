@@ -108,8 +108,8 @@ static size_t find(const cell *cells, size_t cap, uint32_t d0, uint32_t d1) {
   return i;
 }
 
-static bool grow(dlqb_reconcile *r) {
-  size_t cap = r->cap + r->cap / 2;
+/* Moves the table into one of cap cells (cap > size). */
+static bool resize(dlqb_reconcile *r, size_t cap) {
   cell *n = calloc(cap, sizeof *n);
   if (n == NULL) return false;
   for (size_t i = 0; i < r->cap; i++)
@@ -118,6 +118,15 @@ static bool grow(dlqb_reconcile *r) {
   r->cells = n;
   r->cap = cap;
   return true;
+}
+
+static bool grow(dlqb_reconcile *r) { return resize(r, r->cap + r->cap / 2); }
+
+bool dlqb_reconcile_reserve(dlqb_reconcile *r, uint64_t n) {
+  if (n > DLQB_RECONCILE_RESERVE_MAX) n = DLQB_RECONCILE_RESERVE_MAX;
+  /* Room for n more below the load limit (size + n <= cap * 4/5). */
+  size_t cap = (size_t)((r->size + n) * LOAD_DEN / LOAD_NUM) + 1;
+  return cap <= r->cap || resize(r, cap);
 }
 
 /* The cell for (d0, d1), created empty when absent; NULL when out of memory. */

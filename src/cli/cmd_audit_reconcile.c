@@ -76,6 +76,13 @@ static dlqb_status snapshot_item(void *ctx, const dlqb_item *it, dlqb_error *err
   return dlqb_reconcile_present(c->r, it->message_id, it->request_id, err);
 }
 
+static dlqb_status size_for(void *ctx, uint32_t depth, dlqb_error *err) {
+  reconcile_ctx *c = ctx;
+  if (dlqb_reconcile_reserve(c->r, depth)) return DLQB_OK;
+  return dlqb_fail(err, DLQB_ENOMEM, "out of memory for the %lu items of %s", (unsigned long)depth,
+                   c->queue);
+}
+
 /* The DLQ and compliance_review, each reconciled on its own. */
 typedef struct {
   reconcile_ctx dlq, review;
@@ -102,6 +109,7 @@ static int read_dlq(void *ctx, const dlqb_config *cfg) {
                       .purpose = "audit reconcile",
                       .window = c->o->window,
                       .on_item = snapshot_item,
+                      .on_depth = size_for,
                       .ctx = c};
   int rc = audit_read_queue(cfg, &q);
   memcpy(c->at, q.at, sizeof c->at);

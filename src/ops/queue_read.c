@@ -10,12 +10,12 @@
  * our own); false when it cannot be read. A consumer holds what it was
  * delivered unacked, and the broker delivers that to nobody else. */
 static bool other_consumers(const dlqb_config *cfg, const char *queue, const char *purpose,
-                            uint32_t *n, dlqb_error *err) {
+                            uint32_t *depth, uint32_t *n, dlqb_error *err) {
   char name[160];
   snprintf(name, sizeof name, "dlq-bridge %s", purpose);
   dlqb_link *link = NULL;
   if (dlqb_link_open(&cfg->broker, name, &link, err) != DLQB_OK) return false;
-  dlqb_status st = dlqb_link_queue_depth(link, queue, NULL, n, err);
+  dlqb_status st = dlqb_link_queue_depth(link, queue, depth, n, err);
   if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);
   return st == DLQB_OK;
@@ -30,8 +30,10 @@ static dlqb_status hold_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
 }
 
 dlqb_status ops_queue_read_run(const dlqb_config *cfg, ops_queue_read *q, dlqb_error *err) {
-  uint32_t before = 0, after = 0;
-  if (!other_consumers(cfg, q->queue, q->purpose, &before, err)) return DLQB_EBROKER;
+  uint32_t before = 0, after = 0, depth = 0;
+  if (!other_consumers(cfg, q->queue, q->purpose, &depth, &before, err)) return DLQB_EBROKER;
+  dlqb_status st = q->on_depth != NULL ? q->on_depth(q->ctx, depth, err) : DLQB_OK;
+  if (st != DLQB_OK) return st;
   dlqb_iso_time(dlqb_now_ms(), q->at, sizeof q->at);
   char name[160];
   snprintf(name, sizeof name, "dlq-bridge %s", q->purpose);
@@ -42,10 +44,10 @@ dlqb_status ops_queue_read_run(const dlqb_config *cfg, ops_queue_read *q, dlqb_e
                           .stop = q->stop,
                           .on_item = hold_item,
                           .ctx = q};
-  dlqb_status st = dlqb_scan_run(cfg, &so, &q->scan, err);
+  st = dlqb_scan_run(cfg, &so, &q->scan, err);
   if (st != DLQB_OK) return st;
   /* Our own consumer is gone once the scan closed its link. */
-  if (!other_consumers(cfg, q->queue, q->purpose, &after, err)) return DLQB_EBROKER;
+  if (!other_consumers(cfg, q->queue, q->purpose, NULL, &after, err)) return DLQB_EBROKER;
   q->others = before > after ? before : after;
   if (q->scan.interrupted)
     return dlqb_fail(

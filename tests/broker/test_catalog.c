@@ -178,7 +178,8 @@ static void test_many_looks_at_once_each_see_every_item(void **state) {
   char line[64];
   snprintf(line, sizeof line, "%d items in dsr.dlq.manual", DEPTH);
   int whole = got == 0 ? fx_count_in_file(page, line) : -1;
-  int catalogued = got == 0 ? fx_count_in_file(page, "<p class=\"catalog\" id=\"catalog\">catalog as of") : -1;
+  int catalogued =
+      got == 0 ? fx_count_in_file(page, "<p class=\"catalog\" id=\"catalog\">catalog as of") : -1;
   if (whole != 1 || catalogued != 1) th_bridge_dump_log(&console.proc);
   int console_stop = fx_console_stop(&console);
   unlink(page);

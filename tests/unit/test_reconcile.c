@@ -142,6 +142,34 @@ static void test_removal_keeps_the_rest_findable(void **state) {
   dlqb_reconcile_free(r);
 }
 
+/* A table reserved for the queue's depth in the middle of filling it (it
+ * moves every entry into a larger table) still finds each entry, and a
+ * reserve smaller than what it holds changes nothing. */
+static void test_reserve_keeps_entries(void **state) {
+  (void)state;
+  dlqb_reconcile *r = dlqb_reconcile_new();
+  assert_non_null(r);
+  dlqb_error err = {{0}};
+  char id[32];
+  for (int i = 0; i < 3000; i++) {
+    snprintf(id, sizeof id, "m%d", i);
+    if (i == 1000) assert_true(dlqb_reconcile_reserve(r, 100000));
+    if (i == 2000) assert_true(dlqb_reconcile_reserve(r, 10));
+    hop(r, "dead_lettered", id, "dsr.failed", "dsr.dlq.manual");
+  }
+  assert_true(dlqb_reconcile_reserve(r, 0));
+  assert_int_equal(dlqb_reconcile_size(r), 3000);
+  static char seen_ids[5000];
+  memset(seen_ids, 0, sizeof seen_ids);
+  assert_true(dlqb_reconcile_each(r, mark_seen, seen_ids));
+  for (int i = 0; i < 3000; i++) assert_int_equal(seen_ids[i], 1);
+  /* Each id is one entry: its sighting in the queue counts on it. */
+  assert_int_equal(dlqb_reconcile_present(r, "m2999", "req", &err), DLQB_OK);
+  assert_int_equal(dlqb_reconcile_size(r), 3000);
+  assert_int_equal(entry(r, "m2999").found.present, 1);
+  dlqb_reconcile_free(r);
+}
+
 /* Lines that are not hops of a message into or out of the DLQ change
  * nothing, garbage included (the command gives only verified lines, but
  * the function must not trust them). */
@@ -240,6 +268,7 @@ int main(void) {
       cmocka_unit_test(test_review_queue),
       cmocka_unit_test(test_kinds_of_entries),
       cmocka_unit_test(test_removal_keeps_the_rest_findable),
+      cmocka_unit_test(test_reserve_keeps_entries),
       cmocka_unit_test(test_other_lines_change_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
