@@ -210,7 +210,7 @@ typedef struct {
 #define DLQB_CATALOG_SNAP_OPEN 8
 typedef struct {
   dlqb_catalog_snapinfo info;
-  uint64_t next;   /* the chunk index expected next */
+  uint64_t next; /* the chunk index expected next */
   bool used, broken;
 } dlqb_catalog_snapslot;
 typedef struct {
@@ -242,8 +242,8 @@ dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_profile *profile
  * until fn sets *stop; *first is the offset of the first message it was
  * given by the stream (the end's own when nothing came before it). */
 typedef dlqb_status (*dlqb_catalog_msg_fn)(void *ctx, int64_t offset,
-                                          const amqp_basic_properties_t *props, amqp_bytes_t body,
-                                          bool *stop, dlqb_error *err);
+                                           const amqp_basic_properties_t *props, amqp_bytes_t body,
+                                           bool *stop, dlqb_error *err);
 typedef struct {
   dlqb_status (*read)(void *src, int64_t from, dlqb_catalog_msg_fn fn, void *ctx, int64_t *first,
                       dlqb_error *err);

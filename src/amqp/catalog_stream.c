@@ -296,8 +296,8 @@ struct dlqb_catalog_reader {
   dlqb_catalog_mark mark;
   bool checkpoint_tried;
   bool from_checkpoint;
-  uint64_t since_checkpoint; /* events folded since the checkpoint was written or read */
-  bool from_snapshot;        /* the fold began at a snapshot in the stream */
+  uint64_t since_checkpoint;  /* events folded since the checkpoint was written or read */
+  bool from_snapshot;         /* the fold began at a snapshot in the stream */
   dlqb_catalog_snapfind find; /* the snapshots the fold has read past */
   bool cut;                   /* the last fold found the stream cut, no snapshot to use */
   dlqb_catalog_mark cut_mark; /* where that fold's read ended */
@@ -970,8 +970,8 @@ static dlqb_status broker_read(void *src, int64_t from, dlqb_catalog_msg_fn fn, 
 
 /* Folds the stream whole, up to marker (published and confirmed): from
  * its first event, or from its newest snapshot when retention cut it. */
-static dlqb_status whole(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
-                         const char *marker, read_span *sp, dlqb_error *err) {
+static dlqb_status whole(dlqb_catalog_reader *r, const dlqb_broker_conf *broker, const char *marker,
+                         read_span *sp, dlqb_error *err) {
   broker_src b = {.broker = broker, .stream = r->t.stream, .marker = marker, .end_offset = -1};
   dlqb_catalog_source src = {broker_read, &b};
   dlqb_catalog_whole w;
@@ -1155,10 +1155,10 @@ static void snap_headers(amqp_table_entry_t *h, const char *op, const dlqb_catal
 
 static dlqb_status snap_publish(snap_write *w, amqp_table_entry_t *h, int n, amqp_bytes_t body,
                                 dlqb_error *err) {
-  amqp_basic_properties_t props = {
-      ._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG,
-      .delivery_mode = AMQP_DELIVERY_PERSISTENT,
-      .headers = {n, h}};
+  amqp_basic_properties_t props = {._flags =
+                                       AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG,
+                                   .delivery_mode = AMQP_DELIVERY_PERSISTENT,
+                                   .headers = {n, h}};
   int rc = amqp_basic_publish(dlqb_link_conn(w->link), DLQB_CHANNEL, amqp_empty_bytes,
                               dlqb_bytes(w->stream), 1, 0, &props, body);
   if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog's snapshot", err);
@@ -1264,8 +1264,7 @@ dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_con
     dlqb_catalog_verify_result v;
     st = dlqb_catalog_verify(r, cfg, broker, r->t.queues[q], &v, err);
     if (st == DLQB_OK && !v.complete)
-      st = dlqb_fail(err, DLQB_EIO, "'%s' was not read whole: no snapshot written",
-                     r->t.queues[q]);
+      st = dlqb_fail(err, DLQB_EIO, "'%s' was not read whole: no snapshot written", r->t.queues[q]);
   }
   if (st == DLQB_OK) st = dlqb_catalog_snapshot(r, dlqb_config_broker(cfg, broker), out, err);
   return st;
