@@ -613,6 +613,12 @@ static void test_retention_and_snapshots(void **state) {
   j = run_json(t, "escalate --all --limit 5 --no-audit --json");
   json_object_put(j);
   FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", SNAP_BILLING + 5, 30000));
+  /* A look that leaves a checkpoint here (its marker is cut below). */
+  char ckpt[TH_PATH_MAX];
+  checkpoint_path(t, ckpt, sizeof ckpt);
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  assert_true(from_catalog(j));
+  json_object_put(j);
   /* Everything up to the escalations gone, the second snapshot's marker
    * still there. */
   int64_t first = cut_stream(t, as_of - 2 * SEGMENT_BYTES / FILLER_BYTES - 1);
@@ -628,10 +634,55 @@ static void test_retention_and_snapshots(void **state) {
   assert_int_equal(member_int(j, "listed"), SNAP_DEPTH - SNAP_BILLING - 5);
   assert_int_equal(member_int(member(j, "catalog"), "events_read"), 10); /* 5 outs, 5 ins */
   json_object_put(j);
+  /* The checkpoint's marker is gone: dropped, and the look folds from the
+   * snapshot. */
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_false(json_object_get_boolean(member(member(j, "catalog"), "from_checkpoint")));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_DEPTH - SNAP_BILLING - 5);
+  json_object_put(j);
+  unlink(ckpt);
   j = run_json(t, "inspect --queue compliance_review --json");
   assert_true(from_catalog(j));
   assert_true(from_snapshot(j));
   assert_int_equal(member_int(j, "listed"), SNAP_BILLING + 5);
+  json_object_put(j);
+}
+
+/* The daemon, finding the stream cut with no snapshot, rebuilds the
+ * catalog from the queues and snapshots it on its own. */
+static void test_the_daemon_rebuilds_a_cut_catalog(void **state) {
+  fx_case *t = *state;
+  put_retention(t);
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", SNAP_DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  cut_stream(t, 0);
+  j = run_json(t, "inspect --json");
+  assert_false(from_catalog(j));
+  json_object_put(j);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const env[] = {a.env_log, a.env_key, a.env_pub,
+                             "DLQ_BRIDGE_CATALOG_CHECK_INTERVAL=1s", NULL};
+  int64_t t0 = th_now_ms();
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  look_arg la = {t};
+  FX_CHECK(t, th_wait_until(looks_agree, &la, NOTICE_MS));
+  printf("a cut catalog rebuilt and snapshotted by the daemon in %.1f s\n",
+         (double)(th_now_ms() - t0) / 1000);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  fx_audit_remove(&a);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_true(from_catalog(j));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_BILLING);
+  assert_int_equal(member_int(j, "total"), SNAP_DEPTH);
   json_object_put(j);
 }
 
@@ -643,6 +694,7 @@ int main(void) {
       FX_TEST(test_a_slow_broker_resumes_from_the_checkpoint),
       FX_TEST(test_a_stream_declared_again_is_folded_whole),
       FX_TEST(test_retention_and_snapshots),
+      FX_TEST(test_the_daemon_rebuilds_a_cut_catalog),
   };
   /* DLQB_TEST_FILTER=test_a_s* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));

@@ -4,7 +4,7 @@
  * event 0, snapshots ignored), cut (from the newest complete snapshot,
  * with moves interleaved with its chunks applied after it, in order), a
  * writer killed mid-snapshot, two writers interleaved, a garbled chunk, a
- * snapshot whose as-of marker was cut too. */
+ * snapshot whose as-of marker was cut too; when the daemon writes one. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlqb/catalog_check.h"
 #include "dlqb/catalog_stream.h"
 #include "dlqb/names.h"
 
@@ -515,6 +516,21 @@ static void test_a_snapshot_whose_marker_was_cut_is_not_used(void **state) {
   dlqb_catalog_free(c);
 }
 
+static void test_when_the_daemon_writes_a_snapshot(void **state) {
+  (void)state;
+  const long long hour = 3600 * 1000;
+  /* A small catalog: the floor. */
+  assert_false(dlqb_catalog_snapshot_due(DLQB_CATALOG_SNAPSHOT_FLOOR, 10, hour));
+  assert_true(dlqb_catalog_snapshot_due(DLQB_CATALOG_SNAPSHOT_FLOOR + 1, 10, hour));
+  /* A large one: twice its items. */
+  assert_false(dlqb_catalog_snapshot_due(2000000, 1000000, hour));
+  assert_true(dlqb_catalog_snapshot_due(2000001, 1000000, hour));
+  /* A quiet stream: once a day when anything came, never when nothing did. */
+  assert_true(dlqb_catalog_snapshot_due(5, 1000000, DLQB_CATALOG_SNAPSHOT_EVERY_MS));
+  assert_false(dlqb_catalog_snapshot_due(0, 1000000, 10 * DLQB_CATALOG_SNAPSHOT_EVERY_MS));
+  assert_false(dlqb_catalog_snapshot_due(UINT64_MAX / 2, UINT64_MAX, hour)); /* no overflow */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chunk_round_trip_and_refusals),
@@ -524,6 +540,7 @@ int main(void) {
       cmocka_unit_test(test_two_writers_interleaved),
       cmocka_unit_test(test_garbled_and_foreign_messages_are_ignored),
       cmocka_unit_test(test_a_snapshot_whose_marker_was_cut_is_not_used),
+      cmocka_unit_test(test_when_the_daemon_writes_a_snapshot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
