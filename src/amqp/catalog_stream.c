@@ -990,6 +990,10 @@ static dlqb_status whole(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
                      r->t.stream, (long long)w.first);
   }
   r->from_snapshot = w.from_snapshot;
+  /* The items a snapshot gave count as folded for the checkpoint's
+   * cadence: the next look starts from the checkpoint, not the snapshot. */
+  if (w.from_snapshot)
+    for (size_t q = 0; q < r->t.nqueues; q++) r->since_checkpoint += w.snap.items[q];
   return DLQB_OK;
 }
 

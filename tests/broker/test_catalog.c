@@ -598,6 +598,12 @@ static void test_retention_and_snapshots(void **state) {
   assert_true(from_catalog(j));
   assert_int_equal(member_int(j, "listed"), SNAP_DEPTH - SNAP_BILLING);
   json_object_put(j);
+  /* A look that leaves a checkpoint here (its marker is cut below). */
+  char ckpt[TH_PATH_MAX];
+  checkpoint_path(t, ckpt, sizeof ckpt);
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  assert_true(from_catalog(j));
+  json_object_put(j);
   filler(t, 2 * SEGMENT_BYTES / FILLER_BYTES);
   j = run_json(t, "catalog snapshot --json");
   assert_false(json_object_get_boolean(member(j, "rebuilt")));
@@ -609,16 +615,32 @@ static void test_retention_and_snapshots(void **state) {
   json_object_put(j);
   printf("second snapshot as of offset %lld; stream begins at %lld\n", (long long)as_of,
          (long long)before);
+  /* A forged chunk (its body garbage) and an end of a snapshot that never
+   * was: passed over, with a warning. */
+  th_msg m;
+  th_msg_init(&m);
+  static const char junk[] = "\xff\xff\xff\x7f not a chunk \x01\x02";
+  assert_int_equal(th_msg_set_body(&m, junk, sizeof junk), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog", "snap"), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog-snap", "forged"), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-of", as_of), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-chunk", 0), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog-queue", "dsr.dlq.manual"), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-count", 1), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.catalog", &m), 0);
+  th_msg_reset(&m);
+  static const char totals[] = "1 0 0 0 0 0 dsr.dlq.manual\n0 0 0 0 0 0 compliance_review\n";
+  assert_int_equal(th_msg_set_body(&m, totals, sizeof totals - 1), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog", "snap-end"), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog-snap", "forged"), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-of", as_of), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-chunk", 1), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.catalog", &m), 0);
+  th_msg_release(&m);
   /* And moves after it: folded on top of it, in order. */
   j = run_json(t, "escalate --all --limit 5 --no-audit --json");
   json_object_put(j);
   FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", SNAP_BILLING + 5, 30000));
-  /* A look that leaves a checkpoint here (its marker is cut below). */
-  char ckpt[TH_PATH_MAX];
-  checkpoint_path(t, ckpt, sizeof ckpt);
-  j = look_via(t, NULL, ckpt, "inspect --json");
-  assert_true(from_catalog(j));
-  json_object_put(j);
   /* Everything up to the escalations gone, the second snapshot's marker
    * still there. */
   int64_t first = cut_stream(t, as_of - 2 * SEGMENT_BYTES / FILLER_BYTES - 1);
