@@ -1300,8 +1300,9 @@ char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) 
   }
   char at[DLQB_ISO_TIME_MAX];
   dlqb_iso_time(v->as_of_ms, at, sizeof at);
-  snprintf(buf, len, "catalog as of %s: %llu item%s, as the queue (%.1f s)", at,
-           (unsigned long long)v->count, v->count == 1 ? "" : "s", v->read_seconds);
+  snprintf(buf, len, "catalog as of %s: %llu item%s, as the queue (%.1f s%s)", at,
+           (unsigned long long)v->count, v->count == 1 ? "" : "s", v->read_seconds,
+           v->from_snapshot ? ", folded from its snapshot: the stream was cut by retention" : "");
   return buf;
 }
 

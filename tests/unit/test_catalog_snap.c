@@ -516,6 +516,32 @@ static void test_a_snapshot_whose_marker_was_cut_is_not_used(void **state) {
   dlqb_catalog_free(c);
 }
 
+/* An empty catalog's snapshot (no chunk, only its end): what the daemon
+ * writes for an empty DLQ. */
+static void test_an_empty_snapshot(void **state) {
+  (void)state;
+  static stream s;
+  memset(&s, 0, sizeof s);
+  ev(&s, "in", DLQ, "a1");
+  ev(&s, "out", DLQ, "a1");
+  int64_t m = mark(&s);
+  snap_end(&s, "E", m, 0, 0, 0);
+  ev(&s, "in", DLQ, "a2");
+  s.cut = 2;
+  dlqb_catalog *c = dlqb_catalog_new(queues, 2);
+  dlqb_catalog_whole w;
+  dlqb_catalog_snapfind f;
+  assert_int_equal(fold(&s, c, &w, &f), DLQB_OK);
+  assert_true(w.from_snapshot);
+  assert_int_equal(w.snap.chunks, 0);
+  assert_int_equal(s.reads, 2); /* no chunks to read */
+  char got[512];
+  ids(c, 0, got, sizeof got);
+  assert_string_equal(got, "a2");
+  stream_free(&s);
+  dlqb_catalog_free(c);
+}
+
 static void test_when_the_daemon_writes_a_snapshot(void **state) {
   (void)state;
   const long long hour = 3600 * 1000;
@@ -540,6 +566,7 @@ int main(void) {
       cmocka_unit_test(test_two_writers_interleaved),
       cmocka_unit_test(test_garbled_and_foreign_messages_are_ignored),
       cmocka_unit_test(test_a_snapshot_whose_marker_was_cut_is_not_used),
+      cmocka_unit_test(test_an_empty_snapshot),
       cmocka_unit_test(test_when_the_daemon_writes_a_snapshot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
