@@ -1243,6 +1243,23 @@ dlqb_status dlqb_catalog_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf
 
 bool dlqb_catalog_reader_cut(const dlqb_catalog_reader *r) { return r->cut; }
 
+/* DLQB_OK when nobody consumes queue now. */
+static dlqb_status queue_unheld(const dlqb_broker_conf *broker, const char *queue,
+                                dlqb_error *err) {
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog snapshot", &link, err);
+  if (st != DLQB_OK) return st;
+  uint32_t depth = 0, consumers = 0;
+  st = dlqb_link_queue_depth(link, queue, &depth, &consumers, err);
+  end_link(link, st);
+  if (st == DLQB_OK && consumers > 0)
+    st = dlqb_fail(err, DLQB_EIO,
+                   "'%s' has %u consumer%s (a look or a move reading it): a pass would not see "
+                   "what they hold; no snapshot written, try again",
+                   queue, consumers, consumers == 1 ? "" : "s");
+  return st;
+}
+
 dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_config *cfg,
                                           const dlqb_broker_conf *broker,
                                           dlqb_catalog_snapinfo *out, dlqb_error *err) {
@@ -1265,8 +1282,12 @@ dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_con
                      r->t.stream);
   dlqb_status st = DLQB_OK;
   for (size_t q = 0; st == DLQB_OK && q < r->t.nqueues; q++) {
+    /* A pass reads what is ready: items another consumer holds (a look
+     * reading the queue itself, as every look does while the catalog is
+     * refused) it would never see, and the snapshot would lack them. */
+    st = queue_unheld(dlqb_config_broker(cfg, broker), r->t.queues[q], err);
     dlqb_catalog_verify_result v;
-    st = dlqb_catalog_verify(r, cfg, broker, r->t.queues[q], &v, err);
+    if (st == DLQB_OK) st = dlqb_catalog_verify(r, cfg, broker, r->t.queues[q], &v, err);
     if (st == DLQB_OK && !v.complete)
       st = dlqb_fail(err, DLQB_EIO, "'%s' was not read whole: no snapshot written", r->t.queues[q]);
   }

@@ -19,6 +19,8 @@ struct dlqb_catalog_check {
   bool differed[DLQB_CATALOG_QUEUES_MAX];
   long long verified_ms[DLQB_CATALOG_QUEUES_MAX]; /* monotonic, 0: not yet */
   long long snapshot_ms;                          /* monotonic: the last written, or the start */
+  bool agreed[DLQB_CATALOG_QUEUES_MAX];           /* the last check's look agreed with the queue */
+  bool owed;                                      /* a rebuild wrote no snapshot: one is owed */
 };
 
 bool dlqb_catalog_snapshot_due(uint64_t since, uint64_t items, long long age_ms) {
@@ -29,7 +31,11 @@ bool dlqb_catalog_snapshot_due(uint64_t since, uint64_t items, long long age_ms)
 }
 
 /* Writes a snapshot when one is due, or rebuilds the catalog when the
- * stream was cut with none left (a look said so: it could not fold). */
+ * stream was cut with none left (a look said so: it could not fold). A
+ * rebuild whose pass did not read a queue whole (a look reading the queue
+ * itself meanwhile, as every look does while the catalog is refused,
+ * holds part of it) leaves the fold to the checks to correct, and the
+ * snapshot owed: it is written once both queues' checks agree. */
 static void maybe_snapshot(dlqb_catalog_check *c) {
   dlqb_catalog_snapinfo s;
   dlqb_error err;
@@ -41,6 +47,12 @@ static void maybe_snapshot(dlqb_catalog_check *c) {
                   "rebuilding the catalog from the queues",
                   c->p.catalog);
     st = dlqb_catalog_snapshot_rebuild(c->r, c->cfg, NULL, &s, &err);
+    c->owed = st != DLQB_OK;
+  } else if (c->owed) {
+    for (int i = 0; i < DLQB_CATALOG_QUEUES_MAX; i++)
+      if (!c->agreed[i]) return;
+    st = dlqb_catalog_snapshot(c->r, &c->cfg->broker, &s, &err);
+    if (st == DLQB_OK) c->owed = false;
   } else {
     uint64_t since, items;
     dlqb_catalog_reader_growth(c->r, &since, &items);
@@ -64,6 +76,7 @@ static void check_queue(dlqb_catalog_check *c, int i, const char *queue) {
   dlqb_catalog_view v;
   dlqb_error err;
   dlqb_status st = dlqb_catalog_look(c->r, &c->cfg->broker, queue, NULL, NULL, &v, &err);
+  c->agreed[i] = st == DLQB_OK && !v.differs;
   if (st != DLQB_OK) {
     dlqb_log_debug("catalog_check", "cannot check the catalog of %s: %s", queue, err.msg);
     return;

@@ -458,14 +458,14 @@ static void test_a_stream_declared_again_is_folded_whole(void **state) {
 #define SNAP_DEPTH    1000
 #define SNAP_BILLING  (SNAP_DEPTH / BILLING_EVERY)
 
-static void put_retention(fx_case *t) {
+static void put_retention(fx_case *t, int retain_bytes) {
   char path[512], body[512];
   assert_true(th_fmt(path, sizeof path, "/api/policies/%s/catalog-retention", t->vhost.name));
   assert_true(th_fmt(body, sizeof body,
                      "{\"pattern\": \"^dsr\\\\.catalog$\", \"apply-to\": \"queues\", "
                      "\"definition\": {\"max-length-bytes\": %d, "
                      "\"stream-max-segment-size-bytes\": %d}}",
-                     RETAIN_BYTES, SEGMENT_BYTES));
+                     retain_bytes, SEGMENT_BYTES));
   int code = th_mgmt("PUT", path, body, NULL);
   assert_true(code == 201 || code == 204);
 }
@@ -549,7 +549,7 @@ static bool from_snapshot(json_object *j) {
  * first leaves looks answering from the second, with exact counts. */
 static void test_retention_and_snapshots(void **state) {
   fx_case *t = *state;
-  put_retention(t);
+  put_retention(t, RETAIN_BYTES);
   static const char *const declare_args[] = {"declare", NULL};
   th_result r;
   assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
@@ -676,7 +676,7 @@ static void test_retention_and_snapshots(void **state) {
  * catalog from the queues and snapshots it on its own. */
 static void test_the_daemon_rebuilds_a_cut_catalog(void **state) {
   fx_case *t = *state;
-  put_retention(t);
+  put_retention(t, RETAIN_BYTES);
   static const char *const declare_args[] = {"declare", NULL};
   th_result r;
   assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
@@ -708,6 +708,58 @@ static void test_the_daemon_rebuilds_a_cut_catalog(void **state) {
   json_object_put(j);
 }
 
+static bool not_running(void *arg) { return !th_bridge_running(arg); }
+
+/* Moves while a snapshot is written (a replay at 20 a second beside
+ * `catalog snapshot`): their events, before, between and after its chunks,
+ * are folded after it, so once retention cut the stream a fresh look from
+ * the snapshot agrees with the queue to the item. */
+static void test_moves_during_a_snapshot(void **state) {
+  fx_case *t = *state;
+  put_retention(t, 4 * RETAIN_BYTES); /* the 3,000 "in"s and the snapshot fit */
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  assert_int_equal(stream_first(t), 0);
+
+  static const char *const replay[] = {
+      "replay", "--source-system", "billing", "--no-audit", "--rate", "20", NULL};
+  th_bridge b;
+  assert_int_equal(th_command_start(&b, &t->vhost, replay, NULL, "replay"), 0);
+  depth_arg da = {t, 3};
+  FX_CHECK(t, th_wait_until(work_reached, &da, 60000));
+  j = run_json(t, "catalog snapshot --json");
+  assert_false(json_object_get_boolean(member(j, "rebuilt")));
+  int64_t as_of = member_int(j, "as_of_offset");
+  int64_t held = member_int(json_object_array_get_idx(member(j, "queues"), 0), "items");
+  json_object_put(j);
+  long moved = th_queue_depth(t->conn, "dsr.work");
+  FX_CHECK(t, th_wait_until(not_running, &b, 60000));
+  th_bridge_kill(&b); /* reaps it: it has exited (status 0, the harness says) */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), BILLING);
+  printf("a snapshot of %lld items as of offset %lld written while a replay moved (%ld of %d "
+         "moved when it ended)\n",
+         (long long)held, (long long)as_of, moved, BILLING);
+  assert_true(held > DEPTH - BILLING && held < DEPTH); /* some moved before it, some after */
+
+  int64_t first = cut_stream(t, 0);
+  assert_true(first <= as_of);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), DEPTH - BILLING);
+  assert_int_equal(member_int(member(j, "catalog"), "count"), DEPTH - BILLING);
+  json_object_put(j);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), 0);
+  json_object_put(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_many_looks_at_once_each_see_every_item),
@@ -717,6 +769,7 @@ int main(void) {
       FX_TEST(test_a_stream_declared_again_is_folded_whole),
       FX_TEST(test_retention_and_snapshots),
       FX_TEST(test_the_daemon_rebuilds_a_cut_catalog),
+      FX_TEST(test_moves_during_a_snapshot),
   };
   /* DLQB_TEST_FILTER=test_a_s* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
