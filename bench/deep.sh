@@ -16,7 +16,7 @@
 # Prints a Markdown table (docs/performance.md, "Deep DLQ").
 #
 # usage: bench/deep.sh [--depths "10000 100000 1000000"] [--port P] [--no-build]
-#                      [--get-max N] [--only groups|moves|catalog|reconcile]
+#                      [--get-max N] [--only groups|moves|catalog|reconcile|snapshot]
 #   --depths   the depths to measure (default 10000 100000 1000000)
 #   --port P   AMQP port of the private node; it also takes P+1..P+4 (default 24672)
 #   --get-max  the deepest queue "Get messages" is tried on (default 100000: its
@@ -37,6 +37,11 @@
 #              inspect --source-system billing, stats --by group, and the console's
 #              groups page (its second request: the console keeps its fold),
 #              four looks at once, and the pass they replace (--scan)
+#   --only snapshot a fresh reader (no checkpoint) of the catalog stream at N
+#              items: folding from event 0, against folding from a snapshot once
+#              retention cut the events before it (dsr.catalog declared again
+#              with 8 MiB segments; after `catalog snapshot`, a max-length-bytes
+#              policy of the snapshot's size and some that cuts the rest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,7 +59,7 @@ while [ $# -gt 0 ]; do
     --get-max) get_max=${2:?--get-max needs a value}; shift 2 ;;
     --no-build) build=0; shift ;;
     --only) only=${2:?--only needs a value}; shift 2
-        case "$only" in groups | moves | catalog | reconcile) ;; *) echo "deep.sh: --only takes groups, moves, catalog or reconcile" >&2; exit 2 ;; esac ;;
+        case "$only" in groups | moves | catalog | reconcile | snapshot) ;; *) echo "deep.sh: --only takes groups, moves, catalog, reconcile or snapshot" >&2; exit 2 ;; esac ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) echo "deep.sh: unknown argument '$1' (see bench/deep.sh --help)" >&2; exit 2 ;;
     esac
@@ -222,6 +227,42 @@ catalog_rows() { # N
     purge_all
 }
 
+# A policy on dsr.catalog (its definition's JSON members).
+catalog_policy() { # DEFINITION
+    curl -s -o /dev/null -w '%{http_code}' -u guest:guest -X PUT -H 'content-type: application/json' \
+        -d "{\"pattern\": \"^dsr\\\\.catalog\$\", \"apply-to\": \"queues\", \"definition\": {$1}}" \
+        "$mgmt/api/policies/%2f/catalog-retention" | grep -q '^20[14]$' || fail "cannot set the catalog's policy"
+}
+
+# The snapshot rows at depth N (docs/performance.md, "The catalog").
+snapshot_rows() { # N
+    local n=$1 seg=$((8 << 20)) i
+    purge_all
+    unset DLQ_BRIDGE_CATALOG_CHECKPOINT
+    curl -s -o /dev/null -u guest:guest -X DELETE "$mgmt/api/queues/%2f/dsr.catalog"
+    catalog_policy "\"stream-max-segment-size-bytes\": $seg"
+    "$bin" declare >/dev/null || fail "dlq-bridge declare failed"
+    load "$n" --causes 50 >/dev/null
+    timed "$n" "catalog verify (first build: a pass and $n events)" "$n" "$bin" catalog verify --json
+    timed "$n" "snapshot: fresh reader, stream not cut (from event 0)" "$n" \
+        "$bin" inspect --source-system billing --json
+    grep -q '"source":"catalog"' "$work/out" || log "fresh look at $n did not answer from the catalog"
+    timed "$n" "catalog snapshot ($n items)" "$n" "$bin" catalog snapshot --json
+    # Keep about the snapshot and two segments: the events before it go at
+    # the next segment rolled (markers of looks roll one soon enough).
+    catalog_policy "\"stream-max-segment-size-bytes\": $seg, \"max-length-bytes\": $(( n * 260 + 2 * seg ))"
+    for i in $(seq 200); do
+        "$tool" publish --url "$url" --routing-key dsr.catalog --count 2000 --size 4096 --kind raw >/dev/null
+        grep -q '"from_snapshot":true' <("$bin" inspect --limit 1 --json 2>/dev/null) && break
+    done
+    timed "$n" "snapshot: fresh reader, stream cut (from the snapshot)" "$n" \
+        "$bin" inspect --source-system billing --json
+    grep -q '"from_snapshot":true' "$work/out" || log "look at $n after the cut did not fold from the snapshot"
+    grep -q '"source":"catalog"' "$work/out" || log "look at $n after the cut did not answer from the catalog"
+    curl -s -o /dev/null -u guest:guest -X DELETE "$mgmt/api/policies/%2f/catalog-retention"
+    purge_all
+}
+
 # Four looks started at once (three inspects, one stats --by group), warm:
 # the seconds until the last ends; each must answer from the catalog, and
 # each inspect must count all N items (issue 29: two looks at once used to
@@ -273,6 +314,10 @@ for n in $depths; do
     fi
     if [ "$only" = catalog ]; then
         catalog_rows "$n"
+        continue
+    fi
+    if [ "$only" = snapshot ]; then
+        snapshot_rows "$n"
         continue
     fi
     if [ "$only" = groups ]; then

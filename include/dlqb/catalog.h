@@ -126,4 +126,41 @@ dlqb_status dlqb_catalog_decode(dlqb_catalog *c, const char *buf, size_t len, co
 dlqb_status dlqb_catalog_decode_take(dlqb_catalog *c, char *buf, size_t len, const char *ident,
                                      dlqb_catalog_mark *mark, dlqb_error *err);
 
+/* ---- snapshot chunks ----------------------------------------------------
+ * A snapshot of the fold written into the stream (dlqb/catalog_stream.h
+ * has its messages) carries its items in chunks: a chunk's body is up to
+ * DLQB_CATALOG_CHUNK_ITEMS items of one queue, each a 4-byte little-endian
+ * length and the item packed as a checkpoint packs it (so one decoder
+ * serves both, and an item comes back exactly as the fold held it, its
+ * group included). A chunk is at most DLQB_CATALOG_CHUNK_BYTES. */
+#define DLQB_CATALOG_CHUNK_ITEMS 1000
+#define DLQB_CATALOG_CHUNK_BYTES (8u << 20)
+
+/* Calls emit for each chunk of q's live entries, in order, at most
+ * per_chunk items each (1..DLQB_CATALOG_CHUNK_ITEMS), from one buffer
+ * reused for every chunk (a million items cost one chunk of memory, not
+ * a copy of the fold): body is valid during the call only. Stops at the
+ * first status emit returns that is not DLQB_OK and returns it. No call
+ * when q holds nothing. */
+dlqb_status dlqb_catalog_chunks(const dlqb_catalog *c, int q, size_t per_chunk,
+                                dlqb_status (*emit)(void *ctx, const unsigned char *body,
+                                                    size_t len, size_t items, dlqb_error *err),
+                                void *ctx, dlqb_error *err);
+
+/* Whether body (len bytes, from anywhere) is a well-formed chunk: every
+ * length within the body and every item a packed item, at most
+ * DLQB_CATALOG_CHUNK_ITEMS of them. Sets *items. Reads nothing outside
+ * body. */
+bool dlqb_catalog_chunk_ok(const unsigned char *body, size_t len, size_t *items);
+
+/* Appends a well-formed chunk's items to q, in order, after what c holds.
+ * DLQB_EINVAL (c unchanged) when it is not well-formed. */
+dlqb_status dlqb_catalog_chunk_load(dlqb_catalog *c, int q, const unsigned char *body, size_t len,
+                                    dlqb_error *err);
+
+/* What a snapshot says of a queue besides its items (its last message
+ * carries it): the "out"s it never matched and the verifications. */
+void dlqb_catalog_set_state(dlqb_catalog *c, int q, uint64_t unmatched,
+                            const dlqb_catalog_qstate *s);
+
 #endif

@@ -77,6 +77,7 @@ typedef struct {
   int64_t verified_at;           /* when the latest began (epoch ms) */
   uint64_t corrections;
   bool from_checkpoint; /* the fold started from a checkpoint */
+  bool from_snapshot;   /* the fold started from a snapshot in the stream (it was cut) */
   /* A pass asked for (--scan): the catalog's count was compared with what
    * the pass read (count; depth is then the items read), differs says. */
   bool compared;
@@ -170,9 +171,131 @@ dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
                                 const dlqb_broker_conf *broker, const char *queue,
                                 dlqb_catalog_verify_result *out, dlqb_error *err);
 
+/* ---- snapshots in the stream ------------------------------------------------
+ * So that the stream can have retention (docs/architecture.md, "The
+ * catalog"), the fold is written into it now and then: a snapshot is the
+ * fold's entries as of a marker the writer folded to (its "as-of"
+ * offset), in chunks ("snap": up to DLQB_CATALOG_CHUNK_ITEMS items of one
+ * queue, dlqb/catalog.h has the bytes), then one "snap-end" with the
+ * totals (chunks, and per queue the items, the unmatched "out"s and the
+ * verifications). Every message names its snapshot (id, as-of offset,
+ * chunk index), so two writers at once interleave harmlessly, and one
+ * killed before its "snap-end" left a snapshot no reader uses. A reader
+ * on a stream whose first offset is 0 folds it from there and ignores
+ * snapshots; on one cut by retention it folds the newest complete
+ * snapshot, then every other event after its as-of offset (moves during
+ * the snapshot included, in stream order). */
+#define DLQB_H_CATALOG_SNAP       "x-dlqb-catalog-snap"       /* the snapshot's id */
+#define DLQB_H_CATALOG_SNAP_OF    "x-dlqb-catalog-snap-of"    /* its as-of offset */
+#define DLQB_H_CATALOG_SNAP_CHUNK "x-dlqb-catalog-snap-chunk" /* index; "snap-end": chunks */
+/* A chunk's items: DLQB_H_CATALOG_COUNT. */
+
+typedef struct {
+  char id[DLQB_CATALOG_MARKER_MAX];
+  int64_t as_of;   /* offset of the marker its writer had folded to */
+  int64_t first;   /* offset of its first chunk (or its end, when empty) */
+  int64_t end;     /* offset of its "snap-end" */
+  uint64_t chunks; /* chunks written */
+  uint64_t items[DLQB_CATALOG_QUEUES_MAX];
+  uint64_t unmatched[DLQB_CATALOG_QUEUES_MAX];
+  dlqb_catalog_qstate st[DLQB_CATALOG_QUEUES_MAX];
+} dlqb_catalog_snapinfo;
+
+/* Finds the newest complete snapshot among the messages fed to it in
+ * stream order (pure: no I/O). Holds at most DLQB_CATALOG_SNAP_OPEN
+ * snapshots being written at once (the oldest begun gives way); a chunk
+ * out of order, malformed, or of a queue not catalogued breaks its
+ * snapshot, and is counted in `garbled` (with the offset of the first), so
+ * the reader can warn without logging anything of the message. */
+#define DLQB_CATALOG_SNAP_OPEN 8
+typedef struct {
+  dlqb_catalog_snapinfo info;
+  uint64_t next; /* the chunk index expected next */
+  bool used, broken;
+} dlqb_catalog_snapslot;
+typedef struct {
+  const dlqb_catalog_target *t;
+  dlqb_catalog_snapslot open[DLQB_CATALOG_SNAP_OPEN];
+  bool have_best;
+  dlqb_catalog_snapinfo best; /* the newest complete: by its as-of offset */
+  uint64_t garbled;
+  int64_t garbled_at;
+} dlqb_catalog_snapfind;
+
+void dlqb_catalog_snapfind_init(dlqb_catalog_snapfind *f, const dlqb_catalog_target *t);
+/* One message of the stream at offset (any message: those not of a
+ * snapshot are passed over). body is the message's body. */
+void dlqb_catalog_snapfind_feed(dlqb_catalog_snapfind *f, int64_t offset,
+                                const amqp_basic_properties_t *props, amqp_bytes_t body);
+/* True when props are a snapshot's message ("snap" or "snap-end"). */
+bool dlqb_catalog_is_snapshot(const amqp_basic_properties_t *props);
+
+/* Folds one event ("in", "out", "verified"; anything else is passed over)
+ * into c, read under profile; it is scratch storage. */
+dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_profile *profile,
+                                    const amqp_basic_properties_t *props, dlqb_item *it,
+                                    dlqb_error *err);
+
+/* Where a whole fold reads its messages: read() calls fn for every
+ * message from offset `from` (-1: the stream's first) in order, up to
+ * (not including) the end the source was made for (the reader's marker),
+ * until fn sets *stop; *first is the offset of the first message it was
+ * given by the stream (the end's own when nothing came before it). */
+typedef dlqb_status (*dlqb_catalog_msg_fn)(void *ctx, int64_t offset,
+                                           const amqp_basic_properties_t *props, amqp_bytes_t body,
+                                           bool *stop, dlqb_error *err);
+typedef struct {
+  dlqb_status (*read)(void *src, int64_t from, dlqb_catalog_msg_fn fn, void *ctx, int64_t *first,
+                      dlqb_error *err);
+  void *src;
+} dlqb_catalog_source;
+
+/* How a whole fold went. */
+typedef struct {
+  int64_t first;      /* the stream's first offset */
+  bool from_snapshot; /* it was cut, and the fold began at snap */
+  bool cut;           /* it was cut and holds no usable snapshot: c is empty */
+  dlqb_catalog_snapinfo snap;
+  uint64_t events; /* events folded (snapshot chunks not counted) */
+} dlqb_catalog_whole;
+
+/* Folds the stream src reads into c (cleared first) for target t: from
+ * its first event when that is offset 0; else from the newest complete
+ * snapshot f finds whose as-of marker the stream still holds (its chunks,
+ * then every other event after the as-of offset); else nothing, and
+ * out->cut says so. f (initialised here) is left with what it found. */
+dlqb_status dlqb_catalog_fold_whole(dlqb_catalog *c, const dlqb_catalog_target *t,
+                                    const dlqb_catalog_source *src, dlqb_catalog_snapfind *f,
+                                    dlqb_catalog_whole *out, dlqb_error *err);
+
+/* Writes a snapshot of r's fold, brought up to now first, into the
+ * stream on a link of its own as broker: each chunk streamed out of the
+ * fold as it is built (memory: one chunk), then the "snap-end", all
+ * confirmed. *out says what was written. When the stream was cut and
+ * holds no complete snapshot, the fold cannot be brought up to now: then
+ * see dlqb_catalog_snapshot_rebuild. */
+dlqb_status dlqb_catalog_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                                  dlqb_catalog_snapinfo *out, dlqb_error *err);
+/* True when r's last fold found the stream cut with no complete snapshot. */
+bool dlqb_catalog_reader_cut(const dlqb_catalog_reader *r);
+/* For a stream so cut: starts r from an empty fold at the marker its last
+ * fold ended at, verifies every queue of r against the queue itself (a
+ * pass over each, as catalog verify: each item gets its "in" again), then
+ * writes a snapshot of the result. DLQB_EINVAL when r was not cut; a
+ * queue not read whole writes no snapshot (DLQB_EIO). */
+dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_config *cfg,
+                                          const dlqb_broker_conf *broker,
+                                          dlqb_catalog_snapinfo *out, dlqb_error *err);
+/* How far r's fold has moved since the newest complete snapshot it has
+ * seen (offsets, or since offset 0 when it has seen none: a fold from a
+ * checkpoint has not read the older ones), and the items it holds: the
+ * daemon writes a snapshot when the first is well past the second. */
+void dlqb_catalog_reader_growth(dlqb_catalog_reader *r, uint64_t *since, uint64_t *items);
+
 /* One line saying how a look was answered, for the end of a command's
  * output: "catalog as of 2026-12-02T03:35:55.169Z: 1200 items, as the
- * queue (0.1 s)", "read the queue: its catalog holds 1200, the queue 1203
+ * queue (0.1 s)" (", folded from its snapshot: ..." when the stream was
+ * cut), "read the queue: its catalog holds 1200, the queue 1203
  * (changed outside the bridge; catalog verify corrects it)", "read the
  * queue: no catalog (why)" or "read the queue (--scan)". Returns buf. */
 char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len);

@@ -175,10 +175,21 @@ void dlqb_catalog_event_verified(const char *queue, int64_t at_ms, uint64_t n, c
 /* ---- publishing with confirms on a link's own channel -------------------- */
 
 /* Waits up to wait_ms for the confirm of every publish up to seq on ch. */
+static dlqb_status await_upto(dlqb_link *link, amqp_channel_t ch, uint64_t seq, uint64_t *seen,
+                              const char *stream, long wait_ms, dlqb_error *err);
+
 static dlqb_status await_confirms_within(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
                                          const char *stream, long wait_ms, dlqb_error *err) {
+  uint64_t seen = 0;
+  return await_upto(link, ch, seq, &seen, stream, wait_ms, err);
+}
+
+/* The same, *seen the highest delivery tag confirmed so far on ch (kept
+ * between calls: a confirm read once is not read again). */
+static dlqb_status await_upto(dlqb_link *link, amqp_channel_t ch, uint64_t seq, uint64_t *seen,
+                              const char *stream, long wait_ms, dlqb_error *err) {
   amqp_connection_state_t conn = dlqb_link_conn(link);
-  uint64_t upto = 0;
+  uint64_t upto = *seen;
   while (upto < seq) {
     amqp_frame_t f;
     struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
@@ -192,7 +203,7 @@ static dlqb_status await_confirms_within(dlqb_link *link, amqp_channel_t ch, uin
     case AMQP_BASIC_ACK_METHOD: {
       const amqp_basic_ack_t *a = f.payload.method.decoded;
       /* One stream, so its confirms come in order. */
-      if (a->delivery_tag > upto) upto = a->delivery_tag;
+      if (a->delivery_tag > upto) upto = *seen = a->delivery_tag;
       break;
     }
     case AMQP_BASIC_NACK_METHOD:
@@ -285,7 +296,11 @@ struct dlqb_catalog_reader {
   dlqb_catalog_mark mark;
   bool checkpoint_tried;
   bool from_checkpoint;
-  uint64_t since_checkpoint; /* events folded since the checkpoint was written or read */
+  uint64_t since_checkpoint;  /* events folded since the checkpoint was written or read */
+  bool from_snapshot;         /* the fold began at a snapshot in the stream */
+  dlqb_catalog_snapfind find; /* the snapshots the fold has read past */
+  bool cut;                   /* the last fold found the stream cut, no snapshot to use */
+  dlqb_catalog_mark cut_mark; /* where that fold's read ended */
 };
 
 dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint) {
@@ -295,6 +310,7 @@ dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char 
   snprintf(r->checkpoint, sizeof r->checkpoint, "%s", checkpoint ? checkpoint : "");
   const char *qs[] = {r->t.queues[0], r->t.queues[1]};
   r->c = dlqb_catalog_new(qs, r->t.nqueues);
+  dlqb_catalog_snapfind_init(&r->find, &r->t);
   if (r->c == NULL || pthread_mutex_init(&r->lock, NULL) != 0) {
     dlqb_catalog_free(r->c);
     free(r);
@@ -344,24 +360,24 @@ static int64_t stream_offset(const amqp_basic_properties_t *p) {
   return offset;
 }
 
-/* Folds one event into c. */
-static dlqb_status fold(dlqb_catalog_reader *r, const amqp_basic_properties_t *props, dlqb_item *it,
-                        dlqb_error *err) {
+dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_profile *profile,
+                                    const amqp_basic_properties_t *props, dlqb_item *it,
+                                    dlqb_error *err) {
   char op[16], queue[DLQB_QNAME_MAX];
   if (!header_text(props, DLQB_H_CATALOG_OP, op, sizeof op) ||
       !header_text(props, DLQB_H_CATALOG_QUEUE, queue, sizeof queue))
     return DLQB_OK; /* markers, or not ours */
-  int q = dlqb_catalog_queue(r->c, queue);
+  int q = dlqb_catalog_queue(c, queue);
   if (q < 0) return DLQB_OK;
   if (strcmp(op, "in") == 0) {
-    dlqb_catalog_event_item(props, &r->t.profile, it);
-    return dlqb_catalog_in(r->c, q, stream_offset(props), it, err);
+    dlqb_catalog_event_item(props, profile, it);
+    return dlqb_catalog_in(c, q, stream_offset(props), it, err);
   }
   if (strcmp(op, "out") == 0) {
     char id[128] = "";
     if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
       dlqb_text_sanitize(id, sizeof id, props->message_id.bytes, props->message_id.len);
-    (void)dlqb_catalog_out(r->c, q, id);
+    (void)dlqb_catalog_out(c, q, id);
     return DLQB_OK;
   }
   if (strcmp(op, "verified") == 0) {
@@ -370,9 +386,259 @@ static dlqb_status fold(dlqb_catalog_reader *r, const amqp_basic_properties_t *p
     (void)dlqb_field_int(dlqb_header_find(&props->headers, DLQB_H_CATALOG_AT), &at);
     uint64_t n =
         header_text(props, DLQB_H_CATALOG_COUNT, num, sizeof num) ? strtoull(num, NULL, 10) : 0;
-    dlqb_catalog_verified(r->c, q, at, n);
+    dlqb_catalog_verified(c, q, at, n);
   }
   return DLQB_OK;
+}
+
+/* ---- snapshots: finding one, folding from it ----------------------------- */
+
+static bool header_i64(const amqp_basic_properties_t *p, const char *key, int64_t *out) {
+  return (p->_flags & AMQP_BASIC_HEADERS_FLAG) &&
+         dlqb_field_int(dlqb_header_find(&p->headers, key), out);
+}
+
+/* The snapshot message's kind: 1 a chunk, 2 its end, 0 neither. */
+static int snap_kind(const amqp_basic_properties_t *props) {
+  char op[16];
+  if (!header_text(props, DLQB_H_CATALOG_OP, op, sizeof op)) return 0;
+  if (strcmp(op, "snap") == 0) return 1;
+  if (strcmp(op, "snap-end") == 0) return 2;
+  return 0;
+}
+
+bool dlqb_catalog_is_snapshot(const amqp_basic_properties_t *props) {
+  return snap_kind(props) != 0;
+}
+
+void dlqb_catalog_snapfind_init(dlqb_catalog_snapfind *f, const dlqb_catalog_target *t) {
+  memset(f, 0, sizeof *f);
+  f->t = t;
+  f->garbled_at = -1;
+}
+
+static void garbled(dlqb_catalog_snapfind *f, int64_t offset) {
+  if (f->garbled++ == 0) f->garbled_at = offset;
+}
+
+static int target_queue(const dlqb_catalog_target *t, const char *queue) {
+  for (size_t i = 0; i < t->nqueues; i++)
+    if (strcmp(t->queues[i], queue) == 0) return (int)i;
+  return -1;
+}
+
+static dlqb_catalog_snapslot *slot_of(dlqb_catalog_snapfind *f, const char *id) {
+  for (size_t i = 0; i < DLQB_CATALOG_SNAP_OPEN; i++)
+    if (f->open[i].used && strcmp(f->open[i].info.id, id) == 0) return &f->open[i];
+  return NULL;
+}
+
+/* A slot for a snapshot that begins at offset: a free one, or the one
+ * begun longest ago (a writer killed long since). */
+static dlqb_catalog_snapslot *slot_new(dlqb_catalog_snapfind *f) {
+  dlqb_catalog_snapslot *old = &f->open[0];
+  for (size_t i = 0; i < DLQB_CATALOG_SNAP_OPEN; i++) {
+    if (!f->open[i].used) return &f->open[i];
+    if (f->open[i].info.first < old->info.first) old = &f->open[i];
+  }
+  return old;
+}
+
+/* The end's totals: a line per queue of t, in its order, "count unmatched
+ * verified verified_at verified_n corrections queue". */
+static bool parse_totals(const dlqb_catalog_target *t, amqp_bytes_t body,
+                         dlqb_catalog_snapinfo *in) {
+  if (body.len == 0 || body.len > 4096) return false;
+  char text[4097];
+  memcpy(text, body.bytes, body.len);
+  text[body.len] = '\0';
+  char *p = text;
+  for (size_t q = 0; q < t->nqueues; q++) {
+    char *nl = strchr(p, '\n');
+    if (nl == NULL) return false;
+    *nl = '\0';
+    unsigned long long cnt, um, vn, corr;
+    long long vat;
+    int ver, used = 0;
+    if (sscanf(p, "%llu %llu %d %lld %llu %llu %n", &cnt, &um, &ver, &vat, &vn, &corr, &used) !=
+            6 ||
+        used == 0 || strcmp(p + used, t->queues[q]) != 0)
+      return false;
+    in->items[q] = cnt;
+    in->unmatched[q] = um;
+    in->st[q] = (dlqb_catalog_qstate){ver != 0, vat, vn, corr};
+    p = nl + 1;
+  }
+  return *p == '\0';
+}
+
+void dlqb_catalog_snapfind_feed(dlqb_catalog_snapfind *f, int64_t offset,
+                                const amqp_basic_properties_t *props, amqp_bytes_t body) {
+  int kind = snap_kind(props);
+  if (kind == 0) return;
+  char id[DLQB_CATALOG_MARKER_MAX], queue[DLQB_QNAME_MAX];
+  int64_t as_of, chunk;
+  if (!header_text(props, DLQB_H_CATALOG_SNAP, id, sizeof id) ||
+      !header_i64(props, DLQB_H_CATALOG_SNAP_OF, &as_of) ||
+      !header_i64(props, DLQB_H_CATALOG_SNAP_CHUNK, &chunk) || as_of < 0 || chunk < 0 ||
+      as_of >= offset) {
+    garbled(f, offset);
+    return;
+  }
+  dlqb_catalog_snapslot *s = slot_of(f, id);
+  if (s != NULL && s->info.as_of != as_of) {
+    s->broken = true; /* two writers cannot share an id: not ours */
+    garbled(f, offset);
+    return;
+  }
+  if (s == NULL) {
+    if (chunk != 0) return; /* begun before what this read saw (or cut) */
+    s = slot_new(f);
+    memset(s, 0, sizeof *s);
+    s->used = true;
+    snprintf(s->info.id, sizeof s->info.id, "%s", id);
+    s->info.as_of = as_of;
+    s->info.first = offset;
+  }
+  if (s->broken) return;
+  if ((uint64_t)chunk != s->next) {
+    s->broken = true;
+    garbled(f, offset);
+    return;
+  }
+  if (kind == 1) {
+    int64_t count;
+    size_t items;
+    int q = header_text(props, DLQB_H_CATALOG_QUEUE, queue, sizeof queue)
+                ? target_queue(f->t, queue)
+                : -1;
+    if (q < 0 || !header_i64(props, DLQB_H_CATALOG_COUNT, &count) ||
+        !dlqb_catalog_chunk_ok(body.bytes, body.len, &items) || count < 0 ||
+        (uint64_t)count != items) {
+      s->broken = true;
+      garbled(f, offset);
+      return;
+    }
+    s->info.items[q] += items;
+    s->next++;
+    return;
+  }
+  /* Its end: complete when every chunk came, in order, and they add up. */
+  dlqb_catalog_snapinfo totals = s->info;
+  bool ok = parse_totals(f->t, body, &totals);
+  for (size_t q = 0; ok && q < f->t->nqueues; q++) ok = totals.items[q] == s->info.items[q];
+  if (!ok) {
+    s->broken = true;
+    garbled(f, offset);
+    return;
+  }
+  totals.chunks = s->next;
+  totals.end = offset;
+  if (!f->have_best || totals.as_of >= f->best.as_of) {
+    f->best = totals;
+    f->have_best = true;
+  }
+  s->used = false;
+}
+
+typedef struct {
+  dlqb_catalog *c;
+  const dlqb_catalog_target *t;
+  dlqb_catalog_snapfind *f;
+  dlqb_catalog_whole *out;
+  dlqb_item *it;
+  bool fold; /* pass 1 on a stream not cut: fold as it goes */
+  bool seen;
+} whole_ctx;
+
+static dlqb_status whole_scan(void *ctx, int64_t offset, const amqp_basic_properties_t *props,
+                              amqp_bytes_t body, bool *stop, dlqb_error *err) {
+  whole_ctx *w = ctx;
+  (void)stop;
+  if (!w->seen) {
+    w->seen = true;
+    w->fold = offset == 0;
+  }
+  dlqb_catalog_snapfind_feed(w->f, offset, props, body);
+  if (!w->fold || dlqb_catalog_is_snapshot(props)) return DLQB_OK;
+  if (header_text(props, DLQB_H_CATALOG_OP, (char[16]){0}, 16)) w->out->events++;
+  return dlqb_catalog_fold_event(w->c, &w->t->profile, props, w->it, err);
+}
+
+static dlqb_status whole_chunks(void *ctx, int64_t offset, const amqp_basic_properties_t *props,
+                                amqp_bytes_t body, bool *stop, dlqb_error *err) {
+  whole_ctx *w = ctx;
+  const dlqb_catalog_snapinfo *s = &w->out->snap;
+  if (offset >= s->end) *stop = true;
+  if (offset < s->first || offset >= s->end || snap_kind(props) != 1) return DLQB_OK;
+  char id[DLQB_CATALOG_MARKER_MAX], queue[DLQB_QNAME_MAX];
+  if (!header_text(props, DLQB_H_CATALOG_SNAP, id, sizeof id) || strcmp(id, s->id) != 0 ||
+      !header_text(props, DLQB_H_CATALOG_QUEUE, queue, sizeof queue))
+    return DLQB_OK;
+  int q = dlqb_catalog_queue(w->c, queue);
+  if (q < 0) return DLQB_OK;
+  return dlqb_catalog_chunk_load(w->c, q, body.bytes, body.len, err);
+}
+
+static dlqb_status whole_after(void *ctx, int64_t offset, const amqp_basic_properties_t *props,
+                               amqp_bytes_t body, bool *stop, dlqb_error *err) {
+  whole_ctx *w = ctx;
+  (void)body;
+  (void)stop;
+  if (offset <= w->out->snap.as_of || dlqb_catalog_is_snapshot(props)) return DLQB_OK;
+  if (header_text(props, DLQB_H_CATALOG_OP, (char[16]){0}, 16)) w->out->events++;
+  return dlqb_catalog_fold_event(w->c, &w->t->profile, props, w->it, err);
+}
+
+dlqb_status dlqb_catalog_fold_whole(dlqb_catalog *c, const dlqb_catalog_target *t,
+                                    const dlqb_catalog_source *src, dlqb_catalog_snapfind *f,
+                                    dlqb_catalog_whole *out, dlqb_error *err) {
+  memset(out, 0, sizeof *out);
+  dlqb_catalog_clear(c);
+  dlqb_catalog_snapfind_init(f, t);
+  whole_ctx w = {.c = c, .t = t, .f = f, .out = out, .it = malloc(sizeof(dlqb_item))};
+  if (w.it == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  int64_t first = -1;
+  /* Pass 1: the stream's first offset, and its snapshots; folded as it
+   * goes when nothing was cut. */
+  dlqb_status st = src->read(src->src, -1, whole_scan, &w, &first, err);
+  out->first = first;
+  if (st != DLQB_OK || first <= 0) goto done;
+  dlqb_catalog_clear(c);
+  out->events = 0;
+  /* Cut: the newest complete snapshot whose as-of marker is still there
+   * (events between a marker cut away and its chunks are gone with it). */
+  if (!f->have_best || f->best.as_of < first) {
+    out->cut = true;
+    goto done;
+  }
+  out->snap = f->best;
+  out->from_snapshot = true;
+  /* Pass 2: its chunks, in order (whatever else came between them waits
+   * for pass 3, so an "out" of an item in a later chunk finds it). */
+  int64_t ignored;
+  if (out->snap.chunks > 0)
+    st = src->read(src->src, out->snap.first, whole_chunks, &w, &ignored, err);
+  for (size_t q = 0; st == DLQB_OK && q < t->nqueues; q++) {
+    int cq = dlqb_catalog_queue(c, t->queues[q]);
+    if (dlqb_catalog_count(c, cq) != out->snap.items[q])
+      st = dlqb_fail(err, DLQB_EINVAL,
+                     "the catalog's snapshot did not read back whole (the stream changed while "
+                     "it was read)");
+    else dlqb_catalog_set_state(c, cq, out->snap.unmatched[q], &out->snap.st[q]);
+  }
+  /* Pass 3: every other event after its as-of marker, in stream order. */
+  if (st == DLQB_OK) st = src->read(src->src, out->snap.as_of + 1, whole_after, &w, &ignored, err);
+done:
+  if (st != DLQB_OK || out->cut) dlqb_catalog_clear(c);
+  free(w.it);
+  return st;
+}
+
+/* Folds one event into r's fold. */
+static dlqb_status fold(dlqb_catalog_reader *r, const amqp_basic_properties_t *props, dlqb_item *it,
+                        dlqb_error *err) {
+  return dlqb_catalog_fold_event(r->c, &r->t.profile, props, it, err);
 }
 
 typedef struct {
@@ -557,6 +823,7 @@ static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_spa
       done = true;
     } else if (!is_ours) {
       sp->events++;
+      dlqb_catalog_snapfind_feed(&r->find, offset, props, env.message.body);
       st = fold(r, props, it, err);
     }
     uint64_t tag = env.delivery_tag;
@@ -615,6 +882,121 @@ static void save_checkpoint(dlqb_catalog_reader *r) {
   else dlqb_log_warn("catalog_checkpoint", "%s; the next look folds from the last one", why.msg);
 }
 
+/* ---- the broker as a whole fold's source ---------------------------------- */
+
+typedef struct {
+  const dlqb_broker_conf *broker;
+  const char *stream;
+  const char *marker; /* the end */
+  int64_t end_offset; /* out: the marker's offset */
+} broker_src;
+
+static dlqb_status broker_read(void *src, int64_t from, dlqb_catalog_msg_fn fn, void *ctx,
+                               int64_t *first, dlqb_error *err) {
+  broker_src *b = src;
+  *first = -1;
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(b->broker, "dlq-bridge catalog reader", &link, err);
+  if (st != DLQB_OK) return st;
+  amqp_connection_state_t conn = dlqb_link_conn(link);
+  amqp_basic_qos(conn, DLQB_CHANNEL, 0, READ_PREFETCH, 0);
+  st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), "set prefetch", err);
+  amqp_table_entry_t arg = {.key = amqp_cstring_bytes(DLQB_H_STREAM_OFFSET)};
+  if (from >= 0) {
+    arg.value.kind = AMQP_FIELD_KIND_I64;
+    arg.value.value.i64 = from;
+  } else {
+    arg.value.kind = AMQP_FIELD_KIND_UTF8;
+    arg.value.value.bytes = amqp_cstring_bytes("first");
+  }
+  amqp_table_t args = {1, &arg};
+  char what[160];
+  snprintf(what, sizeof what, "read the catalog '%s'", b->stream);
+  if (st == DLQB_OK) {
+    amqp_basic_consume(conn, DLQB_CHANNEL, dlqb_bytes(b->stream), dlqb_bytes("dlqb-catalog"), 0, 0,
+                       0, args);
+    st = dlqb_link_reply(link, amqp_get_rpc_reply(conn), what, err);
+  }
+  size_t since_ack = 0;
+  uint64_t read = 0;
+  char text[DLQB_CATALOG_MARKER_MAX];
+  while (st == DLQB_OK) {
+    amqp_maybe_release_buffers(conn);
+    amqp_envelope_t env;
+    struct timeval tv = {READ_IDLE_MS / 1000, (READ_IDLE_MS % 1000) * 1000};
+    amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_TIMEOUT) {
+      st = dlqb_fail(err, DLQB_ETIMEOUT,
+                     "catalog '%s': read %llu messages, then nothing for %d ms before its end",
+                     b->stream, (unsigned long long)read, READ_IDLE_MS);
+      break;
+    }
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        rr.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t f;
+      if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
+        st = dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", b->stream);
+      continue;
+    }
+    if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
+      st = dlqb_link_reply(link, rr, what, err);
+      break;
+    }
+    const amqp_basic_properties_t *props = &env.message.properties;
+    int64_t offset = stream_offset(props);
+    if (*first < 0) *first = offset;
+    bool stop = false;
+    read++;
+    if (header_text(props, DLQB_H_CATALOG_MARKER, text, sizeof text) &&
+        strcmp(text, b->marker) == 0) {
+      b->end_offset = offset;
+      stop = true;
+    } else if (offset >= 0) {
+      st = fn(ctx, offset, props, env.message.body, &stop, err);
+    }
+    uint64_t tag = env.delivery_tag;
+    amqp_destroy_envelope(&env);
+    if (stop || st != DLQB_OK) break;
+    if (++since_ack >= ACK_EVERY) {
+      if (amqp_basic_ack(conn, DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK)
+        st = dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
+      since_ack = 0;
+    }
+  }
+  end_link(link, st);
+  return st;
+}
+
+/* Folds the stream whole, up to marker (published and confirmed): from
+ * its first event, or from its newest snapshot when retention cut it. */
+static dlqb_status whole(dlqb_catalog_reader *r, const dlqb_broker_conf *broker, const char *marker,
+                         read_span *sp, dlqb_error *err) {
+  broker_src b = {.broker = broker, .stream = r->t.stream, .marker = marker, .end_offset = -1};
+  dlqb_catalog_source src = {broker_read, &b};
+  dlqb_catalog_whole w;
+  r->have_mark = r->from_checkpoint = r->from_snapshot = r->cut = false;
+  dlqb_status st = dlqb_catalog_fold_whole(r->c, &r->t, &src, &r->find, &w, err);
+  sp->events = w.events;
+  sp->end_offset = b.end_offset;
+  if (st != DLQB_OK) return st;
+  if (w.cut) {
+    r->cut = true;
+    r->cut_mark.offset = b.end_offset;
+    snprintf(r->cut_mark.marker, sizeof r->cut_mark.marker, "%s", marker);
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the catalog stream '%s' was cut by retention (it now begins at offset "
+                     "%lld) and holds no complete snapshot; run dlq-bridge catalog snapshot",
+                     r->t.stream, (long long)w.first);
+  }
+  r->from_snapshot = w.from_snapshot;
+  /* The items a snapshot gave count as folded for the checkpoint's
+   * cadence: the next look starts from the checkpoint, not the snapshot. */
+  if (w.from_snapshot)
+    for (size_t q = 0; q < r->t.nqueues; q++) r->since_checkpoint += w.snap.items[q];
+  return DLQB_OK;
+}
+
 /* Appends our marker on link and folds up to it. */
 static dlqb_status refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broker, dlqb_link **link,
                            uint64_t *events, dlqb_error *err) {
@@ -628,23 +1010,30 @@ static dlqb_status refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broke
   dlqb_status st = publish_events(*link, r->t.stream, &ev, 1, err);
   if (st != DLQB_OK) return st;
   read_span sp = {.broker = broker, .marker = marker, .resume = r->have_mark, .end_offset = -1};
-  st = read_stream(r, *link, &sp, err);
-  if (st == DLQB_OK && sp.stale) {
-    /* The stream is not the one the fold came from (declared again, cut by
-     * retention, another broker's): fold it whole on a fresh connection. */
-    dlqb_log_warn("catalog_checkpoint",
-                  "the catalog fold does not match the stream '%s' (declared again, cut by "
-                  "retention, or another broker's); folding it whole",
-                  r->t.stream);
-    dlqb_catalog_clear(r->c);
-    r->have_mark = r->from_checkpoint = false;
-    dlqb_link_close(*link);
-    *link = NULL;
-    st = dlqb_link_open(broker, "dlq-bridge catalog reader", link, err);
-    read_span whole = {.broker = broker, .marker = marker, .resume = false, .end_offset = -1};
-    if (st == DLQB_OK) st = read_stream(r, *link, &whole, err);
-    sp = whole;
+  uint64_t garbled = r->find.garbled;
+  if (r->have_mark) {
+    st = read_stream(r, *link, &sp, err);
+    if (st == DLQB_OK && sp.stale) {
+      /* The stream is not the one the fold came from (declared again, cut
+       * by retention, another broker's): fold it whole. */
+      dlqb_log_warn("catalog_checkpoint",
+                    "the catalog fold does not match the stream '%s' (declared again, cut by "
+                    "retention, or another broker's); folding it whole",
+                    r->t.stream);
+      dlqb_link_close(*link);
+      *link = NULL;
+      st = dlqb_link_open(broker, "dlq-bridge catalog reader", link, err);
+      if (st == DLQB_OK) st = whole(r, broker, marker, &sp, err);
+    }
+  } else {
+    st = whole(r, broker, marker, &sp, err);
   }
+  if (r->find.garbled > garbled)
+    dlqb_log_warn("catalog_garbled",
+                  "catalog '%s': %llu messages at or after offset %lld are not well-formed "
+                  "snapshot messages; ignored",
+                  r->t.stream, (unsigned long long)(r->find.garbled - garbled),
+                  (long long)r->find.garbled_at);
   if (st != DLQB_OK) {
     /* Whatever was folded of a broken read is not a fold up to a marker. */
     dlqb_catalog_clear(r->c);
@@ -702,6 +1091,7 @@ static dlqb_status look_once(dlqb_catalog_reader *r, const dlqb_broker_conf *bro
   if (st != DLQB_OK) return st;
   view->from_catalog = true;
   view->from_checkpoint = r->from_checkpoint;
+  view->from_snapshot = r->from_snapshot;
   view->count = dlqb_catalog_count(r->c, q);
   view->depth = depth;
   view->differs = view->count != view->depth;
@@ -743,6 +1133,177 @@ dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *br
   return st;
 }
 
+/* ---- writing a snapshot ------------------------------------------------------ */
+
+/* Chunks in flight before the writer waits for the confirms of the older
+ * half: the broker's confirms are read as they come, not piled up. */
+#define SNAP_WINDOW 32
+
+typedef struct {
+  dlqb_link *link;
+  const char *stream;
+  const char *queue;
+  dlqb_catalog_snapinfo *info;
+  uint64_t seq, seen;
+} snap_write;
+
+static void snap_headers(amqp_table_entry_t *h, const char *op, const dlqb_catalog_snapinfo *info,
+                         int64_t chunk) {
+  h[0] = str_entry(DLQB_H_CATALOG_OP, op);
+  h[1] = str_entry(DLQB_H_CATALOG_SNAP, info->id);
+  h[2] = (amqp_table_entry_t){.key = amqp_cstring_bytes(DLQB_H_CATALOG_SNAP_OF),
+                              .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = info->as_of}};
+  h[3] = (amqp_table_entry_t){.key = amqp_cstring_bytes(DLQB_H_CATALOG_SNAP_CHUNK),
+                              .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = chunk}};
+}
+
+static dlqb_status snap_publish(snap_write *w, amqp_table_entry_t *h, int n, amqp_bytes_t body,
+                                dlqb_error *err) {
+  amqp_basic_properties_t props = {._flags =
+                                       AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG,
+                                   .delivery_mode = AMQP_DELIVERY_PERSISTENT,
+                                   .headers = {n, h}};
+  int rc = amqp_basic_publish(dlqb_link_conn(w->link), DLQB_CHANNEL, amqp_empty_bytes,
+                              dlqb_bytes(w->stream), 1, 0, &props, body);
+  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog's snapshot", err);
+  w->seq++;
+  if (w->seq % SNAP_WINDOW != 0) return DLQB_OK;
+  return await_upto(w->link, DLQB_CHANNEL, w->seq - SNAP_WINDOW / 2, &w->seen, w->stream,
+                    CONFIRM_MS, err);
+}
+
+static dlqb_status emit_chunk(void *ctx, const unsigned char *body, size_t len, size_t items,
+                              dlqb_error *err) {
+  snap_write *w = ctx;
+  amqp_table_entry_t h[6];
+  snap_headers(h, "snap", w->info, (int64_t)w->info->chunks);
+  h[4] = str_entry(DLQB_H_CATALOG_QUEUE, w->queue);
+  h[5] = (amqp_table_entry_t){.key = amqp_cstring_bytes(DLQB_H_CATALOG_COUNT),
+                              .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t)items}};
+  dlqb_status st = snap_publish(w, h, 6, (amqp_bytes_t){len, (void *)body}, err);
+  if (st == DLQB_OK) w->info->chunks++;
+  return st;
+}
+
+/* Writes r's fold (as of r->mark) into the stream. Under r's lock. */
+static dlqb_status write_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                                  dlqb_catalog_snapinfo *info, dlqb_error *err) {
+  memset(info, 0, sizeof *info);
+  if (!r->have_mark) return dlqb_fail(err, DLQB_EINVAL, "the catalog was not read up to a marker");
+  make_marker(info->id, sizeof info->id);
+  info->as_of = r->mark.offset;
+  info->first = info->end = -1;
+  snap_write w = {.stream = r->t.stream, .info = info};
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog snapshot", &w.link, err);
+  if (st != DLQB_OK) return st;
+  st = dlqb_link_confirm_select(w.link, DLQB_CHANNEL, err);
+  char totals[4096];
+  size_t n = 0;
+  for (size_t q = 0; st == DLQB_OK && q < r->t.nqueues; q++) {
+    int cq = dlqb_catalog_queue(r->c, r->t.queues[q]);
+    w.queue = r->t.queues[q];
+    st = dlqb_catalog_chunks(r->c, cq, DLQB_CATALOG_CHUNK_ITEMS, emit_chunk, &w, err);
+    const dlqb_catalog_qstate *qs = dlqb_catalog_state(r->c, cq);
+    info->items[q] = dlqb_catalog_count(r->c, cq);
+    info->unmatched[q] = dlqb_catalog_unmatched(r->c, cq);
+    info->st[q] = *qs;
+    int k = snprintf(totals + n, sizeof totals - n, "%llu %llu %d %lld %llu %llu %s\n",
+                     (unsigned long long)info->items[q], (unsigned long long)info->unmatched[q],
+                     qs->verified ? 1 : 0, (long long)qs->verified_at,
+                     (unsigned long long)qs->verified_n, (unsigned long long)qs->corrections,
+                     r->t.queues[q]);
+    if (k < 0 || (size_t)k >= sizeof totals - n)
+      st = dlqb_fail(err, DLQB_EINVAL, "the catalog's queue names are too long for a snapshot");
+    else n += (size_t)k;
+  }
+  if (st == DLQB_OK) {
+    amqp_table_entry_t h[4];
+    snap_headers(h, "snap-end", info, (int64_t)info->chunks);
+    st = snap_publish(&w, h, 4, (amqp_bytes_t){n, totals}, err);
+  }
+  if (st == DLQB_OK)
+    st = await_upto(w.link, DLQB_CHANNEL, w.seq, &w.seen, r->t.stream, CONFIRM_MS, err);
+  end_link(w.link, st);
+  return st;
+}
+
+dlqb_status dlqb_catalog_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                                  dlqb_catalog_snapinfo *out, dlqb_error *err) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&r->lock);
+  dlqb_link *link = NULL;
+  uint64_t events = 0;
+  double secs = 0;
+  dlqb_status st = locked_refresh(r, broker, &link, &events, &secs, err);
+  if (link != NULL) end_link(link, st);
+  if (st == DLQB_OK) st = write_snapshot(r, broker, out, err);
+  pthread_mutex_unlock(&r->lock);
+  return st;
+}
+
+bool dlqb_catalog_reader_cut(const dlqb_catalog_reader *r) { return r->cut; }
+
+/* DLQB_OK when nobody consumes queue now. */
+static dlqb_status queue_unheld(const dlqb_broker_conf *broker, const char *queue,
+                                dlqb_error *err) {
+  dlqb_link *link = NULL;
+  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog snapshot", &link, err);
+  if (st != DLQB_OK) return st;
+  uint32_t depth = 0, consumers = 0;
+  st = dlqb_link_queue_depth(link, queue, &depth, &consumers, err);
+  end_link(link, st);
+  if (st == DLQB_OK && consumers > 0)
+    st = dlqb_fail(err, DLQB_EIO,
+                   "'%s' has %u consumer%s (a look or a move reading it): a pass would not see "
+                   "what they hold; no snapshot written, try again",
+                   queue, consumers, consumers == 1 ? "" : "s");
+  return st;
+}
+
+dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_config *cfg,
+                                          const dlqb_broker_conf *broker,
+                                          dlqb_catalog_snapinfo *out, dlqb_error *err) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&r->lock);
+  bool cut = r->cut && r->cut_mark.offset >= 0;
+  if (cut) {
+    /* The fold of what the stream holds from that marker on, from
+     * nothing: every item still in a queue gets its "in" again from the
+     * passes below, an item taken since is an unmatched "out". */
+    dlqb_catalog_clear(r->c);
+    r->mark = r->cut_mark;
+    r->have_mark = true;
+    r->cut = r->from_checkpoint = r->from_snapshot = false;
+    r->since_checkpoint = 0;
+  }
+  pthread_mutex_unlock(&r->lock);
+  if (!cut)
+    return dlqb_fail(err, DLQB_EINVAL, "the catalog stream '%s' is not cut: nothing to rebuild",
+                     r->t.stream);
+  dlqb_status st = DLQB_OK;
+  for (size_t q = 0; st == DLQB_OK && q < r->t.nqueues; q++) {
+    /* A pass reads what is ready: items another consumer holds (a look
+     * reading the queue itself, as every look does while the catalog is
+     * refused) it would never see, and the snapshot would lack them. */
+    st = queue_unheld(dlqb_config_broker(cfg, broker), r->t.queues[q], err);
+    dlqb_catalog_verify_result v;
+    if (st == DLQB_OK) st = dlqb_catalog_verify(r, cfg, broker, r->t.queues[q], &v, err);
+    if (st == DLQB_OK && !v.complete)
+      st = dlqb_fail(err, DLQB_EIO, "'%s' was not read whole: no snapshot written", r->t.queues[q]);
+  }
+  if (st == DLQB_OK) st = dlqb_catalog_snapshot(r, dlqb_config_broker(cfg, broker), out, err);
+  return st;
+}
+
+void dlqb_catalog_reader_growth(dlqb_catalog_reader *r, uint64_t *since, uint64_t *items) {
+  pthread_mutex_lock(&r->lock);
+  int64_t base = r->find.have_best ? r->find.best.end : 0;
+  *since = r->have_mark && r->mark.offset > base ? (uint64_t)(r->mark.offset - base) : 0;
+  *items = 0;
+  for (size_t q = 0; q < r->t.nqueues; q++) *items += dlqb_catalog_count(r->c, (int)q);
+  pthread_mutex_unlock(&r->lock);
+}
+
 char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) {
   if (!v->from_catalog) {
     if (v->compared)
@@ -760,8 +1321,9 @@ char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) 
   }
   char at[DLQB_ISO_TIME_MAX];
   dlqb_iso_time(v->as_of_ms, at, sizeof at);
-  snprintf(buf, len, "catalog as of %s: %llu item%s, as the queue (%.1f s)", at,
-           (unsigned long long)v->count, v->count == 1 ? "" : "s", v->read_seconds);
+  snprintf(buf, len, "catalog as of %s: %llu item%s, as the queue (%.1f s%s)", at,
+           (unsigned long long)v->count, v->count == 1 ? "" : "s", v->read_seconds,
+           v->from_snapshot ? ", folded from its snapshot: the stream was cut by retention" : "");
   return buf;
 }
 

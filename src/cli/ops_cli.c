@@ -571,5 +571,6 @@ json_object *ops_catalog_json(const dlqb_catalog_view *v) {
   json_object_object_add(j, "read_seconds", json_object_new_double(v->read_seconds));
   json_object_object_add(j, "events_read", json_object_new_int64((int64_t)v->events));
   json_object_object_add(j, "from_checkpoint", json_object_new_boolean(v->from_checkpoint));
+  json_object_object_add(j, "from_snapshot", json_object_new_boolean(v->from_snapshot));
   return j;
 }

@@ -539,3 +539,100 @@ static dlqb_status decode(dlqb_catalog *c, char *own, const char *buf, size_t le
   }
   return st;
 }
+
+/* ---- snapshot chunks ---------------------------------------------------- */
+
+dlqb_status dlqb_catalog_chunks(const dlqb_catalog *c, int q, size_t per_chunk,
+                                dlqb_status (*emit)(void *ctx, const unsigned char *body,
+                                                    size_t len, size_t items, dlqb_error *err),
+                                void *ctx, dlqb_error *err) {
+  if (q < 0 || (size_t)q >= c->nqueues)
+    return dlqb_fail(err, DLQB_EINVAL, "catalog: no such queue");
+  if (per_chunk == 0 || per_chunk > DLQB_CATALOG_CHUNK_ITEMS) per_chunk = DLQB_CATALOG_CHUNK_ITEMS;
+  /* Every packed item is at most PACK_MAX: a full chunk fits. */
+  size_t cap = per_chunk * (4 + PACK_MAX);
+  if (cap > DLQB_CATALOG_CHUNK_BYTES) cap = DLQB_CATALOG_CHUNK_BYTES;
+  unsigned char *buf = malloc(cap);
+  if (buf == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a snapshot chunk");
+  dlqb_status st = DLQB_OK;
+  size_t len = 0, items = 0;
+  for (size_t i = 0; st == DLQB_OK && i < c->n; i++) {
+    const entry *e = &c->e[i];
+    if (!e->live || e->q != q) continue;
+    if (items == per_chunk || len + 4 + e->len > cap) {
+      st = emit(ctx, buf, len, items, err);
+      len = items = 0;
+      if (st != DLQB_OK) break;
+    }
+    for (int k = 0; k < 4; k++) buf[len++] = (unsigned char)(e->len >> (8 * k));
+    memcpy(buf + len, c->arena + e->pos, e->len);
+    len += e->len;
+    items++;
+  }
+  if (st == DLQB_OK && items > 0) st = emit(ctx, buf, len, items, err);
+  free(buf);
+  return st;
+}
+
+/* Walks a chunk: calls fn (when not NULL) for each item's packed bytes. */
+static bool chunk_walk(const unsigned char *body, size_t len, size_t *items,
+                       dlqb_status (*fn)(void *ctx, const unsigned char *p, size_t l,
+                                         const unsigned char *id, size_t idlen),
+                       void *ctx) {
+  *items = 0;
+  if (len > DLQB_CATALOG_CHUNK_BYTES) return false;
+  size_t n = 0;
+  while (n < len) {
+    if (len - n < 4 || *items >= DLQB_CATALOG_CHUNK_ITEMS) return false;
+    uint32_t l = (uint32_t)body[n] | (uint32_t)body[n + 1] << 8 | (uint32_t)body[n + 2] << 16 |
+                 (uint32_t)body[n + 3] << 24;
+    n += 4;
+    const unsigned char *id = NULL;
+    size_t idlen = 0;
+    if (l > len - n || !packed_ok(body + n, l, &id, &idlen) || idlen >= 128) return false;
+    if (fn != NULL && fn(ctx, body + n, l, id, idlen) != DLQB_OK) return false;
+    n += l;
+    (*items)++;
+  }
+  return true;
+}
+
+bool dlqb_catalog_chunk_ok(const unsigned char *body, size_t len, size_t *items) {
+  return chunk_walk(body, len, items, NULL, NULL);
+}
+
+typedef struct {
+  dlqb_catalog *c;
+  int q;
+  dlqb_error *err;
+  dlqb_status st;
+} load_ctx;
+
+static dlqb_status load_one(void *ctx, const unsigned char *p, size_t l, const unsigned char *id,
+                            size_t idlen) {
+  load_ctx *x = ctx;
+  char key[128];
+  memcpy(key, id, idlen);
+  key[idlen] = '\0';
+  x->st = add_packed(x->c, x->q, p, l, key_hash(x->q, key), x->err);
+  return x->st;
+}
+
+dlqb_status dlqb_catalog_chunk_load(dlqb_catalog *c, int q, const unsigned char *body, size_t len,
+                                    dlqb_error *err) {
+  if (q < 0 || (size_t)q >= c->nqueues)
+    return dlqb_fail(err, DLQB_EINVAL, "catalog: no such queue");
+  size_t items;
+  if (!dlqb_catalog_chunk_ok(body, len, &items))
+    return dlqb_fail(err, DLQB_EINVAL, "a snapshot chunk is malformed");
+  load_ctx x = {c, q, err, DLQB_OK};
+  (void)chunk_walk(body, len, &items, load_one, &x);
+  return x.st;
+}
+
+void dlqb_catalog_set_state(dlqb_catalog *c, int q, uint64_t unmatched,
+                            const dlqb_catalog_qstate *s) {
+  if (q < 0 || (size_t)q >= c->nqueues) return;
+  c->unmatched[q] = unmatched;
+  c->st[q] = *s;
+}

@@ -18,12 +18,65 @@ struct dlqb_catalog_check {
   dlqb_stop_flag stop;
   bool differed[DLQB_CATALOG_QUEUES_MAX];
   long long verified_ms[DLQB_CATALOG_QUEUES_MAX]; /* monotonic, 0: not yet */
+  long long snapshot_ms;                          /* monotonic: the last written, or the start */
+  bool agreed[DLQB_CATALOG_QUEUES_MAX];           /* the last check's look agreed with the queue */
+  bool owed;                                      /* a rebuild wrote no snapshot: one is owed */
 };
+
+bool dlqb_catalog_snapshot_due(uint64_t since, uint64_t items, long long age_ms) {
+  uint64_t floor = DLQB_CATALOG_SNAPSHOT_FLOOR;
+  uint64_t grown = items > UINT64_MAX / 2 ? UINT64_MAX : 2 * items;
+  if (since > (grown > floor ? grown : floor)) return true;
+  return since > 0 && age_ms >= DLQB_CATALOG_SNAPSHOT_EVERY_MS;
+}
+
+/* Writes a snapshot when one is due, or rebuilds the catalog when the
+ * stream was cut with none left (a look said so: it could not fold). A
+ * rebuild whose pass did not read a queue whole (a look reading the queue
+ * itself meanwhile, as every look does while the catalog is refused,
+ * holds part of it) leaves the fold to the checks to correct, and the
+ * snapshot owed: it is written once both queues' checks agree. */
+static void maybe_snapshot(dlqb_catalog_check *c) {
+  dlqb_catalog_snapinfo s;
+  dlqb_error err;
+  dlqb_status st;
+  bool rebuilt = dlqb_catalog_reader_cut(c->r);
+  if (rebuilt) {
+    dlqb_log_warn("catalog_cut",
+                  "the catalog stream '%s' was cut by retention and holds no complete snapshot; "
+                  "rebuilding the catalog from the queues",
+                  c->p.catalog);
+    st = dlqb_catalog_snapshot_rebuild(c->r, c->cfg, NULL, &s, &err);
+    c->owed = st != DLQB_OK;
+  } else if (c->owed) {
+    for (int i = 0; i < DLQB_CATALOG_QUEUES_MAX; i++)
+      if (!c->agreed[i]) return;
+    st = dlqb_catalog_snapshot(c->r, &c->cfg->broker, &s, &err);
+    if (st == DLQB_OK) c->owed = false;
+  } else {
+    uint64_t since, items;
+    dlqb_catalog_reader_growth(c->r, &since, &items);
+    if (!dlqb_catalog_snapshot_due(since, items, dlqb_mono_ms() - c->snapshot_ms)) return;
+    st = dlqb_catalog_snapshot(c->r, &c->cfg->broker, &s, &err);
+  }
+  if (st != DLQB_OK) {
+    dlqb_log_warn("catalog_snapshot", "cannot write a snapshot of the catalog: %s", err.msg);
+    return;
+  }
+  c->snapshot_ms = dlqb_mono_ms();
+  dlqb_log_info("catalog_snapshot",
+                "snapshot %s of the catalog written%s as of offset %lld: %llu and %llu items in "
+                "%llu chunks",
+                s.id, rebuilt ? " (rebuilt from the queues)" : "", (long long)s.as_of,
+                (unsigned long long)s.items[0], (unsigned long long)s.items[1],
+                (unsigned long long)s.chunks);
+}
 
 static void check_queue(dlqb_catalog_check *c, int i, const char *queue) {
   dlqb_catalog_view v;
   dlqb_error err;
   dlqb_status st = dlqb_catalog_look(c->r, &c->cfg->broker, queue, NULL, NULL, &v, &err);
+  c->agreed[i] = st == DLQB_OK && !v.differs;
   if (st != DLQB_OK) {
     dlqb_log_debug("catalog_check", "cannot check the catalog of %s: %s", queue, err.msg);
     return;
@@ -67,11 +120,13 @@ static void *run(void *arg) {
    * test_daemon_escalates_deliveries_that_come_late, which then failed
    * about one run in four). */
   for (int i = 0; i < DLQB_CATALOG_QUEUES_MAX; i++) c->verified_ms[i] = dlqb_mono_ms();
+  c->snapshot_ms = dlqb_mono_ms();
   for (;;) {
     dlqb_sleep_us(&c->stop, (int64_t)c->cfg->catalog.check_interval_ms * 1000);
     if (c->stop) break;
     check_queue(c, 0, c->p.dlq);
     if (!c->stop) check_queue(c, 1, c->p.review);
+    if (!c->stop) maybe_snapshot(c);
   }
   return NULL;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -466,6 +467,320 @@ static void test_a_stream_declared_again_is_folded_whole(void **state) {
   unlink(ckpt);
 }
 
+/* ---- retention and snapshots ------------------------------------------------ */
+
+/* The test's retention policy on its catalog stream: segments of
+ * SEGMENT_BYTES, at most RETAIN_BYTES kept (the oldest segments go once a
+ * new one starts and the total is above it). Put before `declare`, so the
+ * stream starts with it. */
+#define SEGMENT_BYTES (64 * 1024)
+#define RETAIN_BYTES  (640 * 1024)
+#define FILLER_BYTES  (16 * 1024)
+#define SNAP_DEPTH    1000
+#define SNAP_BILLING  (SNAP_DEPTH / BILLING_EVERY)
+
+static void put_retention(fx_case *t, int retain_bytes) {
+  char path[512], body[512];
+  assert_true(th_fmt(path, sizeof path, "/api/policies/%s/catalog-retention", t->vhost.name));
+  assert_true(th_fmt(body, sizeof body,
+                     "{\"pattern\": \"^dsr\\\\.catalog$\", \"apply-to\": \"queues\", "
+                     "\"definition\": {\"max-length-bytes\": %d, "
+                     "\"stream-max-segment-size-bytes\": %d}}",
+                     retain_bytes, SEGMENT_BYTES));
+  int code = th_mgmt("PUT", path, body, NULL);
+  assert_true(code == 201 || code == 204);
+}
+
+/* The catalog stream's first offset now (a consumer from "first" on a
+ * connection of its own), -1 when it cannot be read. */
+static int64_t stream_first(fx_case *t) {
+  th_conn *c = th_connect(&t->vhost);
+  assert_non_null(c);
+  amqp_connection_state_t conn = th_conn_amqp(c);
+  amqp_channel_t ch = 5;
+  int64_t first = -1;
+  amqp_channel_open(conn, ch);
+  if (amqp_get_rpc_reply(conn).reply_type != AMQP_RESPONSE_NORMAL) goto out;
+  amqp_basic_qos(conn, ch, 0, 1, 0);
+  amqp_table_entry_t arg = {
+      .key = amqp_cstring_bytes("x-stream-offset"),
+      .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes("first")}};
+  amqp_basic_consume(conn, ch, amqp_cstring_bytes("dsr.catalog"), amqp_empty_bytes, 0, 0, 0,
+                     (amqp_table_t){1, &arg});
+  if (amqp_get_rpc_reply(conn).reply_type != AMQP_RESPONSE_NORMAL) goto out;
+  amqp_envelope_t env;
+  struct timeval tv = {10, 0};
+  amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
+  if (rr.reply_type != AMQP_RESPONSE_NORMAL) goto out;
+  const amqp_table_t *h = &env.message.properties.headers;
+  for (int i = 0; i < h->num_entries; i++)
+    if (h->entries[i].key.len == 15 && memcmp(h->entries[i].key.bytes, "x-stream-offset", 15) == 0)
+      first = h->entries[i].value.value.i64;
+  amqp_destroy_envelope(&env);
+out:
+  th_close(c);
+  return first;
+}
+
+/* Messages on the catalog stream that are not the bridge's (nothing a
+ * reader folds): they fill segments so retention cuts the stream. */
+static void filler(fx_case *t, int n) {
+  static char body[FILLER_BYTES];
+  memset(body, 'f', sizeof body);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_set_body(&m, body, sizeof body), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-not-the-bridge", "filler"), 0);
+  for (int i = 0; i < n; i++) assert_int_equal(th_publish(t->conn, "", "dsr.catalog", &m), 0);
+  th_msg_release(&m);
+}
+
+typedef struct {
+  fx_case *t;
+  int64_t past; /* cut once the first offset is above this */
+  int written;
+} cut_arg;
+
+/* One more filler message, then whether the stream was cut past a->past
+ * (retention runs when a segment is rolled: the writes cause it). */
+static bool cut_past(void *arg) {
+  cut_arg *a = arg;
+  filler(a->t, 1);
+  a->written++;
+  return stream_first(a->t) > a->past;
+}
+
+static int64_t cut_stream(fx_case *t, int64_t past) {
+  cut_arg a = {t, past, 0};
+  FX_CHECK(t, th_wait_until(cut_past, &a, 120000));
+  int64_t first = stream_first(t);
+  printf("retention cut the catalog stream at offset %lld after %d filler messages of %d KiB\n",
+         (long long)first, a.written, FILLER_BYTES / 1024);
+  return first;
+}
+
+static bool from_snapshot(json_object *j) {
+  return json_object_get_boolean(member(member(j, "catalog"), "from_snapshot"));
+}
+
+/* With retention on the catalog stream: once it is cut, a look with no
+ * checkpoint refuses the catalog and says why (folding what is left would
+ * be wrong), until `catalog snapshot` (rebuilding from the queues) has
+ * written one; after more moves and a second snapshot, a cut past the
+ * first leaves looks answering from the second, with exact counts. */
+static void test_retention_and_snapshots(void **state) {
+  fx_case *t = *state;
+  put_retention(t, RETAIN_BYTES);
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", SNAP_DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_false(from_snapshot(j));
+  json_object_put(j);
+
+  /* No snapshot, and the stream cut: the look reads the queue, says why. */
+  assert_int_equal(stream_first(t), 0);
+  cut_stream(t, 0);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_false(from_catalog(j));
+  const char *why = th_json_str(member(j, "catalog"), "why_scan");
+  assert_non_null(strstr(why, "cut by retention"));
+  assert_non_null(strstr(why, "no complete snapshot"));
+  assert_non_null(strstr(why, "catalog snapshot"));
+  assert_int_equal(member_int(j, "listed"), SNAP_BILLING);
+  json_object_put(j);
+
+  /* catalog snapshot rebuilds it from the queues: looks answer again. */
+  j = run_json(t, "catalog snapshot --json");
+  assert_true(json_object_get_boolean(member(j, "rebuilt")));
+  assert_int_equal(member_int(json_object_array_get_idx(member(j, "queues"), 0), "items"),
+                   SNAP_DEPTH);
+  json_object_put(j);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_true(from_catalog(j));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_BILLING);
+  assert_int_equal(member_int(j, "total"), SNAP_DEPTH);
+  json_object_put(j);
+
+  /* Moves after it (the billing items escalated), then a second snapshot
+   * in a later segment, then a cut past everything before it. */
+  j = run_json(t, "escalate --source-system billing --no-audit --json");
+  json_object_put(j);
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", SNAP_BILLING, 30000));
+  int64_t before = stream_first(t);
+  j = run_json(t, "inspect --json"); /* the end of the first snapshot is behind this marker */
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_DEPTH - SNAP_BILLING);
+  json_object_put(j);
+  /* A look that leaves a checkpoint here (its marker is cut below). */
+  char ckpt[TH_PATH_MAX];
+  checkpoint_path(t, ckpt, sizeof ckpt);
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  assert_true(from_catalog(j));
+  json_object_put(j);
+  filler(t, 2 * SEGMENT_BYTES / FILLER_BYTES);
+  j = run_json(t, "catalog snapshot --json");
+  assert_false(json_object_get_boolean(member(j, "rebuilt")));
+  int64_t as_of = member_int(j, "as_of_offset");
+  assert_int_equal(member_int(json_object_array_get_idx(member(j, "queues"), 0), "items"),
+                   SNAP_DEPTH - SNAP_BILLING);
+  assert_int_equal(member_int(json_object_array_get_idx(member(j, "queues"), 1), "items"),
+                   SNAP_BILLING);
+  json_object_put(j);
+  printf("second snapshot as of offset %lld; stream begins at %lld\n", (long long)as_of,
+         (long long)before);
+  /* A forged chunk (its body garbage) and an end of a snapshot that never
+   * was: passed over, with a warning. */
+  th_msg m;
+  th_msg_init(&m);
+  static const char junk[] = "\xff\xff\xff\x7f not a chunk \x01\x02";
+  assert_int_equal(th_msg_set_body(&m, junk, sizeof junk), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog", "snap"), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog-snap", "forged"), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-of", as_of), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-chunk", 0), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog-queue", "dsr.dlq.manual"), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-count", 1), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.catalog", &m), 0);
+  th_msg_reset(&m);
+  static const char totals[] = "1 0 0 0 0 0 dsr.dlq.manual\n0 0 0 0 0 0 compliance_review\n";
+  assert_int_equal(th_msg_set_body(&m, totals, sizeof totals - 1), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog", "snap-end"), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog-snap", "forged"), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-of", as_of), 0);
+  assert_int_equal(th_msg_add_int(&m, "x-dlqb-catalog-snap-chunk", 1), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.catalog", &m), 0);
+  th_msg_release(&m);
+  /* And moves after it: folded on top of it, in order. */
+  j = run_json(t, "escalate --all --limit 5 --no-audit --json");
+  json_object_put(j);
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", SNAP_BILLING + 5, 30000));
+  /* Everything up to the escalations gone, the second snapshot's marker
+   * still there. */
+  int64_t first = cut_stream(t, as_of - 2 * SEGMENT_BYTES / FILLER_BYTES - 1);
+  assert_true(first <= as_of);
+  int64_t t0 = th_now_ms();
+  j = run_json(t, "inspect --json");
+  printf("a look with no checkpoint on the cut stream: %.1f s, %lld events folded after the "
+         "snapshot\n",
+         (double)(th_now_ms() - t0) / 1000,
+         (long long)member_int(member(j, "catalog"), "events_read"));
+  assert_true(from_catalog(j));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_DEPTH - SNAP_BILLING - 5);
+  assert_int_equal(member_int(member(j, "catalog"), "events_read"), 10); /* 5 outs, 5 ins */
+  json_object_put(j);
+  /* The checkpoint's marker is gone: dropped, and the look folds from the
+   * snapshot. */
+  j = look_via(t, NULL, ckpt, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_false(json_object_get_boolean(member(member(j, "catalog"), "from_checkpoint")));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_DEPTH - SNAP_BILLING - 5);
+  json_object_put(j);
+  unlink(ckpt);
+  j = run_json(t, "inspect --queue compliance_review --json");
+  assert_true(from_catalog(j));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_BILLING + 5);
+  json_object_put(j);
+}
+
+/* The daemon, finding the stream cut with no snapshot, rebuilds the
+ * catalog from the queues and snapshots it on its own. */
+static void test_the_daemon_rebuilds_a_cut_catalog(void **state) {
+  fx_case *t = *state;
+  put_retention(t, RETAIN_BYTES);
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", SNAP_DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  cut_stream(t, 0);
+  j = run_json(t, "inspect --json");
+  assert_false(from_catalog(j));
+  json_object_put(j);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const env[] = {a.env_log, a.env_key, a.env_pub,
+                             "DLQ_BRIDGE_CATALOG_CHECK_INTERVAL=1s", NULL};
+  int64_t t0 = th_now_ms();
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  look_arg la = {t};
+  FX_CHECK(t, th_wait_until(looks_agree, &la, NOTICE_MS));
+  printf("a cut catalog rebuilt and snapshotted by the daemon in %.1f s\n",
+         (double)(th_now_ms() - t0) / 1000);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+  fx_audit_remove(&a);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_true(from_catalog(j));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), SNAP_BILLING);
+  assert_int_equal(member_int(j, "total"), SNAP_DEPTH);
+  json_object_put(j);
+}
+
+static bool not_running(void *arg) { return !th_bridge_running(arg); }
+
+/* Moves while a snapshot is written (a replay at 20 a second beside
+ * `catalog snapshot`): their events, before, between and after its chunks,
+ * are folded after it, so once retention cut the stream a fresh look from
+ * the snapshot agrees with the queue to the item. */
+static void test_moves_during_a_snapshot(void **state) {
+  fx_case *t = *state;
+  put_retention(t, 4 * RETAIN_BYTES); /* the 3,000 "in"s and the snapshot fit */
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", DEPTH, fill, NULL), 0);
+  json_object *j = run_json(t, "catalog verify --json");
+  json_object_put(j);
+  assert_int_equal(stream_first(t), 0);
+
+  static const char *const replay[] = {
+      "replay", "--source-system", "billing", "--no-audit", "--rate", "20", NULL};
+  th_bridge b;
+  assert_int_equal(th_command_start(&b, &t->vhost, replay, NULL, "replay"), 0);
+  depth_arg da = {t, 3};
+  FX_CHECK(t, th_wait_until(work_reached, &da, 60000));
+  j = run_json(t, "catalog snapshot --json");
+  assert_false(json_object_get_boolean(member(j, "rebuilt")));
+  int64_t as_of = member_int(j, "as_of_offset");
+  int64_t held = member_int(json_object_array_get_idx(member(j, "queues"), 0), "items");
+  json_object_put(j);
+  long moved = th_queue_depth(t->conn, "dsr.work");
+  FX_CHECK(t, th_wait_until(not_running, &b, 60000));
+  th_bridge_kill(&b); /* reaps it: it has exited (status 0, the harness says) */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), BILLING);
+  printf("a snapshot of %lld items as of offset %lld written while a replay moved (%ld of %d "
+         "moved when it ended)\n",
+         (long long)held, (long long)as_of, moved, BILLING);
+  assert_true(held > DEPTH - BILLING && held < DEPTH); /* some moved before it, some after */
+
+  int64_t first = cut_stream(t, 0);
+  assert_true(first <= as_of);
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), DEPTH - BILLING);
+  assert_int_equal(member_int(member(j, "catalog"), "count"), DEPTH - BILLING);
+  json_object_put(j);
+  j = run_json(t, "inspect --source-system billing --json");
+  assert_true(from_snapshot(j));
+  assert_int_equal(member_int(j, "listed"), 0);
+  json_object_put(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_many_looks_at_once_each_see_every_item),
@@ -473,6 +788,9 @@ int main(void) {
       FX_TEST(test_a_killed_move_leaves_looks_truthful),
       FX_TEST(test_a_slow_broker_resumes_from_the_checkpoint),
       FX_TEST(test_a_stream_declared_again_is_folded_whole),
+      FX_TEST(test_retention_and_snapshots),
+      FX_TEST(test_the_daemon_rebuilds_a_cut_catalog),
+      FX_TEST(test_moves_during_a_snapshot),
   };
   /* DLQB_TEST_FILTER=test_a_s* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
