@@ -156,7 +156,12 @@ typedef struct {
   uint64_t catalog; /* items the catalog held before */
   uint64_t added;   /* in the queue, not in the catalog: an "in" appended for each */
   uint64_t removed; /* in the catalog, not in the queue: an "out" appended for each */
-  bool complete;    /* the pass read the whole queue (else nothing was corrected) */
+  bool complete;    /* the pass read the whole queue (else nothing was removed) */
+  /* Most other consumers on the queue at the pass's start or end. A pass
+   * reads only what is ready, never what another consumer holds unacked
+   * (a worker, a move, a look reading the queue itself), so with any the
+   * pass is not complete: nothing is taken for gone. */
+  uint32_t others;
 } dlqb_catalog_verify_result;
 
 /* Passes over queue (holding every item, as --scan), compares what it holds

@@ -1243,23 +1243,6 @@ dlqb_status dlqb_catalog_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf
 
 bool dlqb_catalog_reader_cut(const dlqb_catalog_reader *r) { return r->cut; }
 
-/* DLQB_OK when nobody consumes queue now. */
-static dlqb_status queue_unheld(const dlqb_broker_conf *broker, const char *queue,
-                                dlqb_error *err) {
-  dlqb_link *link = NULL;
-  dlqb_status st = dlqb_link_open(broker, "dlq-bridge catalog snapshot", &link, err);
-  if (st != DLQB_OK) return st;
-  uint32_t depth = 0, consumers = 0;
-  st = dlqb_link_queue_depth(link, queue, &depth, &consumers, err);
-  end_link(link, st);
-  if (st == DLQB_OK && consumers > 0)
-    st = dlqb_fail(err, DLQB_EIO,
-                   "'%s' has %u consumer%s (a look or a move reading it): a pass would not see "
-                   "what they hold; no snapshot written, try again",
-                   queue, consumers, consumers == 1 ? "" : "s");
-  return st;
-}
-
 dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_config *cfg,
                                           const dlqb_broker_conf *broker,
                                           dlqb_catalog_snapinfo *out, dlqb_error *err) {
@@ -1284,11 +1267,16 @@ dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_con
   for (size_t q = 0; st == DLQB_OK && q < r->t.nqueues; q++) {
     /* A pass reads what is ready: items another consumer holds (a look
      * reading the queue itself, as every look does while the catalog is
-     * refused) it would never see, and the snapshot would lack them. */
-    st = queue_unheld(dlqb_config_broker(cfg, broker), r->t.queues[q], err);
+     * refused) it would never see, and the snapshot would lack them; the
+     * verify says so (others). */
     dlqb_catalog_verify_result v;
-    if (st == DLQB_OK) st = dlqb_catalog_verify(r, cfg, broker, r->t.queues[q], &v, err);
-    if (st == DLQB_OK && !v.complete)
+    st = dlqb_catalog_verify(r, cfg, broker, r->t.queues[q], &v, err);
+    if (st == DLQB_OK && v.others > 0)
+      st = dlqb_fail(err, DLQB_EIO,
+                     "'%s' has %u consumer%s (a look or a move reading it): a pass would not see "
+                     "what they hold; no snapshot written, try again",
+                     r->t.queues[q], v.others, v.others == 1 ? "" : "s");
+    else if (st == DLQB_OK && !v.complete)
       st = dlqb_fail(err, DLQB_EIO, "'%s' was not read whole: no snapshot written", r->t.queues[q]);
   }
   if (st == DLQB_OK) st = dlqb_catalog_snapshot(r, dlqb_config_broker(cfg, broker), out, err);
@@ -1413,6 +1401,8 @@ dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
   if (st == DLQB_OK) st = dlqb_link_confirm_select(v.writer, DLQB_CHANNEL, err);
   dlqb_scan_result res;
   memset(&res, 0, sizeof res);
+  uint32_t before = 0, after = 0;
+  if (st == DLQB_OK) st = dlqb_link_queue_depth(v.writer, queue, NULL, &before, err);
   if (st == DLQB_OK) {
     out->at_ms = dlqb_now_ms();
     dlqb_scan_options so = {.queue = queue,
@@ -1423,7 +1413,11 @@ dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
                             .broker = broker};
     st = dlqb_scan_run(cfg, &so, &res, err);
     out->present = res.examined;
-    out->complete = st == DLQB_OK && !res.short_read && !res.interrupted && !res.stopped;
+    /* The pass's own consumer is gone once it closed its link. */
+    if (st == DLQB_OK) st = dlqb_link_queue_depth(v.writer, queue, NULL, &after, err);
+    out->others = before > after ? before : after;
+    out->complete =
+        st == DLQB_OK && !res.short_read && !res.interrupted && !res.stopped && out->others == 0;
   }
   /* The "in"s first: a reader must see them before the "verified". */
   if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);

@@ -22,29 +22,33 @@ const cli_spec cmd_catalog_spec = {
     .summary = "verify the catalog that looks answer from against the queues, or snapshot it",
     .usage = "dlq-bridge catalog verify [--queue NAME] [--json]\n"
              "       dlq-bridge catalog snapshot [--json]",
-    .details = "The catalog (the dsr.catalog stream) records every item the bridge puts into\n"
-               "or takes out of dsr.dlq.manual and compliance_review; inspect, stats, review\n"
-               "list and the console answer from it while its count agrees with the queue's\n"
-               "depth. `catalog verify` passes over each queue (holding its items while it\n"
-               "reads, as --scan), appends an event for every difference (an item added or\n"
-               "taken outside the bridge: the management UI's Get with ack, a purge, a\n"
-               "producer publishing straight into the queue, the broker dead-lettering from\n"
-               "dsr.failed) and a `verified` event, so every reader's catalog agrees again.\n"
-               "`dlq-bridge run` does the same on its own when a check finds the counts\n"
-               "differ (--catalog-check-interval) and periodically (--catalog-verify-every).\n"
-               "Prints one line per queue: what the pass found, what the catalog held, what\n"
-               "was added and removed. --json: {\"queues\": [{\"queue\", \"present\",\n"
-               "\"catalog\", \"added\", \"removed\", \"complete\", \"at\"}]}. Exits 1 when a\n"
-               "queue could not be read whole (nothing was corrected for it).\n"
-               "`catalog snapshot` writes the catalog as it now stands into the stream (its\n"
-               "items in chunks of 1000, then their totals), so the stream can be given a\n"
-               "max-age retention policy (docs/runbook.md): a reader of a stream retention\n"
-               "cut starts from its newest snapshot. On a stream cut with none left\n"
-               "(looks then read the queues and say so), it rebuilds the catalog from the\n"
-               "queues first (a verifying pass over each) and snapshots that. `run` writes\n"
-               "one on its own once the stream has grown well past what one costs. Prints\n"
-               "the snapshot's id, its offset and the items per queue; --json: {\"snapshot\",\n"
-               "\"as_of_offset\", \"chunks\", \"rebuilt\", \"queues\": [{\"queue\", \"items\"}]}.",
+    .details =
+        "The catalog (the dsr.catalog stream) records every item the bridge puts into\n"
+        "or takes out of dsr.dlq.manual and compliance_review; inspect, stats, review\n"
+        "list and the console answer from it while its count agrees with the queue's\n"
+        "depth. `catalog verify` passes over each queue (holding its items while it\n"
+        "reads, as --scan), appends an event for every difference (an item added or\n"
+        "taken outside the bridge: the management UI's Get with ack, a purge, a\n"
+        "producer publishing straight into the queue, the broker dead-lettering from\n"
+        "dsr.failed) and a `verified` event, so every reader's catalog agrees again.\n"
+        "`dlq-bridge run` does the same on its own when a check finds the counts\n"
+        "differ (--catalog-check-interval) and periodically (--catalog-verify-every).\n"
+        "Prints one line per queue: what the pass found, what the catalog held, what\n"
+        "was added and removed. --json: {\"queues\": [{\"queue\", \"present\",\n"
+        "\"catalog\", \"added\", \"removed\", \"complete\", \"other_consumers\", \"at\"}]}.\n"
+        "A pass reads only what is ready: with another consumer on the queue (a worker,\n"
+        "a move, a look reading the queue) it may miss what that one holds, so it\n"
+        "removes nothing then. Exits 1 when a queue could not be read whole (nothing\n"
+        "was removed for it).\n"
+        "`catalog snapshot` writes the catalog as it now stands into the stream (its\n"
+        "items in chunks of 1000, then their totals), so the stream can be given a\n"
+        "max-age retention policy (docs/runbook.md): a reader of a stream retention\n"
+        "cut starts from its newest snapshot. On a stream cut with none left\n"
+        "(looks then read the queues and say so), it rebuilds the catalog from the\n"
+        "queues first (a verifying pass over each) and snapshots that. `run` writes\n"
+        "one on its own once the stream has grown well past what one costs. Prints\n"
+        "the snapshot's id, its offset and the items per queue; --json: {\"snapshot\",\n"
+        "\"as_of_offset\", \"chunks\", \"rebuilt\", \"queues\": [{\"queue\", \"items\"}]}.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_CATALOG, NULL},
@@ -174,14 +178,21 @@ int cmd_catalog(int argc, char **argv) {
       json_object_object_add(j, "added", json_object_new_int64((int64_t)v.added));
       json_object_object_add(j, "removed", json_object_new_int64((int64_t)v.removed));
       json_object_object_add(j, "complete", json_object_new_boolean(v.complete));
+      json_object_object_add(j, "other_consumers", json_object_new_int64(v.others));
       json_object_object_add(j, "at", json_object_new_string(at));
       json_object_array_add(arr, j);
     } else {
+      char why[160] = "";
+      if (v.others > 0)
+        snprintf(why, sizeof why,
+                 " (%u other consumer%s on the queue may hold items unacked: nothing removed; "
+                 "run again)",
+                 v.others, v.others == 1 ? "" : "s");
+      else if (!v.complete) snprintf(why, sizeof why, " (not read whole: nothing removed)");
       printf("%s: %llu items in the queue at %s, the catalog held %llu; added %llu, removed "
              "%llu%s\n",
              queues[i], (unsigned long long)v.present, at, (unsigned long long)v.catalog,
-             (unsigned long long)v.added, (unsigned long long)v.removed,
-             v.complete ? "" : " (not read whole: nothing removed)");
+             (unsigned long long)v.added, (unsigned long long)v.removed, why);
     }
     if (!v.complete) rc = EXIT_RUNTIME;
   }

@@ -98,6 +98,11 @@ static void check_queue(dlqb_catalog_check *c, int i, const char *queue) {
   c->differed[i] = false;
   if (st != DLQB_OK)
     dlqb_log_warn("catalog_check", "cannot verify the catalog of %s: %s", queue, err.msg);
+  else if (!res.complete) /* Counts that still differ bring the next verify at the next checks. */
+    dlqb_log_info("catalog_check",
+                  "%s was not read whole (%u other consumer%s on it): %llu added, nothing "
+                  "removed",
+                  queue, res.others, res.others == 1 ? "" : "s", (unsigned long long)res.added);
   else if (res.added > 0 || res.removed > 0)
     dlqb_log_warn("catalog_corrected",
                   "catalog of %s corrected: %llu items found in the queue, %llu added, %llu "
