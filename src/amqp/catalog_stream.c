@@ -658,6 +658,40 @@ static void end_link(dlqb_link *link, dlqb_status st) {
   else dlqb_link_abort(link);
 }
 
+/* The next delivery on the stream consumer of link's channel, waiting up
+ * to wait_ms: DLQB_OK with *env filled (the caller destroys it),
+ * DLQB_ETIMEOUT when nothing came (err untouched: what a timeout means is
+ * the caller's), or the connection's or channel's error in err. Other
+ * frames in between are passed over. */
+static dlqb_status next_delivery(dlqb_link *link, const char *stream, const char *what,
+                                 long wait_ms, amqp_envelope_t *env, dlqb_error *err) {
+  amqp_connection_state_t conn = dlqb_link_conn(link);
+  amqp_maybe_release_buffers(conn);
+  for (;;) {
+    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+    amqp_rpc_reply_t rr = amqp_consume_message(conn, env, &tv, 0);
+    if (rr.reply_type == AMQP_RESPONSE_NORMAL) return DLQB_OK;
+    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && rr.library_error == AMQP_STATUS_TIMEOUT)
+      return DLQB_ETIMEOUT;
+    if (rr.reply_type != AMQP_RESPONSE_LIBRARY_EXCEPTION ||
+        rr.library_error != AMQP_STATUS_UNEXPECTED_STATE)
+      return dlqb_link_reply(link, rr, what, err);
+    amqp_frame_t f;
+    if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
+      return dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", stream);
+  }
+}
+
+/* Acks everything up to tag once every ACK_EVERY deliveries. */
+static dlqb_status ack_now_and_then(dlqb_link *link, uint64_t tag, size_t *since_ack,
+                                    dlqb_error *err) {
+  if (++*since_ack < ACK_EVERY) return DLQB_OK;
+  *since_ack = 0;
+  if (amqp_basic_ack(dlqb_link_conn(link), DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK)
+    return dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
+  return DLQB_OK;
+}
+
 /* Whether stream holds offset at (a mark's), read on a link of its own
  * from the stream's last chunk: its first delivery at or past at says it
  * does; marker (this look's, confirmed before) or the tail reached first
@@ -686,30 +720,17 @@ static dlqb_status stream_reaches(const dlqb_broker_conf *broker, const char *st
   size_t since_ack = 0;
   char text[DLQB_CATALOG_MARKER_MAX];
   while (st == DLQB_OK) {
-    amqp_maybe_release_buffers(conn);
     amqp_envelope_t env;
     /* Once the broker delivers, the rest of the chunk follows at once. */
     long wait_ms = got ? READ_IDLE_MS / 10 : READ_IDLE_MS;
-    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
-    amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
-    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        rr.library_error == AMQP_STATUS_TIMEOUT) {
-      if (!got)
-        st = dlqb_fail(err, DLQB_ETIMEOUT, "catalog '%s': nothing read from its end for %ld ms",
-                       stream, wait_ms);
+    st = next_delivery(link, stream, what, wait_ms, &env, err);
+    if (st == DLQB_ETIMEOUT) {
+      st = got ? DLQB_OK
+               : dlqb_fail(err, DLQB_ETIMEOUT, "catalog '%s': nothing read from its end for %ld ms",
+                           stream, wait_ms);
       break; /* the tail, short of at */
     }
-    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        rr.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
-      amqp_frame_t f;
-      if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
-        st = dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", stream);
-      continue;
-    }
-    if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
-      st = dlqb_link_reply(link, rr, what, err);
-      break;
-    }
+    if (st != DLQB_OK) break;
     got = true;
     const amqp_basic_properties_t *props = &env.message.properties;
     int64_t offset = stream_offset(props);
@@ -722,11 +743,7 @@ static dlqb_status stream_reaches(const dlqb_broker_conf *broker, const char *st
       break;
     }
     if (ours) break;
-    if (++since_ack >= ACK_EVERY) {
-      if (amqp_basic_ack(conn, DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK)
-        st = dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
-      since_ack = 0;
-    }
+    st = ack_now_and_then(link, tag, &since_ack, err);
   }
   end_link(link, st);
   return st;
@@ -760,13 +777,11 @@ static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_spa
   size_t since_ack = 0;
   char text[DLQB_CATALOG_MARKER_MAX];
   for (;;) {
-    amqp_maybe_release_buffers(conn);
     amqp_envelope_t env;
     long wait_ms = resumed || checked ? READ_IDLE_MS : READ_IDLE_MS / 10;
-    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
-    amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
-    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        rr.library_error == AMQP_STATUS_TIMEOUT) {
+    st = next_delivery(link, r->t.stream, what, wait_ms, &env, err);
+    if (st == DLQB_ETIMEOUT) {
+      st = DLQB_OK;
       if (!resumed && !checked) {
         /* Nothing yet from the mark's offset: a broker slow to deliver,
          * or an offset past the stream's end (a stream declared again,
@@ -791,19 +806,7 @@ static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_spa
                      r->t.stream, (unsigned long long)sp->events, wait_ms);
       break;
     }
-    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        rr.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
-      amqp_frame_t f;
-      if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK) {
-        st = dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", r->t.stream);
-        break;
-      }
-      continue;
-    }
-    if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
-      st = dlqb_link_reply(link, rr, what, err);
-      break;
-    }
+    if (st != DLQB_OK) break;
     const amqp_basic_properties_t *props = &env.message.properties;
     int64_t offset = stream_offset(props);
     bool is_ours = header_text(props, DLQB_H_CATALOG_MARKER, text, sizeof text);
@@ -829,13 +832,8 @@ static dlqb_status read_stream(dlqb_catalog_reader *r, dlqb_link *link, read_spa
     uint64_t tag = env.delivery_tag;
     amqp_destroy_envelope(&env);
     if (done || st != DLQB_OK) break;
-    if (++since_ack >= ACK_EVERY) {
-      if (amqp_basic_ack(conn, DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK) {
-        st = dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
-        break;
-      }
-      since_ack = 0;
-    }
+    st = ack_now_and_then(link, tag, &since_ack, err);
+    if (st != DLQB_OK) break;
   }
   free(it);
   return st;
@@ -921,28 +919,13 @@ static dlqb_status broker_read(void *src, int64_t from, dlqb_catalog_msg_fn fn, 
   uint64_t read = 0;
   char text[DLQB_CATALOG_MARKER_MAX];
   while (st == DLQB_OK) {
-    amqp_maybe_release_buffers(conn);
     amqp_envelope_t env;
-    struct timeval tv = {READ_IDLE_MS / 1000, (READ_IDLE_MS % 1000) * 1000};
-    amqp_rpc_reply_t rr = amqp_consume_message(conn, &env, &tv, 0);
-    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        rr.library_error == AMQP_STATUS_TIMEOUT) {
+    st = next_delivery(link, b->stream, what, READ_IDLE_MS, &env, err);
+    if (st == DLQB_ETIMEOUT)
       st = dlqb_fail(err, DLQB_ETIMEOUT,
                      "catalog '%s': read %llu messages, then nothing for %d ms before its end",
                      b->stream, (unsigned long long)read, READ_IDLE_MS);
-      break;
-    }
-    if (rr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-        rr.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
-      amqp_frame_t f;
-      if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
-        st = dlqb_fail(err, DLQB_ECONN, "cannot read the catalog '%s'", b->stream);
-      continue;
-    }
-    if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
-      st = dlqb_link_reply(link, rr, what, err);
-      break;
-    }
+    if (st != DLQB_OK) break;
     const amqp_basic_properties_t *props = &env.message.properties;
     int64_t offset = stream_offset(props);
     if (*first < 0) *first = offset;
@@ -958,11 +941,7 @@ static dlqb_status broker_read(void *src, int64_t from, dlqb_catalog_msg_fn fn, 
     uint64_t tag = env.delivery_tag;
     amqp_destroy_envelope(&env);
     if (stop || st != DLQB_OK) break;
-    if (++since_ack >= ACK_EVERY) {
-      if (amqp_basic_ack(conn, DLQB_CHANNEL, tag, 1) != AMQP_STATUS_OK)
-        st = dlqb_fail(err, DLQB_ECONN, "cannot ack the catalog");
-      since_ack = 0;
-    }
+    st = ack_now_and_then(link, tag, &since_ack, err);
   }
   end_link(link, st);
   return st;
