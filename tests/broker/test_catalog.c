@@ -60,7 +60,9 @@ static FILE *start(fx_case *t, const char *args) {
   return p;
 }
 
-static json_object *finish_json(FILE *p, const char *args) {
+/* Everything p (from start) writes, malloc'd and NUL-terminated; p is
+ * closed and its exit status goes to *status (-1: killed by a signal). */
+static char *read_all(FILE *p, int *status) {
   size_t cap = 1 << 20, len = 0, got;
   char *buf = malloc(cap);
   assert_non_null(buf);
@@ -73,10 +75,17 @@ static json_object *finish_json(FILE *p, const char *args) {
     }
   }
   buf[len] = '\0';
-  int status = pclose(p);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fprintf(stderr, "dlq-bridge %s: status %d\n%.2000s\n", args, status, buf);
-  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return buf;
+}
+
+/* The JSON p writes; p must exit 0. */
+static json_object *finish_json(FILE *p, const char *args) {
+  int status;
+  char *buf = read_all(p, &status);
+  if (status != 0) fprintf(stderr, "dlq-bridge %s: status %d\n%.2000s\n", args, status, buf);
+  assert_int_equal(status, 0);
   json_object *j = json_tokener_parse(buf);
   free(buf);
   assert_non_null(j);
@@ -218,21 +227,9 @@ typedef struct {
 static bool looks_agree(void *arg) {
   look_arg *a = arg;
   const char *args = "inspect --json";
-  FILE *p = start(a->t, args);
-  size_t cap = 1 << 20, len = 0, got;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-    len += got;
-    if (cap - len < 4096) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      assert_non_null(buf);
-    }
-  }
-  buf[len] = '\0';
-  int status = pclose(p);
-  json_object *j = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? json_tokener_parse(buf) : NULL;
+  int status;
+  char *buf = read_all(start(a->t, args), &status);
+  json_object *j = status == 0 ? json_tokener_parse(buf) : NULL;
   free(buf);
   bool ok = j != NULL && from_catalog(j);
   json_object_put(j);
@@ -370,16 +367,9 @@ static void test_a_killed_move_leaves_looks_truthful(void **state) {
 /* Runs `dlq-bridge args`; its JSON whatever its exit status, which goes
  * to *status. */
 static json_object *run_json_status(fx_case *t, const char *args, int *status) {
-  FILE *p = start(t, args);
-  size_t cap = 1 << 20, len = 0, got;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) len += got;
-  buf[len] = '\0';
-  int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  char *buf = read_all(start(t, args), status);
   json_object *j = json_tokener_parse(buf);
-  if (j == NULL) fprintf(stderr, "dlq-bridge %s: status %d\n%.2000s\n", args, st, buf);
+  if (j == NULL) fprintf(stderr, "dlq-bridge %s: status %d\n%.2000s\n", args, *status, buf);
   free(buf);
   assert_non_null(j);
   return j;
