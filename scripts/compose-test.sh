@@ -8,7 +8,8 @@
 #
 # usage: scripts/compose-test.sh      (as root; scripts/test.sh runs it)
 # Exits 0 passed, 1 failed (logs in build/compose-test/), 77 skipped: only
-# when dockerd cannot start here at all, with one line saying why.
+# when dockerd cannot start here at all (or DLQB_FORCE_SKIP names compose),
+# with one line saying why, also in build/compose-test/skipped.txt.
 # DLQB_COMPOSE_KEEP=1 leaves the stack and the engine running afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,14 @@ fail() { printf 'compose-test: FAILED: %s (logs: %s)\n' "$*" "$out" >&2; exit 1;
 
 mkdir -p "$out" "$cache/docker"
 rm -f "$out"/*.log "$out"/*.txt
+# A skip says why in one line, here and in skipped.txt (scripts/test.sh
+# names it in its summary).
+skipped() {
+    echo "compose-test: SKIPPED: $*"
+    echo "$*" >"$out/skipped.txt"
+    exit 77
+}
+case ",${DLQB_FORCE_SKIP:-}," in *,compose,*) skipped "forced by DLQB_FORCE_SKIP=${DLQB_FORCE_SKIP}" ;; esac
 # One user of the engine at a time (another clone's test, docker-build.sh).
 exec 9>"$cache/docker/lock"
 flock -w 1800 9 || fail "the engine's lock ($cache/docker/lock) was held for 30 minutes"
@@ -44,8 +53,7 @@ done
 rc=0
 engine_env=$(scripts/docker-engine.sh start 2>"$out/engine.log") || rc=$?
 if [ "$rc" = 77 ]; then
-    echo "compose-test: SKIPPED: $(tail -n 1 "$out/engine.log" | sed 's/^docker-engine: //')"
-    exit 77
+    skipped "$(tail -n 1 "$out/engine.log" | sed 's/^docker-engine: //')"
 fi
 engine=1
 eval "$engine_env"

@@ -39,15 +39,26 @@
 # skipped with one line only where dockerd cannot start at all; not with
 # --quick or --broker).
 #
-# usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0]
+# A step that cannot run (no docker engine, a ctest check whose tool is
+# missing) or that an option leaves out is a skip, not a pass: the run then
+# ends listing what did not run and why, and its last line does not say
+# "all tests passed". Under CI (CI=true, as .ci/run has it) or --strict a
+# skip fails the run with its reason (scripts/test-skips.sh).
+#
+# usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0] [--strict] [--only compose]
 #   --quick   skips the stock bookworm check, the sanitizer, thread-sanitizer,
-#             fuzz and rabbitmq-c 0.15 builds and the package test
+#             fuzz and rabbitmq-c 0.15 builds and the package test (each
+#             named as skipped at the end)
 #   --long    also runs the long fault tests (label "long": a three-node
 #             cluster losing a node, and every fault test longer, with
 #             DLQB_TEST_LONG=1); adds about 10 minutes per build
 #   --broker  runs the broker suites against that RabbitMQ only (build/ for
 #             3.10, build-rmq4/ for 4.0; the sanitizer builds only with 3.10),
 #             e.g. `scripts/test.sh --broker 4.0 --quick` to chase a 4.x bug
+#   --strict  a skipped step fails the run (the default under CI=true)
+#   --only compose  the dependencies, then the compose test alone
+# DLQB_FORCE_SKIP=compose[,stock] makes those steps skip as if they could not
+# run here (the test of the skip accounting, tests/check_test_skips.sh).
 # DLQB_TEST_PORT_SHIFT=N (default 0) moves every build's ports by N, so a
 # second checkout on the same machine can test beside the first.
 set -euo pipefail
@@ -59,10 +70,11 @@ root=$(pwd)
 # client in /usr/local/bin): the suite tests what a bookworm has.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 
-usage="usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0]"
+usage="usage: scripts/test.sh [--quick] [--long] [--broker 3.10|4.0] [--strict] [--only compose]"
 quick=0
 long=0
 broker=all
+only=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) quick=1 ;;
@@ -71,6 +83,13 @@ while [ $# -gt 0 ]; do
         case "${2:-}" in
         3.10 | 4.0) broker=$2; shift ;;
         *) echo "test.sh: --broker takes 3.10 or 4.0, not '${2:-}' ($usage)" >&2; exit 2 ;;
+        esac
+        ;;
+    --strict) export DLQB_STRICT=1 ;;
+    --only)
+        case "${2:-}" in
+        compose) only=$2; shift ;;
+        *) echo "test.sh: --only takes compose, not '${2:-}' ($usage)" >&2; exit 2 ;;
         esac
         ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
@@ -90,11 +109,15 @@ wants() { [ "$broker" = all ] || [ "$broker" = "$1" ]; }
 started=$SECONDS
 step() { printf '\n==> %s  (%ds)\n' "$*" $((SECONDS - started)); }
 fail() { printf '\ntest.sh: FAILED: %s  (after %ds)\n' "$*" $((SECONDS - started)) >&2; exit 1; }
+# shellcheck source=scripts/test-skips.sh
+. scripts/test-skips.sh
+skips_reset
 
 # A broker node outlives ctest only when ctest itself is interrupted; stop
 # any node the broker fixture left behind so the next run starts clean.
 stop_nodes() {
     local b
+    [ "$only" = "" ] || return 0 # this run started no node (and another run's are not its own)
     # (build-rmq4's node is RabbitMQ 4.0 on ports 28672..: broker-node.sh
     # stop follows what the node's node.env recorded.)
     for b in build build-rmq4 build-asan build-tsan; do
@@ -130,7 +153,8 @@ build_and_unit() {
     step "build $dir"
     cmake --build "$dir" -j2 || fail "build of $dir"
     step "unit tests ($dir)"
-    ctest --test-dir "$dir" --output-on-failure -j2 -L unit || fail "unit tests in $dir"
+    ctest --test-dir "$dir" --output-on-failure -j2 -L unit --output-junit "$(skip_junit "$dir" unit)" ||
+        fail "unit tests in $dir"
 }
 
 # The long fault tests of one build (--long only).
@@ -138,7 +162,8 @@ long_tests() {
     local dir=$1
     [ "$long" = 1 ] || return 0
     step "long tests ($dir)"
-    DLQB_TEST_LONG=1 ctest --test-dir "$dir" --output-on-failure -R '^broker\.(faults|cluster)$' ||
+    DLQB_TEST_LONG=1 ctest --test-dir "$dir" --output-on-failure -R '^broker\.(faults|cluster)$' \
+        --output-junit "$(skip_junit "$dir" long)" ||
         fail "long tests in $dir (bridge logs: $dir/tests/broker/logs/)"
 }
 
@@ -146,7 +171,7 @@ long_tests() {
 #   $1 build dir   $2 its RabbitMQ version
 broker_tests() {
     step "broker tests ($1, RabbitMQ $2)"
-    ctest --test-dir "$1" --output-on-failure -L broker ||
+    ctest --test-dir "$1" --output-on-failure -L broker --output-junit "$(skip_junit "$1" broker)" ||
         fail "broker tests in $1 (bridge logs: $1/tests/broker/logs/)"
 }
 
@@ -198,8 +223,27 @@ await_lanes() {
     [ ${#failed[@]} -eq 0 ] || fail "lane ${failed[*]} (its log is printed above)"
 }
 
+# The compose quick start on its own docker engine; exit 77 is a skip
+# (dockerd cannot start here), which it gives one line of reason for.
+compose_test() {
+    step "compose test (docker/docker-compose.yml, its own docker engine)"
+    local rc=0
+    scripts/compose-test.sh || rc=$?
+    case "$rc" in
+    0) ;;
+    77) skip_step "compose test" "$(cat build/compose-test/skipped.txt 2>/dev/null || echo "compose-test.sh gave no reason")" ;;
+    *) fail "compose test (logs: build/compose-test/)" ;;
+    esac
+}
+
 step "dependencies"
 scripts/install-deps.sh || fail "missing dependencies (see above)"
+
+if [ "$only" = compose ]; then
+    compose_test
+    skips_finish
+    exit 0
+fi
 
 # In a stock root already (scripts/stock-test.sh), install-deps.sh above
 # started from stock: the check would repeat it.
@@ -207,7 +251,9 @@ scripts/install-deps.sh || fail "missing dependencies (see above)"
 # (it waits mostly on downloads and dpkg, they on their brokers), and is
 # waited for before the compose test.
 stock_pid=""
-if [ "$quick" = 0 ] && [ "$broker" = all ] && [ ! -e /etc/dlqb-stock-root ]; then
+if [ "$quick" = 0 ] && [ "$broker" = all ] && [ ! -e /etc/dlqb-stock-root ] && skip_forced stock; then
+    skip_step "stock bookworm check" "forced by DLQB_FORCE_SKIP"
+elif [ "$quick" = 0 ] && [ "$broker" = all ] && [ ! -e /etc/dlqb-stock-root ]; then
     step "stock bookworm check in the background (install-deps.sh and the browser smoke from stock; build/stock-check.out)"
     mkdir -p build
     scripts/stock-check.sh >build/stock-check.out 2>&1 &
@@ -235,6 +281,10 @@ trixie_build() {
         build-essential,cmake,pkg-config,librabbitmq-dev,libssl-dev,libjson-c-dev,libcmocka-dev,libmicrohttpd-dev) ||
         fail "building the trixie build root"
     step "build-trixie: configure, build and unit tests against rabbitmq-c 0.15"
+    # Its JUnit file as the root sees it (the tree is its /mnt).
+    local junit
+    junit=$(skip_junit build-trixie unit)
+    junit=/mnt/${junit#"$root"/}
     # shellcheck disable=SC2016 # expanded by the inner shells
     unshare --mount --propagation private -- /bin/sh -euc '
         mount --rbind /proc "$1/proc"
@@ -243,8 +293,8 @@ trixie_build() {
         exec chroot "$1" /bin/sh -euc "
             cmake -S /mnt -B /mnt/build-trixie -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLQB_BROKER_TESTS=OFF
             cmake --build /mnt/build-trixie -j2
-            ctest --test-dir /mnt/build-trixie --output-on-failure -j2 -R \"^unit[.]\""' \
-        sh "$troot" "$root" || fail "build or unit tests against rabbitmq-c 0.15 in build-trixie"
+            ctest --test-dir /mnt/build-trixie --output-on-failure -j2 -R \"^unit[.]\" --output-junit \"\$0\"" "$3"' \
+        sh "$troot" "$root" "$junit" || fail "build or unit tests against rabbitmq-c 0.15 in build-trixie"
 }
 
 # Every build first (compiling is what loads the cores), then the lanes.
@@ -264,6 +314,16 @@ if [ "$full" = 1 ] && wants 3.10; then
 fi
 if [ "$quick" = 1 ]; then
     step "skipping the stock bookworm check, the sanitizer, fuzz, package and rabbitmq-c 0.15 builds (--quick)"
+    for part in "stock bookworm check" "AddressSanitizer build" "ThreadSanitizer build" \
+        "rabbitmq-c 0.15 build" "Debian package test" "fuzz targets" "compose test"; do
+        skip_step "$part" "left out by --quick"
+    done
+fi
+if [ "$broker" != all ]; then
+    other=4.0
+    [ "$broker" = 4.0 ] && other=3.10
+    skip_step "RabbitMQ $other broker suites" "left out by --broker $broker"
+    [ "$quick" = 1 ] || skip_step "compose test" "left out by --broker $broker"
 fi
 
 # The 3.10 lane: the plain build's suites, then AddressSanitizer's.
@@ -304,7 +364,8 @@ lane_packaging() {
     step "build build-fuzz"
     cmake --build build-fuzz -j2 --target fuzz_all || fail "build of build-fuzz"
     step "fuzz tests (build-fuzz)"
-    ctest --test-dir build-fuzz --output-on-failure -j2 -L fuzz || fail "fuzz tests in build-fuzz"
+    ctest --test-dir build-fuzz --output-on-failure -j2 -L fuzz --output-junit "$(skip_junit build-fuzz fuzz)" ||
+        fail "fuzz tests in build-fuzz"
 }
 
 if wants 3.10; then lane 3.10 build/lane-3.10.log lane_310; fi
@@ -314,14 +375,7 @@ await_lanes
 stock_check_wait
 
 if [ "$full" = 1 ] && [ "$broker" = all ]; then
-    step "compose test (docker/docker-compose.yml, its own docker engine)"
-    compose_rc=0
-    scripts/compose-test.sh || compose_rc=$?
-    case "$compose_rc" in
-    0) ;;
-    77) ;; # skipped: it printed why
-    *) fail "compose test (logs: build/compose-test/)" ;;
-    esac
+    compose_test
 fi
 
-step "all tests passed"
+skips_finish
