@@ -215,7 +215,9 @@ bool dlqb_evidence_visit(void *arg, const char *line, size_t len) {
   uint64_t at = e->lines++;
   if (e->failed) return false;
   json_object *rec = NULL;
-  char buf[DLQB__AUDIT_RECORD_MAX];
+  /* A request id is at most 256 bytes (the writer's cap); a longer value
+   * goes through json-c like any other form. */
+  char buf[512];
   const char *id = request_of(line, len, &rec, buf, sizeof buf);
   bool ok = true;
   if (at < e->size) {

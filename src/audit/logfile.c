@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -179,21 +180,28 @@ int dlqb__audit_last_line(dlqb_audit *a, off_t size, dlqb__audit_tail *t) {
   t->seq = 0;
   memcpy(t->hash, DLQB__AUDIT_ZERO_HASH, sizeof t->hash);
   if (size == 0) return 1;
-  char tail[DLQB__AUDIT_RECORD_MAX * 2];
-  off_t from = size > (off_t)sizeof tail ? size - (off_t)sizeof tail : 0;
+  /* Two records' worth, on the heap (32 KiB is too much for a stack). */
+  enum { TAIL = DLQB__AUDIT_RECORD_MAX * 2 };
+  char *tail = malloc(TAIL);
+  if (tail == NULL) return -1;
+  off_t from = size > (off_t)TAIL ? size - (off_t)TAIL : 0;
   ssize_t r = pread(a->fd, tail, (size_t)(size - from), from);
-  if (r != size - from) return -1;
-  if (r < 2) return 0;
-  size_t end = (size_t)r - 1; /* the final newline */
-  size_t start = end;
-  while (start > 0 && tail[start - 1] != '\n') start--;
-  size_t body;
-  const char *sig;
-  if (!dlqb__audit_split(tail + start, end - start, &body, &sig) ||
-      !dlqb__audit_hash_body(&a->hasher, tail + start, body, t->hash))
-    return 0;
-  chain_of_line(tail + start, end - start, t);
-  return 1;
+  int rc = 1;
+  if (r != size - from) rc = -1;
+  else if (r < 2) rc = 0;
+  if (rc == 1) {
+    size_t end = (size_t)r - 1; /* the final newline */
+    size_t start = end;
+    while (start > 0 && tail[start - 1] != '\n') start--;
+    size_t body;
+    const char *sig;
+    if (!dlqb__audit_split(tail + start, end - start, &body, &sig) ||
+        !dlqb__audit_hash_body(&a->hasher, tail + start, body, t->hash))
+      rc = 0;
+    else chain_of_line(tail + start, end - start, t);
+  }
+  free(tail);
+  return rc;
 }
 
 /* Renames the full log to <log>.<UTC time>[-N] and puts a new log in its

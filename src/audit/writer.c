@@ -39,14 +39,17 @@
  * rotation keeps: anchors name it, so verify can tell which file held a
  * chain). False when it cannot be read. */
 static bool first_line_hash(dlqb_audit *a, char *out) {
-  char head[DLQB__AUDIT_RECORD_MAX * 2];
-  ssize_t r = pread(a->fd, head, sizeof head, 0);
-  if (r <= 0) return false;
-  const char *nl = memchr(head, '\n', (size_t)r);
+  enum { HEAD = DLQB__AUDIT_RECORD_MAX * 2 }; /* on the heap: too much for a stack */
+  char *head = malloc(HEAD);
+  if (head == NULL) return false;
+  ssize_t r = pread(a->fd, head, HEAD, 0);
+  const char *nl = r > 0 ? memchr(head, '\n', (size_t)r) : NULL;
   size_t body;
   const char *sig;
-  return nl != NULL && dlqb__audit_split(head, (size_t)(nl - head), &body, &sig) &&
-         dlqb__audit_hash_body(&a->hasher, head, body, out);
+  bool ok = nl != NULL && dlqb__audit_split(head, (size_t)(nl - head), &body, &sig) &&
+            dlqb__audit_hash_body(&a->hasher, head, body, out);
+  free(head);
+  return ok;
 }
 
 /* After a commit, with the log locked: the head anchors publish. */

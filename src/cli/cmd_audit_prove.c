@@ -219,11 +219,17 @@ static int count_lines(const evidence_ctx *c, const dlqb_config *cfg, uint64_t *
   }
   *n = 0;
   int rc = EXIT_OK;
-  char buf[1 << 16], q[DLQB_QUOTE_BUF], why[128];
-  for (size_t i = 0; i < nfiles && rc == EXIT_OK; i++) {
+  char q[DLQB_QUOTE_BUF], why[128];
+  enum { CHUNK = 1 << 16 }; /* read in 64 KiB chunks, on the heap */
+  char *buf = malloc(CHUNK);
+  if (buf == NULL) {
+    cli_error("out of memory");
+    rc = EXIT_RUNTIME;
+  }
+  for (size_t i = 0; buf != NULL && i < nfiles && rc == EXIT_OK; i++) {
     int fd = open(files[i], O_RDONLY | O_CLOEXEC);
     ssize_t r = fd < 0 ? -1 : 0;
-    while (fd >= 0 && (r = read(fd, buf, sizeof buf)) > 0)
+    while (fd >= 0 && (r = read(fd, buf, CHUNK)) > 0)
       for (ssize_t j = 0; j < r; j++) *n += buf[j] == '\n';
     if (r < 0) {
       cli_error("cannot read '%s': %s", dlqb_text_quote(q, files[i], strlen(files[i])),
@@ -232,6 +238,7 @@ static int count_lines(const evidence_ctx *c, const dlqb_config *cfg, uint64_t *
     }
     if (fd >= 0) close(fd);
   }
+  free(buf);
   dlqb_audit_files_free(listed, nlisted);
   return rc;
 }

@@ -170,19 +170,21 @@ const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size
 size_t dlqb_text_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   if (la > DLQB_TEXT_DISTANCE_MAX || lb > DLQB_TEXT_DISTANCE_MAX) return SIZE_MAX;
-  size_t d[DLQB_TEXT_DISTANCE_MAX + 1][DLQB_TEXT_DISTANCE_MAX + 1];
-  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  /* Three rows of the table (a transposition looks two rows back), not
+   * the whole of it: 1 KiB of stack, not 18. Row i lives at d[i % 3]. */
+  size_t d[3][DLQB_TEXT_DISTANCE_MAX + 1];
   for (size_t j = 0; j <= lb; j++) d[0][j] = j;
   for (size_t i = 1; i <= la; i++) {
+    size_t *row = d[i % 3], *up = d[(i - 1) % 3], *up2 = d[(i + 1) % 3];
+    row[0] = i;
     for (size_t j = 1; j <= lb; j++) {
-      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-          d[i - 2][j - 2] + 1 < best)
-        best = d[i - 2][j - 2] + 1;
-      d[i][j] = best;
+      size_t best = up[j - 1] + (a[i - 1] != b[j - 1]);
+      if (up[j] + 1 < best) best = up[j] + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && up2[j - 2] + 1 < best)
+        best = up2[j - 2] + 1;
+      row[j] = best;
     }
   }
-  return d[la][lb];
+  return d[la % 3][lb];
 }

@@ -425,8 +425,11 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   memcpy(buckets, m->buckets, sizeof buckets);
   bool queues_ok = m->queues_ok;
   size_t nq = m->nqueues;
-  dlqb_queue_stat queues[DLQB_TOPO_MAX_QUEUES];
-  memcpy(queues, m->queues, nq * sizeof queues[0]);
+  /* A copy of the gauges, on the heap: the metrics thread's stack is not
+   * the place for all the queues of every pipeline (17 KiB). */
+  dlqb_queue_stat *queues = malloc((nq > 0 ? nq : 1) * sizeof *queues);
+  if (queues != NULL) memcpy(queues, m->queues, nq * sizeof queues[0]);
+  else t.failed = true;
   bool review_ok = m->review_ok;
   dlqb_review_tally review = m->review;
   pthread_mutex_unlock(&m->lock);
@@ -449,9 +452,12 @@ dlqb_status dlqb_metrics_render(dlqb_metrics *m, char **out, size_t *out_len, dl
   put_family(&t, "dlq_bridge_queue_stats_up", "gauge",
              "1 when the last refresh of the queue gauges succeeded; 0 drops them.");
   put(&t, "dlq_bridge_queue_stats_up %d\n", queues_ok ? 1 : 0);
-  put_queue_family(&t, queues, nq, Q_DEPTH);
-  put_queue_family(&t, queues, nq, Q_CONSUMERS);
-  put_queue_family(&t, queues, nq, Q_AGE);
+  if (queues != NULL) {
+    put_queue_family(&t, queues, nq, Q_DEPTH);
+    put_queue_family(&t, queues, nq, Q_CONSUMERS);
+    put_queue_family(&t, queues, nq, Q_AGE);
+  }
+  free(queues);
   put_review(&t, review_ok, &review);
 
   if (t.failed) {
