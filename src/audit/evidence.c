@@ -595,8 +595,13 @@ dlqb_status dlqb_evidence_verify(const char *bundle, size_t len, const dlqb_audi
    * "invalid string sequence", seen in the trixie build's unit tests). Nothing the bundle proves rests on its
    * JSON spelling: the records are hashed, the checkpoint signed. */
   while (len > 0 && bundle[len - 1] == '\n') len--;
+  /* Whitespace before or after the document (but the final newlines) is
+   * refused, as the Python verifier refuses it: two verifiers of one
+   * format give one verdict on every input. */
+  bool padded = len > 0 && (strchr(" \t\r\n\v\f", bundle[0]) != NULL ||
+                            strchr(" \t\r\n\v\f", bundle[len - 1]) != NULL);
   json_object *b = len < (size_t)INT32_MAX ? json_tokener_parse_ex(tok, bundle, (int)len) : NULL;
-  bool whole = b != NULL && json_tokener_get_error(tok) == json_tokener_success &&
+  bool whole = !padded && b != NULL && json_tokener_get_error(tok) == json_tokener_success &&
                json_tokener_get_parse_end(tok) == len;
   json_tokener_free(tok);
   dlqb_status st = DLQB_OK;
@@ -606,7 +611,9 @@ dlqb_status dlqb_evidence_verify(const char *bundle, size_t len, const dlqb_audi
   json_object *note = whole ? member(b, "checkpoint", json_type_string) : NULL;
   json_object *recs = whole ? member(b, "records", json_type_array) : NULL;
   json_object *ix = whole ? member(b, "index", json_type_object) : NULL;
+  /* A request_id with a NUL in it would be read as its part before it. */
   if (fmt == NULL || strcmp(json_object_get_string(fmt), DLQB_EVIDENCE_FORMAT) != 0 || id == NULL ||
+      strlen(json_object_get_string(id)) != (size_t)json_object_get_string_len(id) ||
       note == NULL || recs == NULL || ix == NULL) {
     st = dlqb_fail(err, DLQB_EINVAL, "not an evidence bundle (%s)", DLQB_EVIDENCE_FORMAT);
     goto done;

@@ -44,7 +44,11 @@ const char *dlqb_audit_record_str(json_object *rec, const char *key) {
   json_object *v;
   if (!json_object_object_get_ex(rec, key, &v) || !json_object_is_type(v, json_type_string))
     return "";
-  return json_object_get_string(v);
+  /* A value with a NUL in it ("DSR-5\u0000DSR-6") is no id: read as a C
+   * string it would pass for the part before the NUL. */
+  const char *s = json_object_get_string(v);
+  if (strlen(s) != (size_t)json_object_get_string_len(v)) return "";
+  return s;
 }
 
 /* Ids are never empty (the commands refuse an empty one), so an absent

@@ -7,8 +7,10 @@ usage: cross_check.py DLQ_BRIDGE MAKE_BUNDLES [DIR]
 
 Without DIR, MAKE_BUNDLES writes a fresh set into a temporary directory
 (good-*.json must verify, bad-*.json must not); with DIR, the bundles
-already there are checked (the broker test writes its good ones, and the
-tampered ones are made here from the first two when DIR has none). Each
+already there are checked (the broker test writes its good ones); tampered
+copies of the first good bundle are always made here as well (bytes changed,
+records dropped or swapped, a NUL in the request id, bytes before or after
+the document, nesting 100,000 deep). Each
 verifier is given the log's public keys (DIR/keys) and a one-witness
 policy (DIR/witnesses.txt). Exit 0 when both agree with the expectation
 on every bundle, else 1 naming the first that does not.
@@ -59,6 +61,24 @@ def derive(d, good):
     log_line = sigs.split("\n")[0]
     t["checkpoint"] = text + "\n\n" + log_line + "\n"
     put("bad-uncosigned.json", json.dumps(t, separators=(",", ":")).encode() + b"\n")
+    # Where two readers of one format are most likely to differ: a NUL in a
+    # string (read as the part before it by a C string), bytes after or
+    # before the document, and nesting deeper than a recursive parser goes.
+    t = json.loads(a)
+    rid = t["request_id"]
+    t["request_id"] = rid + "\u0000" + rid + "-other"
+    put("bad-nul-request-id.json", json.dumps(t, separators=(",", ":")).encode() + b"\n")
+    t = json.loads(a)
+    t["request_id"] = rid[:-1] + "\u0000" + rid[-1:]
+    put("bad-nul-inside-request-id.json", json.dumps(t, separators=(",", ":")).encode() + b"\n")
+    body = a.rstrip(b"\n")
+    for name, data in (("trailing-space", body + b" \n"), ("trailing-tab", body + b"\n\t"),
+                       ("leading-space", b" " + body + b"\n"), ("trailing-cr", body + b"\r\n"),
+                       ("trailing-bytes", body + b"x\n"), ("two-documents", body + body + b"\n"),
+                       ("trailing-nul", body + b"\x00\n")):
+        put(f"bad-{name}.json", data)
+    put("bad-deep-nesting.json", b"[" * 100000 + b"]" * 100000 + b"\n")
+    put("bad-deep-in-records.json", body[:-1] + b',"x":' + b"[" * 100000 + b"]" * 100000 + b"}\n")
     return made
 
 
@@ -66,8 +86,10 @@ def check_dir(bridge, d):
     names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
     good = [n for n in names if n.startswith("good-")]
     bad = [n for n in names if n.startswith("bad-")]
-    if len(good) >= 2 and not bad:
-        bad = derive(d, good)
+    if len(good) >= 2:
+        # The tampered copies of the first good one, beside any bad ones
+        # the directory came with.
+        bad = sorted(set(bad) | set(derive(d, good)))
         names = sorted(good + bad)
     if not good or not bad:
         print(f"cross_check: no good-*.json or bad-*.json in {d}", file=sys.stderr)

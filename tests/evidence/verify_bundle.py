@@ -287,6 +287,10 @@ def main(argv):
     except Bad as e:
         print(f"verify_bundle: {args[0]}: {e}", file=sys.stderr)
         return 1
+    except RecursionError:
+        # JSON nested deeper than Python's parser recurses: no bundle is.
+        print(f"verify_bundle: {args[0]}: not an evidence bundle (nested too deep)", file=sys.stderr)
+        return 1
     print(f"evidence intact: {n} records of request {rid} in a tree of {size} lines, "
           f"{cos} cosigners")
     return 0
