@@ -40,6 +40,17 @@ void dlqb_html_textf(dlqb_html *h, const char *fmt, ...) __attribute__((format(p
  * but A-Z a-z 0-9 - . _ ~). The result needs no further HTML escaping. */
 void dlqb_html_url(dlqb_html *h, const char *s);
 
+/* Opens a table cell: <td data-label="label" class="cls"> (cls NULL or ""
+ * for none). The label is the cell's column heading, escaped: on a narrow
+ * screen a table is laid out as one card per row and each cell shows its
+ * label above its value (the stylesheet's data-label rule), so no column is
+ * cut off the right of a phone. */
+void dlqb_html_td(dlqb_html *h, const char *label, const char *cls);
+
+/* A whole cell of text (escaped; "-" for an empty one), labelled as
+ * dlqb_html_td. */
+void dlqb_html_cell(dlqb_html *h, const char *label, const char *text);
+
 /* Finds field `name` in an application/x-www-form-urlencoded body (or a
  * URL's query) of len bytes and decodes it (+ as space, %XX) into out
  * (cap bytes, NUL-terminated). False when absent, too long for out, or

@@ -137,6 +137,17 @@ void dlqb_pipe_free(dlqb_pipe *pipe);
  * them before it handled the cancel) go to the handler like any other. */
 dlqb_status dlqb_pipe_run(dlqb_pipe *pipe, dlqb_stop_flag *stop, dlqb_error *err);
 
+/* Waits us microseconds inside the handler (a --rate pause before the
+ * current delivery is settled) while the pipe goes on reading: confirms,
+ * returns and acks of earlier deliveries are handled (so what is moved is
+ * counted as it happens, not after the deliveries queued ahead of the
+ * confirms on the socket), on_tick runs each second, and deliveries that
+ * arrive are kept (copied, up to a window of them) and handed to the
+ * handler after the current one, in order. Ends early when *stop is set.
+ * DLQB_OK, or the connection's failure (as dlqb_pipe_run). */
+dlqb_status dlqb_pipe_pause(dlqb_pipe *pipe, int64_t us, const dlqb_stop_flag *stop,
+                            dlqb_error *err);
+
 /* Settles d by publishing (exchange, routing_key, props, body) with
  * mandatory; hop is copied and reported when the original is acked. */
 dlqb_status dlqb_pipe_forward(dlqb_pipe *pipe, const dlqb_delivery *d, const char *exchange,

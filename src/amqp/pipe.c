@@ -56,6 +56,17 @@ typedef struct {
  * waiting for it stay unacked and are redelivered to a new session). */
 #define CAT_STALL_MS 15000
 
+/* A delivery read while the handler paused (dlqb_pipe_pause): copied out of
+ * the connection's buffers, handed to the handler after the current one,
+ * in the order the broker sent them. */
+typedef struct kept_delivery {
+  struct kept_delivery *next;
+  dlqb_delivery d;
+  amqp_basic_properties_t props;
+  amqp_pool_t pool; /* the props' strings and headers */
+  unsigned char *body;
+} kept_delivery;
+
 struct dlqb_pipe {
   dlqb_link *link;
   amqp_connection_state_t conn;
@@ -107,6 +118,10 @@ struct dlqb_pipe {
   uint64_t next_cat_seq; /* the "in" the next settle belongs to (0: none) */
   amqp_channel_t cat_ch; /* the catalog's channel; those from DLQB_CAT_CHANNEL below it are dead */
   long long cat_waiting_ms; /* since when an event waits for its confirm (0: none) */
+  /* The handler is in dlqb_pipe_pause: deliveries that arrive are kept. */
+  bool pausing;
+  kept_delivery *kept_head, *kept_tail;
+  size_t kept;
 };
 
 /* Turns the catalog on for this pipe when the target's stream exists: a
@@ -250,8 +265,21 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const d
   return DLQB_OK;
 }
 
+static void kept_free(kept_delivery *k) {
+  empty_amqp_pool(&k->pool);
+  free(k->body);
+  free(k);
+}
+
 void dlqb_pipe_free(dlqb_pipe *p) {
   if (p == NULL) return;
+  /* Kept deliveries were never settled: the broker requeues them with the
+   * channel. */
+  while (p->kept_head != NULL) {
+    kept_delivery *k = p->kept_head;
+    p->kept_head = k->next;
+    kept_free(k);
+  }
   dlqb_ackring_release(&p->ring);
   EVP_MD_CTX_free(p->md);
   free(p->ack_hops);
@@ -914,14 +942,91 @@ static dlqb_status read_content(dlqb_pipe *p, amqp_channel_t ch,
   return DLQB_OK;
 }
 
+/* Copies a bytes field of props into pool (the flag says it is there). */
+static bool keep_bytes(amqp_pool_t *pool, amqp_basic_properties_t *props, amqp_flags_t flag,
+                       amqp_bytes_t *b) {
+  if (!(props->_flags & flag) || b->len == 0) return true;
+  amqp_bytes_t copy;
+  amqp_pool_alloc_bytes(pool, b->len, &copy);
+  if (copy.bytes == NULL) return false;
+  memcpy(copy.bytes, b->bytes, b->len);
+  *b = copy;
+  return true;
+}
+
+/* Keeps d (its properties in the connection's buffers, its body in
+ * p->body) for after the current delivery: everything is copied, so the
+ * buffers may be reused. */
+static dlqb_status keep(dlqb_pipe *p, const dlqb_delivery *d, dlqb_error *err) {
+  kept_delivery *k = calloc(1, sizeof *k);
+  if (k == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a delivery kept in a pause");
+  init_amqp_pool(&k->pool, 4096);
+  k->d = *d;
+  k->props = *d->props;
+  amqp_basic_properties_t *pr = &k->props;
+  bool ok = keep_bytes(&k->pool, pr, AMQP_BASIC_CONTENT_TYPE_FLAG, &pr->content_type) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_CONTENT_ENCODING_FLAG, &pr->content_encoding) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_CORRELATION_ID_FLAG, &pr->correlation_id) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_REPLY_TO_FLAG, &pr->reply_to) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_EXPIRATION_FLAG, &pr->expiration) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_MESSAGE_ID_FLAG, &pr->message_id) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_TYPE_FLAG, &pr->type) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_USER_ID_FLAG, &pr->user_id) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_APP_ID_FLAG, &pr->app_id) &&
+            keep_bytes(&k->pool, pr, AMQP_BASIC_CLUSTER_ID_FLAG, &pr->cluster_id);
+  if (ok && (pr->_flags & AMQP_BASIC_HEADERS_FLAG))
+    ok = amqp_table_clone(&d->props->headers, &pr->headers, &k->pool) == AMQP_STATUS_OK;
+  if (ok && d->body.len > 0) {
+    ok = (k->body = malloc(d->body.len)) != NULL;
+    if (ok) memcpy(k->body, d->body.bytes, d->body.len);
+  }
+  if (!ok) {
+    kept_free(k);
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a delivery kept in a pause");
+  }
+  k->d.props = &k->props;
+  k->d.body = (amqp_bytes_t){.len = d->body.len, .bytes = k->body};
+  if (p->kept_tail != NULL) p->kept_tail->next = k;
+  else p->kept_head = k;
+  p->kept_tail = k;
+  p->kept++;
+  return DLQB_OK;
+}
+
+static dlqb_status handle_delivery(dlqb_pipe *p, const dlqb_delivery *in, dlqb_error *err);
+
 static dlqb_status on_deliver(dlqb_pipe *p, amqp_channel_t ch, const amqp_basic_deliver_t *m,
                               dlqb_error *err) {
   dlqb_delivery d = {.channel = ch, .delivery_tag = m->delivery_tag, .redelivered = m->redelivered};
+  /* In a pause the current delivery's body is in p->body: read this one
+   * into a buffer of its own. */
+  unsigned char *cur_body = p->body;
+  size_t cur_cap = p->body_cap;
+  if (p->pausing) {
+    p->body = NULL;
+    p->body_cap = 0;
+  }
   dlqb_status st = read_content(p, ch, &d.props, &d.body, err);
-  if (st != DLQB_OK) return st;
-  p->stats.delivered++;
-  p->last_delivery_ms = dlqb_mono_ms();
-  p->ready_checked_ms = 0;
+  if (st == DLQB_OK) {
+    p->stats.delivered++;
+    p->last_delivery_ms = dlqb_mono_ms();
+    p->ready_checked_ms = 0;
+  }
+  if (p->pausing) {
+    if (st == DLQB_OK) st = keep(p, &d, err);
+    free(p->body);
+    p->body = cur_body;
+    p->body_cap = cur_cap;
+    return st;
+  }
+  return st == DLQB_OK ? handle_delivery(p, &d, err) : st;
+}
+
+/* Hands one delivery to the handler (or holds it, or settles it against
+ * the memory) and checks that it was settled. */
+static dlqb_status handle_delivery(dlqb_pipe *p, const dlqb_delivery *in, dlqb_error *err) {
+  dlqb_delivery d = *in;
+  dlqb_status st = DLQB_OK;
   /* Past the limit or after a stop: leave it for the queue. After a cancel
    * sent only because the pass was idle it is the pass's all the same: the
    * broker gave it to our consumer before it handled the cancel (the
@@ -1294,6 +1399,50 @@ static dlqb_status check_idle_ready(dlqb_pipe *p, long long now, bool *idle, dlq
   return DLQB_OK;
 }
 
+/* The handler's on_tick, once a second. */
+static void tick(dlqb_pipe *p, long long now) {
+  if (now - p->last_tick_ms < 1000) return;
+  p->last_tick_ms = now;
+  if (p->h.on_tick != NULL) p->h.on_tick(p->h.ctx);
+}
+
+dlqb_status dlqb_pipe_pause(dlqb_pipe *p, int64_t us, const dlqb_stop_flag *stop, dlqb_error *err) {
+  if (p->pausing) return dlqb_fail(err, DLQB_EINVAL, "internal error: a pause inside a pause");
+  int64_t end = dlqb_mono_us() + us;
+  dlqb_status st = DLQB_OK;
+  p->pausing = true;
+  for (;;) {
+    if (stop != NULL && *stop) break;
+    if ((st = flush_acks(p, err)) != DLQB_OK) break;
+    set_cork(p, false); /* the acks just written must not wait for the pause */
+    tick(p, dlqb_mono_ms());
+    int64_t left = end - dlqb_mono_us();
+    if (left <= 0) break;
+    if (left > DLQB_SLEEP_STEP_US) left = DLQB_SLEEP_STEP_US; /* notice a stop */
+    if (p->kept >= p->window) {
+      /* A window's worth kept already: the rest can wait on the socket. */
+      dlqb_sleep_us(stop, left);
+      continue;
+    }
+    struct timeval tv = {0, (suseconds_t)left};
+    amqp_frame_t f;
+    int rc = amqp_simple_wait_frame_noblock(p->conn, &f, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) continue;
+    if (rc != AMQP_STATUS_OK) {
+      st = dlqb_link_status(rc, "read from broker", err);
+      break;
+    }
+    if (f.channel == 0 && f.frame_type == AMQP_FRAME_METHOD &&
+        f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+      st = closed_by_broker(p, &f, err);
+      break;
+    }
+    if ((st = dispatch(p, &f, err)) != DLQB_OK) break;
+  }
+  p->pausing = false;
+  return st;
+}
+
 static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err) {
   dlqb_status st = start_consumer(p, err);
   if (st != DLQB_OK) return st;
@@ -1314,6 +1463,18 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
       return dlqb_fail(err, DLQB_EBROKER,
                        "the catalog stream '%s' confirmed nothing for %d ms; ending the session",
                        p->opt.catalog->stream, CAT_STALL_MS);
+    }
+
+    /* What a pause kept goes to the handler first, in its order. */
+    if (p->kept_head != NULL) {
+      kept_delivery *k = p->kept_head;
+      p->kept_head = k->next;
+      if (p->kept_head == NULL) p->kept_tail = NULL;
+      p->kept--;
+      st = handle_delivery(p, &k->d, err);
+      kept_free(k);
+      if (st != DLQB_OK) return st;
+      continue;
     }
 
     bool idle_out = p->opt.idle_stop_ms > 0 && p->ring.count == 0 &&
@@ -1338,10 +1499,7 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     if ((st = add_consumer_if_full(p, err)) != DLQB_OK) return st;
     if (p->switching && !p->cancel_sent && !consuming(p) && (st = next_channel(p, err)) != DLQB_OK)
       return st;
-    if (now - p->last_tick_ms >= 1000) {
-      p->last_tick_ms = now;
-      if (p->h.on_tick != NULL) p->h.on_tick(p->h.ctx);
-    }
+    tick(p, now);
 
     /* Batch: hand the confirmed prefix on once submit_batch entries are
      * ready, or when the socket has nothing more for us right now; ack

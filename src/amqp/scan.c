@@ -60,7 +60,11 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
                               dlqb_error *err) {
   if (s->pipe == NULL) /* a look moves nothing */
     return dlqb_fail(err, DLQB_EINVAL, "internal error: a look cannot move '%s'", it->message_id);
-  /* --rate: wait here, in small steps so that a signal is noticed. */
+  /* --rate: wait here, in small steps so that a signal is noticed. The
+   * pipe reads on meanwhile: the confirms and acks of the moves before
+   * this one are counted now, not once the deliveries queued ahead of them
+   * on the socket have all had their wait (a console job at 10 a second
+   * showed moved 0 for 3 s while the work queue filled). */
   for (;;) {
     int64_t now = dlqb_mono_us(), wait = dlqb_rate_wait_us(&s->rate, now);
     if (wait <= 0) {
@@ -74,7 +78,9 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
       dlqb_scan_hold(s, d);
       return DLQB_OK;
     }
-    dlqb_sleep_us(s->o->stop, wait); /* ends early on a signal: seen above */
+    /* ends early on a signal: seen above */
+    dlqb_status pst = dlqb_pipe_pause(s->pipe, wait, s->o->stop, err);
+    if (pst != DLQB_OK) return pst;
   }
   amqp_basic_properties_t props = *d->props;
   props._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG;

@@ -280,25 +280,17 @@ static void preview_row(void *ctx, const dlqb_item *it, bool complete, int64_t n
   uint64_t age = 0;
   char agebuf[32];
   bool known = dlqb_item_age(it, now_ms, &age);
-  dlqb_html_raw(h, complete ? "<tr class=\"skip\"><td>skip (complete)</td>" : "<tr><td>");
-  if (!complete) {
-    dlqb_html_text(h, dlqb_job_action_name(p->kind));
-    dlqb_html_raw(h, "</td>");
-  }
-  dlqb_html_raw(h, "<td>");
-  dlqb_html_text(h, it->request_id[0] ? it->request_id : "-");
-  dlqb_html_raw(h, "</td><td>");
-  dlqb_html_text(h, it->source_system[0] ? it->source_system : "-");
-  dlqb_html_raw(h, "</td>");
-  if (ops_profile_has(&console_g.pipeline->profile,
-                      DLQB_H_LEGAL_BASIS)) { /* the dsr profile's field: no column elsewhere */
-    dlqb_html_raw(h, "<td>");
-    dlqb_html_text(h, it->legal_basis[0] ? it->legal_basis : "-");
-    dlqb_html_raw(h, "</td>");
-  }
-  dlqb_html_raw(h, "<td class=\"num\">");
+  const dlqb_profile *pr = &console_g.pipeline->profile;
+  dlqb_html_raw(h, complete ? "<tr class=\"skip\">" : "<tr>");
+  dlqb_html_cell(h, "would", complete ? "skip (complete)" : dlqb_job_action_name(p->kind));
+  dlqb_html_cell(h, pr->fields[0].name, it->request_id);
+  dlqb_html_cell(h, pr->fields[1].name, it->source_system);
+  /* the dsr profile's field: no column elsewhere */
+  if (ops_profile_has(pr, DLQB_H_LEGAL_BASIS)) dlqb_html_cell(h, "legal_basis", it->legal_basis);
+  dlqb_html_td(h, "age", "num");
   dlqb_html_text(h, ops_age_text(known, age, agebuf, sizeof agebuf));
-  dlqb_html_raw(h, "</td><td class=\"error-text\">");
+  dlqb_html_raw(h, "</td>");
+  dlqb_html_td(h, "last error", "error-text");
   dlqb_html_text(h, it->last_error[0] ? it->last_error : "-");
   dlqb_html_raw(h, "</td></tr>\n");
 }
@@ -776,21 +768,21 @@ void console_page_jobs(console_req *r) {
   for (size_t i = 0; i < JOBS; i++) {
     const dlqb_job_record *j = &jobs[i].rec;
     if (!jobs[i].used) continue;
-    dlqb_html_raw(h, "<tr><td><a href=\"/job?id=");
+    dlqb_html_raw(h, "<tr>");
+    dlqb_html_td(h, "#", NULL);
+    dlqb_html_raw(h, "<a href=\"/job?id=");
     dlqb_html_textf(h, "%u", j->id);
     dlqb_html_raw(h, "\">");
     dlqb_html_textf(h, "%u", j->id);
-    dlqb_html_raw(h, "</a></td><td>");
-    dlqb_html_text(h, dlqb_job_action_name(j->action));
-    dlqb_html_raw(h, "</td><td>");
-    dlqb_html_text(h, j->user);
-    dlqb_html_raw(h, "</td><td>");
-    dlqb_html_text(h, j->selection);
-    dlqb_html_raw(h, "</td><td class=\"state\">");
+    dlqb_html_raw(h, "</a></td>");
+    dlqb_html_cell(h, "action", dlqb_job_action_name(j->action));
+    dlqb_html_cell(h, "by", j->user);
+    dlqb_html_cell(h, "selection", j->selection);
+    dlqb_html_td(h, "state", "state");
     dlqb_html_text(h, dlqb_job_state_name(j->state));
-    dlqb_html_raw(h, "</td><td>");
-    dlqb_html_text(h, j->error[0] ? j->error : j->summary);
-    dlqb_html_raw(h, "</td></tr>");
+    dlqb_html_raw(h, "</td>");
+    dlqb_html_cell(h, "result", j->error[0] ? j->error : j->summary);
+    dlqb_html_raw(h, "</tr>");
   }
   pthread_mutex_unlock(&lock);
   dlqb_html_raw(h, "</tbody></table>");

@@ -9,12 +9,15 @@ const char console_css[] =
     "*{box-sizing:border-box}\n"
     "body{margin:0;font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:var(--fg);"
     "background:var(--bg)}\n"
-    "header{display:flex;gap:1.5em;align-items:center;padding:.6em "
+    "header{display:flex;flex-wrap:wrap;gap:.4em 1.5em;align-items:center;padding:.6em "
     "1.2em;background:#14202e;color:#fff}\n"
     "header a{color:#fff;text-decoration:none}header .brand{font-weight:600}\n"
     "header nav a{margin-right:1em;opacity:.85}header nav a:hover{opacity:1}\n"
     "header form.who{margin-left:auto;display:flex;gap:.8em;align-items:center}\n"
     "main{padding:1em 1.5em;max-width:1400px}\n"
+    /* Values from messages (ids, errors, notes) can be one long word: they
+     * wrap anywhere rather than widen the page. */
+    "td,th,p,li,pre,.summary,.error,.note{overflow-wrap:anywhere}\n"
     "h1{font-size:1.4em;margin:.3em 0 .6em}h2{font-size:1.1em;margin:1.4em 0 .5em}\n"
     "table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}\n"
     "th,td{padding:.35em .6em;border-bottom:1px solid var(--line);text-align:left;"
@@ -41,9 +44,28 @@ const char console_css[] =
     "section.actions .buttons{display:flex;flex-wrap:wrap;gap:.6em;align-items:end}\n"
     "tr.overdue td.left{color:var(--bad);font-weight:600}\n"
     "progress{width:100%;height:1.2em}\n"
-    ".count{display:inline-block;margin-right:2em}.count .label{color:var(--muted)}\n"
-    "pre.audit{background:#fff;border:1px solid var(--line);padding:.6em;overflow-x:auto}\n"
-    "ol.story li{margin:.2em 0}\n";
+    "div.count{display:inline-block;margin-right:2em}div.count .label{color:var(--muted)}\n"
+    "pre.audit{background:#fff;border:1px solid var(--line);padding:.6em;white-space:pre-wrap;"
+    "overflow-wrap:anywhere}\n"
+    "ol.story li{margin:.2em 0}\n"
+    /* A phone (the on-call's first screen): every table becomes one card a
+     * row, each cell under its column's name (data-label), so nothing is
+     * wider than the screen and no column is cut off its right. */
+    "@media (max-width:760px){\n"
+    "main{padding:.6em .7em}header{padding:.5em .7em}header form.who{margin-left:0}\n"
+    "table,tbody,tr,td{display:block;width:100%}table{border:0;background:none}\n"
+    "thead{display:none}\n"
+    "tr{background:#fff;border:1px solid var(--line);border-radius:4px;margin:0 0 .7em;"
+    "padding:.3em 0}\n"
+    "td{border:0;padding:.2em .7em}td.num{text-align:left;white-space:normal}\n"
+    "td[data-label]::before{content:attr(data-label);display:block;font-size:.78em;"
+    "color:var(--muted)}\n"
+    "table.envelope th{display:block;width:auto;border:0;padding:.4em .7em 0;"
+    "background:none;font-size:.78em;color:var(--muted)}\n"
+    "table.envelope tr{padding:0}\n"
+    "div.count{display:block;margin:0 0 .2em}\n"
+    "input{max-width:100%}form.login{max-width:100%}\n"
+    "}\n";
 
 /* Live progress of an action: polls /job.json and writes numbers and
  * text with textContent (never as HTML). */

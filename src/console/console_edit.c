@@ -52,8 +52,8 @@ static bool changes_of(console_req *r, const dlqb_profile *p, ops_edit_request *
   return true;
 }
 
-static void value_cell(dlqb_html *h, bool present, const char *v, bool hashed) {
-  dlqb_html_raw(h, "<td>");
+static void value_cell(dlqb_html *h, const char *label, bool present, const char *v, bool hashed) {
+  dlqb_html_td(h, label, NULL);
   if (!present) dlqb_html_raw(h, "<em>absent</em>");
   else {
     if (hashed) dlqb_html_raw(h, "sha256 ");
@@ -70,11 +70,10 @@ static void preview_table(dlqb_html *h, const ops_edit_result *res) {
                    "<th>after</th></tr></thead><tbody>");
   for (size_t i = 0; i < e->nfields; i++) {
     const dlqb_edit_field *f = &e->fields[i];
-    dlqb_html_raw(h, "<tr><td>");
-    dlqb_html_text(h, f->field);
-    dlqb_html_raw(h, "</td>");
-    value_cell(h, f->had_old, f->old_value, f->hashed);
-    value_cell(h, f->has_new, f->new_value, f->hashed);
+    dlqb_html_raw(h, "<tr>");
+    dlqb_html_cell(h, "field", f->field);
+    value_cell(h, "before", f->had_old, f->old_value, f->hashed);
+    value_cell(h, "after", f->has_new, f->new_value, f->hashed);
     dlqb_html_raw(h, "</tr>");
   }
   dlqb_html_raw(h, "</tbody></table><p id=\"edit-body\">");
@@ -334,15 +333,20 @@ void console_edit_inbox(console_req *r) {
                    "<th>actions</th></tr></thead><tbody>");
   for (size_t i = 0; i < l.n; i++) {
     const pending *p = &l.p[i];
-    dlqb_html_raw(h, "<tr><td class=\"edit-id\">");
+    dlqb_html_raw(h, "<tr>");
+    dlqb_html_td(h, "edit", "edit-id id");
     dlqb_html_text(h, p->id);
-    dlqb_html_raw(h, "</td><td>");
+    dlqb_html_raw(h, "</td>");
+    dlqb_html_td(h, "message_id", "id");
     dlqb_html_text(h, p->message_id);
-    dlqb_html_raw(h, "</td><td>");
+    dlqb_html_raw(h, "</td>");
+    dlqb_html_td(h, "task", "id");
     dlqb_html_text(h, p->request_id);
-    dlqb_html_raw(h, "</td><td class=\"proposer\">");
+    dlqb_html_raw(h, "</td>");
+    dlqb_html_td(h, "proposed by", "proposer");
     dlqb_html_text(h, p->by);
-    dlqb_html_raw(h, "</td><td class=\"changes\">");
+    dlqb_html_raw(h, "</td>");
+    dlqb_html_td(h, "changes", "changes");
     if (p->bad) dlqb_html_raw(h, "<em>not a proposal</em>");
     for (size_t k = 0; !p->bad && k < p->req.n; k++) {
       const dlqb_edit_change *c = &p->req.changes[k];
@@ -351,9 +355,11 @@ void console_edit_inbox(console_req *r) {
       dlqb_html_raw(h, c->unset ? " removed" : " = ");
       if (!c->unset) dlqb_html_text(h, c->value);
     }
-    dlqb_html_raw(h, "</td><td>");
+    dlqb_html_raw(h, "</td>");
+    dlqb_html_td(h, "note", NULL);
     dlqb_html_text(h, p->note);
-    dlqb_html_raw(h, "</td><td class=\"acts\">");
+    dlqb_html_raw(h, "</td>");
+    dlqb_html_td(h, "actions", "acts");
     /* The proposer's own: no Approve (the service refuses it anyway). */
     if (strcmp(p->by, r->who.user) != 0) decide_form(r, p, true);
     decide_form(r, p, false);

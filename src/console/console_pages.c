@@ -26,16 +26,10 @@ static void local_time(dlqb_html *h, int64_t epoch_ms) {
   dlqb_html_text(h, buf);
 }
 
-static void age_cell(dlqb_html *h, bool known, uint64_t age_ms) {
+static void age_cell(dlqb_html *h, const char *label, bool known, uint64_t age_ms) {
   char buf[32];
-  dlqb_html_raw(h, "<td class=\"num\">");
+  dlqb_html_td(h, label, "num");
   dlqb_html_text(h, ops_age_text(known, age_ms, buf, sizeof buf));
-  dlqb_html_raw(h, "</td>");
-}
-
-static void cell(dlqb_html *h, const char *text) {
-  dlqb_html_raw(h, "<td>");
-  dlqb_html_text(h, text[0] ? text : "-");
   dlqb_html_raw(h, "</td>");
 }
 
@@ -161,18 +155,21 @@ static void look_source(dlqb_html *h, const look_ctx *c) {
 /* ---- failure groups --------------------------------------------------- */
 
 static void group_row(dlqb_html *h, const dlqb_group *g) {
-  dlqb_html_raw(h, "<tr><td><a class=\"group\" href=\"/group?group=");
+  dlqb_html_raw(h, "<tr>");
+  dlqb_html_td(h, "group", "id");
+  dlqb_html_raw(h, "<a class=\"group\" href=\"/group?group=");
   dlqb_html_url(h, g->id);
   dlqb_html_raw(h, "\">");
   dlqb_html_text(h, g->id);
-  dlqb_html_raw(h, "</a></td><td class=\"num count\">");
+  dlqb_html_raw(h, "</a></td>");
+  dlqb_html_td(h, "items", "num count");
   dlqb_html_textf(h, "%llu", (unsigned long long)g->count);
   dlqb_html_raw(h, "</td>");
-  age_cell(h, g->aged > 0, g->oldest_age_ms);
-  age_cell(h, g->aged > 0, g->newest_age_ms);
-  cell(h, g->dlq_reason);
-  cell(h, g->source_system);
-  dlqb_html_raw(h, "<td class=\"error-text\">");
+  age_cell(h, "oldest", g->aged > 0, g->oldest_age_ms);
+  age_cell(h, "newest", g->aged > 0, g->newest_age_ms);
+  dlqb_html_cell(h, "dlq_reason", g->dlq_reason);
+  dlqb_html_cell(h, console_g.pipeline->profile.fields[1].name, g->source_system);
+  dlqb_html_td(h, "sample error (and its template)", "error-text");
   dlqb_html_text(h, g->sample[0] ? g->sample : "-");
   dlqb_html_raw(h, "<div class=\"template\">");
   dlqb_html_text(h, g->tmpl);
@@ -209,7 +206,9 @@ void console_page_groups(console_req *r) {
     group_row(h, dlqb_groups_at(c.groups, i));
   const dlqb_group *other = dlqb_groups_other(c.groups);
   if (other->count > 0) {
-    dlqb_html_raw(h, "<tr class=\"other\"><td>other</td><td class=\"num\">");
+    dlqb_html_raw(h, "<tr class=\"other\">");
+    dlqb_html_cell(h, "group", "other");
+    dlqb_html_td(h, "items", "num");
     dlqb_html_textf(h, "%llu", (unsigned long long)other->count);
     dlqb_html_raw(h,
                   "</td><td colspan=\"5\">groups past the table's limit (use filters)</td></tr>");
@@ -352,25 +351,30 @@ static void item_row(dlqb_html *h, const ops_kept *k, int64_t now_ms) {
   char left[32];
   dlqb_html_raw(h, k->d.kind == DLQB_DEADLINE_KNOWN && k->d.left_ms < 0 ? "<tr class=\"overdue\">"
                                                                         : "<tr>");
-  dlqb_html_raw(h, "<td><input type=\"checkbox\" class=\"pick\" name=\"pick\" value=\"");
+  dlqb_html_td(h, "pick", "pick-cell");
+  dlqb_html_raw(h, "<input type=\"checkbox\" class=\"pick\" name=\"pick\" value=\"");
   dlqb_html_text(h, it->message_id);
-  dlqb_html_raw(h, "\"></td><td class=\"num left\">");
+  dlqb_html_raw(h, "\"></td>");
+  dlqb_html_td(h, "time left", "num left");
   dlqb_html_text(h, ops_left_text(&k->d, left, sizeof left));
   dlqb_html_raw(h, "</td>");
   uint64_t age = 0;
   bool known = dlqb_item_age(it, now_ms, &age);
-  dlqb_html_raw(h, "<td><a href=\"/item?message-id=");
+  dlqb_html_td(h, console_g.pipeline->profile.fields[0].name, "id");
+  dlqb_html_raw(h, "<a href=\"/item?message-id=");
   dlqb_html_url(h, it->message_id);
   dlqb_html_raw(h, "\">");
   dlqb_html_text(h, it->request_id[0] ? it->request_id : "-");
   dlqb_html_raw(h, "</a></td>");
-  cell(h, it->source_system);
-  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) cell(h, it->legal_basis);
-  age_cell(h, known, age);
-  dlqb_html_raw(h, "<td class=\"num\">");
+  dlqb_html_cell(h, console_g.pipeline->profile.fields[1].name, it->source_system);
+  if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS))
+    dlqb_html_cell(h, "legal_basis", it->legal_basis);
+  age_cell(h, "age", known, age);
+  dlqb_html_td(h, "attempts", "num");
   if (it->has_attempt) dlqb_html_textf(h, "%lld", (long long)it->attempt);
   else dlqb_html_raw(h, "-");
-  dlqb_html_raw(h, "</td><td class=\"error-text last-error\">");
+  dlqb_html_raw(h, "</td>");
+  dlqb_html_td(h, "last error", "error-text last-error");
   dlqb_html_text(h, it->last_error[0] ? it->last_error : "-");
   dlqb_html_raw(h, "</td></tr>\n");
 }

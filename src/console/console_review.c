@@ -55,12 +55,6 @@ static void act_form(console_req *r, const dlqb_item *it, const char *kind, cons
   dlqb_html_raw(h, "</button></form>");
 }
 
-static void cell(dlqb_html *h, const char *text) {
-  dlqb_html_raw(h, "<td>");
-  dlqb_html_text(h, text[0] ? text : "-");
-  dlqb_html_raw(h, "</td>");
-}
-
 void console_page_review(console_req *r) {
   inbox_ctx c = {.now_ms = dlqb_now_ms()};
   if (!ops_urgent_init(&c.urgent, CONSOLE_LIST_MAX)) {
@@ -109,18 +103,20 @@ void console_page_review(console_req *r) {
     char left[32], age[32];
     uint64_t a = 0;
     bool known = dlqb_review_age(it, c.now_ms, &a);
-    dlqb_html_raw(h, "<tr><td class=\"num left\">");
+    const dlqb_profile *pr = &console_g.pipeline->profile;
+    dlqb_html_raw(h, "<tr>");
+    dlqb_html_td(h, "time left", "num left");
     dlqb_html_text(h, ops_left_text(&k->d, left, sizeof left));
     dlqb_html_raw(h, "</td>");
-    cell(h, it->request_id);
-    cell(h, it->source_system);
-    if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS)) cell(h, it->legal_basis);
-    cell(h, ops_age_text(known, a, age, sizeof age));
-    cell(h, it->escalated_by);
-    cell(h, it->escalation_reason);
-    cell(h, it->escalation_note);
-    cell(h, it->owner);
-    dlqb_html_raw(h, "<td class=\"acts\">");
+    dlqb_html_cell(h, pr->fields[0].name, it->request_id);
+    dlqb_html_cell(h, pr->fields[1].name, it->source_system);
+    if (ops_profile_has(pr, DLQB_H_LEGAL_BASIS)) dlqb_html_cell(h, "legal_basis", it->legal_basis);
+    dlqb_html_cell(h, "in review", ops_age_text(known, a, age, sizeof age));
+    dlqb_html_cell(h, "escalated by", it->escalated_by);
+    dlqb_html_cell(h, "why", it->escalation_reason);
+    dlqb_html_cell(h, "note", it->escalation_note);
+    dlqb_html_cell(h, "owner", it->owner);
+    dlqb_html_td(h, "actions", "acts");
     bool mine = strcmp(it->owner, r->who.user) == 0;
     if (it->owner[0] == '\0') act_form(r, it, "claim", "Claim", false, false);
     else if (!mine) act_form(r, it, "claim", "Take over (recorded as forced)", false, true);

@@ -122,6 +122,22 @@ void dlqb_html_textf(dlqb_html *h, const char *fmt, ...) {
   dlqb_html_text_n(h, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+void dlqb_html_td(dlqb_html *h, const char *label, const char *cls) {
+  dlqb_html_raw(h, "<td data-label=\"");
+  dlqb_html_text(h, label);
+  if (cls != NULL && cls[0] != '\0') {
+    dlqb_html_raw(h, "\" class=\"");
+    dlqb_html_text(h, cls);
+  }
+  dlqb_html_raw(h, "\">");
+}
+
+void dlqb_html_cell(dlqb_html *h, const char *label, const char *text) {
+  dlqb_html_td(h, label, NULL);
+  dlqb_html_text(h, text != NULL && text[0] ? text : "-");
+  dlqb_html_raw(h, "</td>");
+}
+
 void dlqb_html_url(dlqb_html *h, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {

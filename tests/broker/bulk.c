@@ -92,7 +92,7 @@ int th_bulk_publish_dlq(th_conn *c, const char *queue, size_t n,
         int_entry("attempt", 5),
         int_entry("max_attempts", 5),
         th_str_entry("first_seen_at", dlq_at),
-        th_str_entry("last_error", "rejected by worker"),
+        th_str_entry("last_error", it.last_error[0] ? it.last_error : "rejected by worker"),
         th_str_entry("dlq_reason", "max_attempts"),
         th_str_entry("dlq_at", dlq_at),
     };

@@ -16,11 +16,13 @@
 amqp_bytes_t th_bytes(const char *s);
 amqp_table_entry_t th_str_entry(const char *key, const char *value);
 
-/* One DLQ item as the bridge leaves it (request_id = message_id = id). */
+/* One DLQ item as the bridge leaves it (request_id = message_id = id;
+ * last_error "rejected by worker" unless set). */
 typedef struct {
-  char id[64];
-  char source_system[64];
+  char id[128];
+  char source_system[256];
   int64_t dlq_at_ms;
+  char last_error[501];
 } th_bulk_item;
 
 /* Publishes n DLQ items to queue (default exchange, persistent), item i as

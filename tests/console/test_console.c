@@ -511,6 +511,171 @@ static void test_console_jobs_survive_restarts(void **state) {
   fx_audit_remove(&a);
 }
 
+/* ---- the on-call phone ---------------------------------------------------- */
+
+#define PHONE_ITEMS 30 /* two for the edit and the escalation, the rest replayed at 10/s */
+
+/* Ids of 120 bytes, a source system of 200 and a last error of 480, each
+ * one word (nothing to break a line at) with markup in it. */
+typedef struct {
+  char source[201], error[481];
+} phone_values;
+
+static void phone_id(size_t i, char *id, size_t cap) {
+  snprintf(id, cap, "DSR-2026-12-03-<b>&\"'-%0*zu", (int)(120 - 23), i + 1);
+}
+
+static void phone_item(void *ctx, size_t i, th_bulk_item *it) {
+  const phone_values *v = ctx;
+  phone_id(i, it->id, sizeof it->id);
+  snprintf(it->source_system, sizeof it->source_system, "%s", v->source);
+  snprintf(it->last_error, sizeof it->last_error, "%s", v->error);
+  it->dlq_at_ms = th_now_ms() - 3600 * 1000;
+}
+
+static void fill_word(char *buf, size_t len, const char *head) {
+  size_t n = strlen(head);
+  memcpy(buf, head, n);
+  for (size_t i = n; i < len; i++) buf[i] = (char)('a' + i % 26);
+  buf[len] = '\0';
+}
+
+typedef struct {
+  int64_t t;
+  long depth;
+} depth_sample;
+
+/* The console at 390 x 844 and 1280 x 800 over its pages with long and
+ * hostile values (tests/console/layout.spec.js, which also writes a
+ * screenshot of each page at each size to the test logs' console-shots/),
+ * and a job's moved count against the broker: sampled every 100 ms while a
+ * replay runs at 10 a second, it is never more than one tick (1 s) behind
+ * the copies the broker's work queue already holds (no consumer takes
+ * them: the depth is what the pass published and the broker took). */
+static void test_console_fits_a_phone(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  need_browser();
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  phone_values v;
+  fill_word(v.source, sizeof v.source - 1, "crm-<i>\"'&-");
+  fill_word(v.error, sizeof v.error - 1, "<script>alert(1)</script>timeout-calling-");
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", PHONE_ITEMS, phone_item, &v), 0);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+
+  /* What the spec must find whole, as JSON (no shell quoting of markup). */
+  char values[TH_PATH_MAX], out[TH_PATH_MAX], shots[TH_PATH_MAX];
+  assert_true(th_fmt(values, sizeof values, "%s/phone-values.json", a.dir));
+  assert_true(th_fmt(out, sizeof out, "%s/phone-job.json", a.dir));
+  assert_true(th_fmt(shots, sizeof shots, "%s/console-shots", e->log_dir));
+  json_object *vj = json_object_new_object(), *ids = json_object_new_array();
+  for (size_t i = 0; i < PHONE_ITEMS; i++) {
+    char id[128];
+    phone_id(i, id, sizeof id);
+    json_object_array_add(ids, json_object_new_string(id));
+  }
+  char ticket[160], note[400];
+  fill_word(ticket, 150, "T-<b>");
+  fill_word(note, 380, "note-<i>");
+  json_object_object_add(vj, "ids", ids);
+  json_object_object_add(vj, "source", json_object_new_string(v.source));
+  /* The bridge's stamp is the worker's text; a bulk item's is as published. */
+  json_object_object_add(vj, "error", json_object_new_string(v.error));
+  json_object_object_add(vj, "ticket", json_object_new_string(ticket));
+  json_object_object_add(vj, "note", json_object_new_string(note));
+  assert_int_equal(json_object_to_file(values, vj), 0);
+  json_object_put(vj);
+
+  char op[TH_NAME_MAX + 8];
+  assert_true(th_fmt(op, sizeof op, "%s-op", t->vhost.name));
+  make_user(t, op, OP_PASSWORD, "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}");
+  listening l = {th_free_port()};
+  assert_true(l.port > 0);
+  char env_url[TH_URL_MAX + 64], env_addr[96];
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
+                     e->amqp_port, t->vhost.name));
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l.port));
+  const char *const cenv[] = {env_url, env_addr, a.env_log, a.env_key, a.env_pub, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_bridge console;
+  assert_int_equal(th_command_start(&console, &t->vhost, args, cenv, "console-phone"), 0);
+  if (!th_wait_until(console_up, &l, TIMEOUT_MS)) {
+    th_bridge_dump_log(&console);
+    th_bridge_kill(&console);
+    fail_msg("the console did not listen on port %d", l.port);
+  }
+
+  char cmd[4 * TH_PATH_MAX];
+  assert_true(
+      th_fmt(cmd, sizeof cmd,
+             "NODE_PATH=%s CONSOLE_URL=http://127.0.0.1:%d OP_USER=%s OP_PASS='%s' "
+             "CHROMIUM=%s VALUES='%s' SHOTS='%s' OUT='%s' node %s/tests/console/layout.spec.js",
+             NODE_MODULES, l.port, op, OP_PASSWORD, CHROMIUM, values, shots, out, e->source_dir));
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int rc = system(cmd);
+    _exit(WIFEXITED(rc) ? WEXITSTATUS(rc) : 1);
+  }
+  /* The work queue's depth every 100 ms while the spec runs. */
+  enum { MAX_SAMPLES = 6000 };
+  depth_sample *depth = calloc(MAX_SAMPLES, sizeof *depth);
+  assert_non_null(depth);
+  size_t nd = 0;
+  int status = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (nd < MAX_SAMPLES) {
+      long d = th_queue_depth(t->conn, "dsr.work");
+      depth[nd++] = (depth_sample){th_now_ms(), d};
+    }
+    usleep(100 * 1000);
+  }
+  int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int stop = th_bridge_stop(&console, 15000);
+  if (exit_code != 0 || stop != 0) th_bridge_dump_log(&console);
+  assert_int_equal(exit_code, 0);
+  assert_int_equal(stop, 0);
+
+  /* Each sample of the job while it ran: its moved is at least what the
+   * broker held one second before it. */
+  json_object *samples = json_object_from_file(out);
+  assert_non_null(samples);
+  size_t n = json_object_array_length(samples), running = 0;
+  long long worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    json_object *s = json_object_array_get_idx(samples, i);
+    if (strcmp(str_of(s, "state"), "running") != 0) continue;
+    running++;
+    long long ts = int_of(s, "t"), moved = int_of(s, "moved");
+    long held = 0;
+    for (size_t k = 0; k < nd && depth[k].t <= ts - 1000; k++)
+      if (depth[k].depth > held) held = depth[k].depth;
+    if (held - moved > worst) worst = held - moved;
+    if (held > moved)
+      fail_msg("at %lld the job said moved %lld; the work queue held %ld a second before", ts,
+               moved, held);
+  }
+  printf("job samples while running: %zu; depth samples: %zu; worst lag behind the broker "
+         "(items, 1 s back): %lld\n",
+         running, nd, worst);
+  assert_true(running >= 10); /* 28 items at 10/s: about 3 s of samples every 100 ms */
+  json_object_put(samples);
+  free(depth);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"),
+                   PHONE_ITEMS - 1); /* all but the escalated */
+  assert_int_equal(fx_audit_verify(&a, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  drop_user(op);
+  fx_audit_remove(&a);
+}
+
 int main(void) {
   /* DLQB_TEST_FILTER=test_console_jobs* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
@@ -519,6 +684,7 @@ int main(void) {
       FX_TEST(test_console_https),
       FX_TEST(test_console_in_a_browser),
       FX_TEST(test_console_jobs_survive_restarts),
+      FX_TEST(test_console_fits_a_phone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
