@@ -94,25 +94,34 @@ static dlqb_status publish_line(dlqb_link *link, const char *line, size_t len, d
 }
 
 /* Publishes the head when it changed since the last confirmed anchor. On
- * a failure the link is dropped: the next attempt starts afresh. */
+ * a failure the link is dropped. A link kept from an earlier anchor may
+ * have died meanwhile without a word: between anchors nothing is read from
+ * it, so its heartbeats go unanswered and a broker closes it after an idle
+ * spell (missed heartbeats, 60 s). A publish on such a link that fails for
+ * the connection is tried once more on a fresh one, so an anchor after a
+ * quiet hour, or the daemon's last at a clean stop, is not lost to it. */
 static dlqb_status publish_head(dlqb_anchor_pub *p, dlqb_error *err) {
   char line[DLQB_AUDIT_ANCHOR_MAX];
   size_t len;
   uint64_t commits;
   dlqb_status st = dlqb_audit_anchor(p->audit, line, &len, &commits, err);
   if (st != DLQB_OK || len == 0 || commits == p->published) return st;
-  if (p->link == NULL) {
-    st = dlqb_link_open(p->broker, "dlq-bridge audit anchors", &p->link, err);
-    if (st == DLQB_OK) st = dlqb_link_confirm_select(p->link, DLQB_CHANNEL, err);
-    if (st != DLQB_OK) goto fail;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    bool kept = p->link != NULL;
+    if (!kept) {
+      st = dlqb_link_open(p->broker, "dlq-bridge audit anchors", &p->link, err);
+      if (st == DLQB_OK) st = dlqb_link_confirm_select(p->link, DLQB_CHANNEL, err);
+    }
+    if (st == DLQB_OK) st = publish_line(p->link, line, len, err);
+    if (st == DLQB_OK) {
+      p->published = commits;
+      return DLQB_OK;
+    }
+    dlqb_link_abort(p->link);
+    p->link = NULL;
+    /* a fresh link's failure is the answer */
+    if (!kept || (st != DLQB_ECONN && st != DLQB_ETIMEOUT)) break;
   }
-  st = publish_line(p->link, line, len, err);
-  if (st != DLQB_OK) goto fail;
-  p->published = commits;
-  return DLQB_OK;
-fail:
-  dlqb_link_abort(p->link);
-  p->link = NULL;
   return st;
 }
 

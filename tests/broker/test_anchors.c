@@ -450,6 +450,105 @@ static void test_daemon_anchors_while_running_and_at_exit(void **state) {
   fx_audit_remove(&w.a);
 }
 
+static void publish_failure(fx_case *t, const char *id) {
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_msg_task(m, id), 0);
+  assert_int_equal(th_msg_add_str(m, "worker_error", "upstream timeout"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.failed", m), 0);
+}
+
+/* A short run of the daemon with the default settings (anchors every 5 s),
+ * stopped with SIGTERM 3 s after its first record: its last records (the
+ * chain_end of each of its chains) are anchored at the stop, so the folder
+ * copied back to its state before the run (a whole run deleted) fails
+ * verify --anchors, naming a missing chain. */
+static void test_daemon_anchors_a_short_run_at_sigterm(void **state) {
+  fx_case *t = *state;
+  world w;
+  world_init(t, &w, NULL);
+  resolve_one(t, &w, "before-the-run");
+  wait_anchors(t, 1);
+  char log_before[200], seal_before[200];
+  assert_true(th_fmt(log_before, sizeof log_before, "%s.before", w.a.log));
+  assert_true(th_fmt(seal_before, sizeof seal_before, "%s.before", w.seal));
+  copy_file(w.a.log, log_before);
+  copy_file(w.seal, seal_before);
+  long before = th_queue_depth(t->conn, ANCHORS);
+
+  const char *const env[] = {w.a.env_log, w.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1",
+                             "DLQ_BRIDGE_METRICS_ADDR=off", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  for (int i = 0; i < 3; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "short-run-%d", i);
+    publish_failure(t, id);
+  }
+  count_wait c = {w.a.log, "\"event\":\"dead_lettered\"", 3};
+  FX_CHECK(t, th_wait_until(count_reached, &c, WAIT_MS));
+  /* The scenario's own length: a run stopped 3 s after its first records,
+   * before its first 5 s anchor. */
+  usleep(3 * 1000 * 1000);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  wait_anchors(t, before + 1);
+  expect_intact(t, &w, true, NULL);
+  th_result r;
+  verify(t, &w, true, NULL, &r);
+  assert_non_null(strstr(r.out, "; 0 records newer than their chain's last anchor"));
+
+  /* The run deleted: the folder as it was before it. */
+  copy_file(log_before, w.a.log);
+  copy_file(seal_before, w.seal);
+  unlink(log_before);
+  unlink(seal_before);
+  expect_missing(t, &w, true, NULL, "(the chain was deleted)");
+  fx_audit_remove(&w.a);
+}
+
+typedef struct {
+  fx_case *t;
+  char name[256];
+} named_conn;
+
+static bool anchor_link_up(void *arg) {
+  named_conn *c = arg;
+  return th_connection_named(&c->t->vhost, "dlq-bridge audit anchors", c->name, sizeof c->name);
+}
+
+/* The anchor publishers' connections, kept between anchors, die while the
+ * daemon is idle (here closed by the broker's management API, as a broker
+ * closes one whose heartbeats went unanswered): the anchors at the clean
+ * stop go out on fresh ones, and every chain is anchored to its end. */
+static void test_daemon_anchors_at_sigterm_after_its_links_died(void **state) {
+  fx_case *t = *state;
+  world w;
+  world_init(t, &w, NULL);
+  const char *const env[] = {w.a.env_log, w.a.env_key, "DLQ_BRIDGE_MAX_ATTEMPTS=1",
+                             "DLQ_BRIDGE_METRICS_ADDR=off", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  publish_failure(t, "idle-then-stop");
+  count_wait c = {w.a.log, "\"event\":\"dead_lettered\"", 1};
+  FX_CHECK(t, th_wait_until(count_reached, &c, WAIT_MS));
+  /* Both chains (the router's, the escalator's) anchored once: their
+   * publishers hold a connection each. */
+  wait_anchors(t, 2);
+  named_conn nc = {.t = t};
+  FX_CHECK(t, th_wait_until(anchor_link_up, &nc, WAIT_MS));
+  int closed = 0;
+  while (closed < 8 && anchor_link_up(&nc) && th_connection_close(nc.name) == 0) closed++;
+  assert_true(closed >= 1);
+  printf("closed %d anchor connection(s) of the idle daemon\n", closed);
+  long before = th_queue_depth(t->conn, ANCHORS);
+  assert_int_equal(fx_stop_bridges(t), 0);
+  /* Each chain's chain_end anchored at the stop (the stream's count lags
+   * its appends a little). */
+  wait_anchors(t, before + 2);
+  th_result r;
+  verify(t, &w, true, NULL, &r);
+  FX_CHECK(t, r.exit_code == 0);
+  assert_non_null(strstr(r.out, "; 0 records newer than their chain's last anchor"));
+  fx_audit_remove(&w.a);
+}
+
 /* ---- two writers, one log: a forgery with the other writer's key ---- */
 
 #define REC_MAX 4096
@@ -516,13 +615,6 @@ static size_t last_with(const lines *l, const char *needle) {
     if (strstr(l->line[i], needle) != NULL) return i;
   fail_msg("no line holds %s", needle);
   return 0;
-}
-
-static void publish_failure(fx_case *t, const char *id) {
-  th_msg *m = fx_msg(t);
-  assert_int_equal(th_msg_task(m, id), 0);
-  assert_int_equal(th_msg_add_str(m, "worker_error", "upstream timeout"), 0);
-  assert_int_equal(th_publish(t->conn, "", "dsr.failed", m), 0);
 }
 
 static bool dlq_unwatched(void *arg) {
@@ -713,6 +805,8 @@ int main(void) {
       FX_TEST(test_foreign_messages_and_forged_anchor),
       FX_TEST(test_broker_without_the_stream),
       FX_TEST(test_daemon_anchors_while_running_and_at_exit),
+      FX_TEST(test_daemon_anchors_a_short_run_at_sigterm),
+      FX_TEST(test_daemon_anchors_at_sigterm_after_its_links_died),
       FX_TEST(test_forged_with_another_writers_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
