@@ -83,7 +83,10 @@ static const cli_spec run_spec = {
         "One run at a time: a run holds the broker-side lease dsr.drain.lease (an\n"
         "exclusive queue, gone with its connection); a second run says\n"
         "'another drain holds the lease' and exits 0. Each run is recorded in\n"
-        "drain_state (read by `drain status`) and, when set, drain_textfile.\n"
+        "drain_state (read by `drain status`) and, when set, drain_textfile, when it\n"
+        "starts (running) and when it ends; a killed run's row shows as killed.\n"
+        "Exit 0 when drained or at drain_max_items; 1 when it stopped on failures\n"
+        "(canary failed or timed out, re-failures), on an error or a signal.\n"
         "Another pipeline than dsr (--pipeline NAME) has its own lease NAME.drain.lease\n"
         "and its own files (the name before the extension: drain-state.NAME.json).\n"
         "Needs completion_writers: without a trusted ledger no canary can complete.",
@@ -282,8 +285,10 @@ static json_object *run_json(const drain_run *d, int64_t started, int64_t ended)
   json_object *j = json_object_new_object();
   json_object_object_add(j, "started_at",
                          json_object_new_string(dlqb_iso_time(started, iso, sizeof iso)));
+  /* ended 0: the row a run writes when it starts (stopped "running"). */
   json_object_object_add(j, "ended_at",
-                         json_object_new_string(dlqb_iso_time(ended, iso, sizeof iso)));
+                         ended != 0 ? json_object_new_string(dlqb_iso_time(ended, iso, sizeof iso))
+                                    : NULL);
   json_object_object_add(j, "instance", json_object_new_string(d->o.cfg->instance));
   json_object_object_add(j, "broker_user", json_object_new_string(d->broker_user));
   json_object_object_add(j, "stopped", json_object_new_string(dlqb_drain_stop_name(r->stop)));
@@ -329,6 +334,23 @@ static json_object *read_runs(const char *path, dlqb_error *err) {
   return runs;
 }
 
+static bool same_str(json_object *a, json_object *b, const char *key) {
+  json_object *x, *y;
+  return json_object_object_get_ex(a, key, &x) && json_object_object_get_ex(b, key, &y) &&
+         json_object_is_type(x, json_type_string) && json_object_is_type(y, json_type_string) &&
+         strcmp(json_object_get_string(x), json_object_get_string(y)) == 0;
+}
+
+static bool stopped_is(json_object *row, const char *what) {
+  json_object *v;
+  return json_object_object_get_ex(row, "stopped", &v) &&
+         json_object_is_type(v, json_type_string) && strcmp(json_object_get_string(v), what) == 0;
+}
+
+/* Puts this run's row first: written when it starts (stopped "running",
+ * no end), replaced when it ends. A run that never ended (SIGKILL, a
+ * crash, a power cut) leaves its "running" row; the next run, which holds
+ * the lease, so that no other run can be going on, calls it "killed". */
 static void record_run(const drain_run *d, json_object *run) {
   const char *path = d->o.cfg->drain.state;
   if (path[0] == '\0') return;
@@ -341,8 +363,21 @@ static void record_run(const drain_run *d, json_object *run) {
   }
   json_object *runs = json_object_new_array();
   json_object_array_add(runs, json_object_get(run));
-  for (size_t i = 0; i < json_object_array_length(old) && i + 1 < RUNS_KEPT; i++)
-    json_object_array_add(runs, json_object_get(json_object_array_get_idx(old, i)));
+  for (size_t i = 0;
+       i < json_object_array_length(old) && json_object_array_length(runs) < RUNS_KEPT; i++) {
+    json_object *row = json_object_array_get_idx(old, i);
+    if (same_str(row, run, "started_at") && same_str(row, run, "instance")) continue; /* ours */
+    if (stopped_is(row, "running")) {
+      /* Another run's start row: it was killed (we hold the lease). */
+      json_object *dead = NULL;
+      if (json_object_deep_copy(row, &dead, NULL) == 0) {
+        json_object_object_add(dead, "stopped", json_object_new_string("killed"));
+        json_object_array_add(runs, dead);
+        continue;
+      }
+    }
+    json_object_array_add(runs, json_object_get(row));
+  }
   json_object_put(old);
   json_object *doc = json_object_new_object();
   json_object_object_add(doc, "runs", runs);
@@ -352,15 +387,25 @@ static void record_run(const drain_run *d, json_object *run) {
   json_object_put(doc);
 }
 
-/* node_exporter's textfile collector reads *.prom; written whole. */
-static void write_textfile(const drain_run *d, int64_t ended) {
+/* node_exporter's textfile collector reads *.prom; written whole, when a
+ * run starts (running 1, "the last run" is this one, ended at its start,
+ * stopped "running") and when it ends. A killed run leaves running 1. */
+static void write_textfile(const drain_run *d, int64_t started, int64_t ended) {
   const char *path = d->o.cfg->drain.textfile;
   if (path[0] == '\0') return;
   const dlqb_drain_ramp *r = &d->ramp;
   char text[4096];
   int n = snprintf(
       text, sizeof text,
-      "# HELP dlq_bridge_drain_last_run_timestamp_seconds When the last drain run ended.\n"
+      "# HELP dlq_bridge_drain_running 1 from a drain run's start to its end (a killed run "
+      "leaves 1).\n"
+      "# TYPE dlq_bridge_drain_running gauge\n"
+      "dlq_bridge_drain_running %d\n"
+      "# HELP dlq_bridge_drain_run_started_timestamp_seconds When the last drain run started.\n"
+      "# TYPE dlq_bridge_drain_run_started_timestamp_seconds gauge\n"
+      "dlq_bridge_drain_run_started_timestamp_seconds %lld\n"
+      "# HELP dlq_bridge_drain_last_run_timestamp_seconds When the last drain run ended (while "
+      "one runs: when it started).\n"
       "# TYPE dlq_bridge_drain_last_run_timestamp_seconds gauge\n"
       "dlq_bridge_drain_last_run_timestamp_seconds %lld\n"
       "# HELP dlq_bridge_drain_last_run_moved Items the last drain run replayed.\n"
@@ -375,9 +420,11 @@ static void write_textfile(const drain_run *d, int64_t ended) {
       "dlq_bridge_drain_last_run_canary_failed %llu\n"
       "# HELP dlq_bridge_drain_last_run_stopped Why the last drain run ended (1 for its reason).\n"
       "# TYPE dlq_bridge_drain_last_run_stopped gauge\n",
-      (long long)(ended / 1000), (unsigned long long)r->moved, (unsigned long long)r->refailures,
+      r->stop == DLQB_DRAIN_RUNNING, (long long)(started / 1000),
+      (long long)((r->stop == DLQB_DRAIN_RUNNING ? started : ended) / 1000),
+      (unsigned long long)r->moved, (unsigned long long)r->refailures,
       (unsigned long long)r->canary_failed);
-  for (int s = DLQB_DRAIN_DRAINED; s < DLQB_DRAIN__STOPS && n > 0 && (size_t)n < sizeof text; s++)
+  for (int s = DLQB_DRAIN_RUNNING; s < DLQB_DRAIN__STOPS && n > 0 && (size_t)n < sizeof text; s++)
     n += snprintf(text + n, sizeof text - (size_t)n,
                   "dlq_bridge_drain_last_run_stopped{reason=\"%s\"} %d\n",
                   dlqb_drain_stop_name((dlqb_drain_stop)s), r->stop == (dlqb_drain_stop)s);
@@ -556,6 +603,12 @@ static int drain_run_cmd(int argc, char **argv) {
     return EXIT_LEASE_HELD;
   }
   int64_t started = dlqb_now_ms();
+  /* A row and a textfile that say it runs, before anything moves: a run
+   * killed from here on is seen in drain status and by the alerts. */
+  json_object *start_row = run_json(&d, started, 0);
+  record_run(&d, start_row);
+  json_object_put(start_row);
+  write_textfile(&d, started, started);
   dlqb_ledger_stats ls;
   st = dlqb_ledger_load(d.o.cfg, NULL, cli_pipeline()->completed, d.o.cfg->ledger.cache, d.ledger,
                         LEDGER_IDLE_MS, &ls, &err);
@@ -600,7 +653,7 @@ static int drain_run_cmd(int argc, char **argv) {
   int64_t ended = dlqb_now_ms();
   json_object *run = run_json(&d, started, ended);
   record_run(&d, run);
-  write_textfile(&d, ended);
+  write_textfile(&d, started, ended);
   dlqb_lease_release(lease);
   const dlqb_drain_ramp *r = &d.ramp;
   if (d.o.json) ops_print_json(run);
@@ -615,6 +668,14 @@ static int drain_run_cmd(int argc, char **argv) {
   }
   dlqb_hashset_free(d.seen);
   dlqb_ledger_free(d.ledger);
+  /* What the drain moved came back, or its canary did not complete: the
+   * cause is not fixed. Exit 1 with the reason, so the unit that ran it
+   * (dlq-bridge-drain.service) shows failed, not a success. */
+  if (r->stop == DLQB_DRAIN_CANARY_FAILED || r->stop == DLQB_DRAIN_CANARY_TIMEOUT ||
+      r->stop == DLQB_DRAIN_REFAILURES) {
+    cli_error("drain stopped (%s): %s", dlqb_drain_stop_name(r->stop), stop_sentence(r));
+    return EXIT_RUNTIME;
+  }
   return r->stop == DLQB_DRAIN_ERROR || r->stop == DLQB_DRAIN_INTERRUPTED ? EXIT_RUNTIME : EXIT_OK;
 }
 

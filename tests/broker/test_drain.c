@@ -306,7 +306,11 @@ static void test_drain_stops_when_canary_fails(void **state) {
   th_result r;
   run(t, args, env, &r);
   worker_stop(w);
-  FX_CHECK(t, r.exit_code == 0);
+  /* Stopped on failures: exit 1 and one line saying why (a systemd unit
+   * that ran it shows failed). */
+  FX_CHECK(t, r.exit_code == 1);
+  assert_non_null(
+      strstr(r.err, "dlq-bridge: drain stopped (canary_failed): a canary failed again"));
   assert_non_null(strstr(r.out, "a canary failed again"));
   assert_non_null(strstr(r.out, "replayed 3 "));
   assert_true(atomic_load(&w->rejected) >= 1);
@@ -355,7 +359,8 @@ static void test_drain_stops_on_refailures_in_the_ramp(void **state) {
   static const char *const args[] = {"drain", "run", "--no-audit", "--json", NULL};
   th_result r;
   run(t, args, env, &r);
-  FX_CHECK(t, r.exit_code == 0);
+  FX_CHECK(t, r.exit_code == 1); /* stopped on failures */
+  assert_non_null(strstr(r.err, "drain stopped (refailures)"));
   json_object *j = json_tokener_parse(r.out);
   assert_non_null(j);
   assert_string_equal(th_json_str(j, "stopped"), "refailures");
@@ -408,7 +413,8 @@ static void test_drain_canary_escalated_by_max_replays(void **state) {
   run(t, args, env, &r);
   worker_stop(w);
   free(w);
-  FX_CHECK(t, r.exit_code == 0);
+  FX_CHECK(t, r.exit_code == 1); /* stopped on failures */
+  assert_non_null(strstr(r.err, "drain stopped (canary_failed)"));
   json_object *j = json_tokener_parse(r.out);
   assert_non_null(j);
   assert_string_equal(th_json_str(j, "stopped"), "canary_failed");
@@ -444,9 +450,12 @@ static void test_drain_sigkill_loses_and_duplicates_nothing(void **state) {
     pub_dlq(t, id, "max_attempts", "upstream 503");
   }
   worker *w = worker_start(t, false);
-  char senv[256], spath[200];
+  char senv[256], spath[200], tenv[256], tpath[200];
   state_env(senv, sizeof senv, spath, sizeof spath, t);
-  const char *const env[] = {ENV_FAST, senv, "DLQ_BRIDGE_DRAIN_MAX_RATE=50", NULL};
+  assert_true(th_fmt(tpath, sizeof tpath, "/tmp/dlqb-drain-%s.prom", t->vhost.name));
+  unlink(tpath);
+  assert_true(th_fmt(tenv, sizeof tenv, "DLQ_BRIDGE_DRAIN_TEXTFILE=%s", tpath));
+  const char *const env[] = {ENV_FAST, senv, tenv, "DLQ_BRIDGE_DRAIN_MAX_RATE=50", NULL};
   static const char *const args[] = {"drain", "run", "--no-audit", NULL};
   th_result r;
   /* Canary ~1 s and its wait (a look is a ledger read and two passes: 1 to
@@ -464,6 +473,20 @@ static void test_drain_sigkill_loses_and_duplicates_nothing(void **state) {
          after_kill, left, after_kill + left - N);
   assert_true(after_kill > 3 && left > 0); /* it really was midway, past the canary */
   assert_true(after_kill + left >= N);     /* nothing lost */
+  /* The killed run is seen: its row says running (no end), and so does the
+   * textfile, where DlqDrainRunStuck finds it. */
+  static const char *const st[] = {"drain", "status", "--json", NULL};
+  th_result s;
+  run(t, st, env, &s);
+  json_object *sj = json_tokener_parse(s.out), *runs;
+  assert_non_null(sj);
+  assert_true(json_object_object_get_ex(sj, "runs", &runs));
+  assert_int_equal(json_object_array_length(runs), 1);
+  assert_string_equal(th_json_str(json_object_array_get_idx(runs, 0), "stopped"), "running");
+  json_object_put(sj);
+  assert_int_equal(fx_count_in_file(tpath, "dlq_bridge_drain_running 1\n"), 1);
+  assert_int_equal(
+      fx_count_in_file(tpath, "dlq_bridge_drain_last_run_stopped{reason=\"running\"} 1"), 1);
 
   run(t, args, env, &r);
   assert_true(th_wait_until(work_empty, t, 20000));
@@ -483,8 +506,19 @@ static void test_drain_sigkill_loses_and_duplicates_nothing(void **state) {
   assert_int_equal(lost, 0);
   assert_int_equal(dup, 0);
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  /* The rerun, holding the lease, calls the killed run's row killed. */
+  run(t, st, env, &s);
+  sj = json_tokener_parse(s.out);
+  assert_non_null(sj);
+  assert_true(json_object_object_get_ex(sj, "runs", &runs));
+  assert_int_equal(json_object_array_length(runs), 2);
+  assert_string_equal(th_json_str(json_object_array_get_idx(runs, 0), "stopped"), "drained");
+  assert_string_equal(th_json_str(json_object_array_get_idx(runs, 1), "stopped"), "killed");
+  json_object_put(sj);
+  assert_int_equal(fx_count_in_file(tpath, "dlq_bridge_drain_running 0\n"), 1);
   free(w);
   unlink(spath);
+  unlink(tpath);
 }
 
 /* The lease: a connection holding the exclusive queue makes a drain say so,
