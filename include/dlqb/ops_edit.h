@@ -53,19 +53,62 @@ typedef struct {
   const char *expect_edit_id;
   /* The broker user editing (edited_by, the hop's editor). */
   const char *editor;
-  /* What the trail records of edits of message_id made from the copy
-   * whose edit id is edit_id ("" for an original): OPS_EDIT_TRAIL_EDITED (the
-   * copy is stale), OPS_EDIT_TRAIL_STARTED (an edit of it began and did not
-   * end: its copy may have been sent), or OPS_EDIT_TRAIL_NONE; the edit's id
-   * into found. NULL: not checked. */
-  int (*trail)(void *ctx, const char *message_id, const char *edit_id, char *found, size_t cap);
-  void *trail_ctx;
   /* The interrupted edit (OPS_EDIT_TRAIL_STARTED) the operator checked: its
-   * copy is not live, so this copy may be edited again. NULL: none. */
+   * copy is not live, so this copy may be edited again. NULL: none. An
+   * approval settles an interrupted one this way too: the approver, a
+   * second person, is the one who says so. */
   const char *after_interrupted;
 } ops_edit_request;
 
+/* ---- the trail (src/ops/edit_trail.c) ----------------------------------
+ * Every front end's edits are checked against the trail here, in the
+ * service, never by the front end: a copy the trail calls stale or whose
+ * edit began and did not end is not edited, and an approval carries out
+ * only a proposal the verified trail records. */
+
 enum { OPS_EDIT_TRAIL_NONE, OPS_EDIT_TRAIL_EDITED, OPS_EDIT_TRAIL_STARTED };
+
+/* What the log at audit_log records of edits of message_id made from the
+ * copy whose edit id is parent ("" for an original): OPS_EDIT_TRAIL_EDITED
+ * (the copy is stale), OPS_EDIT_TRAIL_STARTED (an edit of it began and did
+ * not end: its copy may have been sent; an edit_abandoned ends that), or
+ * OPS_EDIT_TRAIL_NONE; the edit's id into found. The log is read as it is,
+ * unverified: an answer can only refuse an edit, never let one through, so
+ * a forged line costs a look at `audit show`, not a second live copy. */
+int ops_edit_trail_state(const char *audit_log, const char *message_id, const char *parent,
+                         char *found, size_t cap);
+
+/* A proposal as the verified trail records it (its edit_proposed hop). */
+typedef struct {
+  bool found;
+  char settled[16]; /* "edited" or "edit_rejected": a later record settled it; "" */
+  char message_id[128];
+  char proposer[128]; /* the broker user the broker authenticated for the proposal */
+  char parent[DLQB_EDIT_ID_MAX];
+  char note[DLQB_LAST_ERROR_MAX + 1];
+  dlqb_edit_field fields[DLQB_EDIT_MAX_CHANGES];
+  size_t nfields;
+} ops_edit_proposal_record;
+
+/* Reads proposal proposal_id from the trail (cfg's audit_log, every file
+ * verified against audit_public_keys: a record nobody signed proves no
+ * proposal). DLQB_EINVAL when the trail is not configured or does not
+ * verify; found false when it records no such proposal. */
+dlqb_status ops_edit_read_proposal(const dlqb_config *cfg, const char *proposal_id,
+                                   ops_edit_proposal_record *out, dlqb_error *err);
+
+/* NULL when the proposal on an item (its message_id, its edit_proposed_by
+ * header, the copy's edit id as parent, and its changes and note as rec
+ * has them) is the one p records and nothing settled it; else why not, in
+ * a few words. */
+const char *ops_edit_proposal_mismatch(const ops_edit_proposal_record *p, const char *message_id,
+                                       const char *proposer, const char *parent,
+                                       const dlqb_hop_edit *rec);
+
+/* Whether rq's run reads the completion ledger: an approval may replay
+ * (the proposal may say --keep: only then not); a rejection moves nothing
+ * anywhere; a proposal or a direct edit replays unless kept. */
+bool ops_edit_needs_ledger(const ops_edit_request *rq);
 
 typedef enum {
   OPS_EDIT_NOT_FOUND,     /* no item with that message_id in the queue */

@@ -80,6 +80,9 @@ const cli_spec cmd_edit_spec = {
 
 static const cli_flag decide_flags[] = {
     {"note", true, "TEXT", "why, for the audit trail (required to reject)"},
+    {"after-interrupted", true, "EDIT_ID",
+     "approve: an approval of this proposal was interrupted; you checked that its copy is not "
+     "live"},
     {"queue", true, "dlq|review", "where the item is (default dlq)"},
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
@@ -94,7 +97,12 @@ static const cli_spec approve_spec = {
                "EDIT_ID and runs the edit as proposed (checked again under the profile, the\n"
                "completion ledger deciding a replay), recorded with the proposer as editor and\n"
                "your broker user as approver. The proposer's own broker user is refused. A\n"
-               "proposal whose item has moved or been edited since is void (exit 1).",
+               "proposal whose item has moved or been edited since is void (exit 1); one\n"
+               "that the verified audit trail does not record as proposed (by the proposer\n"
+               "the item names, with these changes, for this copy) is refused (exit 1): the\n"
+               "headers on an item are anyone's who may publish to its queue. An approval\n"
+               "killed after its copy may have gone out is settled by approving again with\n"
+               "--after-interrupted EDIT_ID, once you checked that copy is not live.",
     .flags = decide_flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
@@ -200,79 +208,6 @@ static int read_body(const char *path, amqp_bytes_t *out) {
   }
   *out = (amqp_bytes_t){n, buf};
   return EXIT_OK;
-}
-
-/* ---- the trail: was this copy edited already? -------------------------- */
-
-/* What the audit log records of edits of one message made from one copy.
- * The log is read as it is, unverified: an answer can only refuse an
- * edit, never let one through, so a forged line costs an operator a look
- * at `audit show`, not a second live copy. */
-typedef struct {
-  const char *audit_log;
-} trail_ctx;
-
-/* An edit_started that ended with no copy taken (edit_abandoned). */
-#define TRAIL_ABANDONED (-1)
-
-/* OPS_EDIT_TRAIL_EDITED, _STARTED or TRAIL_ABANDONED when line is such a record of message_id
- * made from parent, its edit id into found; else OPS_EDIT_TRAIL_NONE. */
-static int line_edit_of(const char *line, size_t len, const char *message_id, const char *parent,
-                        char *found, size_t cap) {
-  bool edited = strstr(line, "\"event\":\"edited\"") != NULL;
-  bool abandoned = !edited && strstr(line, "\"event\":\"edit_abandoned\"") != NULL;
-  if (!edited && !abandoned && strstr(line, "\"event\":\"edit_started\"") == NULL)
-    return OPS_EDIT_TRAIL_NONE;
-  json_object *rec = dlqb_audit_record_parse(line, len);
-  if (rec == NULL) return OPS_EDIT_TRAIL_NONE;
-  json_object *edit, *p, *id;
-  int what = OPS_EDIT_TRAIL_NONE;
-  if (strcmp(dlqb_audit_record_str(rec, "message_id"), message_id) == 0 &&
-      json_object_object_get_ex(rec, "edit", &edit) &&
-      json_object_object_get_ex(edit, "parent", &p) &&
-      strcmp(json_object_get_string(p), parent) == 0 &&
-      json_object_object_get_ex(edit, "edit_id", &id)) {
-    what = edited ? OPS_EDIT_TRAIL_EDITED : abandoned ? TRAIL_ABANDONED : OPS_EDIT_TRAIL_STARTED;
-    snprintf(found, cap, "%s", json_object_get_string(id));
-  }
-  json_object_put(rec);
-  return what;
-}
-
-static int trail_state(void *ctx, const char *message_id, const char *parent, char *found,
-                       size_t cap) {
-  trail_ctx *t = ctx;
-  if (t->audit_log[0] == '\0') return OPS_EDIT_TRAIL_NONE;
-  char **files = NULL;
-  size_t n = 0;
-  dlqb_error err;
-  if (dlqb_audit_list_files(t->audit_log, &files, &n, &err) != DLQB_OK) return OPS_EDIT_TRAIL_NONE;
-  int state = OPS_EDIT_TRAIL_NONE;
-  char *line = NULL, id[DLQB_EDIT_ID_MAX];
-  size_t lcap = 0;
-  for (size_t i = 0; i < n && state != OPS_EDIT_TRAIL_EDITED; i++) {
-    FILE *f = fopen(files[i], "r");
-    if (f == NULL) continue;
-    ssize_t len;
-    while (state != OPS_EDIT_TRAIL_EDITED && (len = getline(&line, &lcap, f)) > 0) {
-      if (line[len - 1] == '\n') line[--len] = '\0';
-      int w = line_edit_of(line, (size_t)len, message_id, parent, id, sizeof id);
-      /* An edit of this copy that ended wins over one that only began:
-       * the copy is stale either way, and the ended one names the copy
-       * that counts. */
-      if (w == TRAIL_ABANDONED) {
-        /* The edit that began ended with no copy: not interrupted. */
-        if (state == OPS_EDIT_TRAIL_STARTED && strcmp(found, id) == 0) state = OPS_EDIT_TRAIL_NONE;
-      } else if (w != OPS_EDIT_TRAIL_NONE) {
-        state = w;
-        snprintf(found, cap, "%s", id);
-      }
-    }
-    fclose(f);
-  }
-  free(line);
-  dlqb_audit_files_free(files, n);
-  return state;
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -479,16 +414,11 @@ int cmd_edit(int argc, char **argv) {
     goto done;
   }
   e->rq.editor = editor;
-  trail_ctx trail = {.audit_log = e->o.cfg->audit.log};
-  e->rq.trail = trail_state;
-  e->rq.trail_ctx = &trail;
 
   dlqb_audit *audit = NULL;
   if (!e->rq.dry_run && (rc = ops_audit_start(&e->o, "edit", &audit)) != EXIT_OK) goto done;
   dlqb_ledger *ledger = NULL;
-  /* An approval replays unless the proposal says --keep: read the ledger
-   * in case. A rejection moves the task nowhere. */
-  if (e->rq.mode == OPS_EDIT_MODE_APPROVE || (!e->rq.keep && e->rq.mode != OPS_EDIT_MODE_REJECT)) {
+  if (ops_edit_needs_ledger(&e->rq)) {
     /* The whole ledger, as replay reads it: a partial one could re-run a
      * completed erasure. */
     dlqb_ledger_stats ls;

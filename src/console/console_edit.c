@@ -119,8 +119,7 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
                                                "no audit trail configured (audit_log): the console "
                                                "moves nothing without one")
                                    : ops_trail_open(cfg, user_broker, writer, &audit, &err);
-  if (st == DLQB_OK && rq->mode != OPS_EDIT_MODE_REJECT && rq->mode != OPS_EDIT_MODE_PROPOSE &&
-      !rq->keep) {
+  if (st == DLQB_OK && ops_edit_needs_ledger(rq)) {
     ledger = dlqb_ledger_new();
     st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
                         : ops_replay_ledger(cfg, user_broker, console_g.pipeline, rq->dry_run,

@@ -35,6 +35,8 @@ typedef struct {
   char now[DLQB_ISO_TIME_MAX];
   dlqb_hset sets[OPS_MAX_SETS];
   size_t nsets;
+  const char *audit_log;            /* the trail the stale and interrupted checks read */
+  ops_edit_proposal_record *record; /* APPROVE: the proposal as the verified trail has it */
 } edit_ctx;
 
 /* A string header of the delivery into dst ("" when absent). */
@@ -160,6 +162,17 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
   }
   snprintf(out->rec.note, sizeof out->rec.note, "%s", c->note);
   dlqb_edit_diff(&c->req, h, &c->p->profile, &out->rec);
+  if (rq->mode == OPS_EDIT_MODE_APPROVE) {
+    /* The headers on the item are anyone's who may publish to the queue:
+     * only the signed trail says who proposed what, for which copy. */
+    const char *why = ops_edit_proposal_mismatch(c->record, it->message_id, out->proposer,
+                                                 out->item_edit_id, &out->rec);
+    if (why != NULL)
+      return refuse(c, OPS_EDIT_BAD_PROPOSAL,
+                    "proposal %s on %s is not the one the audit trail records (%s): not "
+                    "approved; reject it",
+                    rq->proposal_id, it->message_id, why);
+  }
   *body = rq->has_body && !by_proposal ? rq->body : d->body;
   dlqb_edit_body(&out->rec, d->body, *body);
   if (rq->mode == OPS_EDIT_MODE_REJECT) {
@@ -200,9 +213,8 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
                   "that version",
                   it->message_id, out->item_edit_id);
   char found[DLQB_EDIT_ID_MAX] = "";
-  int trail = rq->trail != NULL
-                  ? rq->trail(rq->trail_ctx, it->message_id, out->item_edit_id, found, sizeof found)
-                  : OPS_EDIT_TRAIL_NONE;
+  int trail =
+      ops_edit_trail_state(c->audit_log, it->message_id, out->item_edit_id, found, sizeof found);
   if (trail == OPS_EDIT_TRAIL_EDITED)
     return refuse(c, OPS_EDIT_STALE,
                   "this copy of %s was edited already (the trail records edit %s of it): it is "
@@ -210,11 +222,13 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
                   it->message_id, found);
   if (trail == OPS_EDIT_TRAIL_STARTED &&
       (rq->after_interrupted == NULL || strcmp(rq->after_interrupted, found) != 0))
-    return refuse(c, OPS_EDIT_INTERRUPTED,
-                  "edit %s of %s began and did not end: its copy, which carries that edit_id, "
-                  "may be live; check the work queue and the completion ledger, then give "
-                  "--after-interrupted with that id",
-                  found, it->message_id);
+    return refuse(
+        c, OPS_EDIT_INTERRUPTED,
+        "edit %s of %s began and did not end: its copy, which carries that edit_id, "
+        "may be live; check the work queue and the completion ledger, then give "
+        "--after-interrupted with that id%s",
+        found, it->message_id,
+        rq->mode == OPS_EDIT_MODE_APPROVE ? " to the approval (a second person settles it)" : "");
   if (!c->keep && c->ledger != NULL) {
     /* The ledger still decides whether a replay runs: under the identity
      * the task had and the one it will have. */
@@ -269,10 +283,28 @@ static void edit_acked(void *ctx, const dlqb_hop *hop) {
   else if (hop->event == DLQB_EV_EDIT_REJECTED) c->out->outcome = OPS_EDIT_REJECTED;
 }
 
+bool ops_edit_needs_ledger(const ops_edit_request *rq) {
+  return rq->mode == OPS_EDIT_MODE_APPROVE || (rq->mode != OPS_EDIT_MODE_REJECT && !rq->keep);
+}
+
 void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audit,
                   const dlqb_ledger *ledger, dlqb_stop_flag *stop, ops_edit_result *out) {
   memset(out, 0, sizeof *out);
   out->outcome = OPS_EDIT_NOT_FOUND;
+  /* An approval carries out what the verified trail records, read before
+   * the pass takes anything. */
+  ops_edit_proposal_record *record = NULL;
+  if (rq->mode == OPS_EDIT_MODE_APPROVE) {
+    record = calloc(1, sizeof *record);
+    dlqb_status rst = record == NULL
+                          ? dlqb_fail(&out->err, DLQB_ENOMEM, "out of memory")
+                          : ops_edit_read_proposal(x->cfg, rq->proposal_id, record, &out->err);
+    if (rst != DLQB_OK) {
+      out->outcome = rst == DLQB_EINVAL ? OPS_EDIT_BAD_PROPOSAL : OPS_EDIT_FAILED;
+      free(record);
+      return;
+    }
+  }
   const dlqb_pipeline *p = x->pipeline;
   const char *from = rq->from_review ? p->review : p->dlq;
   snprintf(out->from, sizeof out->from, "%s", from);
@@ -282,6 +314,7 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
   if (sel == NULL) {
     out->outcome = OPS_EDIT_FAILED;
     dlqb_fail(&out->err, DLQB_ENOMEM, "out of memory");
+    free(record);
     return;
   }
   dlqb_select_init(sel);
@@ -292,6 +325,7 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
       dlqb_select_set(sel, "limit", "1", &out->err) != DLQB_OK) {
     out->outcome = OPS_EDIT_FAILED;
     free(sel);
+    free(record);
     return;
   }
   ops_ctx mx = *x;
@@ -304,7 +338,9 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
                 .audit = audit,
                 .name_pipeline = x->cfg->pipeline_count > 0,
                 .default_max_attempts = p->policy.max_attempts,
-                .started_ms = dlqb_now_ms()};
+                .started_ms = dlqb_now_ms(),
+                .audit_log = x->cfg->audit.log,
+                .record = record};
   dlqb_iso_time(c.started_ms, c.now, sizeof c.now);
   c.req = rq->req;
   c.keep = rq->keep;
@@ -316,6 +352,7 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
     out->outcome = OPS_EDIT_FAILED;
     dlqb_fail(&out->err, DLQB_EIO, "no random bytes for the edit id");
     free(sel);
+    free(record);
     return;
   }
   dlqb_edit_id(rnd, out->rec.edit_id);
@@ -340,6 +377,8 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
   ops_move_watch w = {.acked = edit_acked, .ctx = &c};
   ops_move_pass(&mx, &m, audit, &w, stop, &out->move);
   free(sel);
+  free(record);
+  c.record = NULL;
   bool settled = out->outcome == OPS_EDIT_DONE || out->outcome == OPS_EDIT_PROPOSED ||
                  out->outcome == OPS_EDIT_REJECTED;
   /* Begun, and the broker certainly took no copy (it refused the publish

@@ -705,6 +705,173 @@ static void test_four_eyes(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* A copy of DLQ item id planted in the DLQ (by anyone who may publish to
+ * it: an operator, a worker, a producer) carrying a proposal nobody made:
+ * edit_proposal_id pid, the changes json, edit_proposed_by by. */
+static void plant_proposal(fx_case *t, const char *id, const char *pid, const char *json,
+                           const char *by) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, id), 0);
+  assert_int_equal(th_msg_set_str(&m, "legal_basis", "gdpr_17"), 0);
+  char iso[48];
+  th_iso_time(th_now_ms() - HOUR_MS, iso, sizeof iso);
+  assert_int_equal(th_msg_set_int(&m, "attempt", 0), 0);
+  assert_int_equal(th_msg_set_str(&m, "last_error", "invalid envelope: legal_basis 'gdpr_17'"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "invalid_envelope"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_at", iso), 0);
+  assert_int_equal(th_msg_set_str(&m, "edit_proposal_id", pid), 0);
+  assert_int_equal(th_msg_set_str(&m, "edit_proposal", json), 0);
+  assert_int_equal(th_msg_set_str(&m, "edit_proposed_by", by), 0);
+  assert_int_equal(th_msg_set_str(&m, "edit_proposed_at", iso), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+}
+
+#define FORGED_CHANGES                                                                             \
+  "{\"set\":{\"legal_basis\":\"gdpr_art_17\"},\"unset\":[],\"note\":\"x\",\"keep\":false}"
+
+/* Four eyes against forged proposals: an operator plants a proposal naming
+ * a second operator as its proposer and approves it himself; a producer
+ * plants one naming the first for the second to approve; a twin of a real
+ * proposal (its id, other changes) is planted behind it. Only what the
+ * signed trail records as proposed is approved, once; the trail stays
+ * true. */
+static void test_forged_proposals_are_not_approved(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init_as(&tr, true);
+  declare(t, &tr);
+  broker_user bob;
+  make_user(t, &bob, "bob", false);
+  th_result r;
+
+  const char *forged1 = "e-0123456789abcdef0123456789abcdef";
+  plant_proposal(t, "G-1", forged1, FORGED_CHANGES, bob.name);
+  const char *mine[] = {"edit", "approve", forged1, NULL};
+  run_as(t->vhost.url, &tr, mine, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_error_lines(r.err), 1);
+  assert_non_null(strstr(r.err, "is not the one the audit trail records (the audit trail records "
+                                "no such proposal): not approved"));
+  const char *forged2 = "e-fedcba9876543210fedcba9876543210";
+  plant_proposal(t, "G-2", forged2, FORGED_CHANGES, "guest");
+  const char *theirs[] = {"edit", "approve", forged2, NULL};
+  run_as(bob.url, &tr, theirs, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "the audit trail records no such proposal"));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  assert_int_equal(edited_records(&tr.a, "msg-G-1") + edited_records(&tr.a, "msg-G-2"), 0);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"edit_started\"", "msg-G-"), 0);
+
+  /* A real proposal, and behind it a planted twin with other changes. */
+  pub_invalid(t, "G-3");
+  char p3[64];
+  propose(t, &tr, "msg-G-3", p3, sizeof p3);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 3, WAIT_MS));
+  plant_proposal(t, "G-3", p3,
+                 "{\"set\":{\"legal_basis\":\"ccpa_delete\"},\"unset\":[],\"note\":\"producer "
+                 "typo, INC-9\",\"keep\":false}",
+                 "guest");
+  const char *approve3[] = {"edit", "approve", p3, NULL};
+  run_as(bob.url, &tr, approve3, &r);
+  assert_int_equal(r.exit_code, 0);
+  /* The twin now carries an approved proposal: refused, not run again. */
+  run_as(bob.url, &tr, approve3, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "the trail records it approved already"));
+  assert_int_equal(edited_records(&tr.a, "msg-G-3"), 1);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 1, WAIT_MS));
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_get(t->conn, "dsr.work", m), 1);
+  FX_HDR_STR_EQ(m, "legal_basis", "gdpr_art_17"); /* as proposed, not as planted */
+  assert_int_equal(fx_audit_verify(&tr.a, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  drop_user(&bob);
+  fx_audit_remove(&tr.a);
+}
+
+typedef struct {
+  const fx_audit *a;
+  const char *id;
+} started_wait;
+
+static bool approval_started(void *arg) {
+  started_wait *w = arg;
+  return count_records(w->a, "\"event\":\"edit_started\"", w->id) >= 1;
+}
+
+/* An approval killed after its intent (edit_started) and before its end,
+ * its copy sent and never taken: the approver goes through a proxy that
+ * drops everything it sends from its first publish to dsr.work on, and is
+ * SIGKILLed once its intent is in the trail. The approval again is refused
+ * as interrupted; the proposer may not settle it; the second person
+ * settles it with --after-interrupted, and the task goes on once. */
+static void test_interrupted_approval_settled_by_the_approver(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init_as(&tr, true);
+  declare(t, &tr);
+  broker_user bob;
+  make_user(t, &bob, "bob", false);
+  pub_invalid(t, "I-1");
+  char p[64];
+  propose(t, &tr, "msg-I-1", p, sizeof p);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, WAIT_MS));
+
+  th_proxy px = {0};
+  snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "dsr.work");
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url_env[TH_URL_MAX + 64];
+  assert_true(th_fmt(url_env, sizeof url_env, "DLQ_BRIDGE_URL=amqp://%s:%s@127.0.0.1:%d/%s",
+                     bob.name, BOB_PASSWORD, px.port, t->vhost.name));
+  const char *env[8];
+  size_t n = 0;
+  for (size_t i = 0; tr.env[i] != NULL; i++) env[n++] = tr.env[i];
+  env[n++] = url_env;
+  env[n] = NULL;
+  const char *args[] = {"edit", "approve", p, NULL};
+  th_bridge b;
+  assert_int_equal(th_command_start(&b, &t->vhost, args, env, "approve"), 0);
+  started_wait sw = {&tr.a, p};
+  bool started = th_wait_until(approval_started, &sw, WAIT_MS);
+  if (!started) th_bridge_dump_log(&b);
+  th_bridge_kill(&b);
+  th_proxy_cut(&px);
+  assert_true(started);
+  /* The original returns once the broker sees its consumer gone. */
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  assert_int_equal(edited_records(&tr.a, "msg-I-1"), 0);
+
+  th_result r;
+  run_as(bob.url, &tr, args, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "began and did not end"));
+  assert_non_null(strstr(r.err, "--after-interrupted with that id to the approval"));
+  const char *settle[] = {"edit", "approve", p, "--after-interrupted", p, NULL};
+  run_as(t->vhost.url, &tr, settle, &r); /* the proposer: four eyes still */
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "the proposer cannot approve their own edit"));
+  run_as(bob.url, &tr, settle, &r);
+  assert_int_equal(r.exit_code, 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 1, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  assert_int_equal(edited_records(&tr.a, "msg-I-1"), 1);
+  /* audit show says which copy counts: the approval that began, then the
+   * one that ended. */
+  const char *show[] = {"audit", "show", "--request-id", "I-1", NULL};
+  run_as(t->vhost.url, &tr, show, &r);
+  assert_int_equal(r.exit_code, 0);
+  const char *began = strstr(r.out, "edit_started");
+  assert_non_null(began);
+  assert_non_null(strstr(began, "edited           dsr.dlq.manual -> dsr.work"));
+  assert_int_equal(fx_audit_verify(&tr.a, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  drop_user(&bob);
+  fx_audit_remove(&tr.a);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -714,6 +881,8 @@ int main(void) {
       FX_TEST(test_edit_sigkill_leaves_one_copy_that_counts),
       FX_TEST(test_two_edits_at_once_one_wins),
       FX_TEST(test_four_eyes),
+      FX_TEST(test_forged_proposals_are_not_approved),
+      FX_TEST(test_interrupted_approval_settled_by_the_approver),
       FX_TEST(test_review_item_edited_by_its_owner),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

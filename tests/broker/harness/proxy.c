@@ -31,6 +31,14 @@ typedef struct {
   int64_t release_ms; /* > 0: what the broker sends waits until then */
   unsigned char *held;
   size_t nheld, held_cap;
+  /* The client's stream, followed frame by frame (drop_publish_to only):
+   * the current frame's first bytes, held until they show whether it is
+   * the publish to drop; then the rest of it passes (cskip) or, once that
+   * publish was seen, nothing more does (dropping). */
+  unsigned char cbuf[7 + 4 + 2 + 256 + 256];
+  size_t ncbuf;
+  uint64_t cskip;
+  bool dropping;
 } th__pconn;
 
 static void th__pconn_close(th__pconn *c) {
@@ -89,6 +97,58 @@ static size_t th__find_deliver(th__pconn *c, const unsigned char *b, size_t n, b
   return i;
 }
 
+#define TH__BASIC_PUBLISH 40
+
+/* Bytes of a frame's start that tell a basic.publish's routing key. */
+static size_t th__publish_prefix(const unsigned char *h) {
+  uint32_t size = (uint32_t)h[3] << 24 | (uint32_t)h[4] << 16 | (uint32_t)h[5] << 8 | h[6];
+  size_t want = (size_t)TH__FRAME_HEAD + size + 1, cap = sizeof((th__pconn *)0)->cbuf;
+  return want < cap ? want : cap;
+}
+
+/* Whether the frame starting in b (n bytes of it) is a basic.publish to
+ * routing key rk. */
+static bool th__is_publish_to(const unsigned char *b, size_t n, const char *rk) {
+  if (n < TH__METHOD_HEAD + 2 + 1 || b[0] != TH__FRAME_METHOD || b[7] != 0 || b[8] != TH__BASIC ||
+      b[9] != 0 || b[10] != TH__BASIC_PUBLISH)
+    return false;
+  size_t i = TH__METHOD_HEAD + 2; /* the reserved short */
+  size_t xl = b[i++];
+  i += xl; /* the exchange */
+  if (i >= n) return false;
+  size_t kl = b[i++];
+  return i + kl <= n && kl == strlen(rk) && memcmp(b + i, rk, kl) == 0;
+}
+
+/* Passes on what a client sent c, but for drop_publish_to (rk). */
+static bool th__from_client(th__pconn *c, const unsigned char *b, size_t n, const char *rk) {
+  if (rk[0] == '\0') return th__write_all(c->up, b, n);
+  size_t i = 0;
+  while (i < n && !c->dropping) {
+    if (c->cskip > 0) {
+      size_t take = c->cskip < n - i ? (size_t)c->cskip : n - i;
+      if (!th__write_all(c->up, b + i, take)) return false;
+      i += take;
+      c->cskip -= take;
+      continue;
+    }
+    c->cbuf[c->ncbuf++] = b[i++];
+    if (c->ncbuf < TH__FRAME_HEAD) continue;
+    size_t prefix = th__publish_prefix(c->cbuf);
+    if (c->ncbuf < prefix) continue;
+    if (th__is_publish_to(c->cbuf, c->ncbuf, rk)) {
+      c->dropping = true;
+      break;
+    }
+    uint32_t size = (uint32_t)c->cbuf[3] << 24 | (uint32_t)c->cbuf[4] << 16 |
+                    (uint32_t)c->cbuf[5] << 8 | c->cbuf[6];
+    if (!th__write_all(c->up, c->cbuf, c->ncbuf)) return false;
+    c->cskip = (uint64_t)TH__FRAME_HEAD + size + 1 - c->ncbuf;
+    c->ncbuf = 0;
+  }
+  return true;
+}
+
 /* Passes on what the broker sent c: at once, or (stall_ms) from its first
  * delivery on, held until stall_ms after that delivery arrived. */
 static bool th__from_broker(th__pconn *c, const unsigned char *b, size_t n, int stall_ms) {
@@ -107,7 +167,7 @@ static bool th__from_broker(th__pconn *c, const unsigned char *b, size_t n, int 
 /* The proxy process: accepts on port, connects each client to the broker
  * and copies bytes both ways. After SIGUSR1 it discards what the broker
  * sends (confirms, deliveries) but keeps passing on what clients send. */
-static void th__proxy_main(int listen_fd, int broker_port, int stall_ms) {
+static void th__proxy_main(int listen_fd, int broker_port, int stall_ms, const char *drop_rk) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   signal(SIGUSR1, th__on_usr1);
   enum { MAXC = 16 };
@@ -141,7 +201,8 @@ static void th__proxy_main(int listen_fd, int broker_port, int stall_ms) {
         if (cl >= 0) close(cl);
         if (u >= 0) close(u);
       } else {
-        c[slot] = (th__pconn){.cli = cl, .up = u};
+        /* cskip 8: the protocol header ("AMQP" 0 0 9 1) is no frame. */
+        c[slot] = (th__pconn){.cli = cl, .up = u, .cskip = 8};
       }
     }
     for (int i = 0; i < MAXC; i++) {
@@ -150,7 +211,7 @@ static void th__proxy_main(int listen_fd, int broker_port, int stall_ms) {
         if (pf->fd < 0 || !(pf->revents & (POLLIN | POLLHUP | POLLERR))) continue;
         ssize_t got = read(pf->fd, buf, sizeof buf);
         bool ok = got > 0;
-        if (ok && dir == 0) ok = th__write_all(c[i].up, buf, (size_t)got);
+        if (ok && dir == 0) ok = th__from_client(&c[i], buf, (size_t)got, drop_rk);
         else if (ok) ok = th__from_broker(&c[i], buf, (size_t)got, stall_ms);
         if (!ok) {
           th__pconn_close(&c[i]);
@@ -191,7 +252,7 @@ int th_proxy_start(th_proxy *px) {
     close(fd);
     return -1;
   }
-  if (pid == 0) th__proxy_main(fd, e->amqp_port, px->delivery_stall_ms);
+  if (pid == 0) th__proxy_main(fd, e->amqp_port, px->delivery_stall_ms, px->drop_publish_to);
   close(fd);
   px->pid = pid;
   return 0;
