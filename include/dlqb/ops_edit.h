@@ -138,7 +138,10 @@ typedef struct {
   char item_edit_id[DLQB_EDIT_ID_MAX]; /* its edit_id ("" for an original) */
   char from[DLQB_QNAME_MAX], to[DLQB_QNAME_MAX];
   char proposer[128]; /* APPROVE, REJECT: who proposed it */
-  dlqb_hop_edit rec;  /* what the trail records (or would) */
+  /* INTERRUPTED: the edit that began and did not end (what
+   * after_interrupted must name to settle it). */
+  char interrupted_edit[DLQB_EDIT_ID_MAX];
+  dlqb_hop_edit rec; /* what the trail records (or would) */
   ops_move_outcome move;
 } ops_edit_result;
 

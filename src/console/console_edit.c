@@ -136,6 +136,29 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
   console_broker_free(user_broker);
 }
 
+/* An approval interrupted mid-way (its intent recorded, no end): the
+ * approver, having checked that no copy carrying that edit id is live,
+ * approves again naming it; the proposer never gets here (their own
+ * approval is refused first). */
+static void settle_form(console_req *r, const ops_edit_request *rq, const ops_edit_result *res) {
+  dlqb_html *h = &r->out;
+  dlqb_html_raw(h, "<form method=\"post\" action=\"/edit/decide\" class=\"action\" "
+                   "id=\"settle\">");
+  console_csrf_field(r);
+  dlqb_html_raw(h, "<input type=\"hidden\" name=\"proposal\" value=\"");
+  dlqb_html_text(h, rq->proposal_id);
+  dlqb_html_raw(h, "\"><input type=\"hidden\" name=\"kind\" value=\"approve\">"
+                   "<input type=\"hidden\" name=\"after-interrupted\" value=\"");
+  dlqb_html_text(h, res->interrupted_edit);
+  dlqb_html_raw(h, "\"><label><span>I checked the work queue and the completion ledger: no copy "
+                   "carrying ");
+  dlqb_html_text(h, res->interrupted_edit);
+  dlqb_html_raw(h, " is live</span><input type=\"checkbox\" name=\"checked\" value=\"yes\" "
+                   "id=\"settle-checked\" required></label>"
+                   "<button type=\"submit\" id=\"settle-approve\">Approve after the "
+                   "interrupted one</button></form>");
+}
+
 static void result_page(console_req *r, const ops_edit_request *rq, const ops_edit_result *res) {
   bool ok = res->outcome == OPS_EDIT_DONE || res->outcome == OPS_EDIT_PREVIEWED ||
             res->outcome == OPS_EDIT_PROPOSED || res->outcome == OPS_EDIT_REJECTED;
@@ -174,6 +197,8 @@ static void result_page(console_req *r, const ops_edit_request *rq, const ops_ed
   dlqb_html_raw(h, "</p>");
   bool shown = res->outcome != OPS_EDIT_NOT_FOUND && res->outcome != OPS_EDIT_FAILED &&
                res->outcome != OPS_EDIT_VOID && rq->mode != OPS_EDIT_MODE_REJECT;
+  if (res->outcome == OPS_EDIT_INTERRUPTED && rq->mode == OPS_EDIT_MODE_APPROVE)
+    settle_form(r, rq, res);
   if (shown) preview_table(h, res);
   dlqb_html_raw(h, "<p><a href=\"/review\">The review inbox</a> · <a href=\"/\">The DLQ</a></p>");
   console_page_end(r);
@@ -225,7 +250,16 @@ void console_post_edit_decide(console_req *r) {
   console_form(r, "proposal", id, sizeof id);
   console_form(r, "kind", kind, sizeof kind);
   console_form(r, "note", note, sizeof note);
+  char after[DLQB_EDIT_ID_MAX + 2] = "", checked[8] = "";
+  console_form(r, "after-interrupted", after, sizeof after);
+  console_form(r, "checked", checked, sizeof checked);
   bool approve = strcmp(kind, "approve") == 0;
+  if (after[0] != '\0' && (!approve || strcmp(checked, "yes") != 0)) {
+    console_error_page(r, 400, "Not done",
+                       "Settling an interrupted approval needs your check that its copy is not "
+                       "live.");
+    goto done;
+  }
   if (id[0] == '\0' || (!approve && strcmp(kind, "reject") != 0) || (!approve && !note[0])) {
     console_error_page(r, 400, "Not done", "Give a proposal and approve, or reject with a note.");
     goto done;
@@ -233,6 +267,7 @@ void console_post_edit_decide(console_req *r) {
   rq->mode = approve ? OPS_EDIT_MODE_APPROVE : OPS_EDIT_MODE_REJECT;
   rq->proposal_id = id;
   rq->note = note[0] ? note : NULL;
+  rq->after_interrupted = after[0] ? after : NULL;
   run_as_user(r, rq, res);
   result_page(r, rq, res);
 done:

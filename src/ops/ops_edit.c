@@ -221,7 +221,8 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
                   "stale, the edited copy counts",
                   it->message_id, found);
   if (trail == OPS_EDIT_TRAIL_STARTED &&
-      (rq->after_interrupted == NULL || strcmp(rq->after_interrupted, found) != 0))
+      (rq->after_interrupted == NULL || strcmp(rq->after_interrupted, found) != 0)) {
+    snprintf(out->interrupted_edit, sizeof out->interrupted_edit, "%s", found);
     return refuse(
         c, OPS_EDIT_INTERRUPTED,
         "edit %s of %s began and did not end: its copy, which carries that edit_id, "
@@ -229,6 +230,7 @@ static bool accept_copy(edit_ctx *c, const dlqb_delivery *d, const dlqb_item *it
         "--after-interrupted with that id%s",
         found, it->message_id,
         rq->mode == OPS_EDIT_MODE_APPROVE ? " to the approval (a second person settles it)" : "");
+  }
   if (!c->keep && c->ledger != NULL) {
     /* The ledger still decides whether a replay runs: under the identity
      * the task had and the one it will have. */
@@ -403,6 +405,6 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
   if (c.decided && out->outcome == OPS_EDIT_PREVIEWED && !rq->dry_run) {
     out->outcome = OPS_EDIT_NOT_CONFIRMED;
     dlqb_fail(&out->err, DLQB_EBROKER, "the move of '%s' was not confirmed; it is still in %s",
-              rq->message_id, from);
+              out->item.message_id, from);
   }
 }

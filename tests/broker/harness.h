@@ -374,11 +374,12 @@ typedef struct {
    * behind it on the socket waiting too; what clients send is never held.
    * Read by th_proxy_start. */
   int delivery_stall_ms;
-  /* Not "": on each connection, from a client's first basic.publish with
-   * this routing key on, nothing more the client sends reaches the broker
-   * (that publish included): a copy sent and never taken, its sender
-   * still running, as a mover killed between its intent and its copy
-   * leaves the world. Read by th_proxy_start. */
+  /* Not "": on the first connection that sends a basic.publish with this
+   * routing key, from that publish on, nothing more the client sends
+   * reaches the broker (that publish included): a copy sent and never
+   * taken, as a mover killed between its intent and its copy leaves the
+   * world. Other connections, and later ones, pass as ever. Read by
+   * th_proxy_start. */
   char drop_publish_to[64];
 } th_proxy;
 

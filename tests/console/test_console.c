@@ -676,6 +676,107 @@ static void test_console_fits_a_phone(void **state) {
   fx_audit_remove(&a);
 }
 
+/* ---- an interrupted approval, settled in the console -------------------- */
+
+static void one_item(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  (void)i;
+  snprintf(it->id, sizeof it->id, "S-2026-0001");
+  snprintf(it->source_system, sizeof it->source_system, "crm");
+  it->dlq_at_ms = th_now_ms() - 3600 * 1000;
+}
+
+/* op proposes an edit (the CLI); op2 approves it in the console, which
+ * reaches the broker through a proxy that drops each connection's copy to
+ * dsr.work: the approval's intent is in the trail and its copy never
+ * arrives. Approving again is refused as interrupted; the settle form, with
+ * op2's check, approves it; the task is in dsr.work once
+ * (tests/console/settle.spec.js). */
+static void test_console_settles_an_interrupted_approval(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  need_browser();
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(decl, t->vhost.url, NULL, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", 1, one_item, NULL), 0);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  char op[TH_NAME_MAX + 8], op2[TH_NAME_MAX + 8];
+  assert_true(th_fmt(op, sizeof op, "%s-op", t->vhost.name));
+  assert_true(th_fmt(op2, sizeof op2, "%s-op2", t->vhost.name));
+  const char *all = "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}";
+  make_user(t, op, "op-pw", all);
+  make_user(t, op2, "op2-pw", all);
+
+  /* op proposes: the default edit_approval makes the edit a proposal. */
+  char op_url[TH_URL_MAX];
+  assert_true(th_fmt(op_url, sizeof op_url, "amqp://%s:op-pw@127.0.0.1:%d/%s", op, e->amqp_port,
+                     t->vhost.name));
+  const char *const penv[] = {a.env_log, a.env_key, a.env_pub, NULL};
+  static const char *const propose[] = {"edit",
+                                        "--message-id",
+                                        "S-2026-0001",
+                                        "--set",
+                                        "ticket=T-7",
+                                        "--note",
+                                        "the ticket it belongs to",
+                                        "--json",
+                                        NULL};
+  assert_int_equal(th_run_bridge(propose, op_url, penv, TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  json_object *doc = json_tokener_parse(r.out);
+  assert_non_null(doc);
+  assert_string_equal(str_of(doc, "outcome"), "proposed");
+  char proposal[64];
+  snprintf(proposal, sizeof proposal, "%s", str_of(doc, "edit_id"));
+  json_object_put(doc);
+
+  th_proxy px = {0};
+  snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "dsr.work");
+  assert_int_equal(th_proxy_start(&px), 0);
+  listening l = {th_free_port()};
+  char env_url[TH_URL_MAX + 64], env_addr[96];
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
+                     px.port, t->vhost.name));
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l.port));
+  const char *const cenv[] = {env_url, env_addr, a.env_log, a.env_key, a.env_pub, NULL};
+  static const char *const args[] = {"console", NULL};
+  th_bridge console;
+  assert_int_equal(th_command_start(&console, &t->vhost, args, cenv, "console-settle"), 0);
+  if (!th_wait_until(console_up, &l, TIMEOUT_MS)) {
+    th_bridge_dump_log(&console);
+    th_bridge_kill(&console);
+    fail_msg("the console did not listen on port %d", l.port);
+  }
+  char shots[TH_PATH_MAX], cmd[4 * TH_PATH_MAX];
+  assert_true(th_fmt(shots, sizeof shots, "%s/console-shots", e->log_dir));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "mkdir -p '%s' && NODE_PATH=%s CONSOLE_URL=http://127.0.0.1:%d OP2_USER=%s "
+                     "OP2_PASS=op2-pw PROPOSAL=%s CHROMIUM=%s SHOTS='%s' node "
+                     "%s/tests/console/settle.spec.js",
+                     shots, NODE_MODULES, l.port, op2, proposal, CHROMIUM, shots, e->source_dir));
+  fflush(NULL);
+  int rc = system(cmd);
+  int exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  int stop = th_bridge_stop(&console, 15000);
+  th_proxy_cut(&px);
+  if (exit_code != 0 || stop != 0) th_bridge_dump_log(&console);
+  assert_int_equal(exit_code, 0);
+  assert_int_equal(stop, 0);
+  /* Once: the settled approval's copy, nothing from the interrupted one. */
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 1);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  assert_int_equal(fx_count_in_file(a.log, "\"event\":\"edited\""), 1);
+  assert_int_equal(fx_count_in_file(a.log, "\"event\":\"edit_started\""), 2);
+  assert_int_equal(fx_audit_verify(&a, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  drop_user(op);
+  drop_user(op2);
+  fx_audit_remove(&a);
+}
+
 int main(void) {
   /* DLQB_TEST_FILTER=test_console_jobs* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
@@ -685,6 +786,7 @@ int main(void) {
       FX_TEST(test_console_in_a_browser),
       FX_TEST(test_console_jobs_survive_restarts),
       FX_TEST(test_console_fits_a_phone),
+      FX_TEST(test_console_settles_an_interrupted_approval),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,6 +120,9 @@ static bool th__is_publish_to(const unsigned char *b, size_t n, const char *rk) 
   return i + kl <= n && kl == strlen(rk) && memcmp(b + i, rk, kl) == 0;
 }
 
+/* A connection has dropped its publish to drop_publish_to: no other will. */
+static bool th__dropped_one;
+
 /* Passes on what a client sent c, but for drop_publish_to (rk). */
 static bool th__from_client(th__pconn *c, const unsigned char *b, size_t n, const char *rk) {
   if (rk[0] == '\0') return th__write_all(c->up, b, n);
@@ -136,8 +139,8 @@ static bool th__from_client(th__pconn *c, const unsigned char *b, size_t n, cons
     if (c->ncbuf < TH__FRAME_HEAD) continue;
     size_t prefix = th__publish_prefix(c->cbuf);
     if (c->ncbuf < prefix) continue;
-    if (th__is_publish_to(c->cbuf, c->ncbuf, rk)) {
-      c->dropping = true;
+    if (!th__dropped_one && th__is_publish_to(c->cbuf, c->ncbuf, rk)) {
+      th__dropped_one = c->dropping = true;
       break;
     }
     uint32_t size = (uint32_t)c->cbuf[3] << 24 | (uint32_t)c->cbuf[4] << 16 |
