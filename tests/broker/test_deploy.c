@@ -512,6 +512,133 @@ static void test_wrong_password_file_is_reported_without_the_password(void **sta
   drop_user(&u);
 }
 
+/* ---- the shipped users: looks answered from the catalog ------------------- */
+
+/* A role's three patterns, as a file the project ships gives them. */
+typedef struct {
+  char configure[256], write[256], read[256];
+} perms;
+
+/* user's permissions in a definitions file (demo-users.json, compose.json). */
+static void perms_from_definitions(const char *file, const char *user, perms *out) {
+  json_object *doc = json_object_from_file(file), *list;
+  assert_non_null(doc);
+  assert_true(json_object_object_get_ex(doc, "permissions", &list));
+  bool found = false;
+  for (size_t i = 0; i < json_object_array_length(list) && !found; i++) {
+    json_object *p = json_object_array_get_idx(list, i);
+    if (strcmp(th_json_str(p, "user"), user) != 0) continue;
+    fmt(out->configure, sizeof out->configure, "%s", th_json_str(p, "configure"));
+    fmt(out->write, sizeof out->write, "%s", th_json_str(p, "write"));
+    fmt(out->read, sizeof out->read, "%s", th_json_str(p, "read"));
+    found = true;
+  }
+  json_object_put(doc);
+  if (!found) fail_msg("%s gives no permissions to %s", file, user);
+}
+
+/* user's permissions in the rabbitmqctl lines of docs/least-privilege.md:
+ * `rabbitmqctl set_permissions -p / USER 'c' 'w' \` and 'r' on the next
+ * line, or all on one. */
+static void perms_from_doc(const char *file, const char *user, perms *out) {
+  FILE *f = fopen(file, "r");
+  assert_non_null(f);
+  char line[1024], cmd[2048] = "", head[160];
+  fmt(head, sizeof head, "rabbitmqctl set_permissions -p / %s ", user);
+  bool in = false;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (!in && strncmp(line, head, strlen(head)) != 0) continue;
+    in = true;
+    strncat(cmd, line, sizeof cmd - strlen(cmd) - 1);
+    char *bs = strrchr(cmd, '\\');
+    if (bs == NULL || bs[1] != '\n') break; /* no continuation: the command ends */
+    *bs = ' ';
+  }
+  fclose(f);
+  if (!in) fail_msg("%s has no rabbitmqctl set_permissions line for %s", file, user);
+  char *fields[3] = {out->configure, out->write, out->read};
+  const char *q = cmd + strlen(head);
+  for (int k = 0; k < 3; k++) {
+    q = strchr(q, '\'');
+    assert_non_null(q);
+    const char *end = strchr(q + 1, '\'');
+    assert_non_null(end);
+    fmt(fields[k], 256, "%.*s", (int)(end - q - 1), q + 1);
+    q = end + 1;
+  }
+}
+
+/* p as the management API's JSON body (backslashes escaped). */
+static void perms_json(const perms *p, char *out, size_t cap) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "configure", json_object_new_string(p->configure));
+  json_object_object_add(o, "write", json_object_new_string(p->write));
+  json_object_object_add(o, "read", json_object_new_string(p->read));
+  fmt(out, cap, "%s", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+  json_object_put(o);
+}
+
+/* The bridge and operator users as the project ships them, three ways
+ * (definitions/demo-users.json, definitions/compose.json, the rabbitmqctl
+ * lines of docs/least-privilege.md): a look as each (inspect) is answered
+ * from the catalog, not by reading the queue. */
+static void test_shipped_users_look_from_the_catalog(void **state) {
+  fx_case *t = *state;
+  const th_env *e = th_env_get();
+  static const char *const declare[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, "lp-look"), 0);
+  assert_int_equal(th_msg_add_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual", 1, 5000));
+  /* Put straight into the queue: the catalog learns of it from a verify,
+   * as the daemon's check would run it. */
+  static const char *const verify[] = {"catalog", "verify", NULL};
+  assert_int_equal(th_run_bridge(verify, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+
+  char demo[TH_PATH_MAX], compose[TH_PATH_MAX], doc[TH_PATH_MAX];
+  fmt(demo, sizeof demo, "%s/definitions/demo-users.json", e->source_dir);
+  fmt(compose, sizeof compose, "%s/definitions/compose.json", e->source_dir);
+  fmt(doc, sizeof doc, "%s/docs/least-privilege.md", e->source_dir);
+  static const char *const users[] = {"dlq-bridge", "dlq-operator"};
+  static const char *const inspect[] = {"inspect", "--all", "--json", NULL};
+  int looks = 0;
+  for (int src = 0; src < 3; src++) {
+    for (int u = 0; u < 2; u++) {
+      perms p;
+      if (src == 0) perms_from_definitions(demo, users[u], &p);
+      else if (src == 1) perms_from_definitions(compose, users[u], &p);
+      else perms_from_doc(doc, users[u], &p);
+      char body[1024], role[48];
+      perms_json(&p, body, sizeof body);
+      fmt(role, sizeof role, "%s-%d", users[u] + 4, src);
+      restricted_user ru;
+      make_user(t, role, body, &ru);
+      run_as(&ru, inspect, NULL, &r);
+      assert_int_equal(r.exit_code, 0);
+      json_object *j = json_tokener_parse(r.out), *cat;
+      assert_non_null(j);
+      assert_true(json_object_object_get_ex(j, "catalog", &cat));
+      if (strcmp(th_json_str(cat, "source"), "catalog") != 0)
+        fail_msg("%s as %s's %s permissions: a look read the queue (%s)",
+                 src == 0   ? "demo-users.json"
+                 : src == 1 ? "compose.json"
+                            : "least-privilege.md",
+                 users[u], "shipped", r.err);
+      json_object_put(j);
+      drop_user(&ru);
+      looks++;
+    }
+  }
+  assert_int_equal(looks, 6);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -520,6 +647,7 @@ int main(void) {
       FX_TEST(test_bridge_without_dlq_read_is_unhealthy),
       FX_TEST(test_least_privilege_operator_runs_ops),
       FX_TEST(test_least_privilege_anchors),
+      FX_TEST(test_shipped_users_look_from_the_catalog),
       FX_TEST(test_wrong_password_file_is_reported_without_the_password),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
