@@ -53,7 +53,9 @@ dlqb_status dlqb_anchor_stop(dlqb_anchor_pub *p, dlqb_error *err);
 /* Appends one message (a checkpoint or a cosignature, docs/audit.md) to
  * dsr.audit.anchors over a connection of its own named purpose, as an
  * anchor is published (persistent, mandatory, the user as user_id, one
- * confirm within DLQB_ANCHOR_CONFIRM_MS). */
+ * confirm within DLQB_ANCHOR_CONFIRM_MS), then waits (up to 30 s) until the
+ * stream's message count, up to which readers read, shows it: a `prove`
+ * or `witness` run right after sees it. */
 dlqb_status dlqb_anchor_append(const dlqb_config *cfg, const char *purpose, const char *line,
                                size_t len, dlqb_error *err);
 

@@ -125,12 +125,32 @@ static dlqb_status publish_head(dlqb_anchor_pub *p, dlqb_error *err) {
   return st;
 }
 
+/* How long an append waits for the stream's message count to show it. */
+#define VISIBLE_WAIT_MS 30000
+
 dlqb_status dlqb_anchor_append(const dlqb_config *cfg, const char *purpose, const char *line,
                                size_t len, dlqb_error *err) {
   dlqb_link *link = NULL;
+  uint32_t before = 0;
   dlqb_status st = dlqb_link_open(&cfg->broker, purpose, &link, err);
   if (st == DLQB_OK) st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
+  if (st == DLQB_OK) st = dlqb_link_queue_depth(link, DLQB_Q_ANCHORS, &before, NULL, err);
   if (st == DLQB_OK) st = publish_line(link, line, len, err);
+  /* Confirmed is not yet readable: a reader reads up to the stream's
+   * message count, which lags an append by a moment (seconds under load),
+   * so a `prove` or `witness` right after would not find it. Return once
+   * the count shows it. */
+  int64_t until = dlqb_mono_ms() + VISIBLE_WAIT_MS;
+  uint32_t now = before;
+  while (st == DLQB_OK && now <= before && dlqb_mono_ms() < until) {
+    st = dlqb_link_queue_depth(link, DLQB_Q_ANCHORS, &now, NULL, err);
+    if (st == DLQB_OK && now <= before) dlqb_sleep_us(NULL, 50000);
+  }
+  if (st == DLQB_OK && now <= before)
+    dlqb_log_warn("anchor_unseen",
+                  "%s took the message but its count does not show it after %d ms: a reader "
+                  "right now may not see it yet",
+                  DLQB_Q_ANCHORS, VISIBLE_WAIT_MS);
   if (link != NULL) {
     if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
     else dlqb_link_abort(link);
