@@ -17,10 +17,17 @@ typedef struct {
   int64_t seen_ms; /* monotonic: the idle clock */
 } session_slot;
 
+/* An address's sign-ins: the failures of the current window and the
+ * attempts still waiting on the broker. A sign-in takes its place here
+ * before it asks the broker, so a burst sent at once gets no more than the
+ * limit through to the broker's login; a success ends its attempt and
+ * clears nothing (another account's good password must not buy more
+ * guesses at this one). */
 typedef struct {
   char addr[64];
   int fails;
-  int64_t first_ms; /* first failure of the current window */
+  int pending;
+  int64_t first_ms; /* first attempt of the current window */
 } fail_slot;
 
 #define FAIL_SLOTS 256
@@ -118,15 +125,30 @@ void console_broker_free(dlqb_broker_conf *broker) {
 static fail_slot *fail_slot_of(const char *addr, int64_t now) {
   fail_slot *oldest = &fails[0];
   for (size_t i = 0; i < FAIL_SLOTS; i++) {
-    if (fails[i].fails > 0 && strcmp(fails[i].addr, addr) == 0) {
-      if (now - fails[i].first_ms > CONSOLE_LOGIN_WINDOW_MS) fails[i].fails = 0;
+    bool used = fails[i].fails > 0 || fails[i].pending > 0;
+    if (used && strcmp(fails[i].addr, addr) == 0) {
+      if (now - fails[i].first_ms > CONSOLE_LOGIN_WINDOW_MS) {
+        fails[i].fails = 0;
+        fails[i].first_ms = now;
+      }
       return &fails[i];
     }
-    if (fails[i].fails == 0 || fails[i].first_ms < oldest->first_ms) oldest = &fails[i];
+    if (fails[i].pending == 0 && (fails[i].fails == 0 || fails[i].first_ms < oldest->first_ms))
+      oldest = &fails[i];
   }
   memset(oldest, 0, sizeof *oldest);
   snprintf(oldest->addr, sizeof oldest->addr, "%s", addr);
   return oldest;
+}
+
+/* Ends one attempt that console_sign_in let through, counting it as a
+ * failure or not. */
+static void attempt_end(const char *addr, bool failed) {
+  pthread_mutex_lock(&lock);
+  fail_slot *f = fail_slot_of(addr, mono_ms());
+  if (f->pending > 0) f->pending--;
+  if (failed) f->fails++;
+  pthread_mutex_unlock(&lock);
 }
 
 bool console_sign_in(const dlqb_config *base, const char *addr, const char *user,
@@ -136,7 +158,12 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
   int64_t now = mono_ms();
   pthread_mutex_lock(&lock);
   fail_slot *f = fail_slot_of(addr, now);
-  bool blocked = f->fails >= CONSOLE_LOGIN_FAILS;
+  /* Counted with the attempts still out: they may all fail. */
+  bool blocked = f->fails + f->pending >= CONSOLE_LOGIN_FAILS;
+  if (!blocked) {
+    if (f->fails == 0 && f->pending == 0) f->first_ms = now;
+    f->pending++;
+  }
   pthread_mutex_unlock(&lock);
   if (blocked) {
     *rate_limited = true;
@@ -146,6 +173,7 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
   memset(who, 0, sizeof *who);
   if (user[0] == '\0' || strlen(user) >= sizeof who->user ||
       strlen(password) >= sizeof who->password) {
+    attempt_end(addr, false);
     snprintf(why, why_len, "give a broker user name and password");
     return false;
   }
@@ -159,10 +187,7 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
                        : dlqb_link_open(user_broker, "dlq-bridge console sign-in", &link, &err);
   console_broker_free(user_broker);
   if (st != DLQB_OK) {
-    pthread_mutex_lock(&lock);
-    f = fail_slot_of(addr, mono_ms());
-    if (f->fails++ == 0) f->first_ms = mono_ms();
-    pthread_mutex_unlock(&lock);
+    attempt_end(addr, true);
     /* The link's message names host, user and vhost, never the password. */
     snprintf(why, why_len, "sign-in failed: %s", err.msg);
     dlqb_log_warn("console", "sign-in of '%s' from %s failed", user, addr);
@@ -170,14 +195,13 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
     return false;
   }
   dlqb_link_close(link);
+  attempt_end(addr, false);
   if (!console_random_token(who->id) || !console_random_token(who->csrf)) {
     snprintf(why, why_len, "no random numbers for a session");
     explicit_bzero(who, sizeof *who);
     return false;
   }
   pthread_mutex_lock(&lock);
-  f = fail_slot_of(addr, mono_ms());
-  f->fails = 0;
   /* A full table drops the longest idle session. */
   session_slot *slot = &sessions[0];
   for (size_t i = 0; i < CONSOLE_SESSIONS; i++) {

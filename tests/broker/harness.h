@@ -381,6 +381,10 @@ typedef struct {
    * world. Other connections, and later ones, pass as ever. Read by
    * th_proxy_start. */
   char drop_publish_to[64];
+  /* > 0: what each new connection's client sends reaches the broker this
+   * many ms after it connected (a slow broker login, seen from the
+   * client). Read by th_proxy_start. */
+  int connect_stall_ms;
 } th_proxy;
 
 /* Starts a proxy process listening on 127.0.0.1:px->port (when 0, a free

@@ -39,12 +39,17 @@ typedef struct {
   size_t ncbuf;
   uint64_t cskip;
   bool dropping;
+  /* connect_stall_ms: what the client sends waits until then. */
+  int64_t client_release_ms;
+  unsigned char *cheld;
+  size_t ncheld, cheld_cap;
 } th__pconn;
 
 static void th__pconn_close(th__pconn *c) {
   if (c->cli >= 0) close(c->cli);
   if (c->up >= 0) close(c->up);
   free(c->held);
+  free(c->cheld);
   *c = (th__pconn){.cli = -1, .up = -1};
 }
 
@@ -170,10 +175,25 @@ static bool th__from_broker(th__pconn *c, const unsigned char *b, size_t n, int 
 /* The proxy process: accepts on port, connects each client to the broker
  * and copies bytes both ways. After SIGUSR1 it discards what the broker
  * sends (confirms, deliveries) but keeps passing on what clients send. */
-static void th__proxy_main(int listen_fd, int broker_port, int stall_ms, const char *drop_rk) {
+/* Holds what a client sent while its connection's stall lasts. */
+static bool th__client_hold(th__pconn *c, const unsigned char *b, size_t n) {
+  if (c->ncheld + n > c->cheld_cap) {
+    size_t cap = (c->ncheld + n) * 2;
+    unsigned char *h = realloc(c->cheld, cap);
+    if (h == NULL) return false;
+    c->cheld = h;
+    c->cheld_cap = cap;
+  }
+  memcpy(c->cheld + c->ncheld, b, n);
+  c->ncheld += n;
+  return true;
+}
+
+static void th__proxy_main(int listen_fd, int broker_port, int stall_ms, const char *drop_rk,
+                           int connect_stall_ms) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   signal(SIGUSR1, th__on_usr1);
-  enum { MAXC = 16 };
+  enum { MAXC = 64 };
   th__pconn c[MAXC];
   for (int i = 0; i < MAXC; i++) c[i] = (th__pconn){.cli = -1, .up = -1};
   unsigned char buf[65536];
@@ -187,6 +207,8 @@ static void th__proxy_main(int listen_fd, int broker_port, int stall_ms, const c
       p[n++] = (struct pollfd){.fd = c[i].up, .events = POLLIN};
       if (c[i].release_ms > 0 && c[i].release_ms - now < timeout)
         timeout = c[i].release_ms > now ? (int)(c[i].release_ms - now) : 0;
+      if (c[i].client_release_ms > 0 && c[i].client_release_ms - now < timeout)
+        timeout = c[i].client_release_ms > now ? (int)(c[i].client_release_ms - now) : 0;
     }
     if (poll(p, (nfds_t)n, timeout) < 0) {
       if (errno == EINTR) continue;
@@ -206,6 +228,7 @@ static void th__proxy_main(int listen_fd, int broker_port, int stall_ms, const c
       } else {
         /* cskip 8: the protocol header ("AMQP" 0 0 9 1) is no frame. */
         c[slot] = (th__pconn){.cli = cl, .up = u, .cskip = 8};
+        if (connect_stall_ms > 0) c[slot].client_release_ms = th__mono_ms() + connect_stall_ms;
       }
     }
     for (int i = 0; i < MAXC; i++) {
@@ -214,7 +237,9 @@ static void th__proxy_main(int listen_fd, int broker_port, int stall_ms, const c
         if (pf->fd < 0 || !(pf->revents & (POLLIN | POLLHUP | POLLERR))) continue;
         ssize_t got = read(pf->fd, buf, sizeof buf);
         bool ok = got > 0;
-        if (ok && dir == 0) ok = th__from_client(&c[i], buf, (size_t)got, drop_rk);
+        if (ok && dir == 0 && c[i].client_release_ms > 0)
+          ok = th__client_hold(&c[i], buf, (size_t)got);
+        else if (ok && dir == 0) ok = th__from_client(&c[i], buf, (size_t)got, drop_rk);
         else if (ok) ok = th__from_broker(&c[i], buf, (size_t)got, stall_ms);
         if (!ok) {
           th__pconn_close(&c[i]);
@@ -224,6 +249,13 @@ static void th__proxy_main(int listen_fd, int broker_port, int stall_ms, const c
     }
     /* A stall over: what waited goes on, in order, before anything newer. */
     now = th__mono_ms();
+    for (int i = 0; i < MAXC; i++) {
+      if (c[i].client_release_ms <= 0 || now < c[i].client_release_ms) continue;
+      c[i].client_release_ms = 0;
+      bool ok = th__from_client(&c[i], c[i].cheld, c[i].ncheld, drop_rk);
+      c[i].ncheld = 0;
+      if (!ok) th__pconn_close(&c[i]);
+    }
     for (int i = 0; i < MAXC; i++) {
       if (c[i].release_ms <= 0 || now < c[i].release_ms) continue;
       bool ok = th__write_all(c[i].cli, c[i].held, c[i].nheld);
@@ -255,7 +287,9 @@ int th_proxy_start(th_proxy *px) {
     close(fd);
     return -1;
   }
-  if (pid == 0) th__proxy_main(fd, e->amqp_port, px->delivery_stall_ms, px->drop_publish_to);
+  if (pid == 0)
+    th__proxy_main(fd, e->amqp_port, px->delivery_stall_ms, px->drop_publish_to,
+                   px->connect_stall_ms);
   close(fd);
   px->pid = pid;
   return 0;
