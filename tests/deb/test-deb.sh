@@ -21,6 +21,11 @@
 #  4. a downgrade back to the older one is refused;
 #  5. remove keeps config, keys and trail; purge removes config.json and
 #     the private key, keeps the (non-empty) trail with its public key;
+#     Installed again after that purge: a new key pair, its public key beside
+#     the kept one (both installs' records verify), a task routed; purged
+#     again. The shipped config loads on the minimal root after the first
+#     install (ca-certificates, which its tls_ca_file names, comes as a
+#     dependency);
 #  6. piuparts (install, purge; install the older from a local archive,
 #     upgrade to the new, remove, purge) in a copy of the same cached root.
 #
@@ -233,6 +238,14 @@ apt_in_root install --no-install-recommends "/debs/old/$(basename "$old_deb")" >
     { tail -n 20 "$work/install-old.log" >&2; die "installing $old_version failed"; }
 grep -q 'nothing is enabled or started' "$work/install-old.log" || fail "the first install does not say that nothing is started"
 grep -q 'made the audit key pair' "$work/install-old.log" || fail "the first install does not say it made the audit key pair"
+# The shipped config loads on this minimal root (its tls_ca_file is
+# ca-certificates', which the package depends on): drain status reads the
+# config and needs no broker.
+dpkg-deb -f "$new_deb" Depends | grep -qw ca-certificates ||
+    fail "the package does not depend on ca-certificates, whose bundle its shipped config names"
+rc=0
+in_root dlq-bridge drain status >"$work/shipped-config.log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "the shipped config does not load on a minimal root (exit $rc: $(tail -n 1 "$work/shipped-config.log"))"
 
 step "the operator's part: broker URL, password; the daemon ($old_version) as its unit runs it"
 in_root /bin/sh -euc "
@@ -357,6 +370,31 @@ in_root test -e /etc/dlq-bridge/bridge_password || fail "purge removed the opera
 in_root test -s /var/lib/dlq-bridge/audit.log || fail "purge removed the audit trail"
 in_root test -e "/etc/dlq-bridge/audit-keys/$(uname -n).pem" || fail "purge removed the public key of the kept trail"
 grep -q 'kept the audit trail' "$work/purge.log" || fail "purge does not say it kept the audit trail"
+
+step "installed again after the purge: a new key pair beside the kept public key; both installs' records verify"
+apt_in_root install --no-install-recommends "/debs/new/$(basename "$new_deb")" >"$work/reinstall.log" 2>&1 ||
+    { tail -n 20 "$work/reinstall.log" >&2; die "installing $version again after the purge failed"; }
+grep -q 'made the audit key pair' "$work/reinstall.log" || fail "the install after the purge made no key pair"
+in_root test -e "/etc/dlq-bridge/audit-keys/$(uname -n).pem" || fail "the install after the purge lost the kept public key"
+npub=$(in_root sh -c 'ls /etc/dlq-bridge/audit-keys/*.pem | wc -l')
+[ "$npub" = 2 ] || fail "after the reinstall audit-keys holds $npub public keys, not the kept one and the new one"
+in_root /bin/sh -euc "
+    cat >/etc/dlq-bridge/config.json <<EOF
+{
+  \"audit_log\": \"/var/lib/dlq-bridge/audit.log\",
+  \"audit_public_keys\": \"/etc/dlq-bridge/audit-keys\",
+  \"url\": \"amqp://dlq-bridge@127.0.0.1:$amqp_port/%2f\",
+  \"metrics_addr\": \"127.0.0.1:$metrics_port\",
+  \"log_format\": \"json\",
+  \"instance\": \"deb-test\"
+}
+EOF"
+start_daemon
+route_one deb-task-3
+stop_daemon
+in_root dlq-bridge audit verify >"$work/verify-reinstall.log" 2>&1 ||
+    fail "audit verify over the records of both installs: $(tail -n 3 "$work/verify-reinstall.log")"
+apt_in_root purge dlq-bridge >"$work/purge-again.log" 2>&1 || die "the second purge failed (log: $work/purge-again.log)"
 
 step "piuparts: install, purge; the older from an archive, upgrade, remove, purge"
 repo=$work/piuparts/repo
