@@ -475,13 +475,9 @@ dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note
   *out = NULL;
   if (!e->finished || e->request_id == NULL)
     return dlqb_fail(err, DLQB_EINVAL, "no request collected");
-  if (e->nrecs == 0 || e->position == UINT64_MAX)
-    return dlqb_fail(err, DLQB_EINVAL,
-                     "request_id %s has no record in the checkpoint's tree "
-                     "(%" PRIu64 " lines)%s",
-                     e->request_id, e->size,
-                     e->later ? "; it has records after it: prove again after the next checkpoint"
-                              : "");
+  /* Records in the archived files first: a request all of whose records
+   * were archived has records, not none (to a DPO "no record in the tree"
+   * reads as "never existed"). */
   if (e->archived > 0)
     return dlqb_fail(err, DLQB_EINVAL,
                      "request_id %s has %zu record%s in the archived files (before line %" PRIu64
@@ -489,6 +485,13 @@ dlqb_status dlqb_evidence_bundle(dlqb_evidence *e, const char *note, size_t note
                      "were deleted stay valid",
                      e->request_id, e->archived, e->archived == 1 ? "" : "s", e->start + 1,
                      e->archived == 1 ? "it" : "them");
+  if (e->nrecs == 0 || e->position == UINT64_MAX)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "request_id %s has no record in the checkpoint's tree "
+                     "(%" PRIu64 " lines)%s",
+                     e->request_id, e->size,
+                     e->later ? "; it has records after it: prove again after the next checkpoint"
+                              : "");
   json_object *b = json_object_new_object();
   json_object_object_add(b, "format", json_object_new_string(DLQB_EVIDENCE_FORMAT));
   json_object_object_add(b, "request_id", json_object_new_string(e->request_id));
