@@ -16,6 +16,8 @@ static const cli_flag flags[] = {
     {"rate", true, "N",
      "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
     {"dry-run", false, NULL, "list what would be replayed or skipped; move and write nothing"},
+    {"note", true, "TEXT",
+     "why it is replayed now (the fix, the ticket): the hop's reason in the audit trail"},
     OPS_WIDE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
@@ -24,7 +26,8 @@ static const cli_flag flags[] = {
 const cli_spec cmd_replay_spec = {
     .name = "replay",
     .summary = "send DLQ items back to dsr.work after a fix (attempts reset)",
-    .usage = "dlq-bridge replay (--all | FILTER...) [--limit N] [--rate N] [--dry-run] [--json]",
+    .usage = "dlq-bridge replay (--all | FILTER...) [--note TEXT] [--limit N] [--rate N] "
+             "[--dry-run] [--json]",
     .details = "Moves the selected items of dsr.dlq.manual to dsr.work with attempt reset to 0,\n"
                "last_error, dlq_reason and dlq_at removed, replay_count raised by one (at most\n"
                "1000000, which counts as replayed too often) and\n"
@@ -41,7 +44,9 @@ const cli_spec cmd_replay_spec = {
                "The ledger is read whole each time, unless DLQ_BRIDGE_LEDGER_CACHE names a\n"
                "file to keep it in between runs: then only its new entries are read.\n"
                "A task replayed DLQ_BRIDGE_MAX_REPLAYS times that fails again goes to\n"
-               "compliance_review instead of the DLQ.",
+               "compliance_review instead of the DLQ. Each replayed hop's reason in the audit\n"
+               "trail is --note when given (the fix, the ticket), else the error it had failed\n"
+               "with.",
     .flags = flags,
     .settings = true,
     .uses = (const char *const[]){CLI_USES_BROKER, CLI_USES_LOG, CLI_USES_AUDIT, "ledger_cache",
@@ -51,10 +56,18 @@ const cli_spec cmd_replay_spec = {
 typedef struct {
   ops_opts o;
   ops_stamp stamp;
+  const char *note; /* --note, or NULL */
 } replay_opts;
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
-  return ops_flag(&((replay_opts *)ctx)->o, flag, value, err);
+  replay_opts *r = ctx;
+  if (flag != NULL && strcmp(flag, "note") == 0) {
+    if (value[0] == '\0' || strlen(value) > DLQB_LAST_ERROR_MAX)
+      return dlqb_fail(err, DLQB_EINVAL, "--note: give 1 to %d bytes", DLQB_LAST_ERROR_MAX);
+    r->note = value;
+    return DLQB_OK;
+  }
+  return ops_flag(&r->o, flag, value, err);
 }
 
 int cmd_replay(int argc, char **argv) {
@@ -78,7 +91,7 @@ int cmd_replay(int argc, char **argv) {
     return EXIT_USAGE;
   }
   dlqb_stop_flag *stop = cli_stop_flag();
-  ops_stamp_init(&r.stamp, r.o.actor, NULL);
+  ops_stamp_init(&r.stamp, r.o.actor, r.note);
 
   /* The whole ledger first: replaying on a partial one could re-run a
    * completed erasure, so a failure to read it stops the replay. */

@@ -70,7 +70,9 @@ static const char *move_reason(const ops_move_spec *m, const dlqb_item *it) {
   const ops_stamp *st = m->stamp;
   switch (m->kind) {
   case OPS_MOVE_REPLAY:
-    /* The audit record keeps why it had failed; the message no longer does. */
+    /* Why now (the fix, the ticket) when the operator said; else why it had
+     * failed, which the message no longer keeps. */
+    if (st->has_note) return st->note;
     return it->last_error[0] != '\0' ? it->last_error : "replay";
   case OPS_MOVE_ESCALATE: return st->has_note ? st->note : DLQB_ESCALATION_OPERATOR;
   case OPS_MOVE_EDIT: return st->has_note ? st->note : "edited";

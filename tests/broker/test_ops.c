@@ -215,6 +215,33 @@ static void test_replay_rewrites_envelope(void **state) {
   th_msg_release(&m);
 }
 
+/* replay --note: the replayed hop's reason in the trail is the note (the
+ * fix, the ticket), not the old error; without it, the old error. */
+static void test_replay_note_is_the_reason(void **state) {
+  fx_case *t = *state;
+  declare(t);
+  fx_audit a;
+  assert_int_equal(fx_audit_init(&a), 0);
+  const char *const env[] = {a.env_log, a.env_key, NULL};
+  pub_simple(t, "n1");
+  pub_simple(t, "n2");
+  static const char *const noted[] = {
+      "replay", "--request-id", "n1", "--note", "fixed upstream, INC-4711", NULL};
+  static const char *const plain[] = {"replay", "--request-id", "n2", NULL};
+  th_result r;
+  run(t, noted, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  run(t, plain, env, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(fx_count_in_file(a.log, "\"reason\":\"fixed upstream, INC-4711\""), 1);
+  assert_int_equal(fx_count_in_file(a.log, "\"event\":\"replayed\""), 2);
+  assert_int_equal(fx_count_in_file(a.log, "\"reason\":\"rejected by worker\""), 1);
+  static const char *const empty[] = {"replay", "--all", "--note", "", NULL};
+  run(t, empty, env, &r);
+  assert_int_equal(r.exit_code, 2);
+  fx_audit_remove(&a);
+}
+
 static void test_replay_usage_and_dry_run(void **state) {
   fx_case *t = *state;
   declare(t);
@@ -1158,6 +1185,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_replay_each_filter),
       FX_TEST(test_replay_rewrites_envelope),
+      FX_TEST(test_replay_note_is_the_reason),
       FX_TEST(test_replay_usage_and_dry_run),
       FX_TEST(test_replay_limit),
       FX_TEST(test_replay_skips_completed),
