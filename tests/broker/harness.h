@@ -374,12 +374,11 @@ typedef struct {
    * behind it on the socket waiting too; what clients send is never held.
    * Read by th_proxy_start. */
   int delivery_stall_ms;
-  /* Not "": on the first connection that sends a basic.publish with this
-   * routing key, from that publish on, nothing more the client sends
-   * reaches the broker (that publish included): a copy sent and never
-   * taken, as a mover killed between its intent and its copy leaves the
-   * world. Other connections, and later ones, pass as ever. Read by
-   * th_proxy_start. */
+  /* Not "": the first connection that sends a basic.publish with this
+   * routing key is cut there, that publish never reaching the broker: a
+   * copy sent and never taken, the connection lost between a mover's
+   * intent and its copy. Other connections, and later ones, pass as ever.
+   * Read by th_proxy_start. */
   char drop_publish_to[64];
   /* > 0: what each new connection's client sends reaches the broker this
    * many ms after it connected (a slow broker login, seen from the

@@ -803,7 +803,7 @@ static bool approval_started(void *arg) {
 
 /* An approval killed after its intent (edit_started) and before its end,
  * its copy sent and never taken: the approver goes through a proxy that
- * drops everything it sends from its first publish to dsr.work on, and is
+ * cuts its connection at its publish to dsr.work (the copy never arrives), and is
  * SIGKILLed once its intent is in the trail. The approval again is refused
  * as interrupted; the proposer may not settle it; the second person
  * settles it with --after-interrupted, and the task goes on once. */

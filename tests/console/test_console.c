@@ -688,9 +688,9 @@ static void one_item(void *ctx, size_t i, th_bulk_item *it) {
 }
 
 /* op proposes an edit (the CLI); op2 approves it in the console, which
- * reaches the broker through a proxy that drops each connection's copy to
- * dsr.work: the approval's intent is in the trail and its copy never
- * arrives. Approving again is refused as interrupted; the settle form, with
+ * reaches the broker through a proxy that cuts the first connection to
+ * publish to dsr.work there: the approval's intent is in the trail, its
+ * copy never arrives and its connection is lost. Approving again is refused as interrupted; the settle form, with
  * op2's check, approves it; the task is in dsr.work once
  * (tests/console/settle.spec.js). */
 static void test_console_settles_an_interrupted_approval(void **state) {

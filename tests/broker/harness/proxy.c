@@ -33,12 +33,11 @@ typedef struct {
   size_t nheld, held_cap;
   /* The client's stream, followed frame by frame (drop_publish_to only):
    * the current frame's first bytes, held until they show whether it is
-   * the publish to drop; then the rest of it passes (cskip) or, once that
-   * publish was seen, nothing more does (dropping). */
+   * the publish to cut the connection at; else the rest of it passes
+   * (cskip). */
   unsigned char cbuf[7 + 4 + 2 + 256 + 256];
   size_t ncbuf;
   uint64_t cskip;
-  bool dropping;
   /* connect_stall_ms: what the client sends waits until then. */
   int64_t client_release_ms;
   unsigned char *cheld;
@@ -132,7 +131,7 @@ static bool th__dropped_one;
 static bool th__from_client(th__pconn *c, const unsigned char *b, size_t n, const char *rk) {
   if (rk[0] == '\0') return th__write_all(c->up, b, n);
   size_t i = 0;
-  while (i < n && !c->dropping) {
+  while (i < n) {
     if (c->cskip > 0) {
       size_t take = c->cskip < n - i ? (size_t)c->cskip : n - i;
       if (!th__write_all(c->up, b + i, take)) return false;
@@ -145,8 +144,8 @@ static bool th__from_client(th__pconn *c, const unsigned char *b, size_t n, cons
     size_t prefix = th__publish_prefix(c->cbuf);
     if (c->ncbuf < prefix) continue;
     if (!th__dropped_one && th__is_publish_to(c->cbuf, c->ncbuf, rk)) {
-      th__dropped_one = c->dropping = true;
-      break;
+      th__dropped_one = true;
+      return false; /* the caller closes both ends: the publish is lost with them */
     }
     uint32_t size = (uint32_t)c->cbuf[3] << 24 | (uint32_t)c->cbuf[4] << 16 |
                     (uint32_t)c->cbuf[5] << 8 | c->cbuf[6];
