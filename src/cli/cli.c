@@ -404,6 +404,24 @@ static const cli_flag *find_cmd_flag(const cli_spec *spec, const char *name) {
   return NULL;
 }
 
+/* The option of spec nearest to name (its own flags and the settings it
+ * uses), when one is within two edits: a mistyped --limt is told about
+ * --limit, as a mistyped command or config key is. NULL: none near. */
+static const char *nearest_flag(const cli_spec *spec, const char *name) {
+  const char *best = NULL;
+  size_t best_d = 3;
+  for (const cli_flag *f = spec->flags; f && f->name; f++) {
+    size_t d = dlqb_text_distance(name, f->name);
+    if (d < best_d) best_d = d, best = f->name;
+  }
+  for (const dlqb_config_setting *s = dlqb_config_settings(); spec->settings && s->key; s++) {
+    if (s->flag == NULL || !cli_uses(spec, s->key)) continue;
+    size_t d = dlqb_text_distance(name, s->flag);
+    if (d < best_d) best_d = d, best = s->flag;
+  }
+  return best;
+}
+
 /* Splits "--name=value" / "--name value"; returns the value or NULL and
  * advances *i when the value is the next argument. */
 static const char *flag_value(int argc, char **argv, int *i, char *name, size_t cap) {
@@ -522,7 +540,11 @@ int cli_load(const cli_spec *spec, int argc, char **argv, dlqb_config *cfg, cli_
       continue;
     }
     if (cf == NULL && s == NULL) {
-      cli_error("unknown option '--%s' (see 'dlq-bridge %s --help')", name, spec->name);
+      const char *near = nearest_flag(spec, name);
+      if (near != NULL)
+        cli_error("unknown option '--%s'; did you mean '--%s'? (see 'dlq-bridge %s --help')", name,
+                  near, spec->name);
+      else cli_error("unknown option '--%s' (see 'dlq-bridge %s --help')", name, spec->name);
       return EXIT_USAGE;
     }
     const char *value = NULL;

@@ -187,6 +187,11 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
       {{"insepct", "--json"}, NULL, 2, "did you mean 'inspect'?"},
       {{"inspect", "--prefetch", "5", "--json"}, NULL, 2, "unknown option '--prefetch'"},
       {{"inspect", "--actor", "bob", "--json"}, NULL, 2, "unknown option '--actor'"},
+      {{"inspect", "--limt", "5", "--json"},
+       NULL,
+       2,
+       "unknown option '--limt'; did you mean '--limit'?"},
+      {{"replay", "--all", "--nte", "x", "--json"}, NULL, 2, "did you mean '--note'?"},
       {{"inspect", unreachable, "--json"}, NULL, 1, "connection refused"},
       {{"stats", unreachable, "--json"}, NULL, 1, "connection refused"},
   };
