@@ -423,6 +423,17 @@ static void job_counts(job *j, const dlqb_scan_result *r) {
   j->rec.left_in_place = r->held;
 }
 
+/* Each hop as its original is acked: the page's counts move with the
+ * broker, not once a tick (job_tick sets them from the pass's own counts
+ * each second, which also puts right a copy an earlier pass had made). */
+static void job_acked(void *ctx, const dlqb_hop *hop) {
+  job *j = ctx;
+  pthread_mutex_lock(&lock);
+  if (hop->to[0] != '\0') j->rec.moved++;
+  else j->rec.removed++;
+  pthread_mutex_unlock(&lock);
+}
+
 static void job_tick(void *ctx, const dlqb_scan_result *r) {
   job *j = ctx;
   pthread_mutex_lock(&lock);
@@ -496,7 +507,7 @@ static void *job_main(void *arg) {
     m.only = picked;
     m.only_ctx = j->picks;
   }
-  ops_move_watch w = {.tick = job_tick, .ctx = j};
+  ops_move_watch w = {.acked = job_acked, .tick = job_tick, .ctx = j};
   ops_ctx x = pass_context(o);
   ops_move_pass(&x, &m, audit, &w, &j->stop, out);
   pthread_mutex_lock(&lock);
