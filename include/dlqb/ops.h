@@ -296,8 +296,12 @@ void ops_hops_sort(struct json_object **hops, size_t n);
 void ops_hops_free(ops_hops *c);
 
 /* Verifies the configured trail (cfg->audit.log and its rotated files,
- * its seal, the writers' keys audit_public_keys) and collects c's hops
- * from it, sorted; on an error nothing of it may be shown. */
+ * its seal, the writers' keys audit_public_keys), showing each accepted
+ * line to visit; on an error nothing visit saw may be used. */
+dlqb_status ops_trail_verify(const dlqb_config *cfg, dlqb_audit_visit_fn visit, void *ctx,
+                             dlqb_error *err);
+
+/* ops_trail_verify collecting c's hops, sorted. */
 dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err);
 
 /* One hop as `audit show` prints it (one line, sanitised, no newline). */

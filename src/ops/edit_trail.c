@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlqb/ops.h"
 #include "dlqb/ops_edit.h"
 #include "dlqb/text.h"
 
@@ -135,22 +136,8 @@ dlqb_status ops_edit_read_proposal(const dlqb_config *cfg, const char *proposal_
   if (n <= 0 || (size_t)n >= sizeof s.needle || strpbrk(proposal_id, "\"\\") != NULL)
     return dlqb_fail(err, DLQB_EINVAL, "'%.64s' is not an edit id", proposal_id);
   s.needle_len = (size_t)n;
-  dlqb_audit_keyring *ring = dlqb_audit_keyring_new();
-  char **files = NULL;
-  size_t nfiles = 0;
-  char seal[DLQB_CONFIG_STR_MAX + 16];
-  dlqb_audit_summary sum;
-  dlqb_status st = ring == NULL ? dlqb_fail(err, DLQB_ENOMEM, "out of memory")
-                                : dlqb_audit_keyring_add(ring, cfg->audit.public_keys, err);
-  if (st == DLQB_OK) st = dlqb_audit_list_files(cfg->audit.log, &files, &nfiles, err);
-  if (st == DLQB_OK) {
-    snprintf(seal, sizeof seal, "%s%s", cfg->audit.log, DLQB_AUDIT_SEAL_SUFFIX);
-    /* partial 0: the whole trail verifies, or nothing it says is taken. */
-    st = dlqb_audit_verify_files(ring, (const char *const *)files, nfiles, seal, 0, proposal_visit,
-                                 &s, &sum, err);
-  }
-  dlqb_audit_files_free(files, nfiles);
-  dlqb_audit_keyring_free(ring);
+  /* The whole trail verifies, or nothing it says is taken. */
+  dlqb_status st = ops_trail_verify(cfg, proposal_visit, &s, err);
   if (st != DLQB_OK) memset(out, 0, sizeof *out);
   return st;
 }

@@ -160,7 +160,8 @@ void ops_hops_free(ops_hops *c) {
   c->n = c->cap = 0;
 }
 
-dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err) {
+dlqb_status ops_trail_verify(const dlqb_config *cfg, dlqb_audit_visit_fn visit, void *ctx,
+                             dlqb_error *err) {
   dlqb_audit_keyring *ring = dlqb_audit_keyring_new();
   char **files = NULL;
   size_t nfiles = 0;
@@ -171,11 +172,16 @@ dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err) 
   if (st == DLQB_OK) st = dlqb_audit_list_files(cfg->audit.log, &files, &nfiles, err);
   if (st == DLQB_OK) {
     snprintf(seal, sizeof seal, "%s%s", cfg->audit.log, DLQB_AUDIT_SEAL_SUFFIX);
-    st = dlqb_audit_verify_files(ring, (const char *const *)files, nfiles, seal, 0,
-                                 ops_hops_collect, c, &sum, err);
+    st = dlqb_audit_verify_files(ring, (const char *const *)files, nfiles, seal, 0, visit, ctx,
+                                 &sum, err);
   }
-  if (st == DLQB_OK) ops_hops_sort(c->hops, c->n);
   dlqb_audit_files_free(files, nfiles);
   dlqb_audit_keyring_free(ring);
+  return st;
+}
+
+dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err) {
+  dlqb_status st = ops_trail_verify(cfg, ops_hops_collect, c, err);
+  if (st == DLQB_OK) ops_hops_sort(c->hops, c->n);
   return st;
 }

@@ -100,6 +100,33 @@ static void fill_dlq(fx_case *t, const fx_audit *a) {
   FX_CHECK(t, fx_stop_bridges(t) == 0);
 }
 
+/* Starts `dlq-bridge console` on a free port (into l) for t's vhost, its
+ * own URL naming only host and vhost (it signs in nobody) at amqp_port
+ * (the node's, or a test proxy's), with the trail of a (NULL: none), and
+ * waits until it listens. */
+static void start_console(fx_case *t, int amqp_port, const fx_audit *a, const char *tag,
+                          listening *l, th_bridge *console) {
+  l->port = th_free_port();
+  assert_true(l->port > 0);
+  char env_url[TH_URL_MAX + 64], env_addr[96];
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
+                     amqp_port, t->vhost.name));
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l->port));
+  const char *cenv[] = {env_url, env_addr, NULL, NULL, NULL, NULL};
+  if (a != NULL) {
+    cenv[2] = a->env_log;
+    cenv[3] = a->env_key;
+    cenv[4] = a->env_pub;
+  }
+  static const char *const args[] = {"console", NULL};
+  assert_int_equal(th_command_start(console, &t->vhost, args, cenv, tag), 0);
+  if (!th_wait_until(console_up, l, TIMEOUT_MS)) {
+    th_bridge_dump_log(console);
+    th_bridge_kill(console);
+    fail_msg("the console did not listen on port %d", l->port);
+  }
+}
+
 /* Fails the test unless chromium, node and playwright-core are there. */
 static void need_browser(void) {
   struct stat st;
@@ -133,22 +160,9 @@ static void test_console_in_a_browser(void **state) {
   make_user(t, op2, "op2-pw", "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}");
   make_user(t, ro, "ro-pw", "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}");
 
-  /* The console's own URL names only host and vhost: it signs in nobody. */
-  listening l = {th_free_port()};
-  assert_true(l.port > 0);
-  char env_url[TH_URL_MAX + 64], env_addr[96];
-  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
-                     e->amqp_port, t->vhost.name));
-  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l.port));
-  const char *const cenv[] = {env_url, env_addr, a.env_log, a.env_key, a.env_pub, NULL};
-  static const char *const args[] = {"console", NULL};
+  listening l;
   th_bridge console;
-  assert_int_equal(th_command_start(&console, &t->vhost, args, cenv, "console"), 0);
-  if (!th_wait_until(console_up, &l, TIMEOUT_MS)) {
-    th_bridge_dump_log(&console);
-    th_bridge_kill(&console);
-    fail_msg("the console did not listen on port %d", l.port);
-  }
+  start_console(t, e->amqp_port, &a, "console", &l, &console);
 
   char cmd[4 * TH_PATH_MAX];
   const char *shots = getenv("DLQB_CONSOLE_SHOTS"); /* docs/console.md's screenshots */
@@ -594,21 +608,9 @@ static void test_console_fits_a_phone(void **state) {
   char op[TH_NAME_MAX + 8];
   assert_true(th_fmt(op, sizeof op, "%s-op", t->vhost.name));
   make_user(t, op, OP_PASSWORD, "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}");
-  listening l = {th_free_port()};
-  assert_true(l.port > 0);
-  char env_url[TH_URL_MAX + 64], env_addr[96];
-  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
-                     e->amqp_port, t->vhost.name));
-  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l.port));
-  const char *const cenv[] = {env_url, env_addr, a.env_log, a.env_key, a.env_pub, NULL};
-  static const char *const args[] = {"console", NULL};
+  listening l;
   th_bridge console;
-  assert_int_equal(th_command_start(&console, &t->vhost, args, cenv, "console-phone"), 0);
-  if (!th_wait_until(console_up, &l, TIMEOUT_MS)) {
-    th_bridge_dump_log(&console);
-    th_bridge_kill(&console);
-    fail_msg("the console did not listen on port %d", l.port);
-  }
+  start_console(t, e->amqp_port, &a, "console-phone", &l, &console);
 
   char cmd[4 * TH_PATH_MAX];
   assert_true(
@@ -737,20 +739,9 @@ static void test_console_settles_an_interrupted_approval(void **state) {
   th_proxy px = {0};
   snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "dsr.work");
   assert_int_equal(th_proxy_start(&px), 0);
-  listening l = {th_free_port()};
-  char env_url[TH_URL_MAX + 64], env_addr[96];
-  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
-                     px.port, t->vhost.name));
-  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l.port));
-  const char *const cenv[] = {env_url, env_addr, a.env_log, a.env_key, a.env_pub, NULL};
-  static const char *const args[] = {"console", NULL};
+  listening l;
   th_bridge console;
-  assert_int_equal(th_command_start(&console, &t->vhost, args, cenv, "console-settle"), 0);
-  if (!th_wait_until(console_up, &l, TIMEOUT_MS)) {
-    th_bridge_dump_log(&console);
-    th_bridge_kill(&console);
-    fail_msg("the console did not listen on port %d", l.port);
-  }
+  start_console(t, px.port, &a, "console-settle", &l, &console);
   char shots[TH_PATH_MAX], cmd[4 * TH_PATH_MAX];
   assert_true(th_fmt(shots, sizeof shots, "%s/console-shots", e->log_dir));
   assert_true(th_fmt(cmd, sizeof cmd,
@@ -827,20 +818,9 @@ static void test_console_sign_in_limit_holds(void **state) {
   make_user(t, op2, "op2-pw", all);
   th_proxy px = {.connect_stall_ms = 300};
   assert_int_equal(th_proxy_start(&px), 0);
-  listening l = {th_free_port()};
-  char env_url[TH_URL_MAX + 64], env_addr[96];
-  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
-                     px.port, t->vhost.name));
-  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", l.port));
-  const char *const cenv[] = {env_url, env_addr, NULL};
-  static const char *const args[] = {"console", NULL};
+  listening l;
   th_bridge console;
-  assert_int_equal(th_command_start(&console, &t->vhost, args, cenv, "console-limit"), 0);
-  if (!th_wait_until(console_up, &l, TIMEOUT_MS)) {
-    th_bridge_dump_log(&console);
-    th_bridge_kill(&console);
-    fail_msg("the console did not listen on port %d", l.port);
-  }
+  start_console(t, px.port, NULL, "console-limit", &l, &console);
   (void)e;
   int wrong_tried = 0, wrong_refused_early = 0, good_in = 0;
   for (int round = 0; round < 3; round++) {
