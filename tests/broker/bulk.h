@@ -32,8 +32,9 @@ int th_bulk_publish_dlq(th_conn *c, const char *queue, size_t n,
                         void (*fill)(void *ctx, size_t i, th_bulk_item *item), void *ctx);
 
 /* Takes every message off queue (a consumer with auto-ack) until it has
- * been empty for idle_ms, calling visit(ctx, request_id) for each in the
- * order the queue held them. Returns how many it took. */
+ * been quiet for idle_ms and is empty (a quiet queue that still holds some
+ * is waited for, a minute at most), calling visit(ctx, request_id) for
+ * each in the order the queue held them. Returns how many it took. */
 long th_bulk_drain(th_conn *c, const char *queue, int idle_ms,
                    void (*visit)(void *ctx, const char *request_id), void *ctx);
 
