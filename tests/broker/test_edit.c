@@ -54,18 +54,22 @@ static void declare(fx_case *t, const trail *tr) {
 }
 
 /* A DLQ item as the bridge leaves an invalid envelope: legal_basis
- * "gdpr_17", dead-lettered an hour ago. */
+ * "gdpr_17", dead-lettered an hour ago (its time, ISO, into iso). */
+static void invalid_item(th_msg *m, const char *id, char *iso, size_t cap) {
+  th_msg_init(m);
+  assert_int_equal(th_msg_task(m, id), 0);
+  assert_int_equal(th_msg_set_str(m, "legal_basis", "gdpr_17"), 0);
+  th_iso_time(th_now_ms() - HOUR_MS, iso, cap);
+  assert_int_equal(th_msg_set_int(m, "attempt", 0), 0);
+  assert_int_equal(th_msg_set_str(m, "last_error", "invalid envelope: legal_basis 'gdpr_17'"), 0);
+  assert_int_equal(th_msg_set_str(m, "dlq_reason", "invalid_envelope"), 0);
+  assert_int_equal(th_msg_set_str(m, "dlq_at", iso), 0);
+}
+
 static void pub_invalid(fx_case *t, const char *id) {
   th_msg m;
-  th_msg_init(&m);
-  assert_int_equal(th_msg_task(&m, id), 0);
-  assert_int_equal(th_msg_set_str(&m, "legal_basis", "gdpr_17"), 0);
   char iso[48];
-  th_iso_time(th_now_ms() - HOUR_MS, iso, sizeof iso);
-  assert_int_equal(th_msg_set_int(&m, "attempt", 0), 0);
-  assert_int_equal(th_msg_set_str(&m, "last_error", "invalid envelope: legal_basis 'gdpr_17'"), 0);
-  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "invalid_envelope"), 0);
-  assert_int_equal(th_msg_set_str(&m, "dlq_at", iso), 0);
+  invalid_item(&m, id, iso, sizeof iso);
   assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
   th_msg_release(&m);
 }
@@ -711,15 +715,8 @@ static void test_four_eyes(void **state) {
 static void plant_proposal(fx_case *t, const char *id, const char *pid, const char *json,
                            const char *by) {
   th_msg m;
-  th_msg_init(&m);
-  assert_int_equal(th_msg_task(&m, id), 0);
-  assert_int_equal(th_msg_set_str(&m, "legal_basis", "gdpr_17"), 0);
   char iso[48];
-  th_iso_time(th_now_ms() - HOUR_MS, iso, sizeof iso);
-  assert_int_equal(th_msg_set_int(&m, "attempt", 0), 0);
-  assert_int_equal(th_msg_set_str(&m, "last_error", "invalid envelope: legal_basis 'gdpr_17'"), 0);
-  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "invalid_envelope"), 0);
-  assert_int_equal(th_msg_set_str(&m, "dlq_at", iso), 0);
+  invalid_item(&m, id, iso, sizeof iso);
   assert_int_equal(th_msg_set_str(&m, "edit_proposal_id", pid), 0);
   assert_int_equal(th_msg_set_str(&m, "edit_proposal", json), 0);
   assert_int_equal(th_msg_set_str(&m, "edit_proposed_by", by), 0);
