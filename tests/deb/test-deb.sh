@@ -149,6 +149,22 @@ stop_daemon() {
     [ "$rc" = 0 ] || fail "the daemon exited $rc on SIGTERM (log: $work/daemon.log)"
 }
 
+# The operator's config.json: the broker URL (the password is a file of its
+# own), the trail and its keys, metrics on the test's port.
+operator_config() {
+    in_root /bin/sh -euc "
+    cat >/etc/dlq-bridge/config.json <<EOF
+{
+  \"audit_log\": \"/var/lib/dlq-bridge/audit.log\",
+  \"audit_public_keys\": \"/etc/dlq-bridge/audit-keys\",
+  \"url\": \"amqp://dlq-bridge@127.0.0.1:$amqp_port/%2f\",
+  \"metrics_addr\": \"127.0.0.1:$metrics_port\",
+  \"log_format\": \"json\",
+  \"instance\": \"deb-test\"
+}
+EOF"
+}
+
 # A task failed while the daemon runs must land in the DLQ, by max_attempts.
 route_one() {
     fail_a_task "$1"
@@ -248,17 +264,8 @@ in_root dlq-bridge drain status >"$work/shipped-config.log" 2>&1 || rc=$?
 [ "$rc" = 0 ] || fail "the shipped config does not load on a minimal root (exit $rc: $(tail -n 1 "$work/shipped-config.log"))"
 
 step "the operator's part: broker URL, password; the daemon ($old_version) as its unit runs it"
+operator_config
 in_root /bin/sh -euc "
-    cat >/etc/dlq-bridge/config.json <<EOF
-{
-  \"audit_log\": \"/var/lib/dlq-bridge/audit.log\",
-  \"audit_public_keys\": \"/etc/dlq-bridge/audit-keys\",
-  \"url\": \"amqp://dlq-bridge@127.0.0.1:$amqp_port/%2f\",
-  \"metrics_addr\": \"127.0.0.1:$metrics_port\",
-  \"log_format\": \"json\",
-  \"instance\": \"deb-test\"
-}
-EOF
     install -m 0600 /dev/null /etc/dlq-bridge/bridge_password
     echo '$bridge_password' >/etc/dlq-bridge/bridge_password"
 start_daemon
@@ -378,17 +385,7 @@ grep -q 'made the audit key pair' "$work/reinstall.log" || fail "the install aft
 in_root test -e "/etc/dlq-bridge/audit-keys/$(uname -n).pem" || fail "the install after the purge lost the kept public key"
 npub=$(in_root sh -c 'ls /etc/dlq-bridge/audit-keys/*.pem | wc -l')
 [ "$npub" = 2 ] || fail "after the reinstall audit-keys holds $npub public keys, not the kept one and the new one"
-in_root /bin/sh -euc "
-    cat >/etc/dlq-bridge/config.json <<EOF
-{
-  \"audit_log\": \"/var/lib/dlq-bridge/audit.log\",
-  \"audit_public_keys\": \"/etc/dlq-bridge/audit-keys\",
-  \"url\": \"amqp://dlq-bridge@127.0.0.1:$amqp_port/%2f\",
-  \"metrics_addr\": \"127.0.0.1:$metrics_port\",
-  \"log_format\": \"json\",
-  \"instance\": \"deb-test\"
-}
-EOF"
+operator_config
 start_daemon
 route_one deb-task-3
 stop_daemon
