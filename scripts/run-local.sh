@@ -53,9 +53,15 @@ if [ -z "${DLQ_BRIDGE_CONFIG+set}" ]; then
     fi
     if [ ! -e "$state/config.json" ]; then
         # Paths only, no secret: the file may be read by anyone on the machine.
+        # replay trusts completions, and a look catalog events, only from
+        # the URL's user: the bridge, the ops commands and a local worker of
+        # this quick start share it.
+        user=guest
+        case "${url#*://}" in *@*) user=${url#*://}; user=${user%%@*}; user=${user%%:*} ;; esac
         jq -n --arg log "$state/audit/audit.log" --arg key "$state/audit.key" \
-            --arg pub "$state/audit-keys" \
-            '{audit_log: $log, audit_key_file: $key, audit_public_keys: $pub}' \
+            --arg pub "$state/audit-keys" --arg user "$user" \
+            '{audit_log: $log, audit_key_file: $key, audit_public_keys: $pub,
+              completion_writers: $user, catalog_writers: $user}' \
             >"$state/config.json"
     fi
     export DLQ_BRIDGE_CONFIG=$state/config.json

@@ -87,6 +87,12 @@ bool dlqb_catalog_out(dlqb_catalog *c, int q, const char *message_id);
 void dlqb_catalog_verified(dlqb_catalog *c, int q, int64_t at_ms, uint64_t found);
 void dlqb_catalog_correction(dlqb_catalog *c, int q);
 
+/* An event about q from a writer the reader does not trust (not in
+ * catalog_writers): not folded, only counted. The count is of this fold's
+ * reading (a checkpoint does not carry it). */
+void dlqb_catalog_untrusted_event(dlqb_catalog *c, int q);
+uint64_t dlqb_catalog_untrusted(const dlqb_catalog *c, int q);
+
 uint64_t dlqb_catalog_count(const dlqb_catalog *c, int q);
 uint64_t dlqb_catalog_unmatched(const dlqb_catalog *c, int q);
 const dlqb_catalog_qstate *dlqb_catalog_state(const dlqb_catalog *c, int q);

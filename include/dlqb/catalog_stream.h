@@ -17,18 +17,38 @@
 #include "dlqb/pipeline.h"
 
 /* Where a pipe's hops are catalogued: the stream, the queues it covers,
- * and the profile whose identity headers an "in" event keeps. */
+ * the profile whose identity headers an "in" event keeps, and whose events
+ * a reader believes. */
 typedef struct {
   char stream[DLQB_QNAME_MAX];
   char queues[DLQB_CATALOG_QUEUES_MAX][DLQB_QNAME_MAX];
   size_t nqueues;
   dlqb_profile profile;
+  /* The writers believed (catalog_writers, "a,b"): an event counts only
+   * when its user_id, which the broker refuses unless it is the
+   * publishing connection's user, is one of them. "" = any event. Anyone
+   * who may publish to the default exchange (every worker) can append to
+   * the stream: without a list, a balanced pair of forged events misleads
+   * a look until the next verifying pass. */
+  char writers[DLQB_CONFIG_STR_MAX];
 } dlqb_catalog_target;
 
-/* The target of pipeline p: its catalog stream, its DLQ and review queue. */
+/* The target of pipeline p: its catalog stream, its DLQ and review queue
+ * (writers ""). */
 void dlqb_catalog_target_of(const dlqb_pipeline *p, dlqb_catalog_target *t);
 /* True when queue is one t catalogues. */
 bool dlqb_catalog_target_has(const dlqb_catalog_target *t, const char *queue);
+/* True when a reader of t believes the stream message props: t names no
+ * writers, or props' user_id is one of them. */
+bool dlqb_catalog_trusts(const dlqb_catalog_target *t, const amqp_basic_properties_t *props);
+
+/* Publishes one message of the catalog (an event, a marker, a snapshot's
+ * chunk) to stream on channel ch of link, with the link's user as its
+ * user_id, so a reader can tell who wrote it (dlqb_catalog_trusts). The
+ * confirm is the caller's to await. */
+dlqb_status dlqb_catalog_send(dlqb_link *link, amqp_channel_t ch, const char *stream,
+                              const amqp_basic_properties_t *props, amqp_bytes_t body,
+                              dlqb_error *err);
 
 /* An event's properties, built into caller storage; valid while the
  * properties it was built from are (it points into them). */
@@ -81,6 +101,9 @@ typedef struct {
   /* A pass asked for (--scan): the catalog's count was compared with what
    * the pass read (count; depth is then the items read), differs says. */
   bool compared;
+  /* Events about the queue from writers not in catalog_writers, passed
+   * over by this reader's fold (since its checkpoint). */
+  uint64_t untrusted;
   uint64_t events;     /* events folded by this look */
   double read_seconds; /* the read's wall time */
 } dlqb_catalog_view;
@@ -88,9 +111,14 @@ typedef struct {
 typedef struct dlqb_catalog_reader dlqb_catalog_reader;
 
 /* A reader of pipeline p's catalog, with its checkpoint at checkpoint
- * ("" or NULL: none; a look then folds the whole stream). NULL when out of
+ * ("" or NULL: none; a look then folds the whole stream), believing the
+ * events of writers ("a,b"; "" or NULL: anyone's). NULL when out of
  * memory. Safe to share between threads (each call locks it). */
-dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint);
+dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint,
+                                             const char *writers);
+/* The reader a command of cfg uses for p: cfg's checkpoint path
+ * (dlqb_catalog_checkpoint_path) and catalog_writers. */
+dlqb_catalog_reader *dlqb_catalog_reader_of(const dlqb_config *cfg, const dlqb_pipeline *p);
 void dlqb_catalog_reader_free(dlqb_catalog_reader *r); /* NULL-safe */
 
 /* Brings the fold up to now on a link of its own as broker (the caller's
@@ -229,15 +257,17 @@ typedef struct {
 
 void dlqb_catalog_snapfind_init(dlqb_catalog_snapfind *f, const dlqb_catalog_target *t);
 /* One message of the stream at offset (any message: those not of a
- * snapshot are passed over). body is the message's body. */
+ * snapshot, or from a writer f's target does not trust, are passed over).
+ * body is the message's body. */
 void dlqb_catalog_snapfind_feed(dlqb_catalog_snapfind *f, int64_t offset,
                                 const amqp_basic_properties_t *props, amqp_bytes_t body);
 /* True when props are a snapshot's message ("snap" or "snap-end"). */
 bool dlqb_catalog_is_snapshot(const amqp_basic_properties_t *props);
 
 /* Folds one event ("in", "out", "verified"; anything else is passed over)
- * into c, read under profile; it is scratch storage. */
-dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_profile *profile,
+ * into c, read under t's profile, when t trusts its writer (else it is
+ * only counted: dlqb_catalog_untrusted); it is scratch storage. */
+dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_catalog_target *t,
                                     const amqp_basic_properties_t *props, dlqb_item *it,
                                     dlqb_error *err);
 
@@ -304,5 +334,8 @@ void dlqb_catalog_reader_growth(dlqb_catalog_reader *r, uint64_t *since, uint64_
  * (changed outside the bridge; catalog verify corrects it)", "read the
  * queue: no catalog (why)" or "read the queue (--scan)". Returns buf. */
 char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len);
+/* "ignored 2 catalog events not from catalog_writers" when the look passed
+ * over any (v->untrusted), else NULL. */
+char *dlqb_catalog_untrusted_text(const dlqb_catalog_view *v, char *buf, size_t len);
 
 #endif

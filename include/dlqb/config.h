@@ -50,8 +50,11 @@ typedef struct {
 /* The catalog (dlqb/catalog.h). */
 typedef struct {
   char checkpoint[DLQB_CONFIG_STR_MAX]; /* a look's checkpoint of the fold; "" = none */
-  uint64_t check_interval_ms;           /* run: depth against the catalog; 0 = off */
-  uint64_t verify_every_ms;             /* run: a verifying pass this often; 0 = off */
+  /* Broker users whose catalog events a look believes, "a,b" (by the
+   * event's user_id, which the broker checks); "" = any publisher's. */
+  char writers[DLQB_CONFIG_STR_MAX];
+  uint64_t check_interval_ms; /* run: depth against the catalog; 0 = off */
+  uint64_t verify_every_ms;   /* run: a verifying pass this often; 0 = off */
 } dlqb_catalog_conf;
 
 /* drain run (dlqb/drain.h): the policy and the ramp. */
@@ -245,6 +248,9 @@ const char *dlqb_config_getenv(const char *name);
 /* True when user (len bytes, not NUL-terminated: an AMQP user_id) is one
  * of c->ledger.completion_writers, compared byte for byte. */
 bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len);
+/* True when user (len bytes) is one of list's ("a,b", as KIND_USERS keeps
+ * it); never for an empty user. */
+bool dlqb_user_listed(const char *list, const char *user, size_t len);
 
 /* broker, or c's own broker part when broker is NULL: what a function
  * that takes a config and a broker part connects with (the console's

@@ -49,6 +49,23 @@ bool dlqb_catalog_target_has(const dlqb_catalog_target *t, const char *queue) {
   return false;
 }
 
+bool dlqb_catalog_trusts(const dlqb_catalog_target *t, const amqp_basic_properties_t *props) {
+  if (t->writers[0] == '\0') return true;
+  return (props->_flags & AMQP_BASIC_USER_ID_FLAG) &&
+         dlqb_user_listed(t->writers, props->user_id.bytes, props->user_id.len);
+}
+
+dlqb_status dlqb_catalog_send(dlqb_link *link, amqp_channel_t ch, const char *stream,
+                              const amqp_basic_properties_t *props, amqp_bytes_t body,
+                              dlqb_error *err) {
+  amqp_basic_properties_t own = *props;
+  own._flags |= AMQP_BASIC_USER_ID_FLAG;
+  own.user_id = amqp_cstring_bytes(dlqb_link_user(link));
+  int rc = amqp_basic_publish(dlqb_link_conn(link), ch, amqp_empty_bytes, dlqb_bytes(stream), 1, 0,
+                              &own, body);
+  return rc == AMQP_STATUS_OK ? DLQB_OK : dlqb_link_status(rc, "write the catalog", err);
+}
+
 /* The headers the item view reads (src/core/item.c), beside the profile's
  * identity. */
 static const char *const kept[] = {
@@ -238,21 +255,17 @@ dlqb_status dlqb_catalog_probe(dlqb_link *link, unsigned channel, const char *st
   event_base(&ev, "mark", "");
   ev.h[0] = str_entry(DLQB_H_CATALOG_MARKER, marker);
   ev.props.headers.num_entries = 1;
-  int rc = amqp_basic_publish(dlqb_link_conn(link), (amqp_channel_t)channel, amqp_empty_bytes,
-                              dlqb_bytes(stream), 1, 0, &ev.props, amqp_empty_bytes);
-  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+  dlqb_status st =
+      dlqb_catalog_send(link, (amqp_channel_t)channel, stream, &ev.props, amqp_empty_bytes, err);
+  if (st != DLQB_OK) return st;
   return await_confirms_within(link, (amqp_channel_t)channel, 1, stream, wait_ms, err);
 }
 
 static dlqb_status publish_events(dlqb_link *link, const char *stream, const dlqb_catalog_event *ev,
                                   size_t n, dlqb_error *err) {
-  amqp_connection_state_t conn = dlqb_link_conn(link);
   dlqb_status st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
-  for (size_t i = 0; st == DLQB_OK && i < n; i++) {
-    int rc = amqp_basic_publish(conn, DLQB_CHANNEL, amqp_empty_bytes, dlqb_bytes(stream), 1, 0,
-                                &ev[i].props, amqp_empty_bytes);
-    if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
-  }
+  for (size_t i = 0; st == DLQB_OK && i < n; i++)
+    st = dlqb_catalog_send(link, DLQB_CHANNEL, stream, &ev[i].props, amqp_empty_bytes, err);
   return st == DLQB_OK ? await_confirms(link, DLQB_CHANNEL, n, stream, err) : st;
 }
 
@@ -303,10 +316,12 @@ struct dlqb_catalog_reader {
   dlqb_catalog_mark cut_mark; /* where that fold's read ended */
 };
 
-dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint) {
+dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint,
+                                             const char *writers) {
   dlqb_catalog_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
   dlqb_catalog_target_of(p, &r->t);
+  snprintf(r->t.writers, sizeof r->t.writers, "%s", writers ? writers : "");
   snprintf(r->checkpoint, sizeof r->checkpoint, "%s", checkpoint ? checkpoint : "");
   const char *qs[] = {r->t.queues[0], r->t.queues[1]};
   r->c = dlqb_catalog_new(qs, r->t.nqueues);
@@ -332,10 +347,20 @@ void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p
   snprintf(out, cap, "%s", cfg->catalog.checkpoint);
 }
 
-/* The identity a fold is read under: the profile's two field names. */
+dlqb_catalog_reader *dlqb_catalog_reader_of(const dlqb_config *cfg, const dlqb_pipeline *p) {
+  char path[DLQB_CONFIG_STR_MAX];
+  dlqb_catalog_checkpoint_path(cfg, p, path, sizeof path);
+  return dlqb_catalog_reader_new(p, path, cfg->catalog.writers);
+}
+
+/* The identity a fold is read under: the profile's two field names, and
+ * the writers it believed (a checkpoint folded under other writers is not
+ * this fold's). */
+#define IDENT_MAX (2 * DLQB_HEADER_NAME_MAX + DLQB_CONFIG_STR_MAX + 16)
 static void ident_of(const dlqb_catalog_target *t, char *out, size_t cap) {
-  snprintf(out, cap, "%s %s", t->profile.nfields > 0 ? t->profile.fields[0].name : "",
-           t->profile.nfields > 1 ? t->profile.fields[1].name : "");
+  snprintf(out, cap, "%s %s%s%s", t->profile.nfields > 0 ? t->profile.fields[0].name : "",
+           t->profile.nfields > 1 ? t->profile.fields[1].name : "",
+           t->writers[0] != '\0' ? " writers=" : "", t->writers);
 }
 
 static void make_marker(char *out, size_t cap) {
@@ -360,7 +385,7 @@ static int64_t stream_offset(const amqp_basic_properties_t *p) {
   return offset;
 }
 
-dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_profile *profile,
+dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_catalog_target *t,
                                     const amqp_basic_properties_t *props, dlqb_item *it,
                                     dlqb_error *err) {
   char op[16], queue[DLQB_QNAME_MAX];
@@ -369,8 +394,12 @@ dlqb_status dlqb_catalog_fold_event(dlqb_catalog *c, const dlqb_profile *profile
     return DLQB_OK; /* markers, or not ours */
   int q = dlqb_catalog_queue(c, queue);
   if (q < 0) return DLQB_OK;
+  if (!dlqb_catalog_trusts(t, props)) {
+    dlqb_catalog_untrusted_event(c, q);
+    return DLQB_OK;
+  }
   if (strcmp(op, "in") == 0) {
-    dlqb_catalog_event_item(props, profile, it);
+    dlqb_catalog_event_item(props, &t->profile, it);
     return dlqb_catalog_in(c, q, stream_offset(props), it, err);
   }
   if (strcmp(op, "out") == 0) {
@@ -475,7 +504,7 @@ static bool parse_totals(const dlqb_catalog_target *t, amqp_bytes_t body,
 void dlqb_catalog_snapfind_feed(dlqb_catalog_snapfind *f, int64_t offset,
                                 const amqp_basic_properties_t *props, amqp_bytes_t body) {
   int kind = snap_kind(props);
-  if (kind == 0) return;
+  if (kind == 0 || !dlqb_catalog_trusts(f->t, props)) return;
   char id[DLQB_CATALOG_MARKER_MAX], queue[DLQB_QNAME_MAX];
   int64_t as_of, chunk;
   if (!header_text(props, DLQB_H_CATALOG_SNAP, id, sizeof id) ||
@@ -562,7 +591,7 @@ static dlqb_status whole_scan(void *ctx, int64_t offset, const amqp_basic_proper
   dlqb_catalog_snapfind_feed(w->f, offset, props, body);
   if (!w->fold || dlqb_catalog_is_snapshot(props)) return DLQB_OK;
   if (header_text(props, DLQB_H_CATALOG_OP, (char[16]){0}, 16)) w->out->events++;
-  return dlqb_catalog_fold_event(w->c, &w->t->profile, props, w->it, err);
+  return dlqb_catalog_fold_event(w->c, w->t, props, w->it, err);
 }
 
 static dlqb_status whole_chunks(void *ctx, int64_t offset, const amqp_basic_properties_t *props,
@@ -587,7 +616,7 @@ static dlqb_status whole_after(void *ctx, int64_t offset, const amqp_basic_prope
   (void)stop;
   if (offset <= w->out->snap.as_of || dlqb_catalog_is_snapshot(props)) return DLQB_OK;
   if (header_text(props, DLQB_H_CATALOG_OP, (char[16]){0}, 16)) w->out->events++;
-  return dlqb_catalog_fold_event(w->c, &w->t->profile, props, w->it, err);
+  return dlqb_catalog_fold_event(w->c, w->t, props, w->it, err);
 }
 
 dlqb_status dlqb_catalog_fold_whole(dlqb_catalog *c, const dlqb_catalog_target *t,
@@ -638,7 +667,7 @@ done:
 /* Folds one event into r's fold. */
 static dlqb_status fold(dlqb_catalog_reader *r, const amqp_basic_properties_t *props, dlqb_item *it,
                         dlqb_error *err) {
-  return dlqb_catalog_fold_event(r->c, &r->t.profile, props, it, err);
+  return dlqb_catalog_fold_event(r->c, &r->t, props, it, err);
 }
 
 typedef struct {
@@ -848,7 +877,7 @@ static void take_checkpoint(dlqb_catalog_reader *r) {
     free(buf);
     return;
   }
-  char ident[2 * DLQB_HEADER_NAME_MAX + 2];
+  char ident[IDENT_MAX];
   ident_of(&r->t, ident, sizeof ident);
   dlqb_error why;
   if (dlqb_catalog_decode_take(r->c, buf, len, ident, &r->mark, &why) == DLQB_OK) {
@@ -867,7 +896,7 @@ static void save_checkpoint(dlqb_catalog_reader *r) {
   if (r->checkpoint[0] == '\0' || !r->have_mark) return;
   size_t entries = dlqb_catalog_entries(r->c);
   if (r->since_checkpoint < CHECKPOINT_EVENTS && r->since_checkpoint * 20 < entries) return;
-  char ident[2 * DLQB_HEADER_NAME_MAX + 2];
+  char ident[IDENT_MAX];
   ident_of(&r->t, ident, sizeof ident);
   char *buf = NULL;
   size_t len = 0;
@@ -1075,6 +1104,7 @@ static dlqb_status look_once(dlqb_catalog_reader *r, const dlqb_broker_conf *bro
   view->depth = depth;
   view->differs = view->count != view->depth;
   view->unmatched = dlqb_catalog_unmatched(r->c, q);
+  view->untrusted = dlqb_catalog_untrusted(r->c, q);
   const dlqb_catalog_qstate *s = dlqb_catalog_state(r->c, q);
   view->verified = s->verified;
   view->verified_at = s->verified_at;
@@ -1142,9 +1172,8 @@ static dlqb_status snap_publish(snap_write *w, amqp_table_entry_t *h, int n, amq
                                        AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG,
                                    .delivery_mode = AMQP_DELIVERY_PERSISTENT,
                                    .headers = {n, h}};
-  int rc = amqp_basic_publish(dlqb_link_conn(w->link), DLQB_CHANNEL, amqp_empty_bytes,
-                              dlqb_bytes(w->stream), 1, 0, &props, body);
-  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog's snapshot", err);
+  dlqb_status st = dlqb_catalog_send(w->link, DLQB_CHANNEL, w->stream, &props, body, err);
+  if (st != DLQB_OK) return st;
   w->seq++;
   if (w->seq % SNAP_WINDOW != 0) return DLQB_OK;
   return await_upto(w->link, DLQB_CHANNEL, w->seq - SNAP_WINDOW / 2, &w->seen, w->stream,
@@ -1294,6 +1323,13 @@ char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) 
   return buf;
 }
 
+char *dlqb_catalog_untrusted_text(const dlqb_catalog_view *v, char *buf, size_t len) {
+  if (v->untrusted == 0) return NULL;
+  snprintf(buf, len, "ignored %llu catalog event%s not from catalog_writers",
+           (unsigned long long)v->untrusted, v->untrusted == 1 ? "" : "s");
+  return buf;
+}
+
 /* ---- verifying ------------------------------------------------------------- */
 
 #include "dlqb/hashset.h"
@@ -1324,9 +1360,9 @@ static dlqb_status verify_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, 
   if (*n > dlqb_catalog_has(v->r->c, v->q, it->message_id)) {
     dlqb_catalog_event ev;
     dlqb_catalog_event_in(&v->r->t, v->r->t.queues[v->q], d->props, &ev);
-    int rc = amqp_basic_publish(dlqb_link_conn(v->writer), DLQB_CHANNEL, amqp_empty_bytes,
-                                dlqb_bytes(v->r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
-    if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+    dlqb_status st = dlqb_catalog_send(v->writer, DLQB_CHANNEL, v->r->t.stream, &ev.props,
+                                       amqp_empty_bytes, err);
+    if (st != DLQB_OK) return st;
     v->published++;
     v->added++;
   }
@@ -1409,19 +1445,15 @@ dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
     dlqb_catalog_event ev;
     for (size_t i = 0; st == DLQB_OK && i < x.n; i++) {
       dlqb_catalog_event_out(queue, x.ids[i], &ev);
-      int rc = amqp_basic_publish(dlqb_link_conn(v.writer), DLQB_CHANNEL, amqp_empty_bytes,
-                                  dlqb_bytes(r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
-      if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
-      else v.published++;
+      st = dlqb_catalog_send(v.writer, DLQB_CHANNEL, r->t.stream, &ev.props, amqp_empty_bytes, err);
+      if (st == DLQB_OK) v.published++;
     }
     out->removed = x.n;
     char num[32];
     dlqb_catalog_event_verified(queue, out->at_ms, out->present, num, sizeof num, &ev);
     if (st == DLQB_OK) {
-      int rc = amqp_basic_publish(dlqb_link_conn(v.writer), DLQB_CHANNEL, amqp_empty_bytes,
-                                  dlqb_bytes(r->t.stream), 1, 0, &ev.props, amqp_empty_bytes);
-      if (rc != AMQP_STATUS_OK) st = dlqb_link_status(rc, "write the catalog", err);
-      else v.published++;
+      st = dlqb_catalog_send(v.writer, DLQB_CHANNEL, r->t.stream, &ev.props, amqp_empty_bytes, err);
+      if (st == DLQB_OK) v.published++;
     }
     if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);
   }

@@ -185,10 +185,9 @@ static bool catalogued(const dlqb_pipe *p, const char *queue) {
 }
 
 static dlqb_status cat_publish(dlqb_pipe *p, const dlqb_catalog_event *ev, dlqb_error *err) {
-  int rc =
-      amqp_basic_publish(p->conn, p->cat_ch, amqp_empty_bytes, dlqb_bytes(p->opt.catalog->stream),
-                         1, 0, &ev->props, amqp_empty_bytes);
-  if (rc != AMQP_STATUS_OK) return dlqb_link_status(rc, "write the catalog", err);
+  dlqb_status st = dlqb_catalog_send(p->link, p->cat_ch, p->opt.catalog->stream, &ev->props,
+                                     amqp_empty_bytes, err);
+  if (st != DLQB_OK) return st;
   if (p->cat_confirmed == p->cat_published) p->cat_waiting_ms = dlqb_mono_ms();
   p->cat_published++;
   return DLQB_OK;

@@ -215,9 +215,7 @@ static bool look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view
   const dlqb_scan_options *o = s->o;
   dlqb_catalog_reader *own = NULL, *r = o->reader;
   if (r == NULL) {
-    char path[DLQB_CONFIG_STR_MAX];
-    dlqb_catalog_checkpoint_path(cfg, &s->pipeline, path, sizeof path);
-    r = own = dlqb_catalog_reader_new(&s->pipeline, path);
+    r = own = dlqb_catalog_reader_of(cfg, &s->pipeline);
     if (r == NULL) {
       snprintf(view->why_scan, sizeof view->why_scan, "out of memory for the catalog");
       return false;
@@ -251,10 +249,8 @@ static bool look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view
 /* --scan: what the pass read against the catalog's count (a catalog that
  * cannot be read leaves the view as a plain pass). */
 static void compare_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view) {
-  char path[DLQB_CONFIG_STR_MAX];
-  dlqb_catalog_checkpoint_path(cfg, &s->pipeline, path, sizeof path);
   dlqb_catalog_reader *r = s->o->reader;
-  dlqb_catalog_reader *own = r == NULL ? dlqb_catalog_reader_new(&s->pipeline, path) : NULL;
+  dlqb_catalog_reader *own = r == NULL ? dlqb_catalog_reader_of(cfg, &s->pipeline) : NULL;
   if (r == NULL) r = own;
   dlqb_catalog_view cv;
   dlqb_error why;

@@ -51,7 +51,7 @@ typedef struct {
 #define CLI_USES_AUDIT_READ "audit_log", "audit_public_keys"
 #define CLI_USES_TOPOLOGY   "poison_threshold", "retry_delays"
 /* A look answered from the catalog (dlqb/catalog_stream.h). */
-#define CLI_USES_CATALOG "catalog_checkpoint"
+#define CLI_USES_CATALOG "catalog_checkpoint", "catalog_writers"
 
 /* Whether spec reads the setting with this JSON key. */
 bool cli_uses(const cli_spec *spec, const char *key);

@@ -144,9 +144,7 @@ int cmd_catalog(int argc, char **argv) {
     cli_error("--queue: the catalog covers only %s and %s", p->dlq, p->review);
     return EXIT_USAGE;
   }
-  char path[DLQB_CONFIG_STR_MAX];
-  dlqb_catalog_checkpoint_path(&cfg, p, path, sizeof path);
-  dlqb_catalog_reader *r = dlqb_catalog_reader_new(p, path);
+  dlqb_catalog_reader *r = dlqb_catalog_reader_of(&cfg, p);
   if (r == NULL) {
     cli_error("out of memory");
     return EXIT_RUNTIME;

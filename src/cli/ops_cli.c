@@ -549,6 +549,8 @@ void ops_default_actor(char *buf, size_t len) { default_actor(buf, len); }
 void ops_catalog_print(FILE *out, const dlqb_catalog_view *v) {
   char line[DLQB_ERROR_MAX + 512];
   fprintf(out, "dlq-bridge: %s\n", dlqb_catalog_view_text(v, line, sizeof line));
+  if (dlqb_catalog_untrusted_text(v, line, sizeof line) != NULL)
+    fprintf(out, "dlq-bridge: %s\n", line);
 }
 
 json_object *ops_catalog_json(const dlqb_catalog_view *v) {
@@ -572,5 +574,6 @@ json_object *ops_catalog_json(const dlqb_catalog_view *v) {
   json_object_object_add(j, "events_read", json_object_new_int64((int64_t)v->events));
   json_object_object_add(j, "from_checkpoint", json_object_new_boolean(v->from_checkpoint));
   json_object_object_add(j, "from_snapshot", json_object_new_boolean(v->from_snapshot));
+  json_object_object_add(j, "untrusted_events", json_object_new_int64((int64_t)v->untrusted));
   return j;
 }

@@ -7,9 +7,8 @@
 bool console_start(const console_site *site, console_server **out, int *port, char *why,
                    size_t why_len) {
   console_g = *site;
-  char path[DLQB_CONFIG_STR_MAX];
-  dlqb_catalog_checkpoint_path(site->cfg, site->pipeline, path, sizeof path);
-  console_g.catalog = dlqb_catalog_reader_new(site->pipeline, path); /* NULL: each look its own */
+  /* NULL: each look its own */
+  console_g.catalog = dlqb_catalog_reader_of(site->cfg, site->pipeline);
   console_sessions_init();
   console_jobs_init();
   const dlqb_config *cfg = site->cfg;

@@ -150,6 +150,11 @@ static void look_source(dlqb_html *h, const look_ctx *c) {
                                         : "<p class=\"catalog warn\" id=\"catalog\">");
   dlqb_html_text(h, dlqb_catalog_view_text(&c->view, line, sizeof line));
   dlqb_html_raw(h, "</p>");
+  if (dlqb_catalog_untrusted_text(&c->view, line, sizeof line) != NULL) {
+    dlqb_html_raw(h, "<p class=\"catalog warn\" id=\"untrusted\">");
+    dlqb_html_text(h, line);
+    dlqb_html_raw(h, "</p>");
+  }
 }
 
 /* ---- failure groups --------------------------------------------------- */

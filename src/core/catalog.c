@@ -37,6 +37,7 @@ struct dlqb_catalog {
   size_t nbuckets; /* a power of two */
   uint64_t count[DLQB_CATALOG_QUEUES_MAX];
   uint64_t unmatched[DLQB_CATALOG_QUEUES_MAX];
+  uint64_t untrusted[DLQB_CATALOG_QUEUES_MAX];
   dlqb_catalog_qstate st[DLQB_CATALOG_QUEUES_MAX];
 };
 
@@ -74,6 +75,7 @@ void dlqb_catalog_clear(dlqb_catalog *c) {
   if (c->bucket != NULL) memset(c->bucket, 0xff, c->nbuckets * sizeof *c->bucket);
   memset(c->count, 0, sizeof c->count);
   memset(c->unmatched, 0, sizeof c->unmatched);
+  memset(c->untrusted, 0, sizeof c->untrusted);
   memset(c->st, 0, sizeof c->st);
 }
 
@@ -360,6 +362,14 @@ uint64_t dlqb_catalog_count(const dlqb_catalog *c, int q) {
 
 uint64_t dlqb_catalog_unmatched(const dlqb_catalog *c, int q) {
   return q >= 0 && (size_t)q < c->nqueues ? c->unmatched[q] : 0;
+}
+
+void dlqb_catalog_untrusted_event(dlqb_catalog *c, int q) {
+  if (q >= 0 && (size_t)q < c->nqueues) c->untrusted[q]++;
+}
+
+uint64_t dlqb_catalog_untrusted(const dlqb_catalog *c, int q) {
+  return q >= 0 && (size_t)q < c->nqueues ? c->untrusted[q] : 0;
 }
 
 const dlqb_catalog_qstate *dlqb_catalog_state(const dlqb_catalog *c, int q) {

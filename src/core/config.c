@@ -81,6 +81,9 @@ typedef enum {
   X(catalog_checkpoint, catalog.checkpoint, "DLQ_BRIDGE_CATALOG_CHECKPOINT", "catalog-checkpoint", \
     "", KIND_PATH, 0, 0,                                                                           \
     "a look's checkpoint of the catalog fold; empty = fold the catalog stream whole every look")   \
+  X(catalog_writers, catalog.writers, "DLQ_BRIDGE_CATALOG_WRITERS", "catalog-writers", "",         \
+    KIND_USERS, 0, 0,                                                                              \
+    "broker users whose catalog events a look believes, comma-separated; empty = any publisher's") \
   X(catalog_check_interval, catalog.check_interval_ms, "DLQ_BRIDGE_CATALOG_CHECK_INTERVAL",        \
     "catalog-check-interval", "30s", KIND_DURATION, 0, 0,                                          \
     "run: compare each catalogued queue's depth with the catalog this often; 0 = never")           \
@@ -929,7 +932,11 @@ const dlqb_broker_conf *dlqb_config_broker(const dlqb_config *c, const dlqb_brok
 }
 
 bool dlqb_config_is_completion_writer(const dlqb_config *c, const char *user, size_t len) {
-  const char *p = c->ledger.completion_writers;
+  return dlqb_user_listed(c->ledger.completion_writers, user, len);
+}
+
+bool dlqb_user_listed(const char *list, const char *user, size_t len) {
+  const char *p = list;
   while (*p != '\0') {
     size_t n = strcspn(p, ",");
     if (n == len && len > 0 && memcmp(p, user, len) == 0) {

@@ -148,9 +148,11 @@ static dlqb_status count_due(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
 
 /* True when the catalog agrees with the DLQ and holds nothing past the
  * SLA: the pass (which holds the whole DLQ while it reads) is not needed.
- * Any doubt (no catalog, a catalog that disagrees) means a pass. */
+ * Any doubt (no catalog, a catalog that disagrees, a catalog whose writers
+ * are not listed: a worker's balanced pair of forged events would keep
+ * the counts equal and hide an overdue item) means a pass. */
 static bool nothing_due(dlqb_escalator *e, const char *purpose) {
-  if (e->reader == NULL) return false;
+  if (e->reader == NULL || e->cfg->catalog.writers[0] == '\0') return false;
   e->due = 0;
   dlqb_catalog_view view;
   dlqb_scan_options so = {.queue = e->p.dlq,
@@ -268,9 +270,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
     free(e);
     return st;
   }
-  char path[DLQB_CONFIG_STR_MAX];
-  dlqb_catalog_checkpoint_path(cfg, &e->p, path, sizeof path);
-  e->reader = dlqb_catalog_reader_new(&e->p, path); /* NULL: every pass is a pass */
+  e->reader = dlqb_catalog_reader_of(cfg, &e->p); /* NULL: every pass is a pass */
   if (st == DLQB_OK && e->reader != NULL)
     st = dlqb_catalog_check_start(cfg, e->reader, &e->catalog, err);
   if (st != DLQB_OK) {

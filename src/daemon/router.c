@@ -30,6 +30,7 @@ typedef struct {
   dlqb_pipeline p;
   const dlqb_router_hooks *hooks;
   uint64_t rng;
+  bool told_writers;          /* the catalog_writers warning, once a run */
   dlqb_stop_flag *stop;       /* the daemon's (SIGTERM) */
   dlqb_stop_flag session_end; /* the pipe's: *stop, or the audit trail is back */
   uint64_t held_for_audit;    /* deliveries of this session left unrouted */
@@ -197,6 +198,17 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
     if (st == DLQB_OK &&
         dlqb_catalog_wait_ready(&r->cfg->broker, r->p.catalog, 10000, &why) != DLQB_OK)
       dlqb_log_warn("catalog_not_ready", "%s", why.msg);
+  }
+  /* Its own "in"s and "out"s must be believed, or every look takes the
+   * catalog for changed outside and reads the queue. */
+  const char *user = dlqb_link_user(link);
+  const char *writers = r->cfg->catalog.writers;
+  if (!r->told_writers && writers[0] != '\0' && !dlqb_user_listed(writers, user, strlen(user))) {
+    r->told_writers = true;
+    dlqb_log_warn("catalog_writers",
+                  "catalog_writers does not list this daemon's broker user '%s': no look "
+                  "believes its catalog events",
+                  user);
   }
   dlqb_catalog_target cat;
   dlqb_catalog_target_of(&r->p, &cat);

@@ -84,7 +84,11 @@ int fx_start_bridge(fx_case *t, const char *const *env) {
   th_bridge *b = &t->bridges[t->nbridges];
   if (th_bridge_start(b, &t->vhost, full, tag) != 0) return -1;
   t->nbridges++;
-  if (!th_wait_consumers(t->conn, "dsr.failed", t->nbridges, FX_READY_TIMEOUT_MS) ||
+  /* One consumer for each bridge still running (one stopped earlier in
+   * the case has none). */
+  int running = 0;
+  for (int i = 0; i < t->nbridges; i++) running += t->bridges[i].pid > 0;
+  if (!th_wait_consumers(t->conn, "dsr.failed", running, FX_READY_TIMEOUT_MS) ||
       !th_bridge_running(b)) {
     fprintf(stderr, "bridge %d did not start consuming dsr.failed\n", t->nbridges);
     fx_dump_logs(t);

@@ -111,6 +111,13 @@ typedef struct {
   char url[TH_URL_MAX];   /* amqp://guest:guest@127.0.0.1:PORT/name */
 } th_vhost;
 
+/* Creates (or updates) broker user name with password and no tags, with
+ * perms on v (a JSON permissions object, as the management API takes
+ * it: {"configure":..,"write":..,"read":..}). 0 on success. */
+int th_user_put(const th_vhost *v, const char *name, const char *password, const char *perms);
+/* Deletes broker user name (gone already is fine). */
+void th_user_delete(const char *name);
+
 /* Creates a new, empty vhost named after tag and gives guest full rights. */
 int th_vhost_create(th_vhost *v, const char *tag);
 

@@ -839,6 +839,132 @@ static void test_moves_during_a_snapshot(void **state) {
   json_object_put(j);
 }
 
+static void fill_overdue(void *ctx, size_t i, th_bulk_item *it) {
+  (void)ctx;
+  snprintf(it->id, sizeof it->id, "overdue-%zu", i);
+  snprintf(it->source_system, sizeof it->source_system, "crm");
+  it->dlq_at_ms = loaded_at - 2 * 3600000; /* two hours in the DLQ */
+}
+
+/* A worker's forged event: op "in" or "out" of message_id in the DLQ,
+ * with user_id the worker's own name when as_self (the broker refuses any
+ * other), else none. */
+static void forge(th_conn *c, const char *op, const char *id, const char *user) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_true(th_fmt(m.message_id, sizeof m.message_id, "%s", id));
+  if (user != NULL) assert_true(th_fmt(m.user_id, sizeof m.user_id, "%s", user));
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog", op), 0);
+  assert_int_equal(th_msg_add_str(&m, "x-dlqb-catalog-queue", "dsr.dlq.manual"), 0);
+  if (strcmp(op, "in") == 0) {
+    char now[48];
+    th_iso_time(th_now_ms(), now, sizeof now);
+    assert_int_equal(th_msg_add_str(&m, "request_id", id), 0);
+    assert_int_equal(th_msg_add_str(&m, "source_system", "crm"), 0);
+    assert_int_equal(th_msg_add_str(&m, "dlq_reason", "max_attempts"), 0);
+    assert_int_equal(th_msg_add_str(&m, "dlq_at", now), 0);
+  }
+  assert_int_equal(th_publish(c, "", "dsr.catalog", &m), 0);
+  th_msg_release(&m);
+}
+
+static int listed_with_prefix(json_object *j, const char *prefix) {
+  json_object *items = member(j, "items");
+  int n = 0;
+  for (size_t i = 0; i < json_object_array_length(items); i++)
+    n += strncmp(th_json_str(json_object_array_get_idx(items, i), "request_id"), prefix,
+                 strlen(prefix)) == 0;
+  return n;
+}
+
+/* Issue 39: anyone who may publish to the default exchange (every worker)
+ * can append to dsr.catalog. Balanced pairs of forged events (an "out" for
+ * a real item, an "in" for a decoy) keep the catalog's count equal to the
+ * queue's depth, so without catalog_writers a look lists the decoys, and
+ * an escalator that asked the catalog whether anything is due would hold
+ * back the overdue items they hide. With catalog_writers listing the
+ * bridge's users (here guest: the harness's bridge and operator) no look
+ * believes them, and the items are escalated on time. */
+static void test_forged_events_from_a_worker_mislead_nobody(void **state) {
+  fx_case *t = *state;
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", 2, fill_overdue, NULL), 0);
+  setenv("DLQ_BRIDGE_CATALOG_WRITERS", "guest", 1);
+  json_object_put(run_json(t, "catalog verify --json"));
+
+  char worker[TH_NAME_MAX + 16];
+  assert_true(th_fmt(worker, sizeof worker, "%s-worker", t->vhost.name));
+  assert_int_equal(th_user_put(&t->vhost, worker, "worker-pw",
+                               "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","
+                               "\"read\":\"^$\"}"),
+                   0);
+  th_conn *wc = th_connect_as(&t->vhost, worker, "worker-pw");
+  assert_non_null(wc);
+  forge(wc, "out", "overdue-0", NULL); /* no user_id */
+  forge(wc, "in", "decoy-0", NULL);
+  forge(wc, "out", "overdue-1", worker); /* the worker as itself */
+  forge(wc, "in", "decoy-1", worker);
+  th_close(wc);
+
+  /* No look believes them: the catalog still agrees, and says what it
+   * passed over. */
+  json_object *j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(member_int(j, "listed"), 2);
+  assert_int_equal(listed_with_prefix(j, "overdue-"), 2);
+  assert_int_equal(member_int(member(j, "catalog"), "untrusted_events"), 4);
+  json_object_put(j);
+  int status;
+  char *text = read_all(start(t, "inspect 2>&1"), &status);
+  assert_int_equal(status, 0);
+  assert_non_null(strstr(text, "ignored 4 catalog events not from catalog_writers"));
+  free(text);
+
+  /* Without the list the same look is misled (the shipped configs list
+   * the bridge's users for this). */
+  unsetenv("DLQ_BRIDGE_CATALOG_WRITERS");
+  j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_int_equal(listed_with_prefix(j, "decoy-"), 2);
+  json_object_put(j);
+
+  /* The SLA escalator escalates both on time, with or without the list:
+   * it takes the catalog's "nothing due" only from listed writers. */
+  for (int listed = 0; listed < 2; listed++) {
+    const char *const env[] = {"DLQ_BRIDGE_DLQ_SLA=1h",
+                               listed ? "DLQ_BRIDGE_CATALOG_WRITERS=guest" : NULL, NULL};
+    if (listed) {
+      /* The escalated items back into the DLQ, hidden again. */
+      th_msg m;
+      th_msg_init(&m);
+      while (th_get(t->conn, "compliance_review", &m) == 1) continue;
+      th_msg_release(&m);
+      assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", 2, fill_overdue, NULL), 0);
+      setenv("DLQ_BRIDGE_CATALOG_WRITERS", "guest", 1);
+      json_object_put(run_json(t, "catalog verify --json"));
+      wc = th_connect_as(&t->vhost, worker, "worker-pw");
+      assert_non_null(wc);
+      for (int i = 0; i < 2; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "overdue-%d", i);
+        forge(wc, "out", id, worker);
+        snprintf(id, sizeof id, "decoy-late-%d", i);
+        forge(wc, "in", id, worker);
+      }
+      th_close(wc);
+    }
+    assert_int_equal(fx_start_bridge(t, env), 0);
+    FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 2, 15000));
+    FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 0, 5000));
+    FX_CHECK(t, fx_stop_bridges(t) == 0);
+  }
+  unsetenv("DLQ_BRIDGE_CATALOG_WRITERS");
+  th_user_delete(worker);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_many_looks_at_once_each_see_every_item),
@@ -850,6 +976,7 @@ int main(void) {
       FX_TEST(test_retention_and_snapshots),
       FX_TEST(test_the_daemon_rebuilds_a_cut_catalog),
       FX_TEST(test_moves_during_a_snapshot),
+      FX_TEST(test_forged_events_from_a_worker_mislead_nobody),
   };
   /* DLQB_TEST_FILTER=test_a_s* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));

@@ -101,7 +101,7 @@ static size_t setting_count(void) {
 static void test_table_rows_are_consistent(void **state) {
   (void)state;
   const dlqb_config_setting *s = dlqb_config_settings();
-  assert_int_equal(setting_count(), 50);
+  assert_int_equal(setting_count(), 51);
   for (size_t i = 0; s[i].key != NULL; i++) {
     char env[64] = "DLQ_BRIDGE_";
     char flag[64];

@@ -131,3 +131,24 @@ int th_broker_version(void) {
   if (o != NULL) json_object_put(o);
   return version;
 }
+
+/* ---- users -------------------------------------------------------------- */
+
+static bool put_ok(int status) { return status == 201 || status == 204; }
+
+int th_user_put(const th_vhost *v, const char *name, const char *password, const char *perms) {
+  char path[TH_PATH_MAX], body[512];
+  if (!th_fmt(path, sizeof path, "/api/users/%s", name) ||
+      !th_fmt(body, sizeof body, "{\"password\":\"%s\",\"tags\":\"\"}", password) ||
+      !put_ok(th_mgmt("PUT", path, body, NULL)))
+    return -1;
+  if (!th_fmt(path, sizeof path, "/api/permissions/%s/%s", v->name, name) ||
+      !put_ok(th_mgmt("PUT", path, perms, NULL)))
+    return -1;
+  return 0;
+}
+
+void th_user_delete(const char *name) {
+  char path[TH_PATH_MAX];
+  if (th_fmt(path, sizeof path, "/api/users/%s", name)) th_mgmt("DELETE", path, NULL, NULL);
+}
