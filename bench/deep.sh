@@ -69,6 +69,9 @@ bdir=${DLQB_BENCH_DIR:-build-bench}
 node_dir=$bdir/broker-deep
 node_dirs=("$node_dir")
 work=$bdir/bench-deep
+# The default settings keep a look's catalog checkpoint in the state
+# directory: this run's own, not the user's.
+export XDG_STATE_HOME=$work/state
 bin=$bdir/dlq-bridge
 tool=$bdir/bench/dlqb-bench
 url="amqp://guest:guest@127.0.0.1:$port/%2f"
@@ -223,7 +226,7 @@ catalog_rows() { # N
     # The pass a look replaced, in the same run (what a first look is held to).
     timed "$n" "inspect --source-system billing --scan (the pass)" "$n" \
         "$bin" inspect --source-system billing --scan --json
-    unset DLQ_BRIDGE_CATALOG_CHECKPOINT
+    export DLQ_BRIDGE_CATALOG_CHECKPOINT=none
     purge_all
 }
 
@@ -238,7 +241,8 @@ catalog_policy() { # DEFINITION
 snapshot_rows() { # N
     local n=$1 seg=$((8 << 20)) i
     purge_all
-    unset DLQ_BRIDGE_CATALOG_CHECKPOINT
+    # A fresh reader each time: no checkpoint (the default keeps one).
+    export DLQ_BRIDGE_CATALOG_CHECKPOINT=none
     curl -s -o /dev/null -u guest:guest -X DELETE "$mgmt/api/queues/%2f/dsr.catalog"
     catalog_policy "\"stream-max-segment-size-bytes\": $seg"
     "$bin" declare >/dev/null || fail "dlq-bridge declare failed"

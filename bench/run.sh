@@ -69,6 +69,9 @@ bdir=$root/build-bench
 node_dir=$bdir/broker
 node_dirs=("$node_dir")
 work=$bdir/bench-run
+# The default settings keep a look's catalog checkpoint in the state
+# directory: this run's own, not the user's.
+export XDG_STATE_HOME=$work/state
 bin=${bridge:-$bdir/dlq-bridge}
 tool=$bdir/bench/dlqb-bench
 url="amqp://guest:guest@127.0.0.1:$port/%2f"

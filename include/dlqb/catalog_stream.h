@@ -330,9 +330,10 @@ void dlqb_catalog_reader_growth(dlqb_catalog_reader *r, uint64_t *since, uint64_
 /* One line saying how a look was answered, for the end of a command's
  * output: "catalog as of 2026-12-02T03:35:55.169Z: 1200 items, as the
  * queue (0.1 s)" (", folded from its snapshot: ..." when the stream was
- * cut), "read the queue: its catalog holds 1200, the queue 1203
- * (changed outside the bridge; catalog verify corrects it)", "read the
- * queue: no catalog (why)" or "read the queue (--scan)". Returns buf. */
+ * cut), "read the queue: catalog 1200, queue 1203 (catalog verify
+ * corrects it)" (changed outside the bridge; 79 columns after the
+ * "dlq-bridge: " before it, at a million), "read the queue: no catalog
+ * (why)" or "read the queue (--scan)". Returns buf. */
 char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len);
 /* "ignored 2 catalog events not from catalog_writers" when the look passed
  * over any (v->untrusted), else NULL. */

@@ -49,7 +49,9 @@ typedef struct {
 
 /* The catalog (dlqb/catalog.h). */
 typedef struct {
-  char checkpoint[DLQB_CONFIG_STR_MAX]; /* a look's checkpoint of the fold; "" = none */
+  /* A look's checkpoint of the fold: a file, "auto" (one in the state
+   * directory, dlqb_catalog_checkpoint_path), or "none" / "". */
+  char checkpoint[DLQB_CONFIG_STR_MAX];
   /* Broker users whose catalog events a look believes, "a,b" (by the
    * event's user_id, which the broker checks); "" = any publisher's. */
   char writers[DLQB_CONFIG_STR_MAX];

@@ -29,4 +29,14 @@ bool dlqb_read_file(const char *path, char **buf, size_t *cap, size_t *len);
 dlqb_status dlqb_file_replace(const char *path, const void *data, size_t n, const char *what,
                               dlqb_error *err);
 
+/* The directory this process keeps its own state in (a look's checkpoint
+ * of the catalog): $STATE_DIRECTORY (systemd's StateDirectory=, the first
+ * of its list) when set, else $XDG_STATE_HOME/dlq-bridge, else
+ * $HOME/.local/state/dlq-bridge; made (mode 0700, parents too) when
+ * missing. Refused (DLQB_EINVAL) unless it is a directory of the
+ * effective user that no one else may write to: another user's file
+ * there would be taken for our own fold; also when none of the
+ * variables is set. */
+dlqb_status dlqb_state_dir(char *out, size_t cap, dlqb_error *err);
+
 #endif

@@ -3,6 +3,7 @@
 #include "dlqb/catalog_stream.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,12 +228,18 @@ static dlqb_status await_upto(dlqb_link *link, amqp_channel_t ch, uint64_t seq, 
       return dlqb_fail(err, DLQB_EBROKER, "catalog '%s' refused an event", stream);
     case AMQP_BASIC_RETURN_METHOD:
       return dlqb_fail(err, DLQB_EBROKER, "catalog '%s' is not a queue here (run declare)", stream);
-    case AMQP_CHANNEL_CLOSE_METHOD:
-    case AMQP_CONNECTION_CLOSE_METHOD:
-      return dlqb_fail(err, DLQB_ECONN,
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+      /* ACCESS_REFUSED: a user who may not write here (a read-only one);
+       * its looks read the queue instead (a refusal, not a lost link). */
+      const amqp_channel_close_t *c = f.payload.method.decoded;
+      return dlqb_fail(err, c->reply_code == DLQB_REPLY_ACCESS_REFUSED ? DLQB_EACCESS : DLQB_ECONN,
                        "broker closed the channel while writing the catalog '%s' (no write "
                        "permission?)",
                        stream);
+    }
+    case AMQP_CONNECTION_CLOSE_METHOD:
+      return dlqb_fail(err, DLQB_ECONN,
+                       "broker closed the connection while writing the catalog '%s'", stream);
     default: break;
     }
   }
@@ -341,10 +348,37 @@ void dlqb_catalog_reader_free(dlqb_catalog_reader *r) {
   free(r);
 }
 
+/* FNV-1a, 64 bits: a short name for the broker a checkpoint is of. */
+static uint64_t fnv64(const char *s) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
 void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p, char *out,
                                   size_t cap) {
-  (void)p; /* a pipeline's own path is made by dlqb_config_pipeline_paths */
-  snprintf(out, cap, "%s", cfg->catalog.checkpoint);
+  const char *setting = cfg->catalog.checkpoint;
+  out[0] = '\0';
+  if (setting[0] == '\0' || strcmp(setting, "none") == 0) return;
+  if (strcmp(setting, "auto") != 0) {
+    /* A pipeline's own path was made by dlqb_config_pipeline_paths. */
+    snprintf(out, cap, "%s", setting);
+    return;
+  }
+  char dir[DLQB_CONFIG_STR_MAX];
+  dlqb_error why;
+  if (dlqb_state_dir(dir, sizeof dir, &why) != DLQB_OK) {
+    static atomic_bool told;
+    if (!atomic_exchange(&told, true))
+      dlqb_log_warn("catalog_checkpoint", "%s; each look folds the catalog whole", why.msg);
+    return;
+  }
+  /* One file per broker and stream: the URL after its user and password
+   * (host, port, vhost), never the password itself. */
+  const char *url = cfg->broker.url, *at = strrchr(url, '@'), *scheme = strstr(url, "://");
+  const char *where = at != NULL ? at + 1 : scheme != NULL ? scheme + 3 : url;
+  snprintf(out, cap, "%s/catalog-%s-%016llx.ckpt", dir, p->catalog,
+           (unsigned long long)fnv64(where));
 }
 
 dlqb_catalog_reader *dlqb_catalog_reader_of(const dlqb_config *cfg, const dlqb_pipeline *p) {
@@ -1069,12 +1103,15 @@ static dlqb_status open_checked(dlqb_catalog_reader *r, const dlqb_broker_conf *
   return st;
 }
 
+/* Opens a link and folds up to a marker of its own; with queue, reads its
+ * depth into *before first (before the marker). */
 static dlqb_status locked_refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
-                                  dlqb_link **link, uint64_t *events, double *secs,
-                                  dlqb_error *err) {
+                                  const char *queue, uint32_t *before, dlqb_link **link,
+                                  uint64_t *events, double *secs, dlqb_error *err) {
   long long t0 = dlqb_mono_ms();
   bool missing;
   dlqb_status st = open_checked(r, broker, link, &missing, err);
+  if (st == DLQB_OK && queue != NULL) st = dlqb_link_queue_depth(*link, queue, before, NULL, err);
   if (st == DLQB_OK) st = refresh(r, broker, link, events, err);
   else if (missing)
     dlqb_fail(err, DLQB_EBROKER, "the catalog stream '%s' is not declared (run declare)",
@@ -1083,17 +1120,24 @@ static dlqb_status locked_refresh(dlqb_catalog_reader *r, const dlqb_broker_conf
   return st;
 }
 
-/* Folds up to now and reads queue's depth into view. */
+/* Folds up to now and reads queue's depth into view: once before the
+ * marker and once after the fold. The bridge's own moves in flight while
+ * the look reads (a DLQ filling as the daemon routes, a replay draining
+ * it) keep the catalog's count between the two (a copy is published after
+ * its "in", an "out" right after its ack), so the count agrees when it is
+ * anywhere from one depth to the other; a change behind the bridge's back
+ * (an item taken with the management UI's Get, one published straight
+ * into the queue) puts it outside while nothing else moves. */
 static dlqb_status look_once(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
                              const char *queue, int q, dlqb_catalog_view *view, dlqb_error *err) {
   dlqb_link *link = NULL;
   view->as_of_ms = dlqb_now_ms();
   uint64_t events = 0;
   double secs = 0;
-  dlqb_status st = locked_refresh(r, broker, &link, &events, &secs, err);
+  uint32_t before = 0, depth = 0;
+  dlqb_status st = locked_refresh(r, broker, queue, &before, &link, &events, &secs, err);
   view->events += events;
   view->read_seconds += secs;
-  uint32_t depth = 0;
   if (st == DLQB_OK) st = dlqb_link_queue_depth(link, queue, &depth, NULL, err);
   if (link != NULL) end_link(link, st);
   if (st != DLQB_OK) return st;
@@ -1102,7 +1146,8 @@ static dlqb_status look_once(dlqb_catalog_reader *r, const dlqb_broker_conf *bro
   view->from_snapshot = r->from_snapshot;
   view->count = dlqb_catalog_count(r->c, q);
   view->depth = depth;
-  view->differs = view->count != view->depth;
+  uint64_t low = before < depth ? before : depth, high = before < depth ? depth : before;
+  view->differs = view->count < low || view->count > high;
   view->unmatched = dlqb_catalog_unmatched(r->c, q);
   view->untrusted = dlqb_catalog_untrusted(r->c, q);
   const dlqb_catalog_qstate *s = dlqb_catalog_state(r->c, q);
@@ -1135,7 +1180,7 @@ dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *br
   dlqb_link *link = NULL;
   uint64_t events = 0;
   double secs = 0;
-  dlqb_status st = locked_refresh(r, broker, &link, &events, &secs, err);
+  dlqb_status st = locked_refresh(r, broker, NULL, NULL, &link, &events, &secs, err);
   if (link != NULL) end_link(link, st);
   if (st == DLQB_OK) fn(ctx, r->c);
   pthread_mutex_unlock(&r->lock);
@@ -1242,7 +1287,7 @@ dlqb_status dlqb_catalog_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf
   dlqb_link *link = NULL;
   uint64_t events = 0;
   double secs = 0;
-  dlqb_status st = locked_refresh(r, broker, &link, &events, &secs, err);
+  dlqb_status st = locked_refresh(r, broker, NULL, NULL, &link, &events, &secs, err);
   if (link != NULL) end_link(link, st);
   if (st == DLQB_OK) st = write_snapshot(r, broker, out, err);
   pthread_mutex_unlock(&r->lock);
@@ -1307,9 +1352,7 @@ char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) 
                (unsigned long long)v->depth, v->depth == 1 ? "" : "s", (unsigned long long)v->count,
                v->differs ? " (differs: catalog verify corrects it)" : ", as the queue");
     else if (v->differs)
-      snprintf(buf, len,
-               "read the queue: its catalog holds %llu, the queue %llu (changed outside the "
-               "bridge; catalog verify corrects it)",
+      snprintf(buf, len, "read the queue: catalog %llu, queue %llu (catalog verify corrects it)",
                (unsigned long long)v->count, (unsigned long long)v->depth);
     else if (v->why_scan[0]) snprintf(buf, len, "read the queue: no catalog (%s)", v->why_scan);
     else snprintf(buf, len, "read the queue (--scan)");
@@ -1407,7 +1450,7 @@ dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
   dlqb_link *rl = NULL;
   uint64_t events;
   double secs;
-  dlqb_status st = locked_refresh(r, as, &rl, &events, &secs, err);
+  dlqb_status st = locked_refresh(r, as, NULL, NULL, &rl, &events, &secs, err);
   if (rl != NULL) end_link(rl, st);
   out->catalog = dlqb_catalog_count(r->c, q);
   v.seen = dlqb_hashset_new(sizeof(uint64_t));
@@ -1439,7 +1482,7 @@ dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
   if (st == DLQB_OK && out->complete) {
     /* Fold again (our "in"s and whatever moved meanwhile), then what it
      * still holds beyond what the pass read is gone. */
-    st = locked_refresh(r, as, &rl, &events, &secs, err);
+    st = locked_refresh(r, as, NULL, NULL, &rl, &events, &secs, err);
     if (rl != NULL) end_link(rl, st);
     if (st == DLQB_OK) dlqb_catalog_each(r->c, q, find_extra, &x);
     dlqb_catalog_event ev;

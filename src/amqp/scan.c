@@ -208,30 +208,55 @@ static bool look_item(void *ctx, const dlqb_item *it) {
   return l->st == DLQB_OK && !s->res.stopped;
 }
 
-/* Answers o from the catalog; false when it cannot (the look is then a
- * pass, view->why_scan says why). */
-static bool look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view,
-                         dlqb_status *st, dlqb_error *err) {
+typedef enum {
+  LOOK_ANSWERED, /* from the catalog */
+  LOOK_PASS,     /* the catalog cannot answer: view->why_scan says why */
+  LOOK_FAILED,   /* the catalog could not be read: err says why */
+} look_outcome;
+
+/* A connection lost, timed out or failing on its socket is worth another
+ * try, and no pass would do better. Anything else (the broker refused the
+ * read: the stream not declared, no permission on it; a stream cut by
+ * retention with no snapshot to fold from) is the catalog's own state:
+ * the queue itself can still answer. */
+static bool refused(dlqb_status st) {
+  return st != DLQB_ECONN && st != DLQB_ETIMEOUT && st != DLQB_EIO;
+}
+
+/* Answers o from the catalog (*st: on_item's status). */
+static look_outcome look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view,
+                                 dlqb_status *st, dlqb_error *err) {
   const dlqb_scan_options *o = s->o;
   dlqb_catalog_reader *own = NULL, *r = o->reader;
   if (r == NULL) {
     r = own = dlqb_catalog_reader_of(cfg, &s->pipeline);
     if (r == NULL) {
       snprintf(view->why_scan, sizeof view->why_scan, "out of memory for the catalog");
-      return false;
+      return LOOK_PASS;
     }
   }
   s->limit = o->max_items > 0 ? o->max_items : UINT64_MAX;
   look_ctx l = {.s = s, .st = DLQB_OK, .err = err};
   dlqb_error why;
-  dlqb_status rst =
-      dlqb_catalog_look(r, dlqb_config_broker(cfg, o->broker), o->queue, look_item, &l, view, &why);
+  dlqb_status rst = DLQB_OK;
+  for (int try = 1; try <= DLQB_LOOK_TRIES; try++) {
+    rst = dlqb_catalog_look(r, dlqb_config_broker(cfg, o->broker), o->queue, look_item, &l, view,
+                            &why);
+    if (rst == DLQB_OK || refused(rst) || signalled(s) || try == DLQB_LOOK_TRIES) break;
+    dlqb_log_warn("catalog_retry", "%s; trying again (%d of %d)", why.msg, try + 1,
+                  DLQB_LOOK_TRIES);
+    dlqb_sleep_us(o->stop, 500000LL * try);
+  }
   dlqb_catalog_reader_free(own);
+  if (rst != DLQB_OK) memset(&s->res, 0, sizeof s->res);
+  if (rst != DLQB_OK && !refused(rst)) {
+    *st = dlqb_fail(err, rst, "%s (the catalog, %d tries; --scan reads the queue itself)", why.msg,
+                    DLQB_LOOK_TRIES);
+    return LOOK_FAILED;
+  }
   if (rst != DLQB_OK) {
-    dlqb_log_warn("catalog_unavailable", "%s; reading the queue itself", why.msg);
     snprintf(view->why_scan, sizeof view->why_scan, "%s", why.msg);
-    memset(&s->res, 0, sizeof s->res);
-    return false;
+    return LOOK_PASS;
   }
   if (view->differs) {
     snprintf(view->why_scan, sizeof view->why_scan,
@@ -239,11 +264,11 @@ static bool look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view
              "yet corrected by a verifying pass (dlq-bridge catalog verify, or run's check)",
              (unsigned long long)view->count, (unsigned long long)view->depth);
     view->from_catalog = false;
-    return false;
+    return LOOK_PASS;
   }
   s->res.depth_at_start = view->count;
   *st = l.st;
-  return true;
+  return LOOK_ANSWERED;
 }
 
 /* --scan: what the pass read against the catalog's count (a catalog that
@@ -278,7 +303,9 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   memset(view, 0, sizeof *view);
   if (o->look) {
     dlqb_status st = DLQB_OK;
-    if (look_catalog(cfg, &s, view, &st, err) || o->look_only) {
+    look_outcome lo = look_catalog(cfg, &s, view, &st, err);
+    if (lo == LOOK_FAILED) return st;
+    if (lo == LOOK_ANSWERED || o->look_only) {
       *res = s.res;
       return st;
     }

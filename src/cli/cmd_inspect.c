@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "dlqb/log.h"
@@ -14,9 +15,12 @@
  * few KiB): this many by default, at most SORT_MAX (--limit). */
 #define SORT_DEFAULT 1000
 #define SORT_MAX     10000
+/* At a terminal, without --limit or --all: a screenful, not every item of
+ * a DLQ thousands deep (the runbook gave --limit 20 every time). */
+#define TERMINAL_LIMIT 50
 
 static const cli_flag flags[] = {
-    {"all", false, NULL, "list every item (what inspect does without a filter)"},
+    {"all", false, NULL, "list every item (at a terminal, more than the first 50)"},
     OPS_FILTER_FLAGS,
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
     {"show-payload", false, NULL,
@@ -187,6 +191,9 @@ int cmd_inspect(int argc, char **argv) {
       return EXIT_RUNTIME;
     }
   }
+  bool capped =
+      !c.o.json && !c.sort_deadline && c.o.sel.limit == 0 && !c.o.sel.all && isatty(STDOUT_FILENO);
+  if (capped) c.o.sel.limit = TERMINAL_LIMIT;
   dlqb_stop_flag *stop = cli_stop_flag();
   if (c.show_payload && (c.payload = malloc(PAYLOAD_SHOWN_MAX + 1)) == NULL) {
     cli_error("out of memory");
@@ -243,6 +250,8 @@ int cmd_inspect(int argc, char **argv) {
            c.listed == 1 ? "" : "s",
            c.sort_deadline && c.selected > c.listed ? " (the most urgent of those selected)" : "",
            (unsigned long long)r.examined, (unsigned long long)r.depth_at_start, c.queue);
+    if (capped && c.listed == TERMINAL_LIMIT && r.depth_at_start > c.listed)
+      printf("(the first %d: --limit N lists more, --all every one)\n", TERMINAL_LIMIT);
     ops_table_note(stdout, columns);
   }
   if (!c.o.json) ops_catalog_print(stderr, &view);

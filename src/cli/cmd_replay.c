@@ -122,10 +122,8 @@ int cmd_replay(int argc, char **argv) {
    * (Said after the ledger is read, so a broker that cannot be reached
    * stays a one-line error.) */
   if (r.o.cfg->ledger.completion_writers[0] == '\0')
-    dlqb_log_warn("replay",
-                  "the completion ledger is not trusted: set completion_writers "
-                  "(DLQ_BRIDGE_COMPLETION_WRITERS) to the broker users of your workers; until "
-                  "then every selected task is replayed");
+    dlqb_log_warn("replay", "the completion ledger is not trusted (no completion_writers): "
+                            "every task is replayed");
   if (!r.o.json && isatty(2)) {
     fprintf(stderr, "completion ledger: %zu entries read, %zu distinct tasks", ls.entries,
             dlqb_ledger_size(ledger));

@@ -105,15 +105,15 @@ int cmd_resolve(int argc, char **argv) {
     return rc;
   }
   bool removed = c.found && out->r.removed == 1;
-  if (c.o.json) {
+  /* Not removed: the error below, as one document under --json (the
+   * runbook's error shape), never a second one beside it. */
+  if (c.o.json && removed) {
     json_object *j = json_object_new_object();
-    json_object_object_add(j, "resolved", json_object_new_boolean(removed));
+    json_object_object_add(j, "resolved", json_object_new_boolean(true));
     json_object_object_add(j, "message_id", json_object_new_string(c.message_id));
-    if (removed) {
-      json_object_object_add(j, "item", ops_item_json(&c.item, dlqb_now_ms()));
-      json_object_object_add(j, "note", json_object_new_string(c.note));
-      json_object_object_add(j, "actor", json_object_new_string(c.o.actor));
-    }
+    json_object_object_add(j, "item", ops_item_json(&c.item, dlqb_now_ms()));
+    json_object_object_add(j, "note", json_object_new_string(c.note));
+    json_object_object_add(j, "actor", json_object_new_string(c.o.actor));
     ops_print_json(j);
   } else if (removed) {
     char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];

@@ -11,6 +11,7 @@
 #include "dlqb/group.h"
 #include "dlqb/text.h"
 #include "dlqb/log.h"
+#include "dlqb/policy.h"
 #include "dlqb/topology.h"
 
 static void default_actor(char *buf, size_t len) {
@@ -131,9 +132,12 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
   char writer[400];
   snprintf(writer, sizeof writer, "%s@%s", command, o->cfg->instance);
   dlqb_error err;
-  if (ops_trail_open(o->cfg, NULL, writer, out, &err) != DLQB_OK) {
+  dlqb_status st = ops_trail_open(o->cfg, NULL, writer, out, &err);
+  if (st != DLQB_OK) {
     cli_error("%s", err.msg);
-    return EXIT_RUNTIME;
+    /* As run: a key or log that the settings name wrongly (missing,
+     * readable by others) is a configuration error. */
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
@@ -380,19 +384,28 @@ static bool progress_wanted(const ops_opts *o) {
 void ops_progress(const ops_opts *o, const char *label, const dlqb_scan_result *r) {
   if (!progress_wanted(o)) return;
   /* Items read but not yet settled: with --rate they wait for their turn,
-   * which would otherwise look like a hang ("0 moved" for seconds). */
+   * which would otherwise look like a hang ("0 moved" for seconds); the
+   * rest are copies sent and not yet confirmed (or originals whose acks
+   * wait for the audit trail): counted as in flight, so "moved" is not
+   * stuck while they settle. One line that fits 80 columns up to seven
+   * digits a count, redrawn in place (\r) without wrapping; what is 0
+   * (removed, left) is not said. */
   uint64_t settled = r->forwarded + r->removed + r->held + r->refused;
   uint64_t pending = r->examined > settled ? r->examined - settled : 0;
-  char rate[64] = "";
-  if (o->rate > 0 && pending > 0)
-    snprintf(rate, sizeof rate, ", %llu waiting for the rate (%g/s)", (unsigned long long)pending,
-             o->rate);
-  else if (pending > 0)
-    snprintf(rate, sizeof rate, ", %llu awaiting confirms", (unsigned long long)pending);
-  fprintf(stderr, "\r%s: %llu/%llu examined, %llu moved, %llu removed, %llu left in place%s\033[K",
-          label, (unsigned long long)r->examined, (unsigned long long)r->depth_at_start,
-          (unsigned long long)r->forwarded, (unsigned long long)r->removed,
-          (unsigned long long)r->held, rate);
+  char line[256];
+  int n = snprintf(line, sizeof line, "%s: %llu of %llu read, %llu moved", label,
+                   (unsigned long long)r->examined, (unsigned long long)r->depth_at_start,
+                   (unsigned long long)r->forwarded);
+  /* A removal in a replay is a task found complete in the ledger. */
+  if (r->removed > 0 && n > 0 && (size_t)n < sizeof line)
+    n += snprintf(line + n, sizeof line - (size_t)n, ", %llu %s", (unsigned long long)r->removed,
+                  strcmp(label, "replay") == 0 ? "complete" : "removed");
+  if (r->held > 0 && n > 0 && (size_t)n < sizeof line)
+    n += snprintf(line + n, sizeof line - (size_t)n, ", %llu left", (unsigned long long)r->held);
+  if (pending > 0 && n > 0 && (size_t)n < sizeof line)
+    snprintf(line + n, sizeof line - (size_t)n, ", %llu %s", (unsigned long long)pending,
+             o->rate > 0 ? "waiting for --rate" : "in flight");
+  fprintf(stderr, "\r%s\033[K", line);
   fflush(stderr);
 }
 
@@ -409,11 +422,18 @@ typedef struct {
   bool header_done;
   size_t columns; /* the dry run's table: ops_output_width */
   char summary[256];
+  /* Listed for a replay that cannot help them, or that the runbook asks
+   * to take one at a time. */
+  uint64_t invalid, poison;
 } move_ctx;
 
 static void list_item(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms) {
   move_ctx *c = ctx;
   const char *what = complete ? "skip_complete" : c->m->verb;
+  if (!complete && strcmp(c->m->command, "replay") == 0) {
+    c->invalid += strcmp(it->dlq_reason, dlqb_reason_name(DLQB_REASON_INVALID)) == 0;
+    c->poison += strcmp(it->dlq_reason, dlqb_reason_name(DLQB_REASON_POISON)) == 0;
+  }
   if (c->o->json) {
     json_object *j = ops_item_json(it, now_ms);
     json_object_object_add(j, "outcome", json_object_new_string(what));
@@ -440,6 +460,22 @@ static void list_acked(void *ctx, const dlqb_hop *hop) {
   put_str(j, "source_system", hop->source_system);
   put_str(j, "outcome", hop->event == DLQB_EV_SKIPPED_COMPLETE ? "skip_complete" : c->m->verb);
   json_object_array_add(c->items, j);
+}
+
+/* The runbook's warnings for what a replay would send back (docs/runbook.md,
+ * "What each dlq_reason means"): one line each, on stderr. */
+static void replay_warnings(const move_ctx *c) {
+  if (c->invalid > 0)
+    fprintf(stderr,
+            "dlq-bridge: %llu %s invalid_envelope: replaying cannot help; fix the producer,\n"
+            "  re-submit the task, then resolve %s\n",
+            (unsigned long long)c->invalid, c->invalid == 1 ? "is" : "are",
+            c->invalid == 1 ? "it" : "them");
+  if (c->poison > 0)
+    fprintf(stderr,
+            "dlq-bridge: %llu %s poison (crashed a worker): replay one at a time\n"
+            "  (--limit 1) and watch it before the next\n",
+            (unsigned long long)c->poison, c->poison == 1 ? "is" : "are");
 }
 
 static void show_tick(void *ctx, const dlqb_scan_result *r) {
@@ -529,6 +565,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
       printf("(%zu unverified completions ignored: not from completion_writers)\n",
              m->ledger_stats->unverified);
   }
+  replay_warnings(&c);
   if (r->refused > 0) {
     /* Each one is named in a warning line above. */
     cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s", m->command,

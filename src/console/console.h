@@ -56,10 +56,13 @@ void console_sessions_clear(void);
 
 /* Checks user/password against the broker (a connection as that user to
  * base->broker.url's host and vhost) and on success creates a session in *who.
- * false with a message for the person in why (never the password). */
+ * false with a message for the person in why (never the password) and the
+ * page's HTTP status in *status: 429 too many failed sign-ins from addr,
+ * 503 the broker cannot be reached (a server problem, not a refusal), 403
+ * refused (a wrong user or password, or no access to the vhost). */
 bool console_sign_in(const dlqb_config *base, const char *addr, const char *user,
                      const char *password, console_who *who, char *why, size_t why_len,
-                     bool *rate_limited);
+                     unsigned *status);
 
 /* Finds the session of a cookie id (refreshing its idle time); false when
  * none or expired. */

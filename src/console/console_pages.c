@@ -63,12 +63,11 @@ void console_post_login(console_req *r) {
   console_form(r, "user", user, sizeof user);
   console_form(r, "password", password, sizeof password);
   console_who who;
-  bool limited = false;
-  bool ok =
-      console_sign_in(console_g.cfg, r->addr, user, password, &who, why, sizeof why, &limited);
+  unsigned status = 403;
+  bool ok = console_sign_in(console_g.cfg, r->addr, user, password, &who, why, sizeof why, &status);
   explicit_bzero(password, sizeof password);
   if (!ok) {
-    r->status = limited ? 429 : 403;
+    r->status = status;
     r->signed_in = false;
     login_form(r, why);
     return;
@@ -262,7 +261,10 @@ bool console_selection(console_req *r, bool from_form, dlqb_select *sel) {
     if (!given || v[0] == '\0') continue;
     dlqb_error err;
     if (filter_set(sel, *n, v, &err) != DLQB_OK) {
-      console_error_page(r, 400, "Bad filter", err.msg);
+      /* The selection's errors name the CLI's flags ("--group: ..."); a
+       * page has a field of that name, not a flag. */
+      const char *msg = strncmp(err.msg, "--", 2) == 0 ? err.msg + 2 : err.msg;
+      console_error_page(r, 400, "Bad filter", msg);
       return false;
     }
   }

@@ -88,8 +88,9 @@ void console_page_review(console_req *r) {
   console_page_begin(r, "Review inbox");
   dlqb_html *h = &r->out;
   dlqb_html_raw(h, "<p class=\"summary\" id=\"review-count\">");
-  dlqb_html_textf(h, "%llu items wait in %s, %llu unclaimed", (unsigned long long)c.total,
-                  console_g.pipeline->review, (unsigned long long)c.unclaimed);
+  dlqb_html_textf(h, "%llu item%s wait%s in %s, %llu unclaimed", (unsigned long long)c.total,
+                  c.total == 1 ? "" : "s", c.total == 1 ? "s" : "", console_g.pipeline->review,
+                  (unsigned long long)c.unclaimed);
   dlqb_html_raw(h, "</p><table id=\"review\"><thead><tr><th>time left</th>");
   console_identity_th(h);
   if (ops_profile_has(&console_g.pipeline->profile, DLQB_H_LEGAL_BASIS))

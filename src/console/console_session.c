@@ -151,10 +151,17 @@ static void attempt_end(const char *addr, bool failed) {
   pthread_mutex_unlock(&lock);
 }
 
+/* The link could not be made at all (no TCP or TLS connection): the
+ * broker's trouble, not the person's. dlqb_link_open says "cannot connect
+ * to broker" then, and "cannot log in" once the broker has answered. */
+static bool unreachable(const dlqb_error *err) {
+  return strncmp(err->msg, "cannot connect to broker", 24) == 0;
+}
+
 bool console_sign_in(const dlqb_config *base, const char *addr, const char *user,
                      const char *password, console_who *who, char *why, size_t why_len,
-                     bool *rate_limited) {
-  *rate_limited = false;
+                     unsigned *status) {
+  *status = 403;
   int64_t now = mono_ms();
   pthread_mutex_lock(&lock);
   fail_slot *f = fail_slot_of(addr, now);
@@ -166,7 +173,7 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
   }
   pthread_mutex_unlock(&lock);
   if (blocked) {
-    *rate_limited = true;
+    *status = 429;
     snprintf(why, why_len, "too many failed sign-ins from this address; wait a minute");
     return false;
   }
@@ -186,6 +193,15 @@ bool console_sign_in(const dlqb_config *base, const char *addr, const char *user
                        ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
                        : dlqb_link_open(user_broker, "dlq-bridge console sign-in", &link, &err);
   console_broker_free(user_broker);
+  if (st != DLQB_OK && unreachable(&err)) {
+    /* Not a guess at a password: it does not count against the address. */
+    attempt_end(addr, false);
+    *status = 503;
+    snprintf(why, why_len, "the broker cannot be reached, try again later: %s", err.msg);
+    dlqb_log_warn("console", "sign-in of '%s' from %s: %s", user, addr, err.msg);
+    explicit_bzero(who, sizeof *who);
+    return false;
+  }
   if (st != DLQB_OK) {
     attempt_end(addr, true);
     /* The link's message names host, user and vhost, never the password. */

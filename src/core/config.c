@@ -79,8 +79,8 @@ typedef enum {
     "completion-writers", "", KIND_USERS, 0, 0,                                                    \
     "broker users whose completions replay trusts, comma-separated; empty = none")                 \
   X(catalog_checkpoint, catalog.checkpoint, "DLQ_BRIDGE_CATALOG_CHECKPOINT", "catalog-checkpoint", \
-    "", KIND_PATH, 0, 0,                                                                           \
-    "a look's checkpoint of the catalog fold; empty = fold the catalog stream whole every look")   \
+    "auto", KIND_PATH, 0, 0,                                                                       \
+    "a look's checkpoint of the catalog fold: auto (in the state directory), none, or a file")     \
   X(catalog_writers, catalog.writers, "DLQ_BRIDGE_CATALOG_WRITERS", "catalog-writers", "",         \
     KIND_USERS, 0, 0,                                                                              \
     "broker users whose catalog events a look believes, comma-separated; empty = any publisher's") \

@@ -512,8 +512,12 @@ dlqb_status dlqb_config_pipeline_paths(dlqb_config *c, const dlqb_pipeline *p, d
                {"catalog_checkpoint", c->catalog.checkpoint}};
   char made[COUNT_OF(files)][DLQB_CONFIG_STR_MAX];
   for (size_t i = 0; i < COUNT_OF(files); i++) {
-    if (files[i].value[0] == '\0') {
-      made[i][0] = '\0';
+    /* The checkpoint's "auto" and "none" name no file (auto's is named
+     * after the pipeline's own catalog stream): kept as they are. */
+    bool word = files[i].value == c->catalog.checkpoint &&
+                (strcmp(files[i].value, "auto") == 0 || strcmp(files[i].value, "none") == 0);
+    if (files[i].value[0] == '\0' || word) {
+      snprintf(made[i], sizeof made[i], "%s", files[i].value);
     } else if (!dlqb_pipeline_path(files[i].value, p->name, made[i], sizeof made[i])) {
       return dlqb_fail(err, DLQB_EINVAL,
                        "%s: the file of pipeline '%s' (its name added to the path) would be "

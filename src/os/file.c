@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define READ_CHUNK 65536
@@ -103,5 +104,46 @@ dlqb_status dlqb_file_replace(const char *path, const void *data, size_t n, cons
     (void)fsync(dfd);
     close(dfd);
   }
+  return DLQB_OK;
+}
+
+/* mkdir -p of path with mode 0700 for what it makes. */
+static bool make_dirs(char *path) {
+  for (char *p = path + 1; *p != '\0'; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    bool ok = mkdir(path, 0700) == 0 || errno == EEXIST;
+    *p = '/';
+    if (!ok) return false;
+  }
+  return mkdir(path, 0700) == 0 || errno == EEXIST;
+}
+
+dlqb_status dlqb_state_dir(char *out, size_t cap, dlqb_error *err) {
+  const char *sd = getenv("STATE_DIRECTORY"), *xdg = getenv("XDG_STATE_HOME"),
+             *home = getenv("HOME");
+  int n;
+  if (sd != NULL && sd[0] == '/') n = snprintf(out, cap, "%.*s", (int)strcspn(sd, ":"), sd);
+  else if (xdg != NULL && xdg[0] == '/') n = snprintf(out, cap, "%s/dlq-bridge", xdg);
+  else if (home != NULL && home[0] == '/')
+    n = snprintf(out, cap, "%s/.local/state/dlq-bridge", home);
+  else
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "no state directory (neither XDG_STATE_HOME nor HOME is set)");
+  if (n < 0 || (size_t)n >= cap)
+    return dlqb_fail(err, DLQB_EINVAL, "the state directory's path is too long");
+  char why[DLQB_ERRNO_TEXT_MAX];
+  if (!make_dirs(out))
+    return dlqb_fail(err, DLQB_EIO, "cannot make the state directory '%s': %s", out,
+                     dlqb_errno_text(errno, why, sizeof why));
+  struct stat st;
+  if (lstat(out, &st) != 0)
+    return dlqb_fail(err, DLQB_EIO, "cannot read the state directory '%s': %s", out,
+                     dlqb_errno_text(errno, why, sizeof why));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)
+    return dlqb_fail(err, DLQB_EINVAL,
+                     "the state directory '%s' is not a directory of this user that only it may "
+                     "write to; not used",
+                     out);
   return DLQB_OK;
 }

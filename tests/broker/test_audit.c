@@ -242,12 +242,23 @@ static void test_crash_while_unwritable_loses_nothing(void **state) {
   audit_dir_remove(&d);
 }
 
-/* Runs `dlq-bridge audit show --request-id id [--json]` on d's log. */
-static void audit_show(const audit_dir *d, const char *id, bool json, th_result *r) {
-  const char *const args[] = {"audit", "show", "--request-id", id, json ? "--json" : NULL, NULL};
-  const char *const env[] = {d->a.env_log, d->a.env_pub, NULL};
-  assert_int_equal(th_run_bridge(args, NULL, env, 30000, r), 0);
+/* Runs `dlq-bridge audit show --request-id id [--json]` on d's log, with
+ * the completion ledger of the broker at url (NULL: --offline). */
+static void audit_show_at(const audit_dir *d, const char *url, const char *id, bool json,
+                          th_result *r) {
+  const char *args[8] = {"audit", "show", "--request-id", id};
+  size_t n = 4;
+  if (url == NULL) args[n++] = "--offline";
+  if (json) args[n++] = "--json";
+  args[n] = NULL;
+  const char *const env[] = {d->a.env_log, d->a.env_pub, "DLQ_BRIDGE_COMPLETION_WRITERS=guest",
+                             NULL};
+  assert_int_equal(th_run_bridge(args, url, env, 30000, r), 0);
   printf("audit show %s%s: exit %d\n%s%s", id, json ? " --json" : "", r->exit_code, r->out, r->err);
+}
+
+static void audit_show(const audit_dir *d, const char *id, bool json, th_result *r) {
+  audit_show_at(d, NULL, id, json, r);
 }
 
 /* A compliance officer's question, "what happened to this request?",
@@ -437,6 +448,37 @@ static void test_audit_show_one_task(void **state) {
   assert_int_equal(json_object_array_length(hops), 4);
   for (size_t i = 0; i < 4; i++)
     assert_string_equal(th_json_str(json_object_array_get_idx(hops, i), "request_id"), "show-1");
+  json_object_put(doc);
+
+  /* The story ends with the completion ledger (issue 42): not completed
+   * while the replayed task waits, completed once its worker recorded it
+   * (as a completion writer: user_id guest). */
+  audit_show_at(&d, t->vhost.url, "show-1", false, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "show-1 (test-suite): not completed (dsr.completed)"));
+  th_msg done;
+  th_msg_init(&done);
+  assert_int_equal(th_msg_add_str(&done, "request_id", "show-1"), 0);
+  assert_int_equal(th_msg_add_str(&done, "source_system", "test-suite"), 0);
+  snprintf(done.user_id, sizeof done.user_id, "guest");
+  done.has_timestamp = true;
+  done.timestamp = (uint64_t)(th_now_ms() / 1000);
+  assert_int_equal(th_publish(t->conn, "", "dsr.completed", &done), 0);
+  th_msg_release(&done);
+  audit_show_at(&d, t->vhost.url, "show-1", false, &r);
+  assert_int_equal(r.exit_code, 0);
+  const char *end = strstr(r.out, "show-1 (test-suite): completed 20");
+  assert_non_null(end);
+  assert_true(end > strstr(r.out, "replayed")); /* after the last hop */
+  audit_show_at(&d, t->vhost.url, "show-1", true, &r);
+  doc = json_tokener_parse(r.out);
+  assert_non_null(doc);
+  json_object *completion;
+  assert_true(json_object_object_get_ex(doc, "completion", &completion));
+  assert_int_equal(json_object_array_length(completion), 1);
+  json_object *c0 = json_object_array_get_idx(completion, 0), *v;
+  assert_true(json_object_object_get_ex(c0, "completed", &v) && json_object_get_boolean(v));
+  assert_true(th_is_iso_utc(th_json_str(c0, "completed_at")));
   json_object_put(doc);
 
   /* Usage errors: exit 2, one line, before the log is read. */

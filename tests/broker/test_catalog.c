@@ -628,6 +628,9 @@ static bool from_snapshot(json_object *j) {
  * first leaves looks answering from the second, with exact counts. */
 static void test_retention_and_snapshots(void **state) {
   fx_case *t = *state;
+  /* Fresh readers, each look its own fold: no checkpoint (the default
+   * keeps one, and a checkpoint past the cut is still good). */
+  setenv("DLQ_BRIDGE_CATALOG_CHECKPOINT", "none", 1);
   put_retention(t, RETAIN_BYTES);
   static const char *const declare_args[] = {"declare", NULL};
   th_result r;
@@ -755,6 +758,9 @@ static void test_retention_and_snapshots(void **state) {
  * catalog from the queues and snapshots it on its own. */
 static void test_the_daemon_rebuilds_a_cut_catalog(void **state) {
   fx_case *t = *state;
+  /* Fresh readers, each look its own fold: no checkpoint (the default
+   * keeps one, and a checkpoint past the cut is still good). */
+  setenv("DLQ_BRIDGE_CATALOG_CHECKPOINT", "none", 1);
   put_retention(t, RETAIN_BYTES);
   static const char *const declare_args[] = {"declare", NULL};
   th_result r;
@@ -795,6 +801,9 @@ static bool not_running(void *arg) { return !th_bridge_running(arg); }
  * the snapshot agrees with the queue to the item. */
 static void test_moves_during_a_snapshot(void **state) {
   fx_case *t = *state;
+  /* Fresh readers, each look its own fold: no checkpoint (the default
+   * keeps one, and a checkpoint past the cut is still good). */
+  setenv("DLQ_BRIDGE_CATALOG_CHECKPOINT", "none", 1);
   put_retention(t, 4 * RETAIN_BYTES); /* the 3,000 "in"s and the snapshot fit */
   static const char *const declare_args[] = {"declare", NULL};
   th_result r;
@@ -918,7 +927,9 @@ static void test_forged_events_from_a_worker_mislead_nobody(void **state) {
   assert_int_equal(member_int(member(j, "catalog"), "untrusted_events"), 4);
   json_object_put(j);
   int status;
-  char *text = read_all(start(t, "inspect 2>&1"), &status);
+  /* A fold of its own (the count is of what a fold read: the first look's
+   * checkpoint starts the next one after the forged events). */
+  char *text = read_all(start(t, "inspect --catalog-checkpoint none 2>&1"), &status);
   assert_int_equal(status, 0);
   assert_non_null(strstr(text, "ignored 4 catalog events not from catalog_writers"));
   free(text);
@@ -934,8 +945,9 @@ static void test_forged_events_from_a_worker_mislead_nobody(void **state) {
   /* The SLA escalator escalates both on time, with or without the list:
    * it takes the catalog's "nothing due" only from listed writers. */
   for (int listed = 0; listed < 2; listed++) {
-    const char *const env[] = {"DLQ_BRIDGE_DLQ_SLA=1h",
-                               listed ? "DLQ_BRIDGE_CATALOG_WRITERS=guest" : NULL, NULL};
+    const char *const env[] = {
+        "DLQ_BRIDGE_DLQ_SLA=1h",
+        listed ? "DLQ_BRIDGE_CATALOG_WRITERS=guest" : "DLQ_BRIDGE_CATALOG_WRITERS=", NULL};
     if (listed) {
       /* The escalated items back into the DLQ, hidden again. */
       th_msg m;
@@ -965,6 +977,241 @@ static void test_forged_events_from_a_worker_mislead_nobody(void **state) {
   th_user_delete(worker);
 }
 
+/* Declares the topology and loads n items (fill) straight into the DLQ;
+ * with verify ("catalog verify ..." arguments), catalogues them. */
+static void declare_and_load(fx_case *t, size_t n, const char *verify) {
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", n, fill, NULL), 0);
+  if (verify != NULL) json_object_put(run_json(t, verify));
+}
+
+/* `dlq-bridge args` through url, stderr into the file err (so a test can
+ * read what the look said), stdout readable from the stream returned. */
+static FILE *start_via(const char *url, const char *args, const char *err) {
+  char cmd[2048];
+  assert_true(th_fmt(cmd, sizeof cmd, "timeout %d '%s' %s 2>'%s'", CMD_TIMEOUT_S,
+                     th_env_get()->bridge_bin, args, err));
+  setenv("DLQ_BRIDGE_URL", url, 1);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  return p;
+}
+
+static char *slurp_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char *buf = malloc(1 << 16);
+  assert_non_null(buf);
+  size_t n = fread(buf, 1, (1 << 16) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* Issue 40: four looks at once, and the connection of one of them is cut
+ * (the proxy cuts the first connection that writes to the catalog stream:
+ * a look's marker). That look tries again and is answered from the
+ * catalog like the others: none reads the queue, so none holds it. Before,
+ * a look whose catalog read failed read the queue itself (a pass over
+ * every item, the broker's memory up by the queue's size). With no broker
+ * to read the catalog from, a look fails with the reason (exit 1) after
+ * its tries, and says nothing about reading the queue. */
+static void test_a_look_that_loses_its_connection_tries_again(void **state) {
+  fx_case *t = *state;
+  declare_and_load(t, DEPTH, "catalog verify --json");
+
+  th_proxy px = {0};
+  snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "dsr.catalog");
+  assert_int_equal(th_proxy_start(&px), 0);
+  char env[TH_URL_MAX + 32];
+  assert_true(th_proxy_url_env(&px, &t->vhost, env, sizeof env));
+  const char *url = strchr(env, '=') + 1;
+  enum { N = 4 };
+  FILE *p[N];
+  char err[N][TH_PATH_MAX];
+  for (int i = 0; i < N; i++) {
+    assert_true(
+        th_fmt(err[i], sizeof err[i], "%s/%s-look%d.err", th_env_get()->log_dir, t->vhost.name, i));
+    p[i] = start_via(url, "inspect --catalog-checkpoint none --json", err[i]);
+  }
+  int retried = 0;
+  for (int i = 0; i < N; i++) {
+    json_object *j = finish_json(p[i], "inspect");
+    assert_true(from_catalog(j));
+    assert_int_equal(member_int(j, "listed"), DEPTH);
+    json_object_put(j);
+    char *text = slurp_file(err[i]);
+    retried += strstr(text, "trying again (2 of 3)") != NULL;
+    assert_null(strstr(text, "reading the queue"));
+    free(text);
+    unlink(err[i]);
+  }
+  assert_int_equal(retried, 1);
+
+  th_proxy_cut(&px);
+  int status;
+  char *out = read_all(start_via(url, "inspect --catalog-checkpoint none", err[0]), &status);
+  free(out);
+  assert_int_equal(status, 1);
+  char *text = slurp_file(err[0]);
+  printf("a look with no broker behind its proxy: %s", text);
+  assert_non_null(strstr(text, "(the catalog, 3 tries; --scan reads the queue itself)"));
+  assert_null(strstr(text, "reading the queue"));
+  free(text);
+  unlink(err[0]);
+}
+
+/* Issue 40: with nothing set (catalog_checkpoint auto), a look keeps its
+ * checkpoint in the user's state directory (the harness points
+ * XDG_STATE_HOME into the run's log folder), and the next look, another
+ * process, starts from it and reads only what came since. */
+static void test_looks_keep_a_checkpoint_by_default(void **state) {
+  fx_case *t = *state;
+  declare_and_load(t, DEPTH, "catalog verify --catalog-checkpoint none --json");
+  json_object *j = run_json(t, "inspect --json");
+  assert_true(from_catalog(j));
+  assert_false(json_object_get_boolean(member(member(j, "catalog"), "from_checkpoint")));
+  assert_true(member_int(member(j, "catalog"), "events_read") >= DEPTH);
+  json_object_put(j);
+  j = run_json(t, "stats --json");
+  json_object *cat = member(j, "catalog");
+  printf("the second look: from the checkpoint %s, %lld events read\n",
+         json_object_get_boolean(member(cat, "from_checkpoint")) ? "yes" : "no",
+         (long long)member_int(cat, "events_read"));
+  assert_true(from_catalog(j));
+  assert_true(json_object_get_boolean(member(cat, "from_checkpoint")));
+  assert_true(member_int(cat, "events_read") < 10);
+  json_object_put(j);
+  /* At a terminal (a pty from script(1)) inspect lists a screenful and
+   * says how to see more (issue 42: it printed every item); --all lists
+   * every one. */
+  for (int all = 0; all < 2; all++) {
+    char tty[TH_PATH_MAX + 256];
+    assert_true(th_fmt(tty, sizeof tty, "script -qec \"'%s' inspect%s\" /dev/null",
+                       th_env_get()->bridge_bin, all ? " --all" : ""));
+    setenv("DLQ_BRIDGE_URL", t->vhost.url, 1);
+    FILE *p = popen(tty, "r");
+    assert_non_null(p);
+    int status;
+    char *out = read_all(p, &status);
+    assert_int_equal(status, 0);
+    char want[64];
+    snprintf(want, sizeof want, "%d items listed", all ? DEPTH : 50);
+    if (strstr(out, want) == NULL) fprintf(stderr, "%.3000s\n", out);
+    assert_non_null(strstr(out, want));
+    assert_true((strstr(out, "(the first 50: --limit N lists more, --all every one)") != NULL) ==
+                !all);
+    free(out);
+  }
+  /* It is in the state directory, private, and named without the password. */
+  char cmd[TH_PATH_MAX + 128];
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "test \"$(stat -c %%a '%s/state/dlq-bridge')\" = 700 && "
+                     "ls '%s/state/dlq-bridge' | grep -q '^catalog-dsr.catalog-[0-9a-f]*.ckpt$'",
+                     th_env_get()->log_dir, th_env_get()->log_dir));
+  assert_int_equal(system(cmd), 0);
+}
+
+/* Issue 42: a DLQ filling through the bridge while an operator looks in a
+ * loop is no change outside the bridge: every look agrees with the queue
+ * (the count lies between the depths read before and after its fold) and
+ * is answered from the catalog. Before, a look read the depth after the
+ * fold, when copies whose "in" came after its marker were already there,
+ * and said "changed outside the bridge" on the very first stats. An item
+ * taken behind the bridge's back (the management UI's Get) is still said. */
+static void test_a_filling_dlq_is_no_change_outside(void **state) {
+  fx_case *t = *state;
+  enum { TASKS = 240, ROUND = 12 };
+  static const char *const env[] = {"DLQ_BRIDGE_MAX_ATTEMPTS=1", NULL};
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  th_msg m;
+  th_msg_init(&m);
+  for (int i = 0; i < TASKS; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "fill-%03d", i);
+    th_msg_reset(&m);
+    assert_int_equal(th_msg_task(&m, id), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.work", &m), 0);
+  }
+  th_worker *w = th_worker_open(&t->vhost, "dsr.work", 20);
+  assert_non_null(w);
+  int rejected = 0, looks = 0, agreed = 0;
+  while (rejected < TASKS) {
+    /* A look runs while the next round of failures is routed. */
+    FILE *p = start(t, looks % 2 ? "inspect --json" : "stats --json");
+    for (int k = 0; k < ROUND && rejected < TASKS; k++, rejected++) {
+      FX_CHECK(t, th_worker_next(w, &m, 10000) == 1);
+      assert_int_equal(th_worker_reject(w), 0);
+    }
+    json_object *j = finish_json(p, "look");
+    looks++;
+    json_object *cat = member(j, "catalog");
+    agreed += json_object_get_boolean(member(cat, "agrees")) && from_catalog(j);
+    if (!from_catalog(j)) fprintf(stderr, "look %d: %s\n", looks, json_object_to_json_string(cat));
+    json_object_put(j);
+  }
+  th_worker_close(w);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", TASKS, 20000));
+  printf("%d looks while %d failures were routed: %d agreed\n", looks, TASKS, agreed);
+  assert_int_equal(agreed, looks);
+  FX_CHECK(t, fx_stop_bridges(t) == 0);
+
+  assert_int_equal(th_get(t->conn, "dsr.dlq.manual", &m), 1);
+  th_msg_release(&m);
+  int status;
+  char *text = read_all(start(t, "stats 2>&1"), &status);
+  assert_int_equal(status, 0);
+  assert_non_null(
+      strstr(text, "read the queue: catalog 240, queue 239 (catalog verify corrects it)"));
+  free(text);
+}
+
+/* Issue 42: replay's progress line at a terminal (a pty from script(1))
+ * is redrawn in place with \r; each drawing must fit 80 columns, or the
+ * terminal wraps it and every redraw leaves a line behind (it was 95). */
+static void test_replay_progress_fits_80_columns(void **state) {
+  fx_case *t = *state;
+  declare_and_load(t, DEPTH, NULL);
+  char cmd[TH_PATH_MAX + 256];
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "script -qec \"'%s' replay --all --no-audit --rate 2000\" /dev/null",
+                     th_env_get()->bridge_bin));
+  setenv("DLQ_BRIDGE_URL", t->vhost.url, 1);
+  int status;
+  char *out = read_all(popen(cmd, "r"), &status);
+  assert_int_equal(status, 0);
+  int drawings = 0;
+  size_t widest = 0;
+  for (char *p = out; *p != '\0';) {
+    size_t n = strcspn(p, "\r\n");
+    /* Columns: the line less its "erase to the end" (ESC [ K). */
+    size_t cols = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (p[i] == '\033' && i + 2 < n && p[i + 1] == '[' && p[i + 2] == 'K') {
+        i += 2;
+        continue;
+      }
+      cols += ((unsigned char)p[i] & 0xC0u) != 0x80u;
+    }
+    if (strncmp(p, "replay: ", 8) == 0 && strstr(p, " read, ") != NULL &&
+        strstr(p, " read, ") < p + n) {
+      drawings++;
+      if (cols > widest) widest = cols;
+    }
+    p += n;
+    while (*p == '\r' || *p == '\n') p++;
+  }
+  free(out);
+  printf("replay's progress: %d drawings, the widest %zu columns\n", drawings, widest);
+  assert_true(drawings > 0);
+  assert_true(widest <= 80);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_many_looks_at_once_each_see_every_item),
@@ -977,6 +1224,10 @@ int main(void) {
       FX_TEST(test_the_daemon_rebuilds_a_cut_catalog),
       FX_TEST(test_moves_during_a_snapshot),
       FX_TEST(test_forged_events_from_a_worker_mislead_nobody),
+      FX_TEST(test_a_look_that_loses_its_connection_tries_again),
+      FX_TEST(test_looks_keep_a_checkpoint_by_default),
+      FX_TEST(test_a_filling_dlq_is_no_change_outside),
+      FX_TEST(test_replay_progress_fits_80_columns),
   };
   /* DLQB_TEST_FILTER=test_a_s* runs only the matching cases. */
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));

@@ -163,6 +163,9 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
   char unreachable[TH_URL_MAX];
   snprintf(unreachable, sizeof unreachable, "--url=amqp://guest:guest@127.0.0.1:%d/",
            th_free_port());
+  char wrong_password[TH_URL_MAX];
+  snprintf(wrong_password, sizeof wrong_password, "amqp://guest:not-the-password@127.0.0.1:%d/%s",
+           th_env_get()->amqp_port, t->vhost.name);
   static const char *const nokey[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
                                       "DLQ_BRIDGE_AUDIT_KEY_FILE=", NULL};
   static const char *const nofile[] = {"DLQ_BRIDGE_AUDIT_LOG=/nonexistent/audit.log",
@@ -193,6 +196,10 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
        "unknown option '--limt'; did you mean '--limit'?"},
       {{"replay", "--all", "--nte", "x", "--json"}, NULL, 2, "did you mean '--note'?"},
       {{"inspect", unreachable, "--json"}, NULL, 1, "connection refused"},
+      /* A wrong password: the login error once (it was a warning that the
+       * catalog could not be read and the queue would be, then the same
+       * login error again). */
+      {{"inspect", "--url", wrong_password, "--json"}, NULL, 1, "cannot log in"},
       {{"stats", unreachable, "--json"}, NULL, 1, "connection refused"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -205,6 +212,30 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
     assert_non_null(strstr(r.err, cases[i].names));
     expect_json_error(&r, cases[i].code, cases[i].names);
   }
+  /* A key others may read is a configuration error too (exit 2, as a
+   * missing one), not a runtime failure (it was exit 1). */
+  const th_env *e = th_env_get();
+  char key[TH_PATH_MAX], log[TH_PATH_MAX + 32], env_key[TH_PATH_MAX + 32], cmd[3 * TH_PATH_MAX];
+  assert_true(th_fmt(key, sizeof key, "%s/%s-open.key", e->log_dir, t->vhost.name));
+  assert_true(
+      th_fmt(log, sizeof log, "DLQ_BRIDGE_AUDIT_LOG=%s/%s-audit.log", e->log_dir, t->vhost.name));
+  assert_true(th_fmt(env_key, sizeof env_key, "DLQ_BRIDGE_AUDIT_KEY_FILE=%s", key));
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "openssl genpkey -algorithm ed25519 -out '%s' 2>/dev/null && chmod 644 '%s'",
+                     key, key));
+  assert_int_equal(system(cmd), 0);
+  const char *const open_key[] = {log, env_key, NULL};
+  static const char *const replay_all[] = {"replay", "--all", "--json", NULL};
+  {
+    th_result r;
+    assert_int_equal(th_run_bridge(replay_all, t->vhost.url, open_key, CMD_TIMEOUT_MS, &r), 0);
+    printf("replay with a key others may read: exit %d, stderr: %s", r.exit_code, r.err);
+    assert_int_equal(r.exit_code, 2);
+    assert_int_equal(th_error_lines(r.err), 1);
+    assert_non_null(strstr(r.err, "is accessible by group or others"));
+    expect_json_error(&r, 2, "is accessible by group or others");
+  }
+  unlink(key);
   /* A read-only command needs no audit key, whatever the environment. */
   static const char *const declare[] = {"declare", NULL};
   static const char *const inspect[] = {"inspect", "--json", NULL};
@@ -212,6 +243,19 @@ static void test_ops_exit_codes_and_json_errors(void **state) {
   assert_int_equal(th_run_bridge(declare, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
   assert_int_equal(r.exit_code, 0);
   assert_int_equal(th_run_bridge(inspect, t->vhost.url, nokey, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  /* A command naming one item that is not there fails (exit 1) with the
+   * error document alone; before, resolve --json printed
+   * {"resolved":false,...} and the error beside it. A selection that
+   * matches nothing (replay --all of an empty DLQ) is no error. */
+  static const char *const resolve_none[] = {"resolve", "--message-id", "nope",   "--note",
+                                             "n",       "--no-audit",   "--json", NULL};
+  assert_int_equal(th_run_bridge(resolve_none, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
+  assert_int_equal(r.exit_code, 1);
+  assert_null(strstr(r.out, "\"resolved\""));
+  expect_json_error(&r, 1, "no item with message_id 'nope'");
+  static const char *const replay_none[] = {"replay", "--all", "--no-audit", "--json", NULL};
+  assert_int_equal(th_run_bridge(replay_none, t->vhost.url, NULL, CMD_TIMEOUT_MS, &r), 0);
   assert_int_equal(r.exit_code, 0);
   /* Without --json a failure prints nothing on stdout. */
   static const char *const bad[] = {"inspect", "--url", "amqp://localhost:abc/", NULL};

@@ -430,11 +430,62 @@ static void test_groups_hostile_text(void **state) {
   json_object_put(j);
 }
 
+/* A DLQ item as the bridge leaves it, with this dlq_reason. */
+static void pub_dead(fx_case *t, const char *id, const char *reason) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, id), 0);
+  assert_int_equal(th_msg_add_str(&m, "dlq_reason", reason), 0);
+  assert_int_equal(th_msg_add_str(&m, "last_error", "rejected by worker"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+}
+
+/* Issue 42: where the runbook has a warning, replay says it. A replay of
+ * invalid envelopes cannot help (the producer's bug); poison is replayed
+ * one at a time. The dry run lists them and says so on stderr; a plain
+ * max_attempts selection gets no warning. */
+static void test_replay_warns_of_invalid_and_poison(void **state) {
+  fx_case *t = *state;
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  run(t, decl, &r);
+  assert_int_equal(r.exit_code, 0);
+  pub_dead(t, "inv-1", "invalid_envelope");
+  pub_dead(t, "inv-2", "invalid_envelope");
+  pub_dead(t, "poi-1", "poison");
+  pub_dead(t, "max-1", "max_attempts");
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual", 4, 5000));
+  static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
+  run(t, dry, &r);
+  printf("replay --all --dry-run:\n%s%s", r.out, r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "would replay 4"));
+  assert_non_null(strstr(r.err, "2 are invalid_envelope: replaying cannot help"));
+  assert_non_null(strstr(r.err, "1 is poison (crashed a worker): replay one at a time"));
+  /* Each line of the warnings fits 80 columns. */
+  const char *const parts[] = {"are invalid_envelope", "re-submit the task", "is poison",
+                               "(--limit 1)"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    const char *at = strstr(r.err, parts[i]);
+    assert_non_null(at);
+    const char *begin = at;
+    while (begin > r.err && begin[-1] != '\n') begin--;
+    assert_true(strcspn(begin, "\n") <= 80);
+  }
+  static const char *const only_max[] = {"replay", "--request-id", "max-1", "--dry-run", NULL};
+  run(t, only_max, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.err, "invalid_envelope"));
+  assert_null(strstr(r.err, "poison"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_groups_stats_replay_escalate),
       FX_TEST(test_deadlines_inspect_sorted),
       FX_TEST(test_groups_hostile_text),
+      FX_TEST(test_replay_warns_of_invalid_and_poison),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -677,7 +677,7 @@ static void test_console_on_a_pipeline(void **state) {
       by_doc == 0 ? fx_count_in_file(page, "1 of 2 items in redaction.dlq.manual match") : -1;
   int by_doc_other = by_doc == 0 ? fx_count_in_file(page, "item-1") : -1;
   int review = up ? console_get(port, jar, "/review", page) : -1;
-  int review_q = review == 0 ? fx_count_in_file(page, "items wait in redaction.review") : -1;
+  int review_q = review == 0 ? fx_count_in_file(page, "1 item waits in redaction.review") : -1;
   int review_item = review == 0 ? fx_count_in_file(page, "item-3") : -1;
   int review_basis = review == 0 ? fx_count_in_file(page, "legal_basis") : -1;
   int stop = th_bridge_stop(&console, 15000);

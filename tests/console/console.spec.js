@@ -94,6 +94,11 @@ async function main() {
 
   // ---- the operator ----------------------------------------------------
   await signIn(page, op);
+  // A bad filter names the page's field, not the CLI's flag (--group).
+  const bad = await page.goto(base + '/group?group=zzzz');
+  assert.strictEqual(bad.status(), 400);
+  const badText = await page.textContent('#error');
+  assert.match(badText, /^group: 'zzzz' is not a group id/, badText);
   g = await groups(page);
   await shot(page, 'groups');
   // A hostile last_error is text, in the list, on the group page and the item page.
@@ -174,7 +179,7 @@ async function main() {
   await Promise.all([page.waitForNavigation(), page.click('#run')]);
   assert.strictEqual(await jobState(page), 'done', await page.textContent('#job-error'));
   await page.goto(base + '/review');
-  assert.match(await page.textContent('#review-count'), /^1 items wait in compliance_review, 1 unclaimed/);
+  assert.match(await page.textContent('#review-count'), /^1 item waits in compliance_review, 1 unclaimed/);
   assert.ok((await page.textContent('#review')).includes('needs a <b>person</b>'), 'the note as text');
   await shot(page, 'review');
   await Promise.all([page.waitForNavigation(), page.click('#review button:text("Claim")')]);

@@ -127,7 +127,7 @@ async function main() {
 
   // The inbox: the escalated item and the proposed edit.
   await page.goto(base + '/review');
-  assert.match(await page.textContent('#review-count'), /^1 items wait/);
+  assert.match(await page.textContent('#review-count'), /^1 item waits/);
   assert.match(await page.textContent('#edits-count'), /^1 edits wait/);
   await fits(page, 'inbox', [values.ids[0], values.ids[1], values.note, values.ticket]);
 

@@ -2,7 +2,9 @@
  * a look reads from the event is the item a pass reads from the copy
  * itself, for plain and hostile headers alike (a decimal, tables and
  * arrays where strings belong, a forged x-death, long text), and the event
- * carries no value a stream's channel cannot take. */
+ * carries no value a stream's channel cannot take; whose events a reader
+ * believes (catalog_writers); where a look keeps its checkpoint by
+ * default. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dlqb/catalog_stream.h"
 #include "dlqb/names.h"
@@ -107,10 +111,91 @@ static void test_hostile_item(void **state) {
   same_view(&t, &p);
 }
 
+/* A reader believes an event only from a listed writer, by its user_id;
+ * with no list, every event. */
+static void test_trusted_writers(void **state) {
+  (void)state;
+  dlqb_catalog_target t = target();
+  amqp_basic_properties_t p;
+  memset(&p, 0, sizeof p);
+  assert_true(dlqb_catalog_trusts(&t, &p));
+  snprintf(t.writers, sizeof t.writers, "dlq-bridge,dlq-operator");
+  assert_false(dlqb_catalog_trusts(&t, &p)); /* no user_id */
+  p._flags |= AMQP_BASIC_USER_ID_FLAG;
+  p.user_id = amqp_cstring_bytes("dsr-worker");
+  assert_false(dlqb_catalog_trusts(&t, &p));
+  p.user_id = amqp_cstring_bytes("dlq-operator");
+  assert_true(dlqb_catalog_trusts(&t, &p));
+  p.user_id = amqp_cstring_bytes("dlq-operato"); /* a prefix is not the user */
+  assert_false(dlqb_catalog_trusts(&t, &p));
+  p.user_id = amqp_cstring_bytes("");
+  assert_false(dlqb_catalog_trusts(&t, &p));
+}
+
+static void checkpoint_of(const char *setting, const char *url, char *out, size_t cap) {
+  dlqb_config cfg;
+  dlqb_config_defaults(&cfg);
+  snprintf(cfg.catalog.checkpoint, sizeof cfg.catalog.checkpoint, "%s", setting);
+  snprintf(cfg.broker.url, sizeof cfg.broker.url, "%s", url);
+  dlqb_pipeline p;
+  dlqb_config_pipeline(&cfg, 0, &p);
+  dlqb_catalog_checkpoint_path(&cfg, &p, out, cap);
+}
+
+/* The default (auto) keeps the checkpoint in the user's state directory,
+ * one file per broker and stream, named without the password; none and a
+ * file mean what they say; a directory others may write to is not used. */
+static void test_checkpoint_by_default(void **state) {
+  (void)state;
+  char base[] = "/tmp/dlqb-state-XXXXXX";
+  assert_non_null(mkdtemp(base));
+  unsetenv("STATE_DIRECTORY");
+  setenv("XDG_STATE_HOME", base, 1);
+  char a[1024], b[1024], c[1024], want[1100];
+  checkpoint_of("auto", "amqp://alice:secret@rabbit:5672/prod", a, sizeof a);
+  snprintf(want, sizeof want, "%s/dlq-bridge/catalog-dsr.catalog-", base);
+  assert_int_equal(strncmp(a, want, strlen(want)), 0);
+  assert_non_null(strstr(a, ".ckpt"));
+  assert_null(strstr(a, "secret"));
+  assert_null(strstr(a, "alice"));
+  struct stat st;
+  snprintf(want, sizeof want, "%s/dlq-bridge", base);
+  assert_int_equal(stat(want, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+  /* Another user of the same broker and vhost: the same file; another
+   * vhost: another. */
+  checkpoint_of("auto", "amqp://bob@rabbit:5672/prod", b, sizeof b);
+  assert_string_equal(a, b);
+  checkpoint_of("auto", "amqp://alice:secret@rabbit:5672/test", c, sizeof c);
+  assert_string_not_equal(a, c);
+  checkpoint_of("none", "amqp://rabbit/", b, sizeof b);
+  assert_string_equal(b, "");
+  checkpoint_of("", "amqp://rabbit/", b, sizeof b);
+  assert_string_equal(b, "");
+  checkpoint_of("/srv/look.ckpt", "amqp://rabbit/", b, sizeof b);
+  assert_string_equal(b, "/srv/look.ckpt");
+  /* systemd's StateDirectory= first. */
+  snprintf(want, sizeof want, "%s/unit", base);
+  assert_int_equal(mkdir(want, 0700), 0);
+  setenv("STATE_DIRECTORY", want, 1);
+  checkpoint_of("auto", "amqp://rabbit/", b, sizeof b);
+  assert_int_equal(strncmp(b, want, strlen(want)), 0);
+  /* Writable by others: not used (a planted checkpoint would be believed). */
+  assert_int_equal(chmod(want, 0777), 0);
+  checkpoint_of("auto", "amqp://rabbit/", b, sizeof b);
+  assert_string_equal(b, "");
+  unsetenv("STATE_DIRECTORY");
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain_item),
       cmocka_unit_test(test_hostile_item),
+      cmocka_unit_test(test_trusted_writers),
+      cmocka_unit_test(test_checkpoint_by_default),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

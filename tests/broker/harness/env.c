@@ -87,6 +87,13 @@ const th_env *th_env_get(void) {
       th__env_path(env.log_dir, "DLQB_TEST_LOG_DIR") != 0 || th__read_node_env(&env) != 0)
     return NULL;
   mkdir(env.log_dir, 0755);
+  /* Every dlq-bridge the tests start keeps its state (a look's checkpoint
+   * of the catalog, catalog_checkpoint auto) under the run's log folder,
+   * not in the user's home. */
+  char state[TH_PATH_MAX];
+  if (snprintf(state, sizeof state, "%s/state", env.log_dir) >= (int)sizeof state) return NULL;
+  setenv("XDG_STATE_HOME", state, 1);
+  unsetenv("STATE_DIRECTORY");
   loaded = true;
   return &env;
 }
