@@ -328,9 +328,8 @@ dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_con
 void dlqb_catalog_reader_growth(dlqb_catalog_reader *r, uint64_t *since, uint64_t *items);
 
 /* One line saying how a look was answered, for the end of a command's
- * output: "catalog as of 2026-12-02T03:35:55.169Z: 1200 items, as the
- * queue (0.1 s)" (", folded from its snapshot: ..." when the stream was
- * cut), "read the queue: catalog 1200, queue 1203 (catalog verify
+ * output: "catalog as of 03:35:55Z: 1200 items, as the queue (0.1 s)"
+ * (", from a snapshot: the stream was cut" when it was), "read the queue: catalog 1200, queue 1203 (catalog verify
  * corrects it)" (changed outside the bridge; 79 columns after the
  * "dlq-bridge: " before it, at a million), "read the queue: no catalog
  * (why)" or "read the queue (--scan)". Returns buf. */

@@ -29,5 +29,10 @@ typedef struct {
  * for the required columns gets rows longer than total). */
 void dlqb_columns_fit(const dlqb_column *cols, size_t n, size_t total, size_t min_last,
                       size_t want_last, dlqb_layout *out);
+/* The same for n of a table's columns (a profile without some): cols[k] is
+ * the table's column map[k], and out is indexed by the table's columns
+ * (the ones not given are not shown). */
+void dlqb_columns_fit_map(const dlqb_column *cols, const int *map, size_t n, size_t total,
+                          size_t min_last, size_t want_last, dlqb_layout *out);
 
 #endif

@@ -35,12 +35,6 @@ const char *dlqb_text_quote(char buf[DLQB_QUOTE_BUF], const char *p, size_t len)
 size_t dlqb_text_cell(char *dst, size_t cap, const char *src, size_t len, size_t width, bool pad,
                       bool *cut);
 
-/* As dlqb_text_cell, but a cut keeps the end ("\u2026" then the last
- * width-1 characters): for ids, whose distinct part is usually the tail
- * ("R-2026-11-1001", "R-2026-11-1002"). */
-size_t dlqb_text_cell_tail(char *dst, size_t cap, const char *src, size_t len, size_t width,
-                           bool pad, bool *cut);
-
 /* The first occurrence of needle (n bytes) in hay (len bytes), or NULL;
  * neither needs a NUL (memmem, which glibc offers only with _GNU_SOURCE). */
 const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size_t n);

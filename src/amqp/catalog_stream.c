@@ -1358,11 +1358,13 @@ char *dlqb_catalog_view_text(const dlqb_catalog_view *v, char *buf, size_t len) 
     else snprintf(buf, len, "read the queue (--scan)");
     return buf;
   }
+  /* The time of day only (UTC, whole seconds): a look's own moment, and
+   * the line fits 80 columns after "dlq-bridge: " at a million items. */
   char at[DLQB_ISO_TIME_MAX];
   dlqb_iso_time(v->as_of_ms, at, sizeof at);
-  snprintf(buf, len, "catalog as of %s: %llu item%s, as the queue (%.1f s%s)", at,
-           (unsigned long long)v->count, v->count == 1 ? "" : "s", v->read_seconds,
-           v->from_snapshot ? ", folded from its snapshot: the stream was cut by retention" : "");
+  snprintf(buf, len, "catalog as of %.8sZ: %llu item%s, as the queue (%.1f s%s)",
+           strlen(at) >= 19 ? at + 11 : at, (unsigned long long)v->count, v->count == 1 ? "" : "s",
+           v->read_seconds, v->from_snapshot ? ", from a snapshot: the stream was cut" : "");
   return buf;
 }
 

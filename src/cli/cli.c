@@ -214,6 +214,53 @@ void cli_print_settings_markdown(FILE *out) {
   }
 }
 
+static size_t chars_of(const char *p, size_t n) {
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++) c += ((unsigned char)p[i] & 0xC0u) != 0x80u;
+  return c;
+}
+
+void cli_print_wrapped(FILE *out, const char *text, size_t width) {
+  if (width == 0 || chars_of(text, strlen(text)) <= width) {
+    fprintf(out, "%s\n", text);
+    return;
+  }
+  size_t col = 0;
+  const char *p = text;
+  while (*p != '\0') {
+    size_t spaces = strspn(p, " ");
+    const char *word = p + spaces;
+    if (*word == '\0') break;
+    size_t n = strcspn(word, " "), w = chars_of(word, n);
+    if (col > 0 && col + spaces + w > width) {
+      fputs("\n  ", out);
+      col = 2;
+      spaces = 0;
+    }
+    fprintf(out, "%*s%.*s", (int)spaces, "", (int)n, word);
+    col += spaces + w;
+    p = word + n;
+  }
+  fputc('\n', out);
+}
+
+void cli_print_settings_list(FILE *out, size_t width) {
+  char line[2 * DLQB_CONFIG_STR_MAX];
+  for (const dlqb_config_setting *s = dlqb_config_settings(); s->key; s++) {
+    snprintf(line, sizeof line, "%s  (%s, --%s; default %s)", s->key, s->env, s->flag,
+             s->dflt[0] != '\0' ? s->dflt : "none");
+    cli_print_wrapped(out, line, width);
+    snprintf(line, sizeof line, "  %s", s->help);
+    cli_print_wrapped(out, line, width);
+  }
+  snprintf(line, sizeof line,
+           "Also DLQ_BRIDGE_CONFIG / --config FILE: the JSON config file (default %s when it "
+           "exists).",
+           DLQB_CONFIG_DEFAULT_PATH);
+  fputc('\n', out);
+  cli_print_wrapped(out, line, width);
+}
+
 bool cli_uses(const cli_spec *spec, const char *key) {
   if (!spec->settings) return false;
   /* The drain's settings are the drain's alone: the daemon and review do

@@ -97,6 +97,14 @@ int cli_run_subcommand(const cli_spec *spec, const cli_subcommand *subs, size_t 
 /* Prints the settings reference as a markdown table (one row per setting,
  * and --config): the generated part of docs/configuration.md. */
 void cli_print_settings_markdown(FILE *out);
+/* The same as a list for a person at a terminal, wrapped to width. */
+void cli_print_settings_list(FILE *out, size_t width);
+
+/* Prints text (one line, sanitised already) and a newline, wrapped at
+ * spaces to `width` columns (ops_output_width; 0: as it is), each
+ * continuation indented by two: audit show's hops, the trail's summary,
+ * help settings. A word longer than a line is printed whole. */
+void cli_print_wrapped(FILE *out, const char *text, size_t width);
 
 /* Prints "dlq-bridge: <msg>" to stderr, and keeps it as the message of the
  * --json error document (cli_finish). */

@@ -75,11 +75,14 @@ static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dl
 }
 
 void audit_print_summary(const dlqb_audit_summary *s, bool sealed) {
-  printf("audit log intact: %lu record%s in %lu chain%s (%lu ended cleanly, %lu open) across "
-         "%lu file%s, %lu rotation link%s checked\n",
-         s->records, s->records == 1 ? "" : "s", s->chains, s->chains == 1 ? "" : "s",
-         s->chains_ended, s->chains - s->chains_ended, s->files, s->files == 1 ? "" : "s",
-         s->rotations, s->rotations == 1 ? "" : "s");
+  char line[512];
+  snprintf(line, sizeof line,
+           "audit log intact: %lu record%s in %lu chain%s (%lu ended cleanly, %lu open) across "
+           "%lu file%s, %lu rotation link%s checked",
+           s->records, s->records == 1 ? "" : "s", s->chains, s->chains == 1 ? "" : "s",
+           s->chains_ended, s->chains - s->chains_ended, s->files, s->files == 1 ? "" : "s",
+           s->rotations, s->rotations == 1 ? "" : "s");
+  cli_print_wrapped(stdout, line, ops_output_width(false));
   if (sealed)
     printf("seal: the tail is complete for %lu sealed chain%s\n", s->sealed,
            s->sealed == 1 ? "" : "s");

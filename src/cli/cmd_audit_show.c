@@ -9,6 +9,7 @@
 #include "dlqb/envelope.h"
 #include "dlqb/ledger.h"
 #include "dlqb/text.h"
+#include "ops_cli.h"
 
 /* How long the completion ledger may be quiet before its read ends. */
 #define LEDGER_QUIET_MS 2000
@@ -92,7 +93,7 @@ static const char *completion_of(const show_ledger *sl, const char *id, const ch
 static void print_hop_text(json_object *h) {
   /* An edit hop adds up to eight fields of two values each. */
   char line[16 * DLQB_LAST_ERROR_MAX + 1024];
-  printf("%s\n", ops_hop_text(h, line, sizeof line));
+  cli_print_wrapped(stdout, ops_hop_text(h, line, sizeof line), ops_output_width(false));
 }
 
 /* A string member of a hop ("" when absent or not a string). */

@@ -85,6 +85,8 @@ typedef struct {
   int64_t now_ms;
   json_object *items;
   char *payload; /* scratch */
+  ops_rows rows; /* the text table's first rows, held to fit the ids */
+  bool header_done;
 } inspect_ctx;
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
@@ -120,6 +122,16 @@ static const char *payload_text(inspect_ctx *c, amqp_bytes_t body) {
   return c->payload;
 }
 
+/* One row of the text table. */
+static void print_row(void *ctx, const dlqb_item *it, bool tag) {
+  inspect_ctx *c = ctx;
+  (void)tag;
+  if (!c->header_done) ops_item_header(stdout);
+  c->header_done = true;
+  ops_item_print(stdout, it, c->now_ms);
+  putchar('\n');
+}
+
 static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *body) {
   c->listed++;
   if (c->o.json) {
@@ -128,11 +140,11 @@ static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *bo
     if (c->show_payload && body != NULL)
       json_object_object_add(j, "payload", json_object_new_string(payload_text(c, *body)));
     json_object_array_add(c->items, j);
+  } else if (c->show_payload) {
+    print_row(c, it, false);
+    if (body != NULL) printf("    payload: %s\n", payload_text(c, *body));
   } else {
-    if (c->listed == 1) ops_item_header(stdout);
-    ops_item_print(stdout, it, c->now_ms);
-    putchar('\n');
-    if (c->show_payload && body != NULL) printf("    payload: %s\n", payload_text(c, *body));
+    ops_rows_add(&c->rows, it, false);
   }
 }
 
@@ -203,6 +215,7 @@ int cmd_inspect(int argc, char **argv) {
   size_t columns = ops_output_width(c.o.wide);
   ops_table_deadlines(&c.o.cfg->deadlines, c.sort_deadline);
   ops_table_fit(columns);
+  ops_rows_init(&c.rows, !c.o.json && columns > 0 && !c.show_payload, columns, print_row, &c);
   if (c.o.json) c.items = json_object_new_array();
   dlqb_catalog_view view;
   dlqb_scan_options so = {.queue = c.queue,
@@ -219,6 +232,7 @@ int cmd_inspect(int argc, char **argv) {
   free(c.payload);
   if (st != DLQB_OK) {
     ops_urgent_free(&c.urgent);
+    ops_rows_drop(&c.rows);
     json_object_put(c.items);
     return ops_fail(&err);
   }
@@ -227,6 +241,7 @@ int cmd_inspect(int argc, char **argv) {
     for (size_t i = 0; i < c.urgent.n; i++) list_one(&c, &c.urgent.kept[i].it, NULL);
     ops_urgent_free(&c.urgent);
   }
+  ops_rows_flush(&c.rows);
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (c.o.json) {
     json_object *j = json_object_new_object();

@@ -7,7 +7,9 @@
 
 #include "commands.h"
 #include "dlqb/clock.h"
+#include "dlqb/columns.h"
 #include "dlqb/review.h"
+#include "dlqb/text.h"
 #include "dlqb/topology.h"
 #include "ops_cli.h"
 #include "review_cli.h"
@@ -82,8 +84,10 @@ typedef struct {
   ops_opts o;
   const char *owner;
   bool unclaimed;
-  uint64_t listed, unclaimed_listed;
+  uint64_t listed, unclaimed_listed, listed_printed;
   int64_t now_ms;
+  size_t columns; /* ops_output_width */
+  ops_rows rows;
   json_object *items;
 } list_ctx;
 
@@ -106,27 +110,100 @@ static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
 /* LEGAL_BASIS only where the served profile has it (the dsr one). */
 static bool has_basis(void) { return cli_profile_has(DLQB_H_LEGAL_BASIS); }
 
-static void list_header(void) {
+/* The review table's columns. At a bounded width (ops_output_width) the
+ * optional ones go first, highest keep first, and cells are cut, never an
+ * id (the message_id is what claim and decide take): as inspect's. */
+enum { R_AGE, R_ID, R_SOURCE, R_BASIS, R_MSGID, R_BY, R_WHY, R_OWNER, R_CLAIMED, R_NOTE, R_N };
+static const dlqb_column review_cols[R_N] = {
+    {"AGE", 8, 0},         {"REQUEST_ID", 24, 0},   {"SOURCE", 14, 0}, {"LEGAL_BASIS", 13, 5},
+    {"MESSAGE_ID", 24, 0}, {"ESCALATED_BY", 14, 4}, {"WHY", 12, 1},    {"OWNER", 12, 2},
+    {"CLAIMED", 8, 3},     {"NOTE", 0, 0},
+};
+static dlqb_layout review_table;
+static bool review_unlimited = true;
+static bool review_cut;
+
+/* Lays the table out for `columns` (0: every column, padded, nothing cut),
+ * its id columns as wide as their widest ids (widths[]: request_id,
+ * message_id; 0: the default). */
+static void review_fit(size_t columns, size_t id_width, size_t msgid_width) {
+  dlqb_column cols[R_N];
+  int map[R_N];
+  size_t n = 0;
   char a[DLQB_HEADER_NAME_MAX], b[DLQB_HEADER_NAME_MAX];
-  printf("%-8s %-24s %-14s ", "AGE", ops_identity_column(0, a, sizeof a),
-         ops_identity_column(1, b, sizeof b));
-  if (has_basis()) printf("%-13s ", "LEGAL_BASIS");
-  printf("%-24s %-14s %-12s %-12s %-8s %s\n", "MESSAGE_ID", "ESCALATED_BY", "WHY", "OWNER",
-         "CLAIMED", "NOTE");
+  for (int i = 0; i < R_N; i++) {
+    if (i == R_BASIS && !has_basis()) continue;
+    cols[n] = review_cols[i];
+    if (i == R_ID) cols[n].name = ops_identity_column(0, a, sizeof a);
+    if (i == R_SOURCE) cols[n].name = ops_identity_column(1, b, sizeof b);
+    if (columns > 0 && i == R_ID && id_width > 0) cols[n].width = id_width;
+    if (columns > 0 && i == R_MSGID && msgid_width > 0) cols[n].width = msgid_width;
+    if (cols[n].width > 0 && strlen(cols[n].name) > cols[n].width)
+      cols[n].width = strlen(cols[n].name);
+    map[n++] = i;
+  }
+  dlqb_columns_fit_map(cols, map, n, columns, 10, 24, &review_table);
+  review_unlimited = columns == 0;
 }
 
-static void list_print(const dlqb_item *it, int64_t now_ms) {
+static void cell(int col, const char *text, bool *first) {
+  if (!review_table.shown[col]) return;
+  char buf[4 * DLQB_LAST_ERROR_MAX + 64];
+  bool cut = false, id = col == R_ID || col == R_MSGID, last = col == R_NOTE;
+  size_t width = review_unlimited || id ? 0 : review_table.width[col];
+  dlqb_text_cell(buf, sizeof buf, text, strlen(text), width, !last, &cut);
+  review_cut = review_cut || cut;
+  printf("%s%s", *first ? "" : " ", buf);
+  if ((review_unlimited || id) && !last) {
+    size_t chars = 0;
+    for (const char *p = buf; *p != '\0'; p++) chars += ((unsigned char)*p & 0xC0u) != 0x80u;
+    for (; chars < review_table.width[col]; chars++) putchar(' ');
+  }
+  *first = false;
+}
+
+static void list_header(void) {
+  char a[DLQB_HEADER_NAME_MAX], b[DLQB_HEADER_NAME_MAX];
+  bool first = true;
+  for (int i = 0; i < R_N; i++) {
+    const char *name = i == R_ID       ? ops_identity_column(0, a, sizeof a)
+                       : i == R_SOURCE ? ops_identity_column(1, b, sizeof b)
+                                       : review_cols[i].name;
+    cell(i, name, &first);
+  }
+  putchar('\n');
+}
+
+static void list_fit(void *ctx, const size_t w[3]);
+
+static void list_print(void *ctx, const dlqb_item *it, bool tag) {
+  list_ctx *c = ctx;
+  const int64_t *now_ms = &c->now_ms;
+  (void)tag;
+  if (c->listed_printed++ == 0) list_header();
   char age[32], claimed[32];
   uint64_t a = 0, ca = 0;
-  bool known = dlqb_review_age(it, now_ms, &a);
-  bool claim_known = dlqb_review_claim_age(it, now_ms, &ca);
+  bool known = dlqb_review_age(it, *now_ms, &a);
+  bool claim_known = dlqb_review_claim_age(it, *now_ms, &ca);
   if (it->owner[0] == '\0') snprintf(claimed, sizeof claimed, "-");
   else ops_age_text(claim_known, ca, claimed, sizeof claimed);
-  printf("%-8s %-24s %-14s ", ops_age_text(known, a, age, sizeof age), or_dash(it->request_id),
-         or_dash(it->source_system));
-  if (has_basis()) printf("%-13s ", or_dash(it->legal_basis));
-  printf("%-24s %-14s %-12s %-12s %-8s %s\n", or_dash(it->message_id), or_dash(it->escalated_by),
-         or_dash(it->escalation_reason), or_dash(it->owner), claimed, or_dash(it->escalation_note));
+  bool first = true;
+  cell(R_AGE, ops_age_text(known, a, age, sizeof age), &first);
+  cell(R_ID, or_dash(it->request_id), &first);
+  cell(R_SOURCE, or_dash(it->source_system), &first);
+  cell(R_BASIS, or_dash(it->legal_basis), &first);
+  cell(R_MSGID, or_dash(it->message_id), &first);
+  cell(R_BY, or_dash(it->escalated_by), &first);
+  cell(R_WHY, or_dash(it->escalation_reason), &first);
+  cell(R_OWNER, or_dash(it->owner), &first);
+  cell(R_CLAIMED, claimed, &first);
+  cell(R_NOTE, or_dash(it->escalation_note), &first);
+  putchar('\n');
+}
+
+static void list_fit(void *ctx, const size_t w[3]) {
+  list_ctx *c = ctx;
+  review_fit(c->columns, w[1], w[0]);
 }
 
 static dlqb_status list_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
@@ -144,8 +221,7 @@ static dlqb_status list_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   if (c->o.json) {
     json_object_array_add(c->items, review_item_json(it, c->now_ms));
   } else {
-    if (c->listed == 1) list_header();
-    list_print(it, c->now_ms);
+    ops_rows_add(&c->rows, it, false);
   }
   if (v.stop_after) dlqb_scan_stop(s);
   return DLQB_OK;
@@ -171,6 +247,9 @@ static int review_list(int argc, char **argv) {
     return EXIT_USAGE;
   }
   c.now_ms = dlqb_now_ms();
+  c.columns = ops_output_width(false);
+  review_fit(c.columns, 0, 0);
+  ops_rows_init_fit(&c.rows, !c.o.json && c.columns > 0, list_fit, list_print, &c);
   if (c.o.json) c.items = json_object_new_array();
   dlqb_catalog_view view;
   dlqb_scan_options so = {.queue = cli_pipeline()->review,
@@ -185,9 +264,11 @@ static int review_list(int argc, char **argv) {
   dlqb_scan_result r;
   dlqb_status st = dlqb_scan_run(c.o.cfg, &so, &r, &err);
   if (st != DLQB_OK) {
+    ops_rows_drop(&c.rows);
     json_object_put(c.items);
     return ops_fail(&err);
   }
+  ops_rows_flush(&c.rows);
   if (c.o.json) ops_print_json(c.items);
   else if (c.listed == 0)
     printf("no items%s in %s (%llu examined)\n",

@@ -2,8 +2,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
+#include "ops_cli.h"
 #include "dlqb/text.h"
 #include "dlqb/thread.h"
 
@@ -84,7 +86,10 @@ int main(int argc, char **argv) {
       return cli_finish(EXIT_OK);
     }
     if (strcmp(argv[2], "settings") == 0) {
-      cli_print_settings_markdown(stdout);
+      /* A person at a terminal reads a list in its width; a pipe (the
+       * docs' table, scripts/gen-docs.sh) gets the markdown table. */
+      if (isatty(STDOUT_FILENO)) cli_print_settings_list(stdout, ops_output_width(false));
+      else cli_print_settings_markdown(stdout);
       return cli_finish(EXIT_OK);
     }
     const command *c = find(argv[2]);

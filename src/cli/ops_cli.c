@@ -216,6 +216,7 @@ static const dlqb_column wide_cols[NCOLS] = {
 static dlqb_layout table = {{true, false, true, true, true, true, true, true, true, true},
                             {6, 7, 36, 24, 14, 13, 13, 3, 16, 0}};
 static bool table_cut, table_unlimited = true;
+static size_t table_id_width[3];              /* ops_table_ids: message_id, request_id, source */
 static const dlqb_deadlines *table_deadlines; /* NULL: no LEFT column */
 static bool table_left_required;
 
@@ -238,6 +239,8 @@ size_t ops_output_width(bool wide) {
   return 80;
 }
 
+static const char *col_name(int col, char *buf, size_t cap);
+
 void ops_table_fit(size_t columns) {
   table_unlimited = columns == 0;
   /* Laid out without LEFT when there are no deadlines, then mapped back. */
@@ -255,15 +258,23 @@ void ops_table_fit(size_t columns) {
     map[n] = i;
     cols[n] = all[i];
     if (i == COL_LEFT && table_left_required) cols[n].keep = 0;
+    /* Ids whole: as wide as the rows' widest when known, never less than
+     * the header. */
+    if (columns > 0 && (i == COL_MSGID || i == COL_REQID)) {
+      size_t want = table_id_width[i == COL_MSGID ? 0 : 1];
+      if (want > cols[n].width) cols[n].width = want;
+    }
+    /* SOURCE as wide as its rows need (its header at least), when known:
+     * the room goes to LAST_ERROR. */
+    if (columns > 0 && i == COL_SOURCE && table_id_width[2] > 0) {
+      char name[DLQB_HEADER_NAME_MAX];
+      size_t want = table_id_width[2], head = strlen(col_name(i, name, sizeof name));
+      if (want < head) want = head;
+      if (want < cols[n].width) cols[n].width = want;
+    }
     n++;
   }
-  dlqb_layout l;
-  dlqb_columns_fit(cols, n, columns, 16, 40, &l);
-  memset(&table, 0, sizeof table);
-  for (size_t k = 0; k < n; k++) {
-    table.shown[map[k]] = l.shown[k];
-    table.width[map[k]] = l.width[k];
-  }
+  dlqb_columns_fit_map(cols, map, n, columns, 16, 40, &table);
 }
 
 void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
@@ -287,6 +298,90 @@ void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_
   json_object_object_add(o, "deadline", j);
 }
 
+void ops_table_ids(size_t message_id, size_t request_id, size_t source) {
+  table_id_width[0] = message_id;
+  table_id_width[1] = request_id;
+  table_id_width[2] = source;
+}
+
+size_t ops_id_chars(const char *id) {
+  char buf[4 * DLQB_ID_MAX + 16];
+  bool cut;
+  dlqb_text_cell(buf, sizeof buf, id, strlen(id), 0, false, &cut);
+  size_t chars = 0;
+  for (const char *p = buf; *p != '\0'; p++) chars += ((unsigned char)*p & 0xC0u) != 0x80u;
+  return chars;
+}
+
+void ops_rows_init(ops_rows *r, bool holding, size_t fit_columns, ops_row_fn print, void *ctx) {
+  memset(r, 0, sizeof *r);
+  r->holding = holding;
+  r->fit_columns = fit_columns;
+  r->print = print;
+  r->ctx = ctx;
+}
+
+void ops_rows_init_fit(ops_rows *r, bool holding, ops_fit_fn fit, ops_row_fn print, void *ctx) {
+  ops_rows_init(r, holding, 0, print, ctx);
+  r->fit = fit;
+}
+
+void ops_rows_flush(ops_rows *r) {
+  if (r->holding) {
+    size_t w[3] = {0, 0, 0};
+    for (size_t i = 0; i < r->n; i++) {
+      const char *v[3] = {r->it[i].message_id, r->it[i].request_id, r->it[i].source_system};
+      for (int k = 0; k < 3; k++) {
+        size_t n = ops_id_chars(v[k][0] ? v[k] : "-");
+        if (n > w[k]) w[k] = n;
+      }
+    }
+    if (r->fit != NULL) {
+      r->fit(r->ctx, w);
+    } else {
+      ops_table_ids(w[0], w[1], w[2]);
+      ops_table_fit(r->fit_columns);
+    }
+    r->holding = false;
+    for (size_t i = 0; i < r->n; i++) r->print(r->ctx, &r->it[i], r->tag[i]);
+  }
+  free(r->it);
+  free(r->tag);
+  r->it = NULL;
+  r->tag = NULL;
+  r->n = r->cap = 0;
+}
+
+void ops_rows_drop(ops_rows *r) {
+  r->holding = false;
+  ops_rows_flush(r);
+}
+
+void ops_rows_add(ops_rows *r, const dlqb_item *it, bool tag) {
+  if (!r->holding) {
+    r->print(r->ctx, it, tag);
+    return;
+  }
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 64;
+    dlqb_item *more = realloc(r->it, cap * sizeof *more);
+    if (more != NULL) r->it = more;
+    bool *tags = more != NULL ? realloc(r->tag, cap * sizeof *tags) : NULL;
+    if (tags != NULL) r->tag = tags;
+    if (more == NULL || tags == NULL) {
+      /* Out of memory: what is held goes out now, the rest as it comes. */
+      r->out_of_memory = true;
+      ops_rows_flush(r);
+      r->print(r->ctx, it, tag);
+      return;
+    }
+    r->cap = cap;
+  }
+  r->it[r->n] = *it;
+  r->tag[r->n++] = tag;
+  if (r->n == OPS_ROWS_HELD) ops_rows_flush(r);
+}
+
 bool ops_table_was_cut(void) { return table_cut; }
 
 static void put_cell(FILE *out, int col, const char *text, bool *first) {
@@ -294,13 +389,13 @@ static void put_cell(FILE *out, int col, const char *text, bool *first) {
   char buf[4 * DLQB_LAST_ERROR_MAX + 64];
   bool cut = false;
   size_t width = table_unlimited ? 0 : table.width[col];
-  /* Ids differ in their tails ("R-2026-11-1001"): a cut keeps the end. */
-  if (col == COL_MSGID || col == COL_REQID)
-    dlqb_text_cell_tail(buf, sizeof buf, text, strlen(text), width, true, &cut);
-  else dlqb_text_cell(buf, sizeof buf, text, strlen(text), width, col != COL_ERROR, &cut);
+  /* An id is never cut (it is what the operator types next): whole, padded
+   * to its column, and a longer one makes a longer row. */
+  bool id = col == COL_MSGID || col == COL_REQID;
+  dlqb_text_cell(buf, sizeof buf, text, strlen(text), id ? 0 : width, col != COL_ERROR, &cut);
   table_cut = table_cut || cut;
   fprintf(out, "%s%s", *first ? "" : " ", buf);
-  if (table_unlimited && col != COL_ERROR) {
+  if ((table_unlimited || id) && col != COL_ERROR) {
     /* Whole, padded to the column when shorter (characters, not bytes). */
     size_t chars = 0;
     for (const char *p = buf; *p != '\0'; p++) chars += ((unsigned char)*p & 0xC0u) != 0x80u;
@@ -425,7 +520,23 @@ typedef struct {
   /* Listed for a replay that cannot help them, or that the runbook asks
    * to take one at a time. */
   uint64_t invalid, poison;
+  ops_rows rows; /* the dry run's table */
+  int64_t now_ms;
 } move_ctx;
+
+/* One row of the dry run's table; complete: the ledger has it. */
+static void print_would(void *ctx, const dlqb_item *it, bool complete) {
+  move_ctx *c = ctx;
+  if (!c->header_done) {
+    printf("%-*s ", OPS_WOULD_WIDTH, "WOULD");
+    ops_item_header(stdout);
+    c->header_done = true;
+  }
+  /* What would happen, in the future tense: "replay", "skip". */
+  printf("%-*s ", OPS_WOULD_WIDTH, complete ? "skip" : c->m->command);
+  ops_item_print(stdout, it, c->now_ms);
+  putchar('\n');
+}
 
 static void list_item(void *ctx, const dlqb_item *it, bool complete, int64_t now_ms) {
   move_ctx *c = ctx;
@@ -440,15 +551,8 @@ static void list_item(void *ctx, const dlqb_item *it, bool complete, int64_t now
     json_object_array_add(c->items, j);
     return;
   }
-  if (!c->header_done) {
-    printf("%-*s ", OPS_WOULD_WIDTH, "WOULD");
-    ops_item_header(stdout);
-    c->header_done = true;
-  }
-  /* What would happen, in the future tense: "replay", "skip". */
-  printf("%-*s ", OPS_WOULD_WIDTH, complete ? "skip" : c->m->command);
-  ops_item_print(stdout, it, now_ms);
-  putchar('\n');
+  c->now_ms = now_ms;
+  ops_rows_add(&c->rows, it, complete);
 }
 
 static void list_acked(void *ctx, const dlqb_hop *hop) {
@@ -518,7 +622,11 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   if (m->dry_run && !o->json) {
     size_t w = ops_output_width(o->wide);
     c.columns = w;
-    ops_table_fit(w == 0 ? 0 : w > OPS_WOULD_WIDTH + 1 ? w - OPS_WOULD_WIDTH - 1 : 1);
+    size_t fit = w == 0 ? 0 : w > OPS_WOULD_WIDTH + 1 ? w - OPS_WOULD_WIDTH - 1 : 1;
+    ops_table_fit(fit);
+    ops_rows_init(&c.rows, w > 0, fit, print_would, &c);
+  } else {
+    ops_rows_init(&c.rows, false, 0, print_would, &c);
   }
   ops_move_watch w = {.listed = list_item, .acked = list_acked, .tick = show_tick, .ctx = &c};
   ops_move_outcome *out = malloc(sizeof *out);
@@ -530,6 +638,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   }
   ops_ctx x = ops_context(o);
   ops_move_pass(&x, m, audit, &w, stop, out);
+  ops_rows_flush(&c.rows);
   ops_progress_end(o);
   if (own_audit) ops_audit_close(audit);
   int rc = EXIT_OK;

@@ -172,8 +172,50 @@ void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_
 
 /* Lays the item table out for `columns` (0: every column, nothing cut),
  * for ops_item_header and ops_item_print. Cells are sanitised and cut
- * with an ellipsis. */
+ * with an ellipsis, but never an id: MESSAGE_ID and REQUEST_ID are what
+ * the operator types next, so they are whole, in columns as wide as
+ * ops_table_ids says (a row with a longer one is longer). */
 void ops_table_fit(size_t columns);
+/* The widest message_id, request_id and source_system (characters) of the
+ * rows about to be printed, when the caller knows them (inspect lists a
+ * bounded number, gathered first); call before ops_table_fit. The id
+ * columns take the ids' width, SOURCE no more than its rows need (up to
+ * its default); 0: the default widths. */
+void ops_table_ids(size_t message_id, size_t request_id, size_t source);
+/* The first rows of an item table, held (up to OPS_ROWS_HELD) before the
+ * first is printed, so that its id columns are as wide as their widest
+ * ids (ids are never cut; a longer one further down makes a longer row).
+ * inspect and the dry runs print their tables through one. */
+#define OPS_ROWS_HELD 1000
+typedef void (*ops_row_fn)(void *ctx, const dlqb_item *it, bool tag);
+/* Lays a table out for rows whose widest message_id, request_id and
+ * source_system are widths[0..2] (characters). */
+typedef void (*ops_fit_fn)(void *ctx, const size_t widths[3]);
+typedef struct {
+  bool holding; /* rows are held (a text table of bounded width) */
+  size_t fit_columns;
+  ops_fit_fn fit;   /* NULL: the item table's (ops_table_ids, ops_table_fit) */
+  ops_row_fn print; /* prints one row (tag: the caller's flag for it) */
+  void *ctx;
+  dlqb_item *it;
+  bool *tag;
+  size_t n, cap;
+  bool out_of_memory;
+} ops_rows;
+/* holding: whether to hold at all (text, bounded width); fit_columns: what
+ * ops_table_fit is given (the dry run's table leaves room for WOULD). */
+void ops_rows_init(ops_rows *r, bool holding, size_t fit_columns, ops_row_fn print, void *ctx);
+/* The same for a table of the caller's own, laid out by fit. */
+void ops_rows_init_fit(ops_rows *r, bool holding, ops_fit_fn fit, ops_row_fn print, void *ctx);
+/* A row: printed at once when not holding, else held (the held ones
+ * printed, the widths set, once OPS_ROWS_HELD are). */
+void ops_rows_add(ops_rows *r, const dlqb_item *it, bool tag);
+/* Prints what is held and stops holding; frees it. */
+void ops_rows_flush(ops_rows *r);
+/* Frees what is held, printing nothing (a command that failed). */
+void ops_rows_drop(ops_rows *r);
+/* The characters of an id as its cell prints it (sanitised). */
+size_t ops_id_chars(const char *id);
 
 /* Whether a cell was cut; ops_table_note prints the line saying so. */
 bool ops_table_was_cut(void);

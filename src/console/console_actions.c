@@ -688,6 +688,12 @@ static bool find_job(console_req *r, dlqb_job_record *copy, bool json) {
   }
   return found;
 }
+/* Read and not yet settled (copies awaiting their confirm, items waiting
+ * for the rate): without it "moved: 0" sat still while "examined" rose. */
+static uint64_t job_in_flight(const dlqb_job_record *j) {
+  uint64_t settled = j->moved + j->removed + j->left_in_place;
+  return j->state == DLQB_JOB_RUNNING && j->examined > settled ? j->examined - settled : 0;
+}
 
 void console_json_job(console_req *r) {
   dlqb_job_record *j = malloc(sizeof *j);
@@ -702,6 +708,7 @@ void console_json_job(console_req *r) {
     json_object_object_add(o, "moved", json_object_new_int64((int64_t)j->moved));
     json_object_object_add(o, "removed", json_object_new_int64((int64_t)j->removed));
     json_object_object_add(o, "left_in_place", json_object_new_int64((int64_t)j->left_in_place));
+    json_object_object_add(o, "in_flight", json_object_new_int64((int64_t)job_in_flight(j)));
     json_object_object_add(o, "summary", json_object_new_string(j->summary));
     json_object_object_add(o, "error", json_object_new_string(j->error));
     r->content_type = "application/json";
@@ -752,6 +759,9 @@ void console_page_job(console_req *r) {
   count_line(h, "total", "in the DLQ at the start", j->total);
   count_line(h, "moved", "moved", j->moved);
   count_line(h, "removed", "removed (skipped as complete, or resolved)", j->removed);
+  /* Read and not yet settled (copies awaiting their confirm, or waiting
+   * for the rate): without it "moved: 0" sat still while "examined" rose. */
+  count_line(h, "in-flight", "in flight (read, not yet settled)", job_in_flight(j));
   dlqb_html_raw(h, "<p class=\"summary\" id=\"summary\">");
   dlqb_html_text(h, j->summary);
   dlqb_html_raw(h, "</p><p class=\"error\" id=\"job-error\">");

@@ -89,6 +89,7 @@ const char console_js[] =
     "        set('total', j.total);\n"
     "        set('moved', j.moved);\n"
     "        set('removed', j.removed);\n"
+    "        set('in-flight', j.in_flight);\n"
     "        set('summary', j.summary);\n"
     "        set('job-error', j.error);\n"
     "        var bar = document.getElementById('bar');\n"

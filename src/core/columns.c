@@ -35,3 +35,14 @@ void dlqb_columns_fit(const dlqb_column *cols, size_t n, size_t total, size_t mi
   size_t used = used_before_last(cols, n, out);
   out->width[n - 1] = total > used + min_last ? total - used : min_last;
 }
+
+void dlqb_columns_fit_map(const dlqb_column *cols, const int *map, size_t n, size_t total,
+                          size_t min_last, size_t want_last, dlqb_layout *out) {
+  dlqb_layout l;
+  dlqb_columns_fit(cols, n, total, min_last, want_last, &l);
+  memset(out, 0, sizeof *out);
+  for (size_t k = 0; k < n; k++) {
+    out->shown[map[k]] = l.shown[k];
+    out->width[map[k]] = l.width[k];
+  }
+}

@@ -135,31 +135,6 @@ size_t dlqb_text_cell(char *dst, size_t cap, const char *src, size_t len, size_t
   return out;
 }
 
-size_t dlqb_text_cell_tail(char *dst, size_t cap, const char *src, size_t len, size_t width,
-                           bool pad, bool *cut) {
-  const unsigned char *s = (const unsigned char *)src;
-  if (src == NULL) len = 0;
-  size_t chars = 0;
-  for (size_t in = 0; in < len; chars++) {
-    uint32_t cp;
-    size_t n = utf8_seq(s + in, len - in, &cp);
-    in += n == 0 ? 1 : n;
-  }
-  if (width == 0 || chars <= width || width < 2 || dst == NULL || cap < 4)
-    return dlqb_text_cell(dst, cap, src, len, width, pad, cut);
-  /* Skip the characters that do not fit, then cut nothing. */
-  size_t in = 0;
-  for (size_t skip = chars - (width - 1); skip > 0; skip--) {
-    uint32_t cp;
-    size_t n = utf8_seq(s + in, len - in, &cp);
-    in += n == 0 ? 1 : n;
-  }
-  memcpy(dst, "\xe2\x80\xa6", 3);
-  size_t out = 3 + dlqb_text_cell(dst + 3, cap - 3, src + in, len - in, width - 1, pad, NULL);
-  if (cut != NULL) *cut = true;
-  return out;
-}
-
 const char *dlqb_text_find(const char *hay, size_t len, const char *needle, size_t n) {
   if (n == 0) return hay;
   for (size_t i = 0; n <= len && i <= len - n; i++)

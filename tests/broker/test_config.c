@@ -371,10 +371,44 @@ static void test_config_file_errors_exit_2(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* Issue 42: `help settings` at a terminal is a list in its width (it was a
+ * markdown table 210 columns wide); piped (scripts/gen-docs.sh) it is the
+ * table. */
+static void test_help_settings_fits_the_terminal(void **state) {
+  (void)state;
+  char cmd[TH_PATH_MAX + 128];
+  assert_true(th_fmt(cmd, sizeof cmd, "script -qec \"env COLUMNS=80 '%s' help settings\" /dev/null",
+                     th_env_get()->bridge_bin));
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char line[1024];
+  size_t widest = 0, lines = 0;
+  bool writers = false;
+  while (fgets(line, sizeof line, p) != NULL) {
+    line[strcspn(line, "\r\n")] = '\0';
+    size_t chars = 0;
+    for (const char *c = line; *c != '\0'; c++) chars += ((unsigned char)*c & 0xC0u) != 0x80u;
+    if (chars > widest) widest = chars;
+    writers = writers || strncmp(line, "catalog_writers  (DLQ_BRIDGE_CATALOG_WRITERS", 44) == 0;
+    lines++;
+  }
+  assert_int_equal(pclose(p), 0);
+  printf("help settings at 80 columns: %zu lines, the widest %zu\n", lines, widest);
+  assert_true(widest <= 80);
+  assert_true(writers);
+  assert_true(th_fmt(cmd, sizeof cmd, "'%s' help settings | head -1", th_env_get()->bridge_bin));
+  p = popen(cmd, "r");
+  assert_non_null(p);
+  assert_non_null(fgets(line, sizeof line, p));
+  pclose(p);
+  assert_int_equal(strncmp(line, "| config key |", 14), 0);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_zero_max_attempts_exits_2),
+      FX_TEST(test_help_settings_fits_the_terminal),
       FX_TEST(test_bad_retry_delays_flag_exits_2),
       FX_TEST(test_bad_setting_for_declare_exits_2),
       FX_TEST(test_unreachable_broker_declare),

@@ -480,12 +480,57 @@ static void test_replay_warns_of_invalid_and_poison(void **state) {
   assert_null(strstr(r.err, "poison"));
 }
 
+/* Issue 42: at 80 columns inspect showed MESSAGE_ID and REQUEST_ID cut
+ * from the left ("…erp-2026-01"), and the id is what the operator types
+ * next. Now every id is whole and no line is wider than 80 (SOURCE as wide
+ * as its rows need, LAST_ERROR cut); the same at 120 fits 120. */
+static void test_inspect_ids_whole_at_80_columns(void **state) {
+  fx_case *t = *state;
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  run(t, decl, &r);
+  assert_int_equal(r.exit_code, 0);
+  for (int i = 0; i < 3; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "DSR-erp-2026-01-00004%d", i);
+    th_msg m;
+    th_msg_init(&m);
+    assert_int_equal(th_msg_task(&m, id), 0); /* message_id msg-<id> */
+    assert_int_equal(th_msg_set_str(&m, "source_system", "erp"), 0);
+    assert_int_equal(th_msg_add_str(&m, "dlq_reason", "max_attempts"), 0);
+    assert_int_equal(
+        th_msg_add_str(&m, "last_error", "worker error: upstream 503 from erp-gateway after 30s"),
+        0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+    th_msg_release(&m);
+  }
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual", 3, 5000));
+  static const char *const insp[] = {"inspect", "--limit", "20", NULL};
+  static const char *const cols80[] = {"COLUMNS=80", NULL};
+  static const char *const cols120[] = {"COLUMNS=120", NULL};
+  const char *const *widths[] = {cols80, cols120};
+  for (int w = 0; w < 2; w++) {
+    assert_int_equal(th_run_bridge(insp, t->vhost.url, widths[w], CMD_TIMEOUT_MS, &r), 0);
+    printf("inspect at %s:\n%s", widths[w][0], r.out);
+    assert_int_equal(r.exit_code, 0);
+    assert_true(max_line_chars(r.out) <= (w == 0 ? 80u : 120u));
+    for (int i = 0; i < 3; i++) {
+      char id[64];
+      snprintf(id, sizeof id, " msg-DSR-erp-2026-01-00004%d DSR-erp-2026-01-00004%d ", i, i);
+      assert_non_null(strstr(r.out, id));
+    }
+  }
+  /* At 120 the error is whole beside them. */
+  assert_non_null(strstr(r.out, "upstream 503 from erp-gateway after 30s\n"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FX_TEST(test_groups_stats_replay_escalate),
       FX_TEST(test_deadlines_inspect_sorted),
       FX_TEST(test_groups_hostile_text),
       FX_TEST(test_replay_warns_of_invalid_and_poison),
+      FX_TEST(test_inspect_ids_whole_at_80_columns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

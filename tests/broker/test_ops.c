@@ -919,13 +919,15 @@ static void test_inspect_lists_deliveries_that_come_late(void **state) {
 }
 
 /* On an 80-column terminal (COLUMNS here) no line is longer than 80
- * characters, the cut is marked and said, hostile text is sanitised; --wide
- * shows every column whole. */
+ * characters, the cut is marked and said, hostile text is sanitised, and
+ * an id is never cut (issue 42: it was cut from the left, and the id is
+ * what the operator types next): its column takes its width; --wide shows
+ * every column whole. */
 static void test_inspect_fits_80_columns(void **state) {
   fx_case *t = *state;
   declare(t);
   fill_fixed(t);
-  pub_dlq(t, "req-with-a-rather-long-identifier", "an-upstream-system-name", "gdpr_art_17",
+  pub_dlq(t, "req-long-identifier", "an-upstream-system-name", "gdpr_art_17",
           "worker error: \x1b[2J the upstream service answered 503 Service Unavailable after "
           "30 seconds, three times in a row",
           th_now_ms() - 90000);
@@ -936,10 +938,12 @@ static void test_inspect_fits_80_columns(void **state) {
   printf("%s", r.out);
   assert_int_equal(r.exit_code, 0);
   assert_true(max_line_chars(r.out) <= 80);
-  assert_non_null(strstr(r.out, "AGE    MESSAGE_ID   REQUEST_ID   SOURCE     LAST_ERROR"));
-  /* REQUEST_ID, cut: an id keeps its tail, where ids differ. */
-  assert_non_null(strstr(r.out, " \xe2\x80\xa6-identifier "));
-  assert_non_null(strstr(r.out, "worker error: ?[2J the"));
+  assert_non_null(
+      strstr(r.out, "AGE    MESSAGE_ID              REQUEST_ID          SOURCE     LAST_ERROR"));
+  /* The ids whole, the source cut. */
+  assert_non_null(
+      strstr(r.out, " msg-req-long-identifier req-long-identifier an-upstre\xe2\x80\xa6 "));
+  assert_non_null(strstr(r.out, "worker error: ?[2"));
   assert_null(strstr(r.out, "\x1b"));
   assert_non_null(strstr(r.out, "--wide or --json"));
   /* 120 columns: room for DLQ_REASON too. */

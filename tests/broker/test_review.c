@@ -154,6 +154,26 @@ static void test_list_claim_and_conflicts(void **state) {
   assert_non_null(strstr(r.out, "msg-c2"));
   assert_null(strstr(r.out, "msg-c1"));
   assert_non_null(strstr(r.out, "1 item listed (1 unclaimed)"));
+  /* Issue 42: at 80 columns the list fits (it was 142 columns wide), its
+   * ids whole; at 120 it fits 120. */
+  static const char *const all[] = {"review", "list", NULL};
+  for (int w = 0; w < 2; w++) {
+    const char *const env[] = {
+        tr.env[0], tr.env[1], tr.env[2], tr.env[3], w == 0 ? "COLUMNS=80" : "COLUMNS=120", NULL};
+    assert_int_equal(th_run_bridge(all, t->vhost.url, env, CMD_TIMEOUT_MS, &r), 0);
+    printf("review list at %s:\n%s", env[4], r.out);
+    assert_int_equal(r.exit_code, 0);
+    size_t widest = 0;
+    for (const char *p = r.out; *p != '\0';) {
+      size_t n = strcspn(p, "\n"), chars = 0;
+      for (size_t i = 0; i < n; i++) chars += ((unsigned char)p[i] & 0xC0u) != 0x80u;
+      if (chars > widest) widest = chars;
+      p += n + (p[n] == '\n');
+    }
+    assert_true(widest <= (w == 0 ? 80u : 120u));
+    assert_non_null(strstr(r.out, " msg-c1 "));
+    assert_non_null(strstr(r.out, " msg-c2 "));
+  }
 
   assert_int_equal(claim(t, &tr, "msg-c1", "bob", true), 0); /* forced */
   assert_int_equal(count_records(&tr.a, "\"event\":\"claimed\"", "msg-c1"), 2);

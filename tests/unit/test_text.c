@@ -60,22 +60,6 @@ static void test_cell_sanitises_hostile_text(void **state) {
   assert_string_equal(small, "abc");
 }
 
-static void test_cell_tail_keeps_the_end(void **state) {
-  (void)state;
-  char buf[64];
-  bool cut;
-  dlqb_text_cell_tail(buf, sizeof buf, "R-2026-11-1001", 14, 8, true, &cut);
-  assert_string_equal(buf, "\xe2\x80\xa6"
-                           "11-1001");
-  assert_true(cut);
-  dlqb_text_cell_tail(buf, sizeof buf, "R-1", 3, 8, true, &cut);
-  assert_string_equal(buf, "R-1     ");
-  assert_false(cut);
-  /* Multi-byte characters are skipped whole; hostile bytes sanitised. */
-  dlqb_text_cell_tail(buf, sizeof buf, "\xc3\xbc\xc3\xbc\x1b\xc3\xbc", 7, 3, false, &cut);
-  assert_string_equal(buf, "\xe2\x80\xa6?\xc3\xbc");
-}
-
 static const dlqb_column cols[] = {
     {"AGE", 7, 0}, {"ID", 12, 0}, {"BASIS", 13, 2}, {"REASON", 16, 1}, {"ERROR", 0, 0},
 };
@@ -124,7 +108,6 @@ int main(void) {
       cmocka_unit_test(test_cell_cuts_with_an_ellipsis),
       cmocka_unit_test(test_cell_counts_characters_not_bytes),
       cmocka_unit_test(test_cell_sanitises_hostile_text),
-      cmocka_unit_test(test_cell_tail_keeps_the_end),
       cmocka_unit_test(test_columns_fit_80),
       cmocka_unit_test(test_distance),
   };
