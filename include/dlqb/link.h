@@ -21,6 +21,12 @@
 
 typedef struct dlqb_link dlqb_link;
 
+/* Whether broker's host and port take a connection (TCP, and TLS with an
+ * amqps:// URL, verified as dlqb_link_open does), without logging in: a
+ * console with no credentials of its own checks its URL at start. The
+ * error says "cannot connect to broker at HOST:PORT: why". */
+dlqb_status dlqb_link_reachable(const dlqb_broker_conf *broker, dlqb_error *err);
+
 /* Connects to broker->url (password from broker->password_file when set), logs in
  * with connection name `purpose` (shown in the management UI), opens
  * DLQB_CHANNEL. TLS (amqps://) verifies peer and hostname and needs TLS 1.2

@@ -184,6 +184,50 @@ static int parse_major(amqp_connection_state_t conn) {
   return 0;
 }
 
+/* The TCP (and TLS) connection of conn to ci's host and port, within
+ * CONNECT_TIMEOUT_S: "cannot connect to broker at HOST:PORT: why". */
+static dlqb_status open_socket(amqp_connection_state_t conn, const dlqb_broker_conf *broker,
+                               const struct amqp_connection_info *ci, dlqb_error *err) {
+  amqp_socket_t *sock = ci->ssl ? amqp_ssl_socket_new(conn) : amqp_tcp_socket_new(conn);
+  if (sock == NULL) return dlqb_fail(err, DLQB_ENOMEM, "cannot create socket");
+  dlqb_status st;
+  if (ci->ssl && (st = tls_socket_setup(sock, broker, err)) != DLQB_OK) return st;
+  struct timeval tv = {CONNECT_TIMEOUT_S, 0};
+  int rc = amqp_socket_open_noblock(sock, ci->host, ci->port, &tv);
+  if (rc == AMQP_STATUS_OK) return DLQB_OK;
+  const char *hint =
+      (rc == AMQP_STATUS_SSL_ERROR || rc == AMQP_STATUS_SSL_CONNECTION_FAILED ||
+       rc == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED || rc == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
+          ? " (tls: check DLQ_BRIDGE_TLS_CA_FILE and that the certificate "
+            "names this host)"
+          : "";
+  char reason[128];
+  const char *why = rc == AMQP_STATUS_SOCKET_ERROR
+                        ? connect_failure_reason(ci->host, ci->port, reason, sizeof reason)
+                        : "";
+  return dlqb_fail(err, DLQB_ECONN, "cannot connect to broker at %s:%d: %s%s", ci->host, ci->port,
+                   *why ? why : amqp_error_string2(rc), hint);
+}
+
+dlqb_status dlqb_link_reachable(const dlqb_broker_conf *broker, dlqb_error *err) {
+  char url[DLQB_CONFIG_STR_MAX], redacted[DLQB_CONFIG_STR_MAX];
+  struct amqp_connection_info ci;
+  snprintf(url, sizeof url, "%s", broker->url);
+  dlqb_url_redact(broker->url, redacted, sizeof redacted);
+  amqp_default_connection_info(&ci);
+  dlqb_status st;
+  amqp_connection_state_t conn = NULL;
+  if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK)
+    st = dlqb_fail(err, DLQB_EINVAL, "invalid broker url '%s'", redacted);
+  else if ((conn = amqp_new_connection()) == NULL)
+    st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
+  else st = open_socket(conn, broker, &ci, err);
+  /* No login: the connection is dropped before the AMQP handshake. */
+  if (conn != NULL) amqp_destroy_connection(conn);
+  explicit_bzero(url, sizeof url);
+  return st;
+}
+
 dlqb_status dlqb_link_open(const dlqb_broker_conf *broker, const char *purpose, dlqb_link **out,
                            dlqb_error *err) {
   *out = NULL;
@@ -218,30 +262,7 @@ dlqb_status dlqb_link_open(const dlqb_broker_conf *broker, const char *purpose, 
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
   }
 
-  amqp_socket_t *sock = ci.ssl ? amqp_ssl_socket_new(link->conn) : amqp_tcp_socket_new(link->conn);
-  if (sock == NULL) {
-    st = dlqb_fail(err, DLQB_ENOMEM, "cannot create socket");
-    goto fail;
-  }
-  if (ci.ssl && (st = tls_socket_setup(sock, broker, err)) != DLQB_OK) goto fail;
-
-  struct timeval tv = {CONNECT_TIMEOUT_S, 0};
-  int rc = amqp_socket_open_noblock(sock, ci.host, ci.port, &tv);
-  if (rc != AMQP_STATUS_OK) {
-    const char *hint =
-        (rc == AMQP_STATUS_SSL_ERROR || rc == AMQP_STATUS_SSL_CONNECTION_FAILED ||
-         rc == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED || rc == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
-            ? " (tls: check DLQ_BRIDGE_TLS_CA_FILE and that the certificate "
-              "names this host)"
-            : "";
-    char reason[128];
-    const char *why = rc == AMQP_STATUS_SOCKET_ERROR
-                          ? connect_failure_reason(ci.host, ci.port, reason, sizeof reason)
-                          : "";
-    st = dlqb_fail(err, DLQB_ECONN, "cannot connect to broker at %s:%d: %s%s", ci.host, ci.port,
-                   *why ? why : amqp_error_string2(rc), hint);
-    goto fail;
-  }
+  if ((st = open_socket(link->conn, broker, &ci, err)) != DLQB_OK) goto fail;
   struct timeval rpc = {RPC_TIMEOUT_S, 0};
   amqp_set_rpc_timeout(link->conn, &rpc);
 

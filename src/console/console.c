@@ -3,10 +3,18 @@
 #include "console.h"
 
 #include "dlqb/catalog_stream.h"
+#include "dlqb/link.h"
+#include "dlqb/log.h"
 
 bool console_start(const console_site *site, console_server **out, int *port, char *why,
                    size_t why_len) {
   console_g = *site;
+  /* The URL checked now (host, port, TLS; no login: the console signs in
+   * as each person): a wrong host or CA file is said at start, not only
+   * by every sign-in's 503. A broker down at boot is not fatal. */
+  dlqb_error unreachable;
+  if (dlqb_link_reachable(&site->cfg->broker, &unreachable) != DLQB_OK)
+    dlqb_log_warn("console", "%s; every sign-in fails (503) until it answers", unreachable.msg);
   /* NULL: each look its own */
   console_g.catalog = dlqb_catalog_reader_of(site->cfg, site->pipeline);
   console_sessions_init();

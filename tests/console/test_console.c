@@ -869,6 +869,21 @@ static void test_console_sign_in_limit_holds(void **state) {
   }
   int stop = th_bridge_stop(&console, 15000);
   assert_int_equal(stop, 0);
+  /* A console whose broker URL answers nothing says so at start (it
+   * started silently, and only each sign-in found out), and still serves
+   * its page (a broker down at boot is not fatal). */
+  int dead = th_free_port();
+  assert_true(dead > 0);
+  th_bridge lonely;
+  listening l2;
+  start_console(t, dead, NULL, "console-no-broker", &l2, &lonely);
+  char said[64];
+  assert_true(th_fmt(said, sizeof said, "cannot connect to broker at 127.0.0.1:%d", dead));
+  int at_start = fx_count_in_file(lonely.log_path, said) +
+                 fx_count_in_file(lonely.log_path, "every sign-in fails (503) until it answers");
+  assert_int_equal(sign_in_from(l2.port, "127.0.0.4", op2, "op2-pw"), 503);
+  assert_int_equal(th_bridge_stop(&lonely, 15000), 0);
+  assert_int_equal(at_start, 2);
   drop_user(op);
   drop_user(op2);
 }
