@@ -15,6 +15,7 @@
 #include "dlqb/calendar.h"
 #include "dlqb/clock.h"
 #include "dlqb/file.h"
+#include "dlqb/hashset.h"
 #include "dlqb/headers.h"
 #include "dlqb/link.h"
 #include "dlqb/log.h"
@@ -348,13 +349,6 @@ void dlqb_catalog_reader_free(dlqb_catalog_reader *r) {
   free(r);
 }
 
-/* FNV-1a, 64 bits: a short name for the broker a checkpoint is of. */
-static uint64_t fnv64(const char *s) {
-  uint64_t h = 14695981039346656037ull;
-  for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
 void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p, char *out,
                                   size_t cap) {
   const char *setting = cfg->catalog.checkpoint;
@@ -378,7 +372,7 @@ void dlqb_catalog_checkpoint_path(const dlqb_config *cfg, const dlqb_pipeline *p
   const char *url = cfg->broker.url, *at = strrchr(url, '@'), *scheme = strstr(url, "://");
   const char *where = at != NULL ? at + 1 : scheme != NULL ? scheme + 3 : url;
   snprintf(out, cap, "%s/catalog-%s-%016llx.ckpt", dir, p->catalog,
-           (unsigned long long)fnv64(where));
+           (unsigned long long)dlqb_hashset_hash(where, strlen(where)));
 }
 
 dlqb_catalog_reader *dlqb_catalog_reader_of(const dlqb_config *cfg, const dlqb_pipeline *p) {
@@ -1377,7 +1371,6 @@ char *dlqb_catalog_untrusted_text(const dlqb_catalog_view *v, char *buf, size_t 
 
 /* ---- verifying ------------------------------------------------------------- */
 
-#include "dlqb/hashset.h"
 #include "dlqb/scan.h"
 
 typedef struct {

@@ -96,24 +96,17 @@ static void print_hop_text(json_object *h) {
   cli_print_wrapped(stdout, ops_hop_text(h, line, sizeof line), ops_output_width(false));
 }
 
-/* A string member of a hop ("" when absent or not a string). */
-static const char *hop_str(json_object *h, const char *key) {
-  json_object *v;
-  return json_object_object_get_ex(h, key, &v) && json_object_is_type(v, json_type_string)
-             ? json_object_get_string(v)
-             : "";
-}
-
 /* Each task the hops name once (its request_id and source_system), in the
  * order they first appear; fn gets each. */
 static void each_task(json_object **hops, size_t n,
                       void (*fn)(void *ctx, const char *id, const char *source), void *ctx) {
   for (size_t i = 0; i < n; i++) {
-    const char *id = hop_str(hops[i], "request_id"), *src = hop_str(hops[i], "source_system");
+    const char *id = dlqb_audit_record_str(hops[i], "request_id"),
+               *src = dlqb_audit_record_str(hops[i], "source_system");
     bool seen = false;
     for (size_t k = 0; k < i && !seen; k++)
-      seen = strcmp(hop_str(hops[k], "request_id"), id) == 0 &&
-             strcmp(hop_str(hops[k], "source_system"), src) == 0;
+      seen = strcmp(dlqb_audit_record_str(hops[k], "request_id"), id) == 0 &&
+             strcmp(dlqb_audit_record_str(hops[k], "source_system"), src) == 0;
     if (!seen && id[0] != '\0') fn(ctx, id, src);
   }
 }
@@ -136,19 +129,20 @@ static void ending_text(void *ctx, const char *id, const char *source) {
 static void ending_json(void *ctx, const char *id, const char *source) {
   ending_ctx *e = ctx;
   char buf[128];
-  const char *c = completion_of(e->sl, id, source, buf, sizeof buf);
+  bool read = e->sl->read;
   json_object *t = json_object_new_object();
   json_object_object_add(t, "request_id", json_object_new_string(id));
   json_object_object_add(t, "source_system", json_object_new_string(source));
   json_object_object_add(
-      t, "completed", c == NULL ? NULL : json_object_new_boolean(strncmp(c, "completed", 9) == 0));
+      t, "completed",
+      read ? json_object_new_boolean(dlqb_ledger_contains(e->sl->ledger, id, source)) : NULL);
   int64_t at;
   json_object_object_add(t, "completed_at",
-                         e->sl->read && dlqb_ledger_completed_at(e->sl->ledger, id, source, &at)
+                         read && dlqb_ledger_completed_at(e->sl->ledger, id, source, &at)
                              ? json_object_new_string(dlqb_iso_time(at, buf, sizeof buf))
                              : NULL);
   json_object_object_add(t, "why_unknown",
-                         c == NULL && e->sl->why[0] ? json_object_new_string(e->sl->why) : NULL);
+                         !read && e->sl->why[0] ? json_object_new_string(e->sl->why) : NULL);
   json_object_array_add(e->arr, t);
 }
 

@@ -121,7 +121,6 @@ static const dlqb_column review_cols[R_N] = {
 };
 static dlqb_layout review_table;
 static bool review_unlimited = true;
-static bool review_cut;
 
 /* Lays the table out for `columns` (0: every column, padded, nothing cut),
  * its id columns as wide as their widest ids (widths[]: request_id,
@@ -148,18 +147,9 @@ static void review_fit(size_t columns, size_t id_width, size_t msgid_width) {
 
 static void cell(int col, const char *text, bool *first) {
   if (!review_table.shown[col]) return;
-  char buf[4 * DLQB_LAST_ERROR_MAX + 64];
-  bool cut = false, id = col == R_ID || col == R_MSGID, last = col == R_NOTE;
-  size_t width = review_unlimited || id ? 0 : review_table.width[col];
-  dlqb_text_cell(buf, sizeof buf, text, strlen(text), width, !last, &cut);
-  review_cut = review_cut || cut;
-  printf("%s%s", *first ? "" : " ", buf);
-  if ((review_unlimited || id) && !last) {
-    size_t chars = 0;
-    for (const char *p = buf; *p != '\0'; p++) chars += ((unsigned char)*p & 0xC0u) != 0x80u;
-    for (; chars < review_table.width[col]; chars++) putchar(' ');
-  }
-  *first = false;
+  bool cut; /* review list says nothing of a cut: --json has every field whole */
+  ops_cell(stdout, text, review_table.width[col], review_unlimited || col == R_ID || col == R_MSGID,
+           col == R_NOTE, first, &cut);
 }
 
 static void list_header(void) {
@@ -178,13 +168,12 @@ static void list_fit(void *ctx, const size_t w[3]);
 
 static void list_print(void *ctx, const dlqb_item *it, bool tag) {
   list_ctx *c = ctx;
-  const int64_t *now_ms = &c->now_ms;
   (void)tag;
   if (c->listed_printed++ == 0) list_header();
   char age[32], claimed[32];
   uint64_t a = 0, ca = 0;
-  bool known = dlqb_review_age(it, *now_ms, &a);
-  bool claim_known = dlqb_review_claim_age(it, *now_ms, &ca);
+  bool known = dlqb_review_age(it, c->now_ms, &a);
+  bool claim_known = dlqb_review_claim_age(it, c->now_ms, &ca);
   if (it->owner[0] == '\0') snprintf(claimed, sizeof claimed, "-");
   else ops_age_text(claim_known, ca, claimed, sizeof claimed);
   bool first = true;

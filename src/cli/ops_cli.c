@@ -304,13 +304,18 @@ void ops_table_ids(size_t message_id, size_t request_id, size_t source) {
   table_id_width[2] = source;
 }
 
+/* Characters (UTF-8 lead bytes) of a sanitised string. */
+static size_t utf8_chars(const char *s) {
+  size_t chars = 0;
+  for (; *s != '\0'; s++) chars += ((unsigned char)*s & 0xC0u) != 0x80u;
+  return chars;
+}
+
 size_t ops_id_chars(const char *id) {
   char buf[4 * DLQB_ID_MAX + 16];
   bool cut;
   dlqb_text_cell(buf, sizeof buf, id, strlen(id), 0, false, &cut);
-  size_t chars = 0;
-  for (const char *p = buf; *p != '\0'; p++) chars += ((unsigned char)*p & 0xC0u) != 0x80u;
-  return chars;
+  return utf8_chars(buf);
 }
 
 void ops_rows_init(ops_rows *r, bool holding, size_t fit_columns, ops_row_fn print, void *ctx) {
@@ -384,24 +389,26 @@ void ops_rows_add(ops_rows *r, const dlqb_item *it, bool tag) {
 
 bool ops_table_was_cut(void) { return table_cut; }
 
-static void put_cell(FILE *out, int col, const char *text, bool *first) {
-  if (!table.shown[col]) return;
+void ops_cell(FILE *out, const char *text, size_t width, bool whole, bool last, bool *first,
+              bool *cut) {
   char buf[4 * DLQB_LAST_ERROR_MAX + 64];
-  bool cut = false;
-  size_t width = table_unlimited ? 0 : table.width[col];
-  /* An id is never cut (it is what the operator types next): whole, padded
-   * to its column, and a longer one makes a longer row. */
-  bool id = col == COL_MSGID || col == COL_REQID;
-  dlqb_text_cell(buf, sizeof buf, text, strlen(text), id ? 0 : width, col != COL_ERROR, &cut);
-  table_cut = table_cut || cut;
+  bool was_cut = false;
+  dlqb_text_cell(buf, sizeof buf, text, strlen(text), whole ? 0 : width, !last, &was_cut);
+  if (was_cut) *cut = true;
   fprintf(out, "%s%s", *first ? "" : " ", buf);
-  if ((table_unlimited || id) && col != COL_ERROR) {
+  if (whole && !last) {
     /* Whole, padded to the column when shorter (characters, not bytes). */
-    size_t chars = 0;
-    for (const char *p = buf; *p != '\0'; p++) chars += ((unsigned char)*p & 0xC0u) != 0x80u;
-    for (; chars < table.width[col]; chars++) fputc(' ', out);
+    for (size_t chars = utf8_chars(buf); chars < width; chars++) fputc(' ', out);
   }
   *first = false;
+}
+
+static void put_cell(FILE *out, int col, const char *text, bool *first) {
+  if (!table.shown[col]) return;
+  /* An id is never cut: a longer one makes a longer row. Unlimited: every
+   * cell whole, padded to the wide widths. */
+  bool id = col == COL_MSGID || col == COL_REQID;
+  ops_cell(out, text, table.width[col], table_unlimited || id, col == COL_ERROR, first, &table_cut);
 }
 
 static const char *or_dash(const char *s) { return s[0] ? s : "-"; }

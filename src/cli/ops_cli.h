@@ -217,6 +217,14 @@ void ops_rows_drop(ops_rows *r);
 /* The characters of an id as its cell prints it (sanitised). */
 size_t ops_id_chars(const char *id);
 
+/* One cell of a text table, after a space unless *first: text sanitised
+ * and cut to width with an ellipsis (width 0: never), except when whole
+ * (an id: what the operator types next), then padded to width; the last
+ * column is never padded. Sets *cut when it cut. The item tables' and
+ * review list's cells alike. */
+void ops_cell(FILE *out, const char *text, size_t width, bool whole, bool last, bool *first,
+              bool *cut);
+
 /* Whether a cell was cut; ops_table_note prints the line saying so. */
 bool ops_table_was_cut(void);
 void ops_table_note(FILE *out, size_t columns);

@@ -759,8 +759,6 @@ void console_page_job(console_req *r) {
   count_line(h, "total", "in the DLQ at the start", j->total);
   count_line(h, "moved", "moved", j->moved);
   count_line(h, "removed", "removed (skipped as complete, or resolved)", j->removed);
-  /* Read and not yet settled (copies awaiting their confirm, or waiting
-   * for the rate): without it "moved: 0" sat still while "examined" rose. */
   count_line(h, "in-flight", "in flight (read, not yet settled)", job_in_flight(j));
   dlqb_html_raw(h, "<p class=\"summary\" id=\"summary\">");
   dlqb_html_text(h, j->summary);

@@ -855,6 +855,20 @@ static void fill_overdue(void *ctx, size_t i, th_bulk_item *it) {
   it->dlq_at_ms = loaded_at - 2 * 3600000; /* two hours in the DLQ */
 }
 
+/* Declares the topology and loads n items (as each describes them)
+ * straight into the DLQ; with verify ("catalog verify ..." arguments),
+ * catalogues them. */
+static void declare_and_load(fx_case *t, size_t n, void (*each)(void *, size_t, th_bulk_item *),
+                             const char *verify) {
+  static const char *const declare_args[] = {"declare", NULL};
+  th_result r;
+  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  loaded_at = th_now_ms();
+  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", n, each, NULL), 0);
+  if (verify != NULL) json_object_put(run_json(t, verify));
+}
+
 /* A worker's forged event: op "in" or "out" of message_id in the DLQ,
  * with user_id the worker's own name when as_self (the broker refuses any
  * other), else none. */
@@ -896,13 +910,8 @@ static int listed_with_prefix(json_object *j, const char *prefix) {
  * believes them, and the items are escalated on time. */
 static void test_forged_events_from_a_worker_mislead_nobody(void **state) {
   fx_case *t = *state;
-  static const char *const declare_args[] = {"declare", NULL};
-  th_result r;
-  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
-  loaded_at = th_now_ms();
-  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", 2, fill_overdue, NULL), 0);
   setenv("DLQ_BRIDGE_CATALOG_WRITERS", "guest", 1);
-  json_object_put(run_json(t, "catalog verify --json"));
+  declare_and_load(t, 2, fill_overdue, "catalog verify --json");
 
   char worker[TH_NAME_MAX + 16];
   assert_true(th_fmt(worker, sizeof worker, "%s-worker", t->vhost.name));
@@ -977,18 +986,6 @@ static void test_forged_events_from_a_worker_mislead_nobody(void **state) {
   th_user_delete(worker);
 }
 
-/* Declares the topology and loads n items (fill) straight into the DLQ;
- * with verify ("catalog verify ..." arguments), catalogues them. */
-static void declare_and_load(fx_case *t, size_t n, const char *verify) {
-  static const char *const declare_args[] = {"declare", NULL};
-  th_result r;
-  assert_int_equal(th_run_bridge(declare_args, t->vhost.url, NULL, 60000, &r), 0);
-  assert_int_equal(r.exit_code, 0);
-  loaded_at = th_now_ms();
-  assert_int_equal(th_bulk_publish_dlq(t->conn, "dsr.dlq.manual", n, fill, NULL), 0);
-  if (verify != NULL) json_object_put(run_json(t, verify));
-}
-
 /* `dlq-bridge args` through url, stderr into the file err (so a test can
  * read what the look said), stdout readable from the stream returned. */
 static FILE *start_via(const char *url, const char *args, const char *err) {
@@ -1022,7 +1019,7 @@ static char *slurp_file(const char *path) {
  * its tries, and says nothing about reading the queue. */
 static void test_a_look_that_loses_its_connection_tries_again(void **state) {
   fx_case *t = *state;
-  declare_and_load(t, DEPTH, "catalog verify --json");
+  declare_and_load(t, DEPTH, fill, "catalog verify --json");
 
   th_proxy px = {0};
   snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "dsr.catalog");
@@ -1071,7 +1068,7 @@ static void test_a_look_that_loses_its_connection_tries_again(void **state) {
  * process, starts from it and reads only what came since. */
 static void test_looks_keep_a_checkpoint_by_default(void **state) {
   fx_case *t = *state;
-  declare_and_load(t, DEPTH, "catalog verify --catalog-checkpoint none --json");
+  declare_and_load(t, DEPTH, fill, "catalog verify --catalog-checkpoint none --json");
   json_object *j = run_json(t, "inspect --json");
   assert_true(from_catalog(j));
   assert_false(json_object_get_boolean(member(member(j, "catalog"), "from_checkpoint")));
@@ -1175,7 +1172,7 @@ static void test_a_filling_dlq_is_no_change_outside(void **state) {
  * terminal wraps it and every redraw leaves a line behind (it was 95). */
 static void test_replay_progress_fits_80_columns(void **state) {
   fx_case *t = *state;
-  declare_and_load(t, DEPTH, NULL);
+  declare_and_load(t, DEPTH, fill, NULL);
   char cmd[TH_PATH_MAX + 256];
   assert_true(th_fmt(cmd, sizeof cmd,
                      "script -qec \"'%s' replay --all --no-audit --rate 2000\" /dev/null",

@@ -35,6 +35,14 @@ static json_object *run_json(fx_case *t, const char *const *args) {
   return j;
 }
 
+/* declare, exit 0. */
+static void declare(fx_case *t) {
+  static const char *const decl[] = {"declare", NULL};
+  th_result r;
+  run(t, decl, &r);
+  assert_int_equal(r.exit_code, 0);
+}
+
 /* Task i's cause: 0, 3, 6, 9 a crm timeout (ids and times differ); 1, 4, 7
  * a lock on a row (UUIDs, hex, times differ); 2, 5, 8 a plain reject from
  * erp; 10 the timeout text again, but from erp: a group of its own. */
@@ -132,10 +140,8 @@ static int drain(fx_case *t, const char *queue, char ids[][16], int max) {
 
 static void test_groups_stats_replay_escalate(void **state) {
   fx_case *t = *state;
-  static const char *const decl[] = {"declare", NULL};
+  declare(t);
   th_result r;
-  run(t, decl, &r);
-  assert_int_equal(r.exit_code, 0);
   fill(t);
 
   /* inspect: each item's group; same cause, same group. */
@@ -289,10 +295,8 @@ static int64_t left_seconds(json_object *item) {
 
 static void test_deadlines_inspect_sorted(void **state) {
   fx_case *t = *state;
-  static const char *const decl[] = {"declare", NULL};
+  declare(t);
   th_result r;
-  run(t, decl, &r);
-  assert_int_equal(r.exit_code, 0);
   int64_t now = th_now_ms();
   char iso[48];
   /* in queue order:
@@ -393,10 +397,8 @@ static void test_deadlines_inspect_sorted(void **state) {
  * group table shows them as text, one line each, and JSON stays JSON. */
 static void test_groups_hostile_text(void **state) {
   fx_case *t = *state;
-  static const char *const decl[] = {"declare", NULL};
+  declare(t);
   th_result r;
-  run(t, decl, &r);
-  assert_int_equal(r.exit_code, 0);
   for (int i = 0; i < 3; i++) {
     th_msg m;
     th_msg_init(&m);
@@ -430,15 +432,22 @@ static void test_groups_hostile_text(void **state) {
   json_object_put(j);
 }
 
-/* A DLQ item as the bridge leaves it, with this dlq_reason. */
-static void pub_dead(fx_case *t, const char *id, const char *reason) {
+/* A DLQ item as the bridge leaves it (message_id msg-<id>), from source
+ * (NULL: th_msg_task's), with this dlq_reason and last_error. */
+static void pub_dead_from(fx_case *t, const char *id, const char *source, const char *reason,
+                          const char *last_error) {
   th_msg m;
   th_msg_init(&m);
   assert_int_equal(th_msg_task(&m, id), 0);
+  if (source != NULL) assert_int_equal(th_msg_set_str(&m, "source_system", source), 0);
   assert_int_equal(th_msg_add_str(&m, "dlq_reason", reason), 0);
-  assert_int_equal(th_msg_add_str(&m, "last_error", "rejected by worker"), 0);
+  assert_int_equal(th_msg_add_str(&m, "last_error", last_error), 0);
   assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
   th_msg_release(&m);
+}
+
+static void pub_dead(fx_case *t, const char *id, const char *reason) {
+  pub_dead_from(t, id, NULL, reason, "rejected by worker");
 }
 
 /* Issue 42: where the runbook has a warning, replay says it. A replay of
@@ -447,10 +456,8 @@ static void pub_dead(fx_case *t, const char *id, const char *reason) {
  * max_attempts selection gets no warning. */
 static void test_replay_warns_of_invalid_and_poison(void **state) {
   fx_case *t = *state;
-  static const char *const decl[] = {"declare", NULL};
+  declare(t);
   th_result r;
-  run(t, decl, &r);
-  assert_int_equal(r.exit_code, 0);
   pub_dead(t, "inv-1", "invalid_envelope");
   pub_dead(t, "inv-2", "invalid_envelope");
   pub_dead(t, "poi-1", "poison");
@@ -486,23 +493,13 @@ static void test_replay_warns_of_invalid_and_poison(void **state) {
  * as its rows need, LAST_ERROR cut); the same at 120 fits 120. */
 static void test_inspect_ids_whole_at_80_columns(void **state) {
   fx_case *t = *state;
-  static const char *const decl[] = {"declare", NULL};
+  declare(t);
   th_result r;
-  run(t, decl, &r);
-  assert_int_equal(r.exit_code, 0);
   for (int i = 0; i < 3; i++) {
     char id[64];
     snprintf(id, sizeof id, "DSR-erp-2026-01-00004%d", i);
-    th_msg m;
-    th_msg_init(&m);
-    assert_int_equal(th_msg_task(&m, id), 0); /* message_id msg-<id> */
-    assert_int_equal(th_msg_set_str(&m, "source_system", "erp"), 0);
-    assert_int_equal(th_msg_add_str(&m, "dlq_reason", "max_attempts"), 0);
-    assert_int_equal(
-        th_msg_add_str(&m, "last_error", "worker error: upstream 503 from erp-gateway after 30s"),
-        0);
-    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
-    th_msg_release(&m);
+    pub_dead_from(t, id, "erp", "max_attempts",
+                  "worker error: upstream 503 from erp-gateway after 30s");
   }
   assert_true(th_wait_depth(t->conn, "dsr.dlq.manual", 3, 5000));
   static const char *const insp[] = {"inspect", "--limit", "20", NULL};
