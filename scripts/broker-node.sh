@@ -28,11 +28,13 @@
 #        broker-node.sh env DIR     (prints the shell variables of a started node)
 #        broker-node.sh join DIR OTHER_NODENAME   (joins OTHER's cluster)
 #        broker-node.sh ctl DIR ARGS...   (rabbitmqctl -n NODE ARGS... on DIR's node)
+#        broker-node.sh queues DIR ARGS...   (rabbitmq-queues -n NODE ARGS..., e.g. grow NODE all)
+#        broker-node.sh streams DIR ARGS...  (rabbitmq-streams -n NODE ARGS..., e.g. add_replica)
 set -euo pipefail
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|kill|join|env|ctl DIR [BASE_PORT] [NODENAME]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|kill|join|env|ctl|queues|streams DIR [BASE_PORT] [NODENAME]" >&2; exit 2; }
 
 rabbit_bin=/usr/lib/rabbitmq/bin
 here=$(cd "$(dirname "$0")" && pwd)
@@ -279,8 +281,17 @@ ctl)
     node_env
     rabbit rabbitmqctl -n "$RABBITMQ_NODENAME" "$@"
     ;;
+queues | streams)
+    # rabbitmq-queues / rabbitmq-streams for DIR's node, the same way as ctl
+    # (through the root for a 4.0 node): quorum queue and stream membership
+    # (grow, shrink, add_replica, ...) after a node is replaced.
+    prog=rabbitmq-$cmd
+    shift 2
+    node_env
+    rabbit "$prog" -n "$RABBITMQ_NODENAME" "$@"
+    ;;
 *)
-    echo "usage: $0 start|stop|kill|join|env|ctl DIR [BASE_PORT] [NODENAME|OTHER_NODENAME|ARGS]" >&2
+    echo "usage: $0 start|stop|kill|join|env|ctl|queues|streams DIR [BASE_PORT] [NODENAME|OTHER_NODENAME|ARGS]" >&2
     exit 2
     ;;
 esac

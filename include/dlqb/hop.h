@@ -32,6 +32,8 @@ typedef enum {
                             * (refused: permission, unroutable, too big): moves nothing */
   DLQB_EV_EDIT_PROPOSED,    /* an edit waiting for approval, put on the item in its queue */
   DLQB_EV_EDIT_REJECTED,    /* a proposal taken off the item in its queue, the task unchanged */
+  DLQB_EV_MIGRATED,         /* moved unchanged from a classic queue into a quorum one of its
+                             * name, through a holding queue (dlq-bridge migrate) */
   DLQB_EV__COUNT
 } dlqb_event;
 

@@ -26,6 +26,7 @@
 #include "dlqb/scan.h"
 #include "dlqb/select.h"
 #include "dlqb/stop.h"
+#include "dlqb/topology.h"
 #include "dlqb/verdict.h"
 
 /* What every pass runs with. Borrowed: each pointer outlives the call. */
@@ -72,6 +73,43 @@ dlqb_status ops_trail_open(const dlqb_config *cfg, const dlqb_broker_conf *broke
 /* Ends what ops_trail_open opened: the chain_end, its anchor (a warning in
  * the log when the broker cannot take it), then closes. NULL-safe. */
 void ops_audit_close(dlqb_audit *audit);
+
+/* ---- a classic DLQ or review queue into a quorum one (migrate.c) ----- */
+
+/* What ops_migrate_queue found and did for one queue. */
+typedef struct {
+  char queue[DLQB_NAME_MAX];
+  char holding[DLQB_NAME_MAX]; /* <queue>.migrating, the quorum queue items wait in */
+  bool existed;                /* the queue was there */
+  bool was_classic;            /* it was a classic queue */
+  bool resumed;                /* a holding queue of an interrupted run was there */
+  uint64_t pending;            /* items still to move when it began (what a dry run would) */
+  uint64_t to_holding;         /* moved from the classic queue into the holding queue */
+  uint64_t to_queue;           /* moved from the holding queue into the quorum queue */
+  uint64_t remembered;         /* of those, acked against a copy an interrupted run made */
+  bool catalog_verified;       /* the catalog was checked against the queue afterwards */
+  uint64_t catalog_corrected;  /* events that check appended */
+  char catalog_why[160];       /* why it was not checked ("" when it was, or nothing moved) */
+} ops_migrate_result;
+
+/* Makes spec's queue (a DLQ or review queue of the topology, declared
+ * quorum) a quorum queue with every item it held, in their order: a
+ * classic one's items go into <queue>.migrating (declared as spec says),
+ * the classic queue is deleted once empty and with no consumer and
+ * declared again as spec says, the holding queue's items go into it, and
+ * the holding queue is deleted. Each item moves unchanged, confirm before
+ * ack, with a `migrated` hop in audit (opened by the caller; NULL: none)
+ * and its "out" and "in" in the catalog, which a verifying pass then
+ * checks against the queue (dlqb_catalog_verify). A queue that is quorum already
+ * and no holding queue: nothing. Run again after a kill, it goes on from
+ * what the broker holds; the copies a killed pass had in flight (the last
+ * of its destination) are recognised (dlqb_pipe_identity) and not made
+ * twice. dry_run: only r->pending and what was found. Items that keep
+ * arriving in the classic queue, or a consumer on it, stop it with
+ * DLQB_EBROKER / DLQB_ECONFLICT and a sentence to act on. */
+dlqb_status ops_migrate_queue(const ops_ctx *x, const dlqb_queue_spec *spec, dlqb_audit *audit,
+                              bool dry_run, dlqb_stop_flag *stop, ops_migrate_result *r,
+                              dlqb_error *err);
 
 /* ---- moving selected DLQ items (replay, escalate, resolve) ----------- */
 

@@ -105,6 +105,12 @@ typedef struct {
    * published once its original's ack is sent. When its stream is not
    * declared, the pipe runs without it (a warning). */
   const dlqb_catalog_target *catalog;
+  /* The queue is a quorum queue: what the run held goes back in the order
+   * it came, in small nacks (a quorum queue takes it back in the order it
+   * is given, and a nack of many tags comes back in none: see
+   * dlqb_pipe_return_held). false: a classic queue, which restores its own
+   * order, given back in large nacks. */
+  bool return_in_order;
 } dlqb_pipe_options;
 
 enum dlqb_pipe_audit_mode {
@@ -119,6 +125,13 @@ enum dlqb_pipe_audit_mode {
    * written, so what was in flight is not published again. */
   DLQB_PIPE_AUDIT_OUTWAIT,
 };
+
+/* A message's identity as the memory matches it: SHA-256 over its
+ * properties as dlqb_wire_identity feeds them (the headers a queue rewrites
+ * on redelivery left out), then its body's length and bytes. False when it
+ * has none (a header it cannot walk, or OpenSSL failed). */
+bool dlqb_pipe_identity(const amqp_basic_properties_t *props, amqp_bytes_t body,
+                        uint8_t out[DLQB_MEMO_ID_LEN]);
 
 /* Creates a pipe on an open link (puts its channel in confirm mode and sets
  * the prefetch). Frees nothing of the link. */

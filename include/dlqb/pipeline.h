@@ -82,6 +82,9 @@ typedef struct {
   uint64_t dlq_sla_ms;      /* DLQ items older than this are escalated */
   int max_replays;          /* failures after this many replays escalate */
   int edit_approval;        /* 1: `edit` proposes, a different broker user approves */
+  /* The DLQ and review queue are classic queues (one copy, on the node
+   * that declared them) instead of quorum queues: dlq_queue_type. */
+  bool dlq_classic;
 } dlqb_policy_conf;
 
 typedef struct {

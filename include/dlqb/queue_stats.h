@@ -6,15 +6,20 @@
  * delivery, not those delivered to a consumer and not yet acked.
  *
  * Oldest-message age, by queue type:
- *  - classic (dsr.dlq.manual, compliance_review): the head message is peeked
- *    with basic.get (manual ack) and put back with basic.reject(requeue),
- *    which returns it to the head of the queue. Classic queues keep no
- *    delivery count, so looking changes nothing but its redelivered flag.
+ *  - the DLQ and review queue (dsr.dlq.manual, compliance_review), quorum
+ *    or classic, and any other classic queue: the head message is peeked
+ *    with basic.get (manual ack) and put back with basic.nack(requeue),
+ *    which returns it to the head of the queue: a classic queue always,
+ *    a quorum queue because it has a delivery limit (measured on 3.10.8
+ *    and 4.0.5: with none, 3.10's quorum queues put it at the tail). A
+ *    classic queue keeps no delivery count; on a quorum one each peek adds
+ *    one to the head's, which its unreachable limit makes harmless
+ *    (docs/architecture.md, "Delivery counts on the DLQ").
  *    The age is measured from the head's stamp (dlqb_queue_head_stamp);
  *    when the head has no usable one (none, or a time too far in the
  *    future), from the first usable stamp among the next few messages: the
  *    queue is FIFO, so that is a lower bound on the head's age.
- *  - quorum (dsr.work, dsr.failed, dsr.retry.*): never peeked. A requeue
+ *  - the other quorum queues (dsr.work, dsr.failed, dsr.retry.*): never peeked. A requeue
  *    bumps x-delivery-count, and dsr.work's delivery limit of 1 would turn
  *    a peeked task into poison. The age is the time since the queue was
  *    last seen with no ready messages: every message in it arrived after
@@ -22,8 +27,7 @@
  *    until the queue has been seen empty once (by the same tracker).
  *  - streams (dsr.completed, the ledger) are not tracked: their message
  *    count is the ledger's length, not a backlog.
- * A classic queue whose head carries no stamp falls back to the quorum
- * rule. Not thread-safe: one tracker per link, used by one thread. */
+ * A peeked queue whose head carries no stamp falls back to that rule. Not thread-safe: one tracker per link, used by one thread. */
 #ifndef DLQB_QUEUE_STATS_H
 #define DLQB_QUEUE_STATS_H
 

@@ -22,10 +22,15 @@
  * times (crash, lost connection) goes to the DLQ through the broker. */
 #define DLQB_FAILED_DELIVERY_LIMIT 20
 
+/* The delivery limit of the DLQ and review queue as quorum queues: one no
+ * read can reach (see topology.c's held_queue and docs/architecture.md,
+ * "Delivery counts on the DLQ"): measured on 3.10.8 and 4.0.5. */
+#define DLQB_HELD_DELIVERY_LIMIT INT64_C(2147483647)
+
 #define DLQB_TOPO_MAX_ARGS 8
-/* Per pipeline: work, failed, the delays, DLQ, review, ledger, catalog;
- * and the anchors stream, shared. */
-#define DLQB_TOPO_MAX_QUEUES    ((7 + DLQB_MAX_RETRY_DELAYS) * DLQB_MAX_PIPELINES + 1)
+/* Per pipeline: work, failed, the delays, DLQ, review, the safety queue,
+ * ledger, catalog; and the anchors stream, shared. */
+#define DLQB_TOPO_MAX_QUEUES    ((8 + DLQB_MAX_RETRY_DELAYS) * DLQB_MAX_PIPELINES + 1)
 #define DLQB_TOPO_MAX_EXCHANGES DLQB_MAX_PIPELINES
 #define DLQB_NAME_MAX           64
 
@@ -46,6 +51,12 @@ typedef struct {
   dlqb_queue_arg args[DLQB_TOPO_MAX_ARGS];
   size_t nargs;
   char bind_exchange[DLQB_NAME_MAX]; /* "": reached through the default exchange only */
+  /* A DLQ or review queue: what a person still has to act on. Its head is
+   * peeked for the oldest age (dlqb/queue_stats.h), and, declared quorum,
+   * an existing classic queue of its name (an older deployment's) is kept
+   * as it is, with a warning (dlqb_topology_declare), until `migrate`
+   * moves its items. */
+  bool holds_items;
 } dlqb_queue_spec;
 
 typedef struct {
@@ -69,6 +80,14 @@ dlqb_topology *dlqb_topology_new(const dlqb_config *cfg);
 /* Appends pipeline p's exchange and queues to t (the anchors stream is
  * dlqb_topology_build's). Pure. */
 void dlqb_topology_add_pipeline(dlqb_topology *t, const dlqb_pipeline *p);
+
+/* The safety queue of p: its DLQ's name + DLQB_DROPPED_SUFFIX
+ * ("dsr.dlq.manual.dropped"), where a quorum DLQ and review queue
+ * dead-letter what the broker would otherwise drop from them (a policy's
+ * delivery limit, TTL or length: see topology.c's held_queue). A DLQ name
+ * is cut to leave room for the suffix. Returns buf. */
+#define DLQB_DROPPED_SUFFIX ".dropped"
+char *dlqb_dropped_queue_name(const dlqb_pipeline *p, char *buf, size_t len);
 
 /* Name of the delay queue for a delay: "dsr.retry.5s". */
 char *dlqb_retry_queue_name(uint64_t delay_ms, char *buf, size_t len);

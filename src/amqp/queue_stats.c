@@ -61,13 +61,13 @@ bool dlqb_queue_head_stamp(const amqp_basic_properties_t *props, int64_t now_ms,
   return h != NULL && xdeath_time(h, epoch_ms) && dlqb_time_usable(*epoch_ms, now_ms);
 }
 
-/* Takes messages from the head of a classic queue without acking them until
+/* Takes messages from the head of a peeked queue without acking them until
  * one carries a usable stamp (at most PEEK_DEPTH), then puts them all back
  * with basic.nack(multiple, requeue), which restores them at the head in
  * their order. The queue is FIFO by entry, so the first stamp found is a
  * lower bound on the head's age even when the head's own stamp is unusable
  * (a forged dlq_at in year 9999 must not make the queue read as new).
- * Only ever called for classic queues: see the header for why. */
+ * Never called for the work, failure or retry queues: see the header. */
 static dlqb_status peek_head(dlqb_link *link, const char *queue, int64_t now_ms, bool *found,
                              bool *stamped, int64_t *stamp_ms, dlqb_error *err) {
   amqp_connection_state_t conn = dlqb_link_conn(link);
@@ -116,7 +116,7 @@ dlqb_status dlqb_queue_stat_read(dlqb_link *link, const dlqb_queue_spec *spec, i
     out->age_source = DLQB_AGE_EMPTY;
     return DLQB_OK;
   }
-  if (spec->type == DLQB_QTYPE_CLASSIC) {
+  if (spec->type == DLQB_QTYPE_CLASSIC || spec->holds_items) {
     bool found, stamped;
     int64_t stamp = 0;
     st = peek_head(link, spec->name, now_ms, &found, &stamped, &stamp, err);

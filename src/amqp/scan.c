@@ -335,7 +335,11 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
                               .audit = o->audit,
                               .audit_mode = o->audit_mode,
                               .audit_give_up = o->stop,
-                              .memory = o->memory};
+                              .memory = o->memory,
+                              /* The DLQ and review queue (and migrate's
+                               * holding queues) are quorum unless
+                               * dlq_queue_type says classic. */
+                              .return_in_order = !s.pipeline.policy.dlq_classic};
     dlqb_pipe_handler h = {.on_delivery = on_delivery,
                            .after_ack = after_ack,
                            .on_tick = on_tick,

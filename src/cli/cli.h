@@ -42,8 +42,11 @@ typedef struct {
 } cli_spec;
 
 /* Groups of settings keys for cli_spec.uses. */
-#define CLI_USES_BROKER "url", "password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"
-#define CLI_USES_LOG    "log_format", "log_level", "instance"
+/* dlq_queue_type with them: every pass over the DLQ gives back what it held
+ * as the queue's type needs (dlqb/pipe.h, return_in_order). */
+#define CLI_USES_BROKER                                                                            \
+  "url", "password_file", "tls_ca_file", "tls_cert_file", "tls_key_file", "dlq_queue_type"
+#define CLI_USES_LOG "log_format", "log_level", "instance"
 /* Writers sign with their key (and check other writers' seal lines with the
  * public keys); readers (audit verify, show, reconcile) need no secret. */
 #define CLI_USES_AUDIT                                                                             \

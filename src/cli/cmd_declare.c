@@ -72,7 +72,8 @@ int cmd_declare(int argc, char **argv) {
   }
   dlqb_link *link = NULL;
   dlqb_status st = dlqb_link_open(&cfg.broker, "dlq-bridge declare", &link, &err);
-  if (st == DLQB_OK) st = dlqb_topology_declare(link, topo, &err);
+  dlqb_declared kept;
+  if (st == DLQB_OK) st = dlqb_topology_declare(link, topo, &kept, &err);
   dlqb_link_close(link);
   /* Each catalog stream takes a first event before anything else writes
    * to it (a stream declared a moment ago crashes the channel that writes
@@ -97,5 +98,10 @@ int cmd_declare(int argc, char **argv) {
   for (size_t i = 0; i < topo->nqueues; i++)
     printf("%-22s %s\n", topo->queues[i].name, topo->queues[i].purpose);
   free(topo);
+  for (size_t i = 0; i < kept.nclassic; i++)
+    fprintf(stderr,
+            "dlq-bridge: queue '%s' is a classic queue (one copy, on one node) where a quorum "
+            "queue is configured: kept as it is; `dlq-bridge migrate` moves its items into one\n",
+            kept.classic[i]);
   return EXIT_OK;
 }

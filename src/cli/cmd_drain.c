@@ -15,8 +15,9 @@
  * completion_writers' entries count); it failed again when the copy this
  * run moved is back in the DLQ, or in compliance_review (max_replays
  * escalated it): the same message_id, the replay_count and replay stamp
- * this run wrote (observe). Both are classic queues, where looking changes no
- * delivery count. Retry queues are never read: a quorum queue counts a
+ * this run wrote (observe). Looking at them counts a delivery of each item
+ * against a limit no read reaches (docs/architecture.md). Retry queues are
+ * never read: a quorum queue counts a
  * delivery that was only held against its delivery limit on 4.x
  * (tests/broker/test_poison.c); an item still retrying is simply not yet
  * complete, and the canary timeout bounds the wait. */

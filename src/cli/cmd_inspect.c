@@ -58,9 +58,10 @@ const cli_spec cmd_inspect_spec = {
                "it does not agree (items taken or added outside the bridge, not yet\n"
                "corrected by a verifying pass), and with --scan or --show-payload, inspect\n"
                "reads the queue itself: every message is received without an ack and\n"
-               "returns to its place when inspect disconnects (the order and content are\n"
-               "unchanged: the DLQ is a classic queue, which keeps no delivery count), and\n"
-               "while it reads the items are invisible to other consumers.\n"
+               "returns to its place when inspect disconnects (order and content\n"
+               "unchanged; a quorum DLQ counts one more delivery of each, against a limit\n"
+               "no read reaches), and while it reads the items are invisible to other\n"
+               "consumers.\n"
                "Payloads are hidden unless --show-payload.\n"
                "--json prints {\"queue\": Q, \"examined\": N, \"total\": N, \"listed\": N,\n"
                "\"complete\": true|false, \"catalog\": {...}, \"items\": [...]}; total is the\n"
@@ -107,8 +108,8 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
   if (flag != NULL && strcmp(flag, "queue") == 0) {
     if (strcmp(value, cli_pipeline()->dlq) != 0 && strcmp(value, cli_pipeline()->review) != 0)
       return dlqb_fail(err, DLQB_EINVAL,
-                       "--queue: only %s and %s can be inspected (classic "
-                       "queues; reading a quorum queue would count deliveries)",
+                       "--queue: only %s and %s can be inspected (reading another "
+                       "queue would count deliveries against its limit)",
                        cli_pipeline()->dlq, cli_pipeline()->review);
     c->queue = value;
     return DLQB_OK;

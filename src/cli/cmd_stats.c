@@ -35,9 +35,10 @@ const cli_spec cmd_stats_spec = {
     .details =
         "Depth (passive declare) of dsr.work, dsr.failed, every retry queue,\n"
         "dsr.dlq.manual and compliance_review. The age of the oldest message of the\n"
-        "classic queues comes from the head message's dlq_at / escalated_at, read\n"
-        "without consuming it. Quorum queues are never read (a requeue counts as a\n"
-        "delivery and could poison a task), and RabbitMQ reports no age for them: a\n"
+        "DLQ and review queue comes from the head message's dlq_at / escalated_at,\n"
+        "read without consuming it. The other queues are never read (a requeue\n"
+        "counts as a delivery and could poison a task), and RabbitMQ reports no age\n"
+        "for them: a\n"
         "one-off stats knows their age only when they are empty ('-', null in JSON);\n"
         "the daemon's metrics track it over time. The DLQ's breakdown by dlq_reason\n"
         "comes from the catalog (dsr.catalog) when it agrees with the DLQ's depth,\n"

@@ -26,6 +26,8 @@ extern const cli_spec cmd_inspect_spec;
 int cmd_inspect(int argc, char **argv);
 extern const cli_spec cmd_stats_spec;
 int cmd_stats(int argc, char **argv);
+extern const cli_spec cmd_migrate_spec;
+int cmd_migrate(int argc, char **argv);
 extern const cli_spec cmd_resolve_spec;
 int cmd_resolve(int argc, char **argv);
 extern const cli_spec cmd_edit_spec;

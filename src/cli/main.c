@@ -20,7 +20,7 @@ static const command commands[] = {
     {&cmd_inspect_spec, cmd_inspect}, {&cmd_stats_spec, cmd_stats},
     {&cmd_resolve_spec, cmd_resolve}, {&cmd_edit_spec, cmd_edit},
     {&cmd_review_spec, cmd_review},   {&cmd_drain_spec, cmd_drain},
-    {&cmd_console_spec, cmd_console},
+    {&cmd_console_spec, cmd_console}, {&cmd_migrate_spec, cmd_migrate},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

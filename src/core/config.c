@@ -31,7 +31,8 @@ typedef enum {
   KIND_LOG_LEVEL,  /* error | warn | info | debug */
   KIND_NAME,       /* printable ASCII */
   KIND_USERS,      /* broker user names, comma-separated; kept as "a,b" */
-  KIND_DEADLINES   /* PATTERN=PERIOD rules per legal basis (dlqb/deadline.h) */
+  KIND_DEADLINES,  /* PATTERN=PERIOD rules per legal basis (dlqb/deadline.h) */
+  KIND_QUEUE_TYPE  /* quorum | classic: the DLQ's and review queue's type (a bool, classic) */
 } setting_kind;
 
 /* X(key, field, env, flag, default, kind, min, max, help), one per setting;
@@ -69,6 +70,9 @@ typedef enum {
   X(deadlines, deadlines, "DLQ_BRIDGE_DEADLINES", "deadlines", "gdpr_*=1mo,ccpa_*=45d",            \
     KIND_DEADLINES, 0, 0,                                                                          \
     "statutory deadline from receipt per legal_basis, PATTERN=PERIOD,...; empty = none")           \
+  X(dlq_queue_type, policy.dlq_classic, "DLQ_BRIDGE_DLQ_QUEUE_TYPE", "dlq-queue-type", "classic",  \
+    KIND_QUEUE_TYPE, 0, 0,                                                                         \
+    "the DLQ's and review queue's type: classic (one copy, one node) or quorum (replicated)")      \
   X(max_replays, policy.max_replays, "DLQ_BRIDGE_MAX_REPLAYS", "max-replays", "3", KIND_INT, 1,    \
     1000, "replays of a task before its next failure escalates (1 to 1000)")                       \
   X(edit_approval, policy.edit_approval, "DLQ_BRIDGE_EDIT_APPROVAL", "edit-approval", "1",         \
@@ -459,6 +463,19 @@ static dlqb_status set_log_format(dlqb_log_format *field, const char *value, dlq
   return DLQB_OK;
 }
 
+static dlqb_status set_queue_type(bool *classic, const char *value, dlqb_error *err) {
+  char q[QUOTE_BUF];
+  if (trimmed_equals(value, "quorum")) {
+    *classic = false;
+  } else if (trimmed_equals(value, "classic")) {
+    *classic = true;
+  } else {
+    return dlqb_fail(err, DLQB_EINVAL, "'%s' is not a queue type (use quorum or classic)",
+                     quote(value, q));
+  }
+  return DLQB_OK;
+}
+
 static dlqb_status set_log_level(int *field, const char *value, dlqb_error *err) {
   char q[QUOTE_BUF];
   for (size_t i = 0; i < sizeof log_level_names / sizeof log_level_names[0]; i++) {
@@ -540,6 +557,7 @@ static dlqb_status set_by_rule(dlqb_config *c, const setting_rule *r, const char
   case KIND_ADDR: return set_addr(field, value, r, err);
   case KIND_LOG_FORMAT: return set_log_format((dlqb_log_format *)(void *)field, value, err);
   case KIND_LOG_LEVEL: return set_log_level((int *)(void *)field, value, err);
+  case KIND_QUEUE_TYPE: return set_queue_type((bool *)(void *)field, value, err);
   case KIND_USERS: return set_users(field, value, r, err);
   case KIND_DEADLINES: return dlqb_deadlines_parse(value, (dlqb_deadlines *)(void *)field, err);
   }
@@ -632,6 +650,9 @@ char *dlqb_config_value_text(const dlqb_config *c, long index, char *buf, size_t
   case KIND_LOG_FORMAT:
     snprintf(buf, len, "%s",
              *(const dlqb_log_format *)(const void *)field == DLQB_LOG_JSON ? "json" : "text");
+    break;
+  case KIND_QUEUE_TYPE:
+    snprintf(buf, len, "%s", *(const bool *)(const void *)field ? "classic" : "quorum");
     break;
   case KIND_LOG_LEVEL: {
     int level = *(const int *)(const void *)field;

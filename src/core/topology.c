@@ -59,6 +59,37 @@ static void dead_letter_to(dlqb_queue_spec *q, const char *exchange, const char 
   arg_str(q, "x-overflow", "reject-publish");
 }
 
+char *dlqb_dropped_queue_name(const dlqb_pipeline *p, char *buf, size_t len) {
+  snprintf(buf, len, "%.*s%s", (int)(DLQB_QNAME_MAX - sizeof DLQB_DROPPED_SUFFIX), p->dlq,
+           DLQB_DROPPED_SUFFIX);
+  return buf;
+}
+
+/* The DLQ and the review queue hold what a person still has to act on, so
+ * the broker must never drop anything from them: no TTL, no length limit,
+ * and, as quorum queues (replicated on every node), no delivery limit that
+ * reads could reach (a pass returns what it holds, the management UI's Get
+ * requeues, a killed mover's deliveries come back: each counts as a
+ * delivery). A policy can still set a limit, a TTL or a length (the lower
+ * of its value and the queue's wins: measured on 4.0.5), and a quorum queue
+ * drops what they cut unless it has a dead-letter exchange: so whatever
+ * the broker would drop from them is dead-lettered, at least once, into the
+ * pipeline's safety queue (dlqb_dropped_queue_name), which nothing reads or
+ * limits, and the daemon warns when it holds anything. reject-publish: a
+ * length a policy sets refuses new items (the router tries again) instead
+ * of dropping old ones, and at-least-once needs it. Classic (one copy, on
+ * one node, no arguments, as every deployment before had them) only when
+ * dlq_queue_type says so. */
+static void held_queue(dlqb_topology *t, const char *name, bool classic, const char *dropped,
+                       const char *purpose) {
+  dlqb_queue_spec *q =
+      add_queue(t, name, classic ? DLQB_QTYPE_CLASSIC : DLQB_QTYPE_QUORUM, purpose);
+  q->holds_items = true;
+  if (classic) return;
+  arg_int(q, "x-delivery-limit", DLQB_HELD_DELIVERY_LIMIT);
+  dead_letter_to(q, "", dropped);
+}
+
 void dlqb_topology_add_pipeline(dlqb_topology *out, const dlqb_pipeline *p) {
   dlqb_queue_spec *q;
   bool today = dlqb_pipeline_is_default(p);
@@ -90,12 +121,17 @@ void dlqb_topology_add_pipeline(dlqb_topology *out, const dlqb_pipeline *p) {
     dead_letter_to(q, "", p->work);
   }
 
-  /* Classic on purpose: reading a classic queue (inspect, the management
-   * UI's Get messages) never bumps a delivery count, and no broker version
-   * applies a default delivery limit that could drop an item. */
-  add_queue(out, p->dlq, DLQB_QTYPE_CLASSIC, "dead-letter queue: needs a human or a replay");
-  add_queue(out, p->review, DLQB_QTYPE_CLASSIC,
-            today ? "escalations for compliance review" : "escalations for review");
+  char dropped[DLQB_NAME_MAX];
+  dlqb_dropped_queue_name(p, dropped, sizeof dropped);
+  bool classic = p->policy.dlq_classic;
+  held_queue(out, p->dlq, classic, dropped, "dead-letter queue: needs a human or a replay");
+  held_queue(out, p->review, classic, dropped,
+             today ? "escalations for compliance review" : "escalations for review");
+  if (!classic) {
+    q = add_queue(out, dropped, DLQB_QTYPE_QUORUM,
+                  "safety queue: what the broker dead-lettered from the DLQ or review queue");
+    arg_int(q, "x-delivery-limit", DLQB_HELD_DELIVERY_LIMIT);
+  }
   add_queue(out, p->completed, DLQB_QTYPE_STREAM, "completion ledger (stream)");
   add_queue(out, p->catalog, DLQB_QTYPE_STREAM,
             "catalog of the DLQ and review queue (stream): what looks answer from");

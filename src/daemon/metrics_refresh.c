@@ -23,7 +23,32 @@ struct dlqb_metrics_refresher {
   pthread_mutex_t lock;
   pthread_cond_t wake;
   bool stop; /* guarded by lock */
+  /* Each pipeline's safety queue depth last warned about (the thread's). */
+  uint32_t dropped_told[DLQB_MAX_PIPELINES];
 };
+
+/* A quorum DLQ or review queue dead-letters into its pipeline's safety
+ * queue only what the broker would have dropped (dlqb/topology.h): a
+ * policy's delivery limit, TTL or length. Says so once each time the
+ * queue holds more than when last said. */
+static void warn_dropped(dlqb_metrics_refresher *r, const dlqb_queue_stat *qs, size_t n) {
+  for (size_t k = 0; k < dlqb_config_pipeline_count(r->cfg) && k < DLQB_MAX_PIPELINES; k++) {
+    dlqb_pipeline p;
+    dlqb_config_pipeline(r->cfg, k, &p);
+    char dropped[DLQB_NAME_MAX];
+    dlqb_dropped_queue_name(&p, dropped, sizeof dropped);
+    for (size_t i = 0; i < n; i++) {
+      if (strcmp(qs[i].queue, dropped) != 0 || !qs[i].present) continue;
+      if (qs[i].depth > r->dropped_told[k])
+        dlqb_log_error("items_dropped",
+                       "%s holds %u items the broker dead-lettered from %s or %s: a policy sets "
+                       "a delivery-limit, message-ttl or max-length on them; remove it and move "
+                       "the items back (docs/runbook.md, \"The safety queue\")",
+                       dropped, qs[i].depth, p.dlq, p.review);
+      r->dropped_told[k] = qs[i].depth;
+    }
+  }
+}
 
 /* Sleeps up to ms or until stop is requested; returns true on stop. */
 static bool nap(dlqb_metrics_refresher *r, long ms) {
@@ -117,6 +142,7 @@ static void *run(void *arg) {
     if (st == DLQB_OK) {
       dlqb_metrics_set_queues(r->m, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs), true);
       refresh_review(r, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs));
+      warn_dropped(r, dlqb_queue_stats_results(qs), dlqb_queue_stats_count(qs));
       if (failing) dlqb_log_info("queue_stats", "reading queue stats again");
       failing = false;
       continue;

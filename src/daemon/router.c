@@ -31,6 +31,7 @@ typedef struct {
   const dlqb_router_hooks *hooks;
   uint64_t rng;
   bool told_writers;          /* the catalog_writers warning, once a run */
+  bool told_classic;          /* the kept-classic-queue warning, once a run */
   dlqb_stop_flag *stop;       /* the daemon's (SIGTERM) */
   dlqb_stop_flag session_end; /* the pipe's: *stop, or the audit trail is back */
   uint64_t held_for_audit;    /* deliveries of this session left unrouted */
@@ -189,9 +190,17 @@ static dlqb_status session(router *r, bool no_declare, dlqb_stop_flag *stop, boo
   *connected = true;
   if (!no_declare) {
     dlqb_topology *topo = dlqb_topology_new(r->cfg);
-    st = topo != NULL ? dlqb_topology_declare(link, topo, err)
+    dlqb_declared kept;
+    st = topo != NULL ? dlqb_topology_declare(link, topo, &kept, err)
                       : dlqb_fail(err, DLQB_ENOMEM, "out of memory");
     free(topo);
+    for (size_t i = 0; st == DLQB_OK && !r->told_classic && i < kept.nclassic; i++)
+      dlqb_log_warn("classic_queue",
+                    "queue '%s' is a classic queue (one copy, on one node) where a quorum queue "
+                    "is configured: `dlq-bridge migrate` moves its items into one "
+                    "(docs/runbook.md, \"Moving to quorum queues\")",
+                    kept.classic[i]);
+    r->told_classic = r->told_classic || (st == DLQB_OK && kept.nclassic > 0);
     /* A stream just declared must take a first event on a connection of
      * its own before the pipe writes to it (dlqb_catalog_wait_ready). */
     dlqb_error why;

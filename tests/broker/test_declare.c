@@ -12,6 +12,12 @@
 
 #include "flow.h"
 
+/* include/dlqb/topology.h's DLQB_HELD_DELIVERY_LIMIT: the DLQ's and review
+ * queue's, as the broker must report it back. */
+#define HELD_DELIVERY_LIMIT INT64_C(2147483647)
+
+static const char *const QUORUM_ENV[] = {"DLQ_BRIDGE_DLQ_QUEUE_TYPE=quorum", NULL};
+
 #define DECLARE_TIMEOUT_MS 30000
 
 /* The management API's view of one queue in t's vhost; NULL when absent. */
@@ -91,13 +97,15 @@ static void test_declare_creates_topology(void **state) {
     json_object_put(q);
   }
 
-  /* Classic on purpose: no delivery count, so looking never drops a task-> */
+  /* Classic by default (dlq_queue_type), with no arguments at all:
+   * nothing can expire or be dropped. Quorum: test_declare_quorum_when_asked. */
   static const char *const classic[] = {"dsr.dlq.manual", "compliance_review"};
   for (size_t i = 0; i < 2; i++) {
     q = expect_queue(t, classic[i], "classic");
     assert_false(has_arg(queue_args(q), "x-delivery-limit"));
     json_object_put(q);
   }
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual.dropped"), -1);
 
   q = expect_queue(t, "dsr.completed", "stream");
   json_object_put(q);
@@ -174,6 +182,126 @@ static void test_declare_conflict_is_reported_and_nothing_changes(void **state) 
   assert_non_null(q);
   assert_arg_int(queue_args(q), "x-delivery-limit", 7);
   json_object_put(q);
+}
+
+/* A deployment from before quorum DLQs: its DLQ and review queue are
+ * classic (declared with no arguments). declare keeps them as they are,
+ * says so on one line each, and exits 0; the items stay. */
+static void test_declare_keeps_an_older_classic_dlq(void **state) {
+  fx_case *t = *state;
+  assert_int_equal(th_queue_declare(t->conn, "dsr.dlq.manual", NULL, 0), 0);
+  assert_int_equal(th_queue_declare(t->conn, "compliance_review", NULL, 0), 0);
+  th_msg *m = fx_msg(t);
+  assert_int_equal(th_msg_task(m, "kept-1"), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual", 1, 5000));
+
+  th_result r;
+  run_declare(t, QUORUM_ENV, &r);
+  printf("declare over classic queues, stderr: %s", r.err);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(th_count_lines(r.err), 2);
+  assert_non_null(strstr(r.err, "queue 'dsr.dlq.manual' is a classic queue"));
+  assert_non_null(strstr(r.err, "queue 'compliance_review' is a classic queue"));
+  assert_non_null(strstr(r.err, "dlq-bridge migrate"));
+  json_object *q = expect_queue(t, "dsr.dlq.manual", "classic");
+  json_object_put(q);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  /* The rest of the topology is declared as usual. */
+  q = expect_queue(t, "dsr.work", "quorum");
+  json_object_put(q);
+}
+
+/* Asked for (dlq_queue_type quorum): replicated, and nothing the broker
+ * could drop them by. */
+static void test_declare_quorum_when_asked(void **state) {
+  fx_case *t = *state;
+  th_result r;
+  json_object *q, *args;
+  run_declare(t, QUORUM_ENV, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_string_equal(r.err, "");
+  /* Replicated, and nothing the broker could drop them by: a delivery
+   * limit no read reaches, no TTL, no length, and what a policy's would cut
+   * dead-lettered (at least once) into the safety queue. */
+  static const char *const held[] = {"dsr.dlq.manual", "compliance_review"};
+  for (size_t i = 0; i < 2; i++) {
+    q = expect_queue(t, held[i], "quorum");
+    args = queue_args(q);
+    assert_arg_int(args, "x-delivery-limit", HELD_DELIVERY_LIMIT);
+    assert_arg_str(args, "x-dead-letter-exchange", "");
+    assert_arg_str(args, "x-dead-letter-routing-key", "dsr.dlq.manual.dropped");
+    assert_arg_str(args, "x-dead-letter-strategy", "at-least-once");
+    assert_arg_str(args, "x-overflow", "reject-publish");
+    static const char *const never[] = {"x-message-ttl", "x-max-length", "x-max-length-bytes",
+                                        "x-expires"};
+    for (size_t k = 0; k < sizeof never / sizeof never[0]; k++)
+      assert_false(has_arg(args, never[k]));
+    json_object_put(q);
+  }
+  q = expect_queue(t, "dsr.dlq.manual.dropped", "quorum");
+  assert_arg_int(queue_args(q), "x-delivery-limit", HELD_DELIVERY_LIMIT);
+  assert_false(has_arg(queue_args(q), "x-dead-letter-exchange"));
+  json_object_put(q);
+}
+
+/* A policy that sets a delivery limit on the DLQ (4.0.5 takes the lower of
+ * it and the queue's own) would make a quorum DLQ drop what reads return
+ * past it. Declared by the bridge, the DLQ dead-letters such items into its
+ * safety queue instead, and the daemon says so. */
+static void test_a_policy_limit_on_the_dlq_loses_nothing(void **state) {
+  fx_case *t = *state;
+  th_result r;
+  run_declare(t, QUORUM_ENV, &r);
+  assert_int_equal(r.exit_code, 0);
+  json_object *q = expect_queue(t, "dsr.dlq.manual.dropped", "quorum");
+  json_object_put(q);
+  static const char *const ids[] = {"dropped-1", "dropped-2", "dropped-3"};
+  for (size_t i = 0; i < 3; i++) {
+    th_msg *m = fx_msg(t);
+    assert_int_equal(th_msg_task(m, ids[i]), 0);
+    assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", m), 0);
+  }
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual", 3, 5000));
+  char path[TH_PATH_MAX];
+  assert_true(th_fmt(path, sizeof path, "/api/policies/%s/dlq-limit", t->vhost.name));
+  int code = th_mgmt("PUT", path,
+                     "{\"pattern\": \"^dsr\\\\.dlq\\\\.manual$\", \"apply-to\": \"queues\", "
+                     "\"definition\": {\"delivery-limit\": 1}}",
+                     NULL);
+  assert_true(code == 201 || code == 204);
+  /* Each pass returns every item: a delivery each. Passes until the
+   * limit cut them all (the policy reaches the queue within a pass or two). */
+  static const char *const look[] = {"inspect", "--scan", NULL};
+  int passes = 0;
+  while (th_queue_depth(t->conn, "dsr.dlq.manual.dropped") < 3 && passes++ < 5) {
+    assert_int_equal(th_run_bridge(look, t->vhost.url, QUORUM_ENV, DECLARE_TIMEOUT_MS, &r), 0);
+    assert_int_equal(r.exit_code, 0);
+  }
+  printf("the policy's limit moved the items after %d passes\n", passes);
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual.dropped", 3, 10000));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  th_msg *got = fx_msg(t);
+  assert_int_equal(fx_take(t, "dsr.dlq.manual.dropped", got, 5000), 1);
+  assert_string_equal(got->xdeath_reason, "delivery_limit");
+  assert_string_equal(got->xdeath_queue, "dsr.dlq.manual");
+  /* Back where it was, for the daemon to see three. */
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual.dropped", got), 0);
+  assert_true(th_wait_depth(t->conn, "dsr.dlq.manual.dropped", 3, 5000));
+
+  /* Its metrics refresher (on by default) reads the queue gauges and says so. */
+  char metrics[64];
+  int port = th_free_port();
+  assert_true(port > 0);
+  assert_true(th_fmt(metrics, sizeof metrics, "DLQ_BRIDGE_METRICS_ADDR=127.0.0.1:%d", port));
+  const char *const daemon_env[] = {QUORUM_ENV[0], metrics, NULL};
+  assert_int_equal(fx_start_bridge(t, daemon_env), 0);
+  const char *needle = "dsr.dlq.manual.dropped holds 3 items the broker dead-lettered";
+  int64_t until = th_now_ms() + 30000;
+  while (fx_count_in_file(t->bridges[0].log_path, needle) == 0 && th_now_ms() < until)
+    usleep(100000);
+  FX_CHECK(t, fx_count_in_file(t->bridges[0].log_path, needle) == 1);
+  assert_int_equal(th_mgmt("DELETE", path, NULL, NULL) / 100, 2);
 }
 
 static void test_declare_follows_settings(void **state) {
@@ -288,6 +416,9 @@ int main(void) {
       FX_TEST(test_declare_creates_topology),
       FX_TEST(test_declare_is_idempotent),
       FX_TEST(test_declare_conflict_is_reported_and_nothing_changes),
+      FX_TEST(test_declare_keeps_an_older_classic_dlq),
+      FX_TEST(test_declare_quorum_when_asked),
+      FX_TEST(test_a_policy_limit_on_the_dlq_loses_nothing),
       FX_TEST(test_declare_follows_settings),
       FX_TEST(test_declare_takes_url_flag),
       FX_TEST(test_declare_three_pipelines),

@@ -28,9 +28,9 @@ extern char **environ;
 
 /* The permission patterns of docs/least-privilege.md, JSON-escaped. */
 #define PERM_DEPLOYER                                                                              \
-  "{\"configure\":\"^(dsr\\\\..+|compliance_review)$\","                                           \
-  "\"write\":\"^(amq\\\\.default|dsr\\\\..+|compliance_review)$\","                                \
-  "\"read\":\"^(dsr\\\\..+|compliance_review)$\"}"
+  "{\"configure\":\"^(dsr\\\\..+|compliance_review(\\\\.migrating)?)$\","                          \
+  "\"write\":\"^(amq\\\\.default|dsr\\\\..+|compliance_review(\\\\.migrating)?)$\","               \
+  "\"read\":\"^(dsr\\\\..+|compliance_review(\\\\.migrating)?)$\"}"
 #define PERM_BRIDGE                                                                                \
   "{\"configure\":\"^$\",\"write\":\"^amq\\\\.default$\","                                         \
   "\"read\":\"^(dsr\\\\.failed|dsr\\\\.dlq\\\\.manual|compliance_review|dsr\\\\.catalog)$\"}"

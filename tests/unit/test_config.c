@@ -17,6 +17,7 @@
 
 #include "dlqb/config.h"
 #include "dlqb/config_file.h"
+#include "dlqb/topology.h"
 
 /* ---- helpers ---- */
 
@@ -101,7 +102,7 @@ static size_t setting_count(void) {
 static void test_table_rows_are_consistent(void **state) {
   (void)state;
   const dlqb_config_setting *s = dlqb_config_settings();
-  assert_int_equal(setting_count(), 51);
+  assert_int_equal(setting_count(), 52);
   for (size_t i = 0; s[i].key != NULL; i++) {
     char env[64] = "DLQ_BRIDGE_";
     char flag[64];
@@ -452,6 +453,44 @@ static void test_metrics_addr(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     set_bad("metrics_addr", bad[i], "is not host:port with a port from 1 to 65535, or off");
   }
+}
+
+/* The DLQ's and review queue's type: classic by default this release (see
+ * docs/architecture.md), quorum when set, and it reaches every pipeline's
+ * topology. */
+static void test_dlq_queue_type(void **state) {
+  (void)state;
+  dlqb_config c;
+  dlqb_config_defaults(&c);
+  assert_true(c.policy.dlq_classic);
+  set_ok(&c, "dlq_queue_type", "quorum");
+  assert_false(c.policy.dlq_classic);
+  dlqb_topology *t = dlqb_topology_new(&c);
+  assert_non_null(t);
+  int held = 0;
+  for (size_t i = 0; i < t->nqueues; i++) {
+    if (!t->queues[i].holds_items) continue;
+    held++;
+    assert_int_equal(t->queues[i].type, DLQB_QTYPE_QUORUM);
+  }
+  assert_int_equal(held, 2);
+  /* and their safety queue, which the review queue dead-letters into too */
+  bool safety = false;
+  for (size_t i = 0; i < t->nqueues; i++)
+    if (strcmp(t->queues[i].name, "dsr.dlq.manual.dropped") == 0) safety = true;
+  assert_true(safety);
+  free(t);
+  set_ok(&c, "dlq_queue_type", " classic ");
+  assert_true(c.policy.dlq_classic);
+  t = dlqb_topology_new(&c);
+  assert_non_null(t);
+  for (size_t i = 0; i < t->nqueues; i++)
+    if (t->queues[i].holds_items) assert_int_equal(t->queues[i].type, DLQB_QTYPE_CLASSIC);
+  free(t);
+  set_ok(&c, "dlq_queue_type", "quorum");
+  assert_false(c.policy.dlq_classic);
+  set_bad("dlq_queue_type", "Quorum", "'Quorum' is not a queue type (use quorum or classic)");
+  set_bad("dlq_queue_type", "stream", "is not a queue type");
 }
 
 static void test_log_settings(void **state) {
@@ -1228,6 +1267,7 @@ int main(void) {
       cmocka_unit_test(test_paths),
       cmocka_unit_test(test_metrics_addr),
       cmocka_unit_test(test_log_settings),
+      cmocka_unit_test(test_dlq_queue_type),
       cmocka_unit_test(test_instance),
       cmocka_unit_test(test_completion_writers),
       cmocka_unit_test(test_set_arguments),

@@ -564,11 +564,11 @@ static void test_topology_three(void **state) {
   static dlqb_topology t;
   json_ok(
       &c,
-      "{\"poison_threshold\": 3, \"pipelines\": {\"dsr\": {}, "
+      "{\"poison_threshold\": 3, \"dlq_queue_type\": \"quorum\", \"pipelines\": {\"dsr\": {}, "
       "\"redaction\": {\"poison_threshold\": 5, \"retry_delays\": \"5s,1m,1m\"}, "
       "\"recon\": {\"profile\": \"reconciliation\", \"queues\": {\"dlq\": \"recon.parked\"}}}}");
   dlqb_topology_build(&c, &t);
-  assert_int_equal(t.nqueues, 10 + 8 + 10 + 1); /* dsr, redaction (1m once), recon, anchors */
+  assert_int_equal(t.nqueues, 11 + 9 + 11 + 1); /* dsr, redaction (1m once), recon, anchors */
   assert_int_equal(t.nexchanges, 3);
   assert_string_equal(t.exchanges[1], "redaction.dlx");
   const dlqb_queue_spec *q = find_queue(&t, "redaction.work");
@@ -585,6 +585,13 @@ static void test_topology_three(void **state) {
   assert_string_equal(str_arg(q, "x-dead-letter-routing-key"), "recon.parked");
   assert_non_null(find_queue(&t, "recon.parked"));
   assert_non_null(find_queue(&t, "recon.review"));
+  /* Each pipeline's safety queue follows its DLQ's name, and both its DLQ
+   * and its review queue dead-letter into it. */
+  assert_non_null(find_queue(&t, "recon.parked.dropped"));
+  assert_string_equal(str_arg(find_queue(&t, "recon.review"), "x-dead-letter-routing-key"),
+                      "recon.parked.dropped");
+  assert_string_equal(str_arg(find_queue(&t, "redaction.dlq.manual"), "x-dead-letter-routing-key"),
+                      "redaction.dlq.manual.dropped");
   assert_string_equal(t.queues[t.nqueues - 1].name, "dsr.audit.anchors");
   /* The definitions carry every exchange and binding. */
   char *json = NULL;
