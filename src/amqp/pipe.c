@@ -643,7 +643,7 @@ static dlqb_status prepare(dlqb_pipe *p, amqp_basic_properties_t *props, const a
   dlqb_hset all[MAX_SETS];
   if (nsets + 3 > MAX_SETS)
     return dlqb_fail(err, DLQB_EINVAL, "internal error: too many header changes");
-  memcpy(all, sets, nsets * sizeof *sets);
+  if (nsets > 0) memcpy(all, sets, nsets * sizeof *sets);
   size_t n = nsets;
   /* The source queue's count of its deliveries (a quorum queue's), never
    * the copy's: on 4.0.5 a published x-delivery-count shows on the copy's
@@ -732,7 +732,7 @@ static dlqb_status prepare_minimal(dlqb_pipe *p, const amqp_basic_properties_t *
   dlqb_status st = minimal_copy(in_props, props, &table, kept, &dropped, err);
   if (st != DLQB_OK) return st;
   dlqb_hset all[MAX_SETS];
-  memcpy(all, sets, nsets * sizeof *sets);
+  if (nsets > 0) memcpy(all, sets, nsets * sizeof *sets);
   all[nsets] = (dlqb_hset){DLQB_H_DROPPED_HEADERS, DLQB_HSET_INT, NULL, dropped};
   return prepare(p, props, &table, all, nsets + 1, user_id, err);
 }

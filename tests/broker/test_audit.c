@@ -372,11 +372,11 @@ static void test_ops_hops_record_xdeath_counts(void **state) {
     assert_true(th_fmt(want, sizeof want, "%.*s", (int)(end + 1 - deaths), deaths));
     printf("%s: %s\n", events[i], strstr(out, "  x-death") ? strstr(out, "  x-death") : "none");
     assert_non_null(strstr(out, want));
-    const char *dc = strstr(into, "  x-delivery-count ");
-    if (dc != NULL) {
-      assert_true(th_fmt(want, sizeof want, "%.*s", (int)strcspn(dc + 19, " ") + 19, dc));
-      assert_non_null(strstr(out, want));
-    }
+    /* x-delivery-count is the source queue's count of its own deliveries:
+     * the router's hop records dsr.failed's, and its copy into the DLQ no
+     * longer carries it (a classic DLQ keeps none), so the mover's hop has
+     * none (it had the router's, carried over, before). */
+    assert_null(strstr(out, "x-delivery-count"));
   }
   assert_int_equal(fx_count_in_file(d.log, "\"x_death\":\""), 9); /* 3 x (retry, DLQ, mover) */
   th_result vr;
