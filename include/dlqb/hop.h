@@ -34,6 +34,9 @@ typedef enum {
   DLQB_EV_EDIT_REJECTED,    /* a proposal taken off the item in its queue, the task unchanged */
   DLQB_EV_MIGRATED,         /* moved unchanged from a classic queue into a quorum one of its
                              * name, through a holding queue (dlq-bridge migrate) */
+  DLQB_EV_MOVE_STARTED,     /* a mover's intent, durable before its copy is published: moves
+                             * nothing itself (no from, no to; its reason says "FROM -> TO",
+                             * intent_for the hop that ends it) */
   DLQB_EV__COUNT
 } dlqb_event;
 
@@ -118,6 +121,9 @@ typedef struct {
    * a hop stays small in the pipe's window; the editor keeps it alive
    * until its audit trail is closed. */
   const dlqb_hop_edit *edit;
+  /* DLQB_EV_MOVE_STARTED only: the event of the hop that ends the move
+   * (recorded as "for"). */
+  dlqb_event intent_for;
 } dlqb_hop;
 
 /* Stable lower-case name of an event ("retry_scheduled", ...). */
@@ -126,5 +132,12 @@ const char *dlqb_event_name(dlqb_event ev);
 /* Copies an item's message_id, identity, legal_basis, action and attempt
  * into hop (what an ops command's hop records of the item it moves). */
 void dlqb_hop_identity(dlqb_hop *hop, const dlqb_item *it);
+
+/* The intent recorded before hop's copy is published (DLQB_EV_MOVE_STARTED):
+ * its identity, actor, broker user and pipeline, "FROM -> TO" as its
+ * reason, hop's event as intent_for; no queues, history or edit of its own,
+ * so that nothing that counts moves (reconcile, reports, evidence) takes it
+ * for one. */
+void dlqb_hop_intent(dlqb_hop *intent, const dlqb_hop *hop);
 
 #endif

@@ -137,6 +137,35 @@ struct ops_move_copy;
 /* actor and now (the current time); note may be NULL. */
 void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
 
+/* ---- moves that began and did not end (open_moves.c) ------------------
+ * Every mover records an intent (move_started) before each copy
+ * (dlqb/pipe.h, record_intents). One whose process was killed before its
+ * hop was written leaves the original back in its queue and perhaps a
+ * copy where it was going: moving the original again could make two live
+ * copies. So a move pass holds such an item until it is settled: by a
+ * later record taking it out of the queue (a move given
+ * --after-interrupted by a person who checked where the copy is, or
+ * anything else that took it). */
+
+typedef struct {
+  char time[DLQB_ISO_TIME_MAX]; /* when the move began */
+  char to[DLQB_NAME_MAX];       /* where its copy was going */
+  char event[24];               /* the hop that would have ended it ("replayed") */
+  char writer[96];              /* who began it */
+} ops_open_move;
+
+typedef struct ops_open_moves ops_open_moves;
+
+/* Reads the trail at audit_log (and its rotated files) for the moves out
+ * of queue `from` that began and did not end. *out is NULL when there are
+ * none (or audit_log is ""). DLQB_EIO when a file cannot be read. */
+dlqb_status ops_open_moves_read(const char *audit_log, const char *from, ops_open_moves **out,
+                                dlqb_error *err);
+/* The open move of message_id, or NULL. m may be NULL. */
+const ops_open_move *ops_open_moves_find(const ops_open_moves *m, const char *message_id);
+size_t ops_open_moves_count(const ops_open_moves *m);
+void ops_open_moves_free(ops_open_moves *m);
+
 typedef struct {
   ops_move_kind kind;
   const char *command;       /* "replay": connection name, audit writer, output */
@@ -173,6 +202,9 @@ typedef struct {
   void *accept_ctx;
   /* Attached to every hop of the pass (an edit's one item); NULL: none. */
   const dlqb_hop_edit *edit;
+  /* Move items whose earlier move began and did not end (ops_open_moves)
+   * too: a person checked where their copies are. false: they are held. */
+  bool after_interrupted;
 } ops_move_spec;
 
 /* What the accept hook may change of one item's copy. It comes filled
@@ -251,9 +283,17 @@ typedef struct {
   uint64_t skipped; /* skipped as complete (a dry run: would skip) */
   uint64_t left;    /* what stays (a dry run: would stay) of r.depth_at_start */
   int window;       /* the window the pass used */
+  /* Selected items held because a move of theirs began and did not end
+   * (ops_open_moves; not with after_interrupted), and the first of them. */
+  uint64_t unsettled;
+  char unsettled_id[128];
+  ops_open_move unsettled_move;
   /* Why it ended early, as a sentence; "" when it covered the queue. */
   char early[DLQB_ERROR_MAX + 256];
 } ops_move_outcome;
+
+/* The sentence for out->unsettled > 0 (both front ends say it). */
+char *ops_unsettled_text(const ops_move_outcome *out, char *buf, size_t len);
 
 /* The one move core, under replay, escalate, resolve, the drain and the
  * console: passes over x->pipeline's DLQ once, taking the items x->sel
@@ -329,8 +369,11 @@ typedef struct {
 
 /* A dlqb_audit_visit_fn collecting into an ops_hops. */
 bool ops_hops_collect(void *arg, const char *line, size_t len);
-/* Time order across writers, stable within one. */
+/* Time order across writers, stable within one; then each intent
+ * (move_started) gets the member OPS_HOP_MOVE_ENDED: whether a later hop
+ * took its message out of the queue it was leaving. */
 void ops_hops_sort(struct json_object **hops, size_t n);
+#define OPS_HOP_MOVE_ENDED "move_ended"
 void ops_hops_free(ops_hops *c);
 
 /* Verifies the configured trail (cfg->audit.log and its rotated files,

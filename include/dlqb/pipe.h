@@ -111,6 +111,14 @@ typedef struct {
    * dlqb_pipe_return_held). false: a classic queue, which restores its own
    * order, given back in large nacks. */
   bool return_in_order;
+  /* With an audit trail: every copy's intent (DLQB_EV_MOVE_STARTED) is
+   * handed to it first and the copy published only once that record is
+   * durable, so a mover killed at any moment leaves every copy the broker
+   * may hold in the trail, as an intent or its hop. The writer groups the
+   * intents of a window into one sync. The movers' passes (dlqb/scan.h)
+   * set it; the router, whose originals return to dsr.failed and are routed
+   * again, does not. */
+  bool record_intents;
 } dlqb_pipe_options;
 
 enum dlqb_pipe_audit_mode {

@@ -67,6 +67,18 @@ typedef struct kept_delivery {
   unsigned char *body;
 } kept_delivery;
 
+/* A copy waiting for its intent's record to be durable (send_copy). */
+typedef struct waiting_copy {
+  struct waiting_copy *next;
+  uint64_t ticket;              /* the intent's */
+  bool counted;                 /* in stats.forwarded once sent (a forward, not a republish) */
+  char *exchange, *routing_key; /* in pool */
+  amqp_basic_properties_t props;
+  amqp_pool_t pool;
+  unsigned char *body;
+  size_t body_len;
+} waiting_copy;
+
 /* A run of held deliveries: consecutive tags of one channel. */
 typedef struct {
   amqp_channel_t channel;
@@ -133,6 +145,8 @@ struct dlqb_pipe {
   bool pausing;
   kept_delivery *kept_head, *kept_tail;
   size_t kept;
+  /* Copies whose intents are not yet durable, in publish order. */
+  waiting_copy *waiting_head, *waiting_tail;
 };
 
 /* Turns the catalog on for this pipe when the target's stream exists: a
@@ -275,6 +289,12 @@ dlqb_status dlqb_pipe_new(dlqb_link *link, const dlqb_pipe_options *opt, const d
   return DLQB_OK;
 }
 
+static void waiting_free(waiting_copy *w) {
+  empty_amqp_pool(&w->pool);
+  free(w->body);
+  free(w);
+}
+
 static void kept_free(kept_delivery *k) {
   empty_amqp_pool(&k->pool);
   free(k->body);
@@ -289,6 +309,12 @@ void dlqb_pipe_free(dlqb_pipe *p) {
     kept_delivery *k = p->kept_head;
     p->kept_head = k->next;
     kept_free(k);
+  }
+  /* Copies never published: their originals were never acked. */
+  while (p->waiting_head != NULL) {
+    waiting_copy *w = p->waiting_head;
+    p->waiting_head = w->next;
+    waiting_free(w);
   }
   dlqb_ackring_release(&p->ring);
   EVP_MD_CTX_free(p->md);
@@ -614,13 +640,22 @@ static dlqb_status publish(dlqb_pipe *p, const char *exchange, const char *routi
   return rc == AMQP_STATUS_OK ? DLQB_OK : dlqb_link_status(rc, "publish", err);
 }
 
+static dlqb_status send_copy(dlqb_pipe *p, const char *exchange, const char *routing_key,
+                             const amqp_basic_properties_t *props, amqp_bytes_t body,
+                             const dlqb_hop *hop, waiting_copy **queued, dlqb_error *err);
+
 dlqb_status dlqb_pipe_forward(dlqb_pipe *p, const dlqb_delivery *d, const char *exchange,
                               const char *routing_key, const amqp_basic_properties_t *props,
                               amqp_bytes_t body, const dlqb_hop *hop, dlqb_error *err) {
+  waiting_copy *queued = NULL;
   dlqb_status st = cat_in(p, hop != NULL ? hop->to : NULL, props, err);
-  if (st == DLQB_OK) st = publish(p, exchange, routing_key, props, body, err);
+  if (st == DLQB_OK) st = send_copy(p, exchange, routing_key, props, body, hop, &queued, err);
   if (st != DLQB_OK) return st;
-  if (settle(p, d, DLQB_ACK_PUBLISHED, hop)) p->stats.forwarded++;
+  if (settle(p, d, DLQB_ACK_PUBLISHED, hop)) {
+    /* A copy waiting for its intent counts once it is sent. */
+    if (queued != NULL) queued->counted = true;
+    else p->stats.forwarded++;
+  }
   return DLQB_OK;
 }
 
@@ -760,7 +795,8 @@ dlqb_status dlqb_pipe_republish(dlqb_pipe *p, const dlqb_returned *ret, const ch
   /* Its first copy never arrived: take back the "in" said for it. */
   if (st == DLQB_OK && was->cat_seq != 0) st = cat_out(p, was->hop.to, was->hop.message_id, err);
   if (st == DLQB_OK) st = cat_in(p, hop->to, props, err);
-  if (st == DLQB_OK) st = publish(p, exchange, routing_key, props, ret->body, err);
+  waiting_copy *queued;
+  if (st == DLQB_OK) st = send_copy(p, exchange, routing_key, props, ret->body, hop, &queued, err);
   free(kept);
   if (st != DLQB_OK) return st;
   dlqb_ackring_rearm(&p->ring, ret->index);
@@ -1082,6 +1118,33 @@ static bool keep_bytes(amqp_pool_t *pool, amqp_basic_properties_t *props, amqp_f
   return true;
 }
 
+/* Copies props (and their headers) into pool and body into a malloc'd
+ * buffer (*body_out, NULL for an empty body): what a message needs to
+ * outlive the connection's buffers and the pipe's reused header table.
+ * False when out of memory (the pool then holds what was copied). */
+static bool copy_message(amqp_pool_t *pool, const amqp_basic_properties_t *in, amqp_bytes_t body,
+                         amqp_basic_properties_t *pr, unsigned char **body_out) {
+  *pr = *in;
+  *body_out = NULL;
+  bool ok = keep_bytes(pool, pr, AMQP_BASIC_CONTENT_TYPE_FLAG, &pr->content_type) &&
+            keep_bytes(pool, pr, AMQP_BASIC_CONTENT_ENCODING_FLAG, &pr->content_encoding) &&
+            keep_bytes(pool, pr, AMQP_BASIC_CORRELATION_ID_FLAG, &pr->correlation_id) &&
+            keep_bytes(pool, pr, AMQP_BASIC_REPLY_TO_FLAG, &pr->reply_to) &&
+            keep_bytes(pool, pr, AMQP_BASIC_EXPIRATION_FLAG, &pr->expiration) &&
+            keep_bytes(pool, pr, AMQP_BASIC_MESSAGE_ID_FLAG, &pr->message_id) &&
+            keep_bytes(pool, pr, AMQP_BASIC_TYPE_FLAG, &pr->type) &&
+            keep_bytes(pool, pr, AMQP_BASIC_USER_ID_FLAG, &pr->user_id) &&
+            keep_bytes(pool, pr, AMQP_BASIC_APP_ID_FLAG, &pr->app_id) &&
+            keep_bytes(pool, pr, AMQP_BASIC_CLUSTER_ID_FLAG, &pr->cluster_id);
+  if (ok && (pr->_flags & AMQP_BASIC_HEADERS_FLAG))
+    ok = amqp_table_clone(&in->headers, &pr->headers, pool) == AMQP_STATUS_OK;
+  if (ok && body.len > 0) {
+    ok = (*body_out = malloc(body.len)) != NULL;
+    if (ok) memcpy(*body_out, body.bytes, body.len);
+  }
+  return ok;
+}
+
 /* Keeps d (its properties in the connection's buffers, its body in
  * p->body) for after the current delivery: everything is copied, so the
  * buffers may be reused. */
@@ -1090,25 +1153,7 @@ static dlqb_status keep(dlqb_pipe *p, const dlqb_delivery *d, dlqb_error *err) {
   if (k == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a delivery kept in a pause");
   init_amqp_pool(&k->pool, 4096);
   k->d = *d;
-  k->props = *d->props;
-  amqp_basic_properties_t *pr = &k->props;
-  bool ok = keep_bytes(&k->pool, pr, AMQP_BASIC_CONTENT_TYPE_FLAG, &pr->content_type) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_CONTENT_ENCODING_FLAG, &pr->content_encoding) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_CORRELATION_ID_FLAG, &pr->correlation_id) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_REPLY_TO_FLAG, &pr->reply_to) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_EXPIRATION_FLAG, &pr->expiration) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_MESSAGE_ID_FLAG, &pr->message_id) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_TYPE_FLAG, &pr->type) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_USER_ID_FLAG, &pr->user_id) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_APP_ID_FLAG, &pr->app_id) &&
-            keep_bytes(&k->pool, pr, AMQP_BASIC_CLUSTER_ID_FLAG, &pr->cluster_id);
-  if (ok && (pr->_flags & AMQP_BASIC_HEADERS_FLAG))
-    ok = amqp_table_clone(&d->props->headers, &pr->headers, &k->pool) == AMQP_STATUS_OK;
-  if (ok && d->body.len > 0) {
-    ok = (k->body = malloc(d->body.len)) != NULL;
-    if (ok) memcpy(k->body, d->body.bytes, d->body.len);
-  }
-  if (!ok) {
+  if (!copy_message(&k->pool, d->props, d->body, &k->props, &k->body)) {
     kept_free(k);
     return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a delivery kept in a pause");
   }
@@ -1118,6 +1163,70 @@ static dlqb_status keep(dlqb_pipe *p, const dlqb_delivery *d, dlqb_error *err) {
   else p->kept_head = k;
   p->kept_tail = k;
   p->kept++;
+  return DLQB_OK;
+}
+
+/* ---- copies that wait for their intent (opt.record_intents) ---- */
+
+static bool intents_on(const dlqb_pipe *p) { return p->opt.record_intents && p->opt.audit != NULL; }
+
+/* Publishes a copy for hop: at once without intents; with them, its
+ * intent (dlqb_hop_intent; none for a copy without a hop) goes to the
+ * audit trail now and the copy waits, copied, until that record is durable
+ * (publish_waiting), so that no copy ever reaches the broker unrecorded;
+ * *queued is then its entry. Copies leave in the order they were given, so
+ * the ring's publish sequence numbers stay theirs. */
+static dlqb_status send_copy(dlqb_pipe *p, const char *exchange, const char *routing_key,
+                             const amqp_basic_properties_t *props, amqp_bytes_t body,
+                             const dlqb_hop *hop, waiting_copy **queued, dlqb_error *err) {
+  *queued = NULL;
+  if (!intents_on(p)) return publish(p, exchange, routing_key, props, body, err);
+  waiting_copy *w = calloc(1, sizeof *w);
+  if (w == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a copy");
+  init_amqp_pool(&w->pool, 4096);
+  w->body_len = body.len;
+  size_t el = strlen(exchange) + 1, rl = strlen(routing_key) + 1;
+  w->exchange = amqp_pool_alloc(&w->pool, el + rl);
+  bool ok = w->exchange != NULL && copy_message(&w->pool, props, body, &w->props, &w->body);
+  if (!ok) {
+    waiting_free(w);
+    return dlqb_fail(err, DLQB_ENOMEM, "out of memory for a copy");
+  }
+  memcpy(w->exchange, exchange, el);
+  w->routing_key = w->exchange + el;
+  memcpy(w->routing_key, routing_key, rl);
+  if (hop != NULL) {
+    dlqb_hop intent;
+    dlqb_hop_intent(&intent, hop);
+    snprintf(intent.broker_user, sizeof intent.broker_user, "%s", dlqb_link_user(p->link));
+    const dlqb_hop *hops[] = {&intent};
+    dlqb_status st = dlqb_audit_submit(p->opt.audit, hops, 1, &w->ticket, err);
+    if (st != DLQB_OK) {
+      waiting_free(w);
+      return st;
+    }
+  } /* else nothing to record: it waits only for the copies before it */
+  if (p->waiting_tail != NULL) p->waiting_tail->next = w;
+  else p->waiting_head = w;
+  p->waiting_tail = w;
+  *queued = w;
+  return DLQB_OK;
+}
+
+/* Publishes the waiting copies whose intents are durable, in order. */
+static dlqb_status publish_waiting(dlqb_pipe *p, dlqb_error *err) {
+  if (p->waiting_head == NULL) return DLQB_OK;
+  uint64_t durable = dlqb_audit_durable(p->opt.audit);
+  while (p->waiting_head != NULL && p->waiting_head->ticket <= durable) {
+    waiting_copy *w = p->waiting_head;
+    amqp_bytes_t body = {w->body_len, w->body};
+    dlqb_status st = publish(p, w->exchange, w->routing_key, &w->props, body, err);
+    if (st != DLQB_OK) return st;
+    if (w->counted) p->stats.forwarded++;
+    p->waiting_head = w->next;
+    if (p->waiting_head == NULL) p->waiting_tail = NULL;
+    waiting_free(w);
+  }
   return DLQB_OK;
 }
 
@@ -1541,7 +1650,7 @@ dlqb_status dlqb_pipe_pause(dlqb_pipe *p, int64_t us, const dlqb_stop_flag *stop
   p->pausing = true;
   for (;;) {
     if (stop != NULL && *stop) break;
-    if ((st = flush_acks(p, err)) != DLQB_OK) break;
+    if ((st = flush_acks(p, err)) != DLQB_OK || (st = publish_waiting(p, err)) != DLQB_OK) break;
     set_cork(p, false); /* the acks just written must not wait for the pause */
     tick(p, dlqb_mono_ms());
     int64_t left = end - dlqb_mono_us();
@@ -1637,11 +1746,12 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     if (p->ring.ready - p->ring.submitted >= submit_batch(p) || head_durable(p)) {
       if ((st = flush_acks(p, err)) != DLQB_OK) return st;
     }
+    if ((st = publish_waiting(p, err)) != DLQB_OK) return st;
     bool buffered = input_buffered(p);
     set_cork(p, buffered);
     int wait_ms = p->ring.ready > p->ring.submitted || buffered ? 0 : IDLE_WAIT_MS;
-    if (wait_ms > 0 && p->ring.submitted > 0) {
-      /* Acks wait on the audit writer: wake for its sync as well. */
+    if (wait_ms > 0 && (p->ring.submitted > 0 || p->waiting_head != NULL)) {
+      /* Acks or copies wait on the audit writer: wake for its sync as well. */
       wait_socket_or_audit(p, wait_ms);
       wait_ms = 0;
     }
@@ -1649,7 +1759,8 @@ static dlqb_status run_loop(dlqb_pipe *p, dlqb_stop_flag *stop, dlqb_error *err)
     amqp_frame_t f;
     int rc = amqp_simple_wait_frame_noblock(p->conn, &f, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) {
-      if ((st = flush_acks(p, err)) != DLQB_OK) return st;
+      if ((st = flush_acks(p, err)) != DLQB_OK || (st = publish_waiting(p, err)) != DLQB_OK)
+        return st;
       set_cork(p, false); /* the acks just written must not wait */
       continue;
     }

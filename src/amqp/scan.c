@@ -339,7 +339,10 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
                               /* The DLQ and review queue (and migrate's
                                * holding queues) are quorum unless
                                * dlq_queue_type says classic. */
-                              .return_in_order = !s.pipeline.policy.dlq_classic};
+                              .return_in_order = !s.pipeline.policy.dlq_classic,
+                              /* Every pass that moves is a mover: no
+                               * copy before its intent is recorded. */
+                              .record_intents = true};
     dlqb_pipe_handler h = {.on_delivery = on_delivery,
                            .after_ack = after_ack,
                            .on_tick = on_tick,

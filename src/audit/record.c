@@ -246,6 +246,8 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
     dlqb__audit_put_str(a, "received_from", h->received_from);
   }
   if (h->edit != NULL) put_edit(a, h->edit);
+  if (h->event == DLQB_EV_MOVE_STARTED)
+    dlqb__audit_put_str(a, "for", dlqb_event_name(h->intent_for));
 }
 
 /* Appends one chain record to the batch; seq and hash are the tentative

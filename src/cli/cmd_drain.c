@@ -512,6 +512,11 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   if (!d->o.json && !d->o.quiet_progress)
     fprintf(stderr, "drain: %s %llu at %g/s\n", a->canary ? "canary" : "step",
             (unsigned long long)out->moved, a->rate);
+  if (out->unsettled > 0) {
+    /* Left for a person: the drain never settles a move it cannot see end. */
+    char why[sizeof out->unsettled_id + 2 * DLQB_NAME_MAX + 256];
+    dlqb_log_warn("unsettled", "%s", ops_unsettled_text(out, why, sizeof why));
+  }
   free(out);
 }
 

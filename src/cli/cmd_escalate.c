@@ -15,6 +15,7 @@ static const cli_flag flags[] = {
     {"note", true, "TEXT",
      "why, for the reviewer: kept on the item (escalation_note) and in the audit trail"},
     OPS_WIDE_FLAG,
+    OPS_SETTLE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -78,5 +79,6 @@ int cmd_escalate(int argc, char **argv) {
   ops_stamp_init(&e.stamp, e.o.actor, e.note);
   ops_move_spec m;
   ops_escalate_spec(&m, &e.stamp, e.o.dry_run, e.o.rate);
+  m.after_interrupted = e.o.after_interrupted;
   return ops_move_run(&e.o, &m, stop);
 }

@@ -19,6 +19,7 @@ static const cli_flag flags[] = {
     {"note", true, "TEXT",
      "why it is replayed now (the fix, the ticket): the hop's reason in the audit trail"},
     OPS_WIDE_FLAG,
+    OPS_SETTLE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -137,6 +138,7 @@ int cmd_replay(int argc, char **argv) {
   m.ledger_stats = &ls;
   m.audit = audit;
   m.audit_started = !r.o.dry_run;
+  m.after_interrupted = r.o.after_interrupted;
   rc = ops_move_run(&r.o, &m, stop);
   ops_audit_close(audit);
   dlqb_ledger_free(ledger);

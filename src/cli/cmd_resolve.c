@@ -89,6 +89,9 @@ int cmd_resolve(int argc, char **argv) {
   m.audit = audit;
   m.audit_started = true;
   m.stop_at_limit = true;
+  /* Removing the original is itself the settlement of a move of it that
+   * did not end: what is left is at most the copy, which the note explains. */
+  m.after_interrupted = true;
   ops_move_watch w = {.taken = taken, .ctx = &c};
   ops_move_outcome *out = malloc(sizeof *out);
   if (out == NULL) {

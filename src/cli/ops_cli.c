@@ -55,6 +55,10 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
     o->wide = true;
     return DLQB_OK;
   }
+  if (strcmp(flag, "after-interrupted") == 0) {
+    o->after_interrupted = true;
+    return DLQB_OK;
+  }
   if (strcmp(flag, "scan") == 0) {
     o->scan = true;
     return DLQB_OK;
@@ -666,6 +670,7 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     json_object_object_add(j, "total", json_object_new_int64((int64_t)r->depth_at_start));
     json_object_object_add(j, "examined", json_object_new_int64((int64_t)r->examined));
     json_object_object_add(j, "refused", json_object_new_int64((int64_t)r->refused));
+    json_object_object_add(j, "unsettled", json_object_new_int64((int64_t)out->unsettled));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     if (m->ledger_stats != NULL) json_object_object_add(j, "ledger", ledger_json(m));
@@ -687,6 +692,11 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     cli_error("%s: %llu selected item%s left in %s: the broker would not take %s as %s", m->command,
               (unsigned long long)r->refused, r->refused == 1 ? "" : "s", cli_pipeline()->dlq,
               r->refused == 1 ? "it" : "them", r->refused == 1 ? "it is" : "they are");
+    rc = EXIT_RUNTIME;
+  }
+  if (out->unsettled > 0) {
+    char why[sizeof out->unsettled_id + 2 * DLQB_NAME_MAX + 256];
+    cli_error("%s: %s", m->command, ops_unsettled_text(out, why, sizeof why));
     rc = EXIT_RUNTIME;
   }
   if (early != NULL) {

@@ -56,6 +56,13 @@
 #define OPS_WIDE_FLAG                                                                              \
   { "wide", false, NULL, "print whole columns instead of cutting them to the terminal's width" }
 
+/* --after-interrupted: the movers (replay, escalate, resolve). */
+#define OPS_SETTLE_FLAG                                                                            \
+  {                                                                                                \
+    "after-interrupted", false, NULL,                                                              \
+        "move items whose earlier move began and did not end too (check first: audit show)"        \
+  }
+
 /* --json and --window: every ops command. */
 #define OPS_OUTPUT_FLAGS                                                                           \
   {"json", false, NULL, "print JSON for scripts instead of text"}, {                               \
@@ -86,13 +93,14 @@ typedef struct {
   bool json;
   char actor[128];
   int window;
-  bool window_set;     /* --window given: not adjusted for --rate */
-  bool quiet_progress; /* no progress line even on a terminal */
-  bool dry_run;        /* --dry-run (replay, escalate): list, move nothing */
-  bool no_audit;       /* --no-audit: acting without a configured trail is allowed */
-  bool wide;           /* --wide: item tables are not cut to the terminal */
-  bool scan;           /* --scan: a look reads the queue, not the catalog */
-  double rate;         /* --rate (replay, escalate): moves per second, 0 = unlimited */
+  bool window_set;        /* --window given: not adjusted for --rate */
+  bool quiet_progress;    /* no progress line even on a terminal */
+  bool dry_run;           /* --dry-run (replay, escalate): list, move nothing */
+  bool no_audit;          /* --no-audit: acting without a configured trail is allowed */
+  bool wide;              /* --wide: item tables are not cut to the terminal */
+  bool after_interrupted; /* --after-interrupted: ops_move_spec's */
+  bool scan;              /* --scan: a look reads the queue, not the catalog */
+  double rate;            /* --rate (replay, escalate): moves per second, 0 = unlimited */
 } ops_opts;
 
 /* --window's value: 1 to DLQB_SCAN_WINDOW_MAX, else DLQB_EINVAL naming the flag. */

@@ -367,6 +367,12 @@ void console_post_preview(console_req *r) {
       dlqb_html_text(h, out->early);
       dlqb_html_raw(h, "</p>");
     }
+    if (out->unsettled > 0) {
+      char why[sizeof out->unsettled_id + 2 * DLQB_NAME_MAX + 256];
+      dlqb_html_raw(h, "<p class=\"warn\" id=\"unsettled\">");
+      dlqb_html_text(h, ops_unsettled_text(out, why, sizeof why));
+      dlqb_html_raw(h, "</p>");
+    }
     if (kind == DLQB_JOB_REPLAY && console_g.cfg->ledger.completion_writers[0] == '\0')
       dlqb_html_raw(h,
                     "<p class=\"warn\">The completion ledger is not trusted "
@@ -535,6 +541,9 @@ static void *job_main(void *arg) {
     } else {
       snprintf(rec->error, sizeof rec->error, "%s", out->early);
     }
+  } else if (out->unsettled > 0) {
+    rec->state = DLQB_JOB_FAILED;
+    ops_unsettled_text(out, rec->error, sizeof rec->error);
   } else if (out->r.refused > 0) {
     rec->state = DLQB_JOB_FAILED;
     snprintf(rec->error, sizeof rec->error,

@@ -3,6 +3,7 @@
 #include "dlqb/hop.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *const event_names[DLQB_EV__COUNT] = {
     [DLQB_EV_RETRY_SCHEDULED] = "retry_scheduled",
@@ -18,6 +19,7 @@ static const char *const event_names[DLQB_EV__COUNT] = {
     [DLQB_EV_DECIDED_RESOLVE] = "decided_resolve",
     [DLQB_EV_DECIDED_RETURN] = "decided_return",
     [DLQB_EV_MIGRATED] = "migrated",
+    [DLQB_EV_MOVE_STARTED] = "move_started",
     [DLQB_EV_EDITED] = "edited",
     [DLQB_EV_EDIT_STARTED] = "edit_started",
     [DLQB_EV_EDIT_ABANDONED] = "edit_abandoned",
@@ -39,4 +41,20 @@ void dlqb_hop_identity(dlqb_hop *hop, const dlqb_item *it) {
            it->legal_basis);
   snprintf(hop->action, sizeof hop->action, "%.*s", (int)sizeof hop->action - 1, it->action);
   hop->attempt = it->attempt;
+}
+
+void dlqb_hop_intent(dlqb_hop *intent, const dlqb_hop *hop) {
+  memset(intent, 0, sizeof *intent);
+  intent->event = DLQB_EV_MOVE_STARTED;
+  intent->intent_for = hop->event;
+  memcpy(intent->message_id, hop->message_id, sizeof intent->message_id);
+  memcpy(intent->request_id, hop->request_id, sizeof intent->request_id);
+  memcpy(intent->source_system, hop->source_system, sizeof intent->source_system);
+  memcpy(intent->legal_basis, hop->legal_basis, sizeof intent->legal_basis);
+  memcpy(intent->action, hop->action, sizeof intent->action);
+  intent->attempt = hop->attempt;
+  snprintf(intent->reason, sizeof intent->reason, "%s -> %s", hop->from, hop->to);
+  memcpy(intent->actor, hop->actor, sizeof intent->actor);
+  memcpy(intent->broker_user, hop->broker_user, sizeof intent->broker_user);
+  memcpy(intent->pipeline, hop->pipeline, sizeof intent->pipeline);
 }

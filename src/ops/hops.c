@@ -47,6 +47,30 @@ static int by_time(const void *pa, const void *pb) {
   return strcmp(dlqb_audit_record_str(a, "time"), dlqb_audit_record_str(b, "time"));
 }
 
+/* Whether hops[i], an intent, ended: a later hop of its message took the
+ * message out of the queue its reason names ("FROM -> TO"). */
+static bool move_ended(json_object **hops, size_t n, size_t i) {
+  const char *reason = dlqb_audit_record_str(hops[i], "reason");
+  const char *arrow = strstr(reason, " -> ");
+  if (arrow == NULL) return false;
+  size_t fl = (size_t)(arrow - reason);
+  const char *id = dlqb_audit_record_str(hops[i], "message_id");
+  for (size_t k = i + 1; k < n; k++) {
+    const char *from = dlqb_audit_record_str(hops[k], "from");
+    if (strlen(from) == fl && strncmp(from, reason, fl) == 0 &&
+        strcmp(dlqb_audit_record_str(hops[k], "message_id"), id) == 0)
+      return true;
+  }
+  return false;
+}
+
+static void mark_moves(json_object **hops, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(dlqb_audit_record_str(hops[i], "event"), "move_started") == 0)
+      json_object_object_add(hops[i], OPS_HOP_MOVE_ENDED,
+                             json_object_new_boolean(move_ended(hops, n, i)));
+}
+
 void ops_hops_sort(json_object **hops, size_t n) {
   /* Insertion sort: a task has a handful of hops. */
   for (size_t i = 1; i < n; i++) {
@@ -58,6 +82,7 @@ void ops_hops_sort(json_object **hops, size_t n) {
     }
     hops[j] = h;
   }
+  mark_moves(hops, n);
 }
 
 /* A record's text as a terminal may show it: the log is verified, but its
@@ -86,7 +111,15 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
    * message: no arrow pointing nowhere. */
   if (from[0] != '\0' && to[0] != '\0')
     PUT("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
-  else if (from[0] == '\0' && to[0] == '\0') /* an edit's intent, or its end without a copy */
+  else if (strcmp(dlqb_audit_record_str(h, "event"), "move_started") == 0) {
+    /* A mover's intent: its queues are in its reason ("FROM -> TO"). */
+    json_object *ended;
+    bool open =
+        json_object_object_get_ex(h, OPS_HOP_MOVE_ENDED, &ended) && !json_object_get_boolean(ended);
+    PUT("%s, for %s", clean(reason, b1, sizeof b1), clean(shown(h, "for"), b2, sizeof b2));
+    if (open) PUT("  DID NOT END: the original counts; a copy may also be in its destination");
+    reason = "";
+  } else if (from[0] == '\0' && to[0] == '\0') /* an edit's intent, or its end without a copy */
     PUT("%s", strcmp(dlqb_audit_record_str(h, "event"), "edit_abandoned") == 0
                   ? "ended, no copy sent"
                   : "begins, nothing sent yet");

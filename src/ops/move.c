@@ -27,7 +27,9 @@ typedef struct {
    * accept hook last sent a copy (the sentences of an early end name it) */
   const char *target;
   const ops_move_watch *w;
-  dlqb_verdict_rule rule;          /* what is held, skipped or moved */
+  dlqb_verdict_rule rule;     /* what is held, skipped or moved */
+  const ops_open_moves *open; /* moves out of source that did not end */
+  ops_move_outcome *out;
   uint64_t selected;               /* items chosen so far (for --limit) */
   uint64_t would_move, would_skip; /* dry run */
   int64_t now_ms;
@@ -87,6 +89,22 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
   if (v.kind != DLQB_VERDICT_HOLD && c->m->only != NULL && !c->m->only(c->m->only_ctx, it))
     v.kind = DLQB_VERDICT_HOLD;
+  const ops_open_move *open = v.kind == DLQB_VERDICT_TAKE && !c->m->after_interrupted
+                                  ? ops_open_moves_find(c->open, it->message_id)
+                                  : NULL;
+  /* An edit's own interrupted copies are the edit service's to judge
+   * (ops_edit_trail_state names the edit and its settlement). */
+  if (open != NULL && c->m->kind == OPS_MOVE_EDIT && strncmp(open->event, "edit", 4) == 0)
+    open = NULL;
+  if (open != NULL) {
+    /* Its copy may be where it was going: not a second one. */
+    if (c->out->unsettled++ == 0) {
+      snprintf(c->out->unsettled_id, sizeof c->out->unsettled_id, "%s", it->message_id);
+      c->out->unsettled_move = *open;
+    }
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
   ops_move_copy copy = {.body = d->body, .target = c->target};
   if (v.kind != DLQB_VERDICT_HOLD && c->m->accept != NULL &&
       !c->m->accept(c->m->accept_ctx, d, it, &copy))
@@ -155,7 +173,17 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
                 .now_ms = dlqb_now_ms(),
                 .source = m->source != NULL ? m->source : p->dlq,
                 .target = ops_move_target(m->kind, p),
+                .out = out,
                 .rule = {.sel = x->sel, .ledger = m->ledger, .stop_at_limit = m->stop_at_limit}};
+  /* The moves out of this queue that began and did not end (a killed
+   * mover's): their items are held unless a person settles them. */
+  ops_open_moves *open = NULL;
+  if (!m->after_interrupted && (out->status = ops_open_moves_read(x->cfg->audit.log, c.source,
+                                                                  &open, &out->err)) != DLQB_OK) {
+    out->not_started = true;
+    return;
+  }
+  c.open = open;
   /* With --rate the handler waits between moves while deliveries queue up
    * ahead of the confirms on the socket, so acks lag by up to a window: a
    * window of about half a second of moves keeps what a crash would
@@ -185,6 +213,7 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
                           .ctx = &c};
   dlqb_scan_result *r = &out->r;
   out->status = dlqb_scan_run(x->cfg, &so, r, &out->err);
+  ops_open_moves_free(open);
   /* Lost before the first item: nothing happened; the error says why. */
   out->not_started = out->status != DLQB_OK && !r->audit_failed && r->examined == 0;
   /* The trail lost midway: the pass stopped at once; say what moved (each
@@ -219,4 +248,15 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
   /* A dry run says what would remain, not today's depth. */
   uint64_t taken = out->moved + out->skipped;
   out->left = r->depth_at_start > taken ? r->depth_at_start - taken : 0;
+}
+
+char *ops_unsettled_text(const ops_move_outcome *out, char *buf, size_t len) {
+  const ops_open_move *u = &out->unsettled_move;
+  snprintf(buf, len,
+           "%llu selected item%s held: a move began and did not end (%s into %s at %s by %s; "
+           "its copy may be there): check with audit show --message-id, then move %s with "
+           "--after-interrupted",
+           (unsigned long long)out->unsettled, out->unsettled == 1 ? "" : "s", out->unsettled_id,
+           u->to, u->time, u->writer, out->unsettled == 1 ? "it" : "them");
+  return buf;
 }

@@ -372,6 +372,11 @@ static void test_decision_sigkill_loses_nothing(void **state) {
     assert_true(in_work[step] <= 1 && in_review[step] <= 1);
     if (recorded[step] > 0) assert_int_equal(in_work[step], 1);
     else assert_int_equal(in_review[step], 1);
+    /* Every copy the broker took is in the trail: its intent came first. */
+    char mid[48];
+    snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d\"", step);
+    if (in_work[step] == 1 && count_records(&tr.a, "\"event\":\"move_started\"", mid) == 0)
+      fail_msg("step %d: a copy in dsr.work with nothing in the trail", step);
     if (exit_code[step] == 0) assert_true(recorded[step] == 1 && in_review[step] == 0);
     if (in_work[step] && in_review[step]) both++;
   }

@@ -1,0 +1,325 @@
+/* Every mover's intent (dlqb/pipe.h, record_intents): a mover SIGKILLed at
+ * any moment leaves each copy the broker took in the audit trail, as its
+ * intent (move_started) or its hop; a move that began and did not end
+ * holds its item from the next mover until a person settles it
+ * (--after-interrupted), and `audit show` says which copy counts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flow.h"
+
+#define CMD_TIMEOUT_MS 60000
+#define WAIT_MS        20000
+#define HOUR_MS        3600000LL
+#define STEPS          24
+
+typedef struct {
+  fx_audit a;
+  const char *env[5];
+} trail;
+
+static void trail_init(trail *tr) {
+  assert_int_equal(fx_audit_init(&tr->a), 0);
+  tr->env[0] = tr->a.env_log;
+  tr->env[1] = tr->a.env_key;
+  tr->env[2] = "DLQ_BRIDGE_COMPLETION_WRITERS=guest";
+  tr->env[3] = tr->a.env_pub;
+  tr->env[4] = NULL;
+}
+
+static void run_at(const char *url, const trail *tr, const char *const *args, th_result *r) {
+  assert_int_equal(th_run_bridge(args, url, tr->env, CMD_TIMEOUT_MS, r), 0);
+  printf("%s %s: exit %d\n%s%s", args[0], args[1] ? args[1] : "", r->exit_code, r->out, r->err);
+}
+
+static void declare(fx_case *t, const trail *tr) {
+  static const char *const args[] = {"declare", NULL};
+  th_result r;
+  run_at(t->vhost.url, tr, args, &r);
+  assert_int_equal(r.exit_code, 0);
+}
+
+/* A DLQ item as the bridge leaves it, dead-lettered an hour ago, from
+ * source system src (NULL: the harness's). */
+static void pub_dlq_from(fx_case *t, const char *id, const char *src) {
+  th_msg m;
+  th_msg_init(&m);
+  assert_int_equal(th_msg_task(&m, id), 0);
+  char iso[48];
+  th_iso_time(th_now_ms() - HOUR_MS, iso, sizeof iso);
+  if (src != NULL) assert_int_equal(th_msg_set_str(&m, "source_system", src), 0);
+  assert_int_equal(th_msg_set_int(&m, "attempt", 5), 0);
+  assert_int_equal(th_msg_set_str(&m, "last_error", "rejected by worker"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_reason", "max_attempts"), 0);
+  assert_int_equal(th_msg_set_str(&m, "dlq_at", iso), 0);
+  assert_int_equal(th_publish(t->conn, "", "dsr.dlq.manual", &m), 0);
+  th_msg_release(&m);
+}
+
+static void pub_dlq(fx_case *t, const char *id) { pub_dlq_from(t, id, NULL); }
+
+/* Items per step of the ladder, moved at PER_SECOND: each step's move
+ * lasts long enough that a kill lands amid it, with intents recorded
+ * ahead of their hops. */
+#define ITEMS      40
+#define PER_SECOND "400"
+
+/* The whole log, read once: lines holding each needle pair are counted
+ * from it. */
+typedef struct {
+  char *text;
+} log_text;
+
+static void log_read(const fx_audit *a, log_text *l) {
+  FILE *f = fopen(a->log, "r");
+  assert_non_null(f);
+  size_t cap = 1 << 20, n = 0;
+  l->text = malloc(cap);
+  assert_non_null(l->text);
+  size_t got;
+  while ((got = fread(l->text + n, 1, cap - n - 1, f)) > 0) {
+    n += got;
+    if (cap - n < 4096) {
+      cap *= 2;
+      l->text = realloc(l->text, cap);
+      assert_non_null(l->text);
+    }
+  }
+  l->text[n] = '\0';
+  fclose(f);
+}
+
+/* Lines of l holding both needles. */
+static int count_lines(const log_text *l, const char *n1, const char *n2) {
+  int n = 0;
+  for (const char *line = l->text; *line != '\0';) {
+    const char *end = strchr(line, '\n');
+    size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+    const char *a = strstr(line, n1), *b = strstr(line, n2);
+    if (a != NULL && b != NULL && a < line + len && b < line + len) n++;
+    line += len + (end != NULL);
+  }
+  return n;
+}
+
+/* Lines of the log holding both needles. */
+static int count_records(const fx_audit *a, const char *n1, const char *n2) {
+  log_text l;
+  log_read(a, &l);
+  int n = count_lines(&l, n1, n2);
+  free(l.text);
+  return n;
+}
+
+/* Takes every message off queue, counting them by step and item
+ * ("k<step>-<item>"). */
+static void drain_count(fx_case *t, const char *queue, int (*per)[ITEMS]) {
+  th_msg *m = fx_msg(t);
+  int got;
+  while ((got = th_get(t->conn, queue, m)) == 1) {
+    const char *id = th_msg_str(m, "request_id");
+    assert_non_null(id);
+    assert_true(id[0] == 'k' && strchr(id, '-') != NULL);
+    int step = atoi(id + 1), item = atoi(strchr(id, '-') + 1);
+    assert_true(step >= 0 && step < STEPS && item >= 0 && item < ITEMS);
+    per[step][item]++;
+  }
+  assert_int_equal(got, 0);
+}
+
+typedef struct {
+  const char *command; /* "replay" */
+  const char *to;      /* where its copies go */
+  const char *event;   /* its hop's event: "\"event\":\"replayed\"" */
+} mover;
+
+static const mover replay_mover = {"replay", "dsr.work", "\"event\":\"replayed\""};
+static const mover escalate_mover = {"escalate", "compliance_review", "\"event\":\"escalated\""};
+
+/* 1 ms to 277 ms, then all the time it needs: the first is killed before
+ * it connects, the last finishes, on any machine; each step's move of
+ * ITEMS items lasts about 100 ms. */
+static int deadline(int step) { return step == STEPS - 1 ? CMD_TIMEOUT_MS : 1 + step * 12; }
+
+typedef struct {
+  fx_case *t;
+  long want;
+} depth_at_least;
+
+static bool dlq_back(void *arg) {
+  depth_at_least *d = arg;
+  return th_queue_depth(d->t->conn, "dsr.dlq.manual") >= d->want;
+}
+
+/* SIGKILL at every moment of a move, a ladder of deadlines: step s moves
+ * the ITEMS items of source system "s<s>". */
+static void kill_ladder(fx_case *t, const mover *mv) {
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  static int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
+  memset(in_to, 0, sizeof in_to);
+  memset(in_dlq, 0, sizeof in_dlq);
+  int exit_code[STEPS];
+  for (int step = 0; step < STEPS; step++) {
+    char src[16];
+    snprintf(src, sizeof src, "s%d", step);
+    for (int i = 0; i < ITEMS; i++) {
+      char id[32];
+      snprintf(id, sizeof id, "k%d-%d", step, i);
+      pub_dlq_from(t, id, src);
+    }
+    const char *args[] = {mv->command, "--source-system", src,   "--rate",
+                          PER_SECOND,  "--actor",         "kim", NULL};
+    th_result r;
+    assert_int_equal(th_run_bridge(args, t->vhost.url, tr.env, deadline(step), &r), 0);
+    exit_code[step] = r.exit_code;
+    if (r.exit_code != -1 && r.exit_code != 0)
+      fail_msg("%s exited %d: %s", mv->command, r.exit_code, r.err);
+  }
+  log_text l;
+  log_read(&tr.a, &l);
+  long unrecorded = 0;
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++) {
+      char mid[48];
+      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
+      intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
+      hops[step][i] = count_lines(&l, mv->event, mid);
+      if (hops[step][i] == 0) unrecorded++;
+    }
+  free(l.text);
+  /* The killed movers' unacked originals return as the broker sees their
+   * sockets close. */
+  depth_at_least d = {t, unrecorded};
+  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
+  drain_count(t, mv->to, in_to);
+  int killed = 0, finished = 0, open = 0, open_copies = 0;
+  for (int step = 0; step < STEPS; step++) {
+    int n_int = 0, n_hop = 0, n_to = 0, n_open = 0;
+    for (int i = 0; i < ITEMS; i++) {
+      n_int += intents[step][i] > 0;
+      n_hop += hops[step][i] > 0;
+      n_to += in_to[step][i];
+      assert_true(in_to[step][i] <= 1);
+      /* The guarantee: no copy the trail does not know of. */
+      if (in_to[step][i] == 1 && intents[step][i] == 0)
+        fail_msg("step %d: a copy of item %d in %s with nothing in the trail", step, i, mv->to);
+      if (hops[step][i] > 0) {
+        assert_int_equal(in_to[step][i], 1);
+        assert_true(intents[step][i] >= 1); /* the intent came first */
+      }
+      if (exit_code[step] == 0) assert_int_equal(hops[step][i], 1);
+      if (intents[step][i] > 0 && hops[step][i] == 0) {
+        n_open++;
+        open_copies += in_to[step][i];
+      }
+    }
+    printf("deadline %d ms: exit %d, intents %d, hops %d, copies in %s %d, began and did not "
+           "end %d\n",
+           deadline(step), exit_code[step], n_int, n_hop, mv->to, n_to, n_open);
+    if (exit_code[step] == -1) killed++;
+    else finished++;
+    open += n_open;
+  }
+  printf("%s sigkill ladder: %d killed, %d finished, %d moves began and did not end (%d of "
+         "them with their copy there)\n",
+         mv->command, killed, finished, open, open_copies);
+  assert_true(killed > 0 && finished > 0);
+  /* The next mover holds what began and did not end; moves the rest. */
+  const char *all[] = {mv->command, "--all", "--actor", "kim", NULL};
+  th_result r;
+  run_at(t->vhost.url, &tr, all, &r);
+  assert_int_equal(r.exit_code, open > 0 ? 1 : 0);
+  if (open > 0) assert_non_null(strstr(r.err, "held: a move began and did not end"));
+  drain_count(t, "dsr.dlq.manual", in_dlq);
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++)
+      assert_int_equal(in_dlq[step][i], intents[step][i] > 0 && hops[step][i] == 0 ? 1 : 0);
+  fx_audit_remove(&tr.a);
+}
+
+static void test_replay_killed_at_every_step(void **state) { kill_ladder(*state, &replay_mover); }
+
+static void test_escalate_killed_at_every_step(void **state) {
+  kill_ladder(*state, &escalate_mover);
+}
+
+/* A move whose copy never arrived (its connection cut at the publish,
+ * after the intent): the next run holds the item, a dry run too, audit
+ * show says the move did not end and the original counts, and a person's
+ * --after-interrupted moves it once. */
+static void test_interrupted_move_is_held_until_settled(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  pub_dlq(t, "k1");
+  pub_dlq(t, "k2");
+  th_proxy px = {0};
+  snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "dsr.work");
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url[TH_URL_MAX + 64];
+  assert_true(
+      th_fmt(url, sizeof url, "amqp://guest:guest@127.0.0.1:%d/%s", px.port, t->vhost.name));
+  static const char *const one[] = {"replay", "--request-id", "k1", NULL};
+  th_result r;
+  run_at(url, &tr, one, &r);
+  th_proxy_cut(&px);
+  assert_int_equal(r.exit_code, 1);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 2, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"move_started\"", "msg-k1"), 1);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"replayed\"", "msg-k1"), 0);
+
+  static const char *const dry[] = {"replay", "--all", "--dry-run", NULL};
+  run_at(t->vhost.url, &tr, dry, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_null(strstr(r.out, "msg-k1"));
+  assert_non_null(strstr(r.out, "msg-k2"));
+  assert_non_null(strstr(r.err, "1 selected item held: a move began and did not end (msg-k1"));
+  static const char *const all[] = {"replay", "--all", NULL};
+  run_at(t->vhost.url, &tr, all, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "--after-interrupted"));
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 1, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1); /* k1, held */
+  static const char *const escalate[] = {"escalate", "--all", NULL};
+  run_at(t->vhost.url, &tr, escalate, &r); /* every mover holds it */
+  assert_int_equal(r.exit_code, 1);
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 0);
+
+  static const char *const show[] = {"audit", "show", "--request-id", "k1", NULL};
+  run_at(t->vhost.url, &tr, show, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_non_null(strstr(r.out, "move_started"));
+  assert_non_null(strstr(r.out, "dsr.dlq.manual -> dsr.work, for replayed  DID NOT END"));
+
+  static const char *const settle[] = {"replay", "--all", "--after-interrupted", NULL};
+  run_at(t->vhost.url, &tr, settle, &r);
+  assert_int_equal(r.exit_code, 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 2, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 0);
+  run_at(t->vhost.url, &tr, show, &r);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(strstr(r.out, "DID NOT END"));
+  assert_int_equal(fx_audit_verify(&tr.a, &r), 0);
+  assert_int_equal(r.exit_code, 0);
+  fx_audit_remove(&tr.a);
+}
+
+int main(void) {
+  if (th_env_get() == NULL) return 1;
+  const struct CMUnitTest tests[] = {
+      FX_TEST(test_interrupted_move_is_held_until_settled),
+      FX_TEST(test_replay_killed_at_every_step),
+      FX_TEST(test_escalate_killed_at_every_step),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
