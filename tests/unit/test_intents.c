@@ -1,0 +1,156 @@
+/* Unit tests of movers' intents: what dlqb_hop_intent keeps of a hop (and
+ * leaves out, so that nothing counts it as a move), and which moves
+ * ops_open_moves_read finds begun and not ended in a trail. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlqb/hop.h"
+#include "dlqb/ops.h"
+
+static void test_intent_of_a_hop(void **state) {
+  (void)state;
+  dlqb_hop hop;
+  memset(&hop, 0, sizeof hop);
+  hop.event = DLQB_EV_ESCALATED;
+  snprintf(hop.message_id, sizeof hop.message_id, "msg-1");
+  snprintf(hop.request_id, sizeof hop.request_id, "R-1");
+  snprintf(hop.source_system, sizeof hop.source_system, "crm");
+  snprintf(hop.from, sizeof hop.from, "dsr.dlq.manual");
+  snprintf(hop.to, sizeof hop.to, "compliance_review");
+  snprintf(hop.reason, sizeof hop.reason, "subject disputes the scope");
+  snprintf(hop.cause, sizeof hop.cause, "operator");
+  snprintf(hop.actor, sizeof hop.actor, "olga");
+  snprintf(hop.deaths, sizeof hop.deaths, "dsr.work rejected 2");
+  hop.has_delivery_count = true;
+  hop.attempt = 5;
+  dlqb_hop in;
+  dlqb_hop_intent(&in, &hop);
+  assert_int_equal(in.event, DLQB_EV_MOVE_STARTED);
+  assert_int_equal(in.intent_for, DLQB_EV_ESCALATED);
+  assert_string_equal(dlqb_event_name(in.event), "move_started");
+  assert_string_equal(in.message_id, "msg-1");
+  assert_string_equal(in.request_id, "R-1");
+  assert_string_equal(in.source_system, "crm");
+  assert_string_equal(in.actor, "olga");
+  assert_int_equal(in.attempt, 5);
+  assert_string_equal(in.reason, "dsr.dlq.manual -> compliance_review");
+  /* Nothing that would make it a move, or a second record of the
+   * message's history. */
+  assert_string_equal(in.from, "");
+  assert_string_equal(in.to, "");
+  assert_string_equal(in.cause, "");
+  assert_string_equal(in.deaths, "");
+  assert_false(in.has_delivery_count);
+  assert_null(in.edit);
+}
+
+/* A record line as the writer lays it out (the members the reader uses). */
+static void line(FILE *f, const char *event, const char *id, const char *from, const char *to,
+                 const char *reason, const char *for_) {
+  fprintf(
+      f,
+      "{\"v\":2,\"chain\":\"c1\",\"seq\":1,\"prev\":\"00\",\"time\":\"2026-12-04T10:00:00.000Z\","
+      "\"event\":\"%s\",\"writer\":\"replay@h:1\",\"key\":\"k\",\"message_id\":\"%s\","
+      "\"request_id\":\"R\",\"reason\":\"%s\",\"cause\":\"\",\"from\":\"%s\",\"to\":\"%s\","
+      "\"actor\":\"kim\"%s%s%s}\n",
+      event, id, reason, from, to, for_ ? ",\"for\":\"" : "", for_ ? for_ : "", for_ ? "\"" : "");
+}
+
+static void intent(FILE *f, const char *id, const char *route, const char *for_) {
+  line(f, "move_started", id, "", "", route, for_);
+}
+
+static void test_open_moves_in_a_trail(void **state) {
+  (void)state;
+  char dir[] = "/tmp/dlqb-intents-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[64];
+  snprintf(path, sizeof path, "%s/audit.log", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  const char *dlq = "dsr.dlq.manual", *work = "dsr.work", *review = "compliance_review";
+  /* a: began and ended by its own hop */
+  intent(f, "a", "dsr.dlq.manual -> dsr.work", "replayed");
+  line(f, "replayed", "a", dlq, work, "fixed", NULL);
+  /* b: began, no end */
+  intent(f, "b", "dsr.dlq.manual -> compliance_review", "escalated");
+  /* c: out of another queue */
+  intent(f, "c", "compliance_review -> dsr.work", "decided_replay");
+  /* d: an id with an escape, ended */
+  intent(f, "d\\\"x", "dsr.dlq.manual -> dsr.work", "replayed");
+  line(f, "replayed", "d\\\"x", dlq, work, "fixed", NULL);
+  /* e: a later hop of it out of another queue does not end it */
+  intent(f, "e", "dsr.dlq.manual -> dsr.work", "replayed");
+  line(f, "decided_replay", "e", review, work, "", NULL);
+  /* f: skipped as complete later: ended */
+  intent(f, "f", "dsr.dlq.manual -> dsr.work", "replayed");
+  line(f, "skipped_complete", "f", dlq, "", "already in the completion ledger", NULL);
+  /* g: a hop before its intent (an earlier move) does not end the later one */
+  line(f, "replayed", "g", dlq, work, "fixed", NULL);
+  intent(f, "g", "dsr.dlq.manual -> dsr.work", "replayed");
+  /* h: a queue whose name begins like the DLQ's is another queue */
+  intent(f, "h", "dsr.dlq.manual.old -> dsr.work", "replayed");
+  assert_int_equal(fclose(f), 0);
+
+  ops_open_moves *m = NULL;
+  dlqb_error err;
+  assert_int_equal(ops_open_moves_read(path, dlq, &m, &err), DLQB_OK);
+  assert_non_null(m);
+  assert_int_equal(ops_open_moves_count(m), 3);
+  assert_null(ops_open_moves_find(m, "a"));
+  const ops_open_move *b = ops_open_moves_find(m, "b");
+  assert_non_null(b);
+  assert_string_equal(b->to, "compliance_review");
+  assert_string_equal(b->event, "escalated");
+  assert_string_equal(b->writer, "replay@h:1");
+  assert_string_equal(b->time, "2026-12-04T10:00:00.000Z");
+  assert_null(ops_open_moves_find(m, "c"));
+  assert_null(ops_open_moves_find(m, "d\"x"));
+  assert_non_null(ops_open_moves_find(m, "e"));
+  assert_null(ops_open_moves_find(m, "f"));
+  assert_non_null(ops_open_moves_find(m, "g"));
+  assert_null(ops_open_moves_find(m, "h"));
+  ops_open_moves_free(m);
+
+  /* Out of compliance_review: only c. */
+  assert_int_equal(ops_open_moves_read(path, review, &m, &err), DLQB_OK);
+  assert_int_equal(ops_open_moves_count(m), 1);
+  assert_non_null(ops_open_moves_find(m, "c"));
+  ops_open_moves_free(m);
+
+  /* None out of a queue nothing left. */
+  assert_int_equal(ops_open_moves_read(path, work, &m, &err), DLQB_OK);
+  assert_null(m);
+  assert_int_equal(ops_open_moves_count(m), 0);
+  assert_null(ops_open_moves_find(m, "b"));
+
+  /* No trail yet, or none configured: nothing began. */
+  char none[80];
+  snprintf(none, sizeof none, "%s/missing.log", dir);
+  assert_int_equal(ops_open_moves_read(none, dlq, &m, &err), DLQB_OK);
+  assert_null(m);
+  assert_int_equal(ops_open_moves_read("", dlq, &m, &err), DLQB_OK);
+  assert_null(m);
+  /* A queue name that could not be a record's member. */
+  assert_int_equal(ops_open_moves_read(path, "dsr\"x", &m, &err), DLQB_EINVAL);
+  assert_null(m);
+
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_intent_of_a_hop),
+      cmocka_unit_test(test_open_moves_in_a_trail),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
