@@ -292,7 +292,11 @@ typedef struct {
   char early[DLQB_ERROR_MAX + 256];
 } ops_move_outcome;
 
-/* The sentence for out->unsettled > 0 (both front ends say it). */
+/* The sentence for n items held, the first message_id with its move u
+ * (every front end says it). */
+char *ops_open_move_text(uint64_t n, const char *message_id, const ops_open_move *u, char *buf,
+                         size_t len);
+/* The same for out->unsettled > 0. */
 char *ops_unsettled_text(const ops_move_outcome *out, char *buf, size_t len);
 
 /* The one move core, under replay, escalate, resolve, the drain and the
@@ -345,6 +349,12 @@ typedef struct {
   dlqb_review_gate gate; /* whether custody let the actor act */
   bool settled;          /* its hop was confirmed, recorded and the original acked */
   dlqb_event done_event; /* that hop's event */
+  /* Act on it even when a move of it began and did not end (a person
+   * checked); else such an item is held: unsettled, and its move. */
+  bool after_interrupted;
+  bool unsettled;
+  ops_open_move open;
+  ops_open_moves *moves; /* the pass's own */
 } ops_review_act;
 
 /* One pass over the review queue acting on the item c->message_id as

@@ -15,6 +15,7 @@
 static const cli_flag claim_flags[] = {
     {"message-id", true, "ID", "the message_id of the item to claim (required)"},
     {"force", false, NULL, "take it over from its owner (recorded as forced)"},
+    OPS_SETTLE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -22,7 +23,9 @@ static const cli_flag claim_flags[] = {
 static const cli_spec claim_spec = {
     .name = "review claim",
     .summary = "take ownership of one compliance_review item",
-    .usage = "dlq-bridge review claim --message-id ID [--force] [--actor NAME] [--json]",
+    .usage =
+        "dlq-bridge review claim --message-id ID [--force] [--after-interrupted] [--actor NAME]\n"
+        "       [--json]",
     .details = "Makes --actor the owner of the first compliance_review item whose message_id is\n"
                "ID: a copy with the headers owner and claimed_at (now) is published to\n"
                "compliance_review (at its tail), confirmed and recorded as claimed, then the\n"
@@ -42,6 +45,7 @@ static const cli_flag decide_flags[] = {
     {"return", false, NULL, "send it back to dsr.dlq.manual"},
     {"note", true, "TEXT", "the decision's reason, for the audit trail (required with --resolve)"},
     {"force", false, NULL, "decide an item you do not own (recorded as forced)"},
+    OPS_SETTLE_FLAG,
     OPS_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
@@ -51,7 +55,7 @@ static const cli_spec decide_spec = {
     .summary = "the owner's decision on one compliance_review item",
     .usage =
         "dlq-bridge review decide --message-id ID (--replay | --resolve --note TEXT | --return)\n"
-        "       [--note TEXT] [--force] [--actor NAME] [--json]",
+        "       [--note TEXT] [--force] [--after-interrupted] [--actor NAME] [--json]",
     .details = "Only the item's owner (see 'review claim') decides, unless --force (recorded\n"
                "with cause force). Each decision is one hop, confirmed and recorded before the\n"
                "review copy is acked, so an interrupted decision loses nothing (at worst the\n"
@@ -177,6 +181,7 @@ static int act_run(act_ctx *c, const char *command) {
   int arc = ops_audit_start(&c->o, command, &audit);
   if (arc != EXIT_OK) return arc;
   c->a.x = ops_context(&c->o);
+  c->a.after_interrupted = c->o.after_interrupted;
   dlqb_scan_result r;
   dlqb_status st = ops_review_act_pass(&c->a, command, audit, cli_stop_flag(), &r, &err);
   ops_audit_close(audit);
@@ -185,6 +190,12 @@ static int act_run(act_ctx *c, const char *command) {
     return EXIT_USAGE;
   }
   if (st != DLQB_OK) return ops_fail(&err);
+  if (c->a.unsettled) {
+    char why[2 * DLQB_NAME_MAX + 512];
+    cli_error("%s: %s", command,
+              ops_open_move_text(1, c->a.message_id, &c->a.open, why, sizeof why));
+    return EXIT_RUNTIME;
+  }
   print_result(c);
   if (c->a.found && (c->a.settled || c->a.gate == DLQB_GATE_ALREADY_MINE)) return EXIT_OK;
   if (c->a.found && (c->a.gate == DLQB_GATE_OWNED || c->a.gate == DLQB_GATE_UNCLAIMED)) {

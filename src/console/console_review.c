@@ -211,6 +211,9 @@ void console_post_review_act(console_req *r) {
     status = 404;
     snprintf(msg, sizeof msg, "No item with this message_id is in %s now.",
              console_g.pipeline->review);
+  } else if (c->unsettled) {
+    status = 409;
+    ops_open_move_text(1, c->message_id, &c->open, msg, sizeof msg);
   } else if (c->gate == DLQB_GATE_ALREADY_MINE) {
     snprintf(msg, sizeof msg, "You have claimed it already.");
   } else if (c->gate == DLQB_GATE_OWNED) {

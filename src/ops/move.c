@@ -250,13 +250,17 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
   out->left = r->depth_at_start > taken ? r->depth_at_start - taken : 0;
 }
 
-char *ops_unsettled_text(const ops_move_outcome *out, char *buf, size_t len) {
-  const ops_open_move *u = &out->unsettled_move;
+char *ops_open_move_text(uint64_t n, const char *message_id, const ops_open_move *u, char *buf,
+                         size_t len) {
   snprintf(buf, len,
            "%llu selected item%s held: a move began and did not end (%s into %s at %s by %s; "
            "its copy may be there): check with audit show --message-id, then move %s with "
            "--after-interrupted",
-           (unsigned long long)out->unsettled, out->unsettled == 1 ? "" : "s", out->unsettled_id,
-           u->to, u->time, u->writer, out->unsettled == 1 ? "it" : "them");
+           (unsigned long long)n, n == 1 ? "" : "s", message_id, u->to, u->time, u->writer,
+           n == 1 ? "it" : "them");
   return buf;
+}
+
+char *ops_unsettled_text(const ops_move_outcome *out, char *buf, size_t len) {
+  return ops_open_move_text(out->unsettled, out->unsettled_id, &out->unsettled_move, buf, len);
 }

@@ -47,6 +47,15 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
     dlqb_scan_hold(s, d);
     return DLQB_OK;
   }
+  /* A claim or decision of it that began and did not end may have left a
+   * copy (in dsr.work, or a claimed one here): not a second one. */
+  const ops_open_move *open = ops_open_moves_find(c->moves, it->message_id);
+  if (open != NULL) {
+    c->unsettled = true;
+    c->open = *open;
+    dlqb_scan_hold(s, d);
+    return DLQB_OK;
+  }
   const char *cause = c->gate == DLQB_GATE_FORCED ? DLQB_CAUSE_FORCE : "";
   const char *reason = hop_reason(c, it);
   dlqb_hset sets[CUSTODY_MAX_SETS];
@@ -104,5 +113,12 @@ dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, dlqb_aud
                           .on_item = act_item,
                           .after_ack = act_acked,
                           .ctx = c};
-  return dlqb_scan_run(c->x.cfg, &so, r, err);
+  c->moves = NULL;
+  if (!c->after_interrupted && (st = ops_open_moves_read(c->x.cfg->audit.log, c->x.pipeline->review,
+                                                         &c->moves, err)) != DLQB_OK)
+    return st;
+  st = dlqb_scan_run(c->x.cfg, &so, r, err);
+  ops_open_moves_free(c->moves);
+  c->moves = NULL;
+  return st;
 }

@@ -314,10 +314,58 @@ static void test_interrupted_move_is_held_until_settled(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* The same for a review decision: its copy to dsr.work cut at the
+ * publish, the next decision is held (exit 1, the sentence), and the
+ * owner's --after-interrupted decides it once. */
+static void test_interrupted_decision_is_held_until_settled(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  pub_dlq(t, "r1");
+  th_result r;
+  static const char *const escalate[] = {"escalate", "--all", NULL};
+  run_at(t->vhost.url, &tr, escalate, &r);
+  assert_int_equal(r.exit_code, 0);
+  static const char *const claim[] = {"review", "claim", "--message-id", "msg-r1", "--actor",
+                                      "alice",  NULL};
+  run_at(t->vhost.url, &tr, claim, &r);
+  assert_int_equal(r.exit_code, 0);
+  th_proxy px = {0};
+  snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "dsr.work");
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url[TH_URL_MAX + 64];
+  assert_true(
+      th_fmt(url, sizeof url, "amqp://guest:guest@127.0.0.1:%d/%s", px.port, t->vhost.name));
+  static const char *const decide[] = {"review",   "decide",  "--message-id", "msg-r1",
+                                       "--replay", "--actor", "alice",        NULL};
+  run_at(url, &tr, decide, &r);
+  th_proxy_cut(&px);
+  assert_int_equal(r.exit_code, 1);
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 1, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  assert_int_equal(count_records(&tr.a, "\"for\":\"decided_replay\"", "msg-r1"), 1);
+
+  run_at(t->vhost.url, &tr, decide, &r);
+  assert_int_equal(r.exit_code, 1);
+  assert_non_null(strstr(r.err, "review decide: 1 selected item held: a move began and did not end "
+                                "(msg-r1 into dsr.work"));
+  assert_int_equal(th_queue_depth(t->conn, "dsr.work"), 0);
+  const char *settle[] = {"review",  "decide", "--message-id",        "msg-r1", "--replay",
+                          "--actor", "alice",  "--after-interrupted", NULL};
+  run_at(t->vhost.url, &tr, settle, &r);
+  assert_int_equal(r.exit_code, 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.work", 1, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 0);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"decided_replay\"", "msg-r1"), 1);
+  fx_audit_remove(&tr.a);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_interrupted_move_is_held_until_settled),
+      FX_TEST(test_interrupted_decision_is_held_until_settled),
       FX_TEST(test_replay_killed_at_every_step),
       FX_TEST(test_escalate_killed_at_every_step),
   };
