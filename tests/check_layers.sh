@@ -52,16 +52,17 @@ if [ -n "$sockets" ]; then
     status=1
 fi
 
-# 4. The floors, bottom up, and what each folder may include. daemon and
-#    ops are side by side on the amqp floor: neither uses the other.
+# 4. The floors, bottom up, and what each folder may include. ops is the
+#    operation level over amqp; the daemon (its escalator's moves) and the
+#    console stand on it, side by side: neither uses the other.
 allowed() {
     case $1 in
         core) echo "core" ;;
         os) echo "core os" ;;
         audit) echo "core os audit" ;;
         amqp) echo "core os audit amqp" ;;
-        daemon) echo "core os audit amqp daemon" ;;
         ops) echo "core os audit amqp ops" ;;
+        daemon) echo "core os audit amqp ops daemon" ;;
         console) echo "core os audit amqp ops console" ;;
         cli) echo "core os audit amqp daemon ops console cli" ;;
         *) echo "" ;;

@@ -17,6 +17,7 @@
 #include "dlqb/hashset.h"
 #include "dlqb/item.h"
 #include "dlqb/log.h"
+#include "dlqb/ops.h"
 #include "dlqb/memo.h"
 #include "dlqb/scan.h"
 #include "dlqb/thread.h"
@@ -58,7 +59,12 @@ struct dlqb_escalator {
    * them against those copies rather than escalating them again. Twice a
    * pass's window; NULL (out of memory): none. */
   dlqb_memo *sent;
-  dlqb_item view;      /* sla_view's copy (large for the thread's stack) */
+  dlqb_item view; /* sla_view's copy (large for the thread's stack) */
+  /* The pass's: escalations of an earlier run that began and did not end
+   * (dlqb/ops.h), whose items wait for a person; and the first one held,
+   * said once (held_said). */
+  ops_open_moves *open;
+  char held_said[128];
   bool connected_once; /* a pass reached the broker: failures since are warnings */
   /* Why the last pass was refused (ACCESS_REFUSED), "" when it was not:
    * written by the thread, read by /healthz (dlqb_escalator_health). */
@@ -122,6 +128,19 @@ static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
     if (v.stop_after) dlqb_scan_stop(s);
+    return DLQB_OK;
+  }
+  const ops_open_move *open = ops_open_moves_find(e->open, it->message_id);
+  if (open != NULL) {
+    /* An earlier run was killed amid this item's move: its copy may be in
+     * review already. A person settles it (escalate --after-interrupted). */
+    if (strcmp(e->held_said, it->message_id) != 0) {
+      char why[2 * DLQB_NAME_MAX + 512];
+      dlqb_log_warn("unsettled", "dlq sla: %s",
+                    ops_open_move_text(1, it->message_id, open, why, sizeof why));
+      snprintf(e->held_said, sizeof e->held_said, "%s", it->message_id);
+    }
+    dlqb_scan_hold(s, d);
     return DLQB_OK;
   }
   dlqb_hset sets[DLQB_ESCALATION_SETS];
@@ -213,7 +232,15 @@ static void pass(dlqb_escalator *e) {
                           .memory = e->sent};
   dlqb_scan_result r;
   dlqb_error err;
-  dlqb_status st = dlqb_scan_run(e->cfg, &so, &r, &err);
+  /* Read each pass: a person may have settled some since the last. */
+  dlqb_status st = ops_open_moves_read(e->cfg->audit.log, e->p.dlq, &e->open, &err);
+  if (st != DLQB_OK) {
+    dlqb_log_warn("escalator", "dlq sla pass skipped: %s", err.msg);
+    return;
+  }
+  st = dlqb_scan_run(e->cfg, &so, &r, &err);
+  ops_open_moves_free(e->open);
+  e->open = NULL;
   if (st != DLQB_ECONN || r.depth_at_start > 0 || r.examined > 0) e->connected_once = true;
   if (r.access_refused || st == DLQB_OK) note_refusal(e, r.access_refused, err.msg);
   if (r.access_refused) {

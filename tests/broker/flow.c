@@ -202,6 +202,19 @@ int fx_count_in_file(const char *path, const char *needle) {
   return n;
 }
 
+int fx_count_hops(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  char *line = NULL;
+  size_t cap = 0;
+  int n = 0;
+  while (getline(&line, &cap, f) >= 0)
+    if (strstr(line, needle) != NULL && strstr(line, "\"event\":\"move_started\"") == NULL) n++;
+  free(line);
+  fclose(f);
+  return n;
+}
+
 /* ---- the console -------------------------------------------------------- */
 
 int fx_console_start(fx_case *t, fx_console *c, const char *const *env, const char *tag) {

@@ -111,6 +111,10 @@ void fx_audit_remove(const fx_audit *a);
 /* How many times needle occurs in the file at path (0 when unreadable). */
 int fx_count_in_file(const char *path, const char *needle);
 
+/* Lines of the audit log at path holding needle, intents (move_started,
+ * each mover's record before its copy) left out: the hops. */
+int fx_count_hops(const char *path, const char *needle);
+
 /* A console (`dlq-bridge console`) on a free port of 127.0.0.1 for t's
  * vhost, signed in as guest (the harness's vhost lets guest in), its
  * session in a cookie jar of its own. */

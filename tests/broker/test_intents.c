@@ -361,11 +361,64 @@ static void test_interrupted_decision_is_held_until_settled(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+typedef struct {
+  const char *path, *needle;
+} in_log;
+
+static bool logged(void *arg) {
+  const in_log *l = arg;
+  return fx_count_in_file(l->path, l->needle) >= 1;
+}
+
+/* The SLA escalator holds an overdue item whose escalation began and did
+ * not end (an operator's, cut at its publish): it says why, escalates
+ * nothing, and the operator's --after-interrupted escalates it once. */
+static void test_escalator_holds_an_interrupted_escalation(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  pub_dlq(t, "s1"); /* dead-lettered an hour ago */
+  th_proxy px = {0};
+  snprintf(px.drop_publish_to, sizeof px.drop_publish_to, "compliance_review");
+  assert_int_equal(th_proxy_start(&px), 0);
+  char url[TH_URL_MAX + 64];
+  assert_true(
+      th_fmt(url, sizeof url, "amqp://guest:guest@127.0.0.1:%d/%s", px.port, t->vhost.name));
+  static const char *const escalate[] = {"escalate", "--all", NULL};
+  th_result r;
+  run_at(url, &tr, escalate, &r);
+  th_proxy_cut(&px);
+  assert_int_equal(r.exit_code, 1);
+  FX_CHECK(t, th_wait_depth(t->conn, "dsr.dlq.manual", 1, WAIT_MS));
+  assert_int_equal(count_records(&tr.a, "\"for\":\"escalated\"", "msg-s1"), 1);
+
+  const char *env[8];
+  size_t n = 0;
+  for (size_t i = 0; tr.env[i] != NULL; i++) env[n++] = tr.env[i];
+  env[n++] = "DLQ_BRIDGE_DLQ_SLA=30m";
+  env[n] = NULL;
+  assert_int_equal(fx_start_bridge(t, env), 0);
+  in_log l = {t->bridges[0].log_path, "unsettled: dlq sla: 1 selected item held"};
+  FX_CHECK(t, th_wait_until(logged, &l, WAIT_MS));
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 0);
+  assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
+  static const char *const settle[] = {"escalate", "--all", "--after-interrupted", NULL};
+  run_at(t->vhost.url, &tr, settle, &r);
+  assert_int_equal(r.exit_code, 0);
+  FX_CHECK(t, th_wait_depth(t->conn, "compliance_review", 1, WAIT_MS));
+  assert_int_equal(fx_stop_bridges(t), 0);
+  assert_int_equal(th_queue_depth(t->conn, "compliance_review"), 1);
+  assert_int_equal(count_records(&tr.a, "\"event\":\"escalated\"", "msg-s1"), 1);
+  fx_audit_remove(&tr.a);
+}
+
 int main(void) {
   if (th_env_get() == NULL) return 1;
   const struct CMUnitTest tests[] = {
       FX_TEST(test_interrupted_move_is_held_until_settled),
       FX_TEST(test_interrupted_decision_is_held_until_settled),
+      FX_TEST(test_escalator_holds_an_interrupted_escalation),
       FX_TEST(test_replay_killed_at_every_step),
       FX_TEST(test_escalate_killed_at_every_step),
   };

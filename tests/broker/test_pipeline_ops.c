@@ -335,8 +335,8 @@ static void test_replay_by_identity_and_ledger(void **state) {
   /* The trail: each hop names its pipeline and is keyed by the profile's
    * first identity field; audit show --id finds them, for that pipeline
    * only. */
-  assert_int_equal(fx_count_in_file(w.audit.log, "\"pipeline\":\"redaction\""), 3);
-  assert_int_equal(fx_count_in_file(w.audit.log, "\"pipeline\":\"legal2\""), 1);
+  assert_int_equal(fx_count_hops(w.audit.log, "\"pipeline\":\"redaction\""), 3);
+  assert_int_equal(fx_count_hops(w.audit.log, "\"pipeline\":\"legal2\""), 1);
   static const char *const show[] = {"audit", "show",   "--pipeline", "redaction",
                                      "--id",  "item-2", "--json",     NULL};
   run(t, &w, show, &r);
@@ -344,8 +344,8 @@ static void test_replay_by_identity_and_ledger(void **state) {
   j = parse(&r);
   json_object *hops, *h, *v;
   assert_true(json_object_object_get_ex(j, "hops", &hops));
-  assert_int_equal(json_object_array_length(hops), 1);
-  h = json_object_array_get_idx(hops, 0);
+  assert_int_equal(json_object_array_length(hops), 2); /* the replay's intent, its hop */
+  h = json_object_array_get_idx(hops, 1);
   assert_true(json_object_object_get_ex(h, "pipeline", &v));
   assert_string_equal(json_object_get_string(v), "redaction");
   assert_true(json_object_object_get_ex(h, "event", &v));
@@ -422,7 +422,8 @@ static void test_escalate_resolve_reconcile(void **state) {
   static const char *const story[] = {"audit", "show", "--pipeline", "recon", "--id", "d-3", NULL};
   run(t, &w, story, &r);
   assert_int_equal(r.exit_code, 0);
-  assert_non_null(strstr(r.out, "3 hops recorded for discrepancy_id d-3:"));
+  /* each move after its intent */
+  assert_non_null(strstr(r.out, "6 hops recorded for discrepancy_id d-3:"));
   assert_non_null(strstr(r.out, "recon.review -> recon.work"));
 
   static const char *const res[] = {
@@ -451,7 +452,7 @@ static void test_escalate_resolve_reconcile(void **state) {
   static const char *const show[] = {"audit", "show", "--pipeline", "recon", "--id", "d-1", NULL};
   run(t, &w, show, &r);
   assert_int_equal(r.exit_code, 0);
-  assert_non_null(strstr(r.out, "1 hop recorded for discrepancy_id d-1:"));
+  assert_non_null(strstr(r.out, "2 hops recorded for discrepancy_id d-1:")); /* intent, hop */
   assert_non_null(strstr(r.out, "recon.dlq.manual -> recon.review"));
 
   /* audit report on recon: its requests by its identity, in its states;
