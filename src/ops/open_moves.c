@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dlqb/hashset.h"
@@ -103,7 +104,11 @@ dlqb_status ops_open_moves_read(const char *audit_log, const char *from, ops_ope
       st = dlqb_fail(err, DLQB_EIO, "cannot read the audit trail %s", files[i]);
       break;
     }
-    read_file(m, f, from, from_member);
+    /* Only a regular file ends: a device or a pipe in its place (a log
+     * pointed at /dev/full reads zeros for ever) tells nothing, and its
+     * writer reports it. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) read_file(m, f, from, from_member);
     fclose(f);
   }
   dlqb_audit_files_free(files, n);
