@@ -37,6 +37,9 @@ typedef enum {
   DLQB_EV_MOVE_STARTED,     /* a mover's intent, durable before its copy is published: moves
                              * nothing itself (no from, no to; its reason says "FROM -> TO",
                              * intent_for the hop that ends it) */
+  DLQB_EV_MOVE_ABANDONED,   /* a move_started whose copy was never published (its run ended
+                             * first: a full disk, a lost connection): ends the intent, moves
+                             * nothing, the same members as the intent */
   DLQB_EV__COUNT
 } dlqb_event;
 

@@ -72,6 +72,8 @@ typedef struct waiting_copy {
   struct waiting_copy *next;
   uint64_t ticket;              /* the intent's */
   bool counted;                 /* in stats.forwarded once sent (a forward, not a republish) */
+  bool has_intent;              /* intent holds the record its ticket covers */
+  dlqb_hop intent;              /* abandoned (DLQB_EV_MOVE_ABANDONED) if never sent */
   char *exchange, *routing_key; /* in pool */
   amqp_basic_properties_t props;
   amqp_pool_t pool;
@@ -295,6 +297,26 @@ static void waiting_free(waiting_copy *w) {
   free(w);
 }
 
+/* Records each waiting copy's move as abandoned (its copy certainly never
+ * left) and frees them all. After its intent in the same writer, so the
+ * trail never has the end before the beginning; a lack of memory leaves
+ * the intent open, which holds the item until a person settles it: safe. */
+static void abandon_waiting(dlqb_pipe *p) {
+  while (p->waiting_head != NULL) {
+    waiting_copy *w = p->waiting_head;
+    p->waiting_head = w->next;
+    if (w->has_intent) {
+      w->intent.event = DLQB_EV_MOVE_ABANDONED;
+      const dlqb_hop *hops[] = {&w->intent};
+      uint64_t ticket;
+      dlqb_error err;
+      (void)dlqb_audit_submit(p->opt.audit, hops, 1, &ticket, &err);
+    }
+    waiting_free(w);
+  }
+  p->waiting_tail = NULL;
+}
+
 static void kept_free(kept_delivery *k) {
   empty_amqp_pool(&k->pool);
   free(k->body);
@@ -310,12 +332,9 @@ void dlqb_pipe_free(dlqb_pipe *p) {
     p->kept_head = k->next;
     kept_free(k);
   }
-  /* Copies never published: their originals were never acked. */
-  while (p->waiting_head != NULL) {
-    waiting_copy *w = p->waiting_head;
-    p->waiting_head = w->next;
-    waiting_free(w);
-  }
+  /* Copies never published: their originals were never acked, and their
+   * intents end as abandoned, so that no mover holds them as interrupted. */
+  abandon_waiting(p);
   dlqb_ackring_release(&p->ring);
   EVP_MD_CTX_free(p->md);
   free(p->ack_hops);
@@ -1196,15 +1215,15 @@ static dlqb_status send_copy(dlqb_pipe *p, const char *exchange, const char *rou
   w->routing_key = w->exchange + el;
   memcpy(w->routing_key, routing_key, rl);
   if (hop != NULL) {
-    dlqb_hop intent;
-    dlqb_hop_intent(&intent, hop);
-    snprintf(intent.broker_user, sizeof intent.broker_user, "%s", dlqb_link_user(p->link));
-    const dlqb_hop *hops[] = {&intent};
+    dlqb_hop_intent(&w->intent, hop);
+    snprintf(w->intent.broker_user, sizeof w->intent.broker_user, "%s", dlqb_link_user(p->link));
+    const dlqb_hop *hops[] = {&w->intent};
     dlqb_status st = dlqb_audit_submit(p->opt.audit, hops, 1, &w->ticket, err);
     if (st != DLQB_OK) {
       waiting_free(w);
       return st;
     }
+    w->has_intent = true;
   } /* else nothing to record: it waits only for the copies before it */
   if (p->waiting_tail != NULL) p->waiting_tail->next = w;
   else p->waiting_head = w;

@@ -246,7 +246,7 @@ static void put_hop(dlqb_audit *a, const dlqb_hop *h) {
     dlqb__audit_put_str(a, "received_from", h->received_from);
   }
   if (h->edit != NULL) put_edit(a, h->edit);
-  if (h->event == DLQB_EV_MOVE_STARTED)
+  if (h->event == DLQB_EV_MOVE_STARTED || h->event == DLQB_EV_MOVE_ABANDONED)
     dlqb__audit_put_str(a, "for", dlqb_event_name(h->intent_for));
 }
 

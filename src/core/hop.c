@@ -20,6 +20,7 @@ static const char *const event_names[DLQB_EV__COUNT] = {
     [DLQB_EV_DECIDED_RETURN] = "decided_return",
     [DLQB_EV_MIGRATED] = "migrated",
     [DLQB_EV_MOVE_STARTED] = "move_started",
+    [DLQB_EV_MOVE_ABANDONED] = "move_abandoned",
     [DLQB_EV_EDITED] = "edited",
     [DLQB_EV_EDIT_STARTED] = "edit_started",
     [DLQB_EV_EDIT_ABANDONED] = "edit_abandoned",

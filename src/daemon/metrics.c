@@ -137,6 +137,7 @@ void dlqb_metrics_count_hop(dlqb_metrics *m, const dlqb_hop *hop, double confirm
   case DLQB_EV_EDIT_REJECTED:
   case DLQB_EV_MIGRATED:
   case DLQB_EV_MOVE_STARTED:
+  case DLQB_EV_MOVE_ABANDONED:
   case DLQB_EV__COUNT: break;
   }
   if (confirm_seconds < 0) return;

@@ -48,7 +48,8 @@ static int by_time(const void *pa, const void *pb) {
 }
 
 /* Whether hops[i], an intent, ended: a later hop of its message took the
- * message out of the queue its reason names ("FROM -> TO"). */
+ * message out of the queue its reason names ("FROM -> TO"), or abandoned
+ * a move out of it (move_abandoned: the copy never left). */
 static bool move_ended(json_object **hops, size_t n, size_t i) {
   const char *reason = dlqb_audit_record_str(hops[i], "reason");
   const char *arrow = strstr(reason, " -> ");
@@ -56,8 +57,16 @@ static bool move_ended(json_object **hops, size_t n, size_t i) {
   size_t fl = (size_t)(arrow - reason);
   const char *id = dlqb_audit_record_str(hops[i], "message_id");
   for (size_t k = i + 1; k < n; k++) {
+    /* The queue it took the message out of: an abandoned move's is in its
+     * reason, as the intent's. */
     const char *from = dlqb_audit_record_str(hops[k], "from");
-    if (strlen(from) == fl && strncmp(from, reason, fl) == 0 &&
+    size_t len = strlen(from);
+    if (strcmp(dlqb_audit_record_str(hops[k], "event"), "move_abandoned") == 0) {
+      from = dlqb_audit_record_str(hops[k], "reason");
+      const char *a = strstr(from, " -> ");
+      len = a != NULL ? (size_t)(a - from) : 0;
+    }
+    if (len == fl && strncmp(from, reason, fl) == 0 &&
         strcmp(dlqb_audit_record_str(hops[k], "message_id"), id) == 0)
       return true;
   }
@@ -111,7 +120,12 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
    * message: no arrow pointing nowhere. */
   if (from[0] != '\0' && to[0] != '\0')
     PUT("%s -> %s", clean(from, b1, sizeof b1), clean(to, b4, sizeof b4));
-  else if (strcmp(dlqb_audit_record_str(h, "event"), "move_started") == 0) {
+  else if (strcmp(dlqb_audit_record_str(h, "event"), "move_abandoned") == 0) {
+    /* Its run ended before the copy was sent: the original counts. */
+    PUT("%s, for %s  ended, no copy sent", clean(reason, b1, sizeof b1),
+        clean(shown(h, "for"), b2, sizeof b2));
+    reason = "";
+  } else if (strcmp(dlqb_audit_record_str(h, "event"), "move_started") == 0) {
     /* A mover's intent: its queues are in its reason ("FROM -> TO"). */
     json_object *ended;
     bool open =

@@ -1,7 +1,8 @@
 /* Moves that began and did not end: the intents (move_started) the trail
  * holds out of one queue with no later record taking the same message out
- * of it. A mover killed after its intent was durable may or may not have
- * had its copy taken, so its original, back in the queue, is not moved
+ * of it or abandoning the move (move_abandoned: its copy never left). A
+ * mover killed after its intent was durable may or may not have had its
+ * copy taken, so its original, back in the queue, is not moved
  * again until someone settles it (dlqb/ops.h). Read as the log is written,
  * not verified: it can only hold items back, never let one through. */
 #include <json-c/json.h>
@@ -60,6 +61,18 @@ static void add_intent(ops_open_moves *m, const char *line, size_t len, const ch
     o->writer[0] = '\0';
 }
 
+/* A move abandoned out of `from` (its copy never sent): its intent ends. */
+static void end_abandoned(ops_open_moves *m, const char *line, size_t len, const char *from) {
+  char reason[DLQB_NAME_MAX * 2 + 8], id[sizeof((dlqb_hop *)0)->message_id];
+  if (dlqb_hashset_size(m->set) == 0 ||
+      !member_of(line, len, "\"reason\":\"", "reason", reason, sizeof reason) ||
+      !member_of(line, len, "\"message_id\":\"", "message_id", id, sizeof id))
+    return;
+  size_t fl = strlen(from);
+  if (strncmp(reason, from, fl) == 0 && strncmp(reason + fl, " -> ", 4) == 0)
+    (void)dlqb_hashset_remove(m->set, id, strlen(id));
+}
+
 /* from_member is from as a record's member: "from":"FROM". */
 static void read_file(ops_open_moves *m, FILE *f, const char *from, const char *from_member) {
   char *line = NULL;
@@ -69,6 +82,10 @@ static void read_file(ops_open_moves *m, FILE *f, const char *from, const char *
     if (line[len - 1] == '\n') line[--len] = '\0';
     if (strstr(line, "\"event\":\"move_started\"") != NULL) {
       add_intent(m, line, (size_t)len, from);
+      continue;
+    }
+    if (strstr(line, "\"event\":\"move_abandoned\"") != NULL) {
+      end_abandoned(m, line, (size_t)len, from);
       continue;
     }
     /* Any later record taking the message out of the queue ends it: its

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "dlqb/hop.h"
 #include "dlqb/ops.h"
 
@@ -98,13 +100,22 @@ static void test_open_moves_in_a_trail(void **state) {
   intent(f, "g", "dsr.dlq.manual -> dsr.work", "replayed");
   /* h: a queue whose name begins like the DLQ's is another queue */
   intent(f, "h", "dsr.dlq.manual.old -> dsr.work", "replayed");
+  /* i: abandoned (its copy never sent): ended */
+  intent(f, "i", "dsr.dlq.manual -> compliance_review", "escalated");
+  line(f, "move_abandoned", "i", "", "", "dsr.dlq.manual -> compliance_review", "escalated");
+  /* j: an abandoned move out of a queue named like the DLQ does not end it */
+  intent(f, "j", "dsr.dlq.manual -> dsr.work", "replayed");
+  line(f, "move_abandoned", "j", "", "", "dsr.dlq.manual.old -> dsr.work", "replayed");
+  /* k: an abandonment before the intent (an earlier run's) does not end it */
+  line(f, "move_abandoned", "k", "", "", "dsr.dlq.manual -> dsr.work", "replayed");
+  intent(f, "k", "dsr.dlq.manual -> dsr.work", "replayed");
   assert_int_equal(fclose(f), 0);
 
   ops_open_moves *m = NULL;
   dlqb_error err;
   assert_int_equal(ops_open_moves_read(path, dlq, &m, &err), DLQB_OK);
   assert_non_null(m);
-  assert_int_equal(ops_open_moves_count(m), 3);
+  assert_int_equal(ops_open_moves_count(m), 5);
   assert_null(ops_open_moves_find(m, "a"));
   const ops_open_move *b = ops_open_moves_find(m, "b");
   assert_non_null(b);
@@ -118,6 +129,9 @@ static void test_open_moves_in_a_trail(void **state) {
   assert_null(ops_open_moves_find(m, "f"));
   assert_non_null(ops_open_moves_find(m, "g"));
   assert_null(ops_open_moves_find(m, "h"));
+  assert_null(ops_open_moves_find(m, "i"));
+  assert_non_null(ops_open_moves_find(m, "j"));
+  assert_non_null(ops_open_moves_find(m, "k"));
   ops_open_moves_free(m);
 
   /* Out of compliance_review: only c. */
@@ -155,10 +169,54 @@ static void test_open_moves_in_a_trail(void **state) {
   assert_int_equal(rmdir(dir), 0);
 }
 
+static json_object *rec(const char *time, const char *event, const char *from, const char *reason) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "time", json_object_new_string(time));
+  json_object_object_add(o, "event", json_object_new_string(event));
+  json_object_object_add(o, "message_id", json_object_new_string("m"));
+  json_object_object_add(o, "from", json_object_new_string(from));
+  json_object_object_add(o, "reason", json_object_new_string(reason));
+  return o;
+}
+
+static bool ended(json_object *o) {
+  json_object *v;
+  assert_true(json_object_object_get_ex(o, OPS_HOP_MOVE_ENDED, &v));
+  return json_object_get_boolean(v);
+}
+
+/* What audit show marks DID NOT END: an intent with no later hop out of
+ * its queue and no later abandonment of a move out of it. */
+static void test_audit_show_marks_ended_moves(void **state) {
+  (void)state;
+  const char *route = "dsr.dlq.manual -> dsr.work";
+  json_object *h[6] = {
+      rec("2026-12-04T10:00:01Z", "move_started", "", route),
+      rec("2026-12-04T10:00:02Z", "move_abandoned", "", route),
+      rec("2026-12-04T10:00:03Z", "move_started", "", route),
+      rec("2026-12-04T10:00:04Z", "move_abandoned", "", "dsr.dlq.manual.old -> dsr.work"),
+      rec("2026-12-04T10:00:05Z", "decided_replay", "compliance_review", ""),
+      rec("2026-12-04T10:00:00Z", "move_started", "", route),
+  };
+  ops_hops_sort(h, 6);
+  /* sorted by time: the last one given is first, ended by the first abandonment */
+  assert_string_equal(json_object_get_string(json_object_object_get(h[0], "time")),
+                      "2026-12-04T10:00:00Z");
+  assert_true(ended(h[0]));
+  assert_true(ended(h[1]));
+  assert_false(ended(h[3])); /* only another queue's abandonment and hop after it */
+  char text[1024];
+  assert_non_null(strstr(ops_hop_text(h[2], text, sizeof text), "ended, no copy sent"));
+  assert_non_null(strstr(ops_hop_text(h[3], text, sizeof text), "DID NOT END"));
+  assert_null(strstr(ops_hop_text(h[1], text, sizeof text), "DID NOT END"));
+  for (int i = 0; i < 6; i++) json_object_put(h[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_intent_of_a_hop),
       cmocka_unit_test(test_open_moves_in_a_trail),
+      cmocka_unit_test(test_audit_show_marks_ended_moves),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
