@@ -194,30 +194,35 @@ void dlqb_ackring_mark_submitted(dlqb_ackring *r, uint64_t ticket) {
   r->submitted = r->ready;
 }
 
+/* Whether one ack with multiple=1 may cover the plan's run, and with which
+ * channel and tag. A held (or dropped) delivery is still unacked at the
+ * broker: `multiple` would ack it (and lose it) if it came before. And a
+ * multiple ack covers one channel: a run delivered on two gets one ack per
+ * entry. */
+static void choose_multiple(const dlqb_ackring *r, dlqb_ack_plan *plan) {
+  const dlqb_ack_entry *first = dlqb_ackring_at(r, 0), *last = dlqb_ackring_at(r, plan->run - 1);
+  plan->multiple = first->channel == last->channel &&
+                   (r->first_held_tag == 0 ||
+                    before(last->channel, last->tag, r->first_held_channel, r->first_held_tag));
+  plan->multiple_channel = plan->multiple ? last->channel : 0;
+  plan->multiple_tag = plan->multiple ? last->tag : 0;
+}
+
 bool dlqb_ackring_plan(const dlqb_ackring *r, uint64_t durable, dlqb_ack_plan *plan) {
   *plan = (dlqb_ack_plan){0};
   while (plan->run < r->submitted && dlqb_ackring_at(r, plan->run)->ticket <= durable) plan->run++;
   if (plan->run == 0) return false;
-  /* A held (or dropped) delivery is still unacked at the broker: `multiple`
-   * would ack it (and lose it) if it came before. And a multiple ack covers
-   * one channel: a run delivered on two gets one ack per entry. */
-  const dlqb_ack_entry *first = dlqb_ackring_at(r, 0), *last = dlqb_ackring_at(r, plan->run - 1);
-  if (first->channel == last->channel &&
-      (r->first_held_tag == 0 ||
-       before(last->channel, last->tag, r->first_held_channel, r->first_held_tag))) {
-    plan->multiple = true;
-    plan->multiple_channel = last->channel;
-    plan->multiple_tag = last->tag;
-  }
+  choose_multiple(r, plan);
   return true;
 }
 
+/* The same rule as a whole plan's: a clipped run that came from a plan of
+ * one ack per entry (two channels, or a held delivery inside it) may now
+ * end on one channel before the held one, and then it takes that channel. */
 void dlqb_ackring_plan_clip(const dlqb_ackring *r, dlqb_ack_plan *plan, size_t run) {
   if (run == 0 || run >= plan->run) return;
   plan->run = run;
-  uint64_t last = dlqb_ackring_at(r, run - 1)->tag;
-  plan->multiple = r->first_held_tag == 0 || r->first_held_tag > last;
-  plan->multiple_tag = plan->multiple ? last : 0;
+  choose_multiple(r, plan);
 }
 
 void dlqb_ackring_commit(dlqb_ackring *r, const dlqb_ack_plan *plan) {

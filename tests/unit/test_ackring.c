@@ -330,6 +330,47 @@ static void test_channels_ack_where_delivered(void **state) {
   dlqb_ackring_release(&r);
 }
 
+/* A plan clipped to what the catalog has confirmed follows the same rule
+ * as a whole one: it names the channel of its last entry, never channel 0
+ * (a basic.ack on channel 0 closes the connection: "unexpected method in
+ * connection state running", seen in escalate on RabbitMQ 4.0.5), and
+ * never passes a held tag. */
+static void test_a_clipped_plan_keeps_the_rule(void **state) {
+  (void)state;
+  dlqb_ackring r = ring_of(8);
+  dlqb_ack_plan plan;
+  /* Two channels: one ack each; clipped to channel 1's entries: one
+   * multiple ack on channel 1. */
+  push_on(&r, 1, 1, DLQB_ACK_SETTLED);
+  push_on(&r, 1, 2, DLQB_ACK_SETTLED);
+  push_on(&r, 3, 1, DLQB_ACK_SETTLED);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_true(dlqb_ackring_plan(&r, NO_AUDIT, &plan));
+  assert_false(plan.multiple);
+  dlqb_ackring_plan_clip(&r, &plan, 2);
+  assert_int_equal(plan.run, 2);
+  assert_true(plan.multiple);
+  assert_int_equal(plan.multiple_channel, 1);
+  assert_int_equal(plan.multiple_tag, 2);
+  dlqb_ackring_commit(&r, &plan);
+  dlqb_ackring_release(&r);
+
+  /* A held tag on channel 1 after the run on channel 3: the run on 3
+   * comes after it, so no multiple, clipped or not. */
+  r = ring_of(8);
+  push_on(&r, 1, 1, DLQB_ACK_HELD);
+  push_on(&r, 3, 1, DLQB_ACK_SETTLED);
+  push_on(&r, 3, 2, DLQB_ACK_SETTLED);
+  push_on(&r, 3, 3, DLQB_ACK_SETTLED);
+  dlqb_ackring_mark_submitted(&r, 0);
+  assert_true(dlqb_ackring_plan(&r, NO_AUDIT, &plan));
+  assert_false(plan.multiple);
+  dlqb_ackring_plan_clip(&r, &plan, 2);
+  assert_int_equal(plan.run, 2);
+  assert_false(plan.multiple);
+  dlqb_ackring_release(&r);
+}
+
 static void test_waits_for_the_audit_ticket(void **state) {
   (void)state;
   dlqb_ackring r = ring_of(8);
@@ -499,6 +540,7 @@ int main(void) {
       cmocka_unit_test(test_a_dropped_return_stays_unacked),
       cmocka_unit_test(test_waits_for_the_audit_ticket),
       cmocka_unit_test(test_channels_ack_where_delivered),
+      cmocka_unit_test(test_a_clipped_plan_keeps_the_rule),
       cmocka_unit_test(test_random_interleavings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
