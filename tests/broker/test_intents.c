@@ -157,13 +157,14 @@ static const mover escalate_mover = {"escalate", "compliance_review", "\"event\"
 /* The ladder: step STEPS-1 runs first with all the time it needs and
  * times a whole move of ITEMS items (process start, connect, pass, close);
  * steps 0 .. STEPS-2 are then killed at deadlines spread evenly from 1 ms
- * to 1.2 times that, so that the kills fall all through a move on any
- * build (a release build's move lasts about 250 ms here, the sanitizer
- * build's several times that: fixed deadlines killed every step of it
- * before its first copy). */
+ * to twice that, so that the kills fall all through a run on any build
+ * and the last steps finish (runs vary: a review decide timed at 41 ms
+ * was killed at every deadline up to 50 ms after it; the sanitizer
+ * build's runs last several times a release build's, and fixed deadlines
+ * killed every step of it before its first copy). */
 static int deadline(int step, int whole_ms) {
   if (step == STEPS - 1) return CMD_TIMEOUT_MS;
-  int span = whole_ms + whole_ms / 5;
+  int span = 2 * whole_ms;
   return 1 + (int)((long)step * span / (STEPS - 2));
 }
 
@@ -175,6 +176,11 @@ typedef struct {
 static bool dlq_back(void *arg) {
   depth_at_least *d = arg;
   return th_queue_depth(d->t->conn, "dsr.dlq.manual") >= d->want;
+}
+
+static bool review_back(void *arg) {
+  depth_at_least *d = arg;
+  return th_queue_depth(d->t->conn, "compliance_review") >= d->want;
 }
 
 /* A ladder of runs: prepare(step) puts the step's items in place and
@@ -367,6 +373,91 @@ static void test_resolve_killed_at_every_step(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* review decide's step s: one item, "k<s>-0", escalated and claimed by
+ * alice, then decided to dsr.work. */
+static void prepare_decide(fx_case *t, const void *ctx, int step, const char **args, char *mid,
+                           size_t len) {
+  const trail *tr = ctx;
+  char id[32];
+  snprintf(id, sizeof id, "k%d-0", step);
+  pub_dlq(t, id);
+  snprintf(mid, len, "msg-%s", id);
+  const char *escalate[] = {"escalate", "--request-id", id, NULL};
+  th_result r;
+  run_at(t->vhost.url, tr, escalate, &r);
+  assert_int_equal(r.exit_code, 0);
+  const char *claim[] = {"review", "claim", "--message-id", mid, "--actor", "alice", NULL};
+  run_at(t->vhost.url, tr, claim, &r);
+  assert_int_equal(r.exit_code, 0);
+  const char *a[] = {"review", "decide", "--message-id", mid, "--replay", "--actor", "alice", NULL};
+  memcpy(args, a, sizeof a);
+}
+
+/* review decide SIGKILLed at every moment: every copy in dsr.work has its
+ * intent or its hop, none is made twice, an item is never in neither
+ * queue, and a decision that began and did not end holds the item from
+ * the next one. */
+static void test_decide_killed_at_every_step(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  ladder lad = {.t = t, .tr = &tr, .prepare = prepare_decide, .ctx = &tr};
+  run_ladder(&lad);
+  log_text l;
+  log_read(&tr.a, &l);
+  int intents[STEPS], decided[STEPS], open_step = -1;
+  long back = 0;
+  for (int step = 0; step < STEPS; step++) {
+    char mid[48];
+    snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-0\"", step);
+    intents[step] = count_lines(&l, "\"for\":\"decided_replay\"", mid);
+    decided[step] = count_lines(&l, "\"event\":\"decided_replay\"", mid);
+    back += decided[step] == 0;
+    if (intents[step] > 0 && decided[step] == 0 && open_step < 0) open_step = step;
+  }
+  free(l.text);
+  /* The killed deciders' unacked originals return to compliance_review. */
+  depth_at_least d = {t, back};
+  FX_CHECK(t, th_wait_until(review_back, &d, WAIT_MS));
+  if (open_step >= 0) {
+    char mid[48];
+    snprintf(mid, sizeof mid, "msg-k%d-0", open_step);
+    const char *again[] = {"review",   "decide",  "--message-id", mid,
+                           "--replay", "--actor", "alice",        NULL};
+    th_result r;
+    run_at(t->vhost.url, &tr, again, &r);
+    assert_int_equal(r.exit_code, 1);
+    assert_non_null(strstr(r.err, "held: a move began and did not end"));
+  }
+  static int in_work[STEPS][ITEMS], in_review[STEPS][ITEMS];
+  memset(in_work, 0, sizeof in_work);
+  memset(in_review, 0, sizeof in_review);
+  drain_count(t, "dsr.work", in_work);
+  drain_count(t, "compliance_review", in_review);
+  int killed = 0, open = 0, open_copies = 0;
+  for (int step = 0; step < STEPS; step++) {
+    int work = in_work[step][0], review = in_review[step][0];
+    assert_true(work <= 1 && review <= 1 && decided[step] <= 1);
+    if (work == 1 && intents[step] == 0)
+      fail_msg("step %d: a copy in dsr.work with nothing in the trail", step);
+    if (work + review == 0) fail_msg("step %d: in neither queue", step);
+    if (decided[step] == 1) assert_int_equal(work, 1);
+    if (lad.exit_code[step] == 0) {
+      assert_int_equal(decided[step], 1);
+      assert_int_equal(review, 0);
+    }
+    killed += lad.exit_code[step] == -1;
+    open += intents[step] > 0 && decided[step] == 0;
+    open_copies += intents[step] > 0 && decided[step] == 0 && work == 1;
+  }
+  printf("review decide sigkill ladder over a whole run of %d ms: %d killed, %d decisions began "
+         "and did not end (%d of them with their copy there)\n",
+         lad.whole_ms, killed, open, open_copies);
+  assert_true(killed > 0 && killed < STEPS);
+  fx_audit_remove(&tr.a);
+}
+
 /* A move whose copy never arrived (its connection cut at the publish,
  * after the intent): the next run holds the item, a dry run too, audit
  * show says the move did not end and the original counts, and a person's
@@ -538,6 +629,7 @@ int main(void) {
       FX_TEST(test_replay_killed_at_every_step),
       FX_TEST(test_escalate_killed_at_every_step),
       FX_TEST(test_resolve_killed_at_every_step),
+      FX_TEST(test_decide_killed_at_every_step),
   };
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
