@@ -292,6 +292,61 @@ static void test_hostile_values_are_text(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* ---- four eyes -------------------------------------------------------- */
+
+#define BOB_PASSWORD "bob-edit-test"
+
+typedef struct {
+  char name[TH_NAME_MAX + 8];
+  char url[TH_URL_MAX];
+} broker_user;
+
+/* A second broker user on the case's vhost: every right, or (reader) read
+ * only. */
+static void make_user(const fx_case *t, broker_user *u, const char *who, bool reader) {
+  const th_env *e = th_env_get();
+  char path[TH_PATH_MAX];
+  assert_true(th_fmt(u->name, sizeof u->name, "%s-%s", t->vhost.name, who));
+  assert_true(th_fmt(path, sizeof path, "/api/users/%s", u->name));
+  int status = th_mgmt("PUT", path, "{\"password\":\"" BOB_PASSWORD "\",\"tags\":\"\"}", NULL);
+  assert_true(status == 201 || status == 204);
+  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, u->name));
+  status = th_mgmt("PUT", path,
+                   reader ? "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}"
+                          : "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}",
+                   NULL);
+  assert_true(status == 201 || status == 204);
+  /* In the environment (DLQ_BRIDGE_URL), never on a command line. */
+  assert_true(th_fmt(u->url, sizeof u->url, "amqp://%s:" BOB_PASSWORD "@127.0.0.1:%d/%s", u->name,
+                     e->amqp_port, t->vhost.name));
+}
+
+static void drop_user(const broker_user *u) {
+  char path[TH_PATH_MAX];
+  if (th_fmt(path, sizeof path, "/api/users/%s", u->name)) th_mgmt("DELETE", path, NULL, NULL);
+}
+
+static void run_as(const char *url, const trail *tr, const char *const *args, th_result *r) {
+  assert_int_equal(th_run_bridge(args, url, tr->env, CMD_TIMEOUT_MS, r), 0);
+  printf("%s %s: exit %d\n%s%s", args[0], args[1] ? args[1] : "", r->exit_code, r->out, r->err);
+}
+
+/* guest proposes an edit of msg_id; returns the proposal's id in id. */
+static void propose(fx_case *t, const trail *tr, const char *msg_id, char *id, size_t cap) {
+  const char *args[] = {
+      "edit",   "--message-id",         msg_id,   "--set", "legal_basis=gdpr_art_17",
+      "--note", "producer typo, INC-9", "--json", NULL};
+  th_result r;
+  run_as(t->vhost.url, tr, args, &r);
+  assert_int_equal(r.exit_code, 0);
+  json_object *doc = json_tokener_parse(r.out);
+  assert_non_null(doc);
+  assert_string_equal(th_json_str(doc, "outcome"), "proposed");
+  snprintf(id, cap, "%s", th_json_str(doc, "edit_id"));
+  json_object_put(doc);
+  assert_int_equal(strncmp(id, "e-", 2), 0);
+}
+
 /* SIGKILL at every moment of an edit, by a ladder of deadlines (as the
  * review decisions are tested): the task is never lost, no copy is ever
  * sent that the trail does not know of, and the trail says which copy
@@ -313,9 +368,14 @@ static bool dlq_back(void *arg) {
   return th_queue_depth(d->t->conn, "dsr.dlq.manual") >= d->want;
 }
 
-/* 1 ms to 187 ms, then all the time it needs: under load a third of the
- * ladder is over before the command has connected. */
-static int deadline(int step) { return step == STEPS - 1 ? CMD_TIMEOUT_MS : 1 + step * 6; }
+/* Step STEPS-1 runs first with all the time it needs and times a whole
+ * edit; the others are killed at deadlines spread from 1 ms to twice
+ * that, so that the kills fall all through an edit on any build (a
+ * sanitizer build's runs last several times a release build's). */
+static int deadline(int step, int whole_ms) {
+  if (step == STEPS - 1) return CMD_TIMEOUT_MS;
+  return 1 + (int)((long)step * 2 * whole_ms / (STEPS - 2));
+}
 
 static void drain_count(fx_case *t, const char *queue, th_msg *m, int *per_step, bool *edited) {
   int got;
@@ -331,34 +391,54 @@ static void drain_count(fx_case *t, const char *queue, th_msg *m, int *per_step,
   assert_int_equal(got, 0);
 }
 
-/* A retry of the edit of step's item: its exit status, its error in r. */
-static int retry_edit(fx_case *t, const trail *tr, int step, th_result *r) {
+/* The ladder's edits: direct (edit_approval 0), or proposed by guest and
+ * approved by the approver, each step's proposal in proposal[step]. */
+typedef struct {
+  const broker_user *approver; /* NULL: direct edits */
+  char proposal[STEPS][64];
+} edit_way;
+
+/* A retry of the edit of step's item (an approval again, when they are
+ * approved): its exit status, its error in r. */
+static int retry_edit(fx_case *t, const trail *tr, const edit_way *w, int step, th_result *r) {
   char mid[48];
   snprintf(mid, sizeof mid, "msg-k%d", step);
-  const char *retry[] = {"edit",   "--message-id", mid, "--set", "legal_basis=gdpr_art_17",
-                         "--note", "retry",        NULL};
-  assert_int_equal(th_run_bridge(retry, t->vhost.url, tr->env, CMD_TIMEOUT_MS, r), 0);
+  const char *direct[] = {"edit",   "--message-id", mid, "--set", "legal_basis=gdpr_art_17",
+                          "--note", "retry",        NULL};
+  const char *approve[] = {"edit", "approve", w->proposal[step], NULL};
+  const char *const *retry = w->approver != NULL ? approve : direct;
+  const char *url = w->approver != NULL ? w->approver->url : t->vhost.url;
+  assert_int_equal(th_run_bridge(retry, url, tr->env, CMD_TIMEOUT_MS, r), 0);
   printf("retry of msg-k%d: exit %d: %s", step, r->exit_code, r->err);
   fflush(stdout);
   return r->exit_code;
 }
 
-static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
-  fx_case *t = *state;
+static void edit_ladder(fx_case *t, edit_way *w) {
   trail tr;
-  trail_init(&tr);
+  trail_init_as(&tr, w->approver != NULL);
   declare(t, &tr);
   int exit_code[STEPS], recorded[STEPS], started[STEPS], in_work[STEPS] = {0}, in_dlq[STEPS] = {0};
+  int deadline_ms[STEPS], whole_ms = 0;
   bool dlq_edited[STEPS] = {false};
-  for (int step = 0; step < STEPS; step++) {
+  for (int n = 0; n < STEPS; n++) {
+    int step = n == 0 ? STEPS - 1 : n - 1; /* the whole edit first */
     char id[32], msg_id[40];
     snprintf(id, sizeof id, "k%d", step);
     snprintf(msg_id, sizeof msg_id, "msg-k%d", step);
     pub_invalid(t, id);
-    const char *args[] = {"edit",   "--message-id", msg_id, "--set", "legal_basis=gdpr_art_17",
-                          "--note", "ladder",       NULL};
+    const char *direct[] = {"edit",   "--message-id", msg_id, "--set", "legal_basis=gdpr_art_17",
+                            "--note", "ladder",       NULL};
+    const char *approve[] = {"edit", "approve", w->proposal[step], NULL};
+    if (w->approver != NULL) propose(t, &tr, msg_id, w->proposal[step], sizeof w->proposal[step]);
     th_result r;
-    assert_int_equal(th_run_bridge(args, t->vhost.url, tr.env, deadline(step), &r), 0);
+    deadline_ms[step] = deadline(step, whole_ms);
+    int64_t began = th_now_ms();
+    assert_int_equal(th_run_bridge(w->approver != NULL ? approve : direct,
+                                   w->approver != NULL ? w->approver->url : t->vhost.url, tr.env,
+                                   deadline_ms[step], &r),
+                     0);
+    if (step == STEPS - 1) whole_ms = (int)(th_now_ms() - began);
     exit_code[step] = r.exit_code;
     if (r.exit_code != -1 && r.exit_code != 0) fail_msg("edit exited %d: %s", r.exit_code, r.err);
   }
@@ -380,16 +460,17 @@ static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
   for (int step = 0; step < STEPS; step++) {
     th_result r;
     if (recorded[step] == 0 && started[step] == 1) {
-      assert_int_equal(retry_edit(t, &tr, step, &r), 1);
+      assert_int_equal(retry_edit(t, &tr, w, step, &r), 1);
       if (strstr(r.err,
                  "began and did not end: its copy, which carries that edit_id, may be live") ==
           NULL)
         fail_msg("step %d: %s", step, r.err);
       interrupted_tried++;
     } else if (recorded[step] == 1 && exit_code[step] == -1) {
-      int rc = retry_edit(t, &tr, step, &r);
+      int rc = retry_edit(t, &tr, w, step, &r);
       assert_int_equal(rc, 1);
-      if (strstr(r.err, "no item") != NULL) continue; /* acked before the kill */
+      if (strstr(r.err, "no item") != NULL) continue;          /* acked before the kill */
+      if (strstr(r.err, "approved already") != NULL) continue; /* the proposal is settled */
       assert_non_null(strstr(r.err, "it is stale, the edited copy counts; nothing moved"));
       stale_tried++;
     }
@@ -399,7 +480,7 @@ static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
   drain_count(t, "dsr.dlq.manual", m, in_dlq, dlq_edited);
   int killed = 0, finished = 0, both = 0, begun = 0;
   for (int step = 0; step < STEPS; step++) {
-    printf("deadline %d ms: exit %d, work %d, dlq %d, started %d, edited %d\n", deadline(step),
+    printf("deadline %d ms: exit %d, work %d, dlq %d, started %d, edited %d\n", deadline_ms[step],
            exit_code[step], in_work[step], in_dlq[step], started[step], recorded[step]);
     if (exit_code[step] == -1) killed++;
     else finished++;
@@ -415,11 +496,31 @@ static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
     if (in_work[step] && in_dlq[step]) both++;
     if (started[step] && !recorded[step]) begun++;
   }
-  printf("sigkill ladder: %d killed, %d finished, %d in both places, %d begun and not ended; "
-         "retries refused: %d stale, %d interrupted\n",
-         killed, finished, both, begun, stale_tried, interrupted_tried);
+  printf("%s sigkill ladder over a whole run of %d ms: %d killed, %d finished, %d in both "
+         "places, %d begun and not ended; retries refused: %d stale, %d interrupted\n",
+         w->approver != NULL ? "edit approve" : "edit", whole_ms, killed, finished, both, begun,
+         stale_tried, interrupted_tried);
   assert_true(killed > 0 && finished > 0); /* the ladder spans the edit */
   fx_audit_remove(&tr.a);
+}
+
+static void test_edit_sigkill_leaves_one_copy_that_counts(void **state) {
+  static edit_way direct; /* no approver */
+  edit_ladder(*state, &direct);
+}
+
+/* The same for an approval (four eyes): the proposal made by one broker
+ * user, its approval by another SIGKILLed at every moment; a retried
+ * approval of one begun and not ended is refused (the approver settles it
+ * with --after-interrupted: test_interrupted_approval_settled_by_the_approver). */
+static void test_edit_approve_sigkill_leaves_one_copy_that_counts(void **state) {
+  fx_case *t = *state;
+  broker_user bob;
+  make_user(t, &bob, "bob", false);
+  static edit_way approved;
+  approved.approver = &bob;
+  edit_ladder(t, &approved);
+  drop_user(&bob);
 }
 
 /* Runs edit args in a child process; returns its pid. Its exit status is
@@ -535,61 +636,6 @@ static void test_review_item_edited_by_its_owner(void **state) {
   assert_null(th_msg_find(m, "escalated_by"));
   assert_int_equal(edited_records(&tr.a, "msg-V-1"), 1);
   fx_audit_remove(&tr.a);
-}
-
-/* ---- four eyes -------------------------------------------------------- */
-
-#define BOB_PASSWORD "bob-edit-test"
-
-typedef struct {
-  char name[TH_NAME_MAX + 8];
-  char url[TH_URL_MAX];
-} broker_user;
-
-/* A second broker user on the case's vhost: every right, or (reader) read
- * only. */
-static void make_user(const fx_case *t, broker_user *u, const char *who, bool reader) {
-  const th_env *e = th_env_get();
-  char path[TH_PATH_MAX];
-  assert_true(th_fmt(u->name, sizeof u->name, "%s-%s", t->vhost.name, who));
-  assert_true(th_fmt(path, sizeof path, "/api/users/%s", u->name));
-  int status = th_mgmt("PUT", path, "{\"password\":\"" BOB_PASSWORD "\",\"tags\":\"\"}", NULL);
-  assert_true(status == 201 || status == 204);
-  assert_true(th_fmt(path, sizeof path, "/api/permissions/%s/%s", t->vhost.name, u->name));
-  status = th_mgmt("PUT", path,
-                   reader ? "{\"configure\":\"^$\",\"write\":\"^$\",\"read\":\".*\"}"
-                          : "{\"configure\":\".*\",\"write\":\".*\",\"read\":\".*\"}",
-                   NULL);
-  assert_true(status == 201 || status == 204);
-  /* In the environment (DLQ_BRIDGE_URL), never on a command line. */
-  assert_true(th_fmt(u->url, sizeof u->url, "amqp://%s:" BOB_PASSWORD "@127.0.0.1:%d/%s", u->name,
-                     e->amqp_port, t->vhost.name));
-}
-
-static void drop_user(const broker_user *u) {
-  char path[TH_PATH_MAX];
-  if (th_fmt(path, sizeof path, "/api/users/%s", u->name)) th_mgmt("DELETE", path, NULL, NULL);
-}
-
-static void run_as(const char *url, const trail *tr, const char *const *args, th_result *r) {
-  assert_int_equal(th_run_bridge(args, url, tr->env, CMD_TIMEOUT_MS, r), 0);
-  printf("%s %s: exit %d\n%s%s", args[0], args[1] ? args[1] : "", r->exit_code, r->out, r->err);
-}
-
-/* guest proposes an edit of msg_id; returns the proposal's id in id. */
-static void propose(fx_case *t, const trail *tr, const char *msg_id, char *id, size_t cap) {
-  const char *args[] = {
-      "edit",   "--message-id",         msg_id,   "--set", "legal_basis=gdpr_art_17",
-      "--note", "producer typo, INC-9", "--json", NULL};
-  th_result r;
-  run_as(t->vhost.url, tr, args, &r);
-  assert_int_equal(r.exit_code, 0);
-  json_object *doc = json_tokener_parse(r.out);
-  assert_non_null(doc);
-  assert_string_equal(th_json_str(doc, "outcome"), "proposed");
-  snprintf(id, cap, "%s", th_json_str(doc, "edit_id"));
-  json_object_put(doc);
-  assert_int_equal(strncmp(id, "e-", 2), 0);
 }
 
 static void test_four_eyes(void **state) {
@@ -876,11 +922,13 @@ int main(void) {
       FX_TEST(test_refused_edits_move_nothing),
       FX_TEST(test_hostile_values_are_text),
       FX_TEST(test_edit_sigkill_leaves_one_copy_that_counts),
+      FX_TEST(test_edit_approve_sigkill_leaves_one_copy_that_counts),
       FX_TEST(test_two_edits_at_once_one_wins),
       FX_TEST(test_four_eyes),
       FX_TEST(test_forged_proposals_are_not_approved),
       FX_TEST(test_interrupted_approval_settled_by_the_approver),
       FX_TEST(test_review_item_edited_by_its_owner),
   };
+  if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
