@@ -122,7 +122,15 @@ dlqb_status ops_migrate_queue(const ops_ctx *x, const dlqb_queue_spec *spec, dlq
  * An edit (dlqb/ops_edit.h) stamps what its accept hook built for the one
  * item it takes, and goes where that hook says (by default the work
  * queue, as a replay). */
-typedef enum { OPS_MOVE_REPLAY, OPS_MOVE_ESCALATE, OPS_MOVE_RESOLVE, OPS_MOVE_EDIT } ops_move_kind;
+typedef enum {
+  OPS_MOVE_REPLAY,
+  OPS_MOVE_ESCALATE,
+  OPS_MOVE_RESOLVE,
+  OPS_MOVE_EDIT,
+  /* The daemon's SLA escalator: every item in the DLQ longer than the
+   * dlq sla (or with no usable time) to the review queue. */
+  OPS_MOVE_SLA,
+} ops_move_kind;
 
 /* Who acts and when, stamped on every item a move takes. */
 typedef struct {
@@ -205,6 +213,24 @@ typedef struct {
   /* Move items whose earlier move began and did not end (ops_open_moves)
    * too: a person checked where their copies are. false: they are held. */
   bool after_interrupted;
+  /* OPS_MOVE_SLA (ops_sla_spec): the dlq sla, the hop's reason for an item
+   * past it and for one without a usable time, and the item as the SLA
+   * clock reads it (the escalator's first sight of it; NULL: its own). */
+  uint64_t sla_ms;
+  const char *sla_reason, *sla_no_time_reason;
+  const dlqb_item *(*seen_as)(void *seen_ctx, const dlqb_item *it);
+  void *seen_ctx;
+  /* A long-lived mover's (the daemon's, across its passes): copies
+   * confirmed and not acked, acked against by a later pass (dlqb/scan.h
+   * memory); NULL: none. */
+  dlqb_memo *memory;
+  /* While the trail cannot be written, hold what was published unacked
+   * until it is (DLQB_PIPE_AUDIT_OUTWAIT: ending the pass would return the
+   * originals and the next would publish them again) instead of ending
+   * the pass at once. */
+  bool outwait_audit;
+  long idle_stop_ms;   /* give up waiting for deliveries after this; 0: the scan's default */
+  const char *purpose; /* the connection's name; NULL: "dlq-bridge <command>" */
 } ops_move_spec;
 
 /* What the accept hook may change of one item's copy. It comes filled
@@ -230,10 +256,16 @@ void ops_resolve_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run);
 /* An edit's (ops_edit_run builds it): event edited, its accept hook added
  * by the caller; st's note is the reason when the hook gives none. */
 void ops_edit_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run);
+/* The SLA escalator's: to the review queue, stamped as escalated by st's
+ * actor because of the dlq sla (sla_ms), the hop's reason `reason` (or
+ * no_time_reason for an item without a usable time); the daemon adds
+ * seen_as, memory and the watch. The strings outlive the pass. */
+void ops_sla_spec(ops_move_spec *m, const ops_stamp *st, uint64_t sla_ms, const char *reason,
+                  const char *no_time_reason);
 
 /* The queue a move of this kind sends its items to in p: the work queue
- * (replay, and an edit unless its hook says otherwise), the review queue,
- * or NULL (resolve removes them). */
+ * (replay, and an edit unless its hook says otherwise), the review queue
+ * (escalate, the SLA escalator), or NULL (resolve removes them). */
 const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p);
 
 /* Reads the whole completion ledger of p for replay: a real run as
@@ -397,6 +429,56 @@ dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err);
 
 /* One hop as `audit show` prints it (one line, sanitised, no newline). */
 char *ops_hop_text(struct json_object *h, char *out, size_t len);
+
+/* ---- a look (look.c): inspect, stats, review list, the console's pages,
+ * the metrics, the drain's canary and the SLA escalator's question ---- */
+
+/* Where a look's items come from. */
+typedef enum {
+  /* The pipeline's catalog (dlqb/catalog_stream.h), with no pass over the
+   * queue; the queue itself only when the catalog cannot answer because
+   * the broker refuses it (its stream not declared, no read permission on
+   * it) or it disagrees with the queue's depth, and view.why_scan says
+   * why. A read that fails for the connection (lost, timed out) is tried
+   * OPS_LOOK_TRIES times, then the look fails with the reason: a transient
+   * error never turns a look into the pass that holds the queue. */
+  OPS_LOOK_CATALOG,
+  /* The catalog or nothing: when it cannot answer, view says so and no
+   * item was examined (the SLA escalator asks it only whether it must
+   * pass over the queue). */
+  OPS_LOOK_CATALOG_ONLY,
+  /* The queue itself, a pass that holds every item and returns each to
+   * its place (--scan, a look that needs the messages' headers or
+   * bodies). */
+  OPS_LOOK_QUEUE,
+} ops_look_source;
+#define OPS_LOOK_TRIES 3
+
+typedef struct {
+  const char *queue;
+  const char *purpose;            /* connection name, e.g. "dlq-bridge inspect" */
+  const char *actor;              /* who looks (the connection) */
+  const dlqb_broker_conf *broker; /* whom it connects as; NULL: cfg->broker */
+  ops_look_source source;
+  bool compare;                /* OPS_LOOK_QUEUE: compare the count read with the catalog's */
+  int window;                  /* a pass's read-ahead; 0: the default */
+  uint64_t max_items;          /* examine at most this many; 0: all */
+  dlqb_stop_flag *stop;        /* may be NULL */
+  dlqb_catalog_reader *reader; /* the catalog's reader; NULL: one for this look */
+  /* Each item in queue order. d is the message as delivered when the
+   * queue was read, NULL when the catalog answered (which holds no
+   * headers or bodies). *enough = true ends the look after it. */
+  dlqb_status (*on_item)(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
+                         dlqb_error *err);
+  void *ctx;
+  dlqb_catalog_view view; /* out: how it was answered */
+  dlqb_scan_result r;     /* out: depth_at_start, examined, stopped, interrupted, ... */
+} ops_look;
+
+/* Runs the look l describes. DLQB_OK when it ended (l->r says why), or
+ * the error that stopped it (on_item's, the broker's, the catalog's
+ * after its tries). */
+dlqb_status ops_look_run(const dlqb_config *cfg, ops_look *l, dlqb_error *err);
 
 /* ---- one queue read whole (queue_read.c): audit reconcile, audit report */
 

@@ -80,27 +80,6 @@ typedef struct {
    * connection lost) is acked by a later pass against that copy, without
    * reaching on_item. NULL: none. */
   dlqb_memo *memory;
-  /* A look: on_item only holds (or stops), never moves. Answered from the
-   * pipeline's catalog (dlqb/catalog_stream.h) with no pass over the queue:
-   * d is then an empty delivery (tag 0, no headers, no body) and it is the
-   * items the catalog holds, in order. When the catalog cannot answer
-   * because the broker refuses it (its stream not declared, no read
-   * permission on it) or it disagrees with the queue's depth, the look is
-   * a pass, and view says why. A read that fails for the connection (lost,
-   * timed out) is tried DLQB_LOOK_TRIES times, then the look fails with
-   * the reason: a transient error never turns a look into the pass that
-   * holds the queue (`--scan` asks for one). */
-  bool look;
-#define DLQB_LOOK_TRIES 3
-  /* With look: when the catalog cannot answer, do no pass at all (view
-   * says so, nothing was examined): a caller that passes over the queue
-   * anyway (the escalator) asks the catalog only whether it must. */
-  bool look_only;
-  dlqb_catalog_reader *reader; /* the catalog's reader; NULL: one for this look */
-  /* out: how the look was answered; may be NULL. A pass with a view and
-   * without look (--scan) also compares the catalog's count with the items
-   * it read (view->compared). */
-  dlqb_catalog_view *view;
 } dlqb_scan_options;
 
 typedef struct {

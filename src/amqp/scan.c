@@ -58,8 +58,6 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
                               const char *queue, const dlqb_hset *sets, size_t nsets,
                               dlqb_event event, const char *cause, const char *reason,
                               dlqb_error *err) {
-  if (s->pipe == NULL) /* a look moves nothing */
-    return dlqb_fail(err, DLQB_EINVAL, "internal error: a look cannot move '%s'", it->message_id);
   /* --rate: wait here, in small steps so that a signal is noticed. The
    * pipe reads on meanwhile: the confirms and acks of the moves before
    * this one are counted now, not once the deliveries queued ahead of them
@@ -102,17 +100,13 @@ dlqb_status dlqb_scan_forward(dlqb_scan *s, const dlqb_delivery *d, const dlqb_i
 
 void dlqb_scan_ack(dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it, dlqb_event event,
                    const char *cause, const char *reason) {
-  if (s->pipe == NULL) { /* a look moves nothing */
-    dlqb_scan_hold(s, d);
-    return;
-  }
   dlqb_hop hop;
   fill_hop(s, d, it, event, "", cause, reason, &hop);
   dlqb_pipe_ack(s->pipe, d, &hop);
 }
 
 void dlqb_scan_hold(dlqb_scan *s, const dlqb_delivery *d) {
-  if (s->pipe != NULL) dlqb_pipe_hold(s->pipe, d);
+  dlqb_pipe_hold(s->pipe, d);
   s->res.held++;
 }
 
@@ -185,110 +179,6 @@ static void on_tick(void *ctx) {
   if (s->o->on_tick != NULL) s->o->on_tick(s->o->ctx, s);
 }
 
-/* ---- a look answered from the catalog ---------------------------------- */
-
-typedef struct {
-  dlqb_scan *s;
-  dlqb_status st;
-  dlqb_error *err;
-} look_ctx;
-
-static bool look_item(void *ctx, const dlqb_item *it) {
-  look_ctx *l = ctx;
-  dlqb_scan *s = l->s;
-  if (signalled(s)) {
-    s->res.interrupted = true;
-    return false;
-  }
-  if (s->res.examined >= s->limit) return false;
-  static const amqp_basic_properties_t none;
-  dlqb_delivery d = {.delivery_tag = 0, .props = &none, .body = amqp_empty_bytes};
-  s->res.examined++;
-  l->st = s->o->on_item(s->o->ctx, s, &d, it, l->err);
-  return l->st == DLQB_OK && !s->res.stopped;
-}
-
-typedef enum {
-  LOOK_ANSWERED, /* from the catalog */
-  LOOK_PASS,     /* the catalog cannot answer: view->why_scan says why */
-  LOOK_FAILED,   /* the catalog could not be read: err says why */
-} look_outcome;
-
-/* A connection lost, timed out or failing on its socket is worth another
- * try, and no pass would do better. Anything else (the broker refused the
- * read: the stream not declared, no permission on it; a stream cut by
- * retention with no snapshot to fold from) is the catalog's own state:
- * the queue itself can still answer. */
-static bool refused(dlqb_status st) {
-  return st != DLQB_ECONN && st != DLQB_ETIMEOUT && st != DLQB_EIO;
-}
-
-/* Answers o from the catalog (*st: on_item's status). */
-static look_outcome look_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view,
-                                 dlqb_status *st, dlqb_error *err) {
-  const dlqb_scan_options *o = s->o;
-  dlqb_catalog_reader *own = NULL, *r = o->reader;
-  if (r == NULL) {
-    r = own = dlqb_catalog_reader_of(cfg, &s->pipeline);
-    if (r == NULL) {
-      snprintf(view->why_scan, sizeof view->why_scan, "out of memory for the catalog");
-      return LOOK_PASS;
-    }
-  }
-  s->limit = o->max_items > 0 ? o->max_items : UINT64_MAX;
-  look_ctx l = {.s = s, .st = DLQB_OK, .err = err};
-  dlqb_error why;
-  dlqb_status rst = DLQB_OK;
-  for (int try = 1; try <= DLQB_LOOK_TRIES; try++) {
-    rst = dlqb_catalog_look(r, dlqb_config_broker(cfg, o->broker), o->queue, look_item, &l, view,
-                            &why);
-    if (rst == DLQB_OK || refused(rst) || signalled(s) || try == DLQB_LOOK_TRIES) break;
-    dlqb_log_warn("catalog_retry", "%s; trying again (%d of %d)", why.msg, try + 1,
-                  DLQB_LOOK_TRIES);
-    dlqb_sleep_us(o->stop, 500000LL * try);
-  }
-  dlqb_catalog_reader_free(own);
-  if (rst != DLQB_OK) memset(&s->res, 0, sizeof s->res);
-  if (rst != DLQB_OK && !refused(rst)) {
-    *st = dlqb_fail(err, rst, "%s (the catalog, %d tries; --scan reads the queue itself)", why.msg,
-                    DLQB_LOOK_TRIES);
-    return LOOK_FAILED;
-  }
-  if (rst != DLQB_OK) {
-    snprintf(view->why_scan, sizeof view->why_scan, "%s", why.msg);
-    return LOOK_PASS;
-  }
-  if (view->differs) {
-    snprintf(view->why_scan, sizeof view->why_scan,
-             "the catalog holds %llu items and the queue %llu: changed outside the bridge, not "
-             "yet corrected by a verifying pass (dlq-bridge catalog verify, or run's check)",
-             (unsigned long long)view->count, (unsigned long long)view->depth);
-    view->from_catalog = false;
-    return LOOK_PASS;
-  }
-  s->res.depth_at_start = view->count;
-  *st = l.st;
-  return LOOK_ANSWERED;
-}
-
-/* --scan: what the pass read against the catalog's count (a catalog that
- * cannot be read leaves the view as a plain pass). */
-static void compare_catalog(const dlqb_config *cfg, dlqb_scan *s, dlqb_catalog_view *view) {
-  dlqb_catalog_reader *r = s->o->reader;
-  dlqb_catalog_reader *own = r == NULL ? dlqb_catalog_reader_of(cfg, &s->pipeline) : NULL;
-  if (r == NULL) r = own;
-  dlqb_catalog_view cv;
-  dlqb_error why;
-  if (r != NULL && dlqb_catalog_look(r, dlqb_config_broker(cfg, s->o->broker), s->o->queue, NULL,
-                                     NULL, &cv, &why) == DLQB_OK) {
-    view->compared = true;
-    view->count = cv.count;
-    view->depth = s->res.examined;
-    view->differs = cv.count != s->res.examined;
-  }
-  dlqb_catalog_reader_free(own);
-}
-
 dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dlqb_scan_result *res,
                           dlqb_error *err) {
   dlqb_scan s;
@@ -299,17 +189,6 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   s.name_pipeline = cfg->pipeline_count > 0;
   dlqb_rate_init(&s.rate, o->rate);
   memset(res, 0, sizeof *res);
-  dlqb_catalog_view scratch, *view = o->view != NULL ? o->view : &scratch;
-  memset(view, 0, sizeof *view);
-  if (o->look) {
-    dlqb_status st = DLQB_OK;
-    look_outcome lo = look_catalog(cfg, &s, view, &st, err);
-    if (lo == LOOK_FAILED) return st;
-    if (lo == LOOK_ANSWERED || o->look_only) {
-      *res = s.res;
-      return st;
-    }
-  }
 
   dlqb_link *link = NULL;
   dlqb_status st = dlqb_link_open(dlqb_config_broker(cfg, o->broker), o->purpose, &link, err);
@@ -367,7 +246,5 @@ dlqb_status dlqb_scan_run(const dlqb_config *cfg, const dlqb_scan_options *o, dl
   if (close) dlqb_link_close(link);
   else dlqb_link_abort(link);
   *res = s.res;
-  if (st == DLQB_OK && !o->look && o->view != NULL && !s.res.stopped && !s.res.short_read)
-    compare_catalog(cfg, &s, view);
   return st;
 }

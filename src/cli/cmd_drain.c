@@ -222,30 +222,28 @@ static void drain_spec(drain_run *d, ops_move_spec *m, bool dry_run, double rate
 
 /* ---- looking at outcomes ---------------------------------------------- */
 
-static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *dv, const dlqb_item *it,
+static dlqb_status look_item(void *ctx, const dlqb_item *it, const dlqb_delivery *dv, bool *enough,
                              dlqb_error *err) {
-  (void)err;
+  (void)dv, (void)enough, (void)err;
   drain_run *d = ctx;
   char key[2 * DLQB_ID_MAX + 2];
   size_t n = task_key(key, sizeof key, it->request_id, it->source_system);
   tracked *t = n > 0 ? dlqb_hashset_get(d->seen, key, n) : NULL;
   if (t != NULL) observe(d, t, it);
-  dlqb_scan_hold(s, dv);
   return DLQB_OK;
 }
 
-/* One pass over a classic queue that only looks (everything held). */
+/* A look at a DLQ or review queue (nothing moves). */
 static dlqb_status look_queue(drain_run *d, const char *queue, dlqb_error *err) {
-  dlqb_scan_options so = {.queue = queue,
-                          .look = true,
-                          .purpose = "dlq-bridge drain (looking)",
-                          .actor = ACTOR,
-                          .window = d->o.window,
-                          .stop = cli_stop_flag(),
-                          .on_item = look_item,
-                          .ctx = d};
-  dlqb_scan_result r;
-  return dlqb_scan_run(d->o.cfg, &so, &r, err);
+  ops_look look = {.queue = queue,
+                   .source = OPS_LOOK_CATALOG,
+                   .purpose = "dlq-bridge drain (looking)",
+                   .actor = ACTOR,
+                   .window = d->o.window,
+                   .stop = cli_stop_flag(),
+                   .on_item = look_item,
+                   .ctx = d};
+  return ops_look_run(d->o.cfg, &look, err);
 }
 
 typedef struct {

@@ -149,12 +149,10 @@ static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *bo
   }
 }
 
-static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                                const dlqb_item *it, dlqb_error *err) {
+static dlqb_status inspect_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d,
+                                bool *enough, dlqb_error *err) {
   inspect_ctx *c = ctx;
   (void)err;
-  /* Everything is held: it returns to its place when we disconnect. */
-  dlqb_scan_hold(s, d);
   if (c->sort_deadline) {
     /* The whole queue is read: --limit counts the kept, not the first. */
     if (!dlqb_select_match(&c->o.sel, it, c->now_ms)) return DLQB_OK;
@@ -166,9 +164,9 @@ static dlqb_status inspect_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
   dlqb_verdict_rule rule = {.sel = &c->o.sel, .stop_at_limit = true};
   dlqb_verdict v = dlqb_verdict_of(&rule, it, c->now_ms, c->listed);
   if (v.kind == DLQB_VERDICT_HOLD) return DLQB_OK;
-  list_one(c, it, &d->body);
+  list_one(c, it, d != NULL ? &d->body : NULL);
   c->selected++;
-  if (v.stop_after) dlqb_scan_stop(s);
+  *enough = v.stop_after;
   return DLQB_OK;
 }
 
@@ -218,18 +216,19 @@ int cmd_inspect(int argc, char **argv) {
   ops_table_fit(columns);
   ops_rows_init(&c.rows, !c.o.json && columns > 0 && !c.show_payload, columns, print_row, &c);
   if (c.o.json) c.items = json_object_new_array();
-  dlqb_catalog_view view;
-  dlqb_scan_options so = {.queue = c.queue,
-                          .look = !c.o.scan && !c.show_payload,
-                          .view = &view,
-                          .purpose = "dlq-bridge inspect",
-                          .actor = c.o.actor,
-                          .window = c.o.window,
-                          .stop = stop,
-                          .on_item = inspect_item,
-                          .ctx = &c};
-  dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(c.o.cfg, &so, &r, &err);
+  /* The payloads are in the messages, which only the queue holds. */
+  ops_look look = {.queue = c.queue,
+                   .source = c.o.scan || c.show_payload ? OPS_LOOK_QUEUE : OPS_LOOK_CATALOG,
+                   .compare = true,
+                   .purpose = "dlq-bridge inspect",
+                   .actor = c.o.actor,
+                   .window = c.o.window,
+                   .stop = stop,
+                   .on_item = inspect_item,
+                   .ctx = &c};
+  dlqb_status st = ops_look_run(c.o.cfg, &look, &err);
+  const dlqb_scan_result r = look.r;
+  const dlqb_catalog_view view = look.view;
   free(c.payload);
   if (st != DLQB_OK) {
     ops_urgent_free(&c.urgent);

@@ -195,11 +195,10 @@ static void list_fit(void *ctx, const size_t w[3]) {
   review_fit(c->columns, w[1], w[0]);
 }
 
-static dlqb_status list_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+static dlqb_status list_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
                              dlqb_error *err) {
   list_ctx *c = ctx;
-  (void)err;
-  dlqb_scan_hold(s, d); /* everything returns to its place */
+  (void)d, (void)err;
   if (c->unclaimed && it->owner[0] != '\0') return DLQB_OK;
   if (c->owner != NULL && strcmp(c->owner, it->owner) != 0) return DLQB_OK;
   dlqb_verdict_rule rule = {.sel = &c->o.sel, .stop_at_limit = true};
@@ -212,7 +211,7 @@ static dlqb_status list_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   } else {
     ops_rows_add(&c->rows, it, false);
   }
-  if (v.stop_after) dlqb_scan_stop(s);
+  *enough = v.stop_after;
   return DLQB_OK;
 }
 
@@ -240,18 +239,18 @@ static int review_list(int argc, char **argv) {
   review_fit(c.columns, 0, 0);
   ops_rows_init_fit(&c.rows, !c.o.json && c.columns > 0, list_fit, list_print, &c);
   if (c.o.json) c.items = json_object_new_array();
-  dlqb_catalog_view view;
-  dlqb_scan_options so = {.queue = cli_pipeline()->review,
-                          .look = !c.o.scan,
-                          .view = &view,
-                          .purpose = "dlq-bridge review list",
-                          .actor = c.o.actor,
-                          .window = c.o.window,
-                          .stop = cli_stop_flag(),
-                          .on_item = list_item,
-                          .ctx = &c};
-  dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(c.o.cfg, &so, &r, &err);
+  ops_look look = {.queue = cli_pipeline()->review,
+                   .source = c.o.scan ? OPS_LOOK_QUEUE : OPS_LOOK_CATALOG,
+                   .compare = true,
+                   .purpose = "dlq-bridge review list",
+                   .actor = c.o.actor,
+                   .window = c.o.window,
+                   .stop = cli_stop_flag(),
+                   .on_item = list_item,
+                   .ctx = &c};
+  dlqb_status st = ops_look_run(c.o.cfg, &look, &err);
+  const dlqb_scan_result r = look.r;
+  const dlqb_catalog_view view = look.view;
   if (st != DLQB_OK) {
     ops_rows_drop(&c.rows);
     json_object_put(c.items);

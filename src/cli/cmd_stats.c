@@ -132,11 +132,10 @@ static void count_reason(stats_ctx *c, const char *reason) {
   c->reasons[i].count++;
 }
 
-static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+static dlqb_status stats_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
                               dlqb_error *err) {
   stats_ctx *c = ctx;
-  (void)err;
-  dlqb_scan_hold(s, d);
+  (void)d, (void)enough, (void)err;
   count_reason(c, it->dlq_reason);
   if (c->groups != NULL) dlqb_groups_add(c->groups, it, c->now_ms);
   return DLQB_OK;
@@ -146,19 +145,19 @@ static dlqb_status stats_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, c
  * without an ack; *examined, *total: how many it read of the depth at start. */
 static dlqb_status dlq_breakdown(stats_ctx *c, bool *partial, uint64_t *examined, uint64_t *total,
                                  dlqb_error *err) {
-  dlqb_scan_options so = {.queue = cli_pipeline()->dlq,
-                          .look = !c->o.scan,
-                          .view = &c->view,
-                          .purpose = "dlq-bridge stats",
-                          .actor = c->o.actor,
-                          .window = c->o.window,
-                          .on_item = stats_item,
-                          .ctx = c};
-  dlqb_scan_result r;
-  dlqb_status st = dlqb_scan_run(c->o.cfg, &so, &r, err);
-  if (st == DLQB_OK && r.short_read) *partial = true;
-  *examined = r.examined;
-  *total = r.depth_at_start;
+  ops_look look = {.queue = cli_pipeline()->dlq,
+                   .source = c->o.scan ? OPS_LOOK_QUEUE : OPS_LOOK_CATALOG,
+                   .compare = true,
+                   .purpose = "dlq-bridge stats",
+                   .actor = c->o.actor,
+                   .window = c->o.window,
+                   .on_item = stats_item,
+                   .ctx = c};
+  dlqb_status st = ops_look_run(c->o.cfg, &look, err);
+  c->view = look.view;
+  if (st == DLQB_OK && look.r.short_read) *partial = true;
+  *examined = look.r.examined;
+  *total = look.r.depth_at_start;
   return st;
 }
 

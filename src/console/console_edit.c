@@ -294,10 +294,10 @@ typedef struct {
   size_t n;
 } pending_list;
 
-static dlqb_status pending_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                                const dlqb_item *it, dlqb_error *err) {
+static dlqb_status pending_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d,
+                                bool *enough, dlqb_error *err) {
   pending_list *l = ctx;
-  (void)err;
+  (void)enough, (void)err;
   const amqp_table_t *h = (d->props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &d->props->headers : NULL;
   char id[DLQB_EDIT_ID_MAX];
   if (l->n < PENDING_MAX && dlqb_header_id(h, DLQB_H_EDIT_PROPOSAL_ID, id, sizeof id)) {
@@ -314,7 +314,6 @@ static dlqb_status pending_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
              dlqb_edit_proposal_decode(json, strlen(json), &console_g.pipeline->profile, &p->req,
                                        p->note, sizeof p->note, &keep, &why) != DLQB_OK;
   }
-  dlqb_scan_hold(s, d); /* a look: everything returns to its place */
   return DLQB_OK;
 }
 
@@ -342,15 +341,16 @@ void console_edit_inbox(console_req *r) {
     free(l.p);
     return;
   }
-  dlqb_scan_options so = {.queue = console_g.pipeline->dlq,
-                          .purpose = "dlq-bridge console edits",
-                          .actor = r->who.user,
-                          .broker = user_broker,
-                          .on_item = pending_item,
-                          .ctx = &l};
-  dlqb_scan_result res;
+  /* The proposals are in the messages' headers: the queue itself. */
+  ops_look look = {.queue = console_g.pipeline->dlq,
+                   .source = OPS_LOOK_QUEUE,
+                   .purpose = "dlq-bridge console edits",
+                   .actor = r->who.user,
+                   .broker = user_broker,
+                   .on_item = pending_item,
+                   .ctx = &l};
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(console_g.cfg, &so, &res, &err);
+  dlqb_status st = ops_look_run(console_g.cfg, &look, &err);
   console_broker_free(user_broker);
   dlqb_html_raw(h, "<h2>Edits waiting for approval</h2>");
   if (st != DLQB_OK) {

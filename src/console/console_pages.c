@@ -98,9 +98,9 @@ typedef struct {
   dlqb_catalog_view view; /* how the look was answered */
 } look_ctx;
 
-static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+static dlqb_status look_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
                              dlqb_error *err) {
-  (void)err;
+  (void)d, (void)enough, (void)err;
   look_ctx *c = ctx;
   if (c->groups != NULL) dlqb_groups_add(c->groups, it, c->now_ms);
   if (c->sel != NULL && dlqb_select_match(c->sel, it, c->now_ms)) {
@@ -108,7 +108,6 @@ static dlqb_status look_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
                     c->matched);
     c->matched++;
   }
-  dlqb_scan_hold(s, d);
   return DLQB_OK;
 }
 
@@ -122,18 +121,19 @@ static bool look(console_req *r, look_ctx *c, dlqb_scan_result *res) {
   c->now_ms = dlqb_now_ms();
   /* A broker that pauses mid-pass (a million unacked deliveries) is waited
    * for by the pipe itself while messages are still ready. */
-  dlqb_scan_options so = {.queue = console_g.pipeline->dlq,
-                          .look = true,
-                          .reader = console_g.catalog,
-                          .view = &c->view,
-                          .purpose = "dlq-bridge console",
-                          .actor = r->who.user,
-                          .broker = user_broker,
-                          .on_item = look_item,
-                          .ctx = c};
+  ops_look l = {.queue = console_g.pipeline->dlq,
+                .source = OPS_LOOK_CATALOG,
+                .reader = console_g.catalog,
+                .purpose = "dlq-bridge console",
+                .actor = r->who.user,
+                .broker = user_broker,
+                .on_item = look_item,
+                .ctx = c};
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(console_g.cfg, &so, res, &err);
+  dlqb_status st = ops_look_run(console_g.cfg, &l, &err);
   console_broker_free(user_broker);
+  c->view = l.view;
+  *res = l.r;
   if (st != DLQB_OK) {
     console_error_page(r, 502, "The broker refused", err.msg);
     return false;

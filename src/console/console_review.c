@@ -20,11 +20,10 @@ typedef struct {
   int64_t now_ms;
 } inbox_ctx;
 
-static dlqb_status inbox_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+static dlqb_status inbox_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
                               dlqb_error *err) {
-  (void)err;
+  (void)d, (void)enough, (void)err;
   inbox_ctx *c = ctx;
-  dlqb_scan_hold(s, d); /* everything returns to its place */
   ops_urgent_keep(&c->urgent, it, dlqb_item_deadline(&console_g.cfg->deadlines, it, c->now_ms),
                   c->total);
   c->total++;
@@ -67,17 +66,16 @@ void console_page_review(console_req *r) {
     console_error_page(r, 500, "Out of memory", "out of memory");
     return;
   }
-  dlqb_scan_options so = {.queue = console_g.pipeline->review,
-                          .look = true,
-                          .reader = console_g.catalog,
-                          .purpose = "dlq-bridge console review",
-                          .actor = r->who.user,
-                          .broker = user_broker,
-                          .on_item = inbox_item,
-                          .ctx = &c};
-  dlqb_scan_result res;
+  ops_look look = {.queue = console_g.pipeline->review,
+                   .source = OPS_LOOK_CATALOG,
+                   .reader = console_g.catalog,
+                   .purpose = "dlq-bridge console review",
+                   .actor = r->who.user,
+                   .broker = user_broker,
+                   .on_item = inbox_item,
+                   .ctx = &c};
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(console_g.cfg, &so, &res, &err);
+  dlqb_status st = ops_look_run(console_g.cfg, &look, &err);
   console_broker_free(user_broker);
   if (st != DLQB_OK) {
     ops_urgent_free(&c.urgent);

@@ -60,10 +60,10 @@ struct dlqb_escalator {
    * pass's window; NULL (out of memory): none. */
   dlqb_memo *sent;
   dlqb_item view; /* sla_view's copy (large for the thread's stack) */
-  /* The pass's: escalations of an earlier run that began and did not end
-   * (dlqb/ops.h), whose items wait for a person; and the first one held,
-   * said once (held_said). */
-  ops_open_moves *open;
+  /* The last pass's outcome (large for the thread's stack); the first
+   * item it held because an escalation of it began and did not end, said
+   * once (held_said). */
+  ops_move_outcome outcome;
   char held_said[128];
   bool connected_once; /* a pass reached the broker: failures since are warnings */
   /* Why the last pass was refused (ACCESS_REFUSED), "" when it was not:
@@ -120,47 +120,21 @@ static const dlqb_item *sla_view(dlqb_escalator *e, const dlqb_item *it, dlqb_it
   return copy;
 }
 
-static dlqb_status escalate_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d,
-                                 const dlqb_item *it, dlqb_error *err) {
+static const dlqb_item *seen_as(void *ctx, const dlqb_item *it) {
   dlqb_escalator *e = ctx;
-  dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg->policy.dlq_sla_ms};
-  dlqb_verdict v = dlqb_verdict_of(&rule, sla_view(e, it, &e->view), e->now_ms, 0);
-  if (v.kind == DLQB_VERDICT_HOLD) {
-    dlqb_scan_hold(s, d);
-    if (v.stop_after) dlqb_scan_stop(s);
-    return DLQB_OK;
-  }
-  const ops_open_move *open = ops_open_moves_find(e->open, it->message_id);
-  if (open != NULL) {
-    /* An earlier run was killed amid this item's move: its copy may be in
-     * review already. A person settles it (escalate --after-interrupted). */
-    if (strcmp(e->held_said, it->message_id) != 0) {
-      char why[2 * DLQB_NAME_MAX + 512];
-      dlqb_log_warn("unsettled", "dlq sla: %s",
-                    ops_open_move_text(1, it->message_id, open, why, sizeof why));
-      snprintf(e->held_said, sizeof e->held_said, "%s", it->message_id);
-    }
-    dlqb_scan_hold(s, d);
-    return DLQB_OK;
-  }
-  dlqb_hset sets[DLQB_ESCALATION_SETS];
-  size_t n =
-      dlqb_escalation_stamp(sets, DLQB_ACTOR_BRIDGE, e->now_iso, DLQB_ESCALATION_DLQ_SLA, NULL);
-  return dlqb_scan_forward(s, d, it, e->p.review, sets, n, DLQB_EV_ESCALATED, "sla",
-                           v.no_time ? e->no_time_reason : e->reason, err);
+  return sla_view(e, it, &e->view);
 }
 
 /* A look at the catalog: counts what a pass would escalate, moves nothing. */
-static dlqb_status count_due(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+static dlqb_status count_due(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
                              dlqb_error *err) {
   dlqb_escalator *e = ctx;
-  (void)err;
-  dlqb_scan_hold(s, d);
+  (void)d, (void)err;
   dlqb_verdict_rule rule = {.sla = true, .sla_ms = e->cfg->policy.dlq_sla_ms};
   dlqb_verdict v = dlqb_verdict_of(&rule, sla_view(e, it, &e->view), e->now_ms, 0);
   if (v.kind != DLQB_VERDICT_HOLD) {
     e->due++;
-    dlqb_scan_stop(s); /* one is enough: the pass finds them all */
+    *enough = true; /* one is enough: the pass finds them all */
   }
   return DLQB_OK;
 }
@@ -173,21 +147,17 @@ static dlqb_status count_due(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
 static bool nothing_due(dlqb_escalator *e, const char *purpose) {
   if (e->reader == NULL || e->cfg->catalog.writers[0] == '\0') return false;
   e->due = 0;
-  dlqb_catalog_view view;
-  dlqb_scan_options so = {.queue = e->p.dlq,
-                          .purpose = purpose,
-                          .actor = "system",
-                          .look = true,
-                          .look_only = true,
-                          .reader = e->reader,
-                          .view = &view,
-                          .stop = &e->stop,
-                          .on_item = count_due,
-                          .ctx = e};
-  dlqb_scan_result r;
+  ops_look look = {.queue = e->p.dlq,
+                   .purpose = purpose,
+                   .actor = "system",
+                   .source = OPS_LOOK_CATALOG_ONLY,
+                   .reader = e->reader,
+                   .stop = &e->stop,
+                   .on_item = count_due,
+                   .ctx = e};
   dlqb_error err;
-  dlqb_status st = dlqb_scan_run(e->cfg, &so, &r, &err);
-  return st == DLQB_OK && view.from_catalog && e->due == 0;
+  dlqb_status st = ops_look_run(e->cfg, &look, &err);
+  return st == DLQB_OK && look.view.from_catalog && e->due == 0;
 }
 
 static void escalated(void *ctx, const dlqb_hop *hop) {
@@ -215,32 +185,37 @@ static void pass(dlqb_escalator *e) {
   char purpose[320];
   snprintf(purpose, sizeof purpose, "dlq-bridge escalator %s", e->cfg->instance);
   if (nothing_due(e, purpose)) return;
-  dlqb_scan_options so = {.queue = e->p.dlq,
-                          .purpose = purpose,
-                          .actor = "system",
-                          .audit = e->audit,
-                          .idle_stop_ms = 2000,
-                          .stop = &e->stop,
-                          /* Escalations published when the log fails stay
-                           * unacked until it is written: ending the pass
-                           * would return their originals and the next pass
-                           * would publish them again. */
-                          .audit_mode = DLQB_PIPE_AUDIT_OUTWAIT,
-                          .on_item = escalate_item,
-                          .after_ack = escalated,
-                          .ctx = e,
-                          .memory = e->sent};
-  dlqb_scan_result r;
-  dlqb_error err;
-  /* Read each pass: a person may have settled some since the last. */
-  dlqb_status st = ops_open_moves_read(e->cfg->audit.log, e->p.dlq, &e->open, &err);
-  if (st != DLQB_OK) {
-    dlqb_log_warn("escalator", "dlq sla pass skipped: %s", err.msg);
-    return;
+  ops_stamp stamp;
+  ops_stamp_init(&stamp, DLQB_ACTOR_BRIDGE, NULL);
+  snprintf(stamp.now, sizeof stamp.now, "%s", e->now_iso);
+  ops_move_spec m;
+  ops_sla_spec(&m, &stamp, e->cfg->policy.dlq_sla_ms, e->reason, e->no_time_reason);
+  m.purpose = purpose;
+  m.seen_as = seen_as;
+  m.seen_ctx = e;
+  m.memory = e->sent;
+  m.idle_stop_ms = 2000;
+  /* Escalations published when the log fails stay unacked until it is
+   * written: ending the pass would return their originals and the next
+   * pass would publish them again. */
+  m.outwait_audit = true;
+  ops_ctx x = {.cfg = e->cfg, .pipeline = &e->p, .actor = "system"};
+  ops_move_watch w = {.acked = escalated, .ctx = e};
+  /* The trail is read each pass (a person may have settled some since the
+   * last): an escalation of an earlier run that began and did not end
+   * holds its item until then. */
+  ops_move_outcome *out = &e->outcome;
+  ops_move_pass(&x, &m, e->audit, &w, &e->stop, out);
+  dlqb_status st = out->status;
+  const dlqb_scan_result r = out->r;
+  const dlqb_error err = out->err;
+  if (out->unsettled > 0 && strcmp(e->held_said, out->unsettled_id) != 0) {
+    /* An earlier run was killed amid this item's move: its copy may be in
+     * review already. A person settles it (escalate --after-interrupted). */
+    char why[2 * DLQB_NAME_MAX + 512];
+    dlqb_log_warn("unsettled", "dlq sla: %s", ops_unsettled_text(out, why, sizeof why));
+    snprintf(e->held_said, sizeof e->held_said, "%s", out->unsettled_id);
   }
-  st = dlqb_scan_run(e->cfg, &so, &r, &err);
-  ops_open_moves_free(e->open);
-  e->open = NULL;
   if (st != DLQB_ECONN || r.depth_at_start > 0 || r.examined > 0) e->connected_once = true;
   if (r.access_refused || st == DLQB_OK) note_refusal(e, r.access_refused, err.msg);
   if (r.access_refused) {

@@ -10,6 +10,7 @@
 #include "dlqb/link.h"
 #include "dlqb/log.h"
 #include "dlqb/metrics.h"
+#include "dlqb/ops.h"
 #include "dlqb/queue_stats.h"
 #include "dlqb/scan.h"
 #include "dlqb/thread.h"
@@ -75,11 +76,10 @@ typedef struct {
   int64_t now_ms;
 } review_pass;
 
-static dlqb_status tally_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+static dlqb_status tally_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
                               dlqb_error *err) {
   review_pass *p = ctx;
-  (void)err;
-  dlqb_scan_hold(s, d); /* nothing moves: every item returns to its place */
+  (void)d, (void)enough, (void)err;
   dlqb_review_tally_add(&p->t, it, p->now_ms);
   return DLQB_OK;
 }
@@ -107,16 +107,15 @@ static void refresh_review(dlqb_metrics_refresher *r, const dlqb_queue_stat *sta
   p.now_ms = dlqb_now_ms();
   char name[340];
   snprintf(name, sizeof name, "dlq-bridge metrics review %s", r->cfg->instance);
-  dlqb_scan_options so = {.queue = pl.review,
-                          .look = true,
-                          .purpose = name,
-                          .actor = DLQB_ACTOR_BRIDGE,
-                          .on_item = tally_item,
-                          .ctx = &p};
-  dlqb_scan_result res;
+  ops_look look = {.queue = pl.review,
+                   .source = OPS_LOOK_CATALOG,
+                   .purpose = name,
+                   .actor = DLQB_ACTOR_BRIDGE,
+                   .on_item = tally_item,
+                   .ctx = &p};
   dlqb_error err = {{0}};
-  dlqb_status st = dlqb_scan_run(r->cfg, &so, &res, &err);
-  bool whole = st == DLQB_OK && !res.short_read && !res.interrupted;
+  dlqb_status st = ops_look_run(r->cfg, &look, &err);
+  bool whole = st == DLQB_OK && !look.r.short_read && !look.r.interrupted;
   if (st != DLQB_OK) dlqb_log_warn("queue_stats", "cannot read %s: %s", pl.review, err.msg);
   dlqb_metrics_set_review(r->m, &p.t, whole);
 }

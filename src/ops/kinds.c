@@ -46,6 +46,7 @@ static const struct {
     [OPS_MOVE_ESCALATE] = {"escalate", "escalated", DLQB_ESCALATION_OPERATOR, DLQB_EV_ESCALATED},
     [OPS_MOVE_RESOLVE] = {"resolve", "resolved", NULL, DLQB_EV_RESOLVED},
     [OPS_MOVE_EDIT] = {"edit", "edited", NULL, DLQB_EV_EDITED},
+    [OPS_MOVE_SLA] = {"escalator", "escalated", "sla", DLQB_EV_ESCALATED},
 };
 
 static void spec_of(ops_move_spec *m, ops_move_kind kind, const ops_stamp *st, bool dry_run,
@@ -76,11 +77,20 @@ void ops_edit_spec(ops_move_spec *m, const ops_stamp *st, bool dry_run) {
   spec_of(m, OPS_MOVE_EDIT, st, dry_run, 0);
 }
 
+void ops_sla_spec(ops_move_spec *m, const ops_stamp *st, uint64_t sla_ms, const char *reason,
+                  const char *no_time_reason) {
+  spec_of(m, OPS_MOVE_SLA, st, false, 0);
+  m->sla_ms = sla_ms;
+  m->sla_reason = reason;
+  m->sla_no_time_reason = no_time_reason;
+}
+
 const char *ops_move_target(ops_move_kind kind, const dlqb_pipeline *p) {
   switch (kind) {
   case OPS_MOVE_REPLAY:
   case OPS_MOVE_EDIT: return p->work;
-  case OPS_MOVE_ESCALATE: return p->review;
+  case OPS_MOVE_ESCALATE:
+  case OPS_MOVE_SLA: return p->review;
   case OPS_MOVE_RESOLVE: break;
   }
   return NULL;

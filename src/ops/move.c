@@ -61,6 +61,8 @@ static size_t move_sets(const ops_move_spec *m, const dlqb_item *it, dlqb_hset *
   case OPS_MOVE_ESCALATE:
     return dlqb_escalation_stamp(out, st->actor, st->now, DLQB_ESCALATION_OPERATOR,
                                  st->has_note ? st->note : NULL);
+  case OPS_MOVE_SLA:
+    return dlqb_escalation_stamp(out, st->actor, st->now, DLQB_ESCALATION_DLQ_SLA, NULL);
   case OPS_MOVE_RESOLVE:
   case OPS_MOVE_EDIT: /* its accept hook's sets */ break;
   }
@@ -68,9 +70,10 @@ static size_t move_sets(const ops_move_spec *m, const dlqb_item *it, dlqb_hset *
 }
 
 /* The hop's reason for the audit trail. */
-static const char *move_reason(const ops_move_spec *m, const dlqb_item *it) {
+static const char *move_reason(const ops_move_spec *m, const dlqb_item *it, dlqb_verdict v) {
   const ops_stamp *st = m->stamp;
   switch (m->kind) {
+  case OPS_MOVE_SLA: return v.no_time ? m->sla_no_time_reason : m->sla_reason;
   case OPS_MOVE_REPLAY:
     /* Why now (the fix, the ticket) when the operator said; else why it had
      * failed, which the message no longer keeps. */
@@ -86,7 +89,9 @@ static const char *move_reason(const ops_move_spec *m, const dlqb_item *it) {
 static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
                              dlqb_error *err) {
   pass_ctx *c = ctx;
-  dlqb_verdict v = dlqb_verdict_of(&c->rule, it, c->now_ms, c->selected);
+  /* The SLA clock reads the item as the escalator first saw it. */
+  const dlqb_item *seen = c->m->seen_as != NULL ? c->m->seen_as(c->m->seen_ctx, it) : it;
+  dlqb_verdict v = dlqb_verdict_of(&c->rule, seen, c->now_ms, c->selected);
   if (v.kind != DLQB_VERDICT_HOLD && c->m->only != NULL && !c->m->only(c->m->only_ctx, it))
     v.kind = DLQB_VERDICT_HOLD;
   const ops_open_move *open = v.kind == DLQB_VERDICT_TAKE && !c->m->after_interrupted
@@ -111,6 +116,7 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
     v.kind = DLQB_VERDICT_HOLD;
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
+    if (v.stop_after) dlqb_scan_stop(s);
     return DLQB_OK;
   }
   bool complete = v.kind == DLQB_VERDICT_SKIP_COMPLETE;
@@ -130,7 +136,7 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
     return DLQB_OK;
   }
   if (c->w->taken != NULL) c->w->taken(c->w->ctx, it);
-  const char *reason = copy.reason != NULL ? copy.reason : move_reason(c->m, it);
+  const char *reason = copy.reason != NULL ? copy.reason : move_reason(c->m, it, v);
   c->target = copy.target;
   if (copy.target == NULL) {
     /* resolve: the item leaves the DLQ with nothing published */
@@ -174,7 +180,11 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
                 .source = m->source != NULL ? m->source : p->dlq,
                 .target = ops_move_target(m->kind, p),
                 .out = out,
-                .rule = {.sel = x->sel, .ledger = m->ledger, .stop_at_limit = m->stop_at_limit}};
+                .rule = {.sel = x->sel,
+                         .ledger = m->ledger,
+                         .stop_at_limit = m->stop_at_limit,
+                         .sla = m->kind == OPS_MOVE_SLA,
+                         .sla_ms = m->sla_ms}};
   /* The moves out of this queue that began and did not end (a killed
    * mover's): their items are held unless a person settles them. */
   ops_open_moves *open = NULL;
@@ -195,8 +205,9 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
     window = wd < 50 ? 50 : wd > DLQB_SCAN_WINDOW_DEFAULT ? DLQB_SCAN_WINDOW_DEFAULT : (int)wd;
   }
   out->window = window;
-  char purpose[64];
+  char purpose[DLQB_NAME_MAX + 64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", m->command);
+  if (m->purpose != NULL) snprintf(purpose, sizeof purpose, "%s", m->purpose);
   dlqb_scan_options so = {.queue = c.source,
                           .edit = m->edit,
                           .purpose = purpose,
@@ -206,7 +217,10 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
                           .window = window,
                           .rate = m->rate,
                           .stop = stop,
-                          .audit_mode = DLQB_PIPE_AUDIT_FAIL_FAST,
+                          .audit_mode = m->outwait_audit ? DLQB_PIPE_AUDIT_OUTWAIT
+                                                         : DLQB_PIPE_AUDIT_FAIL_FAST,
+                          .memory = m->memory,
+                          .idle_stop_ms = m->idle_stop_ms,
                           .on_item = move_item,
                           .on_tick = move_tick,
                           .after_ack = move_acked,

@@ -21,11 +21,10 @@ static bool other_consumers(const dlqb_config *cfg, const char *queue, const cha
   return st == DLQB_OK;
 }
 
-/* Holds every item: nothing moves, each returns to its place. */
-static dlqb_status hold_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
+static dlqb_status read_item(void *ctx, const dlqb_item *it, const dlqb_delivery *d, bool *enough,
                              dlqb_error *err) {
   ops_queue_read *q = ctx;
-  dlqb_scan_hold(s, d);
+  (void)d, (void)enough;
   return q->on_item(q->ctx, it, err);
 }
 
@@ -37,14 +36,17 @@ dlqb_status ops_queue_read_run(const dlqb_config *cfg, ops_queue_read *q, dlqb_e
   dlqb_iso_time(dlqb_now_ms(), q->at, sizeof q->at);
   char name[160];
   snprintf(name, sizeof name, "dlq-bridge %s", q->purpose);
-  dlqb_scan_options so = {.queue = q->queue,
-                          .purpose = name,
-                          .actor = q->purpose,
-                          .window = q->window,
-                          .stop = q->stop,
-                          .on_item = hold_item,
-                          .ctx = q};
-  st = dlqb_scan_run(cfg, &so, &q->scan, err);
+  /* The queue itself, whatever the catalog says: what is compared with it. */
+  ops_look look = {.queue = q->queue,
+                   .source = OPS_LOOK_QUEUE,
+                   .purpose = name,
+                   .actor = q->purpose,
+                   .window = q->window,
+                   .stop = q->stop,
+                   .on_item = read_item,
+                   .ctx = q};
+  st = ops_look_run(cfg, &look, err);
+  q->scan = look.r;
   if (st != DLQB_OK) return st;
   /* Our own consumer is gone once the scan closed its link. */
   if (!other_consumers(cfg, q->queue, q->purpose, NULL, &after, err)) return DLQB_EBROKER;
