@@ -12,7 +12,13 @@
 #     file includes only the headers of its own folder and the floors below
 #     it, so a call up the floors fails here even where it would link;
 #  5. the console (src/console/) includes no header of the command line
-#     (src/cli/): it sits below it.
+#     (src/cli/): it sits below it;
+#  6. the operation level owns the passes and the trail: dlqb_scan_run is
+#     called only under src/amqp/ and src/ops/, and a trail with its anchor
+#     publisher (dlqb_audit_open, dlqb_anchor_start) is opened only under
+#     src/ops/ (ops_session_open), by every front end and the daemon alike;
+#  7. a function named ops_... is defined only under src/ops/ (the command
+#     line's own helpers are cli_...).
 # usage: tests/check_layers.sh SOURCE_DIR
 set -u
 root=${1:?usage: check_layers.sh SOURCE_DIR}
@@ -110,6 +116,27 @@ for h in src/cli/*.h; do
         status=1
     fi
 done
+
+# 6. Passes and trails through the operation level.
+calls=$(grep -rnE '\b(dlqb_scan_run|dlqb_audit_open|dlqb_anchor_start)[[:space:]]*\(' src --include='*.c' |
+    grep -vE '^src/(ops|amqp|audit)/' |
+    grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/\*|\*)' || true)
+calls="$calls$(grep -rnE '\b(dlqb_audit_open|dlqb_anchor_start)[[:space:]]*\(' src/amqp --include='*.c' |
+    grep -vE '^src/amqp/anchor\.c:' | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/\*|\*)' || true)"
+if [ -n "$calls" ]; then
+    echo "check_layers: a pass or a trail opened above the operation level (src/ops/):"
+    echo "$calls"
+    status=1
+fi
+
+# 7. ops_ names belong to src/ops/: a definition starts a line (its type
+#    first) and ends with "(" ... ") {".
+defs=$(grep -rnE '^[a-z][a-z_0-9 ]*[ *]ops_[a-z_0-9]+\(' src --include='*.c' | grep -vE '^src/ops/' || true)
+if [ -n "$defs" ]; then
+    echo "check_layers: ops_ functions defined outside src/ops/:"
+    echo "$defs"
+    status=1
+fi
 
 [ "$status" = 0 ] && echo "check_layers: src/ keeps its layering"
 exit "$status"

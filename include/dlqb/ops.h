@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dlqb/anchor.h"
 #include "dlqb/audit.h"
 #include "dlqb/calendar.h"
 #include "dlqb/config.h"
@@ -61,18 +62,55 @@ bool ops_profile_has(const dlqb_profile *pr, const char *header);
 /* True when the profile's identity is dsr's (request_id, source_system). */
 bool ops_profile_is_dsr(const dlqb_profile *pr);
 
-/* ---- the audit trail of a pass ---------------------------------------- */
+/* ---- an operation's session (session.c) ------------------------------
+ * What every operation that moves or removes items runs in, whichever
+ * front end starts it (a command, a console job or decision, the daemon):
+ * the audit trail with its anchor publisher, and the completion ledger as
+ * its moves read it. Opening refuses when no trail is configured (unless
+ * the caller acts without one on purpose); closing ends the trail's chain
+ * and anchors it (a command's exit, a console job's end, the daemon's
+ * clean stop alike). */
 
-/* Opens the audit trail as `writer` with its anchor publisher, which
- * connects as broker (NULL: cfg->broker; it must live until
- * ops_audit_close). Close it with ops_audit_close. Safe from several
- * threads at once. */
-dlqb_status ops_trail_open(const dlqb_config *cfg, const dlqb_broker_conf *broker,
-                           const char *writer, dlqb_audit **out, dlqb_error *err);
+typedef struct ops_session ops_session;
 
-/* Ends what ops_trail_open opened: the chain_end, its anchor (a warning in
- * the log when the broker cannot take it), then closes. NULL-safe. */
-void ops_audit_close(dlqb_audit *audit);
+typedef struct {
+  const dlqb_config *cfg;
+  /* Whom its anchor publisher and ledger read connect as; NULL:
+   * cfg->broker. Both must outlive the session. */
+  const dlqb_broker_conf *broker;
+  const char *writer; /* the trail's writer: "replay@host", "console@host" */
+  /* Act with no trail configured (--no-audit): the session has no trail. */
+  bool without_trail;
+  /* A dry run's: it writes nothing, so it opens no trail at all. */
+  bool read_only;
+  /* The daemon's: its anchor publisher waits for dlqb_anchor_release (its
+   * router declares the stream first) and keeps its link. */
+  bool held_anchors;
+} ops_session_opts;
+
+/* The refusal when no trail is configured, in every front end's words. */
+#define OPS_NO_TRAIL "no audit trail configured (audit_log): nothing is moved without one"
+
+/* Opens a session. DLQB_EINVAL with OPS_NO_TRAIL when cfg has no audit_log
+ * (and not without_trail), or a trail or key the settings name wrongly;
+ * else the trail's error. Safe from several threads at once. */
+dlqb_status ops_session_open(const ops_session_opts *o, ops_session **out, dlqb_error *err);
+
+/* Its trail (NULL: none: without_trail, or s NULL) and anchor publisher. */
+dlqb_audit *ops_session_audit(const ops_session *s);
+dlqb_anchor_pub *ops_session_anchors(const ops_session *s);
+
+/* The whole completion ledger of p, read once per session (ops_replay_ledger:
+ * a dry run writes nothing); *out and *stats (may be NULL) live until the
+ * session closes. A failure must stop the move: moving on a partial ledger
+ * could re-run a completed erasure. */
+dlqb_status ops_session_ledger(ops_session *s, const dlqb_pipeline *p, bool dry_run,
+                               const dlqb_ledger **out, const dlqb_ledger_stats **stats,
+                               dlqb_error *err);
+
+/* Ends the trail's chain, anchors it (a warning in the log when the
+ * broker cannot take it), closes it and frees the session. NULL-safe. */
+void ops_session_close(ops_session *s);
 
 /* ---- a classic DLQ or review queue into a quorum one (migrate.c) ----- */
 
@@ -185,11 +223,6 @@ typedef struct {
   double rate;               /* moves per second; 0 = unlimited */
   const dlqb_ledger *ledger; /* completed tasks are removed as SKIPPED_COMPLETE; may be NULL */
   const dlqb_ledger_stats *ledger_stats; /* how the ledger was read, for --json; may be NULL */
-  /* The audit trail, opened by the caller (replay opens it before it reads
-   * the ledger, so an unwritable trail fails first); NULL: the CLI's
-   * ops_move_run opens its own (none for a dry run, or with --no-audit). */
-  bool audit_started; /* the caller opened it (audit may be NULL) */
-  dlqb_audit *audit;
   /* A further condition on top of the selection (the console's checked
    * items); NULL: none. An item it refuses is left in place. */
   bool (*only)(void *only_ctx, const dlqb_item *it);
@@ -372,7 +405,7 @@ typedef struct {
   const char *message_id, *note;
   bool force;
   dlqb_select sel;           /* the one item: its message_id, limit 1 */
-  const dlqb_ledger *ledger; /* OPS_ACT_REPLAY: the completion ledger, read whole */
+  const dlqb_ledger *ledger; /* OPS_ACT_REPLAY: the session's ledger, read whole by the pass */
   char now[DLQB_ISO_TIME_MAX];
   char reason[DLQB_LAST_ERROR_MAX + 1];
   /* What the pass found and did. */
@@ -390,10 +423,11 @@ typedef struct {
 } ops_review_act;
 
 /* One pass over the review queue acting on the item c->message_id as
- * c->kind says, through audit (may be NULL only with audit off). The
- * result is in c (found, gate, settled). DLQB_EINVAL for a bad
- * message_id; else dlqb_scan_run's status. */
-dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, dlqb_audit *audit,
+ * c->kind says, in session (its trail: NULL only with audit off; a replay
+ * reads its completion ledger first). The result is in c (found, gate,
+ * settled). DLQB_EINVAL for a bad message_id; else the ledger's or
+ * dlqb_scan_run's status. */
+dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, ops_session *session,
                                 dlqb_stop_flag *stop, dlqb_scan_result *r, dlqb_error *err);
 
 /* ---- one task's audit history (hops.c): audit show, the item page ---- */

@@ -147,12 +147,12 @@ typedef struct {
 
 /* Runs the edit of rq on x->pipeline (its queues and profile) as
  * x->actor with x's broker user (x->broker, else x->cfg->broker) and
- * x->window (x->sel is not read:
- * the edit selects its one item itself), recording into audit (NULL:
- * none, a dry run or --no-audit). ledger: the completion ledger for a
- * replay (NULL for --keep or a dry run without one); a task in it is not
- * edited. */
-void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audit,
-                  const dlqb_ledger *ledger, dlqb_stop_flag *stop, ops_edit_result *out);
+ * x->window (x->sel is not read: the edit selects its one item itself),
+ * in session: recording into its trail (none: a dry run's, or
+ * --no-audit), and reading its completion ledger when the edit needs one
+ * (ops_edit_needs_ledger: a task in it is not edited; a failure to read
+ * it fails the edit). */
+void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, ops_session *session,
+                  dlqb_stop_flag *stop, ops_edit_result *out);
 
 #endif

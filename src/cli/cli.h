@@ -104,7 +104,7 @@ void cli_print_settings_markdown(FILE *out);
 void cli_print_settings_list(FILE *out, size_t width);
 
 /* Prints text (one line, sanitised already) and a newline, wrapped at
- * spaces to `width` columns (ops_output_width; 0: as it is), each
+ * spaces to `width` columns (cli_output_width; 0: as it is), each
  * continuation indented by two: audit show's hops, the trail's summary,
  * help settings. A word longer than a line is printed whole. */
 void cli_print_wrapped(FILE *out, const char *text, size_t width);

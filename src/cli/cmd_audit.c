@@ -69,7 +69,7 @@ static dlqb_status audit_flag(void *ctx, const char *flag, const char *value, dl
     o->id_flag = strcmp(flag, "id") == 0 ? "id" : "request-id";
   } else if (strcmp(flag, "message-id") == 0) o->message_id = value;
   else if (strcmp(flag, "json") == 0) o->json = true;
-  else if (strcmp(flag, "window") == 0) return ops_parse_window(value, &o->window, err);
+  else if (strcmp(flag, "window") == 0) return cli_parse_window(value, &o->window, err);
   else if (o->extra != NULL) return o->extra(o->extra_ctx, flag, value, err);
   return DLQB_OK;
 }
@@ -82,7 +82,7 @@ void audit_print_summary(const dlqb_audit_summary *s, bool sealed) {
            s->records, s->records == 1 ? "" : "s", s->chains, s->chains == 1 ? "" : "s",
            s->chains_ended, s->chains - s->chains_ended, s->files, s->files == 1 ? "" : "s",
            s->rotations, s->rotations == 1 ? "" : "s");
-  cli_print_wrapped(stdout, line, ops_output_width(false));
+  cli_print_wrapped(stdout, line, cli_output_width(false));
   if (sealed)
     printf("seal: the tail is complete for %lu sealed chain%s\n", s->sealed,
            s->sealed == 1 ? "" : "s");
@@ -238,7 +238,7 @@ static int audit_verify(int argc, char **argv) {
       json_object_object_add(j, "beyond_anchors",
                              json_object_new_int64((int64_t)sum.beyond_anchors));
     }
-    ops_print_json(j);
+    cli_print_json(j);
   } else if (rc == EXIT_OK) {
     audit_print_summary(&sum, sealed);
   }

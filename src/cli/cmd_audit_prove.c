@@ -668,7 +668,7 @@ static int write_archive(archive_ctx *a, const dlqb_evidence_result *res) {
   for (size_t i = 0; i < nold; i++) names[i] = c->arch.files[i];
   for (size_t i = 0; i < a->ngiven; i++) names[nold + i] = a->given[i];
   if (c->actor_flag != NULL) snprintf(raw, sizeof raw, "%s", c->actor_flag);
-  else ops_default_actor(raw, sizeof raw);
+  else cli_default_actor(raw, sizeof raw);
   dlqb_text_sanitize(actor, sizeof actor, raw, strlen(raw));
   snprintf(raw, sizeof raw, "archive@%s", c->cfg->instance);
   dlqb_text_sanitize(writer, sizeof writer, raw, strlen(raw));
@@ -880,7 +880,7 @@ int audit_verify_proof(int argc, char **argv) {
     json_object_object_add(j, "key", json_object_new_string(chk.key_id));
     json_object_object_add(j, "cosigners", json_object_new_int64((int64_t)chk.cosigners));
     json_object_object_add(j, "witnesses_needed", json_object_new_int64(o.need));
-    ops_print_json(j);
+    cli_print_json(j);
   } else {
     printf("evidence intact: %zu record%s of request %s, and every record of it in the trail's "
            "first %" PRIu64 " lines (checkpoint of %s signed with key %s)\n",

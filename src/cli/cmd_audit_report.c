@@ -253,7 +253,7 @@ static int report_prepare(void *ctx, const dlqb_config *cfg) {
    * here once (valid UTF-8, no control characters), like every string. */
   char raw[sizeof c->writer];
   if (c->actor_flag != NULL) snprintf(raw, sizeof raw, "%s", c->actor_flag);
-  else ops_default_actor(raw, sizeof raw);
+  else cli_default_actor(raw, sizeof raw);
   dlqb_text_sanitize(c->actor, sizeof c->actor, raw, strlen(raw));
   snprintf(raw, sizeof raw, "report@%s", cfg->instance);
   dlqb_text_sanitize(c->writer, sizeof c->writer, raw, strlen(raw));
@@ -857,7 +857,7 @@ int audit_verify_report(int argc, char **argv) {
         json_object_object_add(j, "format", jstr(chk.json ? "json" : "text"));
         json_object_object_add(j, "key", jstr(chk.key_id));
         json_object_object_add(j, "key_file", jstr(chk.key_file));
-        ops_print_json(j);
+        cli_print_json(j);
       } else {
         printf("report intact: %s, signed by key %s (%s); no byte changed since\n",
                dlqb_text_quote(q, o.file, strlen(o.file)), chk.key_id, chk.key_file);

@@ -93,7 +93,7 @@ static const char *completion_of(const show_ledger *sl, const char *id, const ch
 static void print_hop_text(json_object *h) {
   /* An edit hop adds up to eight fields of two values each. */
   char line[16 * DLQB_LAST_ERROR_MAX + 1024];
-  cli_print_wrapped(stdout, ops_hop_text(h, line, sizeof line), ops_output_width(false));
+  cli_print_wrapped(stdout, ops_hop_text(h, line, sizeof line), cli_output_width(false));
 }
 
 /* Each task the hops name once (its request_id and source_system), in the

@@ -2,7 +2,7 @@
  * schedule (a systemd timer runs `drain run`), canary first, then ramping,
  * stopping when what it moved fails again (issue 23). The decisions are
  * the pure ramp in core/drain.c; the moves are replay's own pass
- * (ops_move_run: the ledger respected, confirm before ack, audited);
+ * (cli_move_run: the ledger respected, confirm before ack, audited);
  * this file connects them, watches the outcomes and records the runs.
  *
  * A command of its own rather than a thread of `run`: it runs as its own
@@ -60,9 +60,9 @@
 
 static const cli_flag run_flags[] = {
     {"dry-run", false, NULL, "list what the next run would take; move and write nothing"},
-    OPS_WIDE_FLAG,
-    OPS_OUTPUT_FLAGS,
-    OPS_NO_AUDIT_FLAG,
+    CLI_WIDE_FLAG,
+    CLI_OUTPUT_FLAGS,
+    CLI_NO_AUDIT_FLAG,
     {NULL, false, NULL, NULL},
 };
 
@@ -125,7 +125,7 @@ typedef struct {
 } tracked;
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   ops_stamp stamp; /* actor "drain", the run's start: replay's stamp */
   dlqb_drain_ramp ramp;
   dlqb_hashset *seen; /* (request_id, source_system) -> tracked */
@@ -456,7 +456,7 @@ static const char *stop_sentence(const dlqb_drain_ramp *r) {
 /* ---- drain run -------------------------------------------------------- */
 
 static dlqb_status run_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
-  return ops_flag(&((drain_run *)ctx)->o, flag, value, err);
+  return cli_opts_flag(&((drain_run *)ctx)->o, flag, value, err);
 }
 
 /* The stop flag was set: by a signal, or by the lease's keeper. */
@@ -472,7 +472,7 @@ static void end_stopped(drain_run *d) {
 }
 
 /* One MOVE of the ramp through replay's pass. */
-static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audit,
+static void move_step(drain_run *d, const dlqb_drain_action *a, ops_session *session,
                       dlqb_stop_flag *stop) {
   /* drain_eligible counts the step (pass_limit), not the selection's
    * --limit: it must also see the items behind the step's last one, to
@@ -483,8 +483,6 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
   d->pass_taken = 0;
   ops_move_spec m;
   drain_spec(d, &m, false, a->rate);
-  m.audit_started = true;
-  m.audit = audit;
   ops_move_watch w = {.acked = drain_moved, .ctx = d};
   ops_move_outcome *out = calloc(1, sizeof *out);
   if (out == NULL) {
@@ -492,8 +490,8 @@ static void move_step(drain_run *d, const dlqb_drain_action *a, dlqb_audit *audi
     dlqb_drain_end(&d->ramp, DLQB_DRAIN_ERROR);
     return;
   }
-  ops_ctx x = ops_context(&d->o);
-  ops_move_pass(&x, &m, audit, &w, stop, out);
+  ops_ctx x = cli_context(&d->o);
+  ops_move_pass(&x, &m, ops_session_audit(session), &w, stop, out);
   d->skipped += out->skipped;
   /* A short read (an operator's inspect took some items for a moment) is
    * no error: the step moved what it saw, the next run sees the rest. */
@@ -523,13 +521,13 @@ static int drain_dry_run(drain_run *d, dlqb_stop_flag *stop) {
   dlqb_ledger_stats ls;
   if (dlqb_ledger_peek(d->o.cfg, NULL, cli_pipeline()->completed, d->o.cfg->ledger.cache, d->ledger,
                        LEDGER_QUIET_MS, &ls, &err) != DLQB_OK)
-    return ops_fail(&err);
+    return cli_fail(&err);
   d->o.sel.limit = 0; /* drain_eligible counts, as in move_step */
   d->pass_limit = d->o.cfg->drain.max_items > 0 ? (uint64_t)d->o.cfg->drain.max_items : UINT64_MAX;
   ops_move_spec m;
   drain_spec(d, &m, true, 0);
   m.ledger_stats = &ls;
-  int rc = ops_move_run(&d->o, &m, stop);
+  int rc = cli_move_run(&d->o, &m, NULL, stop);
   if (!d->o.json)
     printf("the next run replays the first %d of these as its canary and waits for them\n",
            d->o.cfg->drain.canary);
@@ -540,7 +538,7 @@ static int drain_run_cmd(int argc, char **argv) {
   static drain_run d; /* the ramp's ring is large for a stack */
   memset(&d, 0, sizeof d);
   bool help;
-  int rc = ops_load(&run_spec, argc, argv, &d.o, run_flag, &d, &help);
+  int rc = cli_opts_load(&run_spec, argc, argv, &d.o, run_flag, &d, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&run_spec, stdout);
@@ -576,8 +574,8 @@ static int drain_run_cmd(int argc, char **argv) {
 
   /* The audit trail first (as replay): a run without one is refused
    * before the broker is touched, unless --no-audit. */
-  dlqb_audit *audit = NULL;
-  rc = ops_audit_start(&d.o, "drain", &audit);
+  ops_session *session = NULL;
+  rc = cli_audit_start(&d.o, "drain", &session);
   if (rc != EXIT_OK) {
     dlqb_hashset_free(d.seen);
     dlqb_ledger_free(d.ledger);
@@ -594,15 +592,15 @@ static int drain_run_cmd(int argc, char **argv) {
   dlqb_status st =
       dlqb_lease_take(d.o.cfg, lease_queue, "dlq-bridge drain (lease)", stop, &lease, &err);
   if (st != DLQB_OK) {
-    ops_audit_close(audit);
+    ops_session_close(session);
     dlqb_hashset_free(d.seen);
     dlqb_ledger_free(d.ledger);
-    if (st != DLQB_ECONFLICT) return ops_fail(&err);
+    if (st != DLQB_ECONFLICT) return cli_fail(&err);
     if (d.o.json) {
       json_object *j = json_object_new_object();
       json_object_object_add(j, "stopped", json_object_new_string("lease_held"));
       json_object_object_add(j, "moved", json_object_new_int(0));
-      ops_print_json(j);
+      cli_print_json(j);
     } else printf("another drain holds the lease (%s): nothing done\n", lease_queue);
     return EXIT_LEASE_HELD;
   }
@@ -629,7 +627,7 @@ static int drain_run_cmd(int argc, char **argv) {
     dlqb_drain_action a = dlqb_drain_next(&d.ramp, dlqb_mono_ms());
     if (a.kind == DLQB_DRAIN_END) break;
     if (a.kind == DLQB_DRAIN_MOVE) {
-      move_step(&d, &a, audit, stop);
+      move_step(&d, &a, session, stop);
       /* An item max_replays escalated is a failure too. */
       if (!a.canary && d.ramp.phase != DLQB_DRAIN_PH_END &&
           look_queue(&d, cli_pipeline()->review, &err) != DLQB_OK) {
@@ -649,18 +647,18 @@ static int drain_run_cmd(int argc, char **argv) {
     dlqb_drain_action again = dlqb_drain_next(&d.ramp, dlqb_mono_ms());
     if (again.kind == DLQB_DRAIN_WAIT_CANARY) dlqb_sleep_us(stop, POLL_US);
     else if (again.kind == DLQB_DRAIN_MOVE) {
-      move_step(&d, &again, audit, stop);
+      move_step(&d, &again, session, stop);
       continue;
     }
   }
-  ops_audit_close(audit);
+  ops_session_close(session);
   int64_t ended = dlqb_now_ms();
   json_object *run = run_json(&d, started, ended);
   record_run(&d, run);
   write_textfile(&d, started, ended);
   dlqb_lease_release(lease);
   const dlqb_drain_ramp *r = &d.ramp;
-  if (d.o.json) ops_print_json(run);
+  if (d.o.json) cli_print_json(run);
   else {
     printf("drain: replayed %llu (canary %llu: %llu complete, %llu failed again), skipped as "
            "complete %llu, %d ramp steps, re-failures %llu; stopped: %s\n",
@@ -733,7 +731,7 @@ static int drain_status_cmd(int argc, char **argv) {
   }
   dlqb_error err;
   json_object *runs = read_runs(cfg.drain.state, &err);
-  if (runs == NULL) return ops_fail(&err);
+  if (runs == NULL) return cli_fail(&err);
   size_t n = json_object_array_length(runs);
   if (n > (size_t)s.last) n = (size_t)s.last;
   if (s.json) {
@@ -742,7 +740,7 @@ static int drain_status_cmd(int argc, char **argv) {
       json_object_array_add(out, json_object_get(json_object_array_get_idx(runs, i)));
     json_object *doc = json_object_new_object();
     json_object_object_add(doc, "runs", out);
-    ops_print_json(doc);
+    cli_print_json(doc);
     json_object_put(runs);
     return EXIT_OK;
   }

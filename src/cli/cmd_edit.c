@@ -37,7 +37,7 @@ static const cli_flag flags[] = {
     {"queue", true, "dlq|review",
      "where the item is (default dlq; review: compliance_review, "
      "the item claimed by --actor)"},
-    OPS_COMMON_FLAGS,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -84,7 +84,7 @@ static const cli_flag decide_flags[] = {
      "approve: an approval of this proposal was interrupted; you checked that its copy is not "
      "live"},
     {"queue", true, "dlq|review", "where the item is (default dlq)"},
-    OPS_COMMON_FLAGS,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -122,7 +122,7 @@ static const cli_spec reject_spec = {
 };
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   ops_edit_request rq;
   const char *body_file;
   const char *queue;
@@ -143,7 +143,7 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     e->rq.proposal_id = value; /* edit approve|reject EDIT_ID */
     return DLQB_OK;
   }
-  if (flag == NULL) return ops_flag(&e->o, flag, value, err);
+  if (flag == NULL) return cli_opts_flag(&e->o, flag, value, err);
   if (strcmp(flag, "message-id") == 0 || strcmp(flag, "note") == 0) {
     if (value[0] == '\0') return dlqb_fail(err, DLQB_EINVAL, "--%s needs a non-empty value", flag);
     if (strlen(value) > DLQB_LAST_ERROR_MAX)
@@ -186,7 +186,7 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     e->rq.dry_run = true;
     return DLQB_OK;
   }
-  return ops_flag(&e->o, flag, value, err);
+  return cli_opts_flag(&e->o, flag, value, err);
 }
 
 /* FILE's bytes, at most BODY_FILE_MAX. EXIT_OK or one line and EXIT_USAGE. */
@@ -277,7 +277,7 @@ static void print_json(const edit_opts *e, const ops_edit_result *r) {
     json_object_object_add(b, "size_after", json_object_new_int64((int64_t)h->body_size_after));
     json_object_object_add(b, "sha256_after", json_object_new_string(h->body_sha256_after));
     json_object_object_add(j, "body", b);
-    json_object_object_add(j, "item", ops_item_json(&r->item, dlqb_now_ms()));
+    json_object_object_add(j, "item", cli_item_json(&r->item, dlqb_now_ms()));
   }
   json_object_object_add(j, "note", e->rq.note ? json_object_new_string(e->rq.note) : NULL);
   json_object_object_add(j, "actor", json_object_new_string(e->o.actor));
@@ -285,7 +285,7 @@ static void print_json(const edit_opts *e, const ops_edit_result *r) {
   if (r->outcome != OPS_EDIT_DONE && r->outcome != OPS_EDIT_PREVIEWED &&
       r->outcome != OPS_EDIT_PROPOSED && r->outcome != OPS_EDIT_REJECTED)
     json_object_object_add(j, "error", json_object_new_string(r->err.msg));
-  ops_print_json(j);
+  cli_print_json(j);
 }
 
 /* A value as the preview shows it: quoted, already sanitised. */
@@ -307,7 +307,7 @@ static void print_text(const edit_opts *e, const ops_edit_result *r) {
    * a result still invalid. */
   if (e->rq.dry_run || r->outcome == OPS_EDIT_INVALID || r->outcome == OPS_EDIT_PROPOSED) {
     printf("edit %s of %s (%s), version %s: %s -> %s\n", h->edit_id, mid,
-           ops_identity_text(&r->item, who, sizeof who),
+           cli_identity_text(&r->item, who, sizeof who),
            r->item_edit_id[0] ? r->item_edit_id : "original", r->from, r->to);
     for (size_t i = 0; i < h->nfields; i++) {
       const dlqb_edit_field *f = &h->fields[i];
@@ -330,10 +330,10 @@ static void print_text(const edit_opts *e, const ops_edit_result *r) {
   if (e->rq.dry_run && r->outcome == OPS_EDIT_PREVIEWED) printf("dry run: nothing moved\n");
   else if (r->outcome == OPS_EDIT_DONE && h->approver[0] != '\0')
     printf("approved edit %s of %s (%s), proposed by %s, approved by %s: %s -> %s\n", h->edit_id,
-           mid, ops_identity_text(&r->item, who, sizeof who), h->editor, h->approver, r->from,
+           mid, cli_identity_text(&r->item, who, sizeof who), h->editor, h->approver, r->from,
            r->to);
   else if (r->outcome == OPS_EDIT_DONE)
-    printf("edited %s (%s) as %s: %s -> %s\n", mid, ops_identity_text(&r->item, who, sizeof who),
+    printf("edited %s (%s) as %s: %s -> %s\n", mid, cli_identity_text(&r->item, who, sizeof who),
            h->edit_id, r->from, r->to);
   else if (r->outcome == OPS_EDIT_PROPOSED)
     printf("proposed edit %s of %s: it waits in %s for a different broker user "
@@ -358,7 +358,7 @@ int cmd_edit(int argc, char **argv) {
     argv++;
   }
   bool help;
-  int rc = ops_load(spec, argc, argv, &e->o, on_flag, e, &help);
+  int rc = cli_opts_load(spec, argc, argv, &e->o, on_flag, e, &help);
   if (rc != EXIT_OK || help) {
     if (help) cli_print_help(spec, stdout);
     free(e);
@@ -415,35 +415,26 @@ int cmd_edit(int argc, char **argv) {
   }
   e->rq.editor = editor;
 
-  dlqb_audit *audit = NULL;
-  if (!e->rq.dry_run && (rc = ops_audit_start(&e->o, "edit", &audit)) != EXIT_OK) goto done;
-  dlqb_ledger *ledger = NULL;
-  if (ops_edit_needs_ledger(&e->rq)) {
-    /* The whole ledger, as replay reads it: a partial one could re-run a
-     * completed erasure. */
-    dlqb_ledger_stats ls;
-    ledger = dlqb_ledger_new();
-    if (ledger == NULL ||
-        ops_replay_ledger(e->o.cfg, NULL, p, e->rq.dry_run, ledger, &ls, &err) != DLQB_OK) {
-      if (ledger == NULL) dlqb_fail(&err, DLQB_ENOMEM, "out of memory");
-      ops_audit_close(audit);
-      dlqb_ledger_free(ledger);
-      rc = ops_fail(&err);
+  ops_session *session = NULL;
+  if (e->rq.dry_run) {
+    ops_session_opts so = {.cfg = e->o.cfg, .read_only = true};
+    if (ops_session_open(&so, &session, &err) != DLQB_OK) {
+      rc = cli_fail(&err);
       goto done;
     }
+  } else if ((rc = cli_audit_start(&e->o, "edit", &session)) != EXIT_OK) {
+    goto done;
   }
   ops_edit_result *r = malloc(sizeof *r);
   if (r == NULL) {
-    ops_audit_close(audit);
-    dlqb_ledger_free(ledger);
+    ops_session_close(session);
     cli_error("out of memory");
     rc = EXIT_RUNTIME;
     goto done;
   }
-  ops_ctx x = ops_context(&e->o);
-  ops_edit_run(&x, &e->rq, audit, ledger, cli_stop_flag(), r);
-  ops_audit_close(audit);
-  dlqb_ledger_free(ledger);
+  ops_ctx x = cli_context(&e->o);
+  ops_edit_run(&x, &e->rq, session, cli_stop_flag(), r);
+  ops_session_close(session);
   if (e->o.json) print_json(e, r);
   else print_text(e, r);
   switch (r->outcome) {
@@ -460,7 +451,7 @@ int cmd_edit(int argc, char **argv) {
               (unsigned long long)r->move.r.examined);
     rc = EXIT_RUNTIME;
     break;
-  case OPS_EDIT_FAILED: rc = ops_fail(&r->err); break;
+  case OPS_EDIT_FAILED: rc = cli_fail(&r->err); break;
   default:
     cli_error("edit refused: %s%s", r->err.msg,
               r->outcome == OPS_EDIT_INVALID || r->outcome == OPS_EDIT_NOT_CONFIRMED

@@ -9,14 +9,14 @@
 #include "ops_cli.h"
 
 static const cli_flag flags[] = {
-    OPS_SELECT_FLAGS,
+    CLI_SELECT_FLAGS,
     {"rate", true, "N", "escalate at most N messages a second, 1 to 100000"},
     {"dry-run", false, NULL, "list what would be escalated; move nothing"},
     {"note", true, "TEXT",
      "why, for the reviewer: kept on the item (escalation_note) and in the audit trail"},
-    OPS_WIDE_FLAG,
-    OPS_SETTLE_FLAG,
-    OPS_COMMON_FLAGS,
+    CLI_WIDE_FLAG,
+    CLI_SETTLE_FLAG,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -39,7 +39,7 @@ const cli_spec cmd_escalate_spec = {
 };
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   ops_stamp stamp;
   const char *note; /* --note, or NULL */
 } escalate_opts;
@@ -52,14 +52,14 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     e->note = value;
     return DLQB_OK;
   }
-  return ops_flag(&e->o, flag, value, err);
+  return cli_opts_flag(&e->o, flag, value, err);
 }
 
 int cmd_escalate(int argc, char **argv) {
   escalate_opts e;
   memset(&e, 0, sizeof e);
   bool help;
-  int rc = ops_load(&cmd_escalate_spec, argc, argv, &e.o, on_flag, &e, &help);
+  int rc = cli_opts_load(&cmd_escalate_spec, argc, argv, &e.o, on_flag, &e, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&cmd_escalate_spec, stdout);
@@ -80,5 +80,5 @@ int cmd_escalate(int argc, char **argv) {
   ops_move_spec m;
   ops_escalate_spec(&m, &e.stamp, e.o.dry_run, e.o.rate);
   m.after_interrupted = e.o.after_interrupted;
-  return ops_move_run(&e.o, &m, stop);
+  return cli_move_run(&e.o, &m, NULL, stop);
 }

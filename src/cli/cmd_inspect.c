@@ -21,16 +21,16 @@
 
 static const cli_flag flags[] = {
     {"all", false, NULL, "list every item (at a terminal, more than the first 50)"},
-    OPS_FILTER_FLAGS,
+    CLI_FILTER_FLAGS,
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
     {"show-payload", false, NULL,
      "also print each message body (hidden by default; reads the queue)"},
-    OPS_SCAN_FLAG,
+    CLI_SCAN_FLAG,
     {"queue", true, "NAME", "list another classic queue, e.g. compliance_review"},
     {"sort", true, "KEY",
      "queue (the default: queue order) or deadline (least statutory time left first)"},
-    OPS_WIDE_FLAG,
-    OPS_OUTPUT_FLAGS,
+    CLI_WIDE_FLAG,
+    CLI_OUTPUT_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -76,7 +76,7 @@ const cli_spec cmd_inspect_spec = {
 };
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   bool show_payload;
   bool sort_deadline;
   ops_urgent urgent; /* --sort deadline: the most urgent items */
@@ -86,7 +86,7 @@ typedef struct {
   int64_t now_ms;
   json_object *items;
   char *payload; /* scratch */
-  ops_rows rows; /* the text table's first rows, held to fit the ids */
+  cli_rows rows; /* the text table's first rows, held to fit the ids */
   bool header_done;
 } inspect_ctx;
 
@@ -114,7 +114,7 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     c->queue = value;
     return DLQB_OK;
   }
-  return ops_flag(&c->o, flag, value, err);
+  return cli_opts_flag(&c->o, flag, value, err);
 }
 
 static const char *payload_text(inspect_ctx *c, amqp_bytes_t body) {
@@ -127,17 +127,17 @@ static const char *payload_text(inspect_ctx *c, amqp_bytes_t body) {
 static void print_row(void *ctx, const dlqb_item *it, bool tag) {
   inspect_ctx *c = ctx;
   (void)tag;
-  if (!c->header_done) ops_item_header(stdout);
+  if (!c->header_done) cli_item_header(stdout);
   c->header_done = true;
-  ops_item_print(stdout, it, c->now_ms);
+  cli_item_print(stdout, it, c->now_ms);
   putchar('\n');
 }
 
 static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *body) {
   c->listed++;
   if (c->o.json) {
-    json_object *j = ops_item_json(it, c->now_ms);
-    ops_item_json_deadline(j, &c->o.cfg->deadlines, it, c->now_ms);
+    json_object *j = cli_item_json(it, c->now_ms);
+    cli_item_json_deadline(j, &c->o.cfg->deadlines, it, c->now_ms);
     if (c->show_payload && body != NULL)
       json_object_object_add(j, "payload", json_object_new_string(payload_text(c, *body)));
     json_object_array_add(c->items, j);
@@ -145,7 +145,7 @@ static void list_one(inspect_ctx *c, const dlqb_item *it, const amqp_bytes_t *bo
     print_row(c, it, false);
     if (body != NULL) printf("    payload: %s\n", payload_text(c, *body));
   } else {
-    ops_rows_add(&c->rows, it, false);
+    cli_rows_add(&c->rows, it, false);
   }
 }
 
@@ -174,7 +174,7 @@ int cmd_inspect(int argc, char **argv) {
   inspect_ctx c;
   memset(&c, 0, sizeof c);
   bool help;
-  int rc = ops_load(&cmd_inspect_spec, argc, argv, &c.o, on_flag, &c, &help);
+  int rc = cli_opts_load(&cmd_inspect_spec, argc, argv, &c.o, on_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
   /* The chosen pipeline's DLQ: known once the options are parsed. */
   if (c.queue == NULL) c.queue = cli_pipeline()->dlq;
@@ -211,10 +211,10 @@ int cmd_inspect(int argc, char **argv) {
     return EXIT_RUNTIME;
   }
   c.now_ms = dlqb_now_ms();
-  size_t columns = ops_output_width(c.o.wide);
-  ops_table_deadlines(&c.o.cfg->deadlines, c.sort_deadline);
-  ops_table_fit(columns);
-  ops_rows_init(&c.rows, !c.o.json && columns > 0 && !c.show_payload, columns, print_row, &c);
+  size_t columns = cli_output_width(c.o.wide);
+  cli_table_deadlines(&c.o.cfg->deadlines, c.sort_deadline);
+  cli_table_fit(columns);
+  cli_rows_init(&c.rows, !c.o.json && columns > 0 && !c.show_payload, columns, print_row, &c);
   if (c.o.json) c.items = json_object_new_array();
   /* The payloads are in the messages, which only the queue holds. */
   ops_look look = {.queue = c.queue,
@@ -232,16 +232,16 @@ int cmd_inspect(int argc, char **argv) {
   free(c.payload);
   if (st != DLQB_OK) {
     ops_urgent_free(&c.urgent);
-    ops_rows_drop(&c.rows);
+    cli_rows_drop(&c.rows);
     json_object_put(c.items);
-    return ops_fail(&err);
+    return cli_fail(&err);
   }
   if (c.sort_deadline) {
     ops_urgent_sort(&c.urgent);
     for (size_t i = 0; i < c.urgent.n; i++) list_one(&c, &c.urgent.kept[i].it, NULL);
     ops_urgent_free(&c.urgent);
   }
-  ops_rows_flush(&c.rows);
+  cli_rows_flush(&c.rows);
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (c.o.json) {
     json_object *j = json_object_new_object();
@@ -253,10 +253,10 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(j, "sort",
                            json_object_new_string(c.sort_deadline ? "deadline" : "queue"));
     json_object_object_add(j, "complete", json_object_new_boolean(early == NULL));
-    json_object_object_add(j, "catalog", ops_catalog_json(&view));
+    json_object_object_add(j, "catalog", cli_catalog_json(&view));
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     json_object_object_add(j, "items", c.items);
-    ops_print_json(j);
+    cli_print_json(j);
   } else if (c.listed == 0) {
     printf("no items%s in %s (%llu examined)\n", dlqb_select_given(&c.o.sel) ? " match" : "",
            c.queue, (unsigned long long)r.examined);
@@ -267,9 +267,9 @@ int cmd_inspect(int argc, char **argv) {
            (unsigned long long)r.examined, (unsigned long long)r.depth_at_start, c.queue);
     if (capped && c.listed == TERMINAL_LIMIT && r.depth_at_start > c.listed)
       printf("(the first %d: --limit N lists more, --all every one)\n", TERMINAL_LIMIT);
-    ops_table_note(stdout, columns);
+    cli_table_note(stdout, columns);
   }
-  if (!c.o.json) ops_catalog_print(stderr, &view);
+  if (!c.o.json) cli_catalog_print(stderr, &view);
   if (early != NULL) {
     cli_error("inspect %s", early);
     return EXIT_RUNTIME;

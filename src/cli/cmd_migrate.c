@@ -11,7 +11,7 @@
 
 static const cli_flag flags[] = {
     {"dry-run", false, NULL, "say what would move, move nothing"},
-    OPS_COMMON_FLAGS,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -44,7 +44,7 @@ const cli_spec cmd_migrate_spec = {
 };
 
 static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
-  return ops_flag(ctx, flag, value, err);
+  return cli_opts_flag(ctx, flag, value, err);
 }
 
 static void print_one(const ops_migrate_result *r, bool dry_run, bool done) {
@@ -84,10 +84,10 @@ static json_object *one_json(const ops_migrate_result *r, bool done) {
 }
 
 int cmd_migrate(int argc, char **argv) {
-  ops_opts o;
+  cli_opts o;
   memset(&o, 0, sizeof o);
   bool help;
-  int rc = ops_load(&cmd_migrate_spec, argc, argv, &o, on_flag, &o, &help);
+  int rc = cli_opts_load(&cmd_migrate_spec, argc, argv, &o, on_flag, &o, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&cmd_migrate_spec, stdout);
@@ -98,42 +98,43 @@ int cmd_migrate(int argc, char **argv) {
         "migrate: dlq_queue_type is classic; set it to quorum first (DLQ_BRIDGE_DLQ_QUEUE_TYPE)");
     return EXIT_USAGE;
   }
-  dlqb_audit *audit = NULL;
+  ops_session *session = NULL;
   if (!o.dry_run) {
-    int arc = ops_audit_start(&o, "migrate", &audit);
+    int arc = cli_audit_start(&o, "migrate", &session);
     if (arc != EXIT_OK) return arc;
   }
   dlqb_topology *topo = malloc(sizeof *topo);
   if (topo == NULL) {
-    ops_audit_close(audit);
+    ops_session_close(session);
     cli_error("out of memory");
     return EXIT_RUNTIME;
   }
   memset(topo, 0, sizeof *topo);
   dlqb_topology_add_pipeline(topo, cli_pipeline());
-  ops_ctx x = ops_context(&o);
+  ops_ctx x = cli_context(&o);
   json_object *list = json_object_new_array();
   dlqb_error err;
   dlqb_status st = DLQB_OK;
   for (size_t i = 0; st == DLQB_OK && i < topo->nqueues; i++) {
     if (!topo->queues[i].holds_items) continue;
     ops_migrate_result r;
-    st = ops_migrate_queue(&x, &topo->queues[i], audit, o.dry_run, cli_stop_flag(), &r, &err);
+    st = ops_migrate_queue(&x, &topo->queues[i], ops_session_audit(session), o.dry_run,
+                           cli_stop_flag(), &r, &err);
     bool done = st == DLQB_OK && !o.dry_run;
     if (!o.json && (st == DLQB_OK || r.to_holding + r.to_queue > 0)) print_one(&r, o.dry_run, done);
     json_object_array_add(list, one_json(&r, done));
   }
   free(topo);
-  ops_audit_close(audit);
+  ops_session_close(session);
   if (st != DLQB_OK) {
     json_object_put(list);
-    return ops_fail(&err);
+    return cli_fail(&err);
   }
   if (o.json) {
     json_object *j = json_object_new_object();
     json_object_object_add(j, "queues", list);
     json_object_object_add(j, "dry_run", json_object_new_boolean(o.dry_run));
-    ops_print_json(j);
+    cli_print_json(j);
   } else {
     json_object_put(list);
   }

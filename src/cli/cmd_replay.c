@@ -12,15 +12,15 @@
 #include "ops_cli.h"
 
 static const cli_flag flags[] = {
-    OPS_SELECT_FLAGS,
+    CLI_SELECT_FLAGS,
     {"rate", true, "N",
      "replay at most N messages a second, 1 to 100000 (default: as fast as confirms allow)"},
     {"dry-run", false, NULL, "list what would be replayed or skipped; move and write nothing"},
     {"note", true, "TEXT",
      "why it is replayed now (the fix, the ticket): the hop's reason in the audit trail"},
-    OPS_WIDE_FLAG,
-    OPS_SETTLE_FLAG,
-    OPS_COMMON_FLAGS,
+    CLI_WIDE_FLAG,
+    CLI_SETTLE_FLAG,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -55,7 +55,7 @@ const cli_spec cmd_replay_spec = {
 };
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   ops_stamp stamp;
   const char *note; /* --note, or NULL */
 } replay_opts;
@@ -68,14 +68,14 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     r->note = value;
     return DLQB_OK;
   }
-  return ops_flag(&r->o, flag, value, err);
+  return cli_opts_flag(&r->o, flag, value, err);
 }
 
 int cmd_replay(int argc, char **argv) {
   replay_opts r;
   memset(&r, 0, sizeof r);
   bool help;
-  int rc = ops_load(&cmd_replay_spec, argc, argv, &r.o, on_flag, &r, &help);
+  int rc = cli_opts_load(&cmd_replay_spec, argc, argv, &r.o, on_flag, &r, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&cmd_replay_spec, stdout);
@@ -94,28 +94,24 @@ int cmd_replay(int argc, char **argv) {
   dlqb_stop_flag *stop = cli_stop_flag();
   ops_stamp_init(&r.stamp, r.o.actor, r.note);
 
-  /* The whole ledger first: replaying on a partial one could re-run a
-   * completed erasure, so a failure to read it stops the replay. */
-  dlqb_ledger *ledger = dlqb_ledger_new();
-  if (ledger == NULL) {
-    cli_error("out of memory");
-    return EXIT_RUNTIME;
-  }
   /* The audit trail first: one that cannot be written stops the replay
-   * before anything is read or said. */
-  dlqb_audit *audit = NULL;
-  int arc = r.o.dry_run ? EXIT_OK : ops_audit_start(&r.o, "replay", &audit);
-  if (arc != EXIT_OK) {
-    dlqb_ledger_free(ledger);
-    return arc;
+   * before anything is read or said (a dry run writes nothing). */
+  ops_session *session = NULL;
+  ops_session_opts so = {.cfg = r.o.cfg, .read_only = true};
+  int arc = EXIT_OK;
+  if (r.o.dry_run) {
+    if (ops_session_open(&so, &session, &err) != DLQB_OK) return cli_fail(&err);
+  } else {
+    arc = cli_audit_start(&r.o, "replay", &session);
   }
-  dlqb_ledger_stats ls;
-  dlqb_status lst =
-      ops_replay_ledger(r.o.cfg, NULL, cli_pipeline(), r.o.dry_run, ledger, &ls, &err);
-  if (lst != DLQB_OK) {
-    ops_audit_close(audit);
-    dlqb_ledger_free(ledger);
-    return ops_fail(&err);
+  if (arc != EXIT_OK) return arc;
+  /* The whole ledger next: replaying on a partial one could re-run a
+   * completed erasure, so a failure to read it stops the replay. */
+  const dlqb_ledger *ledger = NULL;
+  const dlqb_ledger_stats *ls = NULL;
+  if (ops_session_ledger(session, cli_pipeline(), r.o.dry_run, &ledger, &ls, &err) != DLQB_OK) {
+    ops_session_close(session);
+    return cli_fail(&err);
   }
   /* Anyone with write on the default exchange can append to the ledger:
    * without writers to trust, no entry proves a task done, and re-running
@@ -126,21 +122,18 @@ int cmd_replay(int argc, char **argv) {
     dlqb_log_warn("replay", "the completion ledger is not trusted (no completion_writers): "
                             "every task is replayed");
   if (!r.o.json && isatty(2)) {
-    fprintf(stderr, "completion ledger: %zu entries read, %zu distinct tasks", ls.entries,
+    fprintf(stderr, "completion ledger: %zu entries read, %zu distinct tasks", ls->entries,
             dlqb_ledger_size(ledger));
-    if (ls.cache == DLQB_LEDGER_CACHE_USED) fprintf(stderr, " (%zu from the cache)", ls.cached);
-    if (ls.unverified > 0) fprintf(stderr, ", %zu unverified entries ignored", ls.unverified);
+    if (ls->cache == DLQB_LEDGER_CACHE_USED) fprintf(stderr, " (%zu from the cache)", ls->cached);
+    if (ls->unverified > 0) fprintf(stderr, ", %zu unverified entries ignored", ls->unverified);
     fputc('\n', stderr);
   }
   ops_move_spec m;
   ops_replay_spec(&m, &r.stamp, r.o.dry_run, r.o.rate);
   m.ledger = ledger;
-  m.ledger_stats = &ls;
-  m.audit = audit;
-  m.audit_started = !r.o.dry_run;
+  m.ledger_stats = ls;
   m.after_interrupted = r.o.after_interrupted;
-  rc = ops_move_run(&r.o, &m, stop);
-  ops_audit_close(audit);
-  dlqb_ledger_free(ledger);
+  rc = cli_move_run(&r.o, &m, session, stop);
+  ops_session_close(session);
   return rc;
 }

@@ -11,7 +11,7 @@
 static const cli_flag flags[] = {
     {"message-id", true, "ID", "the message_id of the item to remove (required)"},
     {"note", true, "TEXT", "why it can go, for the audit trail (required)"},
-    OPS_COMMON_FLAGS,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -29,7 +29,7 @@ const cli_spec cmd_resolve_spec = {
 };
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   const char *message_id;
   const char *note;
   bool found;
@@ -46,7 +46,7 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
     else c->note = value;
     return DLQB_OK;
   }
-  return ops_flag(&c->o, flag, value, err);
+  return cli_opts_flag(&c->o, flag, value, err);
 }
 
 /* The item the pass takes: kept for what is printed. */
@@ -60,7 +60,7 @@ int cmd_resolve(int argc, char **argv) {
   resolve_ctx c;
   memset(&c, 0, sizeof c);
   bool help;
-  int rc = ops_load(&cmd_resolve_spec, argc, argv, &c.o, on_flag, &c, &help);
+  int rc = cli_opts_load(&cmd_resolve_spec, argc, argv, &c.o, on_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&cmd_resolve_spec, stdout);
@@ -79,15 +79,13 @@ int cmd_resolve(int argc, char **argv) {
     cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
-  dlqb_audit *audit = NULL;
-  int arc = ops_audit_start(&c.o, "resolve", &audit);
+  ops_session *session = NULL;
+  int arc = cli_audit_start(&c.o, "resolve", &session);
   if (arc != EXIT_OK) return arc;
   ops_stamp stamp;
   ops_stamp_init(&stamp, c.o.actor, c.note);
   ops_move_spec m;
   ops_resolve_spec(&m, &stamp, false);
-  m.audit = audit;
-  m.audit_started = true;
   m.stop_at_limit = true;
   /* Removing the original is itself the settlement of a move of it that
    * did not end: what is left is at most the copy, which the note explains. */
@@ -95,15 +93,15 @@ int cmd_resolve(int argc, char **argv) {
   ops_move_watch w = {.taken = taken, .ctx = &c};
   ops_move_outcome *out = malloc(sizeof *out);
   if (out == NULL) {
-    ops_audit_close(audit);
+    ops_session_close(session);
     cli_error("out of memory");
     return EXIT_RUNTIME;
   }
-  ops_ctx x = ops_context(&c.o);
-  ops_move_pass(&x, &m, audit, &w, cli_stop_flag(), out);
-  ops_audit_close(audit);
+  ops_ctx x = cli_context(&c.o);
+  ops_move_pass(&x, &m, ops_session_audit(session), &w, cli_stop_flag(), out);
+  ops_session_close(session);
   if (out->status != DLQB_OK) {
-    rc = ops_fail(&out->err);
+    rc = cli_fail(&out->err);
     free(out);
     return rc;
   }
@@ -114,13 +112,13 @@ int cmd_resolve(int argc, char **argv) {
     json_object *j = json_object_new_object();
     json_object_object_add(j, "resolved", json_object_new_boolean(true));
     json_object_object_add(j, "message_id", json_object_new_string(c.message_id));
-    json_object_object_add(j, "item", ops_item_json(&c.item, dlqb_now_ms()));
+    json_object_object_add(j, "item", cli_item_json(&c.item, dlqb_now_ms()));
     json_object_object_add(j, "note", json_object_new_string(c.note));
     json_object_object_add(j, "actor", json_object_new_string(c.o.actor));
-    ops_print_json(j);
+    cli_print_json(j);
   } else if (removed) {
     char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];
-    printf("resolved %s (%s): %s\n", c.message_id, ops_identity_text(&c.item, who, sizeof who),
+    printf("resolved %s (%s): %s\n", c.message_id, cli_identity_text(&c.item, who, sizeof who),
            c.note);
   }
   rc = EXIT_RUNTIME;

@@ -27,7 +27,7 @@ static void put_time_or_null(json_object *o, const char *key, bool has, int64_t 
 }
 
 json_object *review_item_json(const dlqb_item *it, int64_t now_ms) {
-  json_object *j = ops_item_json(it, now_ms);
+  json_object *j = cli_item_json(it, now_ms);
   uint64_t age = 0, claimed = 0;
   bool known = dlqb_review_age(it, now_ms, &age);
   bool claim_known = dlqb_review_claim_age(it, now_ms, &claimed);
@@ -55,9 +55,9 @@ static const cli_flag list_flags[] = {
     {"owner", true, "NAME", "only items claimed by NAME"},
     {"unclaimed", false, NULL, "only items nobody has claimed"},
     {"limit", true, "N", "list at most N items (the first N selected, in queue order)"},
-    OPS_SCAN_FLAG,
-    OPS_OUTPUT_FLAGS,
-    OPS_ACTOR_FLAG, /* read-only: no --no-audit */
+    CLI_SCAN_FLAG,
+    CLI_OUTPUT_FLAGS,
+    CLI_ACTOR_FLAG, /* read-only: no --no-audit */
     {NULL, false, NULL, NULL},
 };
 
@@ -81,13 +81,13 @@ static const cli_spec list_spec = {
 };
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   const char *owner;
   bool unclaimed;
   uint64_t listed, unclaimed_listed, listed_printed;
   int64_t now_ms;
-  size_t columns; /* ops_output_width */
-  ops_rows rows;
+  size_t columns; /* cli_output_width */
+  cli_rows rows;
   json_object *items;
 } list_ctx;
 
@@ -102,7 +102,7 @@ static dlqb_status list_flag(void *ctx, const char *flag, const char *value, dlq
     c->unclaimed = true;
     return DLQB_OK;
   }
-  return ops_flag(&c->o, flag, value, err);
+  return cli_opts_flag(&c->o, flag, value, err);
 }
 
 static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
@@ -110,7 +110,7 @@ static const char *or_dash(const char *s) { return s[0] != '\0' ? s : "-"; }
 /* LEGAL_BASIS only where the served profile has it (the dsr one). */
 static bool has_basis(void) { return cli_profile_has(DLQB_H_LEGAL_BASIS); }
 
-/* The review table's columns. At a bounded width (ops_output_width) the
+/* The review table's columns. At a bounded width (cli_output_width) the
  * optional ones go first, highest keep first, and cells are cut, never an
  * id (the message_id is what claim and decide take): as inspect's. */
 enum { R_AGE, R_ID, R_SOURCE, R_BASIS, R_MSGID, R_BY, R_WHY, R_OWNER, R_CLAIMED, R_NOTE, R_N };
@@ -133,8 +133,8 @@ static void review_fit(size_t columns, size_t id_width, size_t msgid_width) {
   for (int i = 0; i < R_N; i++) {
     if (i == R_BASIS && !has_basis()) continue;
     cols[n] = review_cols[i];
-    if (i == R_ID) cols[n].name = ops_identity_column(0, a, sizeof a);
-    if (i == R_SOURCE) cols[n].name = ops_identity_column(1, b, sizeof b);
+    if (i == R_ID) cols[n].name = cli_identity_column(0, a, sizeof a);
+    if (i == R_SOURCE) cols[n].name = cli_identity_column(1, b, sizeof b);
     if (columns > 0 && i == R_ID && id_width > 0) cols[n].width = id_width;
     if (columns > 0 && i == R_MSGID && msgid_width > 0) cols[n].width = msgid_width;
     if (cols[n].width > 0 && strlen(cols[n].name) > cols[n].width)
@@ -148,7 +148,7 @@ static void review_fit(size_t columns, size_t id_width, size_t msgid_width) {
 static void cell(int col, const char *text, bool *first) {
   if (!review_table.shown[col]) return;
   bool cut; /* review list says nothing of a cut: --json has every field whole */
-  ops_cell(stdout, text, review_table.width[col], review_unlimited || col == R_ID || col == R_MSGID,
+  cli_cell(stdout, text, review_table.width[col], review_unlimited || col == R_ID || col == R_MSGID,
            col == R_NOTE, first, &cut);
 }
 
@@ -156,8 +156,8 @@ static void list_header(void) {
   char a[DLQB_HEADER_NAME_MAX], b[DLQB_HEADER_NAME_MAX];
   bool first = true;
   for (int i = 0; i < R_N; i++) {
-    const char *name = i == R_ID       ? ops_identity_column(0, a, sizeof a)
-                       : i == R_SOURCE ? ops_identity_column(1, b, sizeof b)
+    const char *name = i == R_ID       ? cli_identity_column(0, a, sizeof a)
+                       : i == R_SOURCE ? cli_identity_column(1, b, sizeof b)
                                        : review_cols[i].name;
     cell(i, name, &first);
   }
@@ -209,7 +209,7 @@ static dlqb_status list_item(void *ctx, const dlqb_item *it, const dlqb_delivery
   if (c->o.json) {
     json_object_array_add(c->items, review_item_json(it, c->now_ms));
   } else {
-    ops_rows_add(&c->rows, it, false);
+    cli_rows_add(&c->rows, it, false);
   }
   *enough = v.stop_after;
   return DLQB_OK;
@@ -219,7 +219,7 @@ static int review_list(int argc, char **argv) {
   list_ctx c;
   memset(&c, 0, sizeof c);
   bool help;
-  int rc = ops_load(&list_spec, argc, argv, &c.o, list_flag, &c, &help);
+  int rc = cli_opts_load(&list_spec, argc, argv, &c.o, list_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&list_spec, stdout);
@@ -235,9 +235,9 @@ static int review_list(int argc, char **argv) {
     return EXIT_USAGE;
   }
   c.now_ms = dlqb_now_ms();
-  c.columns = ops_output_width(false);
+  c.columns = cli_output_width(false);
   review_fit(c.columns, 0, 0);
-  ops_rows_init_fit(&c.rows, !c.o.json && c.columns > 0, list_fit, list_print, &c);
+  cli_rows_init_fit(&c.rows, !c.o.json && c.columns > 0, list_fit, list_print, &c);
   if (c.o.json) c.items = json_object_new_array();
   ops_look look = {.queue = cli_pipeline()->review,
                    .source = c.o.scan ? OPS_LOOK_QUEUE : OPS_LOOK_CATALOG,
@@ -252,12 +252,12 @@ static int review_list(int argc, char **argv) {
   const dlqb_scan_result r = look.r;
   const dlqb_catalog_view view = look.view;
   if (st != DLQB_OK) {
-    ops_rows_drop(&c.rows);
+    cli_rows_drop(&c.rows);
     json_object_put(c.items);
-    return ops_fail(&err);
+    return cli_fail(&err);
   }
-  ops_rows_flush(&c.rows);
-  if (c.o.json) ops_print_json(c.items);
+  cli_rows_flush(&c.rows);
+  if (c.o.json) cli_print_json(c.items);
   else if (c.listed == 0)
     printf("no items%s in %s (%llu examined)\n",
            dlqb_select_given(&c.o.sel) || c.owner || c.unclaimed ? " match" : "",
@@ -267,7 +267,7 @@ static int review_list(int argc, char **argv) {
            (unsigned long long)c.listed, c.listed == 1 ? "" : "s",
            (unsigned long long)c.unclaimed_listed, (unsigned long long)r.examined,
            (unsigned long long)r.depth_at_start, cli_pipeline()->review);
-  if (!c.o.json) ops_catalog_print(stderr, &view);
+  if (!c.o.json) cli_catalog_print(stderr, &view);
   const char *early = r.stopped ? NULL : ops_early_stop(&r, c.o.window);
   if (early != NULL) {
     cli_error("review list %s", early);

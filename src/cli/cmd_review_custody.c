@@ -15,8 +15,8 @@
 static const cli_flag claim_flags[] = {
     {"message-id", true, "ID", "the message_id of the item to claim (required)"},
     {"force", false, NULL, "take it over from its owner (recorded as forced)"},
-    OPS_SETTLE_FLAG,
-    OPS_COMMON_FLAGS,
+    CLI_SETTLE_FLAG,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -45,8 +45,8 @@ static const cli_flag decide_flags[] = {
     {"return", false, NULL, "send it back to dsr.dlq.manual"},
     {"note", true, "TEXT", "the decision's reason, for the audit trail (required with --resolve)"},
     {"force", false, NULL, "decide an item you do not own (recorded as forced)"},
-    OPS_SETTLE_FLAG,
-    OPS_COMMON_FLAGS,
+    CLI_SETTLE_FLAG,
+    CLI_COMMON_FLAGS,
     {NULL, false, NULL, NULL},
 };
 
@@ -77,14 +77,14 @@ static const cli_spec decide_spec = {
 
 /* The command line's side of an act: its flags, and the library's pass. */
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   int ndecisions; /* decide: how many of --replay/--resolve/--return were given */
   ops_review_act a;
 } act_ctx;
 
 static dlqb_status act_flag(void *ctx, const char *flag, const char *value, dlqb_error *err) {
   act_ctx *c = ctx;
-  if (flag == NULL) return ops_flag(&c->o, flag, value, err);
+  if (flag == NULL) return cli_opts_flag(&c->o, flag, value, err);
   if (strcmp(flag, "message-id") == 0 || strcmp(flag, "note") == 0) {
     if (value[0] == '\0') return dlqb_fail(err, DLQB_EINVAL, "--%s needs a non-empty value", flag);
     if (strlen(value) > DLQB_LAST_ERROR_MAX)
@@ -106,7 +106,7 @@ static dlqb_status act_flag(void *ctx, const char *flag, const char *value, dlqb
     c->ndecisions++;
     return DLQB_OK;
   }
-  return ops_flag(&c->o, flag, value, err);
+  return cli_opts_flag(&c->o, flag, value, err);
 }
 
 static const char *verb(ops_act_kind k) {
@@ -134,12 +134,12 @@ static void print_result(const act_ctx *c) {
       json_object_object_add(j, "note", c->a.note ? json_object_new_string(c->a.note) : NULL);
       json_object_object_add(j, "item", review_item_json(it, dlqb_now_ms()));
     }
-    ops_print_json(j);
+    cli_print_json(j);
     return;
   }
   if (!c->a.found) return;
   char who[2 * DLQB_ID_MAX + 2 * DLQB_HEADER_NAME_MAX + 8];
-  ops_identity_text(it, who, sizeof who);
+  cli_identity_text(it, who, sizeof who);
   if (c->a.gate == DLQB_GATE_ALREADY_MINE) {
     printf("%s (%s) is already claimed by %s\n", c->a.message_id, who, c->o.actor);
     return;
@@ -177,19 +177,19 @@ static void refused(const act_ctx *c) {
 
 static int act_run(act_ctx *c, const char *command) {
   dlqb_error err;
-  dlqb_audit *audit = NULL;
-  int arc = ops_audit_start(&c->o, command, &audit);
+  ops_session *session = NULL;
+  int arc = cli_audit_start(&c->o, command, &session);
   if (arc != EXIT_OK) return arc;
-  c->a.x = ops_context(&c->o);
+  c->a.x = cli_context(&c->o);
   c->a.after_interrupted = c->o.after_interrupted;
   dlqb_scan_result r;
-  dlqb_status st = ops_review_act_pass(&c->a, command, audit, cli_stop_flag(), &r, &err);
-  ops_audit_close(audit);
+  dlqb_status st = ops_review_act_pass(&c->a, command, session, cli_stop_flag(), &r, &err);
+  ops_session_close(session);
   if (st == DLQB_EINVAL) {
     cli_error("%s", err.msg);
     return EXIT_USAGE;
   }
-  if (st != DLQB_OK) return ops_fail(&err);
+  if (st != DLQB_OK) return cli_fail(&err);
   if (c->a.unsettled) {
     char why[2 * DLQB_NAME_MAX + 512];
     cli_error("%s: %s", command,
@@ -220,7 +220,7 @@ int review_claim(int argc, char **argv) {
   memset(&c, 0, sizeof c);
   c.a.kind = OPS_ACT_CLAIM;
   bool help;
-  int rc = ops_load(&claim_spec, argc, argv, &c.o, act_flag, &c, &help);
+  int rc = cli_opts_load(&claim_spec, argc, argv, &c.o, act_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&claim_spec, stdout);
@@ -238,7 +238,7 @@ int review_decide(int argc, char **argv) {
   memset(&c, 0, sizeof c);
   c.a.kind = OPS_ACT_CLAIM; /* none yet */
   bool help;
-  int rc = ops_load(&decide_spec, argc, argv, &c.o, act_flag, &c, &help);
+  int rc = cli_opts_load(&decide_spec, argc, argv, &c.o, act_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&decide_spec, stdout);
@@ -253,22 +253,5 @@ int review_decide(int argc, char **argv) {
     cli_error("review decide --resolve needs --note TEXT: why it can go");
     return EXIT_USAGE;
   }
-  if (c.a.kind != OPS_ACT_REPLAY) return act_run(&c, "review decide");
-  /* The whole ledger first, as replay reads it: replaying on a partial one
-   * could re-run a completed erasure. */
-  dlqb_ledger *ledger = dlqb_ledger_new();
-  if (ledger == NULL) {
-    cli_error("out of memory");
-    return EXIT_RUNTIME;
-  }
-  dlqb_ledger_stats ls;
-  dlqb_error err;
-  if (ops_replay_ledger(c.o.cfg, NULL, cli_pipeline(), false, ledger, &ls, &err) != DLQB_OK) {
-    dlqb_ledger_free(ledger);
-    return ops_fail(&err);
-  }
-  c.a.ledger = ledger;
-  rc = act_run(&c, "review decide");
-  dlqb_ledger_free(ledger);
-  return rc;
+  return act_run(&c, "review decide");
 }

@@ -12,6 +12,7 @@
 #include "dlqb/escalator.h"
 #include "dlqb/log.h"
 #include "dlqb/metrics.h"
+#include "dlqb/ops.h"
 #include "dlqb/router.h"
 #include "dlqb/thread.h"
 
@@ -45,7 +46,8 @@ typedef struct {
   dlqb_metrics *metrics;     /* NULL when metrics are off */
   dlqb_audit *audit;         /* NULL when audit is off */
   dlqb_escalator *escalator; /* its own audit writer counts for health too */
-  dlqb_anchor_pub *anchors;  /* the router's chain heads to dsr.audit.anchors */
+  ops_session *session;      /* the router's trail and anchors (ops_session_open) */
+  dlqb_anchor_pub *anchors;  /* the session's: the router's chain heads to dsr.audit.anchors */
   /* Several pipelines: the daemon's start rule (run_many) reads these. */
   atomic_bool consumed; /* the router reached its consumer once */
   atomic_bool blocked;  /* a failure a single router would have exited for, before that */
@@ -180,15 +182,11 @@ static void serve_close(served *sv) {
   sv->hctx.escalator = NULL;
   dlqb_metrics_refresher_stop(sv->refresher);
   sv->refresher = NULL;
-  dlqb_audit_end(sv->hctx.audit);
-  dlqb_anchor_pub *anchors = sv->hctx.anchors;
+  /* chain_end, then its anchor, then the handle. */
   sv->hctx.anchors = NULL;
-  dlqb_error aerr = {{0}};
-  if (dlqb_anchor_stop(anchors, &aerr) != DLQB_OK)
-    dlqb_log_warn("anchor_failing", "the last audit head of %s is not anchored: %s", sv->name,
-                  aerr.msg);
-  dlqb_audit_close(sv->hctx.audit);
   sv->hctx.audit = NULL;
+  ops_session_close(sv->hctx.session);
+  sv->hctx.session = NULL;
   dlqb_metrics_free(sv->hctx.metrics);
   sv->hctx.metrics = NULL;
   dlqb_config_free(sv->cfg); /* wiped: the URL may hold the password */
@@ -200,8 +198,11 @@ static dlqb_status serve_open(served *sv, bool metrics, dlqb_error *err) {
   run_ctx *h = &sv->hctx;
   atomic_init(&h->consumed, false);
   atomic_init(&h->blocked, false);
-  dlqb_status st = dlqb_audit_open(sv->cfg, sv->cfg->instance, &h->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(sv->cfg, NULL, h->audit, true, &h->anchors, err);
+  ops_session_opts so = {
+      .cfg = sv->cfg, .writer = sv->cfg->instance, .without_trail = true, .held_anchors = true};
+  dlqb_status st = ops_session_open(&so, &h->session, err);
+  h->audit = ops_session_audit(h->session);
+  h->anchors = ops_session_anchors(h->session);
   if (st == DLQB_OK && metrics) {
     h->metrics = dlqb_metrics_new(DLQB_VERSION);
     if (h->metrics == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
@@ -343,22 +344,19 @@ int cmd_run(int argc, char **argv) {
   /* A key readable by others, or a log that cannot be opened or written
    * (its chain_start), stops the start: better than a bridge that cannot
    * ack anything. */
-  dlqb_status st = dlqb_audit_open(&cfg, cfg.instance, &hctx.audit, &err);
+  /* The router's chain heads go off the host every audit_anchor_interval,
+   * once the router has declared their stream. */
+  ops_session_opts so = {
+      .cfg = &cfg, .writer = cfg.instance, .without_trail = true, .held_anchors = true};
+  dlqb_status st = ops_session_open(&so, &hctx.session, &err);
   if (st != DLQB_OK) {
     cli_error("%s", err.msg);
     return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
+  hctx.audit = ops_session_audit(hctx.session);
+  hctx.anchors = ops_session_anchors(hctx.session);
   hooks.audit = hctx.audit;
   if (hctx.audit != NULL) dlqb_log_info("audit", "recording every hop in %s", cfg.audit.log);
-  /* The router's chain heads go off the host every audit_anchor_interval. */
-  dlqb_anchor_pub *anchors = NULL;
-  if ((st = dlqb_anchor_start(&cfg, NULL, hctx.audit, true, &anchors, &err)) == DLQB_OK)
-    hctx.anchors = anchors;
-  else {
-    dlqb_audit_close(hctx.audit);
-    cli_error("%s", err.msg);
-    return EXIT_RUNTIME;
-  }
   st = metrics_start(&cfg, &hctx, &metrics_server, &refresher, &err);
   if (st == DLQB_OK) hook_on_tick(&hctx);
   /* DLQ items past DLQ_BRIDGE_DLQ_SLA go to compliance_review, from a
@@ -373,12 +371,8 @@ int cmd_run(int argc, char **argv) {
   dlqb_metrics_server_stop(metrics_server);
   dlqb_metrics_free(hctx.metrics);
   /* chain_end, then its anchor, then the handle. */
-  dlqb_audit_end(hctx.audit);
   hctx.anchors = NULL;
-  dlqb_error aerr = {{0}};
-  if (dlqb_anchor_stop(anchors, &aerr) != DLQB_OK)
-    dlqb_log_warn("anchor_failing", "the last audit head is not anchored: %s", aerr.msg);
-  dlqb_audit_close(hctx.audit);
+  ops_session_close(hctx.session);
   if (st != DLQB_OK) return run_failed("", st, err.msg);
   dlqb_log_info("stopped", "finished in-flight work; exiting");
   return EXIT_OK;

@@ -23,8 +23,8 @@ static const cli_flag flags[] = {
      "break the DLQ down by reason (dlq_reason, the default) or group (failure group)"},
     {"max-groups", true, "N",
      "with --by group: groups kept, 1 to 100000 (default 1000); the rest count as other"},
-    OPS_SCAN_FLAG,
-    OPS_WIDE_FLAG,
+    CLI_SCAN_FLAG,
+    CLI_WIDE_FLAG,
     {NULL, false, NULL, NULL},
 };
 
@@ -70,7 +70,7 @@ typedef struct {
 } reason_row;
 
 typedef struct {
-  ops_opts o;
+  cli_opts o;
   reason_row reasons[MAX_REASONS];
   size_t nreasons;
   bool by_group;
@@ -94,7 +94,7 @@ static dlqb_status on_flag(void *ctx, const char *flag, const char *value, dlqb_
   stats_ctx *c = ctx;
   if (flag != NULL &&
       (strcmp(flag, "json") == 0 || strcmp(flag, "window") == 0 || strcmp(flag, "wide") == 0))
-    return ops_flag(&c->o, flag, value, err);
+    return cli_opts_flag(&c->o, flag, value, err);
   if (flag != NULL && strcmp(flag, "by") == 0) {
     if (strcmp(value, "reason") != 0 && strcmp(value, "group") != 0) {
       char q[DLQB_QUOTE_BUF];
@@ -219,7 +219,7 @@ static void groups_text(const dlqb_groups *g, size_t columns) {
          dlqb_groups_total(g) == 1 ? "" : "s");
   char src[DLQB_HEADER_NAME_MAX];
   printf("  %-12s %8s %-7s %-7s %-16s %s\n", "GROUP", "COUNT", "OLDEST", "NEWEST", "DLQ_REASON",
-         ops_identity_column(1, src, sizeof src));
+         cli_identity_column(1, src, sizeof src));
   for (size_t i = 0; i < n; i++) {
     const dlqb_group *r = dlqb_groups_at(g, i);
     char old[32], young[32];
@@ -258,7 +258,7 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
   uint64_t examined = 0, total = 0;
   if (dlq_has_items && dlq_breakdown(c, &partial, &examined, &total, &err) != DLQB_OK) {
     dlqb_groups_free(c->groups);
-    return ops_fail(&err);
+    return cli_fail(&err);
   }
   if (c->groups != NULL) dlqb_groups_sort(c->groups);
 
@@ -283,8 +283,8 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
     json_object_object_add(j, "dlq_reasons", rs);
     if (c->groups != NULL) groups_json(j, c->groups);
     if (partial) json_object_object_add(j, "partial", json_object_new_boolean(1));
-    json_object_object_add(j, "catalog", ops_catalog_json(&c->view));
-    ops_print_json(j);
+    json_object_object_add(j, "catalog", cli_catalog_json(&c->view));
+    cli_print_json(j);
   } else {
     printf("%-22s %10s  %s\n", "QUEUE", "DEPTH", "OLDEST");
     for (size_t i = 0; i < nrows; i++) {
@@ -305,13 +305,13 @@ static int stats_report(stats_ctx *c, const dlqb_queue_stat *rows, size_t nrows,
       printf("%-22s %10s  %s\n", r->queue, r->present ? depth : "-", age);
     }
     if (c->groups != NULL) {
-      groups_text(c->groups, ops_output_width(c->o.wide));
+      groups_text(c->groups, cli_output_width(c->o.wide));
     } else if (c->nreasons > 0) {
       printf("\n%s by dlq_reason:\n", cli_pipeline()->dlq);
       for (size_t i = 0; i < c->nreasons; i++)
         printf("  %-20s %10llu\n", c->reasons[i].name, (unsigned long long)c->reasons[i].count);
     }
-    ops_catalog_print(stderr, &c->view);
+    cli_catalog_print(stderr, &c->view);
   }
   /* A note, not a failure: every item is counted (JSON has "other"). */
   if (!c->o.json && c->groups != NULL && dlqb_groups_other(c->groups)->count > 0)
@@ -335,7 +335,7 @@ int cmd_stats(int argc, char **argv) {
   stats_ctx c;
   memset(&c, 0, sizeof c);
   bool help;
-  int rc = ops_load(&cmd_stats_spec, argc, argv, &c.o, on_flag, &c, &help);
+  int rc = cli_opts_load(&cmd_stats_spec, argc, argv, &c.o, on_flag, &c, &help);
   if (rc != EXIT_OK) return rc;
   if (help) {
     cli_print_help(&cmd_stats_spec, stdout);
@@ -367,7 +367,7 @@ int cmd_stats(int argc, char **argv) {
   if (lst != DLQB_OK) {
     dlqb_link_abort(link);
     free(rows);
-    return ops_fail(&err);
+    return cli_fail(&err);
   }
   dlqb_link_close(link);
   int rc_out = stats_report(&c, rows, nrows, dlq_has_items);

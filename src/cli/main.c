@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[2], "settings") == 0) {
       /* A person at a terminal reads a list in its width; a pipe (the
        * docs' table, scripts/gen-docs.sh) gets the markdown table. */
-      if (isatty(STDOUT_FILENO)) cli_print_settings_list(stdout, ops_output_width(false));
+      if (isatty(STDOUT_FILENO)) cli_print_settings_list(stdout, cli_output_width(false));
       else cli_print_settings_markdown(stdout);
       return cli_finish(EXIT_OK);
     }

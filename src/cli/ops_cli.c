@@ -23,7 +23,7 @@ static void default_actor(char *buf, size_t len) {
   snprintf(buf, len, "%s", name != NULL && name[0] != '\0' ? name : "unknown");
 }
 
-dlqb_status ops_parse_window(const char *value, int *out, dlqb_error *err) {
+dlqb_status cli_parse_window(const char *value, int *out, dlqb_error *err) {
   char *end;
   long n = strtol(value, &end, 10);
   if (*value == '\0' || *end != '\0' || n < 1 || n > DLQB_SCAN_WINDOW_MAX)
@@ -33,7 +33,7 @@ dlqb_status ops_parse_window(const char *value, int *out, dlqb_error *err) {
   return DLQB_OK;
 }
 
-dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_error *err) {
+dlqb_status cli_opts_flag(cli_opts *o, const char *flag, const char *value, dlqb_error *err) {
   if (flag == NULL) return dlqb_fail(err, DLQB_EINVAL, "unexpected argument '%s'", value);
   if (strcmp(flag, "json") == 0) {
     o->json = true;
@@ -47,7 +47,7 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
     return DLQB_OK;
   }
   if (strcmp(flag, "window") == 0) {
-    dlqb_status st = ops_parse_window(value, &o->window, err);
+    dlqb_status st = cli_parse_window(value, &o->window, err);
     o->window_set = st == DLQB_OK;
     return st;
   }
@@ -85,8 +85,8 @@ dlqb_status ops_flag(ops_opts *o, const char *flag, const char *value, dlqb_erro
   return dlqb_fail(err, DLQB_EINVAL, "unknown option '--%s'", flag);
 }
 
-int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_fn on_flag,
-             void *ctx, bool *help) {
+int cli_opts_load(const cli_spec *spec, int argc, char **argv, cli_opts *o, cli_flag_fn on_flag,
+                  void *ctx, bool *help) {
   dlqb_select_init(&o->sel);
   o->json = false;
   o->dry_run = false;
@@ -111,19 +111,28 @@ int ops_load(const cli_spec *spec, int argc, char **argv, ops_opts *o, cli_flag_
   return rc;
 }
 
-int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
+int cli_audit_start(const cli_opts *o, const char *command, ops_session **out) {
   *out = NULL;
-  if (o->cfg->audit.log[0] == '\0') {
-    /* An operator's shell that lacks the daemon's settings must not move
-     * items unrecorded without knowing it: the trail is where "no erasure
-     * was lost" is proved. */
-    if (!o->no_audit) {
+  char writer[400];
+  snprintf(writer, sizeof writer, "%s@%s", command, o->cfg->instance);
+  ops_session_opts so = {.cfg = o->cfg, .writer = writer, .without_trail = o->no_audit};
+  dlqb_error err;
+  dlqb_status st = ops_session_open(&so, out, &err);
+  if (st != DLQB_OK) {
+    if (o->cfg->audit.log[0] == '\0') {
+      /* An operator's shell that lacks the daemon's settings must not move
+       * items unrecorded without knowing it: say where to set the trail. */
       const char *file = cli_config_file();
-      cli_error("no audit trail configured (audit_log); set it in %s or DLQ_BRIDGE_AUDIT_LOG, "
-                "or pass --no-audit to act without one",
-                file != NULL ? file : DLQB_CONFIG_DEFAULT_PATH);
-      return EXIT_USAGE;
+      cli_error("%s; set it in %s or DLQ_BRIDGE_AUDIT_LOG, or pass --no-audit to act without one",
+                err.msg, file != NULL ? file : DLQB_CONFIG_DEFAULT_PATH);
+    } else {
+      cli_error("%s", err.msg);
     }
+    /* As run: a key or log that the settings name wrongly (missing,
+     * readable by others) is a configuration error. */
+    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+  }
+  if (ops_session_audit(*out) == NULL) {
     dlqb_log_warn("no_audit",
                   "%s by actor '%s' with --no-audit: no audit trail configured, "
                   "nothing it does is recorded",
@@ -131,22 +140,11 @@ int ops_audit_start(const ops_opts *o, const char *command, dlqb_audit **out) {
     /* Said on stderr even when the log shows errors only. */
     if (o->cfg->log.level < DLQB_LOG_WARN)
       fprintf(stderr, "dlq-bridge: %s with --no-audit: nothing it does is recorded\n", command);
-    return EXIT_OK;
-  }
-  char writer[400];
-  snprintf(writer, sizeof writer, "%s@%s", command, o->cfg->instance);
-  dlqb_error err;
-  dlqb_status st = ops_trail_open(o->cfg, NULL, writer, out, &err);
-  if (st != DLQB_OK) {
-    cli_error("%s", err.msg);
-    /* As run: a key or log that the settings name wrongly (missing,
-     * readable by others) is a configuration error. */
-    return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
   return EXIT_OK;
 }
 
-int ops_fail(const dlqb_error *err) {
+int cli_fail(const dlqb_error *err) {
   cli_error("%s", err->msg);
   return EXIT_RUNTIME;
 }
@@ -157,7 +155,7 @@ static void put_str(json_object *obj, const char *key, const char *value) {
 
 bool cli_profile_has(const char *name) { return ops_profile_has(&cli_pipeline()->profile, name); }
 
-json_object *ops_item_json(const dlqb_item *it, int64_t now_ms) {
+json_object *cli_item_json(const dlqb_item *it, int64_t now_ms) {
   json_object *o = json_object_new_object();
   char iso[DLQB_ISO_TIME_MAX];
   uint64_t age = 0;
@@ -203,7 +201,7 @@ enum {
   NCOLS
 };
 /* LEFT (the statutory time left) only when the command gives deadlines
- * (ops_table_deadlines): a compliance officer's first question, so it goes
+ * (cli_table_deadlines): a compliance officer's first question, so it goes
  * after DLQ_REASON on a narrow terminal but before the others. */
 static const dlqb_column fit_cols[NCOLS] = {
     {"AGE", 6, 0},         {"LEFT", 7, 2},         {"MESSAGE_ID", 12, 0}, {"REQUEST_ID", 12, 0},
@@ -220,16 +218,16 @@ static const dlqb_column wide_cols[NCOLS] = {
 static dlqb_layout table = {{true, false, true, true, true, true, true, true, true, true},
                             {6, 7, 36, 24, 14, 13, 13, 3, 16, 0}};
 static bool table_cut, table_unlimited = true;
-static size_t table_id_width[3];              /* ops_table_ids: message_id, request_id, source */
+static size_t table_id_width[3];              /* cli_table_ids: message_id, request_id, source */
 static const dlqb_deadlines *table_deadlines; /* NULL: no LEFT column */
 static bool table_left_required;
 
-void ops_table_deadlines(const dlqb_deadlines *d, bool required) {
+void cli_table_deadlines(const dlqb_deadlines *d, bool required) {
   table_deadlines = d;
   table_left_required = required;
 }
 
-size_t ops_output_width(bool wide) {
+size_t cli_output_width(bool wide) {
   if (wide) return 0;
   const char *env = getenv("COLUMNS");
   if (env != NULL && env[0] != '\0') {
@@ -245,7 +243,7 @@ size_t ops_output_width(bool wide) {
 
 static const char *col_name(int col, char *buf, size_t cap);
 
-void ops_table_fit(size_t columns) {
+void cli_table_fit(size_t columns) {
   table_unlimited = columns == 0;
   /* Laid out without LEFT when there are no deadlines, then mapped back. */
   const dlqb_column *all = columns > 0 ? fit_cols : wide_cols;
@@ -281,7 +279,7 @@ void ops_table_fit(size_t columns) {
   dlqb_columns_fit_map(cols, map, n, columns, 16, 40, &table);
 }
 
-void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
+void cli_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_item *it,
                             int64_t now_ms) {
   if (!cli_profile_has(DLQB_H_LEGAL_BASIS)) return;
   dlqb_deadline x = dlqb_item_deadline(d, it, now_ms);
@@ -302,7 +300,7 @@ void ops_item_json_deadline(json_object *o, const dlqb_deadlines *d, const dlqb_
   json_object_object_add(o, "deadline", j);
 }
 
-void ops_table_ids(size_t message_id, size_t request_id, size_t source) {
+void cli_table_ids(size_t message_id, size_t request_id, size_t source) {
   table_id_width[0] = message_id;
   table_id_width[1] = request_id;
   table_id_width[2] = source;
@@ -315,14 +313,14 @@ static size_t utf8_chars(const char *s) {
   return chars;
 }
 
-size_t ops_id_chars(const char *id) {
+size_t cli_id_chars(const char *id) {
   char buf[4 * DLQB_ID_MAX + 16];
   bool cut;
   dlqb_text_cell(buf, sizeof buf, id, strlen(id), 0, false, &cut);
   return utf8_chars(buf);
 }
 
-void ops_rows_init(ops_rows *r, bool holding, size_t fit_columns, ops_row_fn print, void *ctx) {
+void cli_rows_init(cli_rows *r, bool holding, size_t fit_columns, cli_row_fn print, void *ctx) {
   memset(r, 0, sizeof *r);
   r->holding = holding;
   r->fit_columns = fit_columns;
@@ -330,26 +328,26 @@ void ops_rows_init(ops_rows *r, bool holding, size_t fit_columns, ops_row_fn pri
   r->ctx = ctx;
 }
 
-void ops_rows_init_fit(ops_rows *r, bool holding, ops_fit_fn fit, ops_row_fn print, void *ctx) {
-  ops_rows_init(r, holding, 0, print, ctx);
+void cli_rows_init_fit(cli_rows *r, bool holding, cli_fit_fn fit, cli_row_fn print, void *ctx) {
+  cli_rows_init(r, holding, 0, print, ctx);
   r->fit = fit;
 }
 
-void ops_rows_flush(ops_rows *r) {
+void cli_rows_flush(cli_rows *r) {
   if (r->holding) {
     size_t w[3] = {0, 0, 0};
     for (size_t i = 0; i < r->n; i++) {
       const char *v[3] = {r->it[i].message_id, r->it[i].request_id, r->it[i].source_system};
       for (int k = 0; k < 3; k++) {
-        size_t n = ops_id_chars(v[k][0] ? v[k] : "-");
+        size_t n = cli_id_chars(v[k][0] ? v[k] : "-");
         if (n > w[k]) w[k] = n;
       }
     }
     if (r->fit != NULL) {
       r->fit(r->ctx, w);
     } else {
-      ops_table_ids(w[0], w[1], w[2]);
-      ops_table_fit(r->fit_columns);
+      cli_table_ids(w[0], w[1], w[2]);
+      cli_table_fit(r->fit_columns);
     }
     r->holding = false;
     for (size_t i = 0; i < r->n; i++) r->print(r->ctx, &r->it[i], r->tag[i]);
@@ -361,12 +359,12 @@ void ops_rows_flush(ops_rows *r) {
   r->n = r->cap = 0;
 }
 
-void ops_rows_drop(ops_rows *r) {
+void cli_rows_drop(cli_rows *r) {
   r->holding = false;
-  ops_rows_flush(r);
+  cli_rows_flush(r);
 }
 
-void ops_rows_add(ops_rows *r, const dlqb_item *it, bool tag) {
+void cli_rows_add(cli_rows *r, const dlqb_item *it, bool tag) {
   if (!r->holding) {
     r->print(r->ctx, it, tag);
     return;
@@ -380,7 +378,7 @@ void ops_rows_add(ops_rows *r, const dlqb_item *it, bool tag) {
     if (more == NULL || tags == NULL) {
       /* Out of memory: what is held goes out now, the rest as it comes. */
       r->out_of_memory = true;
-      ops_rows_flush(r);
+      cli_rows_flush(r);
       r->print(r->ctx, it, tag);
       return;
     }
@@ -388,12 +386,12 @@ void ops_rows_add(ops_rows *r, const dlqb_item *it, bool tag) {
   }
   r->it[r->n] = *it;
   r->tag[r->n++] = tag;
-  if (r->n == OPS_ROWS_HELD) ops_rows_flush(r);
+  if (r->n == CLI_ROWS_HELD) cli_rows_flush(r);
 }
 
-bool ops_table_was_cut(void) { return table_cut; }
+bool cli_table_was_cut(void) { return table_cut; }
 
-void ops_cell(FILE *out, const char *text, size_t width, bool whole, bool last, bool *first,
+void cli_cell(FILE *out, const char *text, size_t width, bool whole, bool last, bool *first,
               bool *cut) {
   char buf[4 * DLQB_LAST_ERROR_MAX + 64];
   bool was_cut = false;
@@ -412,23 +410,23 @@ static void put_cell(FILE *out, int col, const char *text, bool *first) {
   /* An id is never cut: a longer one makes a longer row. Unlimited: every
    * cell whole, padded to the wide widths. */
   bool id = col == COL_MSGID || col == COL_REQID;
-  ops_cell(out, text, table.width[col], table_unlimited || id, col == COL_ERROR, first, &table_cut);
+  cli_cell(out, text, table.width[col], table_unlimited || id, col == COL_ERROR, first, &table_cut);
 }
 
 static const char *or_dash(const char *s) { return s[0] ? s : "-"; }
 
-char *ops_identity_text(const dlqb_item *it, char *buf, size_t cap) {
+char *cli_identity_text(const dlqb_item *it, char *buf, size_t cap) {
   const dlqb_profile *pr = &cli_pipeline()->profile;
   snprintf(buf, cap, "%s %s, %s %s", pr->fields[0].name, or_dash(it->request_id),
            pr->fields[1].name, or_dash(it->source_system));
   return buf;
 }
 
-bool ops_identity_is_dsr(void) { return ops_profile_is_dsr(&cli_pipeline()->profile); }
+bool cli_identity_is_dsr(void) { return ops_profile_is_dsr(&cli_pipeline()->profile); }
 
-const char *ops_identity_column(int which, char *buf, size_t cap) {
+const char *cli_identity_column(int which, char *buf, size_t cap) {
   const dlqb_profile *pr = &cli_pipeline()->profile;
-  if (ops_identity_is_dsr()) return which == 0 ? "REQUEST_ID" : "SOURCE";
+  if (cli_identity_is_dsr()) return which == 0 ? "REQUEST_ID" : "SOURCE";
   const char *f = pr->fields[which == 0 ? 0 : 1].name;
   size_t i = 0;
   for (; f[i] != '\0' && i + 1 < cap; i++)
@@ -439,18 +437,18 @@ const char *ops_identity_column(int which, char *buf, size_t cap) {
 
 static const char *col_name(int col, char *buf, size_t cap) {
   if (col == COL_REQID || col == COL_SOURCE)
-    return ops_identity_column(col == COL_REQID ? 0 : 1, buf, cap);
+    return cli_identity_column(col == COL_REQID ? 0 : 1, buf, cap);
   return fit_cols[col].name;
 }
 
-void ops_item_header(FILE *out) {
+void cli_item_header(FILE *out) {
   bool first = true;
   char name[DLQB_HEADER_NAME_MAX];
   for (int i = 0; i < NCOLS; i++) put_cell(out, i, col_name(i, name, sizeof name), &first);
   fputc('\n', out);
 }
 
-void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms) {
+void cli_item_print(FILE *out, const dlqb_item *it, int64_t now_ms) {
   char age[32], att[24];
   uint64_t a = 0;
   bool known = dlqb_item_age(it, now_ms, &a), first = true;
@@ -471,23 +469,23 @@ void ops_item_print(FILE *out, const dlqb_item *it, int64_t now_ms) {
   put_cell(out, COL_ERROR, or_dash(it->last_error), &first);
 }
 
-void ops_table_note(FILE *out, size_t columns) {
+void cli_table_note(FILE *out, size_t columns) {
   if (table_cut)
     fprintf(out, "(cut to %zu columns; --wide or --json shows every column in full)\n", columns);
 }
 
-void ops_print_json(json_object *json) {
+void cli_print_json(json_object *json) {
   printf("%s\n", json_object_to_json_string_ext(json, JSON_C_TO_STRING_PLAIN |
                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(json);
   cli_json_printed();
 }
 
-static bool progress_wanted(const ops_opts *o) {
+static bool progress_wanted(const cli_opts *o) {
   return !o->json && !o->quiet_progress && isatty(STDERR_FILENO);
 }
 
-void ops_progress(const ops_opts *o, const char *label, const dlqb_scan_result *r) {
+void cli_progress(const cli_opts *o, const char *label, const dlqb_scan_result *r) {
   if (!progress_wanted(o)) return;
   /* Items read but not yet settled: with --rate they wait for their turn,
    * which would otherwise look like a hang ("0 moved" for seconds); the
@@ -515,23 +513,23 @@ void ops_progress(const ops_opts *o, const char *label, const dlqb_scan_result *
   fflush(stderr);
 }
 
-void ops_progress_end(const ops_opts *o) {
+void cli_progress_end(const cli_opts *o) {
   if (progress_wanted(o)) fputs("\r\033[K", stderr);
 }
 
 /* ---- the CLI's view of a move: the dry run's table, --json, progress --- */
 
 typedef struct {
-  const ops_opts *o;
+  const cli_opts *o;
   const ops_move_spec *m;
   json_object *items; /* --json: what was (or would be) done */
   bool header_done;
-  size_t columns; /* the dry run's table: ops_output_width */
+  size_t columns; /* the dry run's table: cli_output_width */
   char summary[256];
   /* Listed for a replay that cannot help them, or that the runbook asks
    * to take one at a time. */
   uint64_t invalid, poison;
-  ops_rows rows; /* the dry run's table */
+  cli_rows rows; /* the dry run's table */
   int64_t now_ms;
 } move_ctx;
 
@@ -540,12 +538,12 @@ static void print_would(void *ctx, const dlqb_item *it, bool complete) {
   move_ctx *c = ctx;
   if (!c->header_done) {
     printf("%-*s ", OPS_WOULD_WIDTH, "WOULD");
-    ops_item_header(stdout);
+    cli_item_header(stdout);
     c->header_done = true;
   }
   /* What would happen, in the future tense: "replay", "skip". */
   printf("%-*s ", OPS_WOULD_WIDTH, complete ? "skip" : c->m->command);
-  ops_item_print(stdout, it, c->now_ms);
+  cli_item_print(stdout, it, c->now_ms);
   putchar('\n');
 }
 
@@ -557,13 +555,13 @@ static void list_item(void *ctx, const dlqb_item *it, bool complete, int64_t now
     c->poison += strcmp(it->dlq_reason, dlqb_reason_name(DLQB_REASON_POISON)) == 0;
   }
   if (c->o->json) {
-    json_object *j = ops_item_json(it, now_ms);
+    json_object *j = cli_item_json(it, now_ms);
     json_object_object_add(j, "outcome", json_object_new_string(what));
     json_object_array_add(c->items, j);
     return;
   }
   c->now_ms = now_ms;
-  ops_rows_add(&c->rows, it, complete);
+  cli_rows_add(&c->rows, it, complete);
 }
 
 static void list_acked(void *ctx, const dlqb_hop *hop) {
@@ -595,7 +593,7 @@ static void replay_warnings(const move_ctx *c) {
 
 static void show_tick(void *ctx, const dlqb_scan_result *r) {
   move_ctx *c = ctx;
-  ops_progress(c->o, c->m->command, r);
+  cli_progress(c->o, c->m->command, r);
 }
 
 /* How replay read the completion ledger, for --json. */
@@ -612,7 +610,7 @@ static json_object *ledger_json(const ops_move_spec *m) {
   return j;
 }
 
-ops_ctx ops_context(const ops_opts *o) {
+ops_ctx cli_context(const cli_opts *o) {
   return (ops_ctx){.cfg = o->cfg,
                    .pipeline = cli_pipeline(),
                    .actor = o->actor,
@@ -621,42 +619,44 @@ ops_ctx ops_context(const ops_opts *o) {
                    .window_set = o->window_set};
 }
 
-int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop) {
-  dlqb_audit *audit = m->audit;
-  bool own_audit = !m->audit_started && !m->dry_run;
-  if (own_audit) {
-    int arc = ops_audit_start(o, m->command, &audit);
+int cli_move_run(const cli_opts *o, const ops_move_spec *m, ops_session *session,
+                 dlqb_stop_flag *stop) {
+  ops_session *own = NULL;
+  if (session == NULL && !m->dry_run) {
+    int arc = cli_audit_start(o, m->command, &own);
     if (arc != EXIT_OK) return arc;
+    session = own;
   }
+  dlqb_audit *audit = ops_session_audit(session);
   move_ctx c = {.o = o, .m = m};
   if (o->json) c.items = json_object_new_array();
   if (m->dry_run && !o->json) {
-    size_t w = ops_output_width(o->wide);
+    size_t w = cli_output_width(o->wide);
     c.columns = w;
     size_t fit = w == 0 ? 0 : w > OPS_WOULD_WIDTH + 1 ? w - OPS_WOULD_WIDTH - 1 : 1;
-    ops_table_fit(fit);
-    ops_rows_init(&c.rows, w > 0, fit, print_would, &c);
+    cli_table_fit(fit);
+    cli_rows_init(&c.rows, w > 0, fit, print_would, &c);
   } else {
-    ops_rows_init(&c.rows, false, 0, print_would, &c);
+    cli_rows_init(&c.rows, false, 0, print_would, &c);
   }
   ops_move_watch w = {.listed = list_item, .acked = list_acked, .tick = show_tick, .ctx = &c};
   ops_move_outcome *out = malloc(sizeof *out);
   if (out == NULL) {
-    if (own_audit) ops_audit_close(audit);
+    ops_session_close(own);
     json_object_put(c.items);
     cli_error("out of memory");
     return EXIT_RUNTIME;
   }
-  ops_ctx x = ops_context(o);
+  ops_ctx x = cli_context(o);
   ops_move_pass(&x, m, audit, &w, stop, out);
-  ops_rows_flush(&c.rows);
-  ops_progress_end(o);
-  if (own_audit) ops_audit_close(audit);
+  cli_rows_flush(&c.rows);
+  cli_progress_end(o);
+  ops_session_close(own);
   int rc = EXIT_OK;
   const dlqb_scan_result *r = &out->r;
   if (out->not_started) {
     json_object_put(c.items);
-    rc = ops_fail(&out->err);
+    rc = cli_fail(&out->err);
     free(out);
     return rc;
   }
@@ -675,10 +675,10 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
     if (early != NULL) json_object_object_add(j, "stopped_early", json_object_new_string(early));
     if (m->ledger_stats != NULL) json_object_object_add(j, "ledger", ledger_json(m));
     json_object_object_add(j, "items", c.items);
-    ops_print_json(j);
+    cli_print_json(j);
   } else {
     if (m->dry_run && !c.header_done) printf("no items match\n");
-    ops_table_note(stdout, c.columns);
+    cli_table_note(stdout, c.columns);
     printf("%s\n", ops_move_summary(m->dry_run, m->dry_run ? m->command : m->verb, out->moved,
                                     m->ledger != NULL, out->skipped, out->left, r->depth_at_start,
                                     cli_pipeline()->dlq, c.summary, sizeof c.summary));
@@ -707,16 +707,16 @@ int ops_move_run(const ops_opts *o, const ops_move_spec *m, dlqb_stop_flag *stop
   return rc;
 }
 
-void ops_default_actor(char *buf, size_t len) { default_actor(buf, len); }
+void cli_default_actor(char *buf, size_t len) { default_actor(buf, len); }
 
-void ops_catalog_print(FILE *out, const dlqb_catalog_view *v) {
+void cli_catalog_print(FILE *out, const dlqb_catalog_view *v) {
   char line[DLQB_ERROR_MAX + 512];
   fprintf(out, "dlq-bridge: %s\n", dlqb_catalog_view_text(v, line, sizeof line));
   if (dlqb_catalog_untrusted_text(v, line, sizeof line) != NULL)
     fprintf(out, "dlq-bridge: %s\n", line);
 }
 
-json_object *ops_catalog_json(const dlqb_catalog_view *v) {
+json_object *cli_catalog_json(const dlqb_catalog_view *v) {
   json_object *j = json_object_new_object();
   json_object_object_add(j, "source",
                          json_object_new_string(v->from_catalog ? "catalog" : "queue"));

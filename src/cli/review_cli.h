@@ -14,7 +14,7 @@
 #include "dlqb/scan.h"
 #include "ops_cli.h"
 
-/* The item as a JSON object (new reference): ops_item_json's members with
+/* The item as a JSON object (new reference): cli_item_json's members with
  * age_seconds counted in review, and escalated_by, escalated_at,
  * escalation_reason, escalation_note, owner, claimed_at and
  * claimed_seconds (null when unclaimed or unknown). */

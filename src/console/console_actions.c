@@ -459,8 +459,7 @@ static void *job_main(void *arg) {
   job *j = arg;
   pass_as *o = calloc(1, sizeof *o);
   ops_move_outcome *out = calloc(1, sizeof *out);
-  dlqb_ledger *ledger = NULL;
-  dlqb_audit *audit = NULL;
+  ops_session *session = NULL;
   dlqb_error err = {{0}};
   /* Set before the thread started, never changed: read without the lock. */
   const dlqb_job_action kind = j->rec.action;
@@ -474,48 +473,36 @@ static void *job_main(void *arg) {
   }
   char writer[400];
   snprintf(writer, sizeof writer, "console@%s", console_g.cfg->instance);
-  /* The trail first: one that cannot be written stops the job before
-   * anything moves. */
-  if (console_g.cfg->audit.log[0] == '\0') {
-    /* As the CLI's movers refuse without --no-audit: the console has no
-     * way to act unrecorded. */
-    job_fail(j, "no audit trail configured (audit_log): the console moves nothing without one");
-    goto end;
-  }
-  if (ops_trail_open(console_g.cfg, o->broker, writer, &audit, &err) != DLQB_OK) {
+  /* The trail first: one that cannot be written (or none configured: the
+   * console has no way to act unrecorded) stops the job before anything
+   * moves. */
+  ops_session_opts so = {.cfg = console_g.cfg, .broker = o->broker, .writer = writer};
+  if (ops_session_open(&so, &session, &err) != DLQB_OK) {
     job_fail(j, err.msg);
     goto end;
   }
   ops_move_spec m;
-  dlqb_ledger_stats ls;
   if (kind == DLQB_JOB_REPLAY) {
     ops_replay_spec(&m, &j->stamp, false, j->rec.rate);
-    if ((ledger = dlqb_ledger_new()) == NULL) {
-      job_fail(j, "out of memory");
-      goto end;
-    }
     /* The whole ledger, or no replay: a partial one could re-run a
      * completed erasure. */
-    if (ops_replay_ledger(console_g.cfg, o->broker, console_g.pipeline, false, ledger, &ls, &err) !=
+    if (ops_session_ledger(session, console_g.pipeline, false, &m.ledger, &m.ledger_stats, &err) !=
         DLQB_OK) {
       job_fail(j, err.msg);
       goto end;
     }
-    m.ledger = ledger;
-    m.ledger_stats = &ls;
   } else if (kind == DLQB_JOB_ESCALATE) {
     ops_escalate_spec(&m, &j->stamp, false, j->rec.rate);
   } else {
     ops_resolve_spec(&m, &j->stamp, false);
   }
-  m.audit = audit;
   if (j->picks != NULL) {
     m.only = picked;
     m.only_ctx = j->picks;
   }
   ops_move_watch w = {.acked = job_acked, .tick = job_tick, .ctx = j};
   ops_ctx x = pass_context(o);
-  ops_move_pass(&x, &m, audit, &w, &j->stop, out);
+  ops_move_pass(&x, &m, ops_session_audit(session), &w, &j->stop, out);
   pthread_mutex_lock(&lock);
   dlqb_job_record *rec = &j->rec;
   job_counts(j, &out->r);
@@ -553,8 +540,7 @@ static void *job_main(void *arg) {
   }
   pthread_mutex_unlock(&lock);
 end:
-  ops_audit_close(audit);
-  dlqb_ledger_free(ledger);
+  ops_session_close(session);
   pass_end(o);
   free(o);
   free(out);

@@ -108,31 +108,20 @@ static void run_as_user(console_req *r, ops_edit_request *rq, ops_edit_result *r
                .window = DLQB_SCAN_WINDOW_DEFAULT};
   rq->editor = r->who.user; /* the broker authenticated them as this user */
   dlqb_error err = {{0}};
-  dlqb_audit *audit = NULL;
-  dlqb_ledger *ledger = NULL;
-  dlqb_ledger_stats ls;
   char writer[400];
   snprintf(writer, sizeof writer, "console@%s", cfg->instance);
-  dlqb_status st = DLQB_OK;
-  if (!rq->dry_run)
-    st = cfg->audit.log[0] == '\0' ? dlqb_fail(&err, DLQB_EINVAL,
-                                               "no audit trail configured (audit_log): the console "
-                                               "moves nothing without one")
-                                   : ops_trail_open(cfg, user_broker, writer, &audit, &err);
-  if (st == DLQB_OK && ops_edit_needs_ledger(rq)) {
-    ledger = dlqb_ledger_new();
-    st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                        : ops_replay_ledger(cfg, user_broker, console_g.pipeline, rq->dry_run,
-                                            ledger, &ls, &err);
-  }
-  if (st == DLQB_OK) ops_edit_run(&x, rq, audit, ledger, NULL, res);
+  /* A preview writes nothing; anything else is recorded or refused. */
+  ops_session_opts so = {
+      .cfg = cfg, .broker = user_broker, .writer = writer, .read_only = rq->dry_run};
+  ops_session *session = NULL;
+  dlqb_status st = ops_session_open(&so, &session, &err);
+  if (st == DLQB_OK) ops_edit_run(&x, rq, session, NULL, res);
   else {
     memset(res, 0, sizeof *res);
     res->outcome = OPS_EDIT_FAILED;
     res->err = err;
   }
-  ops_audit_close(audit);
-  dlqb_ledger_free(ledger);
+  ops_session_close(session);
   console_broker_free(user_broker);
 }
 

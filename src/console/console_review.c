@@ -176,28 +176,15 @@ void console_post_review_act(console_req *r) {
   c->force = strcmp(force, "1") == 0;
   const char *command = k == OPS_ACT_CLAIM ? "review claim" : "review decide";
   dlqb_error err = {{0}};
-  dlqb_ledger *ledger = NULL;
-  dlqb_audit *audit = NULL;
-  dlqb_ledger_stats ls;
   dlqb_scan_result res;
   char writer[400];
   snprintf(writer, sizeof writer, "console@%s", console_g.cfg->instance);
-  /* As the CLI's movers refuse without --no-audit: nothing unrecorded. */
-  dlqb_status st = console_g.cfg->audit.log[0] == '\0'
-                       ? dlqb_fail(&err, DLQB_EINVAL,
-                                   "no audit trail configured (audit_log): the "
-                                   "console moves nothing without one")
-                       : ops_trail_open(console_g.cfg, p->broker, writer, &audit, &err);
-  if (st == DLQB_OK && k == OPS_ACT_REPLAY) {
-    ledger = dlqb_ledger_new();
-    st = ledger == NULL ? dlqb_fail(&err, DLQB_ENOMEM, "out of memory")
-                        : ops_replay_ledger(console_g.cfg, p->broker, console_g.pipeline, false,
-                                            ledger, &ls, &err);
-    c->ledger = ledger;
-  }
-  if (st == DLQB_OK) st = ops_review_act_pass(c, command, audit, NULL, &res, &err);
-  ops_audit_close(audit);
-  dlqb_ledger_free(ledger);
+  /* As the CLI's movers: nothing unrecorded. */
+  ops_session_opts so = {.cfg = console_g.cfg, .broker = p->broker, .writer = writer};
+  ops_session *session = NULL;
+  dlqb_status st = ops_session_open(&so, &session, &err);
+  if (st == DLQB_OK) st = ops_review_act_pass(c, command, session, NULL, &res, &err);
+  ops_session_close(session);
   console_broker_free(p->broker); /* wiped: it holds the person's password */
   p->broker = NULL;
   char msg[DLQB_ERROR_MAX + 256];

@@ -34,8 +34,9 @@ struct dlqb_escalator {
   dlqb_pipeline p;        /* the config's first: the one `run` serves */
   void (*after_ack)(void *ctx, const dlqb_hop *hop, double confirm_seconds);
   void *ctx;
-  dlqb_audit *audit;
-  dlqb_anchor_pub *anchors; /* its chain heads off the host */
+  ops_session *session;     /* its trail and anchors (ops_session_open) */
+  dlqb_audit *audit;        /* the session's trail (NULL: none configured) */
+  dlqb_anchor_pub *anchors; /* the session's: its chain heads off the host */
   pthread_t thread;
   dlqb_stop_flag stop;
   /* The catalog's check runs beside the escalator, in every `run`, on
@@ -262,10 +263,13 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   e->sent = dlqb_memo_new(2 * (size_t)DLQB_SCAN_WINDOW_DEFAULT);
   char writer[320];
   snprintf(writer, sizeof writer, "escalator@%s", cfg->instance);
-  dlqb_status st = dlqb_audit_open(cfg, writer, &e->audit, err);
-  if (st == DLQB_OK) st = dlqb_anchor_start(cfg, NULL, e->audit, true, &e->anchors, err);
+  /* A daemon without a configured trail runs (run says so); its anchors
+   * wait until the router has declared their stream. */
+  ops_session_opts so = {.cfg = cfg, .writer = writer, .without_trail = true, .held_anchors = true};
+  dlqb_status st = ops_session_open(&so, &e->session, err);
+  e->audit = ops_session_audit(e->session);
+  e->anchors = ops_session_anchors(e->session);
   if (st != DLQB_OK) {
-    dlqb_audit_close(e->audit);
     pthread_mutex_destroy(&e->lock);
     dlqb_hashset_free(e->sighted);
     dlqb_memo_free(e->sent);
@@ -276,8 +280,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   if (st == DLQB_OK && e->reader != NULL)
     st = dlqb_catalog_check_start(cfg, e->reader, &e->catalog, err);
   if (st != DLQB_OK) {
-    dlqb_anchor_stop(e->anchors, err);
-    dlqb_audit_close(e->audit);
+    ops_session_close(e->session);
     pthread_mutex_destroy(&e->lock);
     dlqb_hashset_free(e->sighted);
     dlqb_memo_free(e->sent);
@@ -288,8 +291,7 @@ dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
   if (dlqb_thread_start(&e->thread, run, e) != 0) { /* it reads DLQ items: a sized stack */
     dlqb_catalog_check_stop(e->catalog);
     dlqb_catalog_reader_free(e->reader);
-    dlqb_anchor_stop(e->anchors, err);
-    dlqb_audit_close(e->audit);
+    ops_session_close(e->session);
     dlqb_hashset_free(e->sighted);
     dlqb_memo_free(e->sent);
     free(e);
@@ -334,11 +336,7 @@ void dlqb_escalator_stop(dlqb_escalator *e) {
   dlqb_catalog_check_stop(e->catalog);
   pthread_join(e->thread, NULL);
   /* chain_end, then its anchor, then the handle. */
-  dlqb_audit_end(e->audit);
-  dlqb_error err = {{0}};
-  if (dlqb_anchor_stop(e->anchors, &err) != DLQB_OK)
-    dlqb_log_warn("anchor_failing", "the escalator's last audit head is not anchored: %s", err.msg);
-  dlqb_audit_close(e->audit);
+  ops_session_close(e->session);
   pthread_mutex_destroy(&e->lock);
   dlqb_hashset_free(e->sighted);
   dlqb_memo_free(e->sent);

@@ -289,10 +289,19 @@ bool ops_edit_needs_ledger(const ops_edit_request *rq) {
   return rq->mode == OPS_EDIT_MODE_APPROVE || (rq->mode != OPS_EDIT_MODE_REJECT && !rq->keep);
 }
 
-void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audit,
-                  const dlqb_ledger *ledger, dlqb_stop_flag *stop, ops_edit_result *out) {
+void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, ops_session *session,
+                  dlqb_stop_flag *stop, ops_edit_result *out) {
   memset(out, 0, sizeof *out);
   out->outcome = OPS_EDIT_NOT_FOUND;
+  dlqb_audit *audit = ops_session_audit(session);
+  /* The whole ledger, as replay reads it: a partial one could re-run a
+   * completed erasure. */
+  const dlqb_ledger *ledger = NULL;
+  if (ops_edit_needs_ledger(rq) &&
+      ops_session_ledger(session, x->pipeline, rq->dry_run, &ledger, NULL, &out->err) != DLQB_OK) {
+    out->outcome = OPS_EDIT_FAILED;
+    return;
+  }
   /* An approval carries out what the verified trail records, read before
    * the pass takes anything. */
   ops_edit_proposal_record *record = NULL;
@@ -374,8 +383,6 @@ void ops_edit_run(const ops_ctx *x, const ops_edit_request *rq, dlqb_audit *audi
   m.accept_ctx = &c;
   m.edit = &out->rec;
   m.stop_at_limit = true;
-  m.audit = audit;
-  m.audit_started = true;
   ops_move_watch w = {.acked = edit_acked, .ctx = &c};
   ops_move_pass(&mx, &m, audit, &w, stop, &out->move);
   free(sel);

@@ -94,12 +94,20 @@ static void act_acked(void *ctx, const dlqb_hop *hop) {
   c->done_event = hop->event;
 }
 
-dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, dlqb_audit *audit,
+dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, ops_session *session,
                                 dlqb_stop_flag *stop, dlqb_scan_result *r, dlqb_error *err) {
+  memset(r, 0, sizeof *r);
   dlqb_select_init(&c->sel);
   dlqb_status st = dlqb_select_set(&c->sel, "message-id", c->message_id, err);
   if (st == DLQB_OK) st = dlqb_select_set(&c->sel, "limit", "1", err);
   if (st != DLQB_OK) return st;
+  /* A replay reads the whole ledger first: replaying on a partial one
+   * could re-run a completed erasure. */
+  c->ledger = NULL;
+  if (c->kind == OPS_ACT_REPLAY &&
+      (st = ops_session_ledger(session, c->x.pipeline, false, &c->ledger, NULL, err)) != DLQB_OK)
+    return st == DLQB_EINVAL ? DLQB_EBROKER : st;
+  dlqb_audit *audit = ops_session_audit(session);
   dlqb_iso_time(dlqb_now_ms(), c->now, sizeof c->now);
   char purpose[64];
   snprintf(purpose, sizeof purpose, "dlq-bridge %s", command);

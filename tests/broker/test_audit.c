@@ -1219,7 +1219,8 @@ static void test_ops_find_the_trail_through_the_config_file(void **state) {
   /* No trail anywhere: refused before anything moves. */
   static const char *const none[] = {"DLQ_BRIDGE_CONFIG=", NULL};
   static const char *const line =
-      "dlq-bridge: no audit trail configured (audit_log); set it in "
+      "dlq-bridge: no audit trail configured (audit_log): nothing is moved without one; set it "
+      "in "
       "/etc/dlq-bridge/config.json or DLQ_BRIDGE_AUDIT_LOG, or pass --no-audit to act without "
       "one\n";
   static const char *const resolve3[] = {"resolve", "--message-id", "msg-cfg-3", "--note", "x",

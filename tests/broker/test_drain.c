@@ -852,7 +852,7 @@ static void test_drain_needs_writers(void **state) {
   assert_int_equal(th_queue_depth(t->conn, "dsr.dlq.manual"), 1);
 
   /* An audit trail that cannot be opened stops the run before anything
-   * moves (ops_audit_start, as replay), and the lease is not taken. */
+   * moves (cli_audit_start, as replay), and the lease is not taken. */
   fx_audit a;
   assert_int_equal(fx_audit_init(&a), 0);
   const char *const bad_audit[] = {"DLQ_BRIDGE_COMPLETION_WRITERS=" WRITER,
