@@ -194,16 +194,23 @@ void ops_stamp_init(ops_stamp *st, const char *actor, const char *note);
  * anything else that took it). */
 
 typedef struct {
-  char time[DLQB_ISO_TIME_MAX]; /* when the move began */
+  char time[DLQB_ISO_TIME_MAX]; /* when the move began (ended: when its hop was recorded) */
   char to[DLQB_NAME_MAX];       /* where its copy was going */
-  char event[24];               /* the hop that would have ended it ("replayed") */
-  char writer[96];              /* who began it */
+  char event[24];               /* the hop that would have ended it ("replayed"; ended: did) */
+  char writer[96];              /* who began it (ended: who recorded its hop) */
+  /* The move ended, recorded, by a writer whose chain has not ended (its
+   * process was killed between the record and the original's ack): if the
+   * original is in the queue, its ack never reached the broker and the
+   * copy in `to` is the one that counts. Not moved again, even with
+   * after_interrupted: only a removal (resolve) settles it. */
+  bool ended;
 } ops_open_move;
 
 typedef struct ops_open_moves ops_open_moves;
 
 /* Reads the trail at audit_log (and its rotated files) for the moves out
- * of queue `from` that began and did not end. *out is NULL when there are
+ * of queue `from` that began and did not end, and those that ended in a
+ * chain that did not (ops_open_move.ended). *out is NULL when there are
  * none (or audit_log is ""). DLQB_EIO when a file cannot be read. */
 dlqb_status ops_open_moves_read(const char *audit_log, const char *from, ops_open_moves **out,
                                 dlqb_error *err);

@@ -94,9 +94,13 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
   dlqb_verdict v = dlqb_verdict_of(&c->rule, seen, c->now_ms, c->selected);
   if (v.kind != DLQB_VERDICT_HOLD && c->m->only != NULL && !c->m->only(c->m->only_ctx, it))
     v.kind = DLQB_VERDICT_HOLD;
-  const ops_open_move *open = v.kind == DLQB_VERDICT_TAKE && !c->m->after_interrupted
-                                  ? ops_open_moves_find(c->open, it->message_id)
-                                  : NULL;
+  const ops_open_move *open =
+      v.kind == DLQB_VERDICT_TAKE ? ops_open_moves_find(c->open, it->message_id) : NULL;
+  /* A person who checked settles a move that did not end; one that ended
+   * (its original back after a lost ack) is settled only by removing
+   * the original: a second copy is never made. */
+  if (open != NULL && (open->ended ? c->m->kind == OPS_MOVE_RESOLVE : c->m->after_interrupted))
+    open = NULL;
   /* An edit's own interrupted copies are the edit service's to judge
    * (ops_edit_trail_state names the edit and its settlement). */
   if (open != NULL && c->m->kind == OPS_MOVE_EDIT && strncmp(open->event, "edit", 4) == 0)
@@ -188,8 +192,8 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
   /* The moves out of this queue that began and did not end (a killed
    * mover's): their items are held unless a person settles them. */
   ops_open_moves *open = NULL;
-  if (!m->after_interrupted && (out->status = ops_open_moves_read(x->cfg->audit.log, c.source,
-                                                                  &open, &out->err)) != DLQB_OK) {
+  if ((out->status = ops_open_moves_read(x->cfg->audit.log, c.source, &open, &out->err)) !=
+      DLQB_OK) {
     out->not_started = true;
     return;
   }
@@ -266,6 +270,15 @@ void ops_move_pass(const ops_ctx *x, const ops_move_spec *m, dlqb_audit *audit,
 
 char *ops_open_move_text(uint64_t n, const char *message_id, const ops_open_move *u, char *buf,
                          size_t len) {
+  if (u->ended) {
+    snprintf(buf, len,
+             "%llu selected item%s held: moved already (%s %s into %s at %s by %s) and back: "
+             "that move's ack never reached the broker, so its copy there counts; check with "
+             "audit show --message-id, then remove the original with resolve",
+             (unsigned long long)n, n == 1 ? "" : "s", message_id, u->event, u->to, u->time,
+             u->writer);
+    return buf;
+  }
   snprintf(buf, len,
            "%llu selected item%s held: a move began and did not end (%s into %s at %s by %s; "
            "its copy may be there): check with audit show --message-id, then move %s with "

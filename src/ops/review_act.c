@@ -50,6 +50,10 @@ static dlqb_status act_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, con
   /* A claim or decision of it that began and did not end may have left a
    * copy (in dsr.work, or a claimed one here): not a second one. */
   const ops_open_move *open = ops_open_moves_find(c->moves, it->message_id);
+  /* As the move pass: a person settles a decision that did not end; one
+   * that ended (the item back after a lost ack) only a removal settles. */
+  if (open != NULL && (open->ended ? c->kind == OPS_ACT_RESOLVE : c->after_interrupted))
+    open = NULL;
   if (open != NULL) {
     c->unsettled = true;
     c->open = *open;
@@ -122,8 +126,8 @@ dlqb_status ops_review_act_pass(ops_review_act *c, const char *command, ops_sess
                           .after_ack = act_acked,
                           .ctx = c};
   c->moves = NULL;
-  if (!c->after_interrupted && (st = ops_open_moves_read(c->x.cfg->audit.log, c->x.pipeline->review,
-                                                         &c->moves, err)) != DLQB_OK)
+  if ((st = ops_open_moves_read(c->x.cfg->audit.log, c->x.pipeline->review, &c->moves, err)) !=
+      DLQB_OK)
     return st;
   st = dlqb_scan_run(c->x.cfg, &so, r, err);
   ops_open_moves_free(c->moves);

@@ -54,16 +54,20 @@ static void test_intent_of_a_hop(void **state) {
   assert_null(in.edit);
 }
 
+/* The chain the next lines are written in (a writer's process). */
+static const char *chain = "c1";
+
 /* A record line as the writer lays it out (the members the reader uses). */
 static void line(FILE *f, const char *event, const char *id, const char *from, const char *to,
                  const char *reason, const char *for_) {
   fprintf(
       f,
-      "{\"v\":2,\"chain\":\"c1\",\"seq\":1,\"prev\":\"00\",\"time\":\"2026-12-04T10:00:00.000Z\","
+      "{\"v\":2,\"chain\":\"%s\",\"seq\":1,\"prev\":\"00\",\"time\":\"2026-12-04T10:00:00.000Z\","
       "\"event\":\"%s\",\"writer\":\"replay@h:1\",\"key\":\"k\",\"message_id\":\"%s\","
       "\"request_id\":\"R\",\"reason\":\"%s\",\"cause\":\"\",\"from\":\"%s\",\"to\":\"%s\","
       "\"actor\":\"kim\"%s%s%s}\n",
-      event, id, reason, from, to, for_ ? ",\"for\":\"" : "", for_ ? for_ : "", for_ ? "\"" : "");
+      chain, event, id, reason, from, to, for_ ? ",\"for\":\"" : "", for_ ? for_ : "",
+      for_ ? "\"" : "");
 }
 
 static void intent(FILE *f, const char *id, const char *route, const char *for_) {
@@ -109,16 +113,47 @@ static void test_open_moves_in_a_trail(void **state) {
   /* k: an abandonment before the intent (an earlier run's) does not end it */
   line(f, "move_abandoned", "k", "", "", "dsr.dlq.manual -> dsr.work", "replayed");
   intent(f, "k", "dsr.dlq.manual -> dsr.work", "replayed");
+  /* Its writer closed its pass: the moves it ended (a, d, f) hold nothing. */
+  line(f, "chain_end", "", "", "", "", NULL);
+  /* l: ended by a hop of a chain that never ended (killed between the
+   * record and the ack): held as ended, its original may be back */
+  chain = "c2";
+  intent(f, "l", "dsr.dlq.manual -> compliance_review", "escalated");
+  line(f, "escalated", "l", dlq, review, "dlq_sla", NULL);
+  /* n: the same, then brought back into the DLQ (the router's hop): not held */
+  intent(f, "n", "dsr.dlq.manual -> dsr.work", "replayed");
+  line(f, "replayed", "n", dlq, work, "fixed", NULL);
+  chain = "c3";
+  line(f, "dead_lettered", "n", "dsr.failed", dlq, "attempts exhausted", NULL);
+  /* p: the same, and its chain ended later: not held */
+  chain = "c4";
+  intent(f, "p", "dsr.dlq.manual -> dsr.work", "replayed");
+  line(f, "replayed", "p", dlq, work, "fixed", NULL);
+  line(f, "chain_end", "", "", "", "", NULL);
+  /* q: a kept edit (out of the DLQ and into it) leaves what is there now */
+  chain = "c5";
+  intent(f, "q", "dsr.dlq.manual -> dsr.dlq.manual", "edited");
+  line(f, "edited", "q", dlq, dlq, "kept", NULL);
+  chain = "c1";
   assert_int_equal(fclose(f), 0);
 
   ops_open_moves *m = NULL;
   dlqb_error err;
   assert_int_equal(ops_open_moves_read(path, dlq, &m, &err), DLQB_OK);
   assert_non_null(m);
-  assert_int_equal(ops_open_moves_count(m), 5);
+  assert_int_equal(ops_open_moves_count(m), 6);
   assert_null(ops_open_moves_find(m, "a"));
   const ops_open_move *b = ops_open_moves_find(m, "b");
   assert_non_null(b);
+  assert_false(b->ended);
+  const ops_open_move *el = ops_open_moves_find(m, "l");
+  assert_non_null(el);
+  assert_true(el->ended);
+  assert_string_equal(el->to, "compliance_review");
+  assert_string_equal(el->event, "escalated");
+  assert_null(ops_open_moves_find(m, "n"));
+  assert_null(ops_open_moves_find(m, "p"));
+  assert_null(ops_open_moves_find(m, "q"));
   assert_string_equal(b->to, "compliance_review");
   assert_string_equal(b->event, "escalated");
   assert_string_equal(b->writer, "replay@h:1");
