@@ -120,7 +120,6 @@ static dlqb_status move_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, co
     v.kind = DLQB_VERDICT_HOLD;
   if (v.kind == DLQB_VERDICT_HOLD) {
     dlqb_scan_hold(s, d);
-    if (v.stop_after) dlqb_scan_stop(s);
     return DLQB_OK;
   }
   bool complete = v.kind == DLQB_VERDICT_SKIP_COMPLETE;
