@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "flow.h"
 
@@ -651,6 +653,172 @@ static void test_escalator_holds_an_interrupted_escalation(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* ---- a console job killed at every moment ------------------------------- */
+
+/* curl's output of cmd (at most cap - 1 bytes); its exit status. */
+static int curl_out(const char *cmd, char *out, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = '\0';
+  return pclose(p);
+}
+
+/* A console for the step, signed in as guest: its port, and the cookie
+ * jar and CSRF token a form needs. */
+typedef struct {
+  th_bridge proc;
+  int port;
+  char jar[64], csrf[80];
+} console_at;
+
+static void console_open(fx_case *t, const trail *tr, int step, console_at *c) {
+  c->port = th_free_port();
+  assert_true(c->port > 0);
+  char env_url[TH_URL_MAX + 64], env_addr[96], tag[32];
+  assert_true(th_fmt(env_url, sizeof env_url, "DLQ_BRIDGE_URL=amqp://nobody:none@127.0.0.1:%d/%s",
+                     th_env_get()->amqp_port, t->vhost.name));
+  assert_true(th_fmt(env_addr, sizeof env_addr, "DLQ_BRIDGE_CONSOLE_ADDR=127.0.0.1:%d", c->port));
+  snprintf(tag, sizeof tag, "console%d", step);
+  const char *env[] = {env_url, env_addr, tr->env[0], tr->env[1], tr->env[2], tr->env[3], NULL};
+  static const char *const args[] = {"console", NULL};
+  assert_int_equal(th_command_start(&c->proc, &t->vhost, args, env, tag), 0);
+  snprintf(c->jar, sizeof c->jar, "/tmp/dlqb-intents-jar-%d", (int)getpid());
+  char cmd[512], out[8192];
+  /* Listening once a sign-in answers (303 to the groups page). */
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "curl -s -o /dev/null -w '%%{http_code}' --max-time 5 -c '%s' "
+                     "-d 'user=guest&password=guest' http://127.0.0.1:%d/login",
+                     c->jar, c->port));
+  int64_t until = th_now_ms() + WAIT_MS;
+  while (!(curl_out(cmd, out, sizeof out) == 0 && strcmp(out, "303") == 0)) {
+    if (th_now_ms() > until) {
+      th_bridge_dump_log(&c->proc);
+      fail_msg("the console on port %d did not sign guest in (%s)", c->port, out);
+    }
+    struct timespec ts = {0, 50 * 1000 * 1000}; /* a process start: nothing to await */
+    nanosleep(&ts, NULL);
+  }
+  assert_true(th_fmt(cmd, sizeof cmd, "curl -s --max-time 30 -b '%s' http://127.0.0.1:%d/jobs",
+                     c->jar, c->port));
+  assert_int_equal(curl_out(cmd, out, sizeof out), 0);
+  const char *at = strstr(out, "name=\"csrf\" value=\"");
+  assert_non_null(at);
+  at += strlen("name=\"csrf\" value=\"");
+  size_t n = strspn(at, "0123456789abcdef");
+  assert_true(n > 0 && n < sizeof c->csrf);
+  snprintf(c->csrf, sizeof c->csrf, "%.*s", (int)n, at);
+}
+
+/* Starts the replay of source system src as a console job; returns when
+ * the console has answered (the job runs in its own thread). */
+static void console_replay(const console_at *c, const char *src) {
+  char cmd[768], out[256];
+  assert_true(th_fmt(cmd, sizeof cmd,
+                     "curl -s -o /dev/null -w '%%{http_code}' --max-time 30 -b '%s' -d "
+                     "'csrf=%s&action=replay&source-system=%s&rate=" PER_SECOND
+                     "' http://127.0.0.1:%d/run",
+                     c->jar, c->csrf, src, c->port));
+  assert_int_equal(curl_out(cmd, out, sizeof out), 0);
+  if (strcmp(out, "303") != 0) fail_msg("the console answered the replay with %s", out);
+}
+
+typedef struct {
+  fx_case *t;
+  long want;
+} work_depth;
+
+static bool work_holds(void *arg) {
+  const work_depth *w = arg;
+  return th_queue_depth(w->t->conn, "dsr.work") >= w->want;
+}
+
+/* A console job SIGKILLed (the whole console) at every moment of its
+ * replay: step s replays the ITEMS items of source system "s<s>" at
+ * PER_SECOND; step STEPS-1 runs first to its end and times it (from the
+ * console's answer to its last copy in dsr.work), the others are killed
+ * at deadlines spread from 1 ms after the answer to twice that. */
+static void test_console_job_killed_at_every_step(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  static int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
+  memset(in_to, 0, sizeof in_to);
+  memset(in_dlq, 0, sizeof in_dlq);
+  int deadline_ms[STEPS], whole_ms = 0, killed = 0;
+  for (int k = 0; k < STEPS; k++) {
+    int step = k == 0 ? STEPS - 1 : k - 1; /* the whole job first */
+    char src[16];
+    snprintf(src, sizeof src, "s%d", step);
+    for (int i = 0; i < ITEMS; i++) {
+      char id[32];
+      snprintf(id, sizeof id, "k%d-%d", step, i);
+      pub_dlq_from(t, id, src);
+    }
+    console_at c;
+    console_open(t, &tr, step, &c);
+    deadline_ms[step] = step == STEPS - 1 ? 0 : deadline(step, whole_ms);
+    int64_t began = th_now_ms();
+    console_replay(&c, src);
+    if (step == STEPS - 1) {
+      work_depth w = {t, ITEMS};
+      FX_CHECK(t, th_wait_until(work_holds, &w, WAIT_MS));
+      whole_ms = (int)(th_now_ms() - began);
+      assert_int_equal(th_bridge_stop(&c.proc, 15000), 0);
+    } else {
+      int64_t left = began + deadline_ms[step] - th_now_ms();
+      if (left > 0) {
+        struct timespec ts = {left / 1000, (left % 1000) * 1000000}; /* the kill's deadline */
+        nanosleep(&ts, NULL);
+      }
+      th_bridge_kill(&c.proc);
+      killed++;
+    }
+    unlink(c.jar);
+  }
+  log_text l;
+  log_read(&tr.a, &l);
+  long unrecorded = 0;
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++) {
+      char mid[48];
+      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
+      intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
+      hops[step][i] = count_lines(&l, "\"event\":\"replayed\"", mid);
+      if (hops[step][i] == 0) unrecorded++;
+    }
+  free(l.text);
+  depth_at_least d = {t, unrecorded};
+  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
+  drain_count(t, "dsr.work", in_to);
+  int open = 0, open_copies = 0, replayed = 0;
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++) {
+      if (in_to[step][i] > 1 || hops[step][i] > 1)
+        fail_msg("step %d: item %d replayed twice (copies %d, hops %d)", step, i, in_to[step][i],
+                 hops[step][i]);
+      if (in_to[step][i] == 1 && intents[step][i] == 0)
+        fail_msg("step %d: a copy of item %d in dsr.work with nothing in the trail", step, i);
+      if (hops[step][i] > 0) {
+        assert_int_equal(in_to[step][i], 1);
+        assert_true(intents[step][i] >= 1);
+        replayed++;
+      }
+      if (step == STEPS - 1) assert_int_equal(hops[step][i], 1);
+      if (intents[step][i] > 0 && hops[step][i] == 0) {
+        open++;
+        open_copies += in_to[step][i];
+      }
+    }
+  printf("console job sigkill ladder over a whole job of %d ms: %d killed, %d replayed, %d moves "
+         "began and did not end (%d of them with their copy there)\n",
+         whole_ms, killed, replayed, open, open_copies);
+  assert_true(killed > 0);
+  final_mover(t, &tr, &replay_mover, intents, hops, in_to, in_dlq, open);
+  fx_audit_remove(&tr.a);
+}
+
 /* The SLA escalator (the daemon's move, OPS_MOVE_SLA) SIGKILLed at every
  * moment: step s puts ITEMS overdue items of source system "s<s>" in the
  * DLQ and starts `run`, killed at its deadline. Step STEPS-1 runs first,
@@ -760,6 +928,7 @@ int main(void) {
       FX_TEST(test_resolve_killed_at_every_step),
       FX_TEST(test_decide_killed_at_every_step),
       FX_TEST(test_escalator_killed_at_every_step),
+      FX_TEST(test_console_job_killed_at_every_step),
   };
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
