@@ -2,6 +2,8 @@
  * the look and its checkpoint (dlqb/catalog_stream.h). */
 #include "dlqb/catalog_stream.h"
 
+#include "catalog_private.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -250,8 +252,8 @@ static dlqb_status await_upto(dlqb_link *link, amqp_channel_t ch, uint64_t seq, 
 static void make_marker(char *out, size_t cap);
 static void event_base(dlqb_catalog_event *ev, const char *op, const char *queue);
 
-static dlqb_status await_confirms(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
-                                  const char *stream, dlqb_error *err) {
+dlqb_status dlqb__catalog_await_confirms(dlqb_link *link, amqp_channel_t ch, uint64_t seq,
+                                         const char *stream, dlqb_error *err) {
   return await_confirms_within(link, ch, seq, stream, CONFIRM_MS, err);
 }
 
@@ -274,7 +276,7 @@ static dlqb_status publish_events(dlqb_link *link, const char *stream, const dlq
   dlqb_status st = dlqb_link_confirm_select(link, DLQB_CHANNEL, err);
   for (size_t i = 0; st == DLQB_OK && i < n; i++)
     st = dlqb_catalog_send(link, DLQB_CHANNEL, stream, &ev[i].props, amqp_empty_bytes, err);
-  return st == DLQB_OK ? await_confirms(link, DLQB_CHANNEL, n, stream, err) : st;
+  return st == DLQB_OK ? dlqb__catalog_await_confirms(link, DLQB_CHANNEL, n, stream, err) : st;
 }
 
 dlqb_status dlqb_catalog_wait_ready(const dlqb_broker_conf *broker, const char *stream,
@@ -307,22 +309,6 @@ dlqb_status dlqb_catalog_append(const dlqb_broker_conf *broker, const char *stre
 }
 
 /* ---- the reader ------------------------------------------------------------ */
-
-struct dlqb_catalog_reader {
-  pthread_mutex_t lock;
-  dlqb_catalog_target t;
-  char checkpoint[DLQB_CONFIG_STR_MAX];
-  dlqb_catalog *c;
-  bool have_mark; /* c is the fold up to mark */
-  dlqb_catalog_mark mark;
-  bool checkpoint_tried;
-  bool from_checkpoint;
-  uint64_t since_checkpoint;  /* events folded since the checkpoint was written or read */
-  bool from_snapshot;         /* the fold began at a snapshot in the stream */
-  dlqb_catalog_snapfind find; /* the snapshots the fold has read past */
-  bool cut;                   /* the last fold found the stream cut, no snapshot to use */
-  dlqb_catalog_mark cut_mark; /* where that fold's read ended */
-};
 
 dlqb_catalog_reader *dlqb_catalog_reader_new(const dlqb_pipeline *p, const char *checkpoint,
                                              const char *writers) {
@@ -710,7 +696,7 @@ typedef struct {
 /* A link that timed out is not asked to close: its channel may be gone
  * without a word (4.0.5, a stream just declared), and a close would wait
  * half a minute for an answer that never comes. */
-static void end_link(dlqb_link *link, dlqb_status st) {
+void dlqb__catalog_end_link(dlqb_link *link, dlqb_status st) {
   if (st == DLQB_OK || st == DLQB_EBROKER) dlqb_link_close(link);
   else dlqb_link_abort(link);
 }
@@ -802,7 +788,7 @@ static dlqb_status stream_reaches(const dlqb_broker_conf *broker, const char *st
     if (ours) break;
     st = ack_now_and_then(link, tag, &since_ack, err);
   }
-  end_link(link, st);
+  dlqb__catalog_end_link(link, st);
   return st;
 }
 
@@ -1000,7 +986,7 @@ static dlqb_status broker_read(void *src, int64_t from, dlqb_catalog_msg_fn fn, 
     if (stop || st != DLQB_OK) break;
     st = ack_now_and_then(link, tag, &since_ack, err);
   }
-  end_link(link, st);
+  dlqb__catalog_end_link(link, st);
   return st;
 }
 
@@ -1099,9 +1085,9 @@ static dlqb_status open_checked(dlqb_catalog_reader *r, const dlqb_broker_conf *
 
 /* Opens a link and folds up to a marker of its own; with queue, reads its
  * depth into *before first (before the marker). */
-static dlqb_status locked_refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
-                                  const char *queue, uint32_t *before, dlqb_link **link,
-                                  uint64_t *events, double *secs, dlqb_error *err) {
+dlqb_status dlqb__catalog_locked_refresh(dlqb_catalog_reader *r, const dlqb_broker_conf *broker,
+                                         const char *queue, uint32_t *before, dlqb_link **link,
+                                         uint64_t *events, double *secs, dlqb_error *err) {
   long long t0 = dlqb_mono_ms();
   bool missing;
   dlqb_status st = open_checked(r, broker, link, &missing, err);
@@ -1129,11 +1115,12 @@ static dlqb_status look_once(dlqb_catalog_reader *r, const dlqb_broker_conf *bro
   uint64_t events = 0;
   double secs = 0;
   uint32_t before = 0, depth = 0;
-  dlqb_status st = locked_refresh(r, broker, queue, &before, &link, &events, &secs, err);
+  dlqb_status st =
+      dlqb__catalog_locked_refresh(r, broker, queue, &before, &link, &events, &secs, err);
   view->events += events;
   view->read_seconds += secs;
   if (st == DLQB_OK) st = dlqb_link_queue_depth(link, queue, &depth, NULL, err);
-  if (link != NULL) end_link(link, st);
+  if (link != NULL) dlqb__catalog_end_link(link, st);
   if (st != DLQB_OK) return st;
   view->from_catalog = true;
   view->from_checkpoint = r->from_checkpoint;
@@ -1174,8 +1161,8 @@ dlqb_status dlqb_catalog_with(dlqb_catalog_reader *r, const dlqb_broker_conf *br
   dlqb_link *link = NULL;
   uint64_t events = 0;
   double secs = 0;
-  dlqb_status st = locked_refresh(r, broker, NULL, NULL, &link, &events, &secs, err);
-  if (link != NULL) end_link(link, st);
+  dlqb_status st = dlqb__catalog_locked_refresh(r, broker, NULL, NULL, &link, &events, &secs, err);
+  if (link != NULL) dlqb__catalog_end_link(link, st);
   if (st == DLQB_OK) fn(ctx, r->c);
   pthread_mutex_unlock(&r->lock);
   return st;
@@ -1270,7 +1257,7 @@ static dlqb_status write_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf
   }
   if (st == DLQB_OK)
     st = await_upto(w.link, DLQB_CHANNEL, w.seq, &w.seen, r->t.stream, CONFIRM_MS, err);
-  end_link(w.link, st);
+  dlqb__catalog_end_link(w.link, st);
   return st;
 }
 
@@ -1281,54 +1268,14 @@ dlqb_status dlqb_catalog_snapshot(dlqb_catalog_reader *r, const dlqb_broker_conf
   dlqb_link *link = NULL;
   uint64_t events = 0;
   double secs = 0;
-  dlqb_status st = locked_refresh(r, broker, NULL, NULL, &link, &events, &secs, err);
-  if (link != NULL) end_link(link, st);
+  dlqb_status st = dlqb__catalog_locked_refresh(r, broker, NULL, NULL, &link, &events, &secs, err);
+  if (link != NULL) dlqb__catalog_end_link(link, st);
   if (st == DLQB_OK) st = write_snapshot(r, broker, out, err);
   pthread_mutex_unlock(&r->lock);
   return st;
 }
 
 bool dlqb_catalog_reader_cut(const dlqb_catalog_reader *r) { return r->cut; }
-
-dlqb_status dlqb_catalog_snapshot_rebuild(dlqb_catalog_reader *r, const dlqb_config *cfg,
-                                          const dlqb_broker_conf *broker,
-                                          dlqb_catalog_snapinfo *out, dlqb_error *err) {
-  memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&r->lock);
-  bool cut = r->cut && r->cut_mark.offset >= 0;
-  if (cut) {
-    /* The fold of what the stream holds from that marker on, from
-     * nothing: every item still in a queue gets its "in" again from the
-     * passes below, an item taken since is an unmatched "out". */
-    dlqb_catalog_clear(r->c);
-    r->mark = r->cut_mark;
-    r->have_mark = true;
-    r->cut = r->from_checkpoint = r->from_snapshot = false;
-    r->since_checkpoint = 0;
-  }
-  pthread_mutex_unlock(&r->lock);
-  if (!cut)
-    return dlqb_fail(err, DLQB_EINVAL, "the catalog stream '%s' is not cut: nothing to rebuild",
-                     r->t.stream);
-  dlqb_status st = DLQB_OK;
-  for (size_t q = 0; st == DLQB_OK && q < r->t.nqueues; q++) {
-    /* A pass reads what is ready: items another consumer holds (a look
-     * reading the queue itself, as every look does while the catalog is
-     * refused) it would never see, and the snapshot would lack them; the
-     * verify says so (others). */
-    dlqb_catalog_verify_result v;
-    st = dlqb_catalog_verify(r, cfg, broker, r->t.queues[q], &v, err);
-    if (st == DLQB_OK && v.others > 0)
-      st = dlqb_fail(err, DLQB_EIO,
-                     "'%s' has %u consumer%s (a look or a move reading it): a pass would not see "
-                     "what they hold; no snapshot written, try again",
-                     r->t.queues[q], v.others, v.others == 1 ? "" : "s");
-    else if (st == DLQB_OK && !v.complete)
-      st = dlqb_fail(err, DLQB_EIO, "'%s' was not read whole: no snapshot written", r->t.queues[q]);
-  }
-  if (st == DLQB_OK) st = dlqb_catalog_snapshot(r, dlqb_config_broker(cfg, broker), out, err);
-  return st;
-}
 
 void dlqb_catalog_reader_growth(dlqb_catalog_reader *r, uint64_t *since, uint64_t *items) {
   pthread_mutex_lock(&r->lock);
@@ -1367,138 +1314,4 @@ char *dlqb_catalog_untrusted_text(const dlqb_catalog_view *v, char *buf, size_t 
   snprintf(buf, len, "ignored %llu catalog event%s not from catalog_writers",
            (unsigned long long)v->untrusted, v->untrusted == 1 ? "" : "s");
   return buf;
-}
-
-/* ---- verifying ------------------------------------------------------------- */
-
-#include "dlqb/scan.h"
-
-typedef struct {
-  dlqb_catalog_reader *r;
-  int q;
-  dlqb_hashset *seen; /* message_id -> times the pass read it */
-  dlqb_link *writer;  /* corrections, confirmed at the end */
-  uint64_t published;
-  uint64_t added;
-  dlqb_status st;
-  dlqb_error *err;
-} verify_ctx;
-
-static dlqb_status verify_item(void *ctx, dlqb_scan *s, const dlqb_delivery *d, const dlqb_item *it,
-                               dlqb_error *err) {
-  verify_ctx *v = ctx;
-  (void)err;
-  dlqb_scan_hold(s, d);
-  bool added;
-  uint64_t *n = dlqb_hashset_add(v->seen, it->message_id, strlen(it->message_id), &added);
-  if (n == NULL) return dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  if (added) *n = 0;
-  (*n)++;
-  /* More copies than the catalog holds: this one is unknown to it. */
-  if (*n > dlqb_catalog_has(v->r->c, v->q, it->message_id)) {
-    dlqb_catalog_event ev;
-    dlqb_catalog_event_in(&v->r->t, v->r->t.queues[v->q], d->props, &ev);
-    dlqb_status st = dlqb_catalog_send(v->writer, DLQB_CHANNEL, v->r->t.stream, &ev.props,
-                                       amqp_empty_bytes, err);
-    if (st != DLQB_OK) return st;
-    v->published++;
-    v->added++;
-  }
-  return DLQB_OK;
-}
-
-typedef struct {
-  verify_ctx *v;
-  dlqb_catalog_event *outs;
-  char (*ids)[128];
-  size_t n, cap;
-} extra_ctx;
-
-static bool find_extra(void *ctx, const dlqb_item *it) {
-  extra_ctx *x = ctx;
-  uint64_t *n = dlqb_hashset_get(x->v->seen, it->message_id, strlen(it->message_id));
-  if (n != NULL && *n > 0) {
-    (*n)--;
-    return true;
-  }
-  if (x->n == x->cap) {
-    size_t cap = x->cap ? x->cap * 2 : 64;
-    char(*ni)[128] = realloc(x->ids, cap * sizeof *ni);
-    if (ni == NULL) return false;
-    x->ids = ni;
-    x->cap = cap;
-  }
-  snprintf(x->ids[x->n++], 128, "%s", it->message_id);
-  return true;
-}
-
-dlqb_status dlqb_catalog_verify(dlqb_catalog_reader *r, const dlqb_config *cfg,
-                                const dlqb_broker_conf *broker, const char *queue,
-                                dlqb_catalog_verify_result *out, dlqb_error *err) {
-  memset(out, 0, sizeof *out);
-  const dlqb_broker_conf *as = dlqb_config_broker(cfg, broker);
-  int q = dlqb_catalog_queue(r->c, queue);
-  if (q < 0) return dlqb_fail(err, DLQB_EINVAL, "the catalog does not cover '%s'", queue);
-  pthread_mutex_lock(&r->lock);
-  verify_ctx v = {.r = r, .q = q, .err = err};
-  extra_ctx x = {.v = &v};
-  dlqb_link *rl = NULL;
-  uint64_t events;
-  double secs;
-  dlqb_status st = locked_refresh(r, as, NULL, NULL, &rl, &events, &secs, err);
-  if (rl != NULL) end_link(rl, st);
-  out->catalog = dlqb_catalog_count(r->c, q);
-  v.seen = dlqb_hashset_new(sizeof(uint64_t));
-  if (st == DLQB_OK && v.seen == NULL) st = dlqb_fail(err, DLQB_ENOMEM, "out of memory");
-  if (st == DLQB_OK) st = dlqb_link_open(as, "dlq-bridge catalog verify", &v.writer, err);
-  if (st == DLQB_OK) st = dlqb_link_confirm_select(v.writer, DLQB_CHANNEL, err);
-  dlqb_scan_result res;
-  memset(&res, 0, sizeof res);
-  uint32_t before = 0, after = 0;
-  if (st == DLQB_OK) st = dlqb_link_queue_depth(v.writer, queue, NULL, &before, err);
-  if (st == DLQB_OK) {
-    out->at_ms = dlqb_now_ms();
-    dlqb_scan_options so = {.queue = queue,
-                            .purpose = "dlq-bridge catalog verify",
-                            .actor = "dlq-bridge catalog verify",
-                            .on_item = verify_item,
-                            .ctx = &v,
-                            .broker = broker};
-    st = dlqb_scan_run(cfg, &so, &res, err);
-    out->present = res.examined;
-    /* The pass's own consumer is gone once it closed its link. */
-    if (st == DLQB_OK) st = dlqb_link_queue_depth(v.writer, queue, NULL, &after, err);
-    out->others = before > after ? before : after;
-    out->complete =
-        st == DLQB_OK && !res.short_read && !res.interrupted && !res.stopped && out->others == 0;
-  }
-  /* The "in"s first: a reader must see them before the "verified". */
-  if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);
-  if (st == DLQB_OK && out->complete) {
-    /* Fold again (our "in"s and whatever moved meanwhile), then what it
-     * still holds beyond what the pass read is gone. */
-    st = locked_refresh(r, as, NULL, NULL, &rl, &events, &secs, err);
-    if (rl != NULL) end_link(rl, st);
-    if (st == DLQB_OK) dlqb_catalog_each(r->c, q, find_extra, &x);
-    dlqb_catalog_event ev;
-    for (size_t i = 0; st == DLQB_OK && i < x.n; i++) {
-      dlqb_catalog_event_out(queue, x.ids[i], &ev);
-      st = dlqb_catalog_send(v.writer, DLQB_CHANNEL, r->t.stream, &ev.props, amqp_empty_bytes, err);
-      if (st == DLQB_OK) v.published++;
-    }
-    out->removed = x.n;
-    char num[32];
-    dlqb_catalog_event_verified(queue, out->at_ms, out->present, num, sizeof num, &ev);
-    if (st == DLQB_OK) {
-      st = dlqb_catalog_send(v.writer, DLQB_CHANNEL, r->t.stream, &ev.props, amqp_empty_bytes, err);
-      if (st == DLQB_OK) v.published++;
-    }
-    if (st == DLQB_OK) st = await_confirms(v.writer, DLQB_CHANNEL, v.published, r->t.stream, err);
-  }
-  out->added = v.added;
-  if (v.writer != NULL) end_link(v.writer, st);
-  dlqb_hashset_free(v.seen);
-  free(x.ids);
-  pthread_mutex_unlock(&r->lock);
-  return st;
 }
