@@ -819,6 +819,108 @@ static void test_console_job_killed_at_every_step(void **state) {
   fx_audit_remove(&tr.a);
 }
 
+/* `drain run` SIGKILLed at every moment of its canary: step s drains the
+ * ITEMS items of source system "s<s>" (drain_sources), all of them its
+ * canary, at PER_SECOND. Step STEPS-1 runs first in the background until
+ * its canary is in dsr.work, which times it (the run then waits for the
+ * canary's outcome: it is stopped); the others are killed at deadlines
+ * spread from 1 ms to twice that. */
+static void test_drain_killed_at_every_step(void **state) {
+  fx_case *t = *state;
+  trail tr;
+  trail_init(&tr);
+  declare(t, &tr);
+  char state_path[160], env_state[200], env_sources[64];
+  assert_true(
+      th_fmt(state_path, sizeof state_path, "/tmp/dlqb-intents-drain-%s.json", t->vhost.name));
+  unlink(state_path);
+  assert_true(th_fmt(env_state, sizeof env_state, "DLQ_BRIDGE_DRAIN_STATE=%s", state_path));
+  char canary[48];
+  snprintf(canary, sizeof canary, "DLQ_BRIDGE_DRAIN_CANARY=%d", ITEMS);
+  const char *env[16];
+  size_t n = 0;
+  for (size_t i = 0; tr.env[i] != NULL; i++) env[n++] = tr.env[i];
+  env[n++] = env_state;
+  env[n++] = canary;
+  env[n++] = "DLQ_BRIDGE_DRAIN_START_RATE=" PER_SECOND;
+  env[n++] = "DLQ_BRIDGE_DRAIN_MAX_RATE=" PER_SECOND;
+  env[n++] = env_sources;
+  env[n] = NULL;
+  static int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
+  memset(in_to, 0, sizeof in_to);
+  memset(in_dlq, 0, sizeof in_dlq);
+  int deadline_ms[STEPS], whole_ms = 0, killed = 0, finished = 0;
+  static const char *const drain[] = {"drain", "run", NULL};
+  for (int k = 0; k < STEPS; k++) {
+    int step = k == 0 ? STEPS - 1 : k - 1; /* the whole canary first */
+    char src[16];
+    snprintf(src, sizeof src, "s%d", step);
+    snprintf(env_sources, sizeof env_sources, "DLQ_BRIDGE_DRAIN_SOURCES=%s", src);
+    for (int i = 0; i < ITEMS; i++) {
+      char id[32];
+      snprintf(id, sizeof id, "k%d-%d", step, i);
+      pub_dlq_from(t, id, src);
+    }
+    if (step == STEPS - 1) {
+      th_bridge b;
+      int64_t began = th_now_ms();
+      assert_int_equal(th_command_start(&b, &t->vhost, drain, env, "drain-whole"), 0);
+      work_depth w = {t, ITEMS};
+      FX_CHECK(t, th_wait_until(work_holds, &w, WAIT_MS));
+      whole_ms = (int)(th_now_ms() - began);
+      (void)th_bridge_stop(&b, 15000); /* it waits for the canary's outcome */
+      deadline_ms[step] = 0;
+      continue;
+    }
+    deadline_ms[step] = deadline(step, whole_ms);
+    th_result r;
+    assert_int_equal(th_run_bridge(drain, t->vhost.url, env, deadline_ms[step], &r), 0);
+    if (r.exit_code == -1) killed++;
+    else finished++;
+  }
+  log_text l;
+  log_read(&tr.a, &l);
+  long unrecorded = 0;
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++) {
+      char mid[48];
+      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
+      intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
+      hops[step][i] = count_lines(&l, "\"event\":\"replayed\"", mid);
+      if (hops[step][i] == 0) unrecorded++;
+    }
+  free(l.text);
+  depth_at_least d = {t, unrecorded};
+  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
+  drain_count(t, "dsr.work", in_to);
+  int open = 0, open_copies = 0, replayed = 0;
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++) {
+      if (in_to[step][i] > 1 || hops[step][i] > 1)
+        fail_msg("step %d: item %d drained twice (copies %d, hops %d)", step, i, in_to[step][i],
+                 hops[step][i]);
+      if (in_to[step][i] == 1 && intents[step][i] == 0)
+        fail_msg("step %d: a copy of item %d in dsr.work with nothing in the trail", step, i);
+      if (hops[step][i] > 0) {
+        assert_int_equal(in_to[step][i], 1);
+        assert_true(intents[step][i] >= 1);
+        replayed++;
+      }
+      if (step == STEPS - 1) assert_int_equal(hops[step][i], 1);
+      if (intents[step][i] > 0 && hops[step][i] == 0) {
+        open++;
+        open_copies += in_to[step][i];
+      }
+    }
+  printf("drain sigkill ladder over a whole canary of %d ms: %d killed, %d ended by themselves, "
+         "%d replayed, %d moves began and did not end (%d of them with their copy there)\n",
+         whole_ms, killed, finished, replayed, open, open_copies);
+  assert_true(killed > 0);
+  final_mover(t, &tr, &replay_mover, intents, hops, in_to, in_dlq, open);
+  unlink(state_path);
+  fx_audit_remove(&tr.a);
+}
+
 /* The SLA escalator (the daemon's move, OPS_MOVE_SLA) SIGKILLed at every
  * moment: step s puts ITEMS overdue items of source system "s<s>" in the
  * DLQ and starts `run`, killed at its deadline. Step STEPS-1 runs first,
@@ -929,6 +1031,7 @@ int main(void) {
       FX_TEST(test_decide_killed_at_every_step),
       FX_TEST(test_escalator_killed_at_every_step),
       FX_TEST(test_console_job_killed_at_every_step),
+      FX_TEST(test_drain_killed_at_every_step),
   };
   if (getenv("DLQB_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("DLQB_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
