@@ -216,26 +216,96 @@ static void run_ladder(ladder *lad) {
 }
 
 /* A mover's step s: the ITEMS items of source system "s<s>". */
-static void prepare_move(fx_case *t, const void *ctx, int step, const char **args, char *src,
-                         size_t len) {
-  const mover *mv = ctx;
+/* Step s's ITEMS items ("k<s>-<i>") into the DLQ, from source system
+ * "s<s>" (into src). */
+static void put_step(fx_case *t, int step, char *src, size_t len) {
   snprintf(src, len, "s%d", step);
   for (int i = 0; i < ITEMS; i++) {
     char id[32];
     snprintf(id, sizeof id, "k%d-%d", step, i);
     pub_dlq_from(t, id, src);
   }
+}
+
+static void prepare_move(fx_case *t, const void *ctx, int step, const char **args, char *src,
+                         size_t len) {
+  const mover *mv = ctx;
+  put_step(t, step, src, len);
   const char *a[] = {mv->command, "--source-system", src,   "--rate",
                      PER_SECOND,  "--actor",         "kim", NULL};
   memcpy(args, a, sizeof a);
+}
+
+/* What a ladder left of its items ("k<step>-<i>"): their intents and
+ * hops (mv->event) in the trail, read once; then, once the killed movers'
+ * originals are back in the DLQ, their copies taken off mv->to. */
+typedef struct {
+  int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
+  int moved;       /* items with their hop */
+  int open;        /* moves begun and not ended (an intent, no hop) */
+  int open_copies; /* of those, with their copy in mv->to */
+} ladder_tally;
+
+/* Tallies a ladder into lt and checks what every mover must hold at every
+ * kill point: no copy the trail does not know of, none twice, a hop only
+ * after its intent and with its copy there; a step whose mover ended by
+ * itself (ended(step)) has every hop. */
+static void tally(fx_case *t, const trail *tr, const mover *mv, bool (*ended)(int step, void *),
+                  void *ctx, ladder_tally *lt) {
+  memset(lt, 0, sizeof *lt);
+  log_text l;
+  log_read(&tr->a, &l);
+  long unrecorded = 0;
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++) {
+      char mid[48];
+      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
+      lt->intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
+      lt->hops[step][i] = count_lines(&l, mv->event, mid);
+      if (lt->hops[step][i] == 0) unrecorded++;
+    }
+  free(l.text);
+  /* The killed movers' unacked originals return as the broker sees their
+   * sockets close. */
+  depth_at_least d = {t, unrecorded};
+  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
+  drain_count(t, mv->to, lt->in_to);
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < ITEMS; i++) {
+      int in_to = lt->in_to[step][i], hops = lt->hops[step][i], intents = lt->intents[step][i];
+      if (in_to > 1 || hops > 1)
+        fail_msg("step %d: item %d moved twice (copies in %s %d, hops %d)", step, i, mv->to, in_to,
+                 hops);
+      /* The guarantee: no copy the trail does not know of. */
+      if (in_to == 1 && intents == 0)
+        fail_msg("step %d: a copy of item %d in %s with nothing in the trail", step, i, mv->to);
+      if (hops > 0) {
+        assert_int_equal(in_to, 1);
+        assert_true(intents >= 1); /* the intent came first */
+        lt->moved++;
+      }
+      if (ended != NULL && ended(step, ctx)) assert_int_equal(hops, 1);
+      if (intents > 0 && hops == 0) {
+        lt->open++;
+        lt->open_copies += in_to;
+      }
+    }
+}
+
+/* The step the ladders time runs to its end. */
+static bool whole_step(int step, void *ctx) {
+  (void)ctx;
+  return step == STEPS - 1;
 }
 
 /* The next mover (mv->command --all) after a ladder: it holds what began
  * and did not end, and what a killed mover recorded as moved whose
  * original came back (its ack lost); it moves the rest, so that nothing
  * is ever in its target twice. */
-static void final_mover(fx_case *t, const trail *tr, const mover *mv, int (*intents)[ITEMS],
-                        int (*hops)[ITEMS], int (*in_to)[ITEMS], int (*in_dlq)[ITEMS], int open) {
+static void final_mover(fx_case *t, const trail *tr, const mover *mv, ladder_tally *lt) {
+  int(*intents)[ITEMS] = lt->intents, (*hops)[ITEMS] = lt->hops, (*in_to)[ITEMS] = lt->in_to,
+  (*in_dlq)[ITEMS] = lt->in_dlq;
+  int open = lt->open;
   static int again[STEPS][ITEMS];
   memset(again, 0, sizeof again);
   const char *all[] = {mv->command, "--all", "--actor", "kim", NULL};
@@ -269,67 +339,39 @@ static void final_mover(fx_case *t, const trail *tr, const mover *mv, int (*inte
 
 /* SIGKILL at every moment of a move, a ladder of deadlines: step s moves
  * the ITEMS items of source system "s<s>". */
+static bool exited_by_itself(int step, void *ctx) {
+  const ladder *lad = ctx;
+  return lad->exit_code[step] == 0;
+}
+
 static void kill_ladder(fx_case *t, const mover *mv) {
   trail tr;
   trail_init(&tr);
   declare(t, &tr);
-  static int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
-  memset(in_to, 0, sizeof in_to);
-  memset(in_dlq, 0, sizeof in_dlq);
   ladder lad = {.t = t, .tr = &tr, .prepare = prepare_move, .ctx = mv};
   run_ladder(&lad);
-  const int *exit_code = lad.exit_code, *deadline_ms = lad.deadline_ms;
-  int whole_ms = lad.whole_ms;
-  log_text l;
-  log_read(&tr.a, &l);
-  long unrecorded = 0;
-  for (int step = 0; step < STEPS; step++)
-    for (int i = 0; i < ITEMS; i++) {
-      char mid[48];
-      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
-      intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
-      hops[step][i] = count_lines(&l, mv->event, mid);
-      if (hops[step][i] == 0) unrecorded++;
-    }
-  free(l.text);
-  /* The killed movers' unacked originals return as the broker sees their
-   * sockets close. */
-  depth_at_least d = {t, unrecorded};
-  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
-  drain_count(t, mv->to, in_to);
-  int killed = 0, finished = 0, open = 0, open_copies = 0;
+  static ladder_tally lt;
+  tally(t, &tr, mv, exited_by_itself, &lad, &lt);
+  int killed = 0, finished = 0;
   for (int step = 0; step < STEPS; step++) {
     int n_int = 0, n_hop = 0, n_to = 0, n_open = 0;
     for (int i = 0; i < ITEMS; i++) {
-      n_int += intents[step][i] > 0;
-      n_hop += hops[step][i] > 0;
-      n_to += in_to[step][i];
-      assert_true(in_to[step][i] <= 1);
-      /* The guarantee: no copy the trail does not know of. */
-      if (in_to[step][i] == 1 && intents[step][i] == 0)
-        fail_msg("step %d: a copy of item %d in %s with nothing in the trail", step, i, mv->to);
-      if (hops[step][i] > 0) {
-        assert_int_equal(in_to[step][i], 1);
-        assert_true(intents[step][i] >= 1); /* the intent came first */
-      }
-      if (exit_code[step] == 0) assert_int_equal(hops[step][i], 1);
-      if (intents[step][i] > 0 && hops[step][i] == 0) {
-        n_open++;
-        open_copies += in_to[step][i];
-      }
+      n_int += lt.intents[step][i] > 0;
+      n_hop += lt.hops[step][i] > 0;
+      n_to += lt.in_to[step][i];
+      n_open += lt.intents[step][i] > 0 && lt.hops[step][i] == 0;
     }
     printf("deadline %d ms: exit %d, intents %d, hops %d, copies in %s %d, began and did not "
            "end %d\n",
-           deadline_ms[step], exit_code[step], n_int, n_hop, mv->to, n_to, n_open);
-    if (exit_code[step] == -1) killed++;
+           lad.deadline_ms[step], lad.exit_code[step], n_int, n_hop, mv->to, n_to, n_open);
+    if (lad.exit_code[step] == -1) killed++;
     else finished++;
-    open += n_open;
   }
   printf("%s sigkill ladder over a whole move of %d ms: %d killed, %d finished, %d moves began "
          "and did not end (%d of them with their copy there)\n",
-         mv->command, whole_ms, killed, finished, open, open_copies);
+         mv->command, lad.whole_ms, killed, finished, lt.open, lt.open_copies);
   assert_true(killed > 0 && finished > 0);
-  final_mover(t, &tr, mv, intents, hops, in_to, in_dlq, open);
+  final_mover(t, &tr, mv, &lt);
   fx_audit_remove(&tr.a);
 }
 
@@ -743,19 +785,11 @@ static void test_console_job_killed_at_every_step(void **state) {
   trail tr;
   trail_init(&tr);
   declare(t, &tr);
-  static int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
-  memset(in_to, 0, sizeof in_to);
-  memset(in_dlq, 0, sizeof in_dlq);
   int deadline_ms[STEPS], whole_ms = 0, killed = 0;
   for (int k = 0; k < STEPS; k++) {
     int step = k == 0 ? STEPS - 1 : k - 1; /* the whole job first */
     char src[16];
-    snprintf(src, sizeof src, "s%d", step);
-    for (int i = 0; i < ITEMS; i++) {
-      char id[32];
-      snprintf(id, sizeof id, "k%d-%d", step, i);
-      pub_dlq_from(t, id, src);
-    }
+    put_step(t, step, src, sizeof src);
     console_at c;
     console_open(t, &tr, step, &c);
     deadline_ms[step] = step == STEPS - 1 ? 0 : deadline(step, whole_ms);
@@ -777,45 +811,13 @@ static void test_console_job_killed_at_every_step(void **state) {
     }
     unlink(c.jar);
   }
-  log_text l;
-  log_read(&tr.a, &l);
-  long unrecorded = 0;
-  for (int step = 0; step < STEPS; step++)
-    for (int i = 0; i < ITEMS; i++) {
-      char mid[48];
-      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
-      intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
-      hops[step][i] = count_lines(&l, "\"event\":\"replayed\"", mid);
-      if (hops[step][i] == 0) unrecorded++;
-    }
-  free(l.text);
-  depth_at_least d = {t, unrecorded};
-  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
-  drain_count(t, "dsr.work", in_to);
-  int open = 0, open_copies = 0, replayed = 0;
-  for (int step = 0; step < STEPS; step++)
-    for (int i = 0; i < ITEMS; i++) {
-      if (in_to[step][i] > 1 || hops[step][i] > 1)
-        fail_msg("step %d: item %d replayed twice (copies %d, hops %d)", step, i, in_to[step][i],
-                 hops[step][i]);
-      if (in_to[step][i] == 1 && intents[step][i] == 0)
-        fail_msg("step %d: a copy of item %d in dsr.work with nothing in the trail", step, i);
-      if (hops[step][i] > 0) {
-        assert_int_equal(in_to[step][i], 1);
-        assert_true(intents[step][i] >= 1);
-        replayed++;
-      }
-      if (step == STEPS - 1) assert_int_equal(hops[step][i], 1);
-      if (intents[step][i] > 0 && hops[step][i] == 0) {
-        open++;
-        open_copies += in_to[step][i];
-      }
-    }
+  static ladder_tally lt;
+  tally(t, &tr, &replay_mover, whole_step, NULL, &lt);
   printf("console job sigkill ladder over a whole job of %d ms: %d killed, %d replayed, %d moves "
          "began and did not end (%d of them with their copy there)\n",
-         whole_ms, killed, replayed, open, open_copies);
+         whole_ms, killed, lt.moved, lt.open, lt.open_copies);
   assert_true(killed > 0);
-  final_mover(t, &tr, &replay_mover, intents, hops, in_to, in_dlq, open);
+  final_mover(t, &tr, &replay_mover, &lt);
   fx_audit_remove(&tr.a);
 }
 
@@ -846,21 +848,13 @@ static void test_drain_killed_at_every_step(void **state) {
   env[n++] = "DLQ_BRIDGE_DRAIN_MAX_RATE=" PER_SECOND;
   env[n++] = env_sources;
   env[n] = NULL;
-  static int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
-  memset(in_to, 0, sizeof in_to);
-  memset(in_dlq, 0, sizeof in_dlq);
   int deadline_ms[STEPS], whole_ms = 0, killed = 0, finished = 0;
   static const char *const drain[] = {"drain", "run", NULL};
   for (int k = 0; k < STEPS; k++) {
     int step = k == 0 ? STEPS - 1 : k - 1; /* the whole canary first */
     char src[16];
-    snprintf(src, sizeof src, "s%d", step);
+    put_step(t, step, src, sizeof src);
     snprintf(env_sources, sizeof env_sources, "DLQ_BRIDGE_DRAIN_SOURCES=%s", src);
-    for (int i = 0; i < ITEMS; i++) {
-      char id[32];
-      snprintf(id, sizeof id, "k%d-%d", step, i);
-      pub_dlq_from(t, id, src);
-    }
     if (step == STEPS - 1) {
       th_bridge b;
       int64_t began = th_now_ms();
@@ -878,45 +872,13 @@ static void test_drain_killed_at_every_step(void **state) {
     if (r.exit_code == -1) killed++;
     else finished++;
   }
-  log_text l;
-  log_read(&tr.a, &l);
-  long unrecorded = 0;
-  for (int step = 0; step < STEPS; step++)
-    for (int i = 0; i < ITEMS; i++) {
-      char mid[48];
-      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
-      intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
-      hops[step][i] = count_lines(&l, "\"event\":\"replayed\"", mid);
-      if (hops[step][i] == 0) unrecorded++;
-    }
-  free(l.text);
-  depth_at_least d = {t, unrecorded};
-  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
-  drain_count(t, "dsr.work", in_to);
-  int open = 0, open_copies = 0, replayed = 0;
-  for (int step = 0; step < STEPS; step++)
-    for (int i = 0; i < ITEMS; i++) {
-      if (in_to[step][i] > 1 || hops[step][i] > 1)
-        fail_msg("step %d: item %d drained twice (copies %d, hops %d)", step, i, in_to[step][i],
-                 hops[step][i]);
-      if (in_to[step][i] == 1 && intents[step][i] == 0)
-        fail_msg("step %d: a copy of item %d in dsr.work with nothing in the trail", step, i);
-      if (hops[step][i] > 0) {
-        assert_int_equal(in_to[step][i], 1);
-        assert_true(intents[step][i] >= 1);
-        replayed++;
-      }
-      if (step == STEPS - 1) assert_int_equal(hops[step][i], 1);
-      if (intents[step][i] > 0 && hops[step][i] == 0) {
-        open++;
-        open_copies += in_to[step][i];
-      }
-    }
+  static ladder_tally lt;
+  tally(t, &tr, &replay_mover, whole_step, NULL, &lt);
   printf("drain sigkill ladder over a whole canary of %d ms: %d killed, %d ended by themselves, "
          "%d replayed, %d moves began and did not end (%d of them with their copy there)\n",
-         whole_ms, killed, finished, replayed, open, open_copies);
+         whole_ms, killed, finished, lt.moved, lt.open, lt.open_copies);
   assert_true(killed > 0);
-  final_mover(t, &tr, &replay_mover, intents, hops, in_to, in_dlq, open);
+  final_mover(t, &tr, &replay_mover, &lt);
   unlink(state_path);
   fx_audit_remove(&tr.a);
 }
@@ -940,20 +902,12 @@ static void test_escalator_killed_at_every_step(void **state) {
   env[n++] = "DLQ_BRIDGE_METRICS_ADDR=off";
   env[n++] = "DLQ_BRIDGE_CATALOG_WRITERS=guest";
   env[n] = NULL;
-  static int intents[STEPS][ITEMS], hops[STEPS][ITEMS], in_to[STEPS][ITEMS], in_dlq[STEPS][ITEMS];
-  memset(in_to, 0, sizeof in_to);
-  memset(in_dlq, 0, sizeof in_dlq);
   int deadline_ms[STEPS], whole_ms = 0, killed = 0;
   static const char *const run[] = {"run", NULL};
   for (int k = 0; k < STEPS; k++) {
     int step = k == 0 ? STEPS - 1 : k - 1; /* the whole run first */
     char src[16];
-    snprintf(src, sizeof src, "s%d", step);
-    for (int i = 0; i < ITEMS; i++) {
-      char id[32];
-      snprintf(id, sizeof id, "k%d-%d", step, i);
-      pub_dlq_from(t, id, src); /* dead-lettered an hour ago: past the 30m sla */
-    }
+    put_step(t, step, src, sizeof src); /* dead-lettered an hour ago: past the 30m sla */
     if (step == STEPS - 1) {
       int64_t began = th_now_ms();
       assert_int_equal(fx_start_bridge(t, env), 0);
@@ -970,52 +924,15 @@ static void test_escalator_killed_at_every_step(void **state) {
     if (r.exit_code != -1) fail_msg("run exited %d: %s", r.exit_code, r.err);
     killed++;
   }
-  log_text l;
-  log_read(&tr.a, &l);
-  long unrecorded = 0;
-  for (int step = 0; step < STEPS; step++)
-    for (int i = 0; i < ITEMS; i++) {
-      char mid[48];
-      snprintf(mid, sizeof mid, "\"message_id\":\"msg-k%d-%d\"", step, i);
-      intents[step][i] = count_lines(&l, "\"event\":\"move_started\"", mid);
-      hops[step][i] = count_lines(&l, "\"event\":\"escalated\"", mid);
-      if (hops[step][i] == 0) unrecorded++;
-    }
-  free(l.text);
-  /* The killed daemons' unacked originals return as the broker sees their
-   * sockets close. */
-  depth_at_least d = {t, unrecorded};
-  FX_CHECK(t, th_wait_until(dlq_back, &d, WAIT_MS));
-  drain_count(t, "compliance_review", in_to);
-  int open = 0, open_copies = 0, escalated = 0;
-  for (int step = 0; step < STEPS; step++)
-    for (int i = 0; i < ITEMS; i++) {
-      /* Nothing escalated twice, and no copy the trail does not know of. */
-      if (in_to[step][i] > 1)
-        fail_msg("step %d: item %d is in compliance_review %d times (intents %d, hops %d)", step, i,
-                 in_to[step][i], intents[step][i], hops[step][i]);
-      assert_true(hops[step][i] <= 1);
-      if (in_to[step][i] == 1 && intents[step][i] == 0)
-        fail_msg("step %d: a copy of item %d in compliance_review with nothing in the trail", step,
-                 i);
-      if (hops[step][i] > 0) {
-        assert_int_equal(in_to[step][i], 1);
-        assert_true(intents[step][i] >= 1); /* the intent came first */
-        escalated++;
-      }
-      if (step == STEPS - 1) assert_int_equal(hops[step][i], 1);
-      if (intents[step][i] > 0 && hops[step][i] == 0) {
-        open++;
-        open_copies += in_to[step][i];
-      }
-    }
+  static ladder_tally lt;
+  tally(t, &tr, &escalate_mover, whole_step, NULL, &lt);
   for (int step = 0; step < STEPS - 1; step++) printf("%d ", deadline_ms[step]);
   printf("ms\nescalator sigkill ladder over a whole run of %d ms: %d killed, %d escalated, %d "
          "escalations began and did not end (%d of them with their copy there)\n",
-         whole_ms, killed, escalated, open, open_copies);
+         whole_ms, killed, lt.moved, lt.open, lt.open_copies);
   /* The operator's escalate holds what the daemons held; moves the rest
    * (what no daemon reached). */
-  final_mover(t, &tr, &escalate_mover, intents, hops, in_to, in_dlq, open);
+  final_mover(t, &tr, &escalate_mover, &lt);
   fx_audit_remove(&tr.a);
 }
 
