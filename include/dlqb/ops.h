@@ -20,6 +20,7 @@
 #include "dlqb/calendar.h"
 #include "dlqb/config.h"
 #include "dlqb/deadline.h"
+#include "dlqb/hashset.h"
 #include "dlqb/item.h"
 #include "dlqb/ledger.h"
 #include "dlqb/pipeline.h"
@@ -448,6 +449,7 @@ typedef struct {
   bool filter_set;
   struct json_object **hops;
   size_t n, cap;
+  dlqb_hashset *closed; /* the chains whose writer ended them (chain_end), seen so far */
 } ops_hops;
 
 /* A dlqb_audit_visit_fn collecting into an ops_hops. */
@@ -457,6 +459,12 @@ bool ops_hops_collect(void *arg, const char *line, size_t len);
  * took its message out of the queue it was leaving. */
 void ops_hops_sort(struct json_object **hops, size_t n);
 #define OPS_HOP_MOVE_ENDED "move_ended"
+/* ops_hops_sort of c's hops, then each hop that ended an intent and was
+ * recorded by a writer whose chain never ended (killed between the record
+ * and the original's ack: the original may be back in its queue) gets
+ * OPS_HOP_RUN_ENDED false: its copy is the one that counts. */
+void ops_hops_order(ops_hops *c);
+#define OPS_HOP_RUN_ENDED "run_ended"
 void ops_hops_free(ops_hops *c);
 
 /* Verifies the configured trail (cfg->audit.log and its rotated files,
@@ -465,7 +473,7 @@ void ops_hops_free(ops_hops *c);
 dlqb_status ops_trail_verify(const dlqb_config *cfg, dlqb_audit_visit_fn visit, void *ctx,
                              dlqb_error *err);
 
-/* ops_trail_verify collecting c's hops, sorted. */
+/* ops_trail_verify collecting c's hops, in order (ops_hops_order). */
 dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err);
 
 /* One hop as `audit show` prints it (one line, sanitised, no newline). */

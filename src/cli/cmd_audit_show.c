@@ -225,7 +225,7 @@ int audit_show(int argc, char **argv) {
   if (help) {
     cli_print_help(&show_spec, stdout);
   } else if (rc == EXIT_OK) {
-    ops_hops_sort(c.hops.hops, c.hops.n);
+    ops_hops_order(&c.hops);
     if (c.hops.n > 0) read_ledger(&sl);
     print_show(&o, c.hops.hops, c.hops.n, &sum, sealed, &sl);
   }

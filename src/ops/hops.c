@@ -15,8 +15,21 @@ static const char *shown(json_object *rec, const char *key) {
   return v[0] != '\0' ? v : "?";
 }
 
+/* A chain_end's chain, into c->closed (its members are hex: no escapes). */
+static void note_closed(ops_hops *c, const char *line, size_t len) {
+  static const char key[] = "\"chain\":\"";
+  const char *at = strstr(line, key);
+  if (at == NULL || (size_t)(at - line) >= len) return;
+  at += sizeof key - 1;
+  const char *end = strchr(at, '"');
+  if (end == NULL) return;
+  if (c->closed == NULL && (c->closed = dlqb_hashset_new(0)) == NULL) return;
+  (void)dlqb_hashset_add(c->closed, at, (size_t)(end - at), NULL);
+}
+
 bool ops_hops_collect(void *arg, const char *line, size_t len) {
   ops_hops *c = arg;
+  if (strstr(line, "\"event\":\"chain_end\"") != NULL) note_closed(c, line, len);
   if (!c->filter_set) {
     dlqb_audit_filter_init(&c->filter, c->request_id, c->message_id);
     const dlqb_pipeline *p = c->pipeline;
@@ -47,13 +60,14 @@ static int by_time(const void *pa, const void *pb) {
   return strcmp(dlqb_audit_record_str(a, "time"), dlqb_audit_record_str(b, "time"));
 }
 
-/* Whether hops[i], an intent, ended: a later hop of its message took the
- * message out of the queue its reason names ("FROM -> TO"), or abandoned
- * a move out of it (move_abandoned: the copy never left). */
-static bool move_ended(json_object **hops, size_t n, size_t i) {
+/* The hop that ended hops[i], an intent: the first later hop of its
+ * message that took the message out of the queue its reason names ("FROM
+ * -> TO"), or abandoned a move out of it (move_abandoned: the copy never
+ * left); n when none did. */
+static size_t move_end(json_object **hops, size_t n, size_t i) {
   const char *reason = dlqb_audit_record_str(hops[i], "reason");
   const char *arrow = strstr(reason, " -> ");
-  if (arrow == NULL) return false;
+  if (arrow == NULL) return n;
   size_t fl = (size_t)(arrow - reason);
   const char *id = dlqb_audit_record_str(hops[i], "message_id");
   for (size_t k = i + 1; k < n; k++) {
@@ -68,16 +82,16 @@ static bool move_ended(json_object **hops, size_t n, size_t i) {
     }
     if (len == fl && strncmp(from, reason, fl) == 0 &&
         strcmp(dlqb_audit_record_str(hops[k], "message_id"), id) == 0)
-      return true;
+      return k;
   }
-  return false;
+  return n;
 }
 
 static void mark_moves(json_object **hops, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (strcmp(dlqb_audit_record_str(hops[i], "event"), "move_started") == 0)
       json_object_object_add(hops[i], OPS_HOP_MOVE_ENDED,
-                             json_object_new_boolean(move_ended(hops, n, i)));
+                             json_object_new_boolean(move_end(hops, n, i) < n));
 }
 
 void ops_hops_sort(json_object **hops, size_t n) {
@@ -92,6 +106,20 @@ void ops_hops_sort(json_object **hops, size_t n) {
     hops[j] = h;
   }
   mark_moves(hops, n);
+}
+
+void ops_hops_order(ops_hops *c) {
+  ops_hops_sort(c->hops, c->n);
+  for (size_t i = 0; i < c->n; i++) {
+    if (strcmp(dlqb_audit_record_str(c->hops[i], "event"), "move_started") != 0) continue;
+    size_t k = move_end(c->hops, c->n, i);
+    if (k == c->n || strcmp(dlqb_audit_record_str(c->hops[k], "event"), "move_abandoned") == 0)
+      continue;
+    const char *chain = dlqb_audit_record_str(c->hops[k], "chain");
+    bool closed = c->closed != NULL && dlqb_hashset_get(c->closed, chain, strlen(chain)) != NULL;
+    if (!closed)
+      json_object_object_add(c->hops[k], OPS_HOP_RUN_ENDED, json_object_new_boolean(false));
+  }
 }
 
 /* A record's text as a terminal may show it: the log is verified, but its
@@ -139,6 +167,11 @@ char *ops_hop_text(json_object *h, char *out, size_t len) {
                   : "begins, nothing sent yet");
   else if (from[0] != '\0') PUT("removed from %s", clean(from, b1, sizeof b1));
   else PUT("into %s", clean(to[0] ? to : "?", b4, sizeof b4));
+  json_object *run;
+  if (json_object_object_get_ex(h, OPS_HOP_RUN_ENDED, &run) && !json_object_get_boolean(run))
+    PUT("  ITS RUN DID NOT END: if the original is back in %s, this copy counts; resolve the "
+        "original",
+        clean(from[0] ? from : "?", b1, sizeof b1));
   /* null (the item had no attempt header) is not attempt 0 */
   if (json_object_object_get_ex(h, "attempt", &attempt) &&
       json_object_is_type(attempt, json_type_int))
@@ -205,6 +238,8 @@ void ops_hops_free(ops_hops *c) {
   free(c->hops);
   c->hops = NULL;
   c->n = c->cap = 0;
+  dlqb_hashset_free(c->closed);
+  c->closed = NULL;
 }
 
 dlqb_status ops_trail_verify(const dlqb_config *cfg, dlqb_audit_visit_fn visit, void *ctx,
@@ -229,6 +264,6 @@ dlqb_status ops_trail_verify(const dlqb_config *cfg, dlqb_audit_visit_fn visit, 
 
 dlqb_status ops_hops_read(const dlqb_config *cfg, ops_hops *c, dlqb_error *err) {
   dlqb_status st = ops_trail_verify(cfg, ops_hops_collect, c, err);
-  if (st == DLQB_OK) ops_hops_sort(c->hops, c->n);
+  if (st == DLQB_OK) ops_hops_order(c);
   return st;
 }

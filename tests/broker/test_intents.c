@@ -314,6 +314,7 @@ static void final_mover(fx_case *t, const trail *tr, const mover *mv, ladder_tal
   drain_count(t, "dsr.dlq.manual", in_dlq);
   drain_count(t, mv->to, again);
   int held = 0, back = 0;
+  char first_back[48] = "";
   for (int step = 0; step < STEPS; step++)
     for (int i = 0; i < ITEMS; i++) {
       bool unended = intents[step][i] > 0 && hops[step][i] == 0;
@@ -325,7 +326,7 @@ static void final_mover(fx_case *t, const trail *tr, const mover *mv, ladder_tal
         /* Its move recorded, its original back: the copy there counts. */
         assert_int_equal(hops[step][i], 1);
         assert_int_equal(in_to[step][i], 1);
-        back++;
+        if (back++ == 0) snprintf(first_back, sizeof first_back, "msg-k%d-%d", step, i);
       }
       held += in_dlq[step][i];
     }
@@ -335,6 +336,14 @@ static void final_mover(fx_case *t, const trail *tr, const mover *mv, ladder_tal
   assert_int_equal(held, open + back);
   assert_int_equal(r.exit_code, held > 0 ? 1 : 0);
   if (held > 0) assert_non_null(strstr(r.err, " held: "));
+  if (back > 0) {
+    /* audit show says which copy counts. */
+    const char *show[] = {"audit", "show", "--message-id", first_back, "--offline", NULL};
+    run_at(t->vhost.url, tr, show, &r);
+    assert_int_equal(r.exit_code, 0);
+    assert_non_null(strstr(r.out, "ITS RUN DID NOT END: if the original is back in "
+                                  "dsr.dlq.manual, this copy counts"));
+  }
 }
 
 /* SIGKILL at every moment of a move, a ladder of deadlines: step s moves

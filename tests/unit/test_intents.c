@@ -247,11 +247,61 @@ static void test_audit_show_marks_ended_moves(void **state) {
   for (int i = 0; i < 6; i++) json_object_put(h[i]);
 }
 
+/* One record of chain in_chain for ops_hops_collect, as the trail has it. */
+static void collect(ops_hops *c, const char *in_chain, const char *time, const char *event,
+                    const char *from, const char *to, const char *reason) {
+  char line[512];
+  int n = snprintf(line, sizeof line,
+                   "{\"v\":2,\"chain\":\"%s\",\"time\":\"%s\",\"event\":\"%s\",\"message_id\":"
+                   "\"m\",\"request_id\":\"R\",\"from\":\"%s\",\"to\":\"%s\",\"reason\":\"%s\"}",
+                   in_chain, time, event, from, to, reason);
+  assert_true(n > 0 && (size_t)n < sizeof line);
+  assert_true(ops_hops_collect(c, line, (size_t)n));
+}
+
+/* What audit show says of a move whose run did not end (a mover killed
+ * between the record and its ack): its copy counts if the original is
+ * back. A run that ended (chain_end), before or after, says nothing. */
+static void test_audit_show_marks_moves_of_runs_that_did_not_end(void **state) {
+  (void)state;
+  dlqb_pipeline p;
+  memset(&p, 0, sizeof p);
+  dlqb_pipeline_default_names(&p, DLQB_PIPELINE_DEFAULT);
+  dlqb_error err;
+  assert_int_equal(dlqb_profile_builtin("dsr", &p.profile, &err), DLQB_OK);
+  const char *route = "dsr.dlq.manual -> dsr.work";
+  ops_hops c = {.message_id = "m", .pipeline = &p};
+  /* killed: its intent and hop, no chain_end */
+  collect(&c, "c1", "2026-12-04T10:00:01Z", "move_started", "", "", route);
+  collect(&c, "c1", "2026-12-04T10:00:02Z", "replayed", "dsr.dlq.manual", "dsr.work", "fixed");
+  /* came back, replayed again by a run that ended */
+  collect(&c, "c2", "2026-12-04T10:00:03Z", "dead_lettered", "dsr.failed", "dsr.dlq.manual", "x");
+  collect(&c, "c3", "2026-12-04T10:00:04Z", "move_started", "", "", route);
+  collect(&c, "c3", "2026-12-04T10:00:05Z", "replayed", "dsr.dlq.manual", "dsr.work", "fixed");
+  collect(&c, "c3", "2026-12-04T10:00:06Z", "chain_end", "", "", "");
+  ops_hops_order(&c);
+  char text[1024];
+  size_t marked = 0;
+  for (size_t i = 0; i < c.n; i++) {
+    json_object *v;
+    if (!json_object_object_get_ex(c.hops[i], OPS_HOP_RUN_ENDED, &v)) continue;
+    marked++;
+    assert_false(json_object_get_boolean(v));
+    assert_string_equal(dlqb_audit_record_str(c.hops[i], "chain"), "c1");
+    assert_non_null(strstr(ops_hop_text(c.hops[i], text, sizeof text),
+                           "ITS RUN DID NOT END: if the original is back in dsr.dlq.manual, this "
+                           "copy counts"));
+  }
+  assert_int_equal(marked, 1);
+  ops_hops_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_intent_of_a_hop),
       cmocka_unit_test(test_open_moves_in_a_trail),
       cmocka_unit_test(test_audit_show_marks_ended_moves),
+      cmocka_unit_test(test_audit_show_marks_moves_of_runs_that_did_not_end),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
