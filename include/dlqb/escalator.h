@@ -11,7 +11,13 @@
  * An item's age counts from its own time (dlq_at, ..., dlqb_item_since),
  * but never from later than the escalator first saw it: a dlq_at a few
  * minutes ahead is accepted as clock skew and must not hold off its own
- * escalation. Items without any usable time are escalated at once. */
+ * escalation. Items without any usable time are escalated at once.
+ *
+ * Each pass is the operation level's move pass with the SLA kind
+ * (OPS_MOVE_SLA, dlqb/ops.h), in a session of its own: an intent before
+ * every copy, and an item whose escalation began and did not end, or was
+ * recorded by a run killed before its ack, is held until a person settles
+ * it (said once in the log, "unsettled"). */
 #ifndef DLQB_ESCALATOR_H
 #define DLQB_ESCALATOR_H
 
@@ -26,8 +32,8 @@ typedef struct dlqb_escalator dlqb_escalator;
 
 /* Starts the thread. after_ack (may be NULL) is called from the escalator's
  * thread for each escalation once acked (metrics); it must be thread-safe.
- * Opens its own audit writer "escalator@<instance>" (none when audit is
- * off). cfg must outlive the escalator (until dlqb_escalator_stop). */
+ * Opens its own session (ops_session_open): the audit writer
+ * "escalator@<instance>" (none when audit is off) and its anchors. cfg must outlive the escalator (until dlqb_escalator_stop). */
 dlqb_status dlqb_escalator_start(const dlqb_config *cfg,
                                  void (*after_ack)(void *ctx, const dlqb_hop *hop,
                                                    double confirm_seconds),
