@@ -416,15 +416,8 @@ int cmd_edit(int argc, char **argv) {
   e->rq.editor = editor;
 
   ops_session *session = NULL;
-  if (e->rq.dry_run) {
-    ops_session_opts so = {.cfg = e->o.cfg, .read_only = true};
-    if (ops_session_open(&so, &session, &err) != DLQB_OK) {
-      rc = cli_fail(&err);
-      goto done;
-    }
-  } else if ((rc = cli_audit_start(&e->o, "edit", &session)) != EXIT_OK) {
-    goto done;
-  }
+  e->o.dry_run = e->rq.dry_run; /* a preview's session writes nothing */
+  if ((rc = cli_audit_start(&e->o, "edit", &session)) != EXIT_OK) goto done;
   ops_edit_result *r = malloc(sizeof *r);
   if (r == NULL) {
     ops_session_close(session);

@@ -97,13 +97,7 @@ int cmd_replay(int argc, char **argv) {
   /* The audit trail first: one that cannot be written stops the replay
    * before anything is read or said (a dry run writes nothing). */
   ops_session *session = NULL;
-  ops_session_opts so = {.cfg = r.o.cfg, .read_only = true};
-  int arc = EXIT_OK;
-  if (r.o.dry_run) {
-    if (ops_session_open(&so, &session, &err) != DLQB_OK) return cli_fail(&err);
-  } else {
-    arc = cli_audit_start(&r.o, "replay", &session);
-  }
+  int arc = cli_audit_start(&r.o, "replay", &session);
   if (arc != EXIT_OK) return arc;
   /* The whole ledger next: replaying on a partial one could re-run a
    * completed erasure, so a failure to read it stops the replay. */

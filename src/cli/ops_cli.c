@@ -115,7 +115,9 @@ int cli_audit_start(const cli_opts *o, const char *command, ops_session **out) {
   *out = NULL;
   char writer[400];
   snprintf(writer, sizeof writer, "%s@%s", command, o->cfg->instance);
-  ops_session_opts so = {.cfg = o->cfg, .writer = writer, .without_trail = o->no_audit};
+  /* A dry run writes nothing: a session without a trail, never refused. */
+  ops_session_opts so = {
+      .cfg = o->cfg, .writer = writer, .without_trail = o->no_audit, .read_only = o->dry_run};
   dlqb_error err;
   dlqb_status st = ops_session_open(&so, out, &err);
   if (st != DLQB_OK) {
@@ -132,7 +134,7 @@ int cli_audit_start(const cli_opts *o, const char *command, ops_session **out) {
      * readable by others) is a configuration error. */
     return st == DLQB_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
   }
-  if (ops_session_audit(*out) == NULL) {
+  if (ops_session_audit(*out) == NULL && !o->dry_run) {
     dlqb_log_warn("no_audit",
                   "%s by actor '%s' with --no-audit: no audit trail configured, "
                   "nothing it does is recorded",

@@ -121,8 +121,9 @@ int cli_opts_load(const cli_spec *spec, int argc, char **argv, cli_opts *o, cli_
 void cli_default_actor(char *buf, size_t len);
 
 /* Opens the session (dlqb/ops.h) of a command that moves or removes items
- * (dry runs and read-only commands do not call it), its trail written as
- * "<command>@<instance>". With no audit_log configured it refuses,
+ * (read-only commands do not call it), its trail written as
+ * "<command>@<instance>"; with --dry-run (o->dry_run) one that opens no
+ * trail and writes nothing. With no audit_log configured it refuses,
  * EXIT_USAGE with one line naming where to set it, unless --no-audit: then
  * the session has no trail, a warning naming the command and the actor is
  * logged, and EXIT_OK. EXIT_RUNTIME when the trail cannot be opened. (Not
